@@ -1,0 +1,36 @@
+# helmdeck: `make demo` opens the app on the local cluster, `make test` runs every check.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint build venv cluster-down clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Go-built etcd, kube-apiserver/-controller-manager/-scheduler, kwok, helm 3 and 4;
+# cached in ~/.cache/helmdeck by version (a warm run takes seconds).
+build: $(STAMP)
+	$(BIN)/python -m localcluster.build
+
+demo: build
+	$(BIN)/helmdeck demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: build lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+cluster-down: $(STAMP)
+	$(BIN)/helmdeck cluster down
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

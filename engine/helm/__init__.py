@@ -1,0 +1,29 @@
+"""Helm actions through the helm CLI (3.13+ and 4), with typed errors."""
+
+from engine.helm.cli import Helm, HelmVersion, UpgradeOptions
+from engine.helm.errors import (
+    ClusterUnreachable,
+    Forbidden,
+    HelmError,
+    HelmMissing,
+    HelmTimeout,
+    HelmTooOld,
+    OperationInProgress,
+    ReleaseNotFound,
+    RenderError,
+)
+
+__all__ = [
+    "ClusterUnreachable",
+    "Forbidden",
+    "Helm",
+    "HelmError",
+    "HelmMissing",
+    "HelmTimeout",
+    "HelmTooOld",
+    "HelmVersion",
+    "OperationInProgress",
+    "ReleaseNotFound",
+    "RenderError",
+    "UpgradeOptions",
+]

@@ -1,0 +1,65 @@
+"""Kubernetes client construction with kubectl's kubeconfig and context rules.
+
+``--kubeconfig`` wins, else ``$KUBECONFIG`` (a path list, merged), else
+``~/.kube/config``; ``--context`` wins over the file's current-context.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+
+
+class KubeConfigError(RuntimeError):
+    """The kubeconfig could not be loaded; the message names the file and context."""
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """Which cluster to talk to: kubeconfig path (None = kubectl's default) and context."""
+
+    kubeconfig: Path | None = None
+    context: str | None = None
+
+    def helm_args(self) -> list[str]:
+        """The same selection as helm CLI flags."""
+        args: list[str] = []
+        if self.kubeconfig is not None:
+            args += ["--kubeconfig", str(self.kubeconfig)]
+        if self.context:
+            args += ["--kube-context", self.context]
+        return args
+
+    def describe(self) -> str:
+        source = str(self.kubeconfig) if self.kubeconfig else os.environ.get("KUBECONFIG", "~/.kube/config")
+        return f"{self.context or 'current context'} ({source})"
+
+
+def current_context(target: KubeTarget) -> str:
+    """Name of the context ``target`` selects; raises KubeConfigError."""
+    if target.context:
+        return target.context
+    try:
+        _, active = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=str(target.kubeconfig) if target.kubeconfig else None
+        )
+    except (ConfigException, OSError) as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {target.describe()}: {exc}") from exc
+    return str(active.get("name", "")) if active else ""
+
+
+def api_client(target: KubeTarget) -> client.ApiClient:
+    """A new ApiClient for ``target``; raises KubeConfigError naming file and context."""
+    try:
+        api: Any = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(target.kubeconfig) if target.kubeconfig else None,
+            context=target.context,
+        )
+        return cast(client.ApiClient, api)
+    except (ConfigException, OSError, TypeError) as exc:
+        raise KubeConfigError(f"cannot load kubeconfig {target.describe()}: {exc}") from exc

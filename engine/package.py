@@ -1,0 +1,338 @@
+"""Package files: what an operator declares for one Helm release.
+
+A package file is YAML, field names after Flux's HelmRelease where the
+concept exists::
+
+    apiVersion: helmdeck.dev/v1alpha1
+    kind: Package
+    metadata: {name: web, namespace: demo}
+    spec:
+      chart: ../charts/web          # chart directory, relative to this file
+      releaseName: web              # optional; default metadata.name
+      values: {replicas: 2}         # merged over valuesFiles
+      valuesFiles: [web-prod.yaml]  # relative to this file, merged in order
+      maintenance: ""               # or NoResourceReconciliation
+      timeout: 5m                   # Go duration, as Flux's spec.timeout
+
+Every problem raises :class:`PackageError` naming the file, the field (a
+dotted path), the line where known, and how to fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+API_VERSION = "helmdeck.dev/v1alpha1"
+KIND = "Package"
+MANAGED = ""
+NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
+MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
+PACKAGE_SUFFIXES = (".yaml", ".yml")
+MAX_RELEASE_NAME = 53  # Helm's limit (release names end up in label values)
+DEFAULT_TIMEOUT = 300.0
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class PackageError(ValueError):
+    """A package file is invalid. ``str()`` reads ``file:line: field: problem (fix)``."""
+
+    def __init__(self, file: Path, field: str, problem: str, fix: str = "", line: int | None = None):
+        self.file = file
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        self.line = line
+        where = f"{file}:{line}" if line else str(file)
+        text = f"{where}: {field}: {problem}" if field else f"{where}: {problem}"
+        super().__init__(f"{text} ({fix})" if fix else text)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart directory: its Chart.yaml metadata and a digest of its files."""
+
+    path: Path
+    name: str
+    version: str
+    app_version: str
+    digest: str  # sha256:<hex> over sorted relative paths and contents
+
+
+@dataclass(frozen=True)
+class PackageSpec:
+    """One validated package file. ``values_json`` is the inline values as JSON."""
+
+    file: Path
+    name: str
+    namespace: str
+    chart_path: Path
+    release_name: str
+    values_json: str = "{}"
+    values_files: tuple[Path, ...] = ()
+    maintenance: str = MANAGED
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(namespace, release name)``: the release this package drives."""
+        return (self.namespace, self.release_name)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        data = json.loads(self.values_json)
+        return data if isinstance(data, dict) else {}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (``90s``, ``5m``, ``1h2m3s``, ``500ms``) in seconds; ValueError otherwise."""
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m[1]) * _UNIT_SECONDS[m[2]]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"{text!r} is not a duration")
+    return total
+
+
+def shorten_release_name(name: str) -> str:
+    """Flux's rule for names over 53 characters: first 40, ``-``, 12 hex of sha256(name)."""
+    if len(name) <= MAX_RELEASE_NAME:
+        return name
+    return f"{name[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``over`` onto ``base``: maps merge recursively, anything else replaces (as helm's -f)."""
+    out = dict(base)
+    for key, value in over.items():
+        cur = out.get(key)
+        if isinstance(cur, Mapping) and isinstance(value, Mapping):
+            out[key] = deep_merge(cur, value)
+        else:
+            out[key] = value
+    return out
+
+
+# -- YAML with line numbers -------------------------------------------------
+def _lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """Map dotted field paths to 1-based line numbers from a composed YAML node."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            sub = f"{path}.{key_node.value}" if path else str(key_node.value)
+            out[sub] = key_node.start_mark.line + 1
+            _lines_by_path(value_node, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            sub = f"{path}[{i}]"
+            out[sub] = item.start_mark.line + 1
+            _lines_by_path(item, sub, out)
+    return out
+
+
+@dataclass
+class _Doc:
+    file: Path
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def error(self, path: str, problem: str, fix: str = "") -> PackageError:
+        line = self.lines.get(path)
+        if line is None and "." in path:
+            line = self.lines.get(path.rsplit(".", 1)[0])
+        return PackageError(self.file, path, problem, fix, line)
+
+    def mapping(self, value: Any, path: str, allowed: Iterable[str]) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a mapping, not {_type_name(value)}")
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                sub = f"{path}.{key}" if path else str(key)
+                raise self.error(sub, "unknown field", f"allowed here: {', '.join(allowed)}")
+        return value
+
+    def string(self, value: Any, path: str, *, required: bool = False, fix: str = "") -> str:
+        if value is None:
+            if required:
+                raise self.error(path, "is required", fix)
+            return ""
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a string, not {_type_name(value)}", fix)
+        if required and not value:
+            raise self.error(path, "must not be empty", fix)
+        return value
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def load_package(file: Path) -> PackageSpec:
+    """Read and validate one package file. Raises PackageError."""
+    file = file.resolve()
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise PackageError(file, "", f"cannot read file ({exc.strerror})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise PackageError(file, "", f"YAML error: {problem}", "fix the YAML syntax", line) from None
+    doc = _Doc(file, _lines_by_path(node) if node is not None else {})
+    top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
+    if not top:
+        raise doc.error("", "file is empty", f"write a {KIND} (apiVersion {API_VERSION})")
+    if top.get("apiVersion") != API_VERSION:
+        raise doc.error("apiVersion", f"must be {API_VERSION}, not {top.get('apiVersion')!r}")
+    if top.get("kind") != KIND:
+        raise doc.error("kind", f"must be {KIND}, not {top.get('kind')!r}")
+    meta = doc.mapping(top.get("metadata"), "metadata", ("name", "namespace"))
+    name = doc.string(meta.get("name"), "metadata.name", required=True, fix="name the package")
+    if not _DNS_LABEL.match(name) or len(name) > 63:
+        raise doc.error("metadata.name", f"{name!r} is not a valid Kubernetes name",
+                        "use at most 63 lower-case letters, digits and '-'")
+    namespace = doc.string(meta.get("namespace"), "metadata.namespace") or "default"
+    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+        raise doc.error("metadata.namespace", f"{namespace!r} is not a valid namespace name",
+                        "use at most 63 lower-case letters, digits and '-'")
+    spec = doc.mapping(top.get("spec"), "spec",
+                       ("chart", "releaseName", "values", "valuesFiles", "maintenance", "timeout"))
+    chart_rel = doc.string(spec.get("chart"), "spec.chart", required=True,
+                           fix="give the chart directory, relative to this file")
+    chart_path = (file.parent / chart_rel).resolve()
+    if not (chart_path / "Chart.yaml").is_file():
+        raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}", "point spec.chart at a chart directory")
+    release_name = doc.string(spec.get("releaseName"), "spec.releaseName")
+    if release_name:
+        if len(release_name) > MAX_RELEASE_NAME:
+            raise doc.error("spec.releaseName", f"is {len(release_name)} characters long",
+                            f"use at most {MAX_RELEASE_NAME} characters")
+    else:
+        release_name = shorten_release_name(name)
+    if not _RELEASE_NAME.match(release_name):
+        raise doc.error("spec.releaseName", f"{release_name!r} is not a valid release name",
+                        "use lower-case letters, digits, '-' and '.'")
+    values = spec.get("values")
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise doc.error("spec.values", f"must be a mapping, not {_type_name(values)}")
+    files_raw = spec.get("valuesFiles") or []
+    if not isinstance(files_raw, list):
+        raise doc.error("spec.valuesFiles", f"must be a list, not {_type_name(files_raw)}")
+    values_files = []
+    for i, item in enumerate(files_raw):
+        rel = doc.string(item, f"spec.valuesFiles[{i}]", required=True)
+        path = (file.parent / rel).resolve()
+        if not path.is_file():
+            raise doc.error(f"spec.valuesFiles[{i}]", f"{path} does not exist", "fix the path (relative to this file)")
+        values_files.append(path)
+    maintenance = doc.string(spec.get("maintenance"), "spec.maintenance")
+    if maintenance not in MAINTENANCE_STATES:
+        raise doc.error("spec.maintenance", f"unknown mode {maintenance!r}",
+                        f'use "" or {NO_RESOURCE_RECONCILIATION}')
+    timeout = DEFAULT_TIMEOUT
+    if spec.get("timeout") is not None:
+        raw = doc.string(spec.get("timeout"), "spec.timeout", fix="write a duration such as 5m or 90s")
+        try:
+            timeout = parse_duration(raw)
+        except ValueError:
+            raise doc.error("spec.timeout", f"{raw!r} is not a duration", "write e.g. 5m, 90s or 1m30s") from None
+    try:
+        values_json = json.dumps(values, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise doc.error("spec.values", f"cannot be represented as JSON ({exc})", "use plain YAML values") from None
+    return PackageSpec(
+        file=file, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
+        values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, timeout=timeout,
+    )
+
+
+def package_files(directory: Path) -> list[Path]:
+    """Package files in ``directory`` (not recursive), sorted by name."""
+    return sorted(p for p in directory.iterdir() if p.suffix in PACKAGE_SUFFIXES and p.is_file())
+
+
+def load_packages(
+    directory: Path, loader: Callable[[Path], PackageSpec] = load_package
+) -> tuple[list[PackageSpec], list[PackageError]]:
+    """Load every package file in ``directory``.
+
+    Returns the valid packages and the errors; a bad file never stops the
+    others. Two files driving the same release are both reported.
+    """
+    specs: list[PackageSpec] = []
+    errors: list[PackageError] = []
+    try:
+        files = package_files(directory)
+    except OSError as exc:
+        return [], [PackageError(directory, "", f"cannot list packages ({exc.strerror})")]
+    for path in files:
+        try:
+            specs.append(loader(path))
+        except PackageError as exc:
+            errors.append(exc)
+    by_release: dict[tuple[str, str], list[PackageSpec]] = {}
+    for spec in specs:
+        by_release.setdefault(spec.key, []).append(spec)
+    for key, group in by_release.items():
+        if len(group) > 1:
+            names = ", ".join(s.file.name for s in group)
+            for spec in group:
+                errors.append(PackageError(spec.file, "spec.releaseName",
+                                           f"release {key[0]}/{key[1]} is also declared by {names}",
+                                           "give each package its own release name or namespace"))
+            specs = [s for s in specs if s.key != key]
+    return specs, errors
+
+
+def load_chart(path: Path) -> Chart:
+    """Read Chart.yaml and digest every file of the chart. Raises PackageError."""
+    meta_file = path / "Chart.yaml"
+    try:
+        meta = yaml.safe_load(meta_file.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise PackageError(meta_file, "", f"cannot read Chart.yaml ({exc})", "fix the chart") from None
+    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("version"):
+        raise PackageError(meta_file, "name", "Chart.yaml needs name and version", "fix the chart")
+    h = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(file.relative_to(path).as_posix().encode() + b"\0")
+        h.update(file.read_bytes() + b"\0")
+    return Chart(path, str(meta["name"]), str(meta["version"]), str(meta.get("appVersion", "")),
+                 "sha256:" + h.hexdigest())
+
+
+def merged_values(spec: PackageSpec) -> dict[str, Any]:
+    """The values helm receives: valuesFiles in order, then spec.values. Raises PackageError."""
+    merged: dict[str, Any] = {}
+    for i, path in enumerate(spec.values_files):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise PackageError(spec.file, f"spec.valuesFiles[{i}]", f"cannot read {path} ({exc})") from None
+        if not isinstance(data, dict):
+            raise PackageError(spec.file, f"spec.valuesFiles[{i}]", f"{path} must hold a mapping")
+        merged = deep_merge(merged, data)
+    return deep_merge(merged, spec.values)

@@ -1,0 +1,21 @@
+"""The running engine: package source, release state, actions and events."""
+
+from engine.runtime.engine import Engine
+from engine.runtime.state import (
+    ActionOutcome,
+    EngineEvent,
+    PackageProblems,
+    ReleaseRemoved,
+    ReleaseState,
+    ReleaseUpdated,
+)
+
+__all__ = [
+    "ActionOutcome",
+    "Engine",
+    "EngineEvent",
+    "PackageProblems",
+    "ReleaseRemoved",
+    "ReleaseState",
+    "ReleaseUpdated",
+]

@@ -1,0 +1,3 @@
+"""helmdeck: a terminal dashboard over a Helm release reconcile engine."""
+
+__version__ = "0.1.0"

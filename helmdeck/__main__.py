@@ -1,0 +1,3 @@
+from helmdeck.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,500 @@
+"""Start, inspect and stop the local control plane as plain processes.
+
+Layout of a cluster's state directory (default
+``$XDG_STATE_HOME/helmdeck/cluster``, else ``~/.local/state/helmdeck/cluster``)::
+
+    state.json     ports and the PID + start time of every process started
+    kubeconfig     admin kubeconfig (context ``helmdeck-local``)
+    pki/           CA, serving, admin and service-account keys
+    etcd/          etcd data (kept across down/up)
+    logs/<component>.log
+
+``up`` is idempotent: a healthy cluster is left alone; a partly running one is
+stopped and started again. ``down`` stops exactly the processes recorded in
+``state.json`` (checked by PID *and* process start time, so a reused PID is
+never signalled) and waits until none of the recorded ports accepts
+connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localcluster import build
+from localcluster.pki import Pki, ensure_pki
+
+CONTEXT = "helmdeck-local"
+FAKE_NODE = "kwok-node-0"
+SERVICE_CIDR = "10.0.0.0/24"
+_SERVER_NAMES = ("localhost", "127.0.0.1", "10.0.0.1", "kubernetes", "kubernetes.default")
+# Start order; stop runs in reverse.
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+Progress = Callable[[str], None]
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be started; the message names the component and its log."""
+
+
+def default_state_dir() -> Path:
+    """``$HELMDECK_CLUSTER_DIR``, else the XDG state directory (see module docstring)."""
+    explicit = os.environ.get("HELMDECK_CLUSTER_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "helmdeck" / "cluster"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+@dataclass
+class ProcessRecord:
+    """A process this cluster started: its PID and start time identify it."""
+
+    component: str
+    pid: int
+    start_time: int
+    log: str
+
+    def alive(self) -> bool:
+        return _proc_start_time(self.pid) == self.start_time
+
+
+@dataclass
+class Ports:
+    etcd_client: int = 0
+    etcd_peer: int = 0
+    apiserver: int = 0
+    controller_manager: int = 0
+    scheduler: int = 0
+    kwok: int = 0
+
+    def all(self) -> list[int]:
+        return [p for p in asdict(self).values() if p]
+
+
+@dataclass
+class ClusterStatus:
+    """What ``helmdeck cluster status`` prints."""
+
+    state_dir: Path
+    kubeconfig: Path
+    server: str | None
+    running: dict[str, bool]
+    logs: dict[str, Path]
+    ready: bool = False
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"state:      {'ready' if self.ready else 'not ready'}",
+            f"directory:  {self.state_dir}",
+            f"kubeconfig: {self.kubeconfig}",
+            f"server:     {self.server or '-'}",
+        ]
+        for comp in ORDER:
+            mark = "running" if self.running.get(comp) else "stopped"
+            version = self.versions.get(comp, "")
+            out.append(f"  {comp:<24} {mark:<8} {version:<9} log: {self.logs[comp]}")
+        return out
+
+
+class LocalCluster:
+    """One local control plane rooted in ``state_dir`` (see module docstring)."""
+
+    def __init__(self, state_dir: Path | None = None, *, extra_apiserver_args: tuple[str, ...] = ()):
+        self.state_dir = (state_dir or default_state_dir()).resolve()
+        self.extra_apiserver_args = extra_apiserver_args
+        self.logs_dir = self.state_dir / "logs"
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        self._state_file = self.state_dir / "state.json"
+
+    # -- state -------------------------------------------------------------
+    def _load(self) -> tuple[Ports, dict[str, ProcessRecord]]:
+        try:
+            data = json.loads(self._state_file.read_text())
+        except (OSError, ValueError):
+            return Ports(), {}
+        ports = Ports(**data.get("ports", {}))
+        procs = {name: ProcessRecord(**rec) for name, rec in data.get("processes", {}).items()}
+        return ports, procs
+
+    def _save(self, ports: Ports, procs: dict[str, ProcessRecord]) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(
+            {"ports": asdict(ports), "processes": {k: asdict(v) for k, v in procs.items()}},
+            indent=2,
+        ))
+        tmp.replace(self._state_file)
+
+    @property
+    def server(self) -> str | None:
+        ports, _ = self._load()
+        return f"https://127.0.0.1:{ports.apiserver}" if ports.apiserver else None
+
+    def log_path(self, component: str) -> Path:
+        return self.logs_dir / f"{component}.log"
+
+    # -- health ------------------------------------------------------------
+    def _ssl_context(self) -> ssl.SSLContext:
+        pki = Pki(self.state_dir / "pki")
+        ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+        ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        return ctx
+
+    def _api(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        server = self.server
+        if server is None:
+            return 0, None
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(server + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self._ssl_context(), timeout=5) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw.startswith(b"{") else raw.decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, None
+        except (OSError, ssl.SSLError):
+            return 0, None
+
+    def is_ready(self) -> bool:
+        """True when every recorded process is alive and the apiserver's /readyz is ok."""
+        _, procs = self._load()
+        if set(procs) != set(ORDER) or not all(p.alive() for p in procs.values()):
+            return False
+        code, _ = self._api("GET", "/readyz")
+        return code == 200
+
+    def status(self) -> ClusterStatus:
+        """Report processes, kubeconfig, server and log files; never raises."""
+        _, procs = self._load()
+        running = {c: procs[c].alive() if c in procs else False for c in ORDER}
+        versions: dict[str, str] = {}
+        ready = False
+        if running["kube-apiserver"]:
+            code, body = self._api("GET", "/version")
+            if code == 200 and isinstance(body, dict):
+                versions["kube-apiserver"] = str(body.get("gitVersion", ""))
+            ready = self.is_ready()
+        return ClusterStatus(
+            state_dir=self.state_dir,
+            kubeconfig=self.kubeconfig,
+            server=self.server,
+            running=running,
+            logs={c: self.log_path(c) for c in ORDER},
+            ready=ready,
+            versions=versions,
+        )
+
+    # -- up ----------------------------------------------------------------
+    def up(self, progress: Progress = lambda _m: None, timeout: float = 120.0) -> None:
+        """Build (or reuse) the binaries and start the cluster unless it is ready.
+
+        Raises :class:`build.BuildError` when a component does not build and
+        :class:`ClusterError` when a component does not come up in ``timeout``
+        seconds (the message names the component and its log file).
+        """
+        if self.is_ready():
+            progress(f"local cluster already running ({self.server})")
+            return
+        build.build_all(progress=progress)
+        self.down()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(exist_ok=True)
+        pki = ensure_pki(self.state_dir / "pki", _SERVER_NAMES)
+        old_ports, _ = self._load()
+        ports = Ports(**{
+            name: port if port and not _port_open(port) else _free_port()
+            for name, port in asdict(old_ports).items()
+        })
+        procs: dict[str, ProcessRecord] = {}
+        self._save(ports, procs)
+        self._write_kubeconfig(pki, ports)
+        deadline = time.monotonic() + timeout
+        try:
+            progress("starting etcd")
+            procs["etcd"] = self._spawn("etcd", self._etcd_cmd(ports))
+            self._save(ports, procs)
+            self._wait("etcd", deadline, lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), procs)
+            progress("starting kube-apiserver")
+            procs["kube-apiserver"] = self._spawn("kube-apiserver", self._apiserver_cmd(pki, ports))
+            self._save(ports, procs)
+            self._wait("kube-apiserver", deadline, lambda: self._api("GET", "/readyz")[0] == 200, procs)
+            progress("starting kube-controller-manager, kube-scheduler, kwok")
+            for comp, cmd in (
+                ("kube-controller-manager", self._controller_manager_cmd(pki, ports)),
+                ("kube-scheduler", self._scheduler_cmd(ports)),
+                ("kwok", self._kwok_cmd(ports)),
+            ):
+                procs[comp] = self._spawn(comp, cmd)
+                self._save(ports, procs)
+            self._ensure_node(deadline, procs)
+            self._wait(
+                "kube-controller-manager", deadline,
+                lambda: self._api("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+                procs,
+            )
+            self._wait("kwok", deadline, self._node_ready, procs)
+        except BaseException:
+            self.down()
+            raise
+        progress(f"local cluster ready: {self.server} (kubeconfig: {self.kubeconfig})")
+
+    def _spawn(self, component: str, cmd: list[str]) -> ProcessRecord:
+        log = self.log_path(component)
+        with log.open("ab") as fh:
+            fh.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n".encode())
+            fh.flush()
+            # A session of its own: the cluster outlives `helmdeck cluster up`.
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=self.state_dir,
+            )
+        start = None
+        for _ in range(50):
+            start = _proc_start_time(proc.pid)
+            if start is not None:
+                break
+            time.sleep(0.01)
+        if start is None:
+            raise ClusterError(f"{component} exited at once; see {log}")
+        return ProcessRecord(component, proc.pid, start, str(log))
+
+    def _wait(
+        self, component: str, deadline: float, check: Callable[[], bool],
+        procs: dict[str, ProcessRecord],
+    ) -> None:
+        while time.monotonic() < deadline:
+            for rec in procs.values():
+                if not rec.alive():
+                    raise ClusterError(f"{rec.component} exited during start-up; see {rec.log}")
+            if check():
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"{component} was not ready in time; see {self.log_path(component)}")
+
+    def _etcd_cmd(self, ports: Ports) -> list[str]:
+        client = f"http://127.0.0.1:{ports.etcd_client}"
+        peer = f"http://127.0.0.1:{ports.etcd_peer}"
+        return [
+            str(build.binary("etcd")),
+            "--name=helmdeck",
+            f"--data-dir={self.state_dir / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=helmdeck={peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_cmd(self, pki: Pki, ports: Ports) -> list[str]:
+        return [
+            str(build.binary("kubernetes", "kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={ports.apiserver}",
+            f"--cert-dir={self.state_dir / 'pki'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--enable-priority-and-fairness=false",
+            *self.extra_apiserver_args,
+        ]
+
+    def _controller_manager_cmd(self, pki: Pki, ports: Ports) -> list[str]:
+        return [
+            str(build.binary("kubernetes", "kube-controller-manager")),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports.controller_manager}",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca_cert}",
+            "--use-service-account-credentials=false",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cert-dir={self.state_dir / 'pki' / 'kcm'}",
+        ]
+
+    def _scheduler_cmd(self, ports: Ports) -> list[str]:
+        return [
+            str(build.binary("kubernetes", "kube-scheduler")),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports.scheduler}",
+            f"--cert-dir={self.state_dir / 'pki' / 'scheduler'}",
+        ]
+
+    def _kwok_cmd(self, ports: Ports) -> list[str]:
+        return [
+            str(build.binary("kwok")),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.0.1.0/24",
+            "--node-ip=10.0.1.1",
+            f"--server-address=127.0.0.1:{ports.kwok}",
+        ]
+
+    def _write_kubeconfig(self, pki: Pki, ports: Ports) -> None:
+        import base64
+
+        def b64(p: Path) -> str:
+            return base64.b64encode(p.read_bytes()).decode()
+
+        # JSON is valid YAML, so no YAML library is needed here.
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": CONTEXT, "cluster": {
+                "server": f"https://127.0.0.1:{ports.apiserver}",
+                "certificate-authority-data": b64(pki.ca_cert),
+            }}],
+            "users": [{"name": "helmdeck-admin", "user": {
+                "client-certificate-data": b64(pki.admin_cert),
+                "client-key-data": b64(pki.admin_key),
+            }}],
+            "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "helmdeck-admin"}}],
+            "current-context": CONTEXT,
+        }
+        fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(config, fh, indent=2)
+
+    def _ensure_node(self, deadline: float, procs: dict[str, ProcessRecord]) -> None:
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": FAKE_NODE,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {
+                    "kubernetes.io/hostname": FAKE_NODE,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                },
+            },
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+                "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+            },
+        }
+
+        def created() -> bool:
+            code, _ = self._api("GET", f"/api/v1/nodes/{FAKE_NODE}")
+            if code == 200:
+                return True
+            code, _ = self._api("POST", "/api/v1/nodes", node)
+            return code in (200, 201, 409)
+
+        self._wait("kwok", deadline, created, procs)
+
+    def _node_ready(self) -> bool:
+        code, body = self._api("GET", f"/api/v1/nodes/{FAKE_NODE}")
+        if code != 200 or not isinstance(body, dict):
+            return False
+        conds = body.get("status", {}).get("conditions") or []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+    # -- down --------------------------------------------------------------
+    def down(self, timeout: float = 20.0) -> list[str]:
+        """Stop the processes this cluster started; return the components stopped.
+
+        SIGTERM first, SIGKILL after ``timeout`` seconds; then waits until none
+        of the recorded ports accepts connections. Data is kept for the next ``up``.
+        """
+        ports, procs = self._load()
+        stopped: list[str] = []
+        for comp in reversed(ORDER):
+            rec = procs.get(comp)
+            if rec is None or not rec.alive():
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(rec.pid, signal.SIGTERM)
+            stopped.append(comp)
+        deadline = time.monotonic() + timeout
+        for comp in stopped:
+            rec = procs[comp]
+            while rec.alive() and time.monotonic() < deadline:
+                _reap(rec.pid)
+                time.sleep(0.05)
+            if rec.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(rec.pid, signal.SIGKILL)
+                while rec.alive():
+                    _reap(rec.pid)
+                    time.sleep(0.05)
+        while any(_port_open(p) for p in ports.all()) and time.monotonic() < deadline + 5:
+            time.sleep(0.1)
+        if procs:
+            self._save(ports, {})
+        return stopped
+
+
+def _reap(pid: int) -> None:
+    """Collect ``pid`` if it is our child so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False

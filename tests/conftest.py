@@ -1,0 +1,98 @@
+"""Shared fixtures: one local control plane per session, one namespace per test.
+
+The cluster is built from the cached Go binaries and started in a temporary
+state directory. Set ``HELMDECK_TEST_CLUSTER_DIR`` to reuse a directory (and
+``HELMDECK_TEST_KEEP_CLUSTER=1`` to leave the cluster running afterwards,
+which makes repeated local runs start in a second).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube import KubeTarget, api_client
+from localcluster import build
+from localcluster.cluster import LocalCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+HELM_COMPONENTS = {"helm4": "helm4", "helm3": "helm3"}
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    explicit = os.environ.get("HELMDECK_TEST_CLUSTER_DIR")
+    state = Path(explicit) if explicit else tmp_path_factory.mktemp("cluster")
+    cluster = LocalCluster(state)
+    cluster.up()
+    yield cluster
+    if os.environ.get("HELMDECK_TEST_KEEP_CLUSTER") != "1":
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def kube_target(local_cluster: LocalCluster) -> KubeTarget:
+    return KubeTarget(local_cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def core_api(kube_target: KubeTarget) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client(kube_target))
+
+
+@pytest.fixture(scope="session")
+def helm_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An isolated helm config/cache/data home, so tests never touch the user's."""
+    home = tmp_path_factory.mktemp("helm-home")
+    return {
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def helm_binary(component: str) -> Path:
+    comp = build.COMPONENTS[component]
+    build.build(comp, progress=lambda _m: None)
+    return build.binary(component)
+
+
+@pytest.fixture(params=["helm4", "helm3"])
+def any_helm(request: pytest.FixtureRequest, kube_target: KubeTarget, helm_home: dict[str, str]) -> Helm:
+    """Each test using it runs once with helm 4 and once with helm 3."""
+    return Helm(helm_binary(request.param), kube_target, helm_home)
+
+
+@pytest.fixture
+def helm(kube_target: KubeTarget, helm_home: dict[str, str]) -> Helm:
+    """helm 4, the default for integration tests."""
+    return Helm(helm_binary("helm4"), kube_target, helm_home)
+
+
+@pytest.fixture
+def namespace(core_api: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    stem = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"t-{stem}-{uuid.uuid4().hex[:6]}"
+    core_api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core_api.delete_namespace(name, propagation_policy="Background")
+
+
+def run_helm(helm: Helm, *args: str) -> str:
+    """Run the test's helm binary directly (as a user in another terminal would)."""
+    proc = subprocess.run(
+        [helm.binary, *args, *helm.target.helm_args()],
+        capture_output=True, text=True, env={**os.environ, **helm.env}, timeout=180, check=False,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
+    return proc.stdout

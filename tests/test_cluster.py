@@ -1,0 +1,68 @@
+"""The local control plane: real components, versions, idempotent up, clean down."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from localcluster import build
+from localcluster.cluster import FAKE_NODE, LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+
+def test_cluster_is_ready_with_stamped_version(local_cluster: LocalCluster, core_api: client.CoreV1Api) -> None:
+    status = local_cluster.status()
+    assert status.ready, "\n".join(status.lines())
+    assert all(status.running.values())
+    assert status.versions["kube-apiserver"] == build.KUBERNETES_VERSION
+    node = core_api.read_node(FAKE_NODE)
+    assert node.status is not None and node.status.conditions
+    ready = {c.type: c.status for c in node.status.conditions}
+    assert ready["Ready"] == "True"
+    sa = core_api.read_namespaced_service_account("default", "default")
+    assert sa.metadata is not None and sa.metadata.name == "default"
+
+
+def test_up_again_is_a_no_op(local_cluster: LocalCluster) -> None:
+    before = local_cluster._load()[1]
+    local_cluster.up()
+    after = local_cluster._load()[1]
+    assert {k: v.pid for k, v in before.items()} == {k: v.pid for k, v in after.items()}
+
+
+def test_down_stops_exactly_its_processes_and_frees_ports(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "second")
+    cluster.up()
+    ports, procs = cluster._load()
+    assert cluster.is_ready()
+    pids = {rec.pid for rec in procs.values()}
+    stopped = cluster.down()
+    assert sorted(stopped) == sorted(procs)
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+    for port in ports.all():
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still listening"
+    assert cluster.status().running == dict.fromkeys(stopped, False)
+    assert cluster.down() == []  # nothing left to stop
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_binaries_are_cached_outside_the_repo() -> None:
+    repo = Path(__file__).resolve().parent.parent
+    for name in build.COMPONENTS:
+        comp = build.COMPONENTS[name]
+        assert comp.is_built(), name
+        assert repo not in comp.bin_dir().parents
+    assert os.access(build.binary("helm4"), os.X_OK)

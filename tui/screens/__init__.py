@@ -1,0 +1,1 @@
+"""Screens of the helmdeck app, one per module."""

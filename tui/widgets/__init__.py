@@ -1,0 +1,1 @@
+"""Widgets of the helmdeck app, one per module."""
