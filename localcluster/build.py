@@ -186,12 +186,32 @@ def _go_env(work: Path) -> dict[str, str]:
     return env
 
 
-def _run(cmd: Sequence[str], cwd: Path, log: TextIO, env: dict[str, str]) -> None:
+def _run(
+    cmd: Sequence[str], cwd: Path, log: TextIO, env: dict[str, str],
+    tick: Callable[[float], None] | None = None,
+) -> None:
+    """Run ``cmd`` with output to ``log``; call ``tick(elapsed)`` every 30 s while it runs."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    proc = subprocess.run(list(cmd), cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    started = time.monotonic()
+    while True:
+        try:
+            proc.wait(timeout=30)
+            break
+        except subprocess.TimeoutExpired:
+            if tick is not None:
+                tick(time.monotonic() - started)
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
 
 
 def _write_gomod(comp: Component, work: Path) -> None:
@@ -229,9 +249,16 @@ def build(comp: Component, *, root: Path | None = None, progress: Callable[[str]
             ldflags = " ".join(["-s", "-w", *comp.ldflags])
             for name, pkg in comp.binaries.items():
                 progress(f"  compiling {name} ...")
+                base = _count_lines(log_path)
+
+                def tick(elapsed: float, name: str = name, base: int = base) -> None:
+                    # `go build -v` logs one line per package it compiles.
+                    done = _count_lines(log_path) - base
+                    progress(f"  still compiling {name}: {done} packages built, {elapsed / 60:.1f} min")
+
                 _run(
-                    ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp_bin / name), pkg],
-                    work, log, env,
+                    ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp_bin / name), pkg],
+                    work, log, env, tick,
                 )
     except (subprocess.CalledProcessError, OSError) as exc:
         shutil.rmtree(tmp_bin, ignore_errors=True)
