@@ -1,6 +1,14 @@
 """Helm actions through the helm CLI (3.13+ and 4), with typed errors."""
 
-from engine.helm.cli import Helm, HelmVersion, UpgradeOptions
+from engine.helm.cli import (
+    Helm,
+    HelmVersion,
+    InstallOptions,
+    PostRenderer,
+    RollbackOptions,
+    UninstallOptions,
+    UpgradeOptions,
+)
 from engine.helm.errors import (
     ClusterUnreachable,
     Forbidden,
@@ -22,8 +30,12 @@ __all__ = [
     "HelmTimeout",
     "HelmTooOld",
     "HelmVersion",
+    "InstallOptions",
     "OperationInProgress",
+    "PostRenderer",
     "ReleaseNotFound",
     "RenderError",
+    "RollbackOptions",
+    "UninstallOptions",
     "UpgradeOptions",
 ]

@@ -45,15 +45,95 @@ class HelmVersion:
 
 
 @dataclass(frozen=True)
-class UpgradeOptions:
-    """Options of ``helm upgrade --install``; ``timeout`` in seconds."""
+class PostRenderer:
+    """How helm invokes helmdeck's post-renderer.
+
+    helm 3 takes an executable path (``executable``); helm 4 takes the name of
+    an installed ``postrenderer/v1`` plugin (``plugin_name``) found in
+    ``plugins_dir``, which becomes ``HELM_PLUGINS`` for that run only (never the
+    user's plugin directory). ``args`` go to ``--post-renderer-args``.
+    """
+
+    executable: Path | None = None
+    plugin_name: str | None = None
+    plugins_dir: Path | None = None
+    args: tuple[str, ...] = ()
+
+    def flags(self, major: int) -> list[str]:
+        """The helm flags for a helm of this major version."""
+        target = self.plugin_name if major >= 4 else (str(self.executable) if self.executable else None)
+        if target is None:
+            return []
+        out = ["--post-renderer", target]
+        for arg in self.args:
+            out += ["--post-renderer-args", arg]
+        return out
+
+    def env(self, major: int) -> dict[str, str]:
+        return {"HELM_PLUGINS": str(self.plugins_dir)} if major >= 4 and self.plugins_dir else {}
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    """``helm install`` options, after Flux's ``spec.install``; ``timeout`` in seconds."""
 
     timeout: float = 300.0
     wait: bool = True
-    create_namespace: bool = True
+    wait_for_jobs: bool = False
+    create_namespace: bool = False
+    disable_hooks: bool = False
+    replace: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
+    post_renderer: PostRenderer | None = None
+
+
+@dataclass(frozen=True)
+class UpgradeOptions:
+    """``helm upgrade`` options, after Flux's ``spec.upgrade``; ``timeout`` in seconds.
+
+    ``install=True`` adds ``--install`` (upgrade or install in one call).
+    ``reuse_values`` is Flux's ``preserveValues``.
+    """
+
+    timeout: float = 300.0
+    wait: bool = True
+    wait_for_jobs: bool = False
+    install: bool = False
+    create_namespace: bool = False
+    force: bool = False
+    cleanup_on_fail: bool = False
+    reuse_values: bool = False
+    disable_hooks: bool = False
     max_history: int | None = None
-    post_renderer: Sequence[str] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    post_renderer: PostRenderer | None = None
+
+
+@dataclass(frozen=True)
+class RollbackOptions:
+    """``helm rollback`` options, after Flux's ``spec.rollback``; ``timeout`` in seconds.
+
+    ``recreate`` maps to helm 3's ``--recreate-pods``; helm 4 has no such flag
+    and it is dropped there.
+    """
+
+    timeout: float = 300.0
+    wait: bool = True
+    force: bool = False
+    recreate: bool = False
+    cleanup_on_fail: bool = False
+    disable_hooks: bool = False
+    max_history: int | None = None
+
+
+@dataclass(frozen=True)
+class UninstallOptions:
+    """``helm uninstall`` options, after Flux's ``spec.uninstall``; ``timeout`` in seconds."""
+
+    timeout: float = 300.0
+    wait: bool = True
+    keep_history: bool = False
+    disable_hooks: bool = False
 
 
 def go_duration(seconds: float) -> str:
@@ -91,10 +171,12 @@ class Helm:
             )
         return path
 
-    async def _run(self, action: str, args: Sequence[str], timeout: float | None = None) -> str:
+    async def _run(
+        self, action: str, args: Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
+    ) -> str:
         """Run helm with ``args``; return stdout. Raises a typed HelmError on failure."""
         binary = self._resolve()
-        env = {**os.environ, **self.env}
+        env = {**os.environ, **self.env, **(env or {})}
         try:
             proc = await asyncio.create_subprocess_exec(
                 binary, *args,
@@ -141,12 +223,41 @@ class Helm:
     def _common(self, namespace: str) -> list[str]:
         return ["--namespace", namespace, *self.target.helm_args()]
 
-    async def _wait_flag(self, wait: bool) -> list[str]:
-        if not wait:
-            return []
-        return ["--wait=watcher"] if (await self.version()).major >= 4 else ["--wait"]
+    async def _major(self) -> int:
+        return (await self.version()).major
+
+    def _force_flag(self, major: int) -> str:
+        return "--force-replace" if major >= 4 else "--force"
 
     # -- actions -----------------------------------------------------------
+    async def install(
+        self,
+        release: str,
+        namespace: str,
+        chart: Path,
+        values: Mapping[str, Any],
+        options: InstallOptions | None = None,
+    ) -> dict[str, Any]:
+        """``helm install``; returns helm's JSON view of the release.
+
+        Raises a HelmError subclass; the release may still have been written
+        (read storage to know).
+        """
+        opts = options or InstallOptions()
+        major = await self._major()
+        args = ["install", release, str(chart), *self._common(namespace),
+                "--timeout", go_duration(opts.timeout), "--output", "json"]
+        args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
+        args += _flag("--create-namespace", opts.create_namespace) + _flag("--no-hooks", opts.disable_hooks)
+        args += _flag("--replace", opts.replace) + _labels(opts.labels)
+        env = {}
+        if opts.post_renderer is not None:
+            args += opts.post_renderer.flags(major)
+            env = opts.post_renderer.env(major)
+        with _values_file(values) as vf:
+            out = await self._run("install", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
+        return _json_object(out)
+
     async def upgrade(
         self,
         release: str,
@@ -155,24 +266,28 @@ class Helm:
         values: Mapping[str, Any],
         options: UpgradeOptions | None = None,
     ) -> dict[str, Any]:
-        """``helm upgrade --install``; returns helm's JSON view of the release.
+        """``helm upgrade`` (``--install`` when asked); returns helm's JSON view of the release.
 
         Raises a HelmError subclass; the release may still have been written
         (read storage to know).
         """
         opts = options or UpgradeOptions()
-        args = ["upgrade", release, str(chart), "--install", *self._common(namespace),
+        major = await self._major()
+        args = ["upgrade", release, str(chart), *self._common(namespace),
                 "--timeout", go_duration(opts.timeout), "--output", "json"]
-        args += await self._wait_flag(opts.wait)
-        if opts.create_namespace:
-            args.append("--create-namespace")
-        if opts.labels:
-            args += ["--labels", ",".join(f"{k}={v}" for k, v in sorted(opts.labels.items()))]
+        args += _flag("--install", opts.install) + _flag("--create-namespace", opts.install and opts.create_namespace)
+        args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
+        args += _flag(self._force_flag(major), opts.force) + _flag("--cleanup-on-fail", opts.cleanup_on_fail)
+        args += _flag("--reuse-values", opts.reuse_values) + _flag("--no-hooks", opts.disable_hooks)
         if opts.max_history is not None:
             args += ["--history-max", str(opts.max_history)]
-        args += list(opts.post_renderer)
+        args += _labels(opts.labels)
+        env = {}
+        if opts.post_renderer is not None:
+            args += opts.post_renderer.flags(major)
+            env = opts.post_renderer.env(major)
         with _values_file(values) as vf:
-            out = await self._run("upgrade", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE)
+            out = await self._run("upgrade", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
         return _json_object(out)
 
     async def rollback(
@@ -180,22 +295,67 @@ class Helm:
         release: str,
         namespace: str,
         revision: int = 0,
-        *,
-        timeout: float = 300.0,
-        wait: bool = True,
+        options: RollbackOptions | None = None,
     ) -> None:
         """``helm rollback`` to ``revision`` (0 = the previous one). Raises HelmError."""
+        opts = options or RollbackOptions()
+        major = await self._major()
         args = ["rollback", release, str(revision), *self._common(namespace),
-                "--timeout", go_duration(timeout)]
-        args += await self._wait_flag(wait)
-        await self._run("rollback", args, timeout + _PROCESS_GRACE)
+                "--timeout", go_duration(opts.timeout)]
+        args += _flag("--wait", opts.wait) + _flag(self._force_flag(major), opts.force)
+        args += _flag("--recreate-pods", opts.recreate and major < 4)
+        args += _flag("--cleanup-on-fail", opts.cleanup_on_fail) + _flag("--no-hooks", opts.disable_hooks)
+        if opts.max_history is not None:
+            args += ["--history-max", str(opts.max_history)]
+        await self._run("rollback", args, opts.timeout + _PROCESS_GRACE)
 
-    async def uninstall(self, release: str, namespace: str, *, timeout: float = 300.0, wait: bool = True) -> None:
+    async def uninstall(self, release: str, namespace: str, options: UninstallOptions | None = None) -> None:
         """``helm uninstall``. Raises ReleaseNotFound when there is no such release."""
-        args = ["uninstall", release, *self._common(namespace), "--timeout", go_duration(timeout)]
-        if wait:
-            args.append("--wait")
-        await self._run("uninstall", args, timeout + _PROCESS_GRACE)
+        opts = options or UninstallOptions()
+        args = ["uninstall", release, *self._common(namespace), "--timeout", go_duration(opts.timeout)]
+        args += _flag("--wait", opts.wait) + _flag("--keep-history", opts.keep_history)
+        args += _flag("--no-hooks", opts.disable_hooks)
+        await self._run("uninstall", args, opts.timeout + _PROCESS_GRACE)
+
+    async def test(
+        self, release: str, namespace: str, *, timeout: float = 300.0, filters: Sequence[str] = (),
+    ) -> str:
+        """``helm test``; ``filters`` are helm's ``name=x`` / ``!name=x``. Returns helm's output.
+
+        Raises HelmError when a test fails or times out (storage records the
+        hooks' phases either way).
+        """
+        args = ["test", release, *self._common(namespace), "--timeout", go_duration(timeout)]
+        if filters:
+            args += ["--filter", ",".join(filters)]
+        return await self._run("test", args, timeout + _PROCESS_GRACE)
+
+    async def template(
+        self,
+        release: str,
+        namespace: str,
+        chart: Path,
+        values: Mapping[str, Any],
+        *,
+        post_renderer: PostRenderer | None = None,
+        kube_version: str | None = None,
+        api_versions: Sequence[str] = (),
+        is_upgrade: bool = False,
+    ) -> str:
+        """``helm template`` (offline render); returns the manifests. Raises RenderError."""
+        major = await self._major()
+        args = ["template", release, str(chart), "--namespace", namespace]
+        if kube_version:
+            args += ["--kube-version", kube_version]
+        for api in api_versions:
+            args += ["--api-versions", api]
+        args += _flag("--is-upgrade", is_upgrade)
+        env = {}
+        if post_renderer is not None:
+            args += post_renderer.flags(major)
+            env = post_renderer.env(major)
+        with _values_file(values) as vf:
+            return await self._run("template", [*args, "--values", str(vf)], 120, env)
 
     async def history(self, release: str, namespace: str) -> list[dict[str, Any]]:
         """``helm history -o json``: one dict per revision, oldest first."""
@@ -207,6 +367,14 @@ class Helm:
         """``helm status -o json``. Raises ReleaseNotFound."""
         out = await self._run("status", ["status", release, *self._common(namespace), "--output", "json"], 60)
         return _json_object(out)
+
+
+def _flag(flag: str, on: bool) -> list[str]:
+    return [flag] if on else []
+
+
+def _labels(labels: Mapping[str, str]) -> list[str]:
+    return ["--labels", ",".join(f"{k}={v}" for k, v in sorted(labels.items()))] if labels else []
 
 
 def _json_object(out: str) -> dict[str, Any]:
@@ -235,4 +403,14 @@ def _values_file(values: Mapping[str, Any]) -> Iterator[Path]:
         path.unlink(missing_ok=True)
 
 
-__all__ = ["Helm", "HelmError", "HelmVersion", "UpgradeOptions", "go_duration"]
+__all__ = [
+    "Helm",
+    "HelmError",
+    "HelmVersion",
+    "InstallOptions",
+    "PostRenderer",
+    "RollbackOptions",
+    "UninstallOptions",
+    "UpgradeOptions",
+    "go_duration",
+]

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from engine.helm import Helm, HelmError, UpgradeOptions
+from engine.helm import Helm, HelmError, RollbackOptions, UpgradeOptions
 from engine.kube import KubeTarget, api_client
 from engine.package import (
     PackageError,
@@ -234,7 +234,7 @@ class Engine:
             return None
         action = "install" if obs is None or obs.status == "uninstalled" else "upgrade"
         labels = {LABEL_MANAGED_BY: MANAGER, LABEL_PACKAGE: spec.name, LABEL_SPEC_DIGEST: digest}
-        opts = UpgradeOptions(timeout=spec.timeout, labels=labels)
+        opts = UpgradeOptions(timeout=spec.timeout, labels=labels, install=True, create_namespace=True)
         outcome = await self._run(
             key, action, lambda: self.helm.upgrade(spec.release_name, spec.namespace, chart.path, values, opts),
         )
@@ -251,7 +251,7 @@ class Engine:
         state = self._states.get(key)
         timeout = state.package.timeout if state and state.package else 300.0
         outcome = await self._run(
-            key, "rollback", lambda: self.helm.rollback(key[1], key[0], revision, timeout=timeout),
+            key, "rollback", lambda: self.helm.rollback(key[1], key[0], revision, RollbackOptions(timeout=timeout)),
         )
         if outcome.ok and key in self.packages:
             self._refresh(key, suspended=True)
