@@ -13,8 +13,19 @@ concept exists::
       valuesFiles: [web-prod.yaml]  # relative to this file, merged in order
       maintenance: ""               # or NoResourceReconciliation
       timeout: 5m                   # Go duration, as Flux's spec.timeout
+      interval: 10m                 # periodic reconcile
+      maxHistory: 5                 # revisions helm keeps (0 = unlimited)
+      suspend: false
+      storageNamespace: ""          # where helm stores the release (default: the release namespace)
+      install: {createNamespace, disableHooks, disableWait, replace, remediation: {retries}}
+      upgrade: {force, cleanupOnFail, preserveValues, disableHooks, disableWait,
+                remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
+      test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
+      rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait}
+      uninstall: {keepHistory, disableHooks, disableWait}
+      driftDetection: {mode: disabled|warn|enabled}
 
-Every problem raises :class:`PackageError` naming the file, the field (a
+Defaults are Flux's. Every problem raises :class:`PackageError` naming the file, the field (a
 dotted path), the line where known, and how to fix it.
 """
 
@@ -38,6 +49,10 @@ MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
 PACKAGE_SUFFIXES = (".yaml", ".yml")
 MAX_RELEASE_NAME = 53  # Helm's limit (release names end up in label values)
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_INTERVAL = 600.0
+DEFAULT_MAX_HISTORY = 5
+STRATEGIES = ("rollback", "uninstall")
+DRIFT_MODES = ("disabled", "warn", "enabled")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -71,8 +86,89 @@ class Chart:
 
 
 @dataclass(frozen=True)
+class InstallSpec:
+    """Flux's ``spec.install``; install remediation always uninstalls. Negative retries = unlimited."""
+
+    create_namespace: bool = False
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    replace: bool = False
+    retries: int = 0
+    remediate_last_failure: bool | None = None
+
+    @property
+    def remediate_last(self) -> bool:
+        """Flux's default: remediate the last failure only when retries are set."""
+        return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries != 0
+
+
+@dataclass(frozen=True)
+class UpgradeSpec:
+    """Flux's ``spec.upgrade``. Negative retries = unlimited; strategy rollback or uninstall."""
+
+    force: bool = False
+    cleanup_on_fail: bool = False
+    preserve_values: bool = False
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    retries: int = 0
+    strategy: str = "rollback"
+    remediate_last_failure: bool | None = None
+
+    @property
+    def remediate_last(self) -> bool:
+        """Flux's default: remediate the last failure only when retries are set."""
+        return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries != 0
+
+
+@dataclass(frozen=True)
+class TestFilter:
+    """Select (or, with ``exclude``, skip) the test hook named ``name``."""
+
+    name: str
+    exclude: bool = False
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """Flux's ``spec.test``; ``timeout`` in seconds, None = the package timeout."""
+
+    enable: bool = False
+    ignore_failures: bool = False
+    timeout: float | None = None
+    filters: tuple[TestFilter, ...] = ()
+
+    def helm_filters(self) -> list[str]:
+        """``helm test --filter`` terms: ``name=x`` and ``!name=x``."""
+        return [f"{'!' if f.exclude else ''}name={f.name}" for f in self.filters]
+
+
+@dataclass(frozen=True)
+class RollbackSpec:
+    """Flux's ``spec.rollback``."""
+
+    force: bool = False
+    recreate: bool = False
+    cleanup_on_fail: bool = False
+    disable_hooks: bool = False
+    disable_wait: bool = False
+
+
+@dataclass(frozen=True)
+class UninstallSpec:
+    """Flux's ``spec.uninstall``."""
+
+    keep_history: bool = False
+    disable_hooks: bool = False
+    disable_wait: bool = False
+
+
+@dataclass(frozen=True)
 class PackageSpec:
-    """One validated package file. ``values_json`` is the inline values as JSON."""
+    """One validated package file. ``values_json`` is the inline values as JSON.
+
+    Durations (``timeout``, ``interval``) are in seconds.
+    """
 
     file: Path
     name: str
@@ -83,6 +179,21 @@ class PackageSpec:
     values_files: tuple[Path, ...] = ()
     maintenance: str = MANAGED
     timeout: float = DEFAULT_TIMEOUT
+    interval: float = DEFAULT_INTERVAL
+    max_history: int = DEFAULT_MAX_HISTORY
+    suspend: bool = False
+    storage_namespace: str = ""
+    install: InstallSpec = InstallSpec()
+    upgrade: UpgradeSpec = UpgradeSpec()
+    test: TestSpec = TestSpec()
+    rollback: RollbackSpec = RollbackSpec()
+    uninstall: UninstallSpec = UninstallSpec()
+    drift_detection: str = "disabled"
+
+    @property
+    def storage_ns(self) -> str:
+        """Namespace of the release's storage records."""
+        return self.storage_namespace or self.namespace
 
     @property
     def key(self) -> tuple[str, str]:
@@ -179,6 +290,51 @@ class _Doc:
         return value
 
 
+    def boolean(self, value: Any, path: str) -> bool | None:
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            raise self.error(path, f"must be true or false, not {_type_name(value)}")
+        return value
+
+    def integer(self, value: Any, path: str) -> int | None:
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.error(path, f"must be an integer, not {_type_name(value)}")
+        return value
+
+    def duration(self, value: Any, path: str) -> float | None:
+        if value is None:
+            return None
+        raw = self.string(value, path, fix="write a duration such as 5m or 90s")
+        try:
+            return parse_duration(raw)
+        except ValueError:
+            raise self.error(path, f"{raw!r} is not a duration", "write e.g. 5m, 90s or 1m30s") from None
+
+    def choice(self, value: Any, path: str, choices: tuple[str, ...], default: str) -> str:
+        if value is None:
+            return default
+        text = self.string(value, path)
+        if text not in choices:
+            raise self.error(path, f"unknown value {text!r}", f"use one of: {', '.join(repr(c) for c in choices)}")
+        return text
+
+    def flags(self, section: dict[str, Any], path: str, names: Iterable[str]) -> dict[str, bool]:
+        """Boolean fields of ``section`` (camelCase) as snake_case keyword arguments."""
+        out = {}
+        for name in names:
+            value = self.boolean(section.get(name), f"{path}.{name}")
+            if value is not None:
+                out[_snake(name)] = value
+        return out
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
 def _type_name(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
             int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
@@ -216,8 +372,7 @@ def load_package(file: Path) -> PackageSpec:
     if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
         raise doc.error("metadata.namespace", f"{namespace!r} is not a valid namespace name",
                         "use at most 63 lower-case letters, digits and '-'")
-    spec = doc.mapping(top.get("spec"), "spec",
-                       ("chart", "releaseName", "values", "valuesFiles", "maintenance", "timeout"))
+    spec = doc.mapping(top.get("spec"), "spec", _SPEC_FIELDS)
     chart_rel = doc.string(spec.get("chart"), "spec.chart", required=True,
                            fix="give the chart directory, relative to this file")
     chart_path = (file.parent / chart_rel).resolve()
@@ -252,20 +407,103 @@ def load_package(file: Path) -> PackageSpec:
     if maintenance not in MAINTENANCE_STATES:
         raise doc.error("spec.maintenance", f"unknown mode {maintenance!r}",
                         f'use "" or {NO_RESOURCE_RECONCILIATION}')
-    timeout = DEFAULT_TIMEOUT
-    if spec.get("timeout") is not None:
-        raw = doc.string(spec.get("timeout"), "spec.timeout", fix="write a duration such as 5m or 90s")
-        try:
-            timeout = parse_duration(raw)
-        except ValueError:
-            raise doc.error("spec.timeout", f"{raw!r} is not a duration", "write e.g. 5m, 90s or 1m30s") from None
+    storage_ns = doc.string(spec.get("storageNamespace"), "spec.storageNamespace")
+    if storage_ns and (not _DNS_LABEL.match(storage_ns) or len(storage_ns) > 63):
+        raise doc.error("spec.storageNamespace", f"{storage_ns!r} is not a valid namespace name",
+                        "use at most 63 lower-case letters, digits and '-'")
+    timeout = doc.duration(spec.get("timeout"), "spec.timeout")
+    interval = doc.duration(spec.get("interval"), "spec.interval")
+    if interval is not None and interval <= 0:
+        raise doc.error("spec.interval", "must be longer than zero", "write e.g. 10m")
+    max_history = doc.integer(spec.get("maxHistory"), "spec.maxHistory")
+    if max_history is not None and max_history < 0:
+        raise doc.error("spec.maxHistory", "must not be negative", "use 0 for unlimited")
+    extra: dict[str, Any] = {
+        "install": _install(doc, spec.get("install")),
+        "upgrade": _upgrade(doc, spec.get("upgrade")),
+        "test": _test(doc, spec.get("test")),
+        "rollback": RollbackSpec(**doc.flags(
+            doc.mapping(spec.get("rollback"), "spec.rollback", _ROLLBACK_FLAGS), "spec.rollback", _ROLLBACK_FLAGS)),
+        "uninstall": UninstallSpec(**doc.flags(
+            doc.mapping(spec.get("uninstall"), "spec.uninstall", _UNINSTALL_FLAGS), "spec.uninstall",
+            _UNINSTALL_FLAGS)),
+        "drift_detection": doc.choice(
+            doc.mapping(spec.get("driftDetection"), "spec.driftDetection", ("mode",)).get("mode"),
+            "spec.driftDetection.mode", DRIFT_MODES, "disabled"),
+        "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
+        "storage_namespace": storage_ns,
+    }
+    if timeout is not None:
+        extra["timeout"] = timeout
+    if interval is not None:
+        extra["interval"] = interval
+    if max_history is not None:
+        extra["max_history"] = max_history
     try:
         values_json = json.dumps(values, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise doc.error("spec.values", f"cannot be represented as JSON ({exc})", "use plain YAML values") from None
     return PackageSpec(
         file=file, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
-        values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, timeout=timeout,
+        values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, **extra,
+    )
+
+
+_SPEC_FIELDS = (
+    "chart", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
+    "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
+)
+_INSTALL_FLAGS = ("createNamespace", "disableHooks", "disableWait", "replace")
+_UPGRADE_FLAGS = ("force", "cleanupOnFail", "preserveValues", "disableHooks", "disableWait")
+_ROLLBACK_FLAGS = ("force", "recreate", "cleanupOnFail", "disableHooks", "disableWait")
+_UNINSTALL_FLAGS = ("keepHistory", "disableHooks", "disableWait")
+
+
+def _retries(doc: _Doc, remediation: dict[str, Any], path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    retries = doc.integer(remediation.get("retries"), f"{path}.retries")
+    if retries is not None:
+        out["retries"] = retries
+    last = doc.boolean(remediation.get("remediateLastFailure"), f"{path}.remediateLastFailure")
+    if last is not None:
+        out["remediate_last_failure"] = last
+    return out
+
+
+def _install(doc: _Doc, raw: Any) -> InstallSpec:
+    section = doc.mapping(raw, "spec.install", (*_INSTALL_FLAGS, "remediation"))
+    remediation = doc.mapping(section.get("remediation"), "spec.install.remediation",
+                              ("retries", "remediateLastFailure"))
+    return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS),
+                       **_retries(doc, remediation, "spec.install.remediation"))
+
+
+def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
+    section = doc.mapping(raw, "spec.upgrade", (*_UPGRADE_FLAGS, "remediation"))
+    remediation = doc.mapping(section.get("remediation"), "spec.upgrade.remediation",
+                              ("retries", "strategy", "remediateLastFailure"))
+    strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
+    return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
+                       **_retries(doc, remediation, "spec.upgrade.remediation"))
+
+
+def _test(doc: _Doc, raw: Any) -> TestSpec:
+    section = doc.mapping(raw, "spec.test", ("enable", "ignoreFailures", "timeout", "filters"))
+    filters_raw = section.get("filters") or []
+    if not isinstance(filters_raw, list):
+        raise doc.error("spec.test.filters", f"must be a list, not {_type_name(filters_raw)}")
+    filters = []
+    for i, item in enumerate(filters_raw):
+        path = f"spec.test.filters[{i}]"
+        entry = doc.mapping(item, path, ("name", "exclude"))
+        filters.append(TestFilter(doc.string(entry.get("name"), f"{path}.name", required=True,
+                                             fix="name the test hook"),
+                                  bool(doc.boolean(entry.get("exclude"), f"{path}.exclude"))))
+    return TestSpec(
+        enable=bool(doc.boolean(section.get("enable"), "spec.test.enable")),
+        ignore_failures=bool(doc.boolean(section.get("ignoreFailures"), "spec.test.ignoreFailures")),
+        timeout=doc.duration(section.get("timeout"), "spec.test.timeout"),
+        filters=tuple(filters),
     )
 
 

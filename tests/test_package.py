@@ -128,3 +128,67 @@ def test_chart_digest_changes_with_any_file(tmp_path: Path) -> None:
     second = load_chart(chart)
     assert (first.name, first.version) == ("c", "1.0.0")
     assert first.digest != second.digest
+
+
+FULL = """\
+  interval: 1m
+  maxHistory: 3
+  suspend: true
+  storageNamespace: helm-storage
+  install:
+    createNamespace: true
+    remediation: {retries: -1}
+  upgrade:
+    force: true
+    cleanupOnFail: true
+    preserveValues: true
+    remediation: {retries: 2, strategy: uninstall, remediateLastFailure: false}
+  test:
+    enable: true
+    ignoreFailures: true
+    timeout: 30s
+    filters: [{name: smoke}, {name: slow, exclude: true}]
+  rollback: {force: true, recreate: true, cleanupOnFail: true}
+  uninstall: {keepHistory: true, disableHooks: true}
+  driftDetection: {mode: warn}
+"""
+
+
+def test_every_flux_field(tmp_path: Path) -> None:
+    spec = load_package(write(tmp_path, "a.yaml", pkg(spec=FULL)))
+    assert (spec.interval, spec.max_history, spec.suspend, spec.storage_ns) == (60, 3, True, "helm-storage")
+    assert spec.install.create_namespace and spec.install.retries == -1 and spec.install.remediate_last
+    up = spec.upgrade
+    assert (up.force, up.cleanup_on_fail, up.preserve_values, up.retries, up.strategy) == \
+        (True, True, True, 2, "uninstall")
+    assert up.remediate_last is False
+    assert spec.test.enable and spec.test.ignore_failures and spec.test.timeout == 30
+    assert spec.test.helm_filters() == ["name=smoke", "!name=slow"]
+    assert spec.rollback.force and spec.rollback.recreate and spec.uninstall.keep_history
+    assert spec.drift_detection == "warn"
+
+
+def test_flux_defaults(tmp_path: Path) -> None:
+    spec = load_package(write(tmp_path, "a.yaml", pkg()))
+    assert (spec.timeout, spec.interval, spec.max_history, spec.storage_ns) == (300, 600, 5, "ns")
+    assert spec.upgrade.strategy == "rollback" and spec.upgrade.retries == 0 and not spec.upgrade.remediate_last
+    assert spec.drift_detection == "disabled" and not spec.test.enable
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "problem"),
+    [
+        ("  install: {createNamespace: yes-please}\n", "spec.install.createNamespace", "true or false"),
+        ("  upgrade: {remediation: {retries: two}}\n", "spec.upgrade.remediation.retries", "integer"),
+        ("  upgrade: {remediation: {strategy: pray}}\n", "spec.upgrade.remediation.strategy", "unknown value"),
+        ("  test: {filters: [{exclude: true}]}\n", "spec.test.filters[0].name", "required"),
+        ("  driftDetection: {mode: loud}\n", "spec.driftDetection.mode", "unknown value"),
+        ("  rollback: {recreat: true}\n", "spec.rollback.recreat", "unknown field"),
+        ("  maxHistory: -1\n", "spec.maxHistory", "negative"),
+    ],
+)
+def test_nested_field_errors(tmp_path: Path, body: str, field: str, problem: str) -> None:
+    with pytest.raises(PackageError) as err:
+        load_package(write(tmp_path, "a.yaml", pkg(spec=body)))
+    assert err.value.field == field and problem in str(err.value)
+    assert err.value.line is not None
