@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from engine import labels
 from engine.helm import Helm
 from engine.kube import KubeTarget
 from engine.runtime import Engine
-from engine.runtime.engine import LABEL_MANAGED_BY, LABEL_SPEC_DIGEST
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.cluster
@@ -38,8 +38,8 @@ async def test_install_upgrade_rollback(
         assert first is not None and first.ok, first
         obs = engine.observer.latest(*key) if engine.observer else None
         assert obs is not None and (obs.version, obs.status) == (1, "deployed")
-        assert obs.label_map[LABEL_MANAGED_BY] == "helmdeck"
-        assert len(obs.label_map[LABEL_SPEC_DIGEST]) == 32
+        assert obs.label_map[labels.MANAGED_BY] == "helmdeck"
+        assert len(obs.label_map[labels.SPEC_DIGEST]) == 32
 
         assert await engine.reconcile(key) is None  # unchanged: no action, no revision
 

@@ -52,8 +52,8 @@ class HelmdeckApp(App[None]):
     def on_mount(self) -> None:
         self.sub_title = self.context
         table = self.query_one(ReleaseTable)
-        for state in self.engine.releases():
-            table.upsert(state)
+        for view in self.engine.releases():
+            table.upsert(view)
         table.focus()
         if self._start_engine:
             self.start_engine()
@@ -78,7 +78,7 @@ class HelmdeckApp(App[None]):
         event = message.event
         table = self.query_one(ReleaseTable)
         if isinstance(event, ReleaseUpdated):
-            table.upsert(event.state)
+            table.upsert(event.view)
         elif isinstance(event, ReleaseRemoved):
             table.remove_release(event.key)
         elif isinstance(event, PackageProblems):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from engine.runtime.state import ActionOutcome, ReleaseState
+from engine.runtime.state import ActionOutcome, ReleaseView
 
 # Symbol + word, so a status reads the same without colour.
 _STATUS_SYMBOL = {
@@ -20,7 +20,7 @@ _STATUS_SYMBOL = {
 }
 
 
-def status_text(state: ReleaseState) -> str:
+def status_text(state: ReleaseView) -> str:
     """``✔ deployed``, ``⧗ pending-upgrade``; ``- not installed`` without a revision."""
     if state.unreadable:
         return "! unreadable"
@@ -30,7 +30,7 @@ def status_text(state: ReleaseState) -> str:
     return f"{_STATUS_SYMBOL.get(status, '?')} {status}"
 
 
-def status_style(state: ReleaseState) -> str:
+def status_style(state: ReleaseView) -> str:
     """A CSS-ish class name for the status: ok, warn, bad or idle."""
     if state.observation is None:
         return "idle"
@@ -64,7 +64,7 @@ def helm_time(value: str) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def action_text(state: ReleaseState) -> str:
+def action_text(state: ReleaseView) -> str:
     """What the engine is doing or last did: ``⟳ upgrade…``, ``✔ rollback``, ``✖ upgrade``."""
     parts = []
     if state.running:

@@ -6,8 +6,8 @@ from engine.runtime.state import (
     EngineEvent,
     PackageProblems,
     ReleaseRemoved,
-    ReleaseState,
     ReleaseUpdated,
+    ReleaseView,
 )
 
 __all__ = [
@@ -16,6 +16,6 @@ __all__ = [
     "EngineEvent",
     "PackageProblems",
     "ReleaseRemoved",
-    "ReleaseState",
     "ReleaseUpdated",
+    "ReleaseView",
 ]

@@ -1,17 +1,37 @@
 """Release state as the engine reports it, and the events announcing changes.
 
 Everything here is an immutable value: subscribers get snapshots and can
-keep them without locking.
+keep them without locking. Times are Unix seconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
+from engine.monitor.status import MonitorStatus
 from engine.package import PackageError, PackageSpec
 from engine.storage.observation import Observation
 
 ReleaseKey = tuple[str, str]  # (namespace, release name)
+
+# The engine's release states, after Flux helm-controller's state detection,
+# plus Stalled (retries exhausted or no rollback target: the engine stopped).
+RELEASE_STATES = (
+    "InSync", "OutOfSync", "Drifted", "Locked", "Untested", "Failed", "Unmanaged", "Absent", "Stalled",
+)
+CONDITION_TYPES = ("Ready", "Released", "TestSuccess", "Remediated", "Reconciling", "Stalled")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A Kubernetes-style condition: ``status`` is "True", "False" or "Unknown"."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = ""
+    last_transition: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -20,7 +40,6 @@ class ActionOutcome:
 
     ``revision`` is the revision storage held when the action ended (None if
     none); ``tail`` holds helm's last output lines when the action failed.
-    ``at`` is a Unix time in seconds.
     """
 
     action: str
@@ -32,38 +51,95 @@ class ActionOutcome:
 
 
 @dataclass(frozen=True)
-class ReleaseState:
-    """One release: its latest stored revision, the package declaring it, and activity.
+class RunningAction:
+    """An action in progress: name, start time and its helm timeout in seconds."""
 
-    ``observation`` is None while a package's release is not installed yet.
-    ``running`` names the action in progress, if any; ``suspended`` is set
-    after a hand rollback so the engine does not undo it.
+    action: str
+    started: float
+    timeout: float
+
+
+@dataclass(frozen=True)
+class FailureCounts:
+    """Flux's failure counters; reset when the chart version or values digest changes."""
+
+    install: int = 0
+    upgrade: int = 0
+    total: int = 0
+
+
+@dataclass(frozen=True)
+class ReleaseView:
+    """One release as the app shows it.
+
+    ``observation`` is None while a package's release is not installed.
+    ``state`` is the engine's release state (one of RELEASE_STATES) or None
+    when the engine does not manage the release (no package).
+    ``ready`` summarises the Ready condition (None = unknown).
+    ``maintenance`` is the effective mode (``""`` or ``NoResourceReconciliation``);
+    ``suspended`` is set by the package file or by a hand rollback/suspend.
     """
 
     namespace: str
     name: str
     observation: Observation | None = None
     package: PackageSpec | None = None
-    running: str | None = None
-    last: ActionOutcome | None = None
+    state: str | None = None
+    ready: bool | None = None
+    conditions: tuple[Condition, ...] = ()
+    monitor: MonitorStatus = field(default_factory=MonitorStatus)
+    maintenance: str = ""
     suspended: bool = False
+    running: RunningAction | None = None
+    last: ActionOutcome | None = None
+    failures: FailureCounts = field(default_factory=FailureCounts)
     unreadable: str | None = None
 
     @property
     def key(self) -> ReleaseKey:
         return (self.namespace, self.name)
 
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+@dataclass(frozen=True)
+class ReconcileEvent:
+    """One entry of a package's event log: an action and how it ended.
+
+    ``outcome`` is "started", "succeeded", "failed" or "info"; ``tail`` holds
+    helm's last output lines on failure.
+    """
+
+    at: float
+    key: ReleaseKey
+    package: str
+    action: str
+    outcome: str
+    message: str
+    tail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CleanupItem:
+    """One release cleanup found: ``<namespace>/<release>`` and what happened to it."""
+
+    namespace: str
+    name: str
+    result: Literal["removed", "failed", "skipped", "would-remove"]
+    message: str = ""
+
 
 @dataclass(frozen=True)
 class ReleaseUpdated:
-    """Something about one release changed; ``state`` is its new snapshot."""
+    """Something about one release changed; ``view`` is its new snapshot."""
 
-    state: ReleaseState
+    view: ReleaseView
 
 
 @dataclass(frozen=True)
 class ReleaseRemoved:
-    """A release left the view (its last revision was deleted and no package declares it)."""
+    """A release left the view (no stored revision and no package declares it)."""
 
     key: ReleaseKey
 
@@ -75,4 +151,19 @@ class PackageProblems:
     errors: tuple[PackageError, ...]
 
 
-EngineEvent = ReleaseUpdated | ReleaseRemoved | PackageProblems
+@dataclass(frozen=True)
+class EventLogged:
+    """A :class:`ReconcileEvent` was added to a package's log."""
+
+    event: ReconcileEvent
+
+
+@dataclass(frozen=True)
+class LeaseChanged:
+    """Who holds the engine lease; ``leader`` is True when this instance acts."""
+
+    holder: str
+    leader: bool
+
+
+EngineEvent = ReleaseUpdated | ReleaseRemoved | PackageProblems | EventLogged | LeaseChanged

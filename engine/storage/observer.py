@@ -122,6 +122,8 @@ class Observer:
         self._synced: dict[str | None, threading.Event] = {ns: threading.Event() for ns in self._namespaces}
         self._threads: list[threading.Thread] = []
         self._responses: dict[str | None, Any] = {}
+        # Offline only (no API to read back from): the objects fed in, for load_release.
+        self._offline_objects: dict[StorageKey, dict[str, Any]] = {}
         self.last_error: str | None = None
 
     # -- public API ----------------------------------------------------------
@@ -194,6 +196,29 @@ class Observer:
                 out[(ns, name)] = obs
         return out
 
+    def load_release(self, namespace: str, name: str, revision: int) -> dict[str, Any]:
+        """The whole decoded release of one stored revision, read from storage now.
+
+        Manifests and chart values are not kept in memory; this fetches them.
+        Raises KeyError when the revision is not stored, StorageDecodeError
+        when it cannot be decoded, ApiException on API errors.
+        """
+        with self._lock:
+            key = self._by_release.get((namespace, name), {}).get(revision)
+        if key is None:
+            raise KeyError(f"{namespace}/{name} has no stored revision {revision}")
+        obj: dict[str, Any]
+        if self._core is None:
+            obj = self._offline_objects[key]
+        else:
+            read: Any = (self._core.read_namespaced_secret if self._driver == "secret"
+                         else self._core.read_namespaced_config_map)
+            obj = json.loads(read(key.name, key.namespace, _preload_content=False).data)
+        payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
+        if payload is None:
+            raise StorageDecodeError(str(key), "record has no 'release' data")
+        return decode_payload(payload, str(key))
+
     def apply_object(self, obj: dict[str, Any]) -> None:
         """Take one storage object (as the API returns it) as if the watch saw it.
 
@@ -201,6 +226,9 @@ class Observer:
         through it too. Objects that are not release records are ignored.
         """
         if self._is_record(obj):
+            if self._core is None:
+                meta = obj["metadata"]
+                self._offline_objects[StorageKey(meta.get("namespace", ""), meta.get("name", ""))] = obj
             self._apply(obj, relist=False)
 
     # -- watch loop ----------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
-from engine.runtime.state import ReleaseKey, ReleaseState
+from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import action_text, helm_time, status_text
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -25,7 +25,7 @@ def row_key(key: ReleaseKey) -> str:
     return f"{key[0]}/{key[1]}"
 
 
-def cells(state: ReleaseState) -> dict[str, str]:
+def cells(state: ReleaseView) -> dict[str, str]:
     """The text of every column for one release."""
     obs = state.observation
     return {
@@ -50,7 +50,7 @@ class ReleaseTable(DataTable[str]):
         for key, label in COLUMNS:
             self.add_column(label, key=key)
 
-    def upsert(self, state: ReleaseState) -> None:
+    def upsert(self, state: ReleaseView) -> None:
         """Add the release's row or change only the cells that differ."""
         rk = row_key(state.key)
         new = cells(state)

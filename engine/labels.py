@@ -1,0 +1,31 @@
+"""Label keys helmdeck puts on releases (Helm storage records) and on rendered resources.
+
+Release labels go through helm's ``--labels`` and end up on the storage
+objects, where a server-side label selector finds them (cleanup). Label
+values are at most 63 characters, so digests are 32 hex characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# On release storage records (helm --labels).
+MANAGED_BY = "helmdeck.dev/managed-by"
+MANAGER = "helmdeck"
+PACKAGE = "helmdeck.dev/package"
+SPEC_DIGEST = "helmdeck.dev/spec-digest"
+MANIFEST_CHECKSUM = "helmdeck.dev/manifest-checksum"
+MAINTENANCE = "helmdeck.dev/maintenance"  # "true" / "false"
+
+# On every rendered resource (stamped by the post-renderer).
+ORIGIN_NAME = "helmdeck.dev/package-name"
+ORIGIN_NAMESPACE = "helmdeck.dev/package-namespace"
+RESOURCE_MAINTENANCE = "helmdeck.dev/maintenance"
+
+# On objects helmdeck itself owns (persisted engine status, leases).
+OWNED_BY = "app.kubernetes.io/managed-by"
+
+
+def label_digest(data: bytes) -> str:
+    """32 hex characters of sha256(data): fits a label value (63 characters at most)."""
+    return hashlib.sha256(data).hexdigest()[:32]
