@@ -1,0 +1,134 @@
+"""The package source: the packages folder, watched live with watchfiles.
+
+``load()`` reads every package file; ``watch()`` yields a
+:class:`SourceUpdate` per burst of file changes (an editor's save burst is
+one burst: watchfiles groups changes until none arrives for ``step_ms``,
+at most ``debounce_ms``). A change reaches only the packages it touches: its
+package file, one of its values files, or a file under its chart directory.
+
+A file that turns bad keeps its last good spec (the package keeps
+reconciling as it was) and is reported; a removed package file reports its
+release as removed (the runtime uninstalls it only with pruning on).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import watchfiles
+
+from engine.package import PackageError, PackageSpec, load_packages
+
+log = logging.getLogger(__name__)
+
+ReleaseKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class SourceUpdate:
+    """The outcome of a (re)load.
+
+    ``specs``: every effective package by release key; ``changed``: keys whose
+    spec or inputs changed (new packages included); ``removed``: keys no file
+    declares any more; ``errors``: every current problem (bad files keep their
+    last good spec in ``specs``).
+    """
+
+    specs: dict[ReleaseKey, PackageSpec]
+    changed: frozenset[ReleaseKey] = frozenset()
+    removed: frozenset[ReleaseKey] = frozenset()
+    errors: tuple[PackageError, ...] = ()
+    paths: frozenset[Path] = field(default=frozenset())
+
+
+class PackageSource:
+    """Loads and watches one packages folder."""
+
+    def __init__(self, directory: Path, *, debounce_ms: int = 1500, step_ms: int = 150):
+        self.directory = directory.resolve()
+        self._debounce_ms = debounce_ms
+        self._step_ms = step_ms
+        self._good: dict[Path, PackageSpec] = {}  # package file -> last good spec
+        self._specs: dict[ReleaseKey, PackageSpec] = {}
+        self._stopping = False
+        self._cycle: anyio.Event | None = None  # stops the current watch cycle
+
+    @property
+    def specs(self) -> dict[ReleaseKey, PackageSpec]:
+        return dict(self._specs)
+
+    def load(self, touched: set[Path] | None = None) -> SourceUpdate:
+        """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
+        if touched is not None:
+            touched = {p.resolve() for p in touched}
+        specs, errors = load_packages(self.directory)
+        good = {s.file: s for s in specs}
+        bad_files = {e.file for e in errors}
+        for file in bad_files:
+            if file in self._good and file not in good and file.exists():
+                good[file] = self._good[file]  # keep the last good spec of a file that turned bad
+        self._good = good
+        new: dict[ReleaseKey, PackageSpec] = {}
+        for spec in good.values():
+            new.setdefault(spec.key, spec)
+        old = self._specs
+        changed = {k for k, s in new.items() if old.get(k) != s}
+        if touched is None:
+            changed = set(new)
+        else:
+            # A bad file's kept spec did not change, even though its file did.
+            changed |= {k for k, s in new.items() if s.file not in bad_files and _touches(s, touched)}
+        removed = set(old) - set(new)
+        self._specs = new
+        for err in errors:
+            log.warning("package problem: %s", err)
+        return SourceUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()))
+
+    def _roots(self) -> set[Path]:
+        """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""
+        paths = {self.directory}
+        for spec in self._specs.values():
+            paths.add(spec.chart_path)
+            paths.update(p.parent for p in spec.values_files)
+        existing = sorted(p for p in paths if p.exists())
+        return {p for p in existing if not any(q != p and q in p.parents for q in existing)}
+
+    def stop(self) -> None:
+        """End :meth:`watch` (the watcher notices within a few hundred milliseconds)."""
+        self._stopping = True
+        if self._cycle is not None:
+            self._cycle.set()
+
+    async def watch(self) -> AsyncIterator[SourceUpdate]:
+        """Yield an update per change burst until :meth:`stop`. Call :meth:`load` first."""
+        while not self._stopping:
+            roots = self._roots()
+            self._cycle = anyio.Event()
+            async for changes in watchfiles.awatch(
+                *roots, debounce=self._debounce_ms, step=self._step_ms, stop_event=self._cycle,
+            ):
+                touched = {Path(p) for _, p in changes}
+                # Reading package files is blocking I/O: keep it off the event loop.
+                update = await anyio.to_thread.run_sync(self.load, touched)
+                if update.changed or update.removed or _relevant(touched, self.directory):
+                    yield update
+                if self._roots() != roots:
+                    self._cycle.set()  # new chart or values folders to watch: restart the watcher
+
+
+def _touches(spec: PackageSpec, touched: set[Path]) -> bool:
+    for path in touched:
+        if path == spec.file or path in spec.values_files:
+            return True
+        if path == spec.chart_path or spec.chart_path in path.parents:
+            return True
+    return False
+
+
+def _relevant(touched: set[Path], directory: Path) -> bool:
+    """A change in the packages folder itself (e.g. a file turned bad) is worth reporting."""
+    return any(p.parent == directory for p in touched)

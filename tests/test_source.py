@@ -1,0 +1,115 @@
+"""The package source: live folder watching, debounce, bad files keep their last good spec."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.runtime.source import PackageSource, SourceUpdate
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def package(name: str, chart: Path, values: str = "{}") -> str:
+    return (f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: ns\n"
+            f"spec:\n  chart: {chart}\n  values: {values}\n")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    charts = tmp_path / "charts"
+    shutil.copytree(EXAMPLES / "charts" / "settings", charts / "a")
+    shutil.copytree(EXAMPLES / "charts" / "settings", charts / "b")
+    pkgs = tmp_path / "packages"
+    pkgs.mkdir()
+    (pkgs / "a.yaml").write_text(package("a", charts / "a"))
+    (pkgs / "b.yaml").write_text(package("b", charts / "b"))
+    return pkgs
+
+
+class Watching:
+    """Consumes ``source.watch()`` in a task so the watcher runs while the test writes files."""
+
+    def __init__(self, source: PackageSource):
+        self.source = source
+        self.updates: asyncio.Queue[SourceUpdate] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Watching:
+        async def consume() -> None:
+            async for update in self.source.watch():
+                self.updates.put_nowait(update)
+
+        self.task = asyncio.create_task(consume())
+        await asyncio.sleep(0.4)  # let the watcher start
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.source.stop()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 5)
+
+    async def next(self, timeout: float = 10.0) -> SourceUpdate:
+        return await asyncio.wait_for(self.updates.get(), timeout)
+
+    async def collect_for(self, seconds: float) -> list[SourceUpdate]:
+        await asyncio.sleep(seconds)
+        out = []
+        while not self.updates.empty():
+            out.append(self.updates.get_nowait())
+        return out
+
+
+async def test_changes_reach_only_affected_packages_and_bursts_are_one(folder: Path) -> None:
+    source = PackageSource(folder, debounce_ms=800, step_ms=150)
+    first = source.load()
+    assert set(first.specs) == {("ns", "a"), ("ns", "b")} and first.changed == set(first.specs)
+    async with Watching(source) as w:
+        for i in range(5):  # an editor's save burst
+            (folder / "a.yaml").write_text(package("a", folder.parent / "charts" / "a", f"{{n: {i}}}"))
+        updates = await w.collect_for(2.5)
+        assert len(updates) == 1
+        assert updates[0].changed == {("ns", "a")}
+        assert updates[0].specs[("ns", "a")].values == {"n": 4}
+
+        # A chart file of b changes: only b.
+        (folder.parent / "charts" / "b" / "templates" / "configmap.yaml").write_text("# changed\n")
+        update = await w.next()
+        assert update.changed == {("ns", "b")}
+
+
+async def test_bad_file_keeps_last_good_spec_then_fix_and_removal(folder: Path) -> None:
+    source = PackageSource(folder, debounce_ms=600, step_ms=100)
+    good = source.load().specs[("ns", "a")]
+    async with Watching(source) as w:
+        (folder / "a.yaml").write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nspec: [\n")
+        update = await w.next()
+        assert [e.file.name for e in update.errors] == ["a.yaml"]
+        assert update.specs[("ns", "a")] == good and not update.changed
+        assert ("ns", "b") in update.specs
+
+        (folder / "a.yaml").write_text(package("a", folder.parent / "charts" / "a", "{fixed: true}"))
+        update = await w.next()
+        assert update.errors == () and update.changed == {("ns", "a")}
+
+        (folder / "b.yaml").unlink()
+        update = await w.next()
+        assert update.removed == {("ns", "b")} and ("ns", "b") not in update.specs
+
+
+async def test_new_chart_folder_is_watched_after_a_package_points_at_it(folder: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere" / "c"
+    shutil.copytree(EXAMPLES / "charts" / "settings", other)
+    source = PackageSource(folder, debounce_ms=600, step_ms=100)
+    source.load()
+    async with Watching(source) as w:
+        (folder / "c.yaml").write_text(package("c", other))
+        update = await w.next()
+        assert update.changed == {("ns", "c")}
+        await asyncio.sleep(0.5)  # the watcher restarts with the new chart folder
+        (other / "values.yaml").write_text("settings: {x: y}\n")
+        update = await w.next()
+        assert update.changed == {("ns", "c")}
