@@ -1,0 +1,175 @@
+"""One acting engine per cluster and package set: a coordination.k8s.io Lease.
+
+Leader election as client-go's: the holder renews ``renewTime`` every
+``retry`` seconds; another candidate takes over when it has seen the same
+record unchanged for longer than ``duration`` seconds (measured on its own
+monotonic clock, so clock skew between machines does not matter). Writes use
+the read resourceVersion, so two candidates never both win. On a clean stop
+the holder gives the lease up at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import re
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine import labels
+
+log = logging.getLogger(__name__)
+
+OnChange = Callable[[str, bool], None]  # (holder identity, this instance leads)
+
+
+def default_identity() -> str:
+    """``<host>-<pid>-<4 hex>``: unique per process, readable in the app's header."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def lease_name_for(packages_dir: str) -> str:
+    """A Lease name for a package set: ``helmdeck-<folder name>`` made a valid object name."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", packages_dir.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-")
+    return f"helmdeck-{stem or 'packages'}"[:63].rstrip("-")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class LeaseElector:
+    """Competes for the Lease ``namespace/name``; reports holder changes through ``on_change``."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        name: str,
+        namespace: str = "default",
+        *,
+        identity: str | None = None,
+        duration: float = 15.0,
+        retry: float = 2.0,
+        on_change: OnChange | None = None,
+    ):
+        self._coord = client.CoordinationV1Api(api)
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity or default_identity()
+        self.duration = duration
+        self.retry = retry
+        self._on_change = on_change
+        self.holder = ""
+        self.leader = False
+        self._seen: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._seen_at = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self.last_error: str | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name=f"lease-{self.name}")
+
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop competing; with ``release`` a leader gives the lease up so another takes over at once."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if release and self.leader:
+            with contextlib.suppress(ApiException, OSError):
+                await asyncio.to_thread(self._release)
+            self._set(holder="", leader=False)
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self._try_once)
+                self.last_error = None
+            except ApiException as exc:
+                self.last_error = f"lease {self.namespace}/{self.name}: API error {exc.status} {exc.reason}"
+                log.warning("%s", self.last_error)
+                if self.leader and time.monotonic() - self._seen_at > self.duration:
+                    self._set(self.holder, False)  # could not renew in time: stop acting
+            except OSError as exc:
+                self.last_error = f"lease {self.namespace}/{self.name}: {exc}"
+                log.warning("%s", self.last_error)
+            await asyncio.sleep(self.retry)
+
+    def _set(self, holder: str, leader: bool) -> None:
+        changed = (holder, leader) != (self.holder, self.leader)
+        self.holder, self.leader = holder, leader
+        if changed:
+            log.info("lease %s/%s held by %s (leader: %s)", self.namespace, self.name, holder or "nobody", leader)
+            if self._on_change is not None:
+                self._on_change(holder, leader)
+
+    def _body(self, rv: str | None, transitions: int, acquire: dt.datetime | None) -> dict[str, Any]:
+        now = _now()
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
+                                "labels": {labels.OWNED_BY: labels.MANAGER}}
+        if rv:
+            meta["resourceVersion"] = rv
+        return {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(1, round(self.duration)),
+                "acquireTime": (acquire or now).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+                "renewTime": now.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+                "leaseTransitions": transitions,
+            },
+        }
+
+    def _try_once(self) -> None:
+        try:
+            lease = self._coord.read_namespaced_lease(self.name, self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            try:
+                self._coord.create_namespaced_lease(self.namespace, self._body(None, 0, None))
+            except ApiException as create_exc:
+                if create_exc.status == 409:
+                    return  # someone else created it first; next round reads it
+                raise
+            self._seen, self._seen_at = (self.identity, ""), time.monotonic()
+            self._set(self.identity, True)
+            return
+        spec = lease.spec
+        holder = spec.holder_identity or ""
+        renew = str(spec.renew_time or "")
+        if (holder, renew) != self._seen:
+            self._seen, self._seen_at = (holder, renew), time.monotonic()
+        expired = not holder or time.monotonic() - self._seen_at > self.duration
+        if holder != self.identity and not expired:
+            self._set(holder, False)
+            return
+        transitions = (spec.lease_transitions or 0) + (0 if holder == self.identity else 1)
+        acquire = spec.acquire_time if holder == self.identity else None
+        try:
+            self._coord.replace_namespaced_lease(
+                self.name, self.namespace, self._body(lease.metadata.resource_version, transitions, acquire))
+        except ApiException as exc:
+            if exc.status == 409:  # another candidate won this round
+                return
+            raise
+        self._seen_at = time.monotonic()
+        self._set(self.identity, True)
+
+    def _release(self) -> None:
+        lease = self._coord.read_namespaced_lease(self.name, self.namespace)
+        if lease.spec.holder_identity != self.identity:
+            return
+        lease.spec.holder_identity = ""
+        lease.spec.renew_time = None
+        lease.spec.acquire_time = None
+        self._coord.replace_namespaced_lease(self.name, self.namespace, lease)
