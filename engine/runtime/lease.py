@@ -61,7 +61,8 @@ class LeaseElector:
         retry: float = 2.0,
         on_change: OnChange | None = None,
     ):
-        self._coord = client.CoordinationV1Api(api)
+        # Dict bodies are accepted by the client; typed as Any to pass them.
+        self._coord: Any = client.CoordinationV1Api(api)
         self.name = name
         self.namespace = namespace
         self.identity = identity or default_identity()
