@@ -125,6 +125,8 @@ class UpgradeSpec:
 class TestFilter:
     """Select (or, with ``exclude``, skip) the test hook named ``name``."""
 
+    __test__ = False  # not a pytest test class
+
     name: str
     exclude: bool = False
 
@@ -132,6 +134,8 @@ class TestFilter:
 @dataclass(frozen=True)
 class TestSpec:
     """Flux's ``spec.test``; ``timeout`` in seconds, None = the package timeout."""
+
+    __test__ = False  # not a pytest test class
 
     enable: bool = False
     ignore_failures: bool = False

@@ -1,10 +1,12 @@
-"""The engine: observes release storage, loads packages, runs actions, reports.
+"""The engine: observes release storage, watches the packages folder, reconciles, reports.
 
-Minimal reconcile for now: every package is reconciled once at start —
-installed when absent, upgraded when its chart or values changed (a digest of
-both is kept as a release label) or when its last revision is not deployed.
-Outcomes are judged from what the observer saw written to storage after helm
-returned, not from helm's exit status alone (as Flux's action reconcilers).
+Each package is reconciled by the atomic release loop (engine.reconcile)
+from a work queue: at start, when its files change, at its interval, at once
+when a pass asks for more, with backoff after errors. Its engine status
+(history, counters, conditions, overrides) is persisted in the cluster after
+every pass, so a restart neither loses it nor triggers a needless upgrade.
+With a lease configured only the holder acts; other instances show the
+same state read-only.
 
 The app talks to the engine only through this class's public methods and
 the events it publishes (:data:`engine.runtime.state.EngineEvent`).
@@ -21,26 +23,37 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from engine import labels
-from engine.helm import Helm, HelmError, RollbackOptions, UninstallOptions, UpgradeOptions
+from engine.helm import Helm, HelmError, RollbackOptions
 from engine.kube import KubeTarget, api_client
-from engine.package import (
-    PackageError,
-    PackageSpec,
-    deep_merge,
-    load_chart,
-    load_packages,
-    merged_values,
-)
+from engine.package import Chart, PackageError, PackageSpec, deep_merge, load_chart, merged_values
+from engine.reconcile import conditions as cond
+from engine.reconcile import state as st
+from engine.reconcile.action import ActionContext, ActionReconciler, ObservedReleases
+from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
+from engine.reconcile.drift import DriftDetector
+from engine.reconcile.errors import ActionFailed
+from engine.reconcile.request import Request
+from engine.reconcile.status import ActionOutcome, EngineStatus
+from engine.reconcile.store import StatusStore
+from engine.reconcile.test import Test
+from engine.reconcile.uninstall import Uninstall
+from engine.reconcile.unlock import Unlock
+from engine.runtime.lease import LeaseElector
+from engine.runtime.queue import RunResult, WorkQueue
+from engine.runtime.source import PackageSource, SourceUpdate
 from engine.runtime.state import (
-    ActionOutcome,
     CleanupItem,
     EngineEvent,
     EventLogged,
+    LeaseChanged,
     PackageProblems,
     ReconcileEvent,
     ReleaseKey,
@@ -49,18 +62,18 @@ from engine.runtime.state import (
     ReleaseView,
     RunningAction,
 )
-from engine.storage.observation import Observation, canonical_json
+from engine.storage.observation import PENDING_STATUSES, Observation, canonical_json
 from engine.storage.observer import Observer, StorageChange
 
 log = logging.getLogger(__name__)
 
-# How long to wait for the observer to see a write helm reported done.
-_OBSERVE_TIMEOUT = 10.0
 _EVENT_LOG_SIZE = 200
 # Mutating actions, by the name the app's keys use.
 ACTIONS = (
     "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall",
 )
+# Followers re-read the persisted statuses this often (seconds).
+_FOLLOWER_REFRESH = 3.0
 
 Subscriber = Callable[[EngineEvent], None]
 
@@ -78,13 +91,27 @@ def spec_digest(chart_digest: str, values: dict[str, object]) -> str:
     return labels.label_digest(chart_digest.encode() + b"\0" + canonical_json(values))
 
 
+@dataclass(frozen=True)
+class LeaseConfig:
+    """Where the engine lease lives; ``duration`` and ``retry`` in seconds."""
+
+    name: str
+    namespace: str = "default"
+    duration: float = 15.0
+    retry: float = 2.0
+    identity: str | None = None
+
+
 class Engine:
     """Drives the packages in ``packages_dir`` and reports every release in storage.
 
     ``observer`` may be given (e.g. an offline one fed with fixed records);
     by default one is built for ``target`` on :meth:`start`. Subscribers are
     called on the engine's event loop. ``readonly`` refuses every mutating
-    action.
+    action. ``concurrency`` bounds reconciles running at once; ``prune``
+    uninstalls the release of a removed package file (else it is reported as
+    orphaned); ``lease`` makes this one of several instances of which only
+    the lease holder acts.
     """
 
     def __init__(
@@ -96,6 +123,10 @@ class Engine:
         observer: Observer | None = None,
         namespaces: list[str] | None = None,
         readonly: bool = False,
+        concurrency: int = 4,
+        prune: bool = False,
+        lease: LeaseConfig | None = None,
+        watch_packages: bool = True,
     ):
         self.target = target
         self.helm = helm
@@ -103,51 +134,103 @@ class Engine:
         self.namespaces = namespaces
         self.observer = observer
         self.readonly = readonly
+        self.prune = prune
+        self.lease_config = lease
+        self.watch_packages = watch_packages
         self.packages: dict[ReleaseKey, PackageSpec] = {}
         self.package_errors: list[PackageError] = []
+        self.orphans: set[ReleaseKey] = set()
+        self.lease_holder = ""
+        self._leader = lease is None
+        self._api: client.ApiClient | None = None
+        self._store: StatusStore | None = None
+        self._atomic: AtomicRelease | None = None
+        self._ctx: ActionContext | None = None
+        self._source = PackageSource(packages_dir) if packages_dir is not None else None
+        self._statuses: dict[ReleaseKey, EngineStatus] = {}
+        self._states: dict[ReleaseKey, str] = {}
         self._views: dict[ReleaseKey, ReleaseView] = {}
-        self._suspended: set[ReleaseKey] = set()
         self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
         self._subscribers: list[Subscriber] = []
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._storage_waiters: list[asyncio.Event] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self._elector: LeaseElector | None = None
+        self.queue: WorkQueue[ReleaseKey] = WorkQueue(
+            self._run_queued, concurrency=concurrency, is_suspended=self._is_suspended)
         if observer is not None:
             observer.subscribe(self._on_storage_threadsafe)
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self, *, reconcile: bool = True) -> None:
-        """Start observing, load packages and (unless told not to) reconcile each once.
+        """Observe storage, read persisted statuses, load packages and start reconciling.
 
-        Raises KubeConfigError when the kubeconfig cannot be loaded.
+        With ``reconcile`` False nothing is queued (actions still work on
+        request). Raises KubeConfigError when the kubeconfig cannot be loaded.
         """
         self._loop = asyncio.get_running_loop()
         if self.observer is None:
-            self.observer = Observer(api_client(self.target), self.namespaces)
+            self._api = api_client(self.target)
+            self.observer = Observer(self._api, self._observed_namespaces())
             self.observer.subscribe(self._on_storage_threadsafe)
         self.observer.start()
         await asyncio.to_thread(self.observer.wait_synced, 30)
+        if self._api is not None:
+            self._store = StatusStore(self._api)
+            self._ctx = ActionContext(helm=self.helm, observer=self.observer, api=self._api)
+            self._atomic = AtomicRelease(self._ctx, DriftDetector(self._api))
+            await self._load_statuses()
         for key in self.observer.releases():
             self._refresh(key)
-        self.load_packages()
-        if reconcile and not self.readonly:
-            self._spawn(self.reconcile_all())
+        if self._source is not None:
+            self._apply_source(await asyncio.to_thread(self._source.load))
+            if self.watch_packages:
+                self._spawn(self._watch_source())
+        if self.lease_config is not None and self._api is not None:
+            cfg = self.lease_config
+            self._elector = LeaseElector(self._api, cfg.name, cfg.namespace, identity=cfg.identity,
+                                         duration=cfg.duration, retry=cfg.retry, on_change=self._on_lease)
+            self._elector.start()
+            self._spawn(self._follow_statuses())
+        self.queue.start()
+        if reconcile and self.acting:
+            for key in self.packages:
+                self.queue.add(key)
 
-    async def stop(self) -> None:
-        """Cancel running work and stop the observer."""
+    async def stop(self, deadline: float = 30.0) -> bool:
+        """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled.
+
+        Returns True when every running action finished on its own.
+        """
+        if self._source is not None:
+            self._source.stop()
+        clean = await self.queue.stop(deadline)
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._elector is not None:
+            await self._elector.stop(release=True)
         if self.observer is not None:
             await asyncio.to_thread(self.observer.stop)
+        return clean
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _observed_namespaces(self) -> list[str] | None:
+        if not self.namespaces:
+            return None
+        extra = {s.storage_ns for s in self.packages.values()}
+        return sorted(set(self.namespaces) | extra)
+
+    @property
+    def acting(self) -> bool:
+        """True when this instance may change the cluster (not read-only, and holding the lease if any)."""
+        return not self.readonly and self._leader
 
     # -- events ----------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -167,6 +250,7 @@ class Engine:
         pkg = self.packages.get(key)
         event = ReconcileEvent(time.time(), key, pkg.name if pkg else "", action, outcome, message, tail)
         self._events.setdefault(key, deque(maxlen=_EVENT_LOG_SIZE)).append(event)
+        log.info("event %s/%s %s %s: %s", key[0], key[1], action, outcome, message)
         self._emit(EventLogged(event))
 
     def _on_storage_threadsafe(self, change: StorageChange) -> None:
@@ -181,8 +265,15 @@ class Engine:
         elif change.type == "DELETED":
             for key in [k for k in self._views if k[0] == change.key.namespace]:
                 self._refresh(key)
-        for ev in self._storage_waiters:
-            ev.set()
+
+    def _on_lease(self, holder: str, leader: bool) -> None:
+        was = self._leader
+        self.lease_holder = holder
+        self._leader = leader
+        self._emit(LeaseChanged(holder, leader))
+        if leader and not was and not self.readonly:
+            for key in self.packages:  # taking over: look at everything now
+                self.queue.add(key)
 
     # -- reading ---------------------------------------------------------------
     def releases(self) -> list[ReleaseView]:
@@ -191,6 +282,10 @@ class Engine:
 
     def release(self, key: ReleaseKey) -> ReleaseView | None:
         return self._views.get(key)
+
+    def status(self, key: ReleaseKey) -> EngineStatus | None:
+        """The package's engine status (history, counters, conditions), if any."""
+        return self._statuses.get(key)
 
     def history(self, key: ReleaseKey) -> list[Observation]:
         """Every stored revision of ``key``, newest first."""
@@ -203,8 +298,8 @@ class Engine:
     async def release_record(self, key: ReleaseKey, revision: int) -> dict[str, Any]:
         """The whole stored release of one revision (manifest, chart values, hooks...).
 
-        Loaded on demand from storage; raises NotAvailable offline and KeyError
-        when the revision is not stored.
+        Loaded on demand from storage; raises NotAvailable without an
+        observer and KeyError when the revision is not stored.
         """
         if self.observer is None:
             raise NotAvailable("not connected to a cluster")
@@ -212,33 +307,44 @@ class Engine:
 
     async def manifest(self, key: ReleaseKey, revision: int) -> str:
         """The manifest Helm stored for ``revision`` of ``key``."""
-        record = await self.release_record(key, revision)
-        manifest = record.get("manifest")
+        record_ = await self.release_record(key, revision)
+        manifest = record_.get("manifest")
         return manifest if isinstance(manifest, str) else ""
 
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]:
         """User-supplied values of a revision, or with ``computed`` the chart defaults merged under them."""
-        record = await self.release_record(key, revision)
-        config = record.get("config") if isinstance(record.get("config"), dict) else {}
+        record_ = await self.release_record(key, revision)
+        config = record_.get("config") if isinstance(record_.get("config"), dict) else {}
         if not computed:
             return dict(config or {})
-        chart_values = (record.get("chart") or {}).get("values") or {}
+        chart_values = (record_.get("chart") or {}).get("values") or {}
         return deep_merge(chart_values if isinstance(chart_values, dict) else {}, config or {})
 
     def capabilities(self) -> dict[str, str | None]:
         """For each mutating action (see ACTIONS): None when available, else why not."""
         if self.readonly:
             return dict.fromkeys(ACTIONS, "read-only mode")
+        if not self._leader:
+            holder = self.lease_holder or "another instance"
+            return dict.fromkeys(ACTIONS, f"read-only: {holder} holds the engine lease")
         out: dict[str, str | None] = dict.fromkeys(ACTIONS)
-        for name in ("monitor", "maintenance", "unlock", "cleanup"):
+        for name in ("monitor", "maintenance", "cleanup"):
             out[name] = "not supported by this engine yet"
+        if self._ctx is None or self._ctx.unlock is None:
+            out["unlock"] = "writing release storage is not supported by this engine yet"
         return out
 
     # -- state -----------------------------------------------------------------
+    def _is_suspended(self, key: ReleaseKey) -> bool:
+        pkg = self.packages.get(key)
+        status = self._statuses.get(key)
+        return bool((pkg and pkg.suspend) or (status and status.suspended))
+
     def _refresh(self, key: ReleaseKey, **changes: Any) -> None:
         obs = self.observer.latest(*key) if self.observer is not None else None
         pkg = self.packages.get(key)
         cur = self._views.get(key)
+        status = self._statuses.get(key)
         if obs is None and pkg is None and cur is not None and cur.running is None and not changes:
             del self._views[key]
             self._emit(ReleaseRemoved(key))
@@ -246,234 +352,344 @@ class Engine:
         if obs is None and pkg is None and cur is None:
             return
         base = cur or ReleaseView(namespace=key[0], name=key[1])
-        new = dataclasses.replace(
-            base, observation=obs, package=pkg,
-            maintenance=pkg.maintenance if pkg else "",
-            suspended=key in self._suspended or bool(pkg and pkg.suspend),
-            **changes,
-        )
+        fields: dict[str, Any] = {
+            "observation": obs,
+            "package": pkg,
+            "maintenance": (status.maintenance if status and status.maintenance is not None
+                            else pkg.maintenance if pkg else ""),
+            "suspended": self._is_suspended(key),
+        }
+        if status is not None:
+            ready = cond.get(status.conditions, cond.READY)
+            fields.update(
+                conditions=status.conditions,
+                failures=status.failures,
+                last=status.last,
+                ready=None if ready is None or ready.status == "Unknown" else ready.status == "True",
+            )
+        if pkg is not None or status is not None:
+            fields["state"] = self._states.get(key) or (self._quick_state(key, obs) if pkg else None)
+        else:
+            fields["state"] = None
+        fields.update(changes)
+        new = dataclasses.replace(base, **fields)
         if new != cur:
             self._views[key] = new
             self._emit(ReleaseUpdated(new))
 
-    def load_packages(self) -> None:
-        """(Re)load the packages folder; bad files are reported, the rest apply."""
-        if self.packages_dir is None:
-            return
-        specs, errors = load_packages(self.packages_dir)
-        for err in errors:
-            log.warning("package problem: %s", err)
-        old = set(self.packages)
-        self.packages = {s.key: s for s in specs}
-        self.package_errors = errors
-        for key in old | set(self.packages):
-            self._refresh(key)
-        self._emit(PackageProblems(tuple(errors)))
-
-    # -- actions -------------------------------------------------------------
-    def _check_mutable(self) -> None:
-        if self.readonly:
-            raise ActionRefused("helmdeck runs read-only: actions are disabled")
-
-    async def reconcile_all(self) -> None:
-        """Reconcile every package once, a few at a time."""
-        sem = asyncio.Semaphore(4)
-
-        async def one(spec: PackageSpec) -> None:
-            async with sem:
-                try:
-                    await self.reconcile(spec.key)
-                except ActionRefused as exc:
-                    log.info("reconcile of %s skipped: %s", spec.key, exc)
-
-        await asyncio.gather(*(one(s) for s in self.packages.values()))
-
-    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
-        """Install or upgrade the package's release if needed (always when ``force``).
-
-        A forced reconcile also lifts a suspension set by a hand rollback.
-        Returns the outcome, or None when nothing needed doing. Raises
-        ActionRefused when no package declares ``key`` or an action is running.
-        """
-        self._check_mutable()
+    def _quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
+        """The release state before the first pass (cheap: no chart rendering, no drift)."""
         spec = self.packages.get(key)
         if spec is None:
-            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
-        if (key in self._suspended or spec.suspend) and not force:
             return None
         try:
             chart = load_chart(spec.chart_path)
             values = merged_values(spec)
-        except PackageError as exc:
-            outcome = ActionOutcome("upgrade", False, str(exc), at=time.time())
-            self._log_event(key, "upgrade", "failed", str(exc))
-            self._refresh(key, last=outcome)
-            return outcome
-        digest = spec_digest(chart.digest, values)
-        obs = self.observer.latest(*key) if self.observer is not None else None
-        if (not force and obs is not None and obs.status == "deployed"
-                and obs.label_map.get(labels.SPEC_DIGEST) == digest):
+        except PackageError:
             return None
-        action = "install" if obs is None or obs.status == "uninstalled" else "upgrade"
-        release_labels = {labels.MANAGED_BY: labels.MANAGER, labels.PACKAGE: spec.name, labels.SPEC_DIGEST: digest}
-        opts = UpgradeOptions(timeout=spec.timeout, labels=release_labels, install=True, create_namespace=True,
-                              max_history=spec.max_history)
-        outcome = await self._run(
-            key, action, spec.timeout,
-            lambda: self.helm.upgrade(spec.release_name, spec.namespace, chart.path, values, opts),
-        )
-        if outcome.ok:
-            self._suspended.discard(key)
+        req = Request(spec, chart, values, spec_digest(chart.digest, values),
+                      self._statuses.get(key) or EngineStatus())
+        if cond.is_true(req.status.conditions, cond.STALLED):
+            return st.STALLED
+        return st.determine_state(req, obs).status
+
+    async def _load_statuses(self) -> None:
+        if self._store is None:
+            return
+        try:
+            stored = await asyncio.to_thread(self._store.list, self._observed_namespaces())
+        except Exception as exc:  # the engine still works without persisted status
+            log.warning("cannot read persisted engine status: %s", exc)
+            return
+        for item in stored:
+            self._statuses[(item.namespace, item.release)] = item.status
+
+    async def _follow_statuses(self) -> None:
+        """While not the leader, keep the persisted statuses (written by the leader) in view."""
+        while True:
+            await asyncio.sleep(_FOLLOWER_REFRESH)
+            if self._leader or self._store is None:
+                continue
+            before = dict(self._statuses)
+            await self._load_statuses()
+            for key in set(before) | set(self._statuses):
+                if before.get(key) != self._statuses.get(key):
+                    self._states.pop(key, None)
+                    self._refresh(key)
+
+    async def _persist(self, key: ReleaseKey) -> None:
+        spec = self.packages.get(key)
+        status = self._statuses.get(key)
+        if self._store is None or status is None or not self.acting:
+            return
+        ns = spec.storage_ns if spec else key[0]
+        try:
+            await asyncio.to_thread(self._store.save, ns, key[1], spec.name if spec else "", status)
+        except Exception as exc:  # keep reconciling; the next pass writes again
+            log.warning("cannot persist engine status of %s/%s: %s", key[0], key[1], exc)
+
+    # -- packages --------------------------------------------------------------
+    def load_packages(self) -> None:
+        """(Re)load the packages folder now; bad files are reported, the rest apply."""
+        if self._source is not None:
+            self._apply_source(self._source.load())
+
+    def _apply_source(self, update: SourceUpdate) -> None:
+        old = set(self.packages)
+        self.packages = dict(update.specs)
+        self.package_errors = list(update.errors)
+        for key in update.changed:
+            self._states.pop(key, None)
+            self.orphans.discard(key)
+        for key in update.removed:
+            self._states.pop(key, None)
+            if self.prune and self.acting:
+                self._spawn(self._prune(key))
+            else:
+                self.orphans.add(key)
+                self._log_event(key, "orphan", "info", "its package file was removed; the release is kept "
+                                "(run with --prune to uninstall such releases)")
+        for key in old | set(self.packages):
             self._refresh(key)
-        return outcome
+        self._emit(PackageProblems(tuple(update.errors)))
+
+    async def _watch_source(self) -> None:
+        assert self._source is not None
+        async for update in self._source.watch():
+            self._apply_source(update)
+            if self.acting:
+                for key in update.changed:
+                    self.queue.add(key)
+
+    async def _prune(self, key: ReleaseKey) -> None:
+        status = self._statuses.get(key)
+        last = status.history.latest() if status else None
+        if last is None:
+            return
+        ns, release = key
+        try:
+            await self.helm.uninstall(release, ns)
+            self._log_event(key, "prune", "succeeded", "package file removed: release uninstalled")
+        except HelmError as exc:
+            self._log_event(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
+
+    # -- reconcile -------------------------------------------------------------
+    def _request(self, key: ReleaseKey, force: bool) -> Request:
+        spec = self.packages[key]
+        chart = load_chart(spec.chart_path)
+        values = merged_values(spec)
+        digest = spec_digest(chart.digest, values)
+        release_labels = {labels.MANAGED_BY: labels.MANAGER, labels.PACKAGE: spec.name, labels.SPEC_DIGEST: digest}
+        return Request(spec, chart, values, digest, self._statuses.get(key) or EngineStatus(), force,
+                       release_labels)
+
+    def _context(self, key: ReleaseKey) -> ActionContext:
+        if self._ctx is None:
+            raise NotAvailable("not connected to a cluster")
+        return dataclasses.replace(self._ctx, events=lambda a, o, m, t: self._log_event(key, a, o, m, t))
+
+    async def _run_queued(self, key: ReleaseKey, force: bool) -> RunResult:
+        spec = self.packages.get(key)
+        if spec is None or not self.acting:
+            return RunResult("stop")
+        try:
+            result = await self._pass(key, force)
+        except ActionRefused:
+            return RunResult("interval", 5.0)  # something else runs on it; look again shortly
+        mapping = {"interval": RunResult("interval", spec.interval), "now": RunResult("now"),
+                   "error": RunResult("error"), "stop": RunResult("stop"),
+                   "soon": RunResult("interval", LOCKED_RECHECK)}
+        return mapping[result.next]
+
+    async def _pass(self, key: ReleaseKey, force: bool) -> PassResult:
+        """One atomic pass on ``key`` under its lock; persists the status. Raises ActionRefused."""
+        if self._atomic is None:
+            raise NotAvailable("not connected to a cluster")
+        spec = self.packages.get(key)
+        if spec is None:
+            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
+        maintenance = self._views[key].maintenance if key in self._views else spec.maintenance
+        async with self._locked(key, "reconcile", spec.timeout):
+            try:
+                req = self._request(key, force)
+            except PackageError as exc:
+                status = self._statuses.get(key) or EngineStatus()
+                conds = cond.set_condition(status.conditions, cond.READY, False, cond.INVALID_PACKAGE, str(exc))
+                self._statuses[key] = dataclasses.replace(status, conditions=conds)
+                self._log_event(key, "reconcile", "failed", str(exc))
+                return PassResult("Failed", "error", str(exc))
+            if maintenance:
+                return self._maintenance_pass(key, req)
+            atomic = AtomicRelease(self._context(key), self._atomic.detector)
+            result = await atomic.reconcile(req)
+            last = result.outcomes[-1] if result.outcomes else None
+            self._statuses[key] = dataclasses.replace(req.status, last=last or req.status.last)
+            self._states[key] = result.state
+            if result.next == "error" and not result.outcomes:
+                self._log_event(key, "reconcile", "failed", result.message)
+        await self._persist(key)
+        self._refresh(key)
+        return result
+
+    def _maintenance_pass(self, key: ReleaseKey, req: Request) -> PassResult:
+        message = "package is in maintenance (NoResourceReconciliation): release left as it is"
+        conds = cond.set_condition(req.status.conditions, cond.READY, None, cond.IN_MAINTENANCE, message)
+        self._statuses[key] = dataclasses.replace(req.status, conditions=conds)
+        return PassResult(self._states.get(key) or "InSync", "interval", message)
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, key: ReleaseKey, action: str, timeout: float) -> Any:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        if lock.locked():
+            view = self._views.get(key)
+            running = view.running.action if view and view.running else "an action"
+            raise ActionRefused(f"{running} is already running on {key[0]}/{key[1]}")
+        async with lock:
+            self._refresh(key, running=RunningAction(action, time.time(), timeout))
+            try:
+                yield
+            finally:
+                self._refresh(key, running=None)
+
+    # -- actions (the app's keys) ------------------------------------------------
+    def _check_mutable(self) -> None:
+        if self.readonly:
+            raise ActionRefused("helmdeck runs read-only: actions are disabled")
+        if not self._leader:
+            raise ActionRefused(f"read-only: {self.lease_holder or 'another instance'} holds the engine lease")
+
+    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
+        """Run one pass now; ``force`` upgrades even when in sync and lifts a suspension.
+
+        Returns the last action's outcome, or None when nothing needed doing.
+        Raises ActionRefused (no package, busy, read-only).
+        """
+        self._check_mutable()
+        if key not in self.packages:
+            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
+        if force:
+            self._set_suspended(key, False)
+        elif self._is_suspended(key):
+            return None
+        result = await self._pass(key, force)
+        if result.next in ("now",):
+            self.queue.add(key)
+        return result.outcomes[-1] if result.outcomes else None
 
     async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome:
         """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package.
 
         The suspension keeps the engine from undoing the rollback; a forced
-        reconcile lifts it. Raises ActionRefused while another action runs.
+        reconcile (or resume) lifts it. Raises ActionRefused while another action runs.
         """
         self._check_mutable()
         view = self._views.get(key)
-        timeout = view.package.timeout if view and view.package else 300.0
-        outcome = await self._run(
-            key, "rollback", timeout,
-            lambda: self.helm.rollback(key[1], key[0], revision, RollbackOptions(timeout=timeout)),
-        )
-        if outcome.ok and key in self.packages:
-            self._suspended.add(key)
+        spec = view.package if view else None
+        timeout = spec.timeout if spec else 300.0
+        ns, release = key
+        async with self._locked(key, "rollback", timeout):
+            before = self.observer.latest(ns, release) if self.observer else None
+            opts = RollbackOptions(timeout=timeout, wait=True)
+            self._log_event(key, "rollback", "started", f"rolling back to revision {revision or 'previous'}")
+            ctx = self._context(key)
+            async with ObservedReleases(ctx, spec.storage_ns if spec else ns, release, ns) as seen:
+                error: HelmError | None = None
+                try:
+                    await self.helm.rollback(release, ns, revision, opts)
+                except HelmError as exc:
+                    error = exc
+            after = seen.newest
+            ok = error is None and after is not None and after != before and after.status == "deployed"
+            if ok and after is not None:
+                message = f"rolled back {ns}/{release} to revision {revision or 'previous'}: revision {after.version}"
+            else:
+                message = f"rollback failed: {error.message if error else 'no new revision stored'}"
+            outcome = ActionOutcome("rollback", ok, message, after.version if after else None,
+                                    error.tail if error else (), time.time())
+            self._log_event(key, "rollback", "succeeded" if ok else "failed", message, outcome.tail)
+            if key in self.packages:
+                status = self._statuses.get(key) or EngineStatus()
+                self._statuses[key] = dataclasses.replace(status, last=outcome, suspended=ok or status.suspended)
+        await self._persist(key)
+        if key not in self.packages:
+            self._refresh(key, last=outcome)
+        else:
             self._refresh(key)
         return outcome
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         """Run ``helm test`` on ``key``; the outcome is read from the stored test hooks."""
         self._check_mutable()
-        view = self._views.get(key)
-        spec = view.package if view else None
-        timeout = (spec.test.timeout or spec.timeout) if spec else 300.0
-        filters = spec.test.helm_filters() if spec else []
-        return await self._run(
-            key, "test", timeout,
-            lambda: self.helm.test(key[1], key[0], timeout=timeout, filters=filters),
-            judge=self._judge_test,
-        )
+        return await self._single(key, "test", Test)
+
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
+        """Mark ``key``'s pending release failed so it can move again (the operator's call:
+        no staleness wait, but never while an action of ours runs on it). Raises ActionRefused."""
+        self._check_mutable()
+        latest = self.observer.latest(*key) if self.observer else None
+        if latest is None or latest.status not in PENDING_STATUSES:
+            raise ActionRefused(f"{key[0]}/{key[1]} is not pending: nothing to unlock")
+        return await self._single(key, "unlock", Unlock)
+
+    async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
+        """``helm uninstall`` the release; its package (if any) is suspended so it is not reinstalled."""
+        self._check_mutable()
+        outcome = await self._single(key, "uninstall", Uninstall)
+        if outcome.ok and key in self.packages:
+            self._set_suspended(key, True)
+        return outcome
+
+    async def _single(
+        self, key: ReleaseKey, action: str, kind: Callable[[ActionContext], ActionReconciler],
+    ) -> ActionOutcome:
+        """Run one action reconciler outside the loop (the app's keys), recording its result."""
+        spec = self.packages.get(key)
+        if spec is None:
+            spec = PackageSpec(Path("-"), key[1], key[0], Path("-"), key[1])  # a bare release, no package
+        async with self._locked(key, action, spec.timeout):
+            status = self._statuses.get(key) or EngineStatus()
+            chart_path = spec.chart_path
+            req = Request(spec, load_chart(chart_path) if chart_path.exists() else _NO_CHART, {}, "", status)
+            try:
+                outcome = await kind(self._context(key)).reconcile(req)
+            except ActionFailed as exc:
+                outcome = ActionOutcome(action, False, str(exc), at=time.time())
+            if key in self.packages:
+                self._statuses[key] = dataclasses.replace(req.status, last=outcome)
+                self._states.pop(key, None)
+        await self._persist(key)
+        self._refresh(key, last=outcome)
+        return outcome
 
     def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
         """Suspend (or resume) reconciliation of ``key``'s package. Raises ActionRefused."""
         self._check_mutable()
         if key not in self.packages:
             raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
-        if suspended:
-            self._suspended.add(key)
-        else:
-            self._suspended.discard(key)
+        self._set_suspended(key, suspended)
         self._log_event(key, "suspend" if suspended else "resume", "info",
                         "reconciliation suspended" if suspended else "reconciliation resumed")
-        self._refresh(key)
+        if not suspended:
+            self.queue.add(key)
 
-    async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
-        """``helm uninstall`` the release (its package, if any, reinstalls it on the next reconcile
-        unless suspended, so the package is suspended too)."""
-        self._check_mutable()
-        view = self._views.get(key)
-        spec = view.package if view else None
-        opts = UninstallOptions(timeout=spec.timeout if spec else 300.0,
-                                keep_history=bool(spec and spec.uninstall.keep_history))
-        outcome = await self._run(key, "uninstall", opts.timeout,
-                                  lambda: self.helm.uninstall(key[1], key[0], opts),
-                                  judge=self._judge_uninstall)
-        if outcome.ok and key in self.packages:
-            self._suspended.add(key)
-            self._refresh(key)
-        return outcome
+    def _set_suspended(self, key: ReleaseKey, suspended: bool) -> None:
+        status = self._statuses.get(key) or EngineStatus()
+        if status.suspended != suspended:
+            self._statuses[key] = dataclasses.replace(status, suspended=suspended)
+            if self._loop is not None:
+                self._spawn(self._persist(key))
+        self._refresh(key)
 
     async def cleanup(self, *, dry_run: bool = False) -> list[CleanupItem]:
         """Uninstall helmdeck-managed releases no package declares. Not available yet."""
         raise NotAvailable("cleanup is not supported by this engine yet")
 
-    async def _run(
-        self, key: ReleaseKey, action: str, timeout: float, call: Callable[[], Awaitable[object]],
-        judge: Callable[[str, Observation | None, Observation | None, HelmError | None], ActionOutcome] | None = None,
-    ) -> ActionOutcome:
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        if lock.locked():
-            view = self._views.get(key)
-            running = view.running.action if view and view.running else action
-            raise ActionRefused(f"{running} is already running on {key[0]}/{key[1]}")
-        async with lock:
-            before = self.observer.latest(*key) if self.observer is not None else None
-            self._refresh(key, running=RunningAction(action, time.time(), timeout))
-            self._log_event(key, action, "started", f"{action} started (timeout {timeout:.0f}s)")
-            error: HelmError | None = None
-            try:
-                await call()
-            except HelmError as exc:
-                error = exc
-            after = await self._await_write(key, before, wait_for_change=judge is None)
-            outcome = (judge or self._judge)(action, before, after, error)
-            log.info("%s %s/%s: %s", action, key[0], key[1], outcome.message)
-            self._log_event(key, action, "succeeded" if outcome.ok else "failed", outcome.message, outcome.tail)
-            self._refresh(key, running=None, last=outcome)
-            return outcome
+    async def reconcile_all(self) -> None:
+        """Queue every package and wait until the queue is idle (headless ``--once`` runs)."""
+        for key in self.packages:
+            self.queue.add(key)
+        await self.queue.idle()
 
-    async def _await_write(
-        self, key: ReleaseKey, before: Observation | None, wait_for_change: bool = True,
-    ) -> Observation | None:
-        """Wait until the observer holds a revision different from ``before``, or time out."""
-        deadline = time.monotonic() + (_OBSERVE_TIMEOUT if wait_for_change else 1.0)
-        ev = asyncio.Event()
-        self._storage_waiters.append(ev)
-        try:
-            while True:
-                cur = self.observer.latest(*key) if self.observer is not None else None
-                if cur != before or time.monotonic() >= deadline:
-                    return cur
-                ev.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ev.wait(), max(0.0, deadline - time.monotonic()))
-        finally:
-            self._storage_waiters.remove(ev)
 
-    @staticmethod
-    def _judge(
-        action: str, before: Observation | None, after: Observation | None, error: HelmError | None,
-    ) -> ActionOutcome:
-        """Decide an action's outcome from storage (``after``) first, helm's error second."""
-        rev = after.version if after is not None else None
-        wrote = after is not None and after != before
-        now = time.time()
-        if error is not None:
-            detail = f"; storage holds revision {rev} {after.status}" if wrote and after is not None else ""
-            return ActionOutcome(action, False, f"{action} failed: {error.message}{detail}", rev, error.tail, now)
-        if after is None or not wrote:
-            return ActionOutcome(action, False, f"{action} returned but no new revision was stored", rev, at=now)
-        if after.status == "deployed":
-            return ActionOutcome(action, True, f"{action} succeeded: revision {rev} deployed", rev, at=now)
-        return ActionOutcome(action, False, f"{action} stored revision {rev} as {after.status}", rev, at=now)
-
-    @staticmethod
-    def _judge_test(
-        action: str, before: Observation | None, after: Observation | None, error: HelmError | None,
-    ) -> ActionOutcome:
-        rev = after.version if after is not None else None
-        now = time.time()
-        tests = [h for h in after.hooks if h.is_test] if after is not None else []
-        failed = [h.name for h in tests if h.phase == "Failed"]
-        if error is not None or failed:
-            what = f"tests failed: {', '.join(failed)}" if failed else f"test failed: {error.message if error else ''}"
-            return ActionOutcome(action, False, what, rev, error.tail if error else (), now)
-        if not tests:
-            return ActionOutcome(action, True, "no tests defined", rev, at=now)
-        return ActionOutcome(action, True, f"{len(tests)} test(s) succeeded on revision {rev}", rev, at=now)
-
-    @staticmethod
-    def _judge_uninstall(
-        action: str, before: Observation | None, after: Observation | None, error: HelmError | None,
-    ) -> ActionOutcome:
-        now = time.time()
-        if error is not None:
-            return ActionOutcome(action, False, f"uninstall failed: {error.message}", None, error.tail, now)
-        if after is not None and after.status != "uninstalled":
-            return ActionOutcome(action, False, f"revision {after.version} is still {after.status}", after.version,
-                                 at=now)
-        return ActionOutcome(action, True, "uninstalled", after.version if after else None, at=now)
+# Placeholder chart for actions on releases no package declares (test, unlock, uninstall need none).
+_NO_CHART = Chart(Path("-"), "", "", "", "")

@@ -11,6 +11,8 @@ from typing import Literal
 
 from engine.monitor.status import MonitorStatus
 from engine.package import PackageError, PackageSpec
+from engine.reconcile.conditions import Condition
+from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.storage.observation import Observation
 
 ReleaseKey = tuple[str, str]  # (namespace, release name)
@@ -24,48 +26,12 @@ CONDITION_TYPES = ("Ready", "Released", "TestSuccess", "Remediated", "Reconcilin
 
 
 @dataclass(frozen=True)
-class Condition:
-    """A Kubernetes-style condition: ``status`` is "True", "False" or "Unknown"."""
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str
-    message: str = ""
-    last_transition: float = 0.0
-
-
-@dataclass(frozen=True)
-class ActionOutcome:
-    """Result of one action on a release, judged from what storage holds afterwards.
-
-    ``revision`` is the revision storage held when the action ended (None if
-    none); ``tail`` holds helm's last output lines when the action failed.
-    """
-
-    action: str
-    ok: bool
-    message: str
-    revision: int | None = None
-    tail: tuple[str, ...] = ()
-    at: float = 0.0
-
-
-@dataclass(frozen=True)
 class RunningAction:
     """An action in progress: name, start time and its helm timeout in seconds."""
 
     action: str
     started: float
     timeout: float
-
-
-@dataclass(frozen=True)
-class FailureCounts:
-    """Flux's failure counters; reset when the chart version or values digest changes."""
-
-    install: int = 0
-    upgrade: int = 0
-    total: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,5 +131,23 @@ class LeaseChanged:
     holder: str
     leader: bool
 
+
+__all__ = [
+    "RELEASE_STATES",
+    "ActionOutcome",
+    "CleanupItem",
+    "Condition",
+    "EngineEvent",
+    "EventLogged",
+    "FailureCounts",
+    "LeaseChanged",
+    "PackageProblems",
+    "ReconcileEvent",
+    "ReleaseKey",
+    "ReleaseRemoved",
+    "ReleaseUpdated",
+    "ReleaseView",
+    "RunningAction",
+]
 
 EngineEvent = ReleaseUpdated | ReleaseRemoved | PackageProblems | EventLogged | LeaseChanged

@@ -1,0 +1,158 @@
+"""The atomic release loop (after Flux's AtomicRelease).
+
+One pass: determine the release state, pick the next action, run it, and
+loop. Each action type runs at most once per pass (a second one asks for an
+immediate requeue); a remediation ends the pass (requeue at once); retries
+exhausted or a missing rollback target stall the package until its spec
+changes. Failure counters reset when the chart version or the spec digest
+differs from what was last attempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.reconcile import conditions as cond
+from engine.reconcile import next_action as na
+from engine.reconcile import state as st
+from engine.reconcile.action import ActionContext, ActionReconciler, drop_conditions, set_conditions
+from engine.reconcile.correct_drift import CorrectClusterDrift
+from engine.reconcile.drift import DriftDetector, DriftItem
+from engine.reconcile.errors import ActionFailed, ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
+from engine.reconcile.install import Install
+from engine.reconcile.request import Request
+from engine.reconcile.rollback_remediation import RollbackRemediation
+from engine.reconcile.status import ActionOutcome, FailureCounts
+from engine.reconcile.test import Test
+from engine.reconcile.uninstall_remediation import UninstallRemediation
+from engine.reconcile.unlock import Unlock
+from engine.reconcile.upgrade import Upgrade
+
+Next = Literal["interval", "now", "error", "stop", "soon"]
+# How soon to look again at a release locked by an operation that is not stale yet.
+LOCKED_RECHECK = 15.0
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """How a pass ended: the release ``state`` (or Stalled), what the queue should do, and why.
+
+    ``next``: "interval" (in sync, or waiting: requeue at the package interval),
+    "now" (more work), "error" (backoff), "stop" (stalled: wait for a spec
+    change), "soon" (a lock that may turn stale: requeue after LOCKED_RECHECK).
+    """
+
+    state: str
+    next: Next
+    message: str
+    outcomes: tuple[ActionOutcome, ...] = ()
+    drift: tuple[DriftItem, ...] = ()
+
+
+class AtomicRelease:
+    """Runs passes for requests; one instance serves every package of an engine."""
+
+    def __init__(self, ctx: ActionContext, detector: DriftDetector | None = None):
+        self.ctx = ctx
+        self.detector = detector
+
+    def _reconciler(self, action: str) -> ActionReconciler:
+        if action == na.INSTALL:
+            return Install(self.ctx)
+        if action == na.UPGRADE:
+            return Upgrade(self.ctx)
+        if action == na.TEST:
+            return Test(self.ctx)
+        if action == na.ROLLBACK:
+            return RollbackRemediation(self.ctx)
+        if action == na.UNINSTALL_REMEDIATION:
+            return UninstallRemediation(self.ctx)
+        if action == na.UNLOCK:
+            return Unlock(self.ctx)
+        if action == na.CORRECT_DRIFT and self.detector is not None:
+            return CorrectClusterDrift(self.ctx, self.detector)
+        raise ValueError(f"no reconciler for action {action!r}")
+
+    @staticmethod
+    def reset_on_spec_change(req: Request) -> bool:
+        """Reset failure counters (and Stalled) when the spec differs from the last attempt; True if reset."""
+        s = req.status
+        changed = (s.last_attempted_spec_digest != req.spec_digest
+                   or s.last_attempted_chart_version != req.chart.version)
+        if changed:
+            req.status = dataclasses.replace(
+                s, failures=FailureCounts(), last_attempted_spec_digest=req.spec_digest,
+                last_attempted_chart_version=req.chart.version,
+                conditions=cond.delete_condition(s.conditions, cond.STALLED),
+            )
+        return changed
+
+    def _finish(self, req: Request, result: PassResult) -> PassResult:
+        drop_conditions(req, cond.RECONCILING)
+        tests_count = req.spec.test.enable and not req.spec.test.ignore_failures
+        req.status = dataclasses.replace(
+            req.status, conditions=cond.summarize(req.status.conditions, tests_count=tests_count))
+        return result
+
+    async def _drift(self, req: Request) -> list[DriftItem]:
+        if self.detector is None or req.spec.drift_detection == "disabled":
+            return []
+        ns, release = req.key
+        latest = self.ctx.observer.latest(ns, release)
+        if latest is None:
+            return []
+        record = await asyncio.to_thread(self.ctx.observer.load_release, ns, release, latest.version)
+        return await asyncio.to_thread(self.detector.detect, str(record.get("manifest") or ""), ns)
+
+    async def reconcile(self, req: Request) -> PassResult:
+        """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures."""
+        self.reset_on_spec_change(req)
+        set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
+        done: set[str] = set()
+        outcomes: list[ActionOutcome] = []
+        drift: list[DriftItem] = []
+        while True:
+            latest = self.ctx.observer.latest(*req.key)
+            state = st.determine_state(req, latest)
+            if state.status == st.IN_SYNC and not req.force:
+                drift = await self._drift(req)
+                if drift:
+                    state = st.ReleaseState(st.DRIFTED, "; ".join(i.describe() for i in drift[:5]))
+            if state.status == st.UNMANAGED:
+                req.status = dataclasses.replace(req.status, history=req.status.history.clear())
+            try:
+                action = na.next_action(req, state, latest, now=self.ctx.now())
+            except ExceededMaxRetries as exc:
+                set_conditions(req, (cond.STALLED, True, cond.RETRIES_EXCEEDED, str(exc)))
+                return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))
+            except MissingRollbackTarget as exc:
+                set_conditions(req, (cond.STALLED, True, cond.MISSING_ROLLBACK_TARGET, str(exc)))
+                return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))
+            except ReleaseLocked as exc:
+                set_conditions(req, (cond.READY, False, cond.PENDING_RELEASE, str(exc)))
+                return self._finish(req, PassResult(state.status, "soon", str(exc), tuple(outcomes)))
+            if action is None:
+                if state.status == st.DRIFTED:
+                    self.ctx.events("drift", "info", f"drift detected (mode warn): {state.reason}", ())
+                drop_conditions(req, cond.STALLED)
+                return self._finish(req, PassResult(state.status, "interval", state.reason, tuple(outcomes),
+                                                    tuple(drift)))
+            reconciler = self._reconciler(action)
+            if reconciler.type in done:
+                return self._finish(req, PassResult(state.status, "now",
+                                                    f"{reconciler.name} would run twice in one pass: requeue",
+                                                    tuple(outcomes)))
+            try:
+                outcomes.append(await reconciler.reconcile(req))
+            except ActionFailed as exc:
+                return self._finish(req, PassResult(state.status, "error", str(exc), tuple(outcomes)))
+            except MissingRollbackTarget as exc:
+                set_conditions(req, (cond.STALLED, True, cond.MISSING_ROLLBACK_TARGET, str(exc)))
+                return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))
+            req.force = False  # a forced upgrade is done once
+            if reconciler.type == "remediate":
+                return self._finish(req, PassResult(state.status, "now", outcomes[-1].message, tuple(outcomes)))
+            done.add(reconciler.type)

@@ -1,0 +1,27 @@
+"""Named errors of the reconcile loop (Flux's ErrMustRequeue, ErrExceededMaxRetries, ...)."""
+
+from __future__ import annotations
+
+
+class ReconcileError(RuntimeError):
+    """Base of the errors the atomic loop ends with."""
+
+
+class MustRequeue(ReconcileError):
+    """More work remains (an action type would run twice in one pass, or a remediation ran): requeue at once."""
+
+
+class ExceededMaxRetries(ReconcileError):
+    """The remediation retries are used up: the engine stops (Stalled) until the spec changes."""
+
+
+class MissingRollbackTarget(ReconcileError):
+    """Rollback remediation has no earlier deployed or superseded snapshot: Stalled."""
+
+
+class ActionFailed(ReconcileError):
+    """A helm action failed without writing a release (nothing to remediate): retry with backoff."""
+
+
+class ReleaseLocked(ReconcileError):
+    """A pending-* release is held by an operation that is not stale yet: wait."""

@@ -1,0 +1,85 @@
+"""What to run next for a release state (after Flux's ``actionForState``).
+
+Pure: returns an action name or None, or raises a named error that ends the
+pass. Action names: ``install``, ``upgrade``, ``test``, ``rollback``
+(remediation), ``uninstall-remediation``, ``unlock``, ``correct-drift``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from engine.package import InstallSpec
+from engine.reconcile import state as st
+from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
+from engine.reconcile.request import Request
+from engine.storage.observation import Observation
+
+INSTALL = "install"
+UPGRADE = "upgrade"
+TEST = "test"
+ROLLBACK = "rollback"
+UNINSTALL_REMEDIATION = "uninstall-remediation"
+UNLOCK = "unlock"
+CORRECT_DRIFT = "correct-drift"
+# Slack on top of the package timeout before a pending release counts as stale.
+STALE_GRACE = 10.0
+
+
+def next_action(
+    req: Request,
+    state: st.ReleaseState,
+    latest: Observation | None,
+    *,
+    action_running: bool = False,
+    now: float | None = None,
+) -> str | None:
+    """The action for ``state`` (see module docstring).
+
+    Raises ExceededMaxRetries (stall: retries used up), MissingRollbackTarget
+    (stall) and ReleaseLocked (a pending release that is not stale yet).
+    ``action_running`` says whether an action of ours runs on this release.
+    """
+    status = state.status
+    if status == st.IN_SYNC:
+        return UPGRADE if req.force else None
+    if status == st.LOCKED:
+        if action_running or latest is None:
+            raise ReleaseLocked(f"{state.reason}; an action of helmdeck's is running on it")
+        started = st.helm_time(latest.last_deployed) or st.helm_time(latest.first_deployed)
+        age = (now if now is not None else time.time()) - (started or 0.0)
+        limit = req.spec.timeout + STALE_GRACE
+        if age <= limit:
+            raise ReleaseLocked(f"{state.reason} for {age:.0f}s; unlocked only after {limit:.0f}s (its timeout)")
+        return UNLOCK
+    if status == st.ABSENT:
+        if req.retries_exhausted(req.spec.install):
+            raise ExceededMaxRetries("install retries exhausted: cannot install release")
+        return INSTALL
+    if status == st.UNMANAGED:
+        return UPGRADE
+    if status == st.OUT_OF_SYNC:
+        if req.retries_exhausted(req.spec.upgrade):
+            raise ExceededMaxRetries("upgrade retries exhausted: cannot upgrade release")
+        return UPGRADE
+    if status == st.DRIFTED:
+        return CORRECT_DRIFT if req.spec.drift_detection == "enabled" else None
+    if status == st.UNTESTED:
+        return TEST
+    if status == st.FAILED:
+        return _for_failed(req)
+    raise ReleaseLocked(state.reason)  # Unknown: wait and look again
+
+
+def _for_failed(req: Request) -> str:
+    remediation = req.active_remediation()
+    if remediation is None or req.failure_count(remediation) <= 0:
+        # No remediation in play, or the failure predates a spec change: try an upgrade.
+        return UPGRADE
+    if req.retries_exhausted(remediation) and not remediation.remediate_last:
+        raise ExceededMaxRetries("retries exhausted: ignoring the last failure")
+    if isinstance(remediation, InstallSpec) or remediation.strategy == "uninstall":
+        return UNINSTALL_REMEDIATION
+    if req.status.history.previous(req.spec.test.ignore_failures) is None:
+        raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
+    return ROLLBACK

@@ -1,0 +1,63 @@
+"""Test: ``helm test`` on the current release (Flux's Test reconciler).
+
+The outcome comes from the test hooks' phases in storage. A failure counts
+against the active remediation unless the package ignores test failures.
+"""
+
+from __future__ import annotations
+
+from engine.reconcile import conditions as cond
+from engine.reconcile.action import (
+    ActionContext,
+    ObservedReleases,
+    ReconcilerType,
+    count_failure,
+    outcome,
+    record,
+    release_ref,
+    run_helm,
+    set_conditions,
+)
+from engine.reconcile.errors import ActionFailed
+from engine.reconcile.request import Request
+from engine.reconcile.status import ActionOutcome
+
+
+class Test:
+    """Type ``test``."""
+
+    __test__ = False  # not a pytest test class
+    name = "test"
+    type: ReconcilerType = "test"
+
+    def __init__(self, ctx: ActionContext):
+        self.ctx = ctx
+
+    async def reconcile(self, req: Request) -> ActionOutcome:
+        spec = req.spec
+        ns, release = req.key
+        timeout = spec.test.timeout or spec.timeout
+        self.ctx.events(self.name, "started", "running helm test", ())
+        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
+            error = await run_helm(lambda: self.ctx.helm.test(release, ns, timeout=timeout,
+                                                              filters=spec.test.helm_filters()))
+        record(req, seen.observed)
+        current = seen.newest
+        tests = [h for h in current.hooks if h.is_test] if current else []
+        failed = [h.name for h in tests if h.phase == "Failed"]
+        if current is None:
+            raise ActionFailed(f"helm test: release {release_ref(req, None)} is not in storage")
+        if error is not None or failed:
+            what = ", ".join(failed) if failed else (error.message if error else "")
+            message = f"Helm test failed for release {release_ref(req, current.version)}: {what}"
+            set_conditions(req, (cond.TEST_SUCCESS, False, cond.TEST_FAILED, message))
+            self.ctx.events(self.name, "failed", message, error.tail if error else ())
+            if not spec.test.ignore_failures:
+                count_failure(req)
+            return outcome(self.name, False, message, current, error)
+        message = (f"Helm test succeeded for release {release_ref(req, current.version)}: "
+                   f"{len(tests)} test(s)" if tests else
+                   f"Helm test succeeded for release {release_ref(req, current.version)}: no tests")
+        set_conditions(req, (cond.TEST_SUCCESS, True, cond.TEST_SUCCEEDED, message))
+        self.ctx.events(self.name, "succeeded", message, ())
+        return outcome(self.name, True, message, current)

@@ -1,0 +1,54 @@
+"""Uninstall: remove the release on request (a pruned package, or the app's uninstall key)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from engine.helm import ReleaseNotFound, UninstallOptions
+from engine.reconcile import conditions as cond
+from engine.reconcile.action import (
+    ActionContext,
+    ObservedReleases,
+    ReconcilerType,
+    outcome,
+    record,
+    release_ref,
+    run_helm,
+    set_conditions,
+)
+from engine.reconcile.request import Request
+from engine.reconcile.status import ActionOutcome
+
+
+class Uninstall:
+    """Type ``release``. A missing release is success (idempotent)."""
+
+    name = "uninstall"
+    type: ReconcilerType = "release"
+
+    def __init__(self, ctx: ActionContext):
+        self.ctx = ctx
+
+    async def reconcile(self, req: Request) -> ActionOutcome:
+        spec = req.spec
+        ns, release = req.key
+        opts = UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
+                                keep_history=spec.uninstall.keep_history,
+                                disable_hooks=spec.uninstall.disable_hooks)
+        self.ctx.events(self.name, "started", "uninstalling", ())
+        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
+            error = await run_helm(lambda: self.ctx.helm.uninstall(release, ns, opts))
+        record(req, seen.observed)
+        latest = self.ctx.observer.latest(ns, release)
+        if isinstance(error, ReleaseNotFound):
+            error = None
+        if error is not None or (latest is not None and latest.status != "uninstalled"):
+            reason = error.message if error else f"revision {latest.version if latest else '?'} remains"
+            message = f"Helm uninstall failed for release {release_ref(req, None)}: {reason}"
+            self.ctx.events(self.name, "failed", message, error.tail if error else ())
+            return outcome(self.name, False, message, latest, error)
+        message = f"Helm uninstall succeeded for release {release_ref(req, None)}"
+        set_conditions(req, (cond.RELEASED, False, cond.UNINSTALL_SUCCEEDED, message))
+        req.status = dataclasses.replace(req.status, history=req.status.history.clear())
+        self.ctx.events(self.name, "succeeded", message, ())
+        return outcome(self.name, True, message, latest)
