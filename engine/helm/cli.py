@@ -92,7 +92,9 @@ class UpgradeOptions:
     """``helm upgrade`` options, after Flux's ``spec.upgrade``; ``timeout`` in seconds.
 
     ``install=True`` adds ``--install`` (upgrade or install in one call).
-    ``reuse_values`` is Flux's ``preserveValues``.
+    ``reuse_values`` is Flux's ``preserveValues``; ``reset_values`` makes helm
+    use exactly the given values (helm otherwise reuses the previous release's
+    values when none are given, as Flux avoids with ResetValues).
     """
 
     timeout: float = 300.0
@@ -103,6 +105,7 @@ class UpgradeOptions:
     force: bool = False
     cleanup_on_fail: bool = False
     reuse_values: bool = False
+    reset_values: bool = False
     disable_hooks: bool = False
     max_history: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -279,6 +282,7 @@ class Helm:
         args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
         args += _flag(self._force_flag(major), opts.force) + _flag("--cleanup-on-fail", opts.cleanup_on_fail)
         args += _flag("--reuse-values", opts.reuse_values) + _flag("--no-hooks", opts.disable_hooks)
+        args += _flag("--reset-values", opts.reset_values and not opts.reuse_values)
         if opts.max_history is not None:
             args += ["--history-max", str(opts.max_history)]
         args += _labels(opts.labels)

@@ -60,7 +60,7 @@ _PATTERNS: tuple[tuple[type[HelmError], re.Pattern[str]], ...] = (
     (ClusterUnreachable, re.compile(r"kubernetes cluster unreachable|connection refused|no such host|"
                                     r"i/o timeout|dial tcp", re.I)),
     (Forbidden, re.compile(r"\bforbidden\b", re.I)),
-    (HelmTimeout, re.compile(r"timed out waiting|context deadline exceeded|resource not ready", re.I)),
+    (HelmTimeout, re.compile(r"timed out waiting|context deadline exceeded", re.I)),
     (RenderError, re.compile(r"parse error|template: |yaml: |error converting YAML|"
                              r"unable to build kubernetes objects from (release|new release) manifest|"
                              r"values don't meet the specifications|execution error at|"

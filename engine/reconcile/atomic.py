@@ -18,7 +18,13 @@ from typing import Literal
 from engine.reconcile import conditions as cond
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
-from engine.reconcile.action import ActionContext, ActionReconciler, drop_conditions, set_conditions
+from engine.reconcile.action import (
+    ActionContext,
+    ActionReconciler,
+    ObservedReleases,
+    drop_conditions,
+    set_conditions,
+)
 from engine.reconcile.correct_drift import CorrectClusterDrift
 from engine.reconcile.drift import DriftDetector, DriftItem
 from engine.reconcile.errors import ActionFailed, ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
@@ -111,6 +117,9 @@ class AtomicRelease:
         """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures."""
         self.reset_on_spec_change(req)
         set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
+        # Decide on what storage holds now, not on a watch event still in flight.
+        async with ObservedReleases(self.ctx, req.spec.storage_ns, req.key[1], req.key[0]):
+            pass
         done: set[str] = set()
         outcomes: list[ActionOutcome] = []
         drift: list[DriftItem] = []

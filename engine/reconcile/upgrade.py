@@ -44,6 +44,7 @@ class Upgrade:
             force=spec.upgrade.force,
             cleanup_on_fail=spec.upgrade.cleanup_on_fail,
             reuse_values=spec.upgrade.preserve_values,
+            reset_values=not spec.upgrade.preserve_values,
             disable_hooks=spec.upgrade.disable_hooks,
             max_history=spec.max_history,
             labels=req.release_labels,

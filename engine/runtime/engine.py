@@ -501,6 +501,14 @@ class Engine:
                    "soon": RunResult("interval", LOCKED_RECHECK)}
         return mapping[result.next]
 
+    async def run_pass(self, key: ReleaseKey, *, force: bool = False) -> PassResult:
+        """Run one atomic pass on ``key`` now and return how it ended (headless use and tests).
+
+        Raises ActionRefused (no package, busy, read-only).
+        """
+        self._check_mutable()
+        return await self._pass(key, force)
+
     async def _pass(self, key: ReleaseKey, force: bool) -> PassResult:
         """One atomic pass on ``key`` under its lock; persists the status. Raises ActionRefused."""
         if self._atomic is None:

@@ -1,0 +1,248 @@
+"""Reconcile scenarios end to end: real local cluster, real helm, one namespace each."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from engine import labels
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from engine.reconcile import conditions as cond
+from engine.reconcile import state as st
+from engine.storage.codec import record_name
+from tests.reconcile_harness import EXAMPLES, Scenario
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+async def sc(helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path) -> AsyncIterator[Scenario]:
+    scenario = Scenario(helm, kube_target, namespace, tmp_path)
+    yield scenario
+    await scenario.stop()
+
+
+def condition(sc: Scenario, type_: str) -> cond.Condition | None:
+    assert sc.engine is not None
+    status = sc.engine.status(sc.key)
+    return cond.get(status.conditions, type_) if status else None
+
+
+async def test_in_sync_does_nothing_also_after_a_restart(sc: Scenario) -> None:
+    sc.write()
+    await sc.start()
+    first = await sc.run()
+    assert [o.action for o in first.outcomes] == ["install"] and first.state == st.IN_SYNC
+    again = await sc.run()
+    assert again.outcomes == () and again.state == st.IN_SYNC
+    await sc.restart()  # a new engine reads the persisted status
+    after = await sc.run()
+    assert after.outcomes == () and after.state == st.IN_SYNC
+    assert sc.revisions() == [(1, "deployed")]
+    ready = condition(sc, cond.READY)
+    assert ready is not None and ready.status == "True" and ready.reason == cond.INSTALL_SUCCEEDED
+
+
+async def test_forced_upgrade_of_an_in_sync_release(sc: Scenario) -> None:
+    sc.write()
+    await sc.start()
+    await sc.run()
+    forced = await sc.run(force=True)
+    assert [o.action for o in forced.outcomes] == ["upgrade"]
+    assert sc.revisions()[0] == (2, "deployed")
+
+
+async def test_values_and_chart_changes_upgrade(sc: Scenario, tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    shutil.copytree(EXAMPLES / "charts" / "flaky", chart)
+    sc.chart = str(chart)  # an absolute path works as the chart reference too
+    sc.write("{message: one}")
+    await sc.start()
+    await sc.run()
+    sc.write("{message: two}")
+    result = await sc.run()
+    assert [o.action for o in result.outcomes] == ["upgrade"] and sc.revisions()[0] == (2, "deployed")
+    latest = sc.latest()
+    assert latest is not None and latest.config == {"message": "two"}
+    # A chart file changes without a version bump: still an upgrade.
+    (chart / "templates" / "extra.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\ndata: {a: b}\n")
+    result = await sc.run()
+    assert [o.action for o in result.outcomes] == ["upgrade"] and sc.revisions()[0] == (3, "deployed")
+    # A chart version bump: upgrade, and the chart version is the new one.
+    meta = chart / "Chart.yaml"
+    meta.write_text(meta.read_text().replace("version: 0.1.0", "version: 0.2.0"))
+    await sc.run()
+    latest = sc.latest()
+    assert latest is not None and (latest.version, latest.chart_version) == (4, "0.2.0")
+
+
+async def test_release_installed_by_plain_helm_is_adopted(sc: Scenario) -> None:
+    sc.helm_cli("install", "app", str(EXAMPLES / "charts" / "flaky"))
+    sc.write()
+    await sc.start()
+    assert sc.engine is not None
+    view = sc.engine.release(sc.key)
+    assert view is not None and view.state == st.UNMANAGED
+    result = await sc.run()
+    assert [o.action for o in result.outcomes] == ["upgrade"] and result.state == st.IN_SYNC
+    latest = sc.latest()
+    assert latest is not None and latest.version == 2 and latest.label_map[labels.MANAGED_BY] == "helmdeck"
+
+
+async def test_upgrade_rollback_and_uninstall_outside_helmdeck_are_detected(sc: Scenario) -> None:
+    chart = str(EXAMPLES / "charts" / "flaky")
+    sc.write()
+    await sc.start()
+    await sc.run()
+    sc.helm_cli("upgrade", "app", chart, "--set", "message=by-hand")
+    result = await sc.run()
+    assert result.outcomes[0].action == "upgrade" and sc.revisions()[0] == (3, "deployed")
+    latest = sc.latest()
+    assert latest is not None and latest.config == {}
+
+    sc.helm_cli("rollback", "app", "2")
+    result = await sc.run()
+    assert [o.action for o in result.outcomes] == ["upgrade"] and sc.revisions()[0] == (5, "deployed")
+
+    sc.helm_cli("uninstall", "app")
+    result = await sc.run()
+    assert [o.action for o in result.outcomes] == ["install"] and sc.revisions() == [(1, "deployed")]
+
+
+async def test_latest_record_deleted_outside(sc: Scenario, core_api: client.CoreV1Api) -> None:
+    sc.write("{message: a}")
+    await sc.start()
+    await sc.run()
+    sc.write("{message: b}")
+    await sc.run()
+    assert sc.revisions() == [(2, "deployed"), (1, "superseded")]
+    core_api.delete_namespaced_secret(record_name("app", 2), sc.namespace)
+    await _until(lambda: sc.revisions() == [(1, "superseded")])
+    result = await sc.run()
+    assert [o.action for o in result.outcomes] == ["upgrade"] and result.state == st.IN_SYNC
+    assert sc.revisions()[0] == (2, "deployed")
+
+
+async def test_install_failure_without_remediation_stalls_until_the_spec_changes(sc: Scenario) -> None:
+    sc.write("{fail: true}")
+    await sc.start()
+    result = await sc.run()
+    assert [(o.action, o.ok) for o in result.outcomes] == [("install", False)]
+    assert result.state == st.STALLED and result.next == "stop"
+    stalled = condition(sc, cond.STALLED)
+    assert stalled is not None and stalled.reason == cond.RETRIES_EXCEEDED
+    again = await sc.run()
+    assert again.outcomes == () and again.state == st.STALLED and sc.revisions() == [(1, "failed")]
+
+    sc.write("{fail: false}")
+    fixed = await sc.run()
+    assert [(o.action, o.ok) for o in fixed.outcomes] == [("upgrade", True)] and fixed.state == st.IN_SYNC
+    assert condition(sc, cond.STALLED) is None
+    assert sc.engine is not None and sc.engine.status(sc.key) is not None
+
+
+async def test_install_failure_with_remediation_uninstalls_and_retries(sc: Scenario) -> None:
+    sc.write("{fail: true}", "  install:\n    remediation: {retries: 1}\n")
+    await sc.start()
+    results = await sc.converge()
+    actions = [(o.action, o.ok) for r in results for o in r.outcomes]
+    assert actions == [("install", False), ("uninstall-remediation", True),
+                       ("install", False), ("uninstall-remediation", True)]
+    assert results[-1].state == st.STALLED
+    assert sc.latest() is None  # uninstalled, history not kept
+    assert sc.engine is not None
+    status = sc.engine.status(sc.key)
+    assert status is not None and status.failures.install == 2
+
+
+async def test_upgrade_failure_rolls_back(sc: Scenario) -> None:
+    sc.write("{fail: false}", "  upgrade:\n    remediation: {retries: 1}\n")
+    await sc.start()
+    await sc.run()
+    sc.write("{fail: true}", "  upgrade:\n    remediation: {retries: 1}\n")
+    results = await sc.converge()
+    actions = [(o.action, o.ok) for r in results for o in r.outcomes]
+    assert actions == [("upgrade", False), ("rollback", True), ("upgrade", False), ("rollback", True)]
+    assert results[-1].state == st.STALLED
+    assert sc.revisions()[0] == (5, "deployed")
+    latest = sc.latest()
+    assert latest is not None and latest.config == {"fail": False}
+    remediated = condition(sc, cond.REMEDIATED)
+    ready = condition(sc, cond.READY)
+    assert remediated is not None and remediated.status == "True" and remediated.reason == cond.ROLLBACK_SUCCEEDED
+    assert ready is not None and ready.status == "False"
+
+
+async def test_upgrade_failure_with_uninstall_remediation(sc: Scenario) -> None:
+    extra = "  upgrade:\n    remediation: {retries: 1, strategy: uninstall}\n"
+    sc.write("{fail: false}", extra)
+    await sc.start()
+    await sc.run()
+    sc.write("{fail: true}", extra)
+    result = await sc.run()
+    assert [(o.action, o.ok) for o in result.outcomes] == [("upgrade", False), ("uninstall-remediation", True)]
+    assert result.next == "now"
+    assert sc.latest() is None
+
+
+async def test_test_failure_rolls_back_unless_ignored(sc: Scenario) -> None:
+    spec = "  test: {enable: true}\n  upgrade:\n    remediation: {retries: 1}\n"
+    sc.write("{testFail: false}", spec)
+    await sc.start()
+    first = await sc.run()
+    assert [(o.action, o.ok) for o in first.outcomes] == [("install", True), ("test", True)]
+    sc.write("{testFail: true}", spec)
+    result = await sc.run()
+    assert [(o.action, o.ok) for o in result.outcomes] == [("upgrade", True), ("test", False), ("rollback", True)]
+    test_cond = condition(sc, cond.TEST_SUCCESS)
+    assert test_cond is not None and test_cond.status == "False"
+
+    ignoring = "  test: {enable: true, ignoreFailures: true}\n"
+    sc.write("{testFail: true, message: ignore}", ignoring)
+    result = await sc.run()
+    assert [(o.action, o.ok) for o in result.outcomes] == [("upgrade", True), ("test", False)]
+    assert result.state == st.IN_SYNC
+    ready = condition(sc, cond.READY)
+    assert ready is not None and ready.status == "True"
+
+
+async def test_drift_warn_reports_and_enabled_corrects(sc: Scenario, core_api: client.CoreV1Api) -> None:
+    sc.write("{message: original}", "  driftDetection: {mode: warn}\n")
+    await sc.start()
+    await sc.run()
+    core_api.patch_namespaced_config_map("app", sc.namespace, {"data": {"message": "edited by hand"}})
+    warned = await sc.run()
+    assert warned.state == st.DRIFTED and warned.outcomes == ()
+    assert any("ConfigMap" in d.ref for d in warned.drift)
+    assert sc.engine is not None
+    assert any(e.action == "drift" for e in sc.engine.events(sc.key))
+    cm = core_api.read_namespaced_config_map("app", sc.namespace)
+    assert cm.data == {"message": "edited by hand"}
+
+    sc.write("{message: original}", "  driftDetection: {mode: enabled}\n")
+    corrected = await sc.run()
+    assert [o.action for o in corrected.outcomes] == ["correct-drift"]
+    assert core_api.read_namespaced_config_map("app", sc.namespace).data == {"message": "original"}
+    apps = client.AppsV1Api(core_api.api_client)
+    apps.delete_namespaced_deployment("app", sc.namespace)
+    corrected = await sc.run()
+    assert [o.action for o in corrected.outcomes] == ["correct-drift"]
+    assert apps.read_namespaced_deployment("app", sc.namespace).metadata is not None
+    assert sc.revisions()[0][0] == 1  # drift correction writes no new revision
+    assert (await sc.run()).state == st.IN_SYNC
+
+
+async def _until(check: object, timeout: float = 10.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not check():  # type: ignore[operator]
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.05)
