@@ -1,45 +1,73 @@
 """The ``helmdeck`` command line.
 
-``helmdeck`` opens the app on a cluster chosen as kubectl does;
-``helmdeck demo`` opens it on the local control plane with the example
-packages; ``helmdeck cluster up|down|status|kubeconfig`` manages that local
-control plane.
+``helmdeck`` opens the app on a cluster chosen as kubectl does; ``helmdeck
+demo`` opens it on the local control plane with the example packages;
+``helmdeck cluster ...`` manages that control plane; ``reconcile``,
+``status``, ``render``, ``diff`` and ``cleanup`` run headless.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from helmdeck import __version__
-from helmdeck.logs import setup_logging
+from helmdeck.logs import default_log_file, setup_logging
+
+# `helmdeck reconcile --once` exit codes.
+EXIT_CONVERGED = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_STALLED = 3
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    p.add_argument("--context", help="kubeconfig context (default: its current-context)")
-    p.add_argument("--packages", type=Path, help="folder of package files to reconcile")
-    p.add_argument("-n", "--namespace", action="append", dest="namespaces",
-                   help="watch only this namespace (repeatable; default: all namespaces)")
-    p.add_argument("--helm", default=os.environ.get("HELMDECK_HELM", "helm"),
+def _common() -> argparse.ArgumentParser:
+    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one)."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("cluster and packages")
+    g.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    g.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    g.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
+                   help="only this namespace (repeatable; default: all namespaces)")
+    g.add_argument("-A", "--all-namespaces", action="store_true", help="all namespaces (the default)")
+    g.add_argument("--packages", type=Path, help="folder of package files")
+    g.add_argument("--readonly", action="store_true", help="never change the cluster; refuse every action")
+    g.add_argument("--helm", default=os.environ.get("HELMDECK_HELM", "helm"),
                    help="helm binary (default: $HELMDECK_HELM or helm on PATH)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-file", type=Path, help="log file (default: ~/.local/state/helmdeck/helmdeck.log)")
+    g.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    g.add_argument("--log-file", type=Path, help=f"log file (default: {default_log_file()})")
+    e = p.add_argument_group("engine")
+    e.add_argument("--concurrency", type=int, default=min(4, (os.cpu_count() or 2) * 2),
+                   help="packages reconciled at once (default: %(default)s)")
+    e.add_argument("--prune", action="store_true",
+                   help="uninstall the release of a removed package file (default: report it as orphaned)")
+    e.add_argument("--no-lease", action="store_true",
+                   help="do not take the engine lease (several instances would then all act)")
+    e.add_argument("--lease-namespace", default="default", help="namespace of the engine lease (default: default)")
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="helmdeck", description="Operate Helm releases from the terminal.")
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="helmdeck", parents=[common],
+        description="Operate Helm releases from the terminal: the app without a command, headless with one.")
     parser.add_argument("--version", action="version", version=f"helmdeck {__version__}")
-    _add_common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="start the local cluster and open the app on the example packages",
-                          description="Build (or reuse) and start the local control plane, then open "
-                                      "the app on it with the example packages. The cluster keeps "
-                                      "running afterwards; `helmdeck cluster down` stops it.")
+    demo = sub.add_parser(
+        "demo", help="start the local cluster and open the app on the example packages",
+        description="Build (or reuse) and start the local control plane, then open the app on it with "
+                    "the example packages. The cluster keeps running afterwards; `helmdeck cluster down` "
+                    "stops it.")
     demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
     demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
     demo.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -51,11 +79,40 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("up", "build (or reuse) the binaries and start the cluster; no-op when it runs"),
         ("down", "stop the processes the cluster started"),
-        ("status", "show processes, kubeconfig, server and log files"),
+        ("status", "show processes, kubeconfig, server and log files (exit 3 when not ready)"),
         ("kubeconfig", "print the kubeconfig path"),
     ):
         p = csub.add_parser(name, help=text, description=text)
         p.add_argument("--cluster-dir", type=Path, help="state directory (default: ~/.local/state/helmdeck/cluster)")
+
+    rec = sub.add_parser(
+        "reconcile", parents=[common], help="reconcile the packages headless",
+        description="Reconcile every package of --packages without the app. Runs until interrupted "
+                    "(ctrl+c lets running helm actions finish), or with --once until every package "
+                    f"settled. --once exit codes: {EXIT_CONVERGED} every package converged, {EXIT_FAILED} "
+                    f"one failed, {EXIT_STALLED} one stalled (retries exhausted).")
+    rec.add_argument("--once", action="store_true", help="one settled pass per package, then exit")
+    rec.add_argument("--json", action="store_true", help="print events as JSON lines")
+    rec.add_argument("--wait", type=float, default=600.0,
+                     help="--once: give up after this many seconds (default: %(default)s)")
+    rec.add_argument("--stop-deadline", type=float, default=30.0,
+                     help="on ctrl+c, seconds running helm actions may take to finish (default: %(default)s)")
+
+    status = sub.add_parser("status", parents=[common], help="print every release and its engine state",
+                            description="Print every release with its engine state (read-only).")
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+
+    for name, text in (("render", "print the manifests an upgrade of PACKAGE would apply"),
+                       ("diff", "print what an upgrade of PACKAGE would change (deployed vs desired)")):
+        p = sub.add_parser(name, parents=[common], help=text, description=text)
+        p.add_argument("package", help="a package file, or a package name in --packages")
+
+    clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
+                           description="Uninstall every helmdeck-managed release no package in --packages "
+                                       "declares (releases not managed by helmdeck are never touched).")
+    clean.add_argument("--dry-run", action="store_true", help="only list what would be uninstalled")
+    clean.add_argument("--ignore-namespace", action="append", default=[], metavar="NAMESPACE",
+                       help="never clean up in this namespace (repeatable)")
     return parser
 
 
@@ -65,9 +122,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cluster(args)
     if args.command == "demo":
         return _demo(args)
-    return _app(args)
+    if getattr(args, "concurrency", 1) < 1:
+        print("error: --concurrency must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.packages is not None and not args.packages.is_dir():
+        print(f"error: --packages {args.packages} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
+                "cleanup": _cleanup}
+    return handlers[args.command](args)
 
 
+# -- local cluster -----------------------------------------------------------------
 def _cluster(args: argparse.Namespace) -> int:
     from localcluster.build import BuildError
     from localcluster.cluster import ClusterError, LocalCluster
@@ -102,11 +168,10 @@ def _demo(args: argparse.Namespace) -> int:
     packages = args.packages or default_packages_dir()
     if not packages.is_dir():
         print(f"error: example packages not found at {packages}; pass --packages DIR", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     cluster = LocalCluster(args.cluster_dir)
     try:
         cluster.up(progress=lambda m: print(m, flush=True))
-        helm_bin = build.binary(f"helm{args.helm_major}")
         build.build(build.COMPONENTS[f"helm{args.helm_major}"], progress=print)
     except (BuildError, ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -114,30 +179,206 @@ def _demo(args: argparse.Namespace) -> int:
     args.kubeconfig = cluster.kubeconfig
     args.context = None
     args.packages = packages
-    args.helm = str(helm_bin)
+    args.helm = str(build.binary(f"helm{args.helm_major}"))
     code = _app(args)
     print(f"The local cluster is still running (KUBECONFIG={cluster.kubeconfig}); "
           "`helmdeck cluster down` stops it.")
     return code
 
 
-def _app(args: argparse.Namespace) -> int:
+# -- engine ------------------------------------------------------------------------
+def _engine(args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True) -> Any:
+    """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
     from engine.kube import KubeConfigError, KubeTarget, current_context
     from engine.runtime import Engine
+    from engine.runtime.engine import LeaseConfig
+    from engine.runtime.lease import lease_name_for
+
+    target = KubeTarget(args.kubeconfig, args.context)
+    try:
+        args.context_name = current_context(target)
+    except KubeConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    lease = None
+    if args.packages is not None and not getattr(args, "no_lease", True):
+        lease = LeaseConfig(lease_name_for(str(args.packages.resolve())), getattr(args, "lease_namespace", "default"))
+    return Engine(
+        target, Helm(args.helm, target), args.packages,
+        namespaces=None if args.all_namespaces else args.namespaces,
+        readonly=args.readonly if readonly is None else readonly,
+        concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
+        lease=lease, watch_packages=watch,
+    )
+
+
+def _app(args: argparse.Namespace) -> int:
     from tui.app import HelmdeckApp
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
+    engine = _engine(args)
+    HelmdeckApp(engine, context=f"{args.context_name} · log {log_file}").run()
+    return 0
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from engine.runtime.report import event_line
+    from engine.runtime.state import EventLogged
+
+    if args.packages is None:
+        print("error: reconcile needs --packages DIR", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(args.log_level, args.log_file)
+    engine = _engine(args, watch=not args.once)
+
+    def show(event: object) -> None:
+        if not isinstance(event, EventLogged):
+            return
+        ev = event.event
+        if args.json:
+            print(json.dumps(event_line(ev)), flush=True)
+        elif ev.outcome != "started":
+            print(f"{ev.key[0]}/{ev.key[1]}: {ev.action} {ev.outcome}: {ev.message}", flush=True)
+
+    engine.subscribe(show)
+    return asyncio.run(_reconcile_async(engine, args))
+
+
+async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
+    from engine.reconcile import state as st
+    from engine.runtime.engine import ActionRefused
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await engine.start(reconcile=not args.once)
+    for err in engine.package_errors:
+        print(f"package error: {err}", file=sys.stderr)
+    if not args.once:
+        await stop.wait()
+        clean = await engine.stop(args.stop_deadline)
+        return 0 if clean else EXIT_FAILED
+    if not await engine.wait_for_lease():
+        print(f"error: {engine.lease_holder or 'another instance'} holds the engine lease; "
+              "nothing was reconciled", file=sys.stderr)
+        await engine.stop()
+        return EXIT_FAILED
+    deadline = loop.time() + args.wait
+    results: dict[tuple[str, str], Any] = {}
+
+    async def settle(key: tuple[str, str]) -> None:
+        while True:
+            try:
+                result = await engine.run_pass(key)
+            except ActionRefused:
+                await asyncio.sleep(1.0)
+                continue
+            remaining = deadline - loop.time()
+            if result.next == "now" and remaining > 0:
+                continue
+            if result.next == "soon" and remaining > 0:
+                await asyncio.sleep(min(result.retry_after or 15.0, remaining))
+                continue
+            results[key] = result
+            return
+
+    sem = asyncio.Semaphore(args.concurrency)
+
+    async def bounded(key: tuple[str, str]) -> None:
+        async with sem:
+            await settle(key)
+
+    runner: asyncio.Future[Any] = asyncio.gather(*(bounded(k) for k in sorted(engine.packages)))
+    waiter: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([runner, waiter], return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    interrupted = not runner.done()
+    if interrupted:
+        runner.cancel()
+    await engine.stop(args.stop_deadline)
+    codes = []
+    for key, result in sorted(results.items()):
+        converged = result.state == st.IN_SYNC
+        if args.json:
+            print(json.dumps({"type": "result", "namespace": key[0], "release": key[1], "state": result.state,
+                              "converged": converged, "message": result.message}), flush=True)
+        else:
+            print(f"{key[0]}/{key[1]}: {result.state}{'' if converged else ': ' + result.message}")
+        codes.append(EXIT_CONVERGED if converged else EXIT_STALLED if result.state == st.STALLED
+                     else EXIT_FAILED)
+    if interrupted or engine.package_errors or len(results) < len(engine.packages):
+        codes.append(EXIT_FAILED)
+    if EXIT_STALLED in codes:
+        return EXIT_STALLED
+    return max(codes, default=EXIT_CONVERGED)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from engine.runtime.report import status_row, table
+
+    setup_logging(args.log_level, args.log_file)
+    engine = _engine(args, readonly=True, watch=False)
+
+    async def collect() -> list[dict[str, Any]]:
+        await engine.start(reconcile=False)
+        try:
+            return [status_row(v) for v in engine.releases()]
+        finally:
+            await engine.stop()
+
+    rows = asyncio.run(collect())
+    print(json.dumps(rows, indent=2) if args.output == "json" else table(rows))
+    return 0
+
+
+def _find_package(args: argparse.Namespace) -> Any:
+    from engine.package import PackageError, load_package, load_packages
+
+    candidate = Path(args.package)
+    try:
+        if candidate.is_file():
+            return load_package(candidate)
+        if args.packages is not None:
+            specs, _ = load_packages(args.packages)
+            for spec in specs:
+                if args.package in (spec.name, spec.release_name):
+                    return spec
+    except PackageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    print(f"error: no package file or package named {args.package!r}"
+          f"{'' if args.packages else ' (pass --packages DIR to look packages up by name)'}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from engine.helm import Helm as HelmRunner
+    from engine.helm import HelmError
+    from engine.kube import KubeTarget
+    from engine.package import PackageError, load_chart, merged_values
+
+    setup_logging(args.log_level, args.log_file)
+    spec = _find_package(args)
     target = KubeTarget(args.kubeconfig, args.context)
     try:
-        context = current_context(target)
-    except KubeConfigError as exc:
+        chart = load_chart(spec.chart_path)
+        out = asyncio.run(HelmRunner(args.helm, target).template(
+            spec.release_name, spec.namespace, chart.path, merged_values(spec), is_upgrade=True))
+    except (PackageError, HelmError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.packages is not None and not args.packages.is_dir():
-        print(f"error: --packages {args.packages} is not a directory", file=sys.stderr)
-        return 2
-    helm = Helm(args.helm, target)
-    engine = Engine(target, helm, args.packages, namespaces=getattr(args, "namespaces", None))
-    HelmdeckApp(engine, context=f"{context} · log {log_file}").run()
+        return 1
+    sys.stdout.write(out)
     return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    print("error: diff is not supported by this build yet", file=sys.stderr)
+    return 1
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    print("error: cleanup is not supported by this build yet", file=sys.stderr)
+    return 1

@@ -56,6 +56,7 @@ class PassResult:
     message: str
     outcomes: tuple[ActionOutcome, ...] = ()
     drift: tuple[DriftItem, ...] = ()
+    retry_after: float | None = None
 
 
 class AtomicRelease:
@@ -142,7 +143,8 @@ class AtomicRelease:
                 return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))
             except ReleaseLocked as exc:
                 set_conditions(req, (cond.READY, False, cond.PENDING_RELEASE, str(exc)))
-                return self._finish(req, PassResult(state.status, "soon", str(exc), tuple(outcomes)))
+                return self._finish(req, PassResult(state.status, "soon", str(exc), tuple(outcomes),
+                                                    retry_after=exc.retry_after))
             if action is None:
                 if state.status == st.DRIFTED:
                     self.ctx.events("drift", "info", f"drift detected (mode warn): {state.reason}", ())

@@ -24,4 +24,11 @@ class ActionFailed(ReconcileError):
 
 
 class ReleaseLocked(ReconcileError):
-    """A pending-* release is held by an operation that is not stale yet: wait."""
+    """A pending-* release is held by an operation that is not stale yet: wait.
+
+    ``retry_after`` (seconds) says when the lock would turn stale, when known.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after

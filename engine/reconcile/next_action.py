@@ -23,7 +23,7 @@ UNINSTALL_REMEDIATION = "uninstall-remediation"
 UNLOCK = "unlock"
 CORRECT_DRIFT = "correct-drift"
 # Slack on top of the package timeout before a pending release counts as stale.
-STALE_GRACE = 10.0
+STALE_GRACE = 5.0
 
 
 def next_action(
@@ -50,7 +50,8 @@ def next_action(
         age = (now if now is not None else time.time()) - (started or 0.0)
         limit = req.spec.timeout + STALE_GRACE
         if age <= limit:
-            raise ReleaseLocked(f"{state.reason} for {age:.0f}s; unlocked only after {limit:.0f}s (its timeout)")
+            raise ReleaseLocked(f"{state.reason} for {age:.0f}s; unlocked only after {limit:.0f}s (its timeout)",
+                                retry_after=limit - age + 0.5)
         return UNLOCK
     if status == st.ABSENT:
         if req.retries_exhausted(req.spec.install):

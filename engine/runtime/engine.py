@@ -156,6 +156,8 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._elector: LeaseElector | None = None
+        self._auto = False  # reconcile on its own (queue), as opposed to on request only
+        self._leading = asyncio.Event()  # set while this instance holds the lease
         self.queue: WorkQueue[ReleaseKey] = WorkQueue(
             self._run_queued, concurrency=concurrency, is_suspended=self._is_suspended)
         if observer is not None:
@@ -191,7 +193,10 @@ class Engine:
             self._elector = LeaseElector(self._api, cfg.name, cfg.namespace, identity=cfg.identity,
                                          duration=cfg.duration, retry=cfg.retry, on_change=self._on_lease)
             self._elector.start()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._elector.decided.wait(), 10)
             self._spawn(self._follow_statuses())
+        self._auto = reconcile
         self.queue.start()
         if reconcile and self.acting:
             for key in self.packages:
@@ -226,6 +231,18 @@ class Engine:
             return None
         extra = {s.storage_ns for s in self.packages.values()}
         return sorted(set(self.namespaces) | extra)
+
+    async def wait_for_lease(self) -> bool:
+        """Wait until this instance leads, or the holder proves alive for a lease duration; True if leading.
+
+        A lease left by a killed instance expires after its duration, so a
+        new instance takes over then.
+        """
+        if self._elector is None or self.lease_config is None:
+            return self.acting
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._leading.wait(), self.lease_config.duration + 2 * self.lease_config.retry)
+        return self.acting
 
     @property
     def acting(self) -> bool:
@@ -270,8 +287,12 @@ class Engine:
         was = self._leader
         self.lease_holder = holder
         self._leader = leader
+        if leader:
+            self._leading.set()
+        else:
+            self._leading.clear()
         self._emit(LeaseChanged(holder, leader))
-        if leader and not was and not self.readonly:
+        if leader and not was and not self.readonly and self._auto:
             for key in self.packages:  # taking over: look at everything now
                 self.queue.add(key)
 
@@ -496,9 +517,10 @@ class Engine:
             result = await self._pass(key, force)
         except ActionRefused:
             return RunResult("interval", 5.0)  # something else runs on it; look again shortly
+        if result.next == "soon":
+            return RunResult("interval", min(LOCKED_RECHECK, result.retry_after or LOCKED_RECHECK))
         mapping = {"interval": RunResult("interval", spec.interval), "now": RunResult("now"),
-                   "error": RunResult("error"), "stop": RunResult("stop"),
-                   "soon": RunResult("interval", LOCKED_RECHECK)}
+                   "error": RunResult("error"), "stop": RunResult("stop")}
         return mapping[result.next]
 
     async def run_pass(self, key: ReleaseKey, *, force: bool = False) -> PassResult:
@@ -533,8 +555,6 @@ class Engine:
             last = result.outcomes[-1] if result.outcomes else None
             self._statuses[key] = dataclasses.replace(req.status, last=last or req.status.last)
             self._states[key] = result.state
-            if result.next == "error" and not result.outcomes:
-                self._log_event(key, "reconcile", "failed", result.message)
         await self._persist(key)
         self._refresh(key)
         return result

@@ -75,6 +75,7 @@ class LeaseElector:
         self._seen_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self.last_error: str | None = None
+        self.decided = asyncio.Event()  # set after the first round: holder and leader are known
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"lease-{self.name}")
@@ -93,7 +94,9 @@ class LeaseElector:
     async def _loop(self) -> None:
         while True:
             try:
-                await asyncio.to_thread(self._try_once)
+                outcome = await asyncio.to_thread(self._try_once)
+                if outcome is not None:
+                    self._set(*outcome)  # on the loop: callbacks may touch loop-bound state
                 self.last_error = None
             except ApiException as exc:
                 self.last_error = f"lease {self.namespace}/{self.name}: API error {exc.status} {exc.reason}"
@@ -103,6 +106,7 @@ class LeaseElector:
             except OSError as exc:
                 self.last_error = f"lease {self.namespace}/{self.name}: {exc}"
                 log.warning("%s", self.last_error)
+            self.decided.set()
             await asyncio.sleep(self.retry)
 
     def _set(self, holder: str, leader: bool) -> None:
@@ -130,7 +134,8 @@ class LeaseElector:
             },
         }
 
-    def _try_once(self) -> None:
+    def _try_once(self) -> tuple[str, bool] | None:
+        """One election round (blocking API calls); returns (holder, leader), None when undecided."""
         try:
             lease = self._coord.read_namespaced_lease(self.name, self.namespace)
         except ApiException as exc:
@@ -140,11 +145,10 @@ class LeaseElector:
                 self._coord.create_namespaced_lease(self.namespace, self._body(None, 0, None))
             except ApiException as create_exc:
                 if create_exc.status == 409:
-                    return  # someone else created it first; next round reads it
+                    return None  # someone else created it first; next round reads it
                 raise
             self._seen, self._seen_at = (self.identity, ""), time.monotonic()
-            self._set(self.identity, True)
-            return
+            return (self.identity, True)
         spec = lease.spec
         holder = spec.holder_identity or ""
         renew = str(spec.renew_time or "")
@@ -152,8 +156,7 @@ class LeaseElector:
             self._seen, self._seen_at = (holder, renew), time.monotonic()
         expired = not holder or time.monotonic() - self._seen_at > self.duration
         if holder != self.identity and not expired:
-            self._set(holder, False)
-            return
+            return (holder, False)
         transitions = (spec.lease_transitions or 0) + (0 if holder == self.identity else 1)
         acquire = spec.acquire_time if holder == self.identity else None
         try:
@@ -161,10 +164,10 @@ class LeaseElector:
                 self.name, self.namespace, self._body(lease.metadata.resource_version, transitions, acquire))
         except ApiException as exc:
             if exc.status == 409:  # another candidate won this round
-                return
+                return None
             raise
         self._seen_at = time.monotonic()
-        self._set(self.identity, True)
+        return (self.identity, True)
 
     def _release(self) -> None:
         lease = self._coord.read_namespaced_lease(self.name, self.namespace)

@@ -1,0 +1,74 @@
+"""Plain data for headless output: ``helmdeck status -o json`` rows and event JSON lines.
+
+The status row shape is documented in the README ("helmdeck status").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.runtime.state import ReconcileEvent, ReleaseView
+
+
+def status_row(view: ReleaseView) -> dict[str, Any]:
+    """One element of ``helmdeck status -o json``."""
+    obs = view.observation
+    monitor = view.monitor
+    return {
+        "namespace": view.namespace,
+        "name": view.name,
+        "package": view.package.name if view.package else None,
+        "revision": obs.version if obs else None,
+        "status": obs.status if obs else None,
+        "chart": f"{obs.chart_name}-{obs.chart_version}" if obs else None,
+        "appVersion": obs.app_version if obs else None,
+        "updated": obs.last_deployed if obs else None,
+        "state": view.state,
+        "ready": view.ready,
+        "conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+            for c in view.conditions
+        ],
+        "monitor": {"state": monitor.state, "paused": monitor.paused, "absent": list(monitor.absent)},
+        "maintenance": view.maintenance,
+        "suspended": view.suspended,
+        "failures": {"install": view.failures.install, "upgrade": view.failures.upgrade,
+                     "total": view.failures.total},
+        "lastAction": ({"action": view.last.action, "ok": view.last.ok, "message": view.last.message}
+                       if view.last else None),
+    }
+
+
+def event_line(event: ReconcileEvent) -> dict[str, Any]:
+    """One JSON line of ``helmdeck reconcile --json``."""
+    return {
+        "type": "event",
+        "time": round(event.at, 3),
+        "namespace": event.key[0],
+        "release": event.key[1],
+        "package": event.package or None,
+        "action": event.action,
+        "outcome": event.outcome,
+        "message": event.message,
+        "helmOutput": list(event.tail),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """``helmdeck status -o table``: aligned columns, like ``helm list``."""
+    head = ["NAMESPACE", "NAME", "PACKAGE", "REVISION", "STATUS", "STATE", "READY", "MONITOR", "MAINTENANCE",
+            "SUSPENDED"]
+    lines = [head]
+    for r in rows:
+        mon = r["monitor"]
+        monitor = mon["state"] if mon["state"] != "paused" else f"paused x{mon['paused']}"
+        if mon["absent"]:
+            monitor = f"{len(mon['absent'])} absent"
+        lines.append([
+            r["namespace"], r["name"], r["package"] or "-", str(r["revision"] or "-"), r["status"] or "-",
+            r["state"] or "-", {True: "True", False: "False", None: "Unknown"}[r["ready"]], monitor,
+            r["maintenance"] or "-", "yes" if r["suspended"] else "no",
+        ])
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in lines)

@@ -1,0 +1,93 @@
+"""The headless command line, run as a user would (subprocesses against the local cluster)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube import KubeTarget, api_client
+from helmdeck.cli import EXIT_CONVERGED, EXIT_FAILED, EXIT_STALLED
+from tests.reconcile_harness import EXAMPLES
+
+
+def helmdeck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def cluster_args(helm: Helm, target: KubeTarget, namespace: str, packages: Path, log: Path) -> list[str]:
+    return ["--kubeconfig", str(target.kubeconfig), "--helm", helm.binary, "-n", namespace,
+            "--packages", str(packages), "--log-file", str(log)]
+
+
+def flaky(folder: Path, namespace: str, values: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "app.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: 20s\n  values: {values}\n")
+    return folder
+
+
+@pytest.mark.parametrize("command", ["", "demo", "cluster", "cluster up", "reconcile", "status", "render", "diff",
+                                     "cleanup"])
+def test_help_for_every_command(command: str) -> None:
+    proc = helmdeck(*command.split(), "--help", timeout=30)
+    assert proc.returncode == 0 and "usage: helmdeck" in proc.stdout
+
+
+@pytest.mark.cluster
+def test_reconcile_once_exit_codes_and_json_lines(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    log = tmp_path / "helmdeck.log"
+    cases = [("{message: fine, password: hunter2-do-not-log}", EXIT_CONVERGED, "InSync"),
+             ("{renderError: true}", EXIT_FAILED, "Absent"),
+             ("{fail: true}", EXIT_STALLED, "Stalled")]
+    core = client.CoreV1Api(api_client(kube_target))
+    for i, (values, code, state) in enumerate(cases):
+        ns = f"{namespace}-{i}"
+        pkgs = flaky(tmp_path / f"p{i}", ns, values)
+        args = ["reconcile", "--once", "--json", "--no-lease", *cluster_args(helm, kube_target, ns, pkgs, log)]
+        # The release namespace must exist (Flux's default: install.createNamespace false).
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        try:
+            proc = helmdeck(*args)
+        finally:
+            core.delete_namespace(ns, propagation_policy="Background")
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        lines = [json.loads(line) for line in proc.stdout.splitlines()]
+        result = [ln for ln in lines if ln["type"] == "result"]
+        assert result == [{"type": "result", "namespace": ns, "release": "app", "state": state,
+                           "converged": code == EXIT_CONVERGED, "message": result[0]["message"]}]
+        events = [ln for ln in lines if ln["type"] == "event"]
+        assert events and all({"time", "action", "outcome", "message", "helmOutput"} <= set(e) for e in events)
+    text = log.read_text()
+    assert "install" in text and "hunter2-do-not-log" not in text  # values never reach the log
+
+
+@pytest.mark.cluster
+def test_status_json(helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path) -> None:
+    pkgs = flaky(tmp_path / "p", namespace, "{message: hi}")
+    log = tmp_path / "log"
+    assert helmdeck("reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs,
+                                                                       log)).returncode == 0
+    proc = helmdeck("status", "-o", "json", *cluster_args(helm, kube_target, namespace, pkgs, log))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert len(rows) == 1
+    row = rows[0]
+    assert {k: row[k] for k in ("namespace", "name", "package", "revision", "status", "state", "ready",
+                                "maintenance", "suspended")} == {
+        "namespace": namespace, "name": "app", "package": "app", "revision": 1, "status": "deployed",
+        "state": "InSync", "ready": True, "maintenance": "", "suspended": False}
+    assert row["monitor"] == {"state": "off", "paused": 0, "absent": []}
+    ready = [c for c in row["conditions"] if c["type"] == "Ready"]
+    assert ready == [{"type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": ready[0]["message"]}]
+    table = helmdeck("status", *cluster_args(helm, kube_target, namespace, pkgs, log))
+    assert table.returncode == 0 and "InSync" in table.stdout and table.stdout.startswith("NAMESPACE")

@@ -1,0 +1,136 @@
+"""The running engine: live package folder, debounce, bad files, one acting engine per lease."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from engine.reconcile import state as st
+from engine.runtime import Engine, PackageProblems
+from engine.runtime.engine import ActionRefused, LeaseConfig
+from engine.runtime.state import EngineEvent
+from tests.reconcile_harness import EXAMPLES
+
+pytestmark = pytest.mark.cluster
+
+
+def package(folder: Path, namespace: str, name: str, values_file: Path | None = None, values: str = "{}") -> None:
+    files = f"  valuesFiles: [{values_file}]\n" if values_file else ""
+    (folder / f"{name}.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {EXAMPLES / 'charts' / 'settings'}\n  timeout: 20s\n  values: {values}\n{files}")
+
+
+async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not check():
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.1)
+
+
+def revision(engine: Engine, key: tuple[str, str]) -> int:
+    obs = engine.observer.latest(*key) if engine.observer else None
+    return obs.version if obs else 0
+
+
+async def test_values_file_edits_and_save_bursts_give_one_revision_each(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    pkgs, values = tmp_path / "packages", tmp_path / "values"
+    pkgs.mkdir()
+    values.mkdir()
+    vfile = values / "app.yaml"
+    vfile.write_text("settings: {num: '0'}\n")
+    package(pkgs, namespace, "app", vfile)
+    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    await engine.start()
+    key = (namespace, "app")
+    try:
+        await until(lambda: revision(engine, key) == 1 and engine.release(key) is not None
+                    and engine.release(key).state == st.IN_SYNC)  # type: ignore[union-attr]
+        vfile.write_text("settings: {num: '1'}\n")
+        await until(lambda: revision(engine, key) == 2)
+        for i in range(2, 7):  # an editor's save burst
+            vfile.write_text(f"settings: {{num: '{i}'}}\n")
+            await asyncio.sleep(0.02)
+        await until(lambda: revision(engine, key) == 3)
+        await asyncio.sleep(3.0)
+        assert revision(engine, key) == 3
+        latest = engine.observer.latest(*key) if engine.observer else None
+        assert latest is not None and latest.config == {"settings": {"num": "6"}}
+    finally:
+        await engine.stop()
+
+
+async def test_a_broken_file_is_reported_and_the_others_keep_reconciling(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    package(tmp_path, namespace, "a", values="{settings: {v: '1'}}")
+    package(tmp_path, namespace, "b", values="{settings: {v: '1'}}")
+    engine = Engine(kube_target, helm, tmp_path, namespaces=[namespace])
+    problems: list[PackageProblems] = []
+
+    def on_event(ev: EngineEvent) -> None:
+        if isinstance(ev, PackageProblems) and ev.errors:
+            problems.append(ev)
+
+    engine.subscribe(on_event)
+    await engine.start()
+    a, b = (namespace, "a"), (namespace, "b")
+    try:
+        await until(lambda: revision(engine, a) == 1 and revision(engine, b) == 1)
+        (tmp_path / "a.yaml").write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nspec: {chart: [\n")
+        await until(lambda: bool(problems))
+        assert problems[-1].errors[0].file.name == "a.yaml" and problems[-1].errors[0].line is not None
+        assert a in engine.packages  # keeps its last good spec
+        package(tmp_path, namespace, "b", values="{settings: {v: '2'}}")
+        await until(lambda: revision(engine, b) == 2)
+        assert revision(engine, a) == 1
+        package(tmp_path, namespace, "a", values="{settings: {v: '2'}}")
+        await until(lambda: revision(engine, a) == 2)
+        assert engine.package_errors == []
+    finally:
+        await engine.stop()
+
+
+async def test_two_engines_one_acts_and_the_other_takes_over(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    package(tmp_path, namespace, "app", values="{settings: {v: '1'}}")
+    lease = LeaseConfig("helmdeck-two-engines", namespace, duration=2.0, retry=0.3)
+    first = Engine(kube_target, helm, tmp_path, namespaces=[namespace], lease=dataclass_replace(lease, "first"))
+    second = Engine(kube_target, helm, tmp_path, namespaces=[namespace], lease=dataclass_replace(lease, "second"))
+    await first.start()
+    await second.start()
+    key = (namespace, "app")
+    try:
+        await until(lambda: first.acting != second.acting)
+        leader, follower = (first, second) if first.acting else (second, first)
+        await until(lambda: revision(leader, key) == 1)
+        assert follower.capabilities()["upgrade"] is not None
+        with pytest.raises(ActionRefused, match="holds the engine lease"):
+            await follower.reconcile(key, force=True)
+        await until(lambda: follower.release(key) is not None
+                    and follower.release(key).state == st.IN_SYNC)  # type: ignore[union-attr]
+        # The leader dies without giving the lease up.
+        assert leader._elector is not None
+        await leader._elector.stop(release=False)
+        await leader.queue.stop(0)
+        await until(lambda: follower.acting, timeout=6.0)
+        package(tmp_path, namespace, "app", values="{settings: {v: '2'}}")
+        await until(lambda: revision(follower, key) == 2)
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+def dataclass_replace(lease: LeaseConfig, identity: str) -> LeaseConfig:
+    import dataclasses
+
+    return dataclasses.replace(lease, identity=identity)
