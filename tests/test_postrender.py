@@ -147,10 +147,10 @@ async def test_helm_template_and_install_stamp_every_resource(
     assert stamped.items() <= kinds["Deployment"].items() and stamped.items() <= kinds["Service"].items()
     # helm 3 post-renders the release manifest only; helm 4 post-renders hooks too.
     assert (stamped.items() <= kinds["Job"].items()) == ((await any_helm.version()).major >= 4)
-    svc = core_api.read_namespaced_service("web", namespace)
-    assert stamped.items() <= svc.metadata.labels.items()
-    apps = client.AppsV1Api(core_api.api_client)
-    assert stamped.items() <= apps.read_namespaced_deployment("web", namespace).metadata.labels.items()
+    svc = core_api.read_namespaced_service("web", namespace).metadata
+    deploy = client.AppsV1Api(core_api.api_client).read_namespaced_deployment("web", namespace).metadata
+    assert svc is not None and stamped.items() <= (svc.labels or {}).items()
+    assert deploy is not None and stamped.items() <= (deploy.labels or {}).items()
     # helm 4 finds the plugin in helmdeck's directory, never the user's.
     assert renderer.env(4) == {"HELM_PLUGINS": str(layout.plugins_dir)} and renderer.env(3) == {}
 
