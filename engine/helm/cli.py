@@ -92,7 +92,9 @@ class UpgradeOptions:
     """``helm upgrade`` options, after Flux's ``spec.upgrade``; ``timeout`` in seconds.
 
     ``install=True`` adds ``--install`` (upgrade or install in one call).
-    ``reuse_values`` is Flux's ``preserveValues``.
+    ``reuse_values`` is Flux's ``preserveValues``. ``force_conflicts`` lets
+    helm 4's server-side apply take over fields another manager changed
+    (helm 3's three-way merge does so anyway; dropped there).
     """
 
     timeout: float = 300.0
@@ -107,6 +109,7 @@ class UpgradeOptions:
     max_history: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
+    force_conflicts: bool = False
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,7 @@ class Helm:
         args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
         args += _flag(self._force_flag(major), opts.force) + _flag("--cleanup-on-fail", opts.cleanup_on_fail)
         args += _flag("--reuse-values", opts.reuse_values) + _flag("--no-hooks", opts.disable_hooks)
+        args += _flag("--force-conflicts", opts.force_conflicts and major >= 4)
         if opts.max_history is not None:
             args += ["--history-max", str(opts.max_history)]
         args += _labels(opts.labels)
