@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client
 
 from engine.kube import KubeTarget, api_client
-from engine.monitor.discovery import Discovery
+from engine.monitor.discovery import Discovery, ResourceType
 from engine.monitor.manifest import ManifestObject, manifest_objects
-from engine.monitor.monitor import UNSERVED, ReleaseMonitor, expected_objects
+from engine.monitor.monitor import UNSERVED, ExpectedObject, ReleaseMonitor, expected_objects
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
@@ -184,3 +184,21 @@ def test_shared_watches_report_deletion_and_stop_cleanly(
     assert hub.threads_alive() == 0
     leftover = {t.name for t in threading.enumerate()} - before
     assert not [n for n in leftover if n.startswith("helmdeck-watch")]
+
+
+@pytest.mark.cluster
+def test_a_watch_that_cannot_list_fails_fast(kube_target: KubeTarget, namespace: str) -> None:
+    hub = WatchHub(api_client(kube_target))
+    bogus = ResourceType("example.com", "v1", "Widget", "widgets", True)  # the server answers 404
+    mon = ReleaseMonitor((namespace, "r"), [ExpectedObject("example.com/v1", "Widget", namespace, "w", bogus)],
+                         hub, lambda m: None)
+    try:
+        mon.start()
+        start = time.monotonic()
+        assert not mon.wait_synced(10) and time.monotonic() - start < 5
+        (status,) = mon.resources()
+        assert (status.present, status.ready) == (True, None) and status.reason.startswith("cannot watch: ")
+        assert mon.absent() == ()  # unknown is not absent: no restore loop on a watch error
+    finally:
+        mon.close()
+        assert hub.stop(5)

@@ -219,11 +219,13 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
 
     # Changed values: exactly one upgrade, one new revision, new checksum.
     changed = s.package(namespace, "app", chart, {"a": "second"})
-    up = await svc.upgrade(namespace, changed)
+    up = await svc.upgrade(namespace, changed, release_labels={"example.com/extra": "x", labels.MAINTENANCE: "no"})
     assert (up.action, up.reason, up.revision) == ("upgrade", "manifest changed", 2)
     assert up.checksum != first.checksum
     assert s.helm.calls["upgrade"] == 2
     assert s.revisions(namespace, "app")[2][labels.MANIFEST_CHECKSUM] == up.checksum
+    assert s.revisions(namespace, "app")[2]["example.com/extra"] == "x"
+    assert s.revisions(namespace, "app")[2][labels.MAINTENANCE] == "false"  # helmdeck's keys win
     assert cm_data(s.configmap(namespace, "app-a")) == {"value": "second"}
     assert (await svc.upgrade(namespace, changed)).action == "none"
     assert s.helm.calls["upgrade"] == 2

@@ -109,10 +109,12 @@ class ReleaseMonitor:
         return len(watches) == len(self._names) and all(w.synced.is_set() for w in watches)
 
     def wait_synced(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until :attr:`synced`."""
+        """Block up to ``timeout`` seconds until :attr:`synced`; False at once when a watch cannot list."""
         deadline = time.monotonic() + timeout
         while not self.synced:
-            if time.monotonic() >= deadline:
+            with self._lock:
+                failing = any(w.last_error and not w.synced.is_set() for w in self._watches.values())
+            if failing or time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
         return True
@@ -128,8 +130,8 @@ class ReleaseMonitor:
                 out.append(ResourceStatus(obj.api_version, obj.kind, obj.namespace, obj.name, False, False, UNSERVED))
                 continue
             if watch is None or not watch.synced.is_set():
-                out.append(ResourceStatus(obj.api_version, obj.kind, obj.namespace, obj.name, True, None,
-                                          "not observed yet"))
+                why = f"cannot watch: {watch.last_error}" if watch and watch.last_error else "not observed yet"
+                out.append(ResourceStatus(obj.api_version, obj.kind, obj.namespace, obj.name, True, None, why))
                 continue
             state = watch.get(obj.name)
             if state is None:

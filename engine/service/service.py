@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
+import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from engine import labels
 from engine.helm import Helm, ReleaseNotFound, UninstallOptions, UpgradeOptions
@@ -35,6 +37,7 @@ from engine.service.render import (
     values_digest,
 )
 from engine.service.types import CleanupReport, MaintenanceState, PackageNotHelm, UpgradeAction, UpgradeResult
+from engine.storage.codec import StorageDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,9 @@ class ReleaseService:
         self._version = helmdeck_version()
 
     # -- upgrade ----------------------------------------------------------------------
-    async def upgrade(self, namespace: str, package: PackageSpec) -> UpgradeResult:
+    async def upgrade(
+        self, namespace: str, package: PackageSpec, *, release_labels: Mapping[str, str] | None = None,
+    ) -> UpgradeResult:
         """Install or upgrade ``package``'s release in ``namespace`` when, and only when, needed.
 
         As nelm's ``Service.Upgrade``: in maintenance (``NoResourceReconciliation``)
@@ -97,6 +102,10 @@ class ReleaseService:
         resources. Then start or refresh the monitor (drop it in maintenance).
         Entering and leaving maintenance each cost exactly one upgrade: the
         maintenance label changes the render.
+
+        ``release_labels`` are added to the release labels of an upgrade
+        (e.g. the runtime's spec digest; helmdeck's own keys win); they do not
+        decide whether to upgrade, and helm carries them over otherwise.
 
         Raises PackageNotHelm (no ``Chart.yaml``), PackageError (chart or
         values unreadable), HelmError subclasses (render or upgrade failed;
@@ -129,8 +138,8 @@ class ReleaseService:
             # Leaving maintenance hands control back: the package wins over fields edited by hand meanwhile.
             leaving = mode is MaintenanceState.Managed and latest is not None \
                 and latest.label(labels.MAINTENANCE) == "true"
-            await self._helm_upgrade(key, package, mode, rendered.checksum, install=action == "install",
-                                     force_conflicts=leaving)
+            await self._helm_upgrade(key, package, mode, rendered.checksum, release_labels or {},
+                                     install=action == "install", force_conflicts=leaving)
             after = await asyncio.to_thread(self._store.latest, *key)
             if mode is MaintenanceState.NoResourceReconciliation:
                 self._monitors.remove(key)
@@ -163,11 +172,12 @@ class ReleaseService:
         return None
 
     async def _helm_upgrade(
-        self, key: Key, package: PackageSpec, mode: MaintenanceState, checksum: str, *, install: bool,
-        force_conflicts: bool,
+        self, key: Key, package: PackageSpec, mode: MaintenanceState, checksum: str, extra: Mapping[str, str],
+        *, install: bool, force_conflicts: bool,
     ) -> None:
         maintenance = mode is MaintenanceState.NoResourceReconciliation
         release_labels = {
+            **extra,
             labels.MANAGED_BY: labels.MANAGER,
             labels.PACKAGE: package.name,
             labels.MANIFEST_CHECKSUM: checksum,
@@ -192,8 +202,13 @@ class ReleaseService:
             await self.helm.upgrade(key[1], key[0], package.chart_path, values, opts)
 
     async def _start_monitor(self, key: Key, revision: int) -> None:
-        manifest = await asyncio.to_thread(self._store.manifest, key[0], key[1], revision)
-        objects = await asyncio.to_thread(expected_objects, manifest, key[0], self._discovery)
+        """Monitor ``revision``'s manifest; a failure is logged, never raised (the next upgrade retries)."""
+        try:
+            manifest = await asyncio.to_thread(self._store.manifest, key[0], key[1], revision)
+            objects = await asyncio.to_thread(expected_objects, manifest, key[0], self._discovery)
+        except (ApiException, StorageDecodeError, yaml.YAMLError) as exc:
+            log.warning("cannot monitor %s/%s revision %d: %s", key[0], key[1], revision, exc)
+            return
         monitor = self._monitors.replace(key, objects)
         if not await asyncio.to_thread(monitor.wait_synced, self._sync_timeout):
             log.warning("monitor of %s/%s not synced after %.0fs", *key, self._sync_timeout)
@@ -201,6 +216,9 @@ class ReleaseService:
     # -- render -----------------------------------------------------------------------
     async def render(self, namespace: str, package: PackageSpec) -> str:
         """The manifests :meth:`upgrade` would apply (post-rendered, hooks included), from the cache when fresh.
+
+        Rendered offline (``helm template --is-upgrade``, the same way every
+        time, so the checksum depends only on the package).
 
         As nelm's ``Service.Render``. Raises PackageNotHelm, PackageError,
         RenderError (and other HelmError subclasses).
@@ -250,8 +268,7 @@ class ReleaseService:
         async with self._lock(key):
             self._monitors.remove(key)
             try:
-                with self._monitors.quiet(key):
-                    await self.helm.uninstall(name, namespace, options)
+                await self.helm.uninstall(name, namespace, options)
             except ReleaseNotFound:
                 return False
             return True
