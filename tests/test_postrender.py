@@ -84,6 +84,15 @@ def test_lists_empty_documents_and_comments() -> None:
     assert out.startswith("# only a comment\n---\n---\n\n---\n")
 
 
+def test_aliased_labels_are_edited_once() -> None:
+    text = ("kind: List\nitems:\n- kind: A\n  metadata:\n    name: a\n    labels: &l\n      x: y\n"
+            "- kind: B\n  metadata:\n    name: b\n    labels: *l\n")
+    out = stamp(text, OURS)
+    assert out.count(f"\"{labels.ORIGIN_NAME}\":") == 1  # YAML loaders accept duplicate keys; helm's does not
+    a, b = objects(out)[0]["items"]
+    assert a["metadata"]["labels"] == b["metadata"]["labels"] == {"x": "y", **OURS}
+
+
 def test_values_that_look_like_other_types_stay_strings() -> None:
     out = stamp("kind: A\nmetadata:\n  name: a\n", {"example.com/flag": "true", "example.com/num": "1.0"})
     assert objects(out)[0]["metadata"]["labels"] == {"example.com/flag": "true", "example.com/num": "1.0"}

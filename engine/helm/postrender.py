@@ -82,7 +82,8 @@ def stamp(text: str, labels: Mapping[str, str]) -> str:
         if isinstance(doc, MappingNode):
             edits += _object_edits(doc, text, labels, seen)
     out = text
-    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
+    # An aliased labels mapping yields the same edit twice; apply it once.
+    for edit in sorted(set(edits), key=lambda e: e.start, reverse=True):
         out = out[: edit.start] + edit.new + out[edit.end :]
     return out
 
