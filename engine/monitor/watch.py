@@ -276,4 +276,7 @@ class WatchHub:
             self._stopping = []
         for watch in watches:
             watch.stop()
-        return all([watch.join(timeout) for watch in watches])
+        ended = all([watch.join(timeout) for watch in watches])
+        if ended:
+            self._api.rest_client.close()  # idle pooled connections; a later acquire reconnects
+        return ended
