@@ -95,6 +95,8 @@ class UpgradeOptions:
     ``reuse_values`` is Flux's ``preserveValues``; ``reset_values`` makes helm
     use exactly the given values (helm otherwise reuses the previous release's
     values when none are given, as Flux avoids with ResetValues).
+    ``force_conflicts`` lets helm 4's server-side apply take over fields
+    another manager changed (helm 3's three-way merge does so anyway; dropped there).
     """
 
     timeout: float = 300.0
@@ -110,6 +112,7 @@ class UpgradeOptions:
     max_history: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
+    force_conflicts: bool = False
 
 
 @dataclass(frozen=True)
@@ -283,6 +286,7 @@ class Helm:
         args += _flag(self._force_flag(major), opts.force) + _flag("--cleanup-on-fail", opts.cleanup_on_fail)
         args += _flag("--reuse-values", opts.reuse_values) + _flag("--no-hooks", opts.disable_hooks)
         args += _flag("--reset-values", opts.reset_values and not opts.reuse_values)
+        args += _flag("--force-conflicts", opts.force_conflicts and major >= 4)
         if opts.max_history is not None:
             args += ["--history-max", str(opts.max_history)]
         args += _labels(opts.labels)

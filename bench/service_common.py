@@ -1,0 +1,106 @@
+"""Shared setup for the release service benchmarks: a local cluster, helm 4, a small chart.
+
+Run a benchmark with ``python -m bench.service_noop [--cluster-dir DIR]``; the
+cluster in DIR (default: a fresh temporary one) is started if needed and left
+running when DIR was given, stopped otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import statistics
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube import KubeTarget, api_client
+from engine.package import PackageSpec, load_package
+from localcluster import build
+from localcluster.cluster import LocalCluster
+
+CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: bench\nversion: 0.1.0\n",
+    "values.yaml": "value: one\n",
+    "templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n"
+                                "data:\n  value: {{ .Values.value | quote }}\n",
+}
+
+
+@dataclass
+class Bench:
+    """What a benchmark works with; ``folder`` holds the chart and package files."""
+
+    target: KubeTarget
+    api: client.ApiClient
+    core: client.CoreV1Api
+    helm: Helm
+    folder: Path
+    namespace: str
+
+    def chart(self) -> Path:
+        root = self.folder / "chart"
+        for rel, text in CHART.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+
+    def package(self, name: str, chart: Path) -> PackageSpec:
+        file = self.folder / f"{name}.yaml"
+        file.write_text(json.dumps({
+            "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"chart": str(chart), "values": {"value": name}, "timeout": "1m"},
+        }))
+        return load_package(file)
+
+
+def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
+    return parser.parse_args(argv)
+
+
+@contextlib.contextmanager
+def bench_setup(cluster_dir: Path | None) -> Iterator[Bench]:
+    """A running local cluster and a fresh namespace (deleted afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="helmdeck-bench-") as tmp:
+        cluster = LocalCluster(cluster_dir or Path(tmp) / "cluster")
+        cluster.up(progress=print)
+        try:
+            target = KubeTarget(cluster.kubeconfig)
+            api = api_client(target)
+            core = client.CoreV1Api(api)
+            namespace = f"bench-{uuid.uuid4().hex[:6]}"
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+            home = Path(tmp) / "helm-home"
+            env = {"HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
+                   "HELM_DATA_HOME": str(home / "data")}
+            helm = Helm(build.binary("helm4"), target, env)
+            try:
+                yield Bench(target, api, core, helm, Path(tmp), namespace)
+            finally:
+                core.delete_namespace(namespace, propagation_policy="Background")
+        finally:
+            if cluster_dir is None:
+                cluster.down()
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile (0–100) of ``values``, nearest-rank on the sorted samples."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def describe(values: Sequence[float]) -> str:
+    """``p50 … p99 … max …`` in milliseconds."""
+    return (f"p50 {percentile(values, 50) * 1000:.1f} ms, p99 {percentile(values, 99) * 1000:.1f} ms, "
+            f"mean {statistics.fmean(values) * 1000:.1f} ms, max {max(values) * 1000:.1f} ms")

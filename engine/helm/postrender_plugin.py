@@ -1,0 +1,125 @@
+"""Lay out helmdeck's post-renderer for helm 3 (an executable) and helm 4 (a plugin).
+
+helm 3's ``--post-renderer`` takes an executable path; helm 4's takes the
+name of an installed plugin of type ``postrenderer/v1`` (helm 4's plugin
+loader: ``<HELM_PLUGINS>/*/plugin.yaml`` with ``apiVersion: v1``, ``name``
+matching ``[A-Za-z0-9_-]+``, a SemVer ``version``, ``runtime: subprocess``
+and ``runtimeConfig.platformCommand``; the command sees
+``$HELM_PLUGIN_DIR``). One directory serves both::
+
+    <cache>/postrender/<digest>/plugins/helmdeck-labels/
+        plugin.yaml            the helm 4 plugin
+        helmdeck-postrender    sh wrapper (helm 3's executable, helm 4's command)
+        postrender.py          a copy of engine/helm/postrender.py
+
+``<cache>`` is ``$HELMDECK_CACHE``, else ``$XDG_CACHE_HOME/helmdeck``, else
+``~/.cache/helmdeck`` (the same rule as the local cluster's binaries), never
+the repository nor the user's helm plugin directory: helm 4 reaches the
+plugin through ``HELM_PLUGINS`` set for helmdeck's own helm runs only.
+``<digest>`` covers the Python interpreter and the files' contents, so
+helmdeck installs with different interpreters or versions never share one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.helm import postrender
+from engine.helm.cli import PostRenderer
+
+PLUGIN_NAME = "helmdeck-labels"
+PLUGIN_VERSION = "1.0.0"
+WRAPPER = "helmdeck-postrender"
+
+_PLUGIN_YAML = f"""\
+# helmdeck's label-stamping post-renderer (helm 4 plugin format, apiVersion v1).
+apiVersion: v1
+name: {PLUGIN_NAME}
+type: postrenderer/v1
+runtime: subprocess
+version: {PLUGIN_VERSION}
+runtimeConfig:
+  platformCommand:
+    - command: ${{HELM_PLUGIN_DIR}}/{WRAPPER}
+"""
+
+
+@dataclass(frozen=True)
+class PostRendererLayout:
+    """Where the post-renderer lives: ``plugins_dir`` holds the plugin directory ``PLUGIN_NAME``."""
+
+    plugins_dir: Path
+
+    @property
+    def executable(self) -> Path:
+        """helm 3's ``--post-renderer`` path."""
+        return self.plugins_dir / PLUGIN_NAME / WRAPPER
+
+    def renderer(self, labels: Mapping[str, str]) -> PostRenderer:
+        """A :class:`PostRenderer` stamping ``labels`` (``key -> value``) on every object, sorted by key."""
+        return PostRenderer(
+            executable=self.executable,
+            plugin_name=PLUGIN_NAME,
+            plugins_dir=self.plugins_dir,
+            args=tuple(f"{k}={v}" for k, v in sorted(labels.items())),
+        )
+
+
+def cache_root() -> Path:
+    """helmdeck's cache directory (not created)."""
+    explicit = os.environ.get("HELMDECK_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "helmdeck"
+
+
+def _files(python: str) -> dict[str, tuple[bytes, int]]:
+    """File name -> (content, mode) of the plugin directory."""
+    script = Path(postrender.__file__).read_bytes()
+    # -I: ignore PYTHON* variables and the user's site directory; the interpreter's own packages (PyYAML) stay.
+    wrapper = f'#!/bin/sh\nexec {shlex.quote(python)} -I "$(dirname "$0")/postrender.py" "$@"\n'
+    return {
+        "plugin.yaml": (_PLUGIN_YAML.encode(), 0o644),
+        "postrender.py": (script, 0o644),
+        WRAPPER: (wrapper.encode(), 0o755),
+    }
+
+
+def install(root: Path | None = None, python: str | None = None) -> PostRendererLayout:
+    """Write the post-renderer under ``root`` (default :func:`cache_root`) unless present.
+
+    Idempotent and safe against a concurrent install (built aside, then
+    renamed into place). ``python`` is the interpreter that runs it (default:
+    this one). Raises OSError when the directory cannot be written.
+    """
+    python = python or sys.executable
+    files = _files(python)
+    h = hashlib.sha256(python.encode() + b"\0")
+    for name, (content, mode) in sorted(files.items()):
+        h.update(f"{name}\0{mode}\0".encode() + content + b"\0")
+    base = (root or cache_root()) / "postrender"
+    final = base / h.hexdigest()[:16]
+    if not (final / "plugins" / PLUGIN_NAME / "plugin.yaml").is_file():
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
+        plugin_dir = staging / "plugins" / PLUGIN_NAME
+        plugin_dir.mkdir(parents=True)
+        for name, (content, mode) in files.items():
+            (plugin_dir / name).write_bytes(content)
+            (plugin_dir / name).chmod(mode)
+        try:
+            staging.rename(final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(staging)  # another process won the race with identical content
+    return PostRendererLayout(final / "plugins")

@@ -1,0 +1,282 @@
+"""Shared watches: one list+watch per (resource type, namespace), whoever needs it.
+
+Every release monitor expecting a ConfigMap in namespace ``demo`` listens to
+the same watch of ConfigMaps in ``demo``; the watch starts with its first
+listener and stops with its last. Kinds whose readiness is read from status
+(:data:`engine.monitor.readiness.FULL_OBJECT_KINDS`) are watched whole; all
+others metadata-only (``PartialObjectMetadata``), since presence is all that
+matters for them.
+
+Each watch runs in a daemon thread (the official client is synchronous) and
+keeps ``name -> Readiness`` for the objects that exist. A broken watch
+resumes from its last resourceVersion; ``410 Gone`` triggers a relist whose
+differences are reported like events. Listeners are called in the watch
+thread with the names that changed (None: everything, after a relist).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.monitor import rest
+from engine.monitor.discovery import ResourceType
+from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
+
+log = logging.getLogger(__name__)
+
+# Watches hold a connection each; let the pool keep that many instead of discarding them.
+_POOL_SIZE = 1024
+
+
+@dataclass(frozen=True, order=True)
+class WatchKey:
+    """A watched collection: ``namespace`` "" for cluster-scoped types."""
+
+    type: ResourceType
+    namespace: str
+
+    def __str__(self) -> str:
+        res = f"{self.type.resource}.{self.type.group}" if self.type.group else self.type.resource
+        return f"{res}/{self.namespace}" if self.namespace else res
+
+
+Listener = Callable[["SharedWatch", frozenset[str] | None], None]
+
+
+class _Gone(Exception):
+    """The resourceVersion is too old (HTTP 410): relist."""
+
+
+class SharedWatch:
+    """A list+watch of one :class:`WatchKey`; see the module docstring."""
+
+    def __init__(self, api: client.ApiClient, key: WatchKey, *, watch_timeout: int = 300):
+        self.key = key
+        self.full = needs_full_object(key.type.group, key.type.kind)
+        self.synced = threading.Event()
+        self.last_error: str | None = None
+        self._api = api
+        self._timeout = watch_timeout
+        self._lock = threading.Lock()
+        self._objects: dict[str, Readiness] = {}
+        self._listeners: list[Listener] = []
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"helmdeck-watch-{key}", daemon=True)
+
+    # -- listeners and state ---------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> int:
+        """Remove ``listener``; returns how many are left."""
+        with self._lock, contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+        with self._lock:
+            return len(self._listeners)
+
+    def get(self, name: str) -> Readiness | None:
+        """The object's readiness, or None when it does not exist (meaningful once synced)."""
+        with self._lock:
+            return self._objects.get(name)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end and interrupt its open watch (returns at once)."""
+        self._stop.set()
+        resp = self._response
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- the loop ------------------------------------------------------------------
+    def _run(self) -> None:
+        rv: str | None = None
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._relist()
+                    self.synced.set()
+                rv = self._watch(rv)
+                backoff = 0.2
+                self.last_error = None
+            except _Gone:
+                rv = None
+            except Exception as exc:  # keep watching whatever the transport threw
+                if self._stop.is_set():
+                    break
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("watch %s failed: %s; retrying in %.1fs", self.key, self.last_error, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _state(self, obj: dict[str, Any]) -> Readiness:
+        return assess(self.key.type.group, self.key.type.kind, obj) if self.full else PRESENT
+
+    def _relist(self) -> str:
+        accept = rest.JSON if self.full else rest.METADATA_LIST
+        fresh: dict[str, Readiness] = {}
+        token = ""
+        while True:
+            query = [("limit", "500")] + ([("continue", token)] if token else [])
+            body = rest.get_json(self._api, self.key.type.path(self.key.namespace), query, accept=accept)
+            for obj in body.get("items") or ():
+                fresh[str((obj.get("metadata") or {}).get("name", ""))] = self._state(obj)
+            meta = body.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        with self._lock:
+            changed = {n for n in self._objects.keys() | fresh.keys() if self._objects.get(n) != fresh.get(n)}
+            self._objects = fresh
+        self._notify(None if not self.synced.is_set() else frozenset(changed))
+        return str(meta.get("resourceVersion", ""))
+
+    def _watch(self, rv: str) -> str:
+        query = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(self._timeout))]
+        try:
+            resp = rest.get(self._api, self.key.type.path(self.key.namespace), query,
+                            accept=rest.JSON if self.full else rest.METADATA, timeout=(10, self._timeout + 30))
+        except ApiException as exc:
+            if exc.status == 410:
+                raise _Gone() from None
+            raise
+        self._response = resp
+        try:
+            if self._stop.is_set():
+                return rv
+            for line in rest.lines(resp):
+                if self._stop.is_set():
+                    break
+                event = json.loads(line)
+                etype, obj = event.get("type"), event.get("object") or {}
+                if etype == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone()
+                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
+                meta = obj.get("metadata") or {}
+                if etype in ("ADDED", "MODIFIED", "DELETED"):
+                    self._apply(etype, str(meta.get("name", "")), obj)
+                rv = str(meta.get("resourceVersion") or rv)
+        finally:
+            self._response = None
+            with contextlib.suppress(Exception):
+                resp.release_conn()
+        return rv
+
+    def _apply(self, etype: str, name: str, obj: dict[str, Any]) -> None:
+        new = None if etype == "DELETED" else self._state(obj)
+        with self._lock:
+            old = self._objects.get(name)
+            if new is None:
+                self._objects.pop(name, None)
+            else:
+                self._objects[name] = new
+        if old != new:
+            self._notify(frozenset((name,)))
+
+    def _notify(self, names: frozenset[str] | None) -> None:
+        if names is not None and not names:
+            return
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(self, names)
+            except Exception:
+                log.exception("watch listener failed")
+
+
+class WatchHub:
+    """Starts, shares and stops :class:`SharedWatch` es by key. Thread-safe.
+
+    Uses its own ApiClient (same kubeconfig as ``api``) whose connection
+    pool keeps one connection per open watch.
+    """
+
+    def __init__(self, api: client.ApiClient, *, watch_timeout: int = 300):
+        config = copy.copy(api.configuration)
+        config.connection_pool_maxsize = _POOL_SIZE
+        self._api = client.ApiClient(config)
+        self._timeout = watch_timeout
+        self._lock = threading.Lock()
+        self._watches: dict[WatchKey, SharedWatch] = {}
+        self._stopping: list[SharedWatch] = []
+
+    def acquire(self, key: WatchKey, listener: Listener) -> SharedWatch:
+        """The watch of ``key`` with ``listener`` added; starts it when it is new."""
+        with self._lock:
+            watch = self._watches.get(key)
+            if watch is None:
+                watch = SharedWatch(self._api, key, watch_timeout=self._timeout)
+                self._watches[key] = watch
+                watch.add_listener(listener)
+                watch.start()
+            else:
+                watch.add_listener(listener)
+            return watch
+
+    def release(self, key: WatchKey, listener: Listener) -> None:
+        """Remove ``listener``; the watch stops when it was the last one (without waiting for the thread)."""
+        with self._lock:
+            watch = self._watches.get(key)
+            if watch is None or watch.remove_listener(listener) > 0:
+                return
+            del self._watches[key]
+            self._stopping = [w for w in self._stopping if w.alive]
+            self._stopping.append(watch)
+        watch.stop()
+
+    def watch(self, key: WatchKey) -> SharedWatch | None:
+        """The open watch of ``key``, if any."""
+        with self._lock:
+            return self._watches.get(key)
+
+    def keys(self) -> list[WatchKey]:
+        """The open watches."""
+        with self._lock:
+            return sorted(self._watches)
+
+    def threads_alive(self) -> int:
+        """Watch threads still running (open, or stopped but not yet ended)."""
+        with self._lock:
+            return sum(w.alive for w in [*self._watches.values(), *self._stopping])
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop every watch and wait for the threads; True when all ended in ``timeout`` seconds each."""
+        with self._lock:
+            watches = [*self._watches.values(), *self._stopping]
+            self._watches.clear()
+            self._stopping = []
+        for watch in watches:
+            watch.stop()
+        ended = all([watch.join(timeout) for watch in watches])
+        if ended:
+            self._api.rest_client.close()  # idle pooled connections; a later acquire reconnects
+        return ended

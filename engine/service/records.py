@@ -1,0 +1,122 @@
+"""Direct reads of Helm release storage for the release service.
+
+The service decides from what is stored *now* (not from an observer that
+may lag a write behind): the latest revision's status and release labels
+come from the storage objects' own labels, fetched metadata-only with a
+server-side label selector, so no payload is transferred or decoded; the
+manifest is decoded only when a monitor is built.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kubernetes import client
+
+from engine import labels
+from engine.monitor import rest
+from engine.storage.codec import (
+    OWNER_SELECTOR,
+    RECORD_PREFIX,
+    StorageDecodeError,
+    configmap_payload,
+    decode_payload,
+    record_name,
+    release_labels,
+    secret_payload,
+)
+
+Driver = Literal["secret", "configmap"]
+MANAGED_SELECTOR = f"{OWNER_SELECTOR},{labels.MANAGED_BY}={labels.MANAGER}"
+
+
+@dataclass(frozen=True, order=True)
+class ReleaseRecord:
+    """The latest stored revision of one release, from its storage object's labels."""
+
+    namespace: str
+    name: str
+    version: int
+    status: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ref(self) -> str:
+        """``<namespace>/<release-name>``."""
+        return f"{self.namespace}/{self.name}"
+
+    def label(self, key: str) -> str | None:
+        """A release label (helm ``--labels``), None when absent."""
+        return dict(self.labels).get(key)
+
+
+class ReleaseStore:
+    """Reads release storage (Secrets, or ConfigMaps with ``driver="configmap"``). Calls block."""
+
+    def __init__(self, api: client.ApiClient, driver: Driver = "secret"):
+        self._api = api
+        self._core = client.CoreV1Api(api)
+        self._driver: Driver = driver
+        self._resource = "secrets" if driver == "secret" else "configmaps"
+
+    def _list(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{namespace}/{self._resource}" if namespace else f"/api/v1/{self._resource}"
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [("labelSelector", selector), ("limit", "500")] + ([("continue", token)] if token else [])
+            body = rest.get_json(self._api, path, query, accept=rest.METADATA_LIST)
+            items += body.get("items") or []
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items
+
+    def latest(self, namespace: str, name: str) -> ReleaseRecord | None:
+        """The highest stored revision of ``namespace/name``, or None. Raises ApiException."""
+        records = _records(self._list(namespace, f"{OWNER_SELECTOR},name={name}"))
+        return max(records, key=lambda r: r.version) if records else None
+
+    def managed(self, namespaces: Sequence[str] | None = None) -> list[ReleaseRecord]:
+        """The latest revision of every release labelled managed-by helmdeck, sorted.
+
+        ``namespaces`` None lists all namespaces (one cluster-wide call).
+        Raises ApiException.
+        """
+        found: dict[tuple[str, str], ReleaseRecord] = {}
+        for ns in namespaces if namespaces else [None]:
+            for rec in _records(self._list(ns, MANAGED_SELECTOR)):
+                cur = found.get((rec.namespace, rec.name))
+                if cur is None or rec.version > cur.version:
+                    found[(rec.namespace, rec.name)] = rec
+        return sorted(found.values())
+
+    def manifest(self, namespace: str, name: str, version: int) -> str:
+        """The manifest stored for one revision. Raises ApiException, StorageDecodeError."""
+        key = record_name(name, version)
+        read: Any = (self._core.read_namespaced_secret if self._driver == "secret"
+                     else self._core.read_namespaced_config_map)
+        obj = json.loads(read(key, namespace, _preload_content=False).data)
+        payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
+        if payload is None:
+            raise StorageDecodeError(f"{namespace}/{key}", "record has no 'release' data")
+        manifest = decode_payload(payload, f"{namespace}/{key}").get("manifest")
+        return manifest if isinstance(manifest, str) else ""
+
+
+def _records(items: list[dict[str, Any]]) -> list[ReleaseRecord]:
+    out = []
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        lbl = meta.get("labels") or {}
+        version = str(lbl.get("version", ""))
+        if not str(meta.get("name", "")).startswith(RECORD_PREFIX) or not version.isdigit() or not lbl.get("name"):
+            continue
+        out.append(ReleaseRecord(
+            namespace=str(meta.get("namespace", "")), name=str(lbl["name"]), version=int(version),
+            status=str(lbl.get("status", "unknown")),
+            labels=tuple(sorted(release_labels(lbl).items())),
+        ))
+    return out

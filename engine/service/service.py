@@ -1,0 +1,364 @@
+"""The release service: smart upgrade, render, delete, cleanup, monitors, maintenance.
+
+A port of Deckhouse's nelm release ``Service`` (see DESIGN.md, "Release
+service") onto the helm CLI, with helmdeck's additions: renders are cached
+by what they depend on, and monitors are driven by shared watches instead
+of a poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine import labels
+from engine.helm import Helm, ReleaseNotFound, UninstallOptions, UpgradeOptions
+from engine.helm.postrender_plugin import PostRendererLayout, install
+from engine.monitor.discovery import Discovery
+from engine.monitor.monitor import expected_objects
+from engine.monitor.status import MonitorStatus
+from engine.monitor.watch import WatchHub
+from engine.package import PackageSpec, load_chart, merged_values
+from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
+from engine.service.records import Driver, ReleaseRecord, ReleaseStore
+from engine.service.render import (
+    RenderCache,
+    Rendered,
+    RenderKey,
+    helmdeck_version,
+    manifest_checksum,
+    values_digest,
+)
+from engine.service.types import CleanupReport, MaintenanceState, PackageNotHelm, UpgradeAction, UpgradeResult
+from engine.storage.codec import StorageDecodeError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+class ReleaseService:
+    """Helm release lifecycle for packages, as Deckhouse's nelm ``Service``.
+
+    ``helm`` runs every action; ``api`` (same cluster) reads release
+    storage, discovery and watches. ``on_absent(namespace, name)`` is called
+    once when a monitor finds resources of the release missing, and not
+    again until :meth:`upgrade` of that release has run (the runtime should
+    schedule one reconcile of the package). ``on_status(namespace, name,
+    status)`` is called whenever what a monitor shows changes. Both run on
+    the event loop of the service's first async call (see
+    :mod:`engine.service.monitors`).
+
+    ``namespaces`` limits :meth:`cleanup` to those namespaces (None: all).
+    ``driver`` is helm's storage driver. ``post_renderer`` defaults to the
+    layout installed in helmdeck's cache directory on first use.
+    """
+
+    def __init__(
+        self,
+        helm: Helm,
+        api: client.ApiClient,
+        *,
+        on_absent: AbsentCallback | None = None,
+        on_status: StatusCallback | None = None,
+        namespaces: Sequence[str] | None = None,
+        driver: Driver = "secret",
+        post_renderer: PostRendererLayout | None = None,
+        render_cache_size: int = 1024,
+        monitor_sync_timeout: float = 10.0,
+        watch_timeout: int = 300,
+    ):
+        self.helm = helm
+        self.namespaces = list(namespaces) if namespaces else None
+        self.render_cache = RenderCache(render_cache_size)
+        self._store = ReleaseStore(api, driver)
+        self._discovery = Discovery(api)
+        self._monitors = MonitorRegistry(WatchHub(api, watch_timeout=watch_timeout), on_absent, on_status)
+        self._layout = post_renderer
+        self._sync_timeout = monitor_sync_timeout
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._version = helmdeck_version()
+
+    # -- upgrade ----------------------------------------------------------------------
+    async def upgrade(
+        self, namespace: str, package: PackageSpec, *, release_labels: Mapping[str, str] | None = None,
+    ) -> UpgradeResult:
+        """Install or upgrade ``package``'s release in ``namespace`` when, and only when, needed.
+
+        As nelm's ``Service.Upgrade``: in maintenance (``NoResourceReconciliation``)
+        with the release deployed and already marked ``maintenance=true``,
+        drop the monitor and return (nothing rendered). Otherwise render
+        (cached), take the manifest checksum, and run ``helm upgrade
+        --install`` only when the release is absent, its last status is not
+        deployed, its checksum label is missing or differs, its maintenance
+        label differs from the package's mode, or its monitor reports absent
+        resources. Then start or refresh the monitor (drop it in maintenance).
+        Entering and leaving maintenance each cost exactly one upgrade: the
+        maintenance label changes the render.
+
+        ``release_labels`` are added to the release labels of an upgrade
+        (e.g. the runtime's spec digest; helmdeck's own keys win); they do not
+        decide whether to upgrade, and helm carries them over otherwise.
+
+        Raises PackageNotHelm (no ``Chart.yaml``), PackageError (chart or
+        values unreadable), HelmError subclasses (render or upgrade failed;
+        the release may still have been written), ApiException (storage or
+        discovery unreadable). Do not hold :meth:`pause_monitor` around
+        this call: the service keeps its own monitor quiet while helm runs.
+        """
+        self._monitors.bind_loop(asyncio.get_running_loop())
+        _require_chart(package.chart_path)
+        key = (namespace, package.release_name)
+        mode = MaintenanceState(package.maintenance)
+        async with self._lock(key):
+            reported = self._monitors.take_report(key)
+            latest = await asyncio.to_thread(self._store.latest, *key)
+            deployed = latest is not None and latest.status == "deployed"
+            if mode is MaintenanceState.NoResourceReconciliation and deployed and latest is not None \
+                    and latest.label(labels.MAINTENANCE) == "true":
+                self._monitors.remove(key)
+                return UpgradeResult(*key, "maintenance", "in maintenance: resources are not reconciled",
+                                     latest.label(labels.MANIFEST_CHECKSUM) or "", latest.version)
+            rendered = await self._render(namespace, package, mode)
+            if mode is MaintenanceState.Managed and deployed and latest is not None \
+                    and not self._monitors.has(key):
+                # A fresh service knows nothing yet: look before deciding, so absent resources count now.
+                await self._start_monitor(key, latest.version)
+            reason = self._reason(key, latest, rendered.checksum, mode, reported)
+            if reason is None:
+                return UpgradeResult(*key, "none", "unchanged", rendered.checksum, latest.version if latest else None)
+            action: UpgradeAction = "install" if latest is None or latest.status == "uninstalled" else "upgrade"
+            # Leaving maintenance hands control back: the package wins over fields edited by hand meanwhile.
+            leaving = mode is MaintenanceState.Managed and latest is not None \
+                and latest.label(labels.MAINTENANCE) == "true"
+            await self._helm_upgrade(key, package, mode, rendered.checksum, release_labels or {},
+                                     install=action == "install", force_conflicts=leaving)
+            after = await asyncio.to_thread(self._store.latest, *key)
+            if mode is MaintenanceState.NoResourceReconciliation:
+                self._monitors.remove(key)
+            elif after is not None:
+                await self._start_monitor(key, after.version)
+            log.info("%s %s/%s: %s", action, namespace, package.release_name, reason)
+            return UpgradeResult(*key, action, reason, rendered.checksum, after.version if after else None)
+
+    def _reason(
+        self, key: Key, latest: ReleaseRecord | None, checksum: str, mode: MaintenanceState, reported: bool,
+    ) -> str | None:
+        """Why the release needs an upgrade, or None (nelm's checks, plus the maintenance label)."""
+        if latest is None or latest.status == "uninstalled":
+            return "release absent"
+        if latest.status != "deployed":
+            return f"last status is {latest.status}"
+        stored = latest.label(labels.MANIFEST_CHECKSUM)
+        if stored is None:
+            return "manifest checksum label missing"
+        if stored != checksum:
+            return "manifest changed"
+        want = "true" if mode is MaintenanceState.NoResourceReconciliation else "false"
+        if latest.label(labels.MAINTENANCE) != want:
+            return f"maintenance label is not {want}"
+        absent = self._monitors.absent(key)
+        if absent:
+            return "absent resources: " + ", ".join(r.ref for r in absent)
+        if reported:
+            return "absent resources reported by the monitor"
+        return None
+
+    async def _helm_upgrade(
+        self, key: Key, package: PackageSpec, mode: MaintenanceState, checksum: str, extra: Mapping[str, str],
+        *, install: bool, force_conflicts: bool,
+    ) -> None:
+        maintenance = mode is MaintenanceState.NoResourceReconciliation
+        release_labels = {
+            **extra,
+            labels.MANAGED_BY: labels.MANAGER,
+            labels.PACKAGE: package.name,
+            labels.MANIFEST_CHECKSUM: checksum,
+            labels.MAINTENANCE: "true" if maintenance else "false",
+        }
+        spec = package.install if install else package.upgrade
+        opts = UpgradeOptions(
+            timeout=package.timeout,
+            wait=not spec.disable_wait,
+            install=True,
+            create_namespace=True,
+            force=package.upgrade.force and not install,
+            cleanup_on_fail=package.upgrade.cleanup_on_fail and not install,
+            disable_hooks=spec.disable_hooks,
+            max_history=package.max_history,
+            labels=release_labels,
+            post_renderer=(await self._post_renderer()).renderer(self._stamp(package, mode)),
+            force_conflicts=force_conflicts,
+        )
+        values = merged_values(package)
+        with self._monitors.quiet(key):
+            await self.helm.upgrade(key[1], key[0], package.chart_path, values, opts)
+
+    async def _start_monitor(self, key: Key, revision: int) -> None:
+        """Monitor ``revision``'s manifest; a failure is logged, never raised (the next upgrade retries)."""
+        try:
+            manifest = await asyncio.to_thread(self._store.manifest, key[0], key[1], revision)
+            objects = await asyncio.to_thread(expected_objects, manifest, key[0], self._discovery)
+        except (ApiException, StorageDecodeError, yaml.YAMLError) as exc:
+            log.warning("cannot monitor %s/%s revision %d: %s", key[0], key[1], revision, exc)
+            return
+        monitor = self._monitors.replace(key, objects)
+        if not await asyncio.to_thread(monitor.wait_synced, self._sync_timeout):
+            log.warning("monitor of %s/%s not synced after %.0fs", *key, self._sync_timeout)
+
+    # -- render -----------------------------------------------------------------------
+    async def render(self, namespace: str, package: PackageSpec) -> str:
+        """The manifests :meth:`upgrade` would apply (post-rendered, hooks included), from the cache when fresh.
+
+        Rendered offline (``helm template --is-upgrade``, the same way every
+        time, so the checksum depends only on the package).
+
+        As nelm's ``Service.Render``. Raises PackageNotHelm, PackageError,
+        RenderError (and other HelmError subclasses).
+        """
+        _require_chart(package.chart_path)
+        return (await self._render(namespace, package, MaintenanceState(package.maintenance))).manifest
+
+    async def _render(self, namespace: str, package: PackageSpec, mode: MaintenanceState) -> Rendered:
+        chart = await asyncio.to_thread(load_chart, package.chart_path)
+        values = merged_values(package)
+        stamp = self._stamp(package, mode)
+        key = RenderKey(chart.digest, values_digest(values), self._version, str(await self.helm.version()),
+                        namespace, package.release_name, tuple(sorted(stamp.items())))
+        cached = self.render_cache.get(key)
+        if cached is not None:
+            return cached
+        layout = await self._post_renderer()
+        manifest = await self.helm.template(package.release_name, namespace, package.chart_path, values,
+                                            post_renderer=layout.renderer(stamp), is_upgrade=True)
+        rendered = Rendered(manifest, manifest_checksum(manifest))
+        self.render_cache.put(key, rendered)
+        return rendered
+
+    @staticmethod
+    def _stamp(package: PackageSpec, mode: MaintenanceState) -> dict[str, str]:
+        """The labels the post-renderer puts on every resource of ``package``."""
+        out = {labels.ORIGIN_NAME: package.name, labels.ORIGIN_NAMESPACE: package.namespace}
+        if mode is MaintenanceState.NoResourceReconciliation:
+            out[labels.RESOURCE_MAINTENANCE] = "true"
+        return out
+
+    async def _post_renderer(self) -> PostRendererLayout:
+        if self._layout is None:
+            self._layout = await asyncio.to_thread(install)
+        return self._layout
+
+    # -- delete and cleanup ---------------------------------------------------------------
+    async def delete(self, namespace: str, name: str, options: UninstallOptions | None = None) -> bool:
+        """Uninstall release ``namespace/name`` and drop its monitor.
+
+        Idempotent, unlike nelm's ``Delete``: a missing release is success.
+        Returns True when helm uninstalled something, False when there was no
+        release. Raises HelmError subclasses when the uninstall fails.
+        """
+        self._monitors.bind_loop(asyncio.get_running_loop())
+        key = (namespace, name)
+        async with self._lock(key):
+            self._monitors.remove(key)
+            try:
+                await self.helm.uninstall(name, namespace, options)
+            except ReleaseNotFound:
+                return False
+            return True
+
+    async def cleanup(
+        self, keep: Collection[str], ignore_namespaces: Collection[str] = (), *, dry_run: bool = False,
+    ) -> CleanupReport:
+        """Uninstall helmdeck-managed releases that no longer belong, as nelm's ``Service.Cleanup``.
+
+        Lists releases whose storage carries ``helmdeck.dev/managed-by=helmdeck``
+        (server-side label selector, in the service's namespaces or all) and
+        uninstalls each whose ``<namespace>/<release-name>`` is not in
+        ``keep`` and whose namespace is not in ``ignore_namespaces``.
+        Releases not managed by helmdeck are never listed, so never touched.
+        One failure does not stop the rest; a dry run reports the same set
+        as removed without uninstalling. Raises ApiException only when
+        storage cannot be listed.
+        """
+        records = await asyncio.to_thread(self._store.managed, self.namespaces)
+        removed: list[str] = []
+        failed: list[tuple[str, str]] = []
+        skipped: list[tuple[str, str]] = []
+        for rec in records:
+            if rec.ref in keep:
+                skipped.append((rec.ref, "kept"))
+            elif rec.namespace in ignore_namespaces:
+                skipped.append((rec.ref, "namespace ignored"))
+            elif rec.status == "uninstalled":
+                skipped.append((rec.ref, "already uninstalled"))
+            elif dry_run:
+                removed.append(rec.ref)
+            else:
+                try:
+                    await self.delete(rec.namespace, rec.name)
+                except Exception as exc:  # one release's failure must not stop the others
+                    failed.append((rec.ref, getattr(exc, "message", None) or str(exc)))
+                    log.warning("cleanup of %s failed: %s", rec.ref, exc)
+                else:
+                    removed.append(rec.ref)
+        return CleanupReport(tuple(removed), tuple(failed), tuple(skipped), dry_run)
+
+    # -- monitors ---------------------------------------------------------------------------
+    def has_monitor(self, namespace: str, name: str) -> bool:
+        """True when release ``namespace/name`` has a monitor (paused or not)."""
+        return self._monitors.has((namespace, name))
+
+    def pause_monitor(self, namespace: str, name: str) -> int:
+        """Add one to the release's pause counter (nelm's ``PauseMonitor``); returns the count.
+
+        A paused monitor reports nothing (no absence callback, status shows
+        only "paused"). Each pause needs one :meth:`resume_monitor`.
+        """
+        return self._monitors.pause((namespace, name))
+
+    def resume_monitor(self, namespace: str, name: str) -> int:
+        """Take one from the pause counter, never below zero (nelm's ``ResumeMonitor``); returns the count.
+
+        At zero the monitor checks again at once and reports what it finds.
+        """
+        return self._monitors.resume((namespace, name))
+
+    @contextlib.contextmanager
+    def monitor_paused(self, namespace: str, name: str) -> Iterator[None]:
+        """Pause the release's monitor inside the block (for actions other than :meth:`upgrade`)."""
+        self.pause_monitor(namespace, name)
+        try:
+            yield
+        finally:
+            self.resume_monitor(namespace, name)
+
+    def remove_monitor(self, namespace: str, name: str) -> None:
+        """Stop and drop the release's monitor; no-op when there is none (nelm's ``RemoveMonitor``)."""
+        self._monitors.remove((namespace, name))
+
+    def monitor_status(self, namespace: str, name: str) -> MonitorStatus:
+        """What the release's monitor shows now (``off`` when it has none)."""
+        return self._monitors.status((namespace, name))
+
+    def stop_monitors(self, timeout: float = 5.0) -> bool:
+        """Stop every monitor and end every watch thread (nelm's ``StopMonitors``).
+
+        Blocks until the threads ended (up to ``timeout`` seconds each);
+        returns True when all did. Later upgrades start monitors again.
+        """
+        return self._monitors.stop(timeout)
+
+    def _lock(self, key: Key) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+
+def _require_chart(path: Path) -> None:
+    if not (path / "Chart.yaml").is_file():
+        raise PackageNotHelm(f"{path} holds no Helm chart (no Chart.yaml)")

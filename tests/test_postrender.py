@@ -1,0 +1,171 @@
+"""The label-stamping post-renderer: text edits (pure) and real helm 3 and 4 runs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes import client
+
+from engine import labels
+from engine.helm import Helm, UpgradeOptions
+from engine.helm.postrender import StampError, main, parse_labels, stamp
+from engine.helm.postrender_plugin import PLUGIN_NAME, install
+from tests.conftest import EXAMPLES
+
+OURS = {labels.ORIGIN_NAME: "web", labels.ORIGIN_NAMESPACE: "demo"}
+
+
+def objects(text: str) -> list[Any]:
+    return list(yaml.safe_load_all(text))
+
+
+def test_block_labels_get_entries_and_everything_else_stays() -> None:
+    text = (
+        "---\n# Source: web/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+        "  labels:\n    app: web   # keep me\ndata:\n  enabled: 'yes'\n  octal: \"0777\"\n"
+    )
+    out = stamp(text, OURS)
+    assert out == (
+        "---\n# Source: web/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+        '  labels:\n    "helmdeck.dev/package-name": "web"\n    "helmdeck.dev/package-namespace": "demo"\n'
+        "    app: web   # keep me\ndata:\n  enabled: 'yes'\n  octal: \"0777\"\n"
+    )
+
+
+def test_existing_label_is_overwritten_and_stamping_is_idempotent() -> None:
+    text = "kind: ConfigMap\nmetadata:\n  labels:\n    helmdeck.dev/package-name: other\n  name: a\n"
+    once = stamp(text, OURS)
+    assert objects(once)[0]["metadata"]["labels"] == OURS
+    assert stamp(once, OURS) == once
+
+
+@pytest.mark.parametrize("meta", [
+    "metadata:\n  name: a\n",                       # no labels
+    "metadata:\n  labels:\n  name: a\n",            # null labels
+    "metadata:\n  labels: {}\n  name: a\n",         # empty flow mapping
+    "metadata:\n  labels: {app: web}\n  name: a\n", # flow mapping
+    "metadata: {name: a}\n",                         # flow metadata
+    "metadata: &m\n  name: a\n",                     # anchored
+    "metadata:\n",                                   # null metadata
+    "",                                              # no metadata at all
+])
+def test_every_metadata_shape_gets_the_labels(meta: str) -> None:
+    text = f"apiVersion: v1\nkind: ConfigMap\n{meta}data:\n  x: '1'\n"
+    before = objects(text)[0]
+    after = objects(stamp(text, OURS))[0]
+    expected = dict(((before.get("metadata") or {}).get("labels") or {}), **OURS)
+    assert after["metadata"]["labels"] == expected
+    assert after["data"] == {"x": "1"}
+    assert {k: v for k, v in after["metadata"].items() if k != "labels"} == {
+        k: v for k, v in (before.get("metadata") or {}).items() if k != "labels"}
+
+
+def test_lists_empty_documents_and_comments() -> None:
+    text = (
+        "# only a comment\n---\n---\n\n---\napiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n"
+        "- {apiVersion: v1, kind: Secret, metadata: {name: b, labels: {x: y}}}\n"
+        "---\nkind: ServiceList\nitems: []\n---\njust a scalar\n"
+    )
+    out = stamp(text, OURS)
+    docs = objects(out)
+    assert len(docs) == 5 and docs[:2] == [None, None] and docs[-1] == "just a scalar"
+    items = docs[2]["items"]
+    assert "labels" not in (docs[2].get("metadata") or {})
+    assert items[0]["metadata"]["labels"] == OURS
+    assert items[1]["metadata"]["labels"] == {"x": "y", **OURS}
+    assert docs[3] == {"kind": "ServiceList", "items": []}
+    assert out.startswith("# only a comment\n---\n---\n\n---\n")
+
+
+def test_aliased_labels_are_edited_once() -> None:
+    text = ("kind: List\nitems:\n- kind: A\n  metadata:\n    name: a\n    labels: &l\n      x: y\n"
+            "- kind: B\n  metadata:\n    name: b\n    labels: *l\n")
+    out = stamp(text, OURS)
+    assert out.count(f"\"{labels.ORIGIN_NAME}\":") == 1  # YAML loaders accept duplicate keys; helm's does not
+    a, b = objects(out)[0]["items"]
+    assert a["metadata"]["labels"] == b["metadata"]["labels"] == {"x": "y", **OURS}
+
+
+def test_values_that_look_like_other_types_stay_strings() -> None:
+    out = stamp("kind: A\nmetadata:\n  name: a\n", {"example.com/flag": "true", "example.com/num": "1.0"})
+    assert objects(out)[0]["metadata"]["labels"] == {"example.com/flag": "true", "example.com/num": "1.0"}
+
+
+def test_bad_input_and_arguments_raise() -> None:
+    with pytest.raises(StampError, match="not valid YAML"):
+        stamp("{a: b\n", OURS)
+    with pytest.raises(StampError, match="labels is not a mapping"):
+        stamp("kind: A\nmetadata:\n  labels: [a]\n", OURS)
+    with pytest.raises(StampError):
+        parse_labels(["no-equals"])
+    with pytest.raises(StampError):
+        parse_labels(["a=" + "x" * 64])
+    assert parse_labels(["helmdeck.dev/maintenance=true", "a="]) == {"helmdeck.dev/maintenance": "true", "a": ""}
+    assert main(["bad key=1"]) == 2
+
+
+_names = st.text("abcdefghij-", min_size=1, max_size=8).map(lambda s: "a" + s + "z")
+_scalars = st.one_of(st.text(max_size=12), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=False))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    docs=st.lists(st.fixed_dictionaries(
+        {"apiVersion": st.just("v1"), "kind": st.sampled_from(["ConfigMap", "Secret", "Service"]),
+         "metadata": st.fixed_dictionaries({"name": _names},
+                                           optional={"labels": st.dictionaries(_names, _names, max_size=3),
+                                                     "annotations": st.dictionaries(_names, st.text(max_size=8))}),
+         "data": st.dictionaries(_names, _scalars, max_size=4)}), min_size=1, max_size=4),
+    flow=st.booleans(),
+)
+def test_stamped_objects_equal_the_input_plus_labels(docs: list[dict[str, Any]], flow: bool) -> None:
+    text = yaml.safe_dump_all(docs, default_flow_style=flow, sort_keys=False)
+    out = objects(stamp(text, OURS))
+    want = []
+    for doc in docs:
+        meta = dict(doc["metadata"], labels={**doc["metadata"].get("labels", {}), **OURS})
+        want.append(dict(doc, metadata=meta))
+    assert out == want
+
+
+# -- real helm ------------------------------------------------------------------------------------
+
+
+@pytest.mark.cluster
+async def test_helm_template_and_install_stamp_every_resource(
+    any_helm: Helm, namespace: str, core_api: client.CoreV1Api, tmp_path: Path,
+) -> None:
+    layout = install(tmp_path / "cache")
+    assert (layout.plugins_dir / PLUGIN_NAME / "plugin.yaml").is_file()
+    assert install(tmp_path / "cache") == layout  # idempotent, content-addressed
+    stamped = {**OURS, labels.RESOURCE_MAINTENANCE: "true"}
+    renderer = layout.renderer(stamped)
+
+    rendered = await any_helm.template("web", namespace, EXAMPLES / "charts" / "web", {}, post_renderer=renderer)
+    await any_helm.upgrade("web", namespace, EXAMPLES / "charts" / "web", {"replicas": 1},
+                           UpgradeOptions(install=True, timeout=60, wait=False, post_renderer=renderer))
+    kinds = {d["kind"]: d["metadata"]["labels"] for d in objects(rendered) if d}
+    assert set(kinds) == {"Deployment", "Service", "Job"}  # Job: the test hook
+    assert stamped.items() <= kinds["Deployment"].items() and stamped.items() <= kinds["Service"].items()
+    # helm 3 post-renders the release manifest only; helm 4 post-renders hooks too.
+    assert (stamped.items() <= kinds["Job"].items()) == ((await any_helm.version()).major >= 4)
+    svc = core_api.read_namespaced_service("web", namespace).metadata
+    deploy = client.AppsV1Api(core_api.api_client).read_namespaced_deployment("web", namespace).metadata
+    assert svc is not None and stamped.items() <= (svc.labels or {}).items()
+    assert deploy is not None and stamped.items() <= (deploy.labels or {}).items()
+    # helm 4 finds the plugin in helmdeck's directory, never the user's.
+    assert renderer.env(4) == {"HELM_PLUGINS": str(layout.plugins_dir)} and renderer.env(3) == {}
+
+
+def test_wrapper_runs_standalone(tmp_path: Path) -> None:
+    layout = install(tmp_path)
+    proc = subprocess.run([str(layout.executable), "a=b"], input=b"kind: A\n", capture_output=True,
+                          timeout=30, check=True, env={"PATH": "/usr/bin:/bin"})
+    assert objects(proc.stdout.decode()) == [{"kind": "A", "metadata": {"labels": {"a": "b"}}}]
