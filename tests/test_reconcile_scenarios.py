@@ -229,12 +229,15 @@ async def test_drift_warn_reports_and_enabled_corrects(sc: Scenario, core_api: c
     corrected = await sc.run()
     assert [o.action for o in corrected.outcomes] == ["correct-drift"]
     assert core_api.read_namespaced_config_map("app", sc.namespace).data == {"message": "original"}
+    assert sc.revisions()[0][0] == 1  # drift correction writes no new revision
+    # A deleted object: the monitor sees it absent within moments and the next pass restores it
+    # with an upgrade (the release service's rule), before drift detection would look.
     apps = client.AppsV1Api(core_api.api_client)
     apps.delete_namespaced_deployment("app", sc.namespace)
-    corrected = await sc.run()
-    assert [o.action for o in corrected.outcomes] == ["correct-drift"]
+    await _until(lambda: bool(sc.engine and (v := sc.engine.release(sc.key)) and v.monitor.absent))
+    restored = await sc.run()
+    assert [o.action for o in restored.outcomes] == ["upgrade"]
     assert apps.read_namespaced_deployment("app", sc.namespace).metadata is not None
-    assert sc.revisions()[0][0] == 1  # drift correction writes no new revision
     assert (await sc.run()).state == st.IN_SYNC
 
 

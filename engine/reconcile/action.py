@@ -9,10 +9,12 @@ release it never stored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -57,6 +59,10 @@ class ActionContext:
     api: client.ApiClient | None
     events: EventSink = lambda _a, _o, _m, _t: None
     unlock: Callable[[Observation, str], Awaitable[None]] | None = None
+    # Monitor guards (release service): ``quiet`` around installs and upgrades (absence not reported),
+    # ``paused`` around every other action (the monitor reports nothing).
+    quiet: Callable[[str, str], AbstractContextManager[None]] = lambda _n, _r: contextlib.nullcontext()
+    paused: Callable[[str, str], AbstractContextManager[None]] = lambda _n, _r: contextlib.nullcontext()
     driver: str = "secret"
     now: Callable[[], float] = time.time
     extra: dict[str, Any] = field(default_factory=dict)

@@ -50,7 +50,8 @@ class Install:
         )
         self.ctx.events(self.name, "started", f"installing {req.chart.name}@{req.chart.version}", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            error = await run_helm(lambda: self.ctx.helm.install(release, ns, req.chart.path, req.values, opts))
+            with self.ctx.quiet(ns, release):
+                error = await run_helm(lambda: self.ctx.helm.install(release, ns, req.chart.path, req.values, opts))
         record(req, seen.observed)
         written = newer(seen, before)
         if error is not None or written is None or written.status != "deployed":

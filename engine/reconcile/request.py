@@ -18,7 +18,10 @@ class Request:
     and the caller persists it afterwards. ``spec_digest`` (32 hex) identifies
     chart content + values; it is stored as a release label. ``force`` asks
     for an upgrade even when in sync. ``release_labels`` go to helm's
-    ``--labels`` on install and upgrade.
+    ``--labels`` on install and upgrade (the manifest checksum among them).
+    ``absent`` lists the release's resources its monitor finds missing
+    (``Kind/namespace/name``); ``force_conflicts`` lets an upgrade take over
+    fields edited by hand (leaving maintenance).
     """
 
     spec: PackageSpec
@@ -29,6 +32,8 @@ class Request:
     force: bool = False
     release_labels: dict[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
+    absent: tuple[str, ...] = ()
+    force_conflicts: bool = False
 
     @property
     def key(self) -> tuple[str, str]:

@@ -43,7 +43,8 @@ class RollbackRemediation:
         )
         self.ctx.events(self.name, "started", f"rolling back to revision {target.version}", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            error = await run_helm(lambda: self.ctx.helm.rollback(release, ns, target.version, opts))
+            with self.ctx.paused(ns, release):
+                error = await run_helm(lambda: self.ctx.helm.rollback(release, ns, target.version, opts))
         record(req, seen.observed)
         written = newer(seen, before)
         if error is not None or written is None or written.status != "deployed":

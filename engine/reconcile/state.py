@@ -46,7 +46,9 @@ def determine_state(
     no release → Absent; pending-* → Locked; no history of ours → Absent if
     uninstalled, else Unmanaged; latest stored release differs from our latest
     snapshot (digest) → Unmanaged; failed → Failed; uninstalled → Absent;
-    deployed and chart or values changed → OutOfSync; tests enabled and not
+    deployed and chart or values changed (or, with the release service: the
+    rendered manifest changed, the release is leaving maintenance, or its
+    monitor finds resources absent) → OutOfSync; tests enabled and not
     run → Untested; a test failed under an active remediation that does not
     ignore test failures → Failed; drift detection on and drift found →
     Drifted; else InSync. Any other stored status → Unknown.
@@ -74,6 +76,13 @@ def determine_state(
                                          f"to {req.chart.name}@{req.chart.version}")
     if latest.label_map.get(labels.SPEC_DIGEST) != req.spec_digest:
         return ReleaseState(OUT_OF_SYNC, "values or chart files changed")
+    checksum = req.release_labels.get(labels.MANIFEST_CHECKSUM)
+    if checksum and latest.label_map.get(labels.MANIFEST_CHECKSUM) != checksum:
+        return ReleaseState(OUT_OF_SYNC, "the rendered manifest changed")
+    if latest.label_map.get(labels.MAINTENANCE) == "true":
+        return ReleaseState(OUT_OF_SYNC, "leaving maintenance")
+    if req.absent:
+        return ReleaseState(OUT_OF_SYNC, f"absent resources: {', '.join(req.absent[:5])}")
     test = req.spec.test
     if test.enable and not ours.has_been_tested():
         return ReleaseState(UNTESTED, "release has not been tested")

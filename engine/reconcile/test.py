@@ -39,8 +39,9 @@ class Test:
         timeout = spec.test.timeout or spec.timeout
         self.ctx.events(self.name, "started", "running helm test", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            error = await run_helm(lambda: self.ctx.helm.test(release, ns, timeout=timeout,
-                                                              filters=spec.test.helm_filters()))
+            with self.ctx.paused(ns, release):
+                error = await run_helm(lambda: self.ctx.helm.test(release, ns, timeout=timeout,
+                                                                  filters=spec.test.helm_filters()))
         record(req, seen.observed)
         current = seen.newest
         tests = [h for h in current.hooks if h.is_test] if current else []

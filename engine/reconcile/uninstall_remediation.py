@@ -36,7 +36,8 @@ class UninstallRemediation:
                                 disable_hooks=spec.uninstall.disable_hooks)
         self.ctx.events(self.name, "started", "uninstalling the failed release", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            error = await run_helm(lambda: self.ctx.helm.uninstall(release, ns, opts))
+            with self.ctx.paused(ns, release):
+                error = await run_helm(lambda: self.ctx.helm.uninstall(release, ns, opts))
         record(req, seen.observed)
         latest = self.ctx.observer.latest(ns, release)
         gone = latest is None or latest.status == "uninstalled"

@@ -44,7 +44,8 @@ class Unlock:
                        f"(pending longer than its {spec.timeout:.0f}s timeout)")
         self.ctx.events(self.name, "started", f"unlocking revision {latest.version} ({latest.status})", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            await self.ctx.unlock(latest, description)
+            with self.ctx.paused(ns, release):
+                await self.ctx.unlock(latest, description)
         record(req, seen.observed)
         written = seen.observed.get(latest.version)
         if written is None or written.status != "failed":

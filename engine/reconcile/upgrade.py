@@ -49,10 +49,12 @@ class Upgrade:
             max_history=spec.max_history,
             labels=req.release_labels,
             post_renderer=req.post_renderer,
+            force_conflicts=req.force_conflicts,
         )
         self.ctx.events(self.name, "started", f"upgrading to {req.chart.name}@{req.chart.version}", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            error = await run_helm(lambda: self.ctx.helm.upgrade(release, ns, req.chart.path, req.values, opts))
+            with self.ctx.quiet(ns, release):
+                error = await run_helm(lambda: self.ctx.helm.upgrade(release, ns, req.chart.path, req.values, opts))
         record(req, seen.observed)
         written = newer(seen, before)
         if written is not None and before is not None and written.version <= before.version:

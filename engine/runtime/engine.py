@@ -33,10 +33,11 @@ from kubernetes import client
 from engine import labels
 from engine.helm import Helm, HelmError, RollbackOptions
 from engine.kube import KubeTarget, api_client
+from engine.monitor.status import MonitorStatus
 from engine.package import Chart, PackageError, PackageSpec, deep_merge, load_chart, merged_values
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.reconcile.action import ActionContext, ActionReconciler, ObservedReleases
+from engine.reconcile.action import ActionContext, ActionReconciler, ObservedReleases, record
 from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.errors import ActionFailed
@@ -46,6 +47,7 @@ from engine.reconcile.store import StatusStore
 from engine.reconcile.test import Test
 from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.unlock import Unlock
+from engine.runtime.diff import manifest_diff
 from engine.runtime.lease import LeaseElector
 from engine.runtime.queue import RunResult, WorkQueue
 from engine.runtime.source import PackageSource, SourceUpdate
@@ -62,6 +64,8 @@ from engine.runtime.state import (
     ReleaseView,
     RunningAction,
 )
+from engine.service import ReleaseService
+from engine.service.types import PackageNotHelm
 from engine.storage.observation import PENDING_STATUSES, Observation, canonical_json
 from engine.storage.observer import Observer, StorageChange
 
@@ -147,6 +151,8 @@ class Engine:
         self._atomic: AtomicRelease | None = None
         self._ctx: ActionContext | None = None
         self._source = PackageSource(packages_dir) if packages_dir is not None else None
+        self.service: ReleaseService | None = None
+        self._monitors: dict[ReleaseKey, MonitorStatus] = {}
         self._statuses: dict[ReleaseKey, EngineStatus] = {}
         self._states: dict[ReleaseKey, str] = {}
         self._views: dict[ReleaseKey, ReleaseView] = {}
@@ -179,7 +185,10 @@ class Engine:
         await asyncio.to_thread(self.observer.wait_synced, 30)
         if self._api is not None:
             self._store = StatusStore(self._api)
-            self._ctx = ActionContext(helm=self.helm, observer=self.observer, api=self._api)
+            self.service = ReleaseService(self.helm, self._api, on_absent=self._on_absent,
+                                          on_status=self._on_monitor, namespaces=self.namespaces)
+            self._ctx = ActionContext(helm=self.helm, observer=self.observer, api=self._api,
+                                      quiet=self.service.quiet, paused=self.service.monitor_paused)
             self._atomic = AtomicRelease(self._ctx, DriftDetector(self._api))
             await self._load_statuses()
         for key in self.observer.releases():
@@ -197,6 +206,9 @@ class Engine:
                 await asyncio.wait_for(self._elector.decided.wait(), 10)
             self._spawn(self._follow_statuses())
         self._auto = reconcile
+        if self.service is not None:
+            for key in list(self.packages):
+                self._spawn(self._refresh_monitor(key))
         self.queue.start()
         if reconcile and self.acting:
             for key in self.packages:
@@ -217,6 +229,8 @@ class Engine:
                 await task
         if self._elector is not None:
             await self._elector.stop(release=True)
+        if self.service is not None:
+            await asyncio.to_thread(self.service.stop_monitors)
         if self.observer is not None:
             await asyncio.to_thread(self.observer.stop)
         return clean
@@ -282,6 +296,27 @@ class Engine:
         elif change.type == "DELETED":
             for key in [k for k in self._views if k[0] == change.key.namespace]:
                 self._refresh(key)
+
+    def _on_absent(self, namespace: str, name: str) -> None:
+        """The monitor found resources of a release missing: reconcile its package (once)."""
+        key = (namespace, name)
+        if key in self.packages and self.acting and self._auto:
+            self._log_event(key, "monitor", "info", "resources are absent: reconciling to restore them")
+            self.queue.add(key)
+
+    def _on_monitor(self, namespace: str, name: str, status: MonitorStatus) -> None:
+        key = (namespace, name)
+        self._monitors[key] = status
+        self._refresh(key)
+
+    async def _refresh_monitor(self, key: ReleaseKey) -> None:
+        """(Re)build the monitor of a managed release after an action; drop it in maintenance."""
+        if self.service is None or key not in self.packages:
+            return
+        if self._maintenance(key):
+            self.service.remove_monitor(*key)
+        else:
+            await self.service.refresh_monitor(*key)
 
     def _on_lease(self, holder: str, leader: bool) -> None:
         was = self._leader
@@ -349,13 +384,22 @@ class Engine:
             holder = self.lease_holder or "another instance"
             return dict.fromkeys(ACTIONS, f"read-only: {holder} holds the engine lease")
         out: dict[str, str | None] = dict.fromkeys(ACTIONS)
-        for name in ("monitor", "maintenance", "cleanup"):
-            out[name] = "not supported by this engine yet"
+        if self.service is None:
+            for name in ("monitor", "maintenance", "cleanup"):
+                out[name] = "not connected to a cluster"
         if self._ctx is None or self._ctx.unlock is None:
             out["unlock"] = "writing release storage is not supported by this engine yet"
         return out
 
     # -- state -----------------------------------------------------------------
+    def _maintenance(self, key: ReleaseKey) -> str:
+        """The effective maintenance mode: set from the app (kept in the status), else the package file's."""
+        status = self._statuses.get(key)
+        if status is not None and status.maintenance is not None:
+            return status.maintenance
+        pkg = self.packages.get(key)
+        return pkg.maintenance if pkg else ""
+
     def _is_suspended(self, key: ReleaseKey) -> bool:
         pkg = self.packages.get(key)
         status = self._statuses.get(key)
@@ -376,9 +420,9 @@ class Engine:
         fields: dict[str, Any] = {
             "observation": obs,
             "package": pkg,
-            "maintenance": (status.maintenance if status and status.maintenance is not None
-                            else pkg.maintenance if pkg else ""),
+            "maintenance": self._maintenance(key),
             "suspended": self._is_suspended(key),
+            "monitor": self._monitors.get(key) or MonitorStatus(),
         }
         if status is not None:
             ready = cond.get(status.conditions, cond.READY)
@@ -457,6 +501,13 @@ class Engine:
 
     def _apply_source(self, update: SourceUpdate) -> None:
         old = set(self.packages)
+        for key, spec in update.specs.items():
+            before = self.packages.get(key)
+            status = self._statuses.get(key)
+            if before is not None and before.maintenance != spec.maintenance and status is not None \
+                    and status.maintenance is not None:
+                # The package file changed its mode: the file decides again.
+                self._statuses[key] = dataclasses.replace(status, maintenance=None)
         self.packages = dict(update.specs)
         self.package_errors = list(update.errors)
         for key in update.changed:
@@ -495,14 +546,31 @@ class Engine:
             self._log_event(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
 
     # -- reconcile -------------------------------------------------------------
-    def _request(self, key: ReleaseKey, force: bool) -> Request:
+    def _spec(self, key: ReleaseKey) -> PackageSpec:
+        """The package spec with the effective maintenance mode."""
         spec = self.packages[key]
-        chart = load_chart(spec.chart_path)
+        mode = self._maintenance(key)
+        return spec if spec.maintenance == mode else dataclasses.replace(spec, maintenance=mode)
+
+    async def _request(self, key: ReleaseKey, force: bool) -> Request:
+        """Everything a pass needs; raises PackageError for an unreadable chart or values."""
+        spec = self._spec(key)
+        chart = await asyncio.to_thread(load_chart, spec.chart_path)
         values = merged_values(spec)
         digest = spec_digest(chart.digest, values)
         release_labels = {labels.MANAGED_BY: labels.MANAGER, labels.PACKAGE: spec.name, labels.SPEC_DIGEST: digest}
-        return Request(spec, chart, values, digest, self._statuses.get(key) or EngineStatus(), force,
-                       release_labels)
+        req = Request(spec, chart, values, digest, self._statuses.get(key) or EngineStatus(), force, release_labels)
+        if self.service is not None:
+            # A chart that does not render has no checksum: the install or upgrade reports the error.
+            with contextlib.suppress(HelmError):
+                release_labels[labels.MANIFEST_CHECKSUM] = await self.service.checksum(spec.namespace, spec)
+            release_labels[labels.MAINTENANCE] = "false"
+            req.post_renderer = await self.service.post_renderer_for(spec)
+            self.service.take_absent_report(*key)
+            req.absent = tuple(r.ref for r in self.service.absent(*key))
+        latest = self.observer.latest(*key) if self.observer is not None else None
+        req.force_conflicts = latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true"
+        return req
 
     def _context(self, key: ReleaseKey) -> ActionContext:
         if self._ctx is None:
@@ -538,32 +606,56 @@ class Engine:
         spec = self.packages.get(key)
         if spec is None:
             raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
-        maintenance = self._views[key].maintenance if key in self._views else spec.maintenance
         async with self._locked(key, "reconcile", spec.timeout):
             try:
-                req = self._request(key, force)
-            except PackageError as exc:
+                req = await self._request(key, force)
+            except (PackageError, PackageNotHelm) as exc:
                 status = self._statuses.get(key) or EngineStatus()
                 conds = cond.set_condition(status.conditions, cond.READY, False, cond.INVALID_PACKAGE, str(exc))
                 self._statuses[key] = dataclasses.replace(status, conditions=conds)
                 self._log_event(key, "reconcile", "failed", str(exc))
                 return PassResult("Failed", "error", str(exc))
-            if maintenance:
-                return self._maintenance_pass(key, req)
-            atomic = AtomicRelease(self._context(key), self._atomic.detector)
-            result = await atomic.reconcile(req)
+            if req.spec.maintenance:
+                result = await self._maintenance_pass(key, req)
+            else:
+                atomic = AtomicRelease(self._context(key), self._atomic.detector)
+                result = await atomic.reconcile(req)
             last = result.outcomes[-1] if result.outcomes else None
             self._statuses[key] = dataclasses.replace(req.status, last=last or req.status.last)
             self._states[key] = result.state
+            await self._refresh_monitor(key)
         await self._persist(key)
         self._refresh(key)
         return result
 
-    def _maintenance_pass(self, key: ReleaseKey, req: Request) -> PassResult:
-        message = "package is in maintenance (NoResourceReconciliation): release left as it is"
+    async def _maintenance_pass(self, key: ReleaseKey, req: Request) -> PassResult:
+        """In maintenance only the release service acts (as nelm's Service): entering costs one
+        upgrade that stamps the maintenance label; after that nothing is rendered or upgraded, and
+        the reconcile loop neither upgrades, remediates nor corrects drift."""
+        assert self.service is not None
+        ctx = self._context(key)
+        spec = req.spec
+        outcomes: tuple[ActionOutcome, ...] = ()
+        async with ObservedReleases(ctx, spec.storage_ns, key[1], key[0]) as seen:
+            try:
+                result = await self.service.upgrade(spec.namespace, spec,
+                                                    release_labels={labels.SPEC_DIGEST: req.spec_digest})
+            except (HelmError, PackageError) as exc:
+                message = f"entering maintenance failed: {exc}"
+                ctx.events("maintenance", "failed", message, getattr(exc, "tail", ()))
+                return PassResult(st.FAILED, "error", message)
+        record(req, seen.observed)
+        if result.action in ("install", "upgrade"):
+            message = (f"entered maintenance: revision {result.revision} stamps the maintenance label; "
+                       "resources are no longer reconciled")
+            ctx.events("maintenance", "succeeded", message, ())
+            outcomes = (ActionOutcome("maintenance", True, message, result.revision, (), time.time()),)
+        message = "package is in maintenance (NoResourceReconciliation): the release is left as it is"
         conds = cond.set_condition(req.status.conditions, cond.READY, None, cond.IN_MAINTENANCE, message)
-        self._statuses[key] = dataclasses.replace(req.status, conditions=conds)
-        return PassResult(self._states.get(key) or "InSync", "interval", message)
+        conds = cond.delete_condition(conds, cond.RECONCILING)
+        req.status = dataclasses.replace(req.status, conditions=conds)
+        latest = self.observer.latest(*key) if self.observer is not None else None
+        return PassResult(st.determine_state(req, latest).status, "interval", message, outcomes)
 
     @contextlib.asynccontextmanager
     async def _locked(self, key: ReleaseKey, action: str, timeout: float) -> Any:
@@ -663,8 +755,11 @@ class Engine:
         """``helm uninstall`` the release; its package (if any) is suspended so it is not reinstalled."""
         self._check_mutable()
         outcome = await self._single(key, "uninstall", Uninstall)
-        if outcome.ok and key in self.packages:
-            self._set_suspended(key, True)
+        if outcome.ok:
+            if self.service is not None:
+                self.service.remove_monitor(*key)
+            if key in self.packages:
+                self._set_suspended(key, True)
         return outcome
 
     async def _single(
@@ -708,9 +803,73 @@ class Engine:
                 self._spawn(self._persist(key))
         self._refresh(key)
 
-    async def cleanup(self, *, dry_run: bool = False) -> list[CleanupItem]:
-        """Uninstall helmdeck-managed releases no package declares. Not available yet."""
-        raise NotAvailable("cleanup is not supported by this engine yet")
+    async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = ()) -> list[CleanupItem]:
+        """Uninstall every helmdeck-managed release no package declares (``dry_run``: list them only).
+
+        Releases not managed by helmdeck are never touched; one failure does
+        not stop the others. Raises ActionRefused (read-only) or NotAvailable.
+        """
+        if not dry_run:
+            self._check_mutable()
+        if self.service is None:
+            raise NotAvailable("not connected to a cluster")
+        keep = {f"{ns}/{name}" for ns, name in self.packages}
+        report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run)
+        items = [CleanupItem(*_split(ref), "would-remove" if dry_run else "removed") for ref in report.removed]
+        items += [CleanupItem(*_split(ref), "failed", why) for ref, why in report.failed]
+        items += [CleanupItem(*_split(ref), "skipped", why) for ref, why in report.skipped]
+        for item in items:
+            if item.result in ("removed", "failed"):
+                self._log_event((item.namespace, item.name), "cleanup", "succeeded" if item.result == "removed"
+                                else "failed", item.message or f"cleanup {item.result} the release")
+        return items
+
+    def pause_monitor(self, key: ReleaseKey) -> int:
+        """Pause the release's monitor once more (as nelm's PauseMonitor); returns the pause count."""
+        if self.service is None:
+            raise NotAvailable("not connected to a cluster")
+        count = self.service.pause_monitor(*key)
+        self._log_event(key, "monitor", "info", f"monitor paused (count {count})")
+        return count
+
+    def resume_monitor(self, key: ReleaseKey) -> int:
+        """Take one pause off the release's monitor (never below zero); returns the pause count."""
+        if self.service is None:
+            raise NotAvailable("not connected to a cluster")
+        count = self.service.resume_monitor(*key)
+        self._log_event(key, "monitor", "info", "monitor resumed" if count == 0 else f"monitor paused (count {count})")
+        return count
+
+    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
+        """Put ``key``'s package into maintenance (``NoResourceReconciliation``) or back (``""``) and
+        reconcile once: each change costs exactly one upgrade. The choice is kept in the engine status
+        (it survives restarts) until the package file's own mode changes. Raises ActionRefused."""
+        self._check_mutable()
+        if key not in self.packages:
+            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
+        status = self._statuses.get(key) or EngineStatus()
+        self._statuses[key] = dataclasses.replace(status, maintenance=mode)
+        self._log_event(key, "maintenance", "info", f"maintenance set to {mode or 'off'} from the app")
+        self._refresh(key)
+        return await self._pass(key, False)
+
+    async def render(self, key: ReleaseKey) -> str:
+        """The manifests an upgrade of ``key``'s package would apply (post-rendered). Raises ActionRefused,
+        NotAvailable, PackageError, HelmError."""
+        if key not in self.packages:
+            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
+        if self.service is None:
+            raise NotAvailable("not connected to a cluster")
+        spec = self._spec(key)
+        return await self.service.render(spec.namespace, spec)
+
+    async def diff(self, key: ReleaseKey) -> str:
+        """What an upgrade would change: the deployed manifest against the desired render, per object
+        (unified diff; "" when nothing would change). Raises like :meth:`render`."""
+        desired = await self.render(key)
+        latest = self.observer.latest(*key) if self.observer is not None else None
+        deployed = await self.manifest(key, latest.version) if latest is not None else ""
+        return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed")
 
     async def reconcile_all(self) -> None:
         """Queue every package and wait until the queue is idle (headless ``--once`` runs)."""
@@ -721,3 +880,8 @@ class Engine:
 
 # Placeholder chart for actions on releases no package declares (test, unlock, uninstall need none).
 _NO_CHART = Chart(Path("-"), "", "", "", "")
+
+
+def _split(ref: str) -> tuple[str, str]:
+    ns, _, name = ref.partition("/")
+    return ns, name

@@ -19,11 +19,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine import labels
-from engine.helm import Helm, ReleaseNotFound, UninstallOptions, UpgradeOptions
+from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions, UpgradeOptions
 from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.monitor.discovery import Discovery
 from engine.monitor.monitor import expected_objects
-from engine.monitor.status import MonitorStatus
+from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
 from engine.package import PackageSpec, load_chart, merged_values
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
@@ -77,6 +77,7 @@ class ReleaseService:
     ):
         self.helm = helm
         self.namespaces = list(namespaces) if namespaces else None
+        self._monitored: dict[Key, int] = {}  # revision each monitor was built from
         self.render_cache = RenderCache(render_cache_size)
         self._store = ReleaseStore(api, driver)
         self._discovery = Discovery(api)
@@ -210,6 +211,7 @@ class ReleaseService:
             log.warning("cannot monitor %s/%s revision %d: %s", key[0], key[1], revision, exc)
             return
         monitor = self._monitors.replace(key, objects)
+        self._monitored[key] = revision
         if not await asyncio.to_thread(monitor.wait_synced, self._sync_timeout):
             log.warning("monitor of %s/%s not synced after %.0fs", *key, self._sync_timeout)
 
@@ -354,6 +356,49 @@ class ReleaseService:
         returns True when all did. Later upgrades start monitors again.
         """
         return self._monitors.stop(timeout)
+
+    # -- hooks for the reconcile runtime ----------------------------------------------------
+    async def post_renderer_for(self, package: PackageSpec) -> PostRenderer:
+        """The post-renderer :meth:`upgrade` uses for ``package`` (its origin and maintenance labels)."""
+        layout = await self._post_renderer()
+        return layout.renderer(self._stamp(package, MaintenanceState(package.maintenance)))
+
+    async def checksum(self, namespace: str, package: PackageSpec) -> str:
+        """The manifest checksum :meth:`upgrade` would store for ``package`` (cached render).
+
+        Raises PackageNotHelm, PackageError, RenderError.
+        """
+        _require_chart(package.chart_path)
+        return (await self._render(namespace, package, MaintenanceState(package.maintenance))).checksum
+
+    async def refresh_monitor(self, namespace: str, name: str) -> None:
+        """Monitor the latest deployed revision of ``namespace/name`` (after an action outside
+        :meth:`upgrade`); drop the monitor when the release is gone or not deployed. Never raises."""
+        self._monitors.bind_loop(asyncio.get_running_loop())
+        key = (namespace, name)
+        try:
+            latest = await asyncio.to_thread(self._store.latest, *key)
+        except ApiException as exc:
+            log.warning("cannot read release %s/%s for its monitor: %s", namespace, name, exc)
+            return
+        if latest is None or latest.status != "deployed":
+            self._monitors.remove(key)
+            return
+        if not self._monitors.has(key) or self._monitored.get(key) != latest.version:
+            await self._start_monitor(key, latest.version)
+
+    def take_absent_report(self, namespace: str, name: str) -> bool:
+        """True when the monitor reported absent resources since the last call (clears the report,
+        so the next absence reports again)."""
+        return self._monitors.take_report((namespace, name))
+
+    def absent(self, namespace: str, name: str) -> tuple[ResourceStatus, ...]:
+        """Absent objects of the release's monitor (none while paused, unsynced or without a monitor)."""
+        return self._monitors.absent((namespace, name))
+
+    def quiet(self, namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
+        """No absence reports for the release inside (while an install or upgrade changes its objects)."""
+        return self._monitors.quiet((namespace, name))
 
     def _lock(self, key: Key) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
