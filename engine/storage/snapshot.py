@@ -117,7 +117,8 @@ class Snapshot:
             if not isinstance(value, expected) or isinstance(value, bool):
                 raise HistoryFormatError(f"snapshot field {f.name!r} is {value!r}, not {expected.__name__}")
             values[f.name] = value
-        hooks = data.get("test_hooks") or []
+        hooks = data.get("test_hooks")
+        hooks = [] if hooks is None else hooks
         if not isinstance(hooks, list):
             raise HistoryFormatError("snapshot field 'test_hooks' is not a list")
         runs = []
