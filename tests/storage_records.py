@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import os
+from pathlib import Path
 from typing import Any
 
-from engine.storage.codec import MAX_PAYLOAD_BYTES, encode_payload, record_name
+from engine.storage.codec import encode_payload, record_name
 
 
 def release(version: int = 1, status: str = "deployed", name: str = "web", namespace: str = "demo",
@@ -77,4 +78,32 @@ def secret(rel: dict[str, Any], labels: dict[str, str] | None = None, rv: str = 
             "data": {"release": base64.b64encode(payload.encode()).decode()}}
 
 
-__all__ = ["MAX_PAYLOAD_BYTES", "release", "secret", "sized_release"]
+
+
+def write_chart(directory: Path) -> Path:
+    """A small chart for storage tests: a ConfigMap, NOTES, a ``helm test`` Job (completes on kwok)
+    and, with ``stuck=true``, a PersistentVolumeClaim that never binds (so ``--wait`` hangs)."""
+    chart = directory / "probe"
+    (chart / "templates" / "tests").mkdir(parents=True, exist_ok=True)
+    (chart / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: probe\nversion: 0.3.0\nappVersion: \"2.1\"\n"
+        "description: Storage test chart\nkubeVersion: \">=1.20.0-0\"\n"
+    )
+    (chart / "values.yaml").write_text("greeting: hello\nstuck: false\nlist: [1, 2]\n")
+    (chart / "templates" / "NOTES.txt").write_text("Release {{ .Release.Name }} says {{ .Values.greeting }}.\n")
+    (chart / "templates" / "configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cfg\n"
+        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
+    )
+    (chart / "templates" / "pvc.yaml").write_text(
+        "{{- if .Values.stuck }}\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n"
+        "  name: {{ .Release.Name }}-never\nspec:\n  accessModes: [ReadWriteOnce]\n"
+        "  storageClassName: none\n  resources:\n    requests:\n      storage: 1Gi\n{{- end }}\n"
+    )
+    (chart / "templates" / "tests" / "job.yaml").write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ .Release.Name }}-probe-test\n"
+        "  annotations:\n    helm.sh/hook: test\n    helm.sh/hook-delete-policy: before-hook-creation\n"
+        "spec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n"
+        "      containers:\n        - name: t\n          image: busybox:1.36\n          command: [\"true\"]\n"
+    )
+    return chart

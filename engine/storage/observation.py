@@ -96,7 +96,8 @@ class Observation:
     fresh dict each call, so nothing outside can change an observation.
     Times are Helm's RFC 3339 strings as stored, ``""`` when unset.
     ``labels`` are the release's custom labels (object labels minus Helm's
-    system labels), sorted.
+    system labels), sorted. ``storage_key`` and ``resource_version`` say
+    where and in which version of its object it was read (not compared).
     """
 
     name: str
@@ -118,6 +119,7 @@ class Observation:
     notes: str = ""
     chart_description: str = ""
     kube_version: str = ""
+    resource_version: str = field(default="", compare=False)
 
     @property
     def release_key(self) -> tuple[str, str]:

@@ -27,6 +27,7 @@ them over with ``loop.call_soon_threadsafe``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import re
@@ -164,6 +165,7 @@ def decode_record(obj: Mapping[str, Any], driver: Driver) -> Observation:
         raise MissingPayloadError(str(key), "record has no 'release' data")
     release = decode_payload(payload, str(key))
     obs = observation_from_release(release, labels=release_labels(meta.get("labels")), storage_key=key)
+    obs = dataclasses.replace(obs, resource_version=str(meta.get("resourceVersion", "")))
     named = parse_record_name(key.name)
     if named is not None and named != (obs.name, obs.version):
         raise RecordMismatchError(

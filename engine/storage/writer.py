@@ -75,12 +75,16 @@ def unlock_release(
     driver: Driver | None = None,
     detail: str = "",
     now: float | None = None,
+    resource_version: str | None = None,
 ) -> Observation:
     """Mark revision ``revision`` of release ``name`` failed if it is pending; return the new observation.
 
     ``driver`` None takes ``HELM_DRIVER`` as Helm does; ``detail`` is
     appended to the description (e.g. how long it was pending); ``now``
     (Unix seconds, default the current time) stamps ``modifiedAt``.
+    ``resource_version``, when given, is the version of the record the
+    caller judged stale (``Observation.resource_version``): if the record
+    has changed since, nothing is written.
     Raises :class:`RecordNotFoundError`, :class:`ReleaseNotPendingError`,
     :class:`StorageConflictError`, ``StorageDecodeError`` when the record is
     unreadable, and ``ApiException`` for other API errors (e.g. 403: the
@@ -97,6 +101,8 @@ def unlock_release(
         if exc.status == 404:
             raise RecordNotFoundError(f"{key} does not exist") from None
         raise
+    if resource_version is not None and obj["metadata"].get("resourceVersion") != resource_version:
+        raise StorageConflictError(f"{key} changed since it was judged stale")
     current = decode_record(obj, driver)
     if current.status not in PENDING_STATUSES:
         raise ReleaseNotPendingError(key, current.status)
