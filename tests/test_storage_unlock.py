@@ -14,6 +14,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube import KubeTarget, api_client
 from engine.storage.codec import Driver, record_name
+from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.writer import (
     RecordNotFoundError,
@@ -31,6 +32,20 @@ pytestmark = pytest.mark.cluster
 def _labels(core: client.CoreV1Api, driver: Driver, namespace: str, name: str) -> dict[str, str]:
     read: Any = core.read_namespaced_secret if driver == "secret" else core.read_namespaced_config_map
     return dict(read(name, namespace).metadata.labels)
+
+
+def _revision(observer: Observer, namespace: str, version: int, status: str = "") -> Observation | None:
+    """The latest observation of ``probe`` if it is ``version`` (in ``status``), else None."""
+    obs = observer.latest(namespace, "probe")
+    ok = obs is not None and obs.version == version and (not status or obs.status == status)
+    return obs if ok else None
+
+
+def _resource_version(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    """The resourceVersion of a Secret now."""
+    meta = core.read_namespaced_secret(name, namespace).metadata
+    assert meta is not None
+    return str(meta.resource_version)
 
 
 @pytest.mark.parametrize("driver", ["secret", "configmap"])
@@ -54,8 +69,7 @@ def test_unlock_reads_back_identically_in_helm(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        pending = wait_for(lambda: (o := observer.latest(namespace, "probe")) and o.version == 2 and o, 60,
-                           "the pending-upgrade revision")
+        pending = wait_for(lambda: _revision(observer, namespace, 2), 60, "the pending-upgrade revision")
         assert pending.status == "pending-upgrade"
     finally:
         stuck.kill()
@@ -85,8 +99,7 @@ def test_unlock_reads_back_identically_in_helm(
         assert json.loads(helm("history", "probe", "-o", "json")) == before_history
         assert _labels(core_api, driver, namespace, record_name("probe", 2)) == {
             **before_labels, "status": "failed", "modifiedAt": "1800000000"}
-        seen = wait_for(lambda: (o := observer.latest(namespace, "probe")) and o.status == "failed" and o,
-                        what="the unlocked revision in the observer")
+        seen = wait_for(lambda: _revision(observer, namespace, 2, "failed"), what="the unlocked revision")
         assert seen == after and seen.label_map == {"team": "platform"}
 
         with pytest.raises(ReleaseNotPendingError, match="is failed, not pending"):
@@ -106,7 +119,7 @@ def test_unlock_refuses_a_record_changed_since_it_was_judged(
     chart = write_chart(tmp_path)
     helm_cli(helm, "install", "probe", str(chart), "-n", namespace)
     name = record_name("probe", 1)
-    judged = core_api.read_namespaced_secret(name, namespace).metadata.resource_version
+    judged = _resource_version(core_api, namespace, name)
     core_api.patch_namespaced_secret(name, namespace, {"metadata": {"annotations": {"touched": "yes"}}})
     with pytest.raises(StorageConflictError, match="changed since it was judged stale"):
         unlock_release(api_client(kube_target), namespace, "probe", 1, driver="secret", resource_version=judged)
