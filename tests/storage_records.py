@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from engine.storage.codec import encode_payload, record_name
 
 
@@ -107,3 +109,11 @@ def write_chart(directory: Path) -> Path:
         "      containers:\n        - name: t\n          image: busybox:1.36\n          command: [\"true\"]\n"
     )
     return chart
+
+
+def new_secret(rel: dict[str, Any], payload: str | None = None) -> client.V1Secret:
+    """The body to create the Secret helm would store for ``rel`` (no server-set fields)."""
+    obj = secret(rel, payload=payload)
+    meta = obj["metadata"]
+    return client.V1Secret(metadata=client.V1ObjectMeta(name=meta["name"], labels=meta["labels"]),
+                           type=obj["type"], data=obj["data"])

@@ -7,7 +7,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -17,19 +16,9 @@ from engine.storage import encode_payload
 from engine.storage.codec import MAX_PAYLOAD_BYTES
 from engine.storage.observer import Observer, StorageChange
 from tests.storage_cluster import wait_for
-from tests.storage_records import release, secret, sized_release
+from tests.storage_records import new_secret, release, sized_release
 
 pytestmark = pytest.mark.cluster
-
-
-def stored(rel: dict[str, Any], payload: str | None = None) -> client.V1Secret:
-    """The Secret helm would create for ``rel`` (body for the API)."""
-    obj = secret(rel, payload=payload)
-    meta = obj["metadata"]
-    return client.V1Secret(
-        metadata=client.V1ObjectMeta(name=meta["name"], labels=meta["labels"]),
-        type=obj["type"], data=obj["data"],
-    )
 
 
 @pytest.fixture
@@ -67,12 +56,12 @@ def test_live_transitions_in_the_watched_namespaces_only(
     observer.start()
     try:
         assert observer.wait_synced(20) and observer.problems() == {}
-        core_api.create_namespaced_secret(second_namespace, stored(release(1, namespace=second_namespace)))
-        core_api.create_namespaced_secret(namespace, stored(release(1, namespace=namespace)))
+        core_api.create_namespaced_secret(second_namespace, new_secret(release(1, namespace=second_namespace)))
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, namespace=namespace)))
         core_api.patch_namespaced_secret("sh.helm.release.v1.web.v1", namespace, {
             "metadata": {"labels": {"status": "superseded"}},
-            "data": stored(release(1, "superseded", namespace=namespace)).data})
-        core_api.create_namespaced_secret(namespace, stored(release(2, namespace=namespace)))
+            "data": new_secret(release(1, "superseded", namespace=namespace)).data})
+        core_api.create_namespaced_secret(namespace, new_secret(release(2, namespace=namespace)))
         core_api.delete_namespaced_secret("sh.helm.release.v1.web.v2", namespace)
         ns = namespace
         assert changes.wait(4) == [
@@ -89,9 +78,10 @@ def test_live_transitions_in_the_watched_namespaces_only(
 
 def test_big_and_corrupt_records(kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str) -> None:
     big = sized_release(MAX_PAYLOAD_BYTES - 1024, namespace=namespace, name="big")
-    core_api.create_namespaced_secret(namespace, stored(big))
+    core_api.create_namespaced_secret(namespace, new_secret(big))
     bad = release(1, namespace=namespace, name="bad")
-    core_api.create_namespaced_secret(namespace, stored(bad, payload=base64.b64encode(b"\x1f\x8b\x08junk").decode()))
+    junk = base64.b64encode(b"\x1f\x8b\x08junk").decode()
+    core_api.create_namespaced_secret(namespace, new_secret(bad, payload=junk))
     observer = Observer(api_client(kube_target), [namespace], driver="secret")
     observer.start()
     try:
@@ -100,7 +90,7 @@ def test_big_and_corrupt_records(kube_target: KubeTarget, core_api: client.CoreV
         assert obs is not None and not hasattr(obs, "manifest")  # only its digest is held
         assert observer.manifest(namespace, "big", 1) == big["manifest"]
         assert observer.unreadable_releases()[(namespace, "bad")].code == "bad-gzip"
-        core_api.create_namespaced_secret(namespace, stored(release(1, namespace=namespace, name="after")))
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, namespace=namespace, name="after")))
         wait_for(lambda: observer.latest(namespace, "after"), what="a record after the corrupt one")
         assert len(encode_payload(big)) > MAX_PAYLOAD_BYTES - 5 * 1024
     finally:
