@@ -70,6 +70,8 @@ class FaultProxy:
             listener, self._listener = self._listener, None
             conns, self._conns = self._conns, []
         if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked on it
             listener.close()
         for conn in conns:
             with contextlib.suppress(OSError):

@@ -487,7 +487,6 @@ class Observer:
                         self._changed.notify_all()
                 rv = self._watch(namespace, rv)
                 backoff = 0.2
-                self._set_problem(namespace, None)
             except _Gone:
                 log.info("storage watch of %s expired (410 Gone); relisting", namespace or "all namespaces")
                 rv = None
@@ -495,6 +494,8 @@ class Observer:
                 if self._stop.is_set():
                     break
                 denied = isinstance(exc, _Denied)
+                if namespace not in self._problems:
+                    backoff = 0.2  # a watch was established since the last failure
                 self._set_problem(namespace, str(exc) if denied else _describe(exc), denied=denied)
                 log.warning("storage watch failed: %s; retrying in %.1fs", self.last_error, backoff)
                 self._stop.wait(backoff)
@@ -564,6 +565,7 @@ class Observer:
             _request_timeout=(10, self._watch_timeout + 30),
         )
         self._responses[namespace] = resp
+        self._set_problem(namespace, None)  # connected and allowed again
         try:
             for line in _lines(resp):
                 if self._stop.is_set():
