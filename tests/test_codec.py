@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine.package import shorten_release_name
 from engine.storage import (
     MissingPayloadError,
     PayloadBase64Error,
@@ -33,6 +34,7 @@ from engine.storage.codec import (
     record_name,
     release_labels,
     secret_payload,
+    validate_release_name,
 )
 from engine.storage.observation import chart_default_values
 from engine.storage.observer import decode_object, decode_record
@@ -285,3 +287,12 @@ def test_helm_driver_env_is_read_as_helm_does(value: str | None, driver: str) ->
 def test_unobservable_helm_drivers_are_refused(value: str) -> None:
     with pytest.raises(UnsupportedDriverError, match=f"HELM_DRIVER='{value}'"):
         driver_from_env({"HELM_DRIVER": value})
+
+
+def test_flux_shortened_names_are_valid_release_names() -> None:
+    long_name = "a-very-long-package-name-that-goes-on-and-on-past-the-helm-limit"
+    short = shorten_release_name(long_name)
+    assert len(short) == 53
+    validate_release_name(short)
+    with pytest.raises(ReleaseNameError):
+        validate_release_name(long_name)

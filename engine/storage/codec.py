@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
-import io
 import json
 import math
 import os
@@ -209,14 +208,24 @@ def decode_payload(payload: str | bytes, key: str = "") -> dict[str, Any]:
 
 
 def _gunzip(raw: bytes, key: str) -> bytes:
+    """Inflate every gzip member (as Go's multistream reader), refusing output past the limit."""
+    parts: list[bytes] = []
+    size = 0
+    rest = raw
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
-            data = fh.read(MAX_RELEASE_JSON_BYTES + 1)
-    except (OSError, EOFError, zlib.error, ValueError) as exc:
-        raise PayloadGzipError(key, f"payload is not valid gzip ({exc or type(exc).__name__})") from None
-    if len(data) > MAX_RELEASE_JSON_BYTES:
-        raise RecordTooLargeError(key, f"payload decompresses to more than {MAX_RELEASE_JSON_BYTES} bytes")
-    return data
+        while rest:
+            member = zlib.decompressobj(wbits=31)
+            part = member.decompress(rest, MAX_RELEASE_JSON_BYTES + 1 - size)
+            size += len(part)
+            if size > MAX_RELEASE_JSON_BYTES or member.unconsumed_tail:
+                raise RecordTooLargeError(key, f"payload decompresses to more than {MAX_RELEASE_JSON_BYTES} bytes")
+            if not member.eof:
+                raise PayloadGzipError(key, "payload is not valid gzip (truncated stream)")
+            parts.append(part)
+            rest = member.unused_data
+    except zlib.error as exc:
+        raise PayloadGzipError(key, f"payload is not valid gzip ({exc})") from None
+    return b"".join(parts)
 
 
 def _finite_float(text: str) -> float:

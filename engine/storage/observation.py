@@ -289,10 +289,12 @@ def observation_from_release(
     *,
     labels: Mapping[str, str] | None = None,
     storage_key: StorageKey | None = None,
+    resource_version: str = "",
 ) -> Observation:
     """Build an :class:`Observation` from a decoded Helm release dict.
 
-    ``labels`` are the release's custom labels (see ``codec.release_labels``).
+    ``labels`` are the release's custom labels (see ``codec.release_labels``);
+    ``storage_key`` and ``resource_version`` say where it was read from.
     Raises :class:`ReleaseFieldError` (missing name, version or info; a field
     of a type Helm cannot read; a malformed time), :class:`UnknownStatusError`
     (a status Helm does not define) or :class:`ReleaseNameError` (a name
@@ -339,6 +341,7 @@ def observation_from_release(
         hooks=_hooks(read, release.get("hooks")),
         labels=tuple(sorted((labels or {}).items())),
         storage_key=storage_key,
+        resource_version=resource_version,
     )
 
 

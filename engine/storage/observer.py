@@ -27,7 +27,6 @@ them over with ``loop.call_soon_threadsafe``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import re
@@ -164,8 +163,8 @@ def decode_record(obj: Mapping[str, Any], driver: Driver) -> Observation:
     if payload is None:
         raise MissingPayloadError(str(key), "record has no 'release' data")
     release = decode_payload(payload, str(key))
-    obs = observation_from_release(release, labels=release_labels(meta.get("labels")), storage_key=key)
-    obs = dataclasses.replace(obs, resource_version=str(meta.get("resourceVersion", "")))
+    obs = observation_from_release(release, labels=release_labels(meta.get("labels")), storage_key=key,
+                                   resource_version=str(meta.get("resourceVersion", "")))
     named = parse_record_name(key.name)
     if named is not None and named != (obs.name, obs.version):
         raise RecordMismatchError(
@@ -527,31 +526,29 @@ class Observer:
             raise
 
     def _relist(self, namespace: str | None) -> str:
-        items: list[dict[str, Any]] = []
+        # Pages are applied as they come, so at most one page of payloads is in memory.
+        seen: set[StorageKey] = set()
         token: str | None = None
-        rv = ""
         while True:
             kwargs: dict[str, Any] = {"label_selector": OWNER_SELECTOR, "limit": 500, "_preload_content": False}
             if token:
                 kwargs["_continue"] = token
             body = json.loads(self._call("list", namespace, **kwargs).data)
-            items.extend(body.get("items") or [])
+            for obj in body.get("items") or []:
+                if is_record(obj, self._driver):
+                    self._apply(obj)
+                    seen.add(_key_of(obj))
             meta = body.get("metadata") or {}
             token = meta.get("continue")
-            rv = str(meta.get("resourceVersion", ""))
             if not token:
                 break
         self._relists += 1
-        seen: set[StorageKey] = set()
-        for obj in items:
-            if is_record(obj, self._driver):
-                self._apply(obj)
-                seen.add(_key_of(obj))
         with self._lock:
             gone = [k for k in self._entries if k not in seen and (namespace is None or k.namespace == namespace)]
         for key in gone:
             self._delete(key)
-        return rv
+        # A paginated list is one snapshot: every page carries its resourceVersion.
+        return str(meta.get("resourceVersion", ""))
 
     def _watch(self, namespace: str | None, rv: str) -> str:
         resp = self._call(
