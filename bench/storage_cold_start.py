@@ -78,8 +78,8 @@ def observe(kubeconfig: Path, expected: int) -> None:
     held = len(observer.observations())
     synced_rss = _status_kib("VmRSS")
     observer.stop()
-    print(json.dumps({"seconds": seconds, "setup": setup, "synced": synced, "records": held, "releases": len(observer.releases()),
-                      "base_rss_kib": base_rss, "synced_rss_kib": synced_rss,
+    print(json.dumps({"seconds": seconds, "setup": setup, "synced": synced, "records": held,
+                      "releases": len(observer.releases()), "base_rss_kib": base_rss, "synced_rss_kib": synced_rss,
                       "peak_rss_kib": _status_kib("VmHWM")}))
     if held != expected:
         sys.exit(f"observer holds {held} records, expected {expected}")

@@ -50,7 +50,8 @@ def release_record(name: str, namespace: str, version: int, latest: int) -> dict
     status = "deployed" if version == latest else "superseded"
     rel = {
         "name": name, "namespace": namespace, "version": version,
-        "info": {"first_deployed": "2026-11-30T09:00:00Z", "last_deployed": f"2026-11-30T09:{version:02d}:00Z",
+        "info": {"first_deployed": "2026-11-30T00:00:00Z",
+                 "last_deployed": f"2026-11-30T{version // 3600 % 24:02d}:{version // 60 % 60:02d}:{version % 60:02d}Z",
                  "deleted": "", "description": "Upgrade complete" if version > 1 else "Install complete",
                  "status": status, "notes": f"{name} is ready.\n"},
         "chart": {"metadata": {"name": "small", "version": "1.0.0", "appVersion": "1.0", "apiVersion": "v2",

@@ -45,6 +45,8 @@ def main() -> None:
 
         def on_change(change: StorageChange) -> None:
             now = time.perf_counter()
+            if change.unreadable is not None:  # the generated records must decode
+                raise SystemExit(f"unreadable record: {change.unreadable}")
             with arrived:
                 fired.setdefault(change.key.name, now)
                 arrived.notify_all()

@@ -31,6 +31,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -71,6 +72,7 @@ _RESOURCE: dict[Driver, str] = {"secret": "secrets", "configmap": "configmaps"}
 _FORBIDDEN_VERB = re.compile(r'cannot (\S+) resource "([^"]+)"')
 _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
+_MIN_WATCH_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -484,8 +486,11 @@ class Observer:
                     with self._changed:
                         self._synced.add(namespace)
                         self._changed.notify_all()
+                began = time.monotonic()
                 rv = self._watch(namespace, rv)
                 backoff = 0.2
+                if time.monotonic() - began < _MIN_WATCH_SECONDS:
+                    self._stop.wait(backoff)  # the server keeps closing at once: do not spin
             except _Gone:
                 log.info("storage watch of %s expired (410 Gone); relisting", namespace or "all namespaces")
                 rv = None
