@@ -41,12 +41,13 @@ def main() -> None:
         ensure_namespace(core, NAMESPACE)
         observer = Observer(api_client(target), [NAMESPACE], driver="secret")
         fired: dict[str, float] = {}
+        unreadable: list[str] = []
         arrived = threading.Condition()
 
         def on_change(change: StorageChange) -> None:
             now = time.perf_counter()
             if change.unreadable is not None:  # the generated records must decode
-                raise SystemExit(f"unreadable record: {change.unreadable}")
+                unreadable.append(str(change.unreadable))
             with arrived:
                 fired.setdefault(change.key.name, now)
                 arrived.notify_all()
@@ -70,6 +71,8 @@ def main() -> None:
                 latencies.append(fired[name] - start)
         finally:
             observer.stop()
+    if unreadable:
+        raise SystemExit(f"{len(unreadable)} generated records did not decode, e.g. {unreadable[0]}")
     ms = 1000.0
     print(f"{args.writes} writes, write -> callback latency:"
           f" p50 {percentile(latencies, 50) * ms:.1f} ms, p99 {percentile(latencies, 99) * ms:.1f} ms,"
