@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 _RESOURCE: dict[Driver, str] = {"secret": "secrets", "configmap": "configmaps"}
-_FORBIDDEN_VERB = re.compile(r'cannot (\S+) resource "([^"]+)"')
+_FORBIDDEN_VERB = re.compile(r'cannot (\S+) resource')
 _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
 _MIN_WATCH_SECONDS = 0.5
