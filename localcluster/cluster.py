@@ -451,6 +451,34 @@ class LocalCluster:
         conds = body.get("status", {}).get("conditions") or []
         return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
+    # -- restart -----------------------------------------------------------
+    def restart(self, component: str, grace: float = 20.0, timeout: float = 60.0) -> None:
+        """Stop one running component and start it again with the same command and ports.
+
+        For tests of clients that must survive a restart (e.g. of the API
+        server): SIGTERM, then SIGKILL after ``grace`` seconds (the API server
+        waits up to a minute for open watches otherwise). Returns when the
+        cluster is ready again; raises :class:`ClusterError` when
+        ``component`` is not running or does not come back within ``timeout``
+        seconds.
+        """
+        ports, procs = self._load()
+        rec = procs.get(component)
+        if rec is None or not rec.alive():
+            raise ClusterError(f"{component} is not running in {self.state_dir}")
+        pki = Pki(self.state_dir / "pki")
+        commands: dict[str, Callable[[], list[str]]] = {
+            "etcd": lambda: self._etcd_cmd(ports),
+            "kube-apiserver": lambda: self._apiserver_cmd(pki, ports),
+            "kube-controller-manager": lambda: self._controller_manager_cmd(pki, ports),
+            "kube-scheduler": lambda: self._scheduler_cmd(ports),
+            "kwok": lambda: self._kwok_cmd(ports),
+        }
+        _stop([rec], grace)
+        procs[component] = self._spawn(component, commands[component]())
+        self._save(ports, procs)
+        self._wait(component, time.monotonic() + timeout, self.is_ready, procs)
+
     # -- down --------------------------------------------------------------
     def down(self, timeout: float = 20.0) -> list[str]:
         """Stop the processes this cluster started; return the components stopped.
@@ -459,31 +487,33 @@ class LocalCluster:
         of the recorded ports accepts connections. Data is kept for the next ``up``.
         """
         ports, procs = self._load()
-        stopped: list[str] = []
-        for comp in reversed(ORDER):
-            rec = procs.get(comp)
-            if rec is None or not rec.alive():
-                continue
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(rec.pid, signal.SIGTERM)
-            stopped.append(comp)
-        deadline = time.monotonic() + timeout
-        for comp in stopped:
-            rec = procs[comp]
-            while rec.alive() and time.monotonic() < deadline:
-                _reap(rec.pid)
-                time.sleep(0.05)
-            if rec.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(rec.pid, signal.SIGKILL)
-                while rec.alive():
-                    _reap(rec.pid)
-                    time.sleep(0.05)
+        running = [procs[c] for c in reversed(ORDER) if c in procs and procs[c].alive()]
+        deadline = _stop(running, timeout)
+        stopped = [rec.component for rec in running]
         while any(_port_open(p) for p in ports.all()) and time.monotonic() < deadline + 5:
             time.sleep(0.1)
         if procs:
             self._save(ports, {})
         return stopped
+
+
+def _stop(records: list[ProcessRecord], timeout: float) -> float:
+    """SIGTERM each process, SIGKILL those still alive after ``timeout`` s; returns that deadline."""
+    for rec in records:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rec.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for rec in records:
+        while rec.alive() and time.monotonic() < deadline:
+            _reap(rec.pid)
+            time.sleep(0.05)
+        if rec.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(rec.pid, signal.SIGKILL)
+            while rec.alive():
+                _reap(rec.pid)
+                time.sleep(0.05)
+    return deadline
 
 
 def _reap(pid: int) -> None:

@@ -1,22 +1,51 @@
-"""Helm release storage: the record codec, observations and the observer."""
+"""Helm release storage: the record codec, observations, snapshots, the observer and the unlock writer."""
 
 from engine.storage.codec import (
     RELEASE_TYPE,
+    Driver,
+    MissingPayloadError,
+    PayloadBase64Error,
+    PayloadGzipError,
+    PayloadJSONError,
+    RecordMismatchError,
+    RecordTooLargeError,
+    ReleaseFieldError,
+    ReleaseNameError,
     StorageDecodeError,
     StorageKey,
+    UnknownStatusError,
+    UnsupportedDriverError,
     decode_payload,
+    driver_from_env,
     encode_payload,
     record_name,
 )
 from engine.storage.observation import Hook, Observation, observation_from_release
+from engine.storage.snapshot import History, HistoryFormatError, Snapshot, TestHookRun
 
 __all__ = [
     "RELEASE_TYPE",
+    "Driver",
+    "History",
+    "HistoryFormatError",
     "Hook",
+    "MissingPayloadError",
     "Observation",
+    "PayloadBase64Error",
+    "PayloadGzipError",
+    "PayloadJSONError",
+    "RecordMismatchError",
+    "RecordTooLargeError",
+    "ReleaseFieldError",
+    "ReleaseNameError",
+    "Snapshot",
     "StorageDecodeError",
     "StorageKey",
+    "TestHookRun",
+    "UnknownStatusError",
+    "UnsupportedDriverError",
     "decode_payload",
+    "driver_from_env",
     "encode_payload",
     "observation_from_release",
     "record_name",

@@ -2,40 +2,62 @@
 
 The model follows Flux helm-controller's observing storage driver: an
 observation keeps the release metadata as written to storage, so callers can
-compare what Helm *persisted* rather than what an action returned.
+compare what Helm *persisted* rather than what an action returned. The
+manifest body and the chart's files and default values are not kept (only a
+digest of the manifest); :meth:`engine.storage.observer.Observer.load_release`
+reads them on demand.
+
+The digest of an observation is defined byte-for-byte in docs/storage.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from engine.storage.codec import StorageKey
+from engine.storage.canonical import canonical_digest, canonical_json, sha256_hex
+from engine.storage.codec import (
+    ReleaseFieldError,
+    StorageKey,
+    UnknownStatusError,
+    validate_release_name,
+)
 
-# Helm's release statuses (pkg/release/v1 status.go).
+__all__ = [
+    "PENDING_STATUSES",
+    "STATUSES",
+    "Hook",
+    "Observation",
+    "canonical_json",
+    "observation_from_release",
+    "sha256_hex",
+]
+
+# Helm's release statuses (pkg/release/v1 status.go; the same in Helm 4).
 STATUSES = frozenset({
     "unknown", "deployed", "uninstalled", "superseded", "failed",
     "uninstalling", "pending-install", "pending-upgrade", "pending-rollback",
 })
 PENDING_STATUSES = frozenset({"pending-install", "pending-upgrade", "pending-rollback"})
 _TEST_EVENTS = frozenset({"test", "test-success"})
-
-
-def canonical_json(value: Any) -> bytes:
-    """Canonical JSON bytes: UTF-8, keys sorted, no insignificant whitespace."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def sha256_hex(data: bytes) -> str:
-    """Lower-case hex sha256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
+# Go's zero time.Time, which Helm 4 writes for unset times (Helm 3 writes "").
+_ZERO_TIME = "0001-01-01T00:00:00Z"
+# The shape Go's time.Time accepts from JSON (RFC 3339 with optional fraction).
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
 
 @dataclass(frozen=True)
 class Hook:
-    """A release hook and its last run, as stored by Helm."""
+    """A release hook and its last run, as stored by Helm (manifest not kept).
+
+    ``phase`` is Helm's hook phase (``Running``, ``Succeeded``, ``Failed``,
+    ``Unknown``) or ``""`` when the hook never ran; times are RFC 3339
+    strings or ``""``.
+    """
 
     name: str
     kind: str
@@ -44,30 +66,38 @@ class Hook:
     phase: str = ""
     started_at: str = ""
     completed_at: str = ""
+    weight: int = 0
+    delete_policies: tuple[str, ...] = ()
 
     @property
     def is_test(self) -> bool:
         """True for ``helm test`` hooks (event ``test``, or Helm 2's ``test-success``)."""
         return bool(_TEST_EVENTS.intersection(self.events))
 
-    def _canonical(self, with_run: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def digest_doc(self) -> dict[str, Any]:
+        """This hook in the observation digest document (docs/storage.md); test hooks without their run."""
+        doc: dict[str, Any] = {
             "name": self.name, "kind": self.kind, "path": self.path, "events": list(self.events),
+            "weight": self.weight, "delete_policies": list(self.delete_policies),
         }
-        if with_run:
-            out["last_run"] = {
-                "phase": self.phase, "started_at": self.started_at, "completed_at": self.completed_at,
-            }
-        return out
+        if not self.is_test:
+            doc["last_run"] = {"phase": self.phase, "started_at": self.started_at, "completed_at": self.completed_at}
+        return doc
 
 
 @dataclass(frozen=True)
 class Observation:
     """One stored release revision, detached from storage.
 
-    ``config_json`` is the user-supplied values as canonical JSON; ``config``
-    returns a fresh dict each call, so nothing outside can change an
-    observation. Times are Helm's RFC 3339 strings, ``""`` when unset.
+    ``namespace`` is the release namespace (from the payload; the storage
+    namespace when the payload has none), which may differ from the storage
+    namespace (``storage_key.namespace``). ``config_json`` is the
+    user-supplied values as canonical JSON (RFC 8785); ``config`` returns a
+    fresh dict each call, so nothing outside can change an observation.
+    Times are Helm's RFC 3339 strings as stored, ``""`` when unset.
+    ``labels`` are the release's custom labels (object labels minus Helm's
+    system labels), sorted. ``storage_key`` and ``resource_version`` say
+    where and in which version of its object it was read (not compared).
     """
 
     name: str
@@ -86,6 +116,10 @@ class Observation:
     hooks: tuple[Hook, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     storage_key: StorageKey | None = field(default=None, compare=False)
+    notes: str = ""
+    chart_description: str = ""
+    kube_version: str = ""
+    resource_version: str = field(default="", compare=False)
 
     @property
     def release_key(self) -> tuple[str, str]:
@@ -93,12 +127,19 @@ class Observation:
         return (self.namespace, self.name)
 
     @property
+    def storage_namespace(self) -> str:
+        """Namespace of the storage record (the release namespace when unknown)."""
+        return self.storage_key.namespace if self.storage_key is not None else self.namespace
+
+    @property
     def config(self) -> dict[str, Any]:
+        """The user-supplied values (a fresh dict)."""
         value = json.loads(self.config_json)
         return value if isinstance(value, dict) else {}
 
     @property
     def label_map(self) -> dict[str, str]:
+        """The release's custom labels as a fresh dict."""
         return dict(self.labels)
 
     @property
@@ -107,18 +148,23 @@ class Observation:
         return f"{self.chart_name}-{self.chart_version}" if self.chart_name else ""
 
     @property
-    def config_digest(self) -> str:
-        """``sha256:<hex>`` of the user values in canonical JSON."""
-        return "sha256:" + sha256_hex(self.config_json.encode())
+    def is_pending(self) -> bool:
+        """True while an operation holds the release (``pending-*``): Helm refuses others."""
+        return self.status in PENDING_STATUSES
 
     @property
-    def digest(self) -> str:
-        """``sha256:<hex>`` over the canonical JSON of this observation.
+    def test_hooks(self) -> tuple[Hook, ...]:
+        """The ``helm test`` hooks, in stored order."""
+        return tuple(h for h in self.hooks if h.is_test)
 
-        Test hooks are included without their last run, so running
-        ``helm test`` does not change the digest.
-        """
-        doc = {
+    @property
+    def config_digest(self) -> str:
+        """``sha256:<hex>`` of the user values in canonical JSON (RFC 8785)."""
+        return "sha256:" + sha256_hex(self.config_json.encode())
+
+    def digest_doc(self) -> dict[str, Any]:
+        """The document whose canonical JSON :attr:`digest` hashes (docs/storage.md)."""
+        return {
             "name": self.name,
             "namespace": self.namespace,
             "version": self.version,
@@ -128,75 +174,179 @@ class Observation:
                 "last_deployed": self.last_deployed,
                 "deleted": self.deleted,
                 "description": self.description,
+                "notes": self.notes,
             },
-            "chart": {"name": self.chart_name, "version": self.chart_version, "app_version": self.app_version},
+            "chart": {
+                "name": self.chart_name,
+                "version": self.chart_version,
+                "app_version": self.app_version,
+                "description": self.chart_description,
+                "kube_version": self.kube_version,
+            },
             "config": json.loads(self.config_json),
-            "manifest": self.manifest_digest,
-            "hooks": [h._canonical(with_run=not h.is_test) for h in self.hooks],
+            "manifest_digest": self.manifest_digest,
+            "hooks": [h.digest_doc() for h in self.hooks],
             "labels": dict(self.labels),
         }
-        return "sha256:" + sha256_hex(canonical_json(doc))
+
+    @cached_property
+    def digest(self) -> str:
+        """``sha256:<hex>`` over the canonical JSON of :meth:`digest_doc`.
+
+        Test hooks are included without their last run, so running
+        ``helm test`` does not change the digest.
+        """
+        return canonical_digest(self.digest_doc())
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+class _Fields:
+    """Reads release JSON fields with the types Helm's Go structs give them.
+
+    JSON ``null`` reads as the zero value (as Go's decoder does); any other
+    type mismatch raises :class:`ReleaseFieldError` naming the field.
+    """
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def error(self, path: str, problem: str) -> ReleaseFieldError:
+        return ReleaseFieldError(self.key, path, problem)
+
+    def object(self, value: Any, path: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"is a JSON {_json_type(value)}, not an object")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.error(path, f"is a JSON {_json_type(value)}, not a string")
+        return value
+
+    def integer(self, value: Any, path: str) -> int:
+        if value is None:
+            return 0
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.error(path, f"is a JSON {_json_type(value)}, not an integer")
+        return value
+
+    def time(self, value: Any, path: str) -> str:
+        text = self.string(value, path)
+        if text in ("", _ZERO_TIME):
+            return ""
+        if not _RFC3339.match(text):
+            raise self.error(path, f"is {text[:40]!r}, not an RFC 3339 time")
+        return text
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(path, f"is a JSON {_json_type(value)}, not an array")
+        return tuple(self.string(v, f"{path}[{i}]") for i, v in enumerate(value))
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _hooks(read: _Fields, value: Any) -> tuple[Hook, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise read.error("hooks", f"is a JSON {_json_type(value)}, not an array")
+    hooks = []
+    for i, raw in enumerate(value):
+        path = f"hooks[{i}]"
+        if not isinstance(raw, dict):
+            raise read.error(path, "is not an object")
+        run = read.object(raw.get("last_run"), f"{path}.last_run")
+        read.string(raw.get("manifest"), f"{path}.manifest")
+        hooks.append(Hook(
+            name=read.string(raw.get("name"), f"{path}.name"),
+            kind=read.string(raw.get("kind"), f"{path}.kind"),
+            path=read.string(raw.get("path"), f"{path}.path"),
+            events=read.strings(raw.get("events"), f"{path}.events"),
+            phase=read.string(run.get("phase"), f"{path}.last_run.phase"),
+            started_at=read.time(run.get("started_at"), f"{path}.last_run.started_at"),
+            completed_at=read.time(run.get("completed_at"), f"{path}.last_run.completed_at"),
+            weight=read.integer(raw.get("weight"), f"{path}.weight"),
+            delete_policies=read.strings(raw.get("delete_policies"), f"{path}.delete_policies"),
+        ))
+    return tuple(hooks)
 
 
 def observation_from_release(
-    release: dict[str, Any],
+    release: Mapping[str, Any],
     *,
-    labels: dict[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     storage_key: StorageKey | None = None,
+    resource_version: str = "",
 ) -> Observation:
     """Build an :class:`Observation` from a decoded Helm release dict.
 
-    Raises ValueError when the release lacks a name or an integer version.
-    Unknown statuses are kept as written (the UI shows them as they are).
+    ``labels`` are the release's custom labels (see ``codec.release_labels``);
+    ``storage_key`` and ``resource_version`` say where it was read from.
+    Raises :class:`ReleaseFieldError` (missing name, version or info; a field
+    of a type Helm cannot read; a malformed time), :class:`UnknownStatusError`
+    (a status Helm does not define) or :class:`ReleaseNameError` (a name
+    helm refuses); all are ``StorageDecodeError`` and so ``ValueError``.
     """
-    name = release.get("name")
-    version = release.get("version")
-    if not isinstance(name, str) or not name:
-        raise ValueError("release has no name")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ValueError("release has no integer version")
-    info = _dict(release.get("info"))
-    meta = _dict(_dict(release.get("chart")).get("metadata"))
-    config = release.get("config")
-    hooks = []
-    for raw in release.get("hooks") or []:
-        if not isinstance(raw, dict):
-            continue
-        run = _dict(raw.get("last_run"))
-        events = raw.get("events") or []
-        hooks.append(Hook(
-            name=_str(raw.get("name")),
-            kind=_str(raw.get("kind")),
-            path=_str(raw.get("path")),
-            events=tuple(e for e in events if isinstance(e, str)),
-            phase=_str(run.get("phase")),
-            started_at=_str(run.get("started_at")),
-            completed_at=_str(run.get("completed_at")),
-        ))
-    manifest = _str(release.get("manifest"))
+    read = _Fields(str(storage_key) if storage_key is not None else "")
+    name = read.string(release.get("name"), "name")
+    if not name:
+        raise read.error("name", "is missing")
+    validate_release_name(name, read.key)
+    version = read.integer(release.get("version"), "version")
+    if version < 1:
+        raise read.error("version", "is missing" if version == 0 else f"is {version}, not a positive integer")
+    if release.get("info") is None:
+        raise read.error("info", "is missing")
+    info = read.object(release.get("info"), "info")
+    status = read.string(info.get("status"), "info.status")
+    if status not in STATUSES:
+        raise UnknownStatusError(read.key, status)
+    chart = read.object(release.get("chart"), "chart")
+    meta = read.object(chart.get("metadata"), "chart.metadata")
+    config = read.object(release.get("config"), "config")
+    manifest = read.string(release.get("manifest"), "manifest")
+    namespace = read.string(release.get("namespace"), "namespace")
+    if not namespace and storage_key is not None:
+        namespace = storage_key.namespace
     return Observation(
         name=name,
-        namespace=_str(release.get("namespace")),
+        namespace=namespace,
         version=version,
-        status=_str(info.get("status")) or "unknown",
-        first_deployed=_str(info.get("first_deployed")),
-        last_deployed=_str(info.get("last_deployed")),
-        deleted=_str(info.get("deleted")),
-        description=_str(info.get("description")),
-        chart_name=_str(meta.get("name")),
-        chart_version=_str(meta.get("version")),
-        app_version=_str(meta.get("appVersion")),
-        config_json=canonical_json(config if isinstance(config, dict) else {}).decode(),
+        status=status,
+        first_deployed=read.time(info.get("first_deployed"), "info.first_deployed"),
+        last_deployed=read.time(info.get("last_deployed"), "info.last_deployed"),
+        deleted=read.time(info.get("deleted"), "info.deleted"),
+        description=read.string(info.get("description"), "info.description"),
+        notes=read.string(info.get("notes"), "info.notes"),
+        chart_name=read.string(meta.get("name"), "chart.metadata.name"),
+        chart_version=read.string(meta.get("version"), "chart.metadata.version"),
+        app_version=read.string(meta.get("appVersion"), "chart.metadata.appVersion"),
+        chart_description=read.string(meta.get("description"), "chart.metadata.description"),
+        kube_version=read.string(meta.get("kubeVersion"), "chart.metadata.kubeVersion"),
+        config_json=canonical_json(config).decode(),
         manifest_digest="sha256:" + sha256_hex(manifest.encode()),
-        hooks=tuple(hooks),
+        hooks=_hooks(read, release.get("hooks")),
         labels=tuple(sorted((labels or {}).items())),
         storage_key=storage_key,
+        resource_version=resource_version,
     )
+
+
+def chart_default_values(release: Mapping[str, Any]) -> dict[str, Any]:
+    """The chart's default values (``chart.values``) of a decoded release; ``{}`` when absent."""
+    chart = release.get("chart")
+    values = chart.get("values") if isinstance(chart, dict) else None
+    return values if isinstance(values, dict) else {}

@@ -1,14 +1,26 @@
 """Observer of Helm release storage: a watch on the objects labelled ``owner=helm``.
 
-Keeps the latest :class:`Observation` per storage key and calls the
-registered callbacks after every create, update and delete with the change
-(observations are immutable, so callers cannot alter the observer's map).
-A broken watch resumes from the last resourceVersion; ``410 Gone`` triggers a
-relist that emits exactly the transitions missed meanwhile (keys compared by
-resourceVersion), so no change is lost or repeated.
+Keeps the latest :class:`Observation` per storage key, indexed per release
+(revision list), and calls the registered callbacks after every create,
+update and delete with the change (observations are immutable, so callers
+cannot alter the observer's map). Manifests and chart files are not held:
+:meth:`Observer.load_release` reads a whole record on demand.
 
-The watch runs in a daemon thread (the official client is synchronous);
-callbacks run in that thread, so a caller on an asyncio loop should hand
+Resilience: a broken watch resumes from the last resourceVersion it saw
+(bookmarks included), so the API server replays exactly the events missed;
+``410 Gone`` (that version was compacted away) triggers a relist that is
+diffed against what the observer holds (by resourceVersion and uid), so it
+emits exactly the net transitions missed meanwhile: no change is lost or
+repeated. Connection errors, an API server restart and 5xx answers are
+retried with backoff (0.2 s doubling to 5 s).
+
+Records that cannot be decoded are kept as :class:`UnreadableRecord` with a
+typed reason; the observer keeps going. RBAC: the observer needs ``list``
+and ``watch`` on the driver's resource (secrets or configmaps) in each
+watched namespace, nothing else (``load_release`` lists by name).
+
+The watches run in daemon threads (the official client is synchronous);
+callbacks run in those threads, so a caller on an asyncio loop should hand
 them over with ``loop.call_soon_threadsafe``.
 """
 
@@ -17,8 +29,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,21 +41,58 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.storage.codec import (
     OWNER_SELECTOR,
-    RECORD_PREFIX,
-    RELEASE_TYPE,
+    Driver,
+    MissingPayloadError,
+    RecordMismatchError,
     StorageDecodeError,
     StorageKey,
-    configmap_payload,
     decode_payload,
+    driver_from_env,
+    is_record,
+    object_payload,
+    parse_record_name,
     release_labels,
-    secret_payload,
 )
-from engine.storage.observation import Observation, observation_from_release
+from engine.storage.observation import Observation, chart_default_values, observation_from_release
+
+__all__ = [
+    "Driver",
+    "MissingPermission",
+    "Observer",
+    "StorageChange",
+    "UnreadableRecord",
+    "decode_object",
+    "decode_record",
+]
 
 log = logging.getLogger(__name__)
 
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
-Driver = Literal["secret", "configmap"]
+_RESOURCE: dict[Driver, str] = {"secret": "secrets", "configmap": "configmaps"}
+_FORBIDDEN_VERB = re.compile(r'cannot (\S+) resource')
+_MAX_BACKOFF = 5.0
+_MAX_DENIED_BACKOFF = 30.0
+_MIN_WATCH_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """A storage record that failed to decode.
+
+    ``release`` and ``revision`` come from the object's name (or its
+    ``name`` label when the name is not Helm's), since the payload could not
+    be trusted; ``code`` is the error class's ``code`` (e.g. ``bad-gzip``),
+    ``reason`` the message.
+    """
+
+    key: StorageKey
+    release: str
+    revision: int | None
+    code: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -49,82 +100,155 @@ class StorageChange:
     """One transition of a storage record.
 
     ``observation`` is None for deletions and for records that failed to
-    decode (then ``error`` says why and names the step that failed).
+    decode; then ``unreadable`` says why and ``error`` is its reason.
     """
 
     type: ChangeType
     key: StorageKey
     observation: Observation | None
     error: str | None = None
+    unreadable: UnreadableRecord | None = None
+
+
+@dataclass(frozen=True)
+class MissingPermission:
+    """An RBAC permission the observer lacks: ``verb`` on ``resource`` in ``namespace`` (None: all)."""
+
+    verb: str
+    resource: str
+    namespace: str | None
+
+    def __str__(self) -> str:
+        where = f'in namespace "{self.namespace}"' if self.namespace else "across all namespaces (cluster scope)"
+        return f"missing RBAC permission: {self.verb} {self.resource} {where}"
 
 
 Callback = Callable[[StorageChange], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Entry:
     resource_version: str
+    uid: str
     observation: Observation | None
-    error: str | None
+    unreadable: UnreadableRecord | None
 
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410): relist."""
 
 
-def decode_object(obj: dict[str, Any], driver: Driver) -> tuple[StorageKey, Observation | None, str | None]:
-    """Decode one storage object as the API returns it (a dict).
+class _Denied(Exception):
+    """The API server refused a list or watch (HTTP 403)."""
 
-    Returns ``(key, observation, error)``; exactly one of observation and
-    error is None. Never raises for bad payloads.
+    def __init__(self, permission: MissingPermission, detail: str):
+        super().__init__(f"{permission} (API server: {detail})")
+        self.permission = permission
+
+
+def _key_of(obj: Mapping[str, Any]) -> StorageKey:
+    meta = obj.get("metadata") or {}
+    return StorageKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def decode_record(obj: Mapping[str, Any], driver: Driver) -> Observation:
+    """Decode one storage object (as the API returns it, a dict) to an observation.
+
+    Raises a :class:`StorageDecodeError` subclass: :class:`MissingPayloadError`,
+    the payload errors of ``decode_payload``, the field errors of
+    ``observation_from_release``, or :class:`RecordMismatchError` when the
+    object's name does not match the release name and revision inside.
     """
     meta = obj.get("metadata") or {}
-    key = StorageKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
-    payload = secret_payload(obj) if driver == "secret" else configmap_payload(obj)
+    key = _key_of(obj)
+    payload = object_payload(obj, driver)
     if payload is None:
-        return key, None, "record has no 'release' data"
-    try:
-        release = decode_payload(payload, str(key))
-        obs = observation_from_release(
-            release, labels=release_labels(meta.get("labels")), storage_key=key
+        raise MissingPayloadError(str(key), "record has no 'release' data")
+    release = decode_payload(payload, str(key))
+    obs = observation_from_release(release, labels=release_labels(meta.get("labels")), storage_key=key,
+                                   resource_version=str(meta.get("resourceVersion", "")))
+    named = parse_record_name(key.name)
+    if named is not None and named != (obs.name, obs.version):
+        raise RecordMismatchError(
+            str(key), f"object name says {named[0]} v{named[1]}, payload holds {obs.name} v{obs.version}"
         )
+    return obs
+
+
+def _unreadable(obj: Mapping[str, Any], exc: StorageDecodeError) -> UnreadableRecord:
+    key = _key_of(obj)
+    named = parse_record_name(key.name)
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    release, revision = named if named is not None else (str(labels.get("name", key.name)), None)
+    return UnreadableRecord(key, release, revision, exc.code, exc.reason)
+
+
+def decode_object(obj: Mapping[str, Any], driver: Driver) -> tuple[StorageKey, Observation | None, str | None]:
+    """Decode one storage object; ``(key, observation, error)``, exactly one of the last two None.
+
+    Never raises for bad records (see :func:`decode_record` for the typed errors).
+    """
+    try:
+        return _key_of(obj), decode_record(obj, driver), None
     except StorageDecodeError as exc:
-        return key, None, exc.reason
-    except ValueError as exc:
-        return key, None, f"release is missing fields ({exc})"
-    return key, obs, None
+        return _key_of(obj), None, exc.reason
 
 
 class Observer:
     """Watches Helm release storage in all namespaces or the given ones.
 
-    ``start()`` launches the watch threads; ``wait_synced()`` blocks until the
-    first list is in. Getters return copies of the internal map.
+    ``api`` None makes an offline observer fed through :meth:`apply_object`.
+    ``driver`` None takes ``HELM_DRIVER`` as Helm does (raises
+    ``UnsupportedDriverError`` for drivers that are not observable).
+    ``watch_timeout`` (seconds) bounds one watch request; it is then resumed.
+    ``start()`` launches the watch threads; ``wait_synced()`` blocks until
+    the first list is in. Getters return copies of the internal maps.
     """
 
     def __init__(
         self,
         api: client.ApiClient | None,
         namespaces: Sequence[str] | None = None,
-        driver: Driver = "secret",
+        driver: Driver | None = None,
         watch_timeout: int = 240,
     ):
         self._core = client.CoreV1Api(api) if api is not None else None
-        self._namespaces: list[str | None] = list(namespaces) if namespaces else [None]
-        self._driver: Driver = driver
+        self._namespaces: tuple[str | None, ...] = tuple(dict.fromkeys(namespaces)) if namespaces else (None,)
+        self._driver: Driver = driver or driver_from_env()
         self._watch_timeout = watch_timeout
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
         self._entries: dict[StorageKey, _Entry] = {}
-        # (namespace, release) -> {revision: storage key}; decodable records only.
-        self._by_release: dict[tuple[str, str], dict[int, StorageKey]] = {}
+        # (release namespace, release) -> {revision: storage keys holding it}.
+        self._by_release: dict[tuple[str, str], dict[int, set[StorageKey]]] = {}
+        self._unreadable: dict[StorageKey, UnreadableRecord] = {}
         self._callbacks: list[Callback] = []
         self._stop = threading.Event()
-        self._synced: dict[str | None, threading.Event] = {ns: threading.Event() for ns in self._namespaces}
+        self._synced: set[str | None] = set()
+        self._denied: dict[str | None, str] = {}
+        self._problems: dict[str | None, str] = {}
         self._threads: list[threading.Thread] = []
         self._responses: dict[str | None, Any] = {}
+        self._relists = 0
         # Offline only (no API to read back from): the objects fed in, for load_release.
-        self._offline_objects: dict[StorageKey, dict[str, Any]] = {}
+        self._offline_objects: dict[StorageKey, Mapping[str, Any]] = {}
         self.last_error: str | None = None
+
+    # -- configuration ---------------------------------------------------------
+    @property
+    def driver(self) -> Driver:
+        """The storage driver watched: ``secret`` or ``configmap``."""
+        return self._driver
+
+    @property
+    def namespaces(self) -> tuple[str, ...] | None:
+        """The storage namespaces watched, or None for all namespaces."""
+        return None if self._namespaces == (None,) else tuple(ns for ns in self._namespaces if ns)
+
+    @property
+    def relists(self) -> int:
+        """How many full lists the watches made (1 per namespace at start, +1 per ``410 Gone``)."""
+        return self._relists
 
     # -- public API ----------------------------------------------------------
     def subscribe(self, callback: Callback) -> Callable[[], None]:
@@ -139,10 +263,11 @@ class Observer:
         return unsubscribe
 
     def start(self) -> None:
-        """Start the watch threads; a no-op for an offline observer (api None)."""
+        """Start the watch threads; an offline observer (api None) counts as synced at once."""
         if self._core is None:
-            for ev in self._synced.values():
-                ev.set()
+            with self._changed:
+                self._synced.update(self._namespaces)
+                self._changed.notify_all()
             return
         for ns in self._namespaces:
             t = threading.Thread(target=self._run, args=(ns,), name=f"helm-storage-{ns or 'all'}", daemon=True)
@@ -150,8 +275,16 @@ class Observer:
             self._threads.append(t)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
-        """True once every namespace has been listed at least once."""
-        return all(ev.wait(timeout) for ev in self._synced.values())
+        """Block until every namespace has been listed once; True if so.
+
+        Returns False after ``timeout`` seconds, and early when every
+        namespace not yet listed was refused by RBAC (see :meth:`problems`).
+        """
+        with self._changed:
+            self._changed.wait_for(
+                lambda: all(ns in self._synced or ns in self._denied for ns in self._namespaces), timeout
+            )
+            return all(ns in self._synced for ns in self._namespaces)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the watch threads (interrupting an open watch) and wait for them."""
@@ -162,6 +295,11 @@ class Observer:
         for t in self._threads:
             t.join(timeout)
 
+    def problems(self) -> dict[str, str]:
+        """Current watch problems by namespace (``""`` = all namespaces), e.g. a missing permission."""
+        with self._lock:
+            return {ns or "": msg for ns, msg in self._problems.items()}
+
     def observations(self) -> dict[StorageKey, Observation]:
         """Every decodable record, by storage key."""
         with self._lock:
@@ -170,66 +308,161 @@ class Observer:
     def errors(self) -> dict[StorageKey, str]:
         """Records that failed to decode, with the reason."""
         with self._lock:
-            return {k: e.error for k, e in self._entries.items() if e.error is not None}
+            return {k: u.reason for k, u in self._unreadable.items()}
+
+    def unreadable(self) -> list[UnreadableRecord]:
+        """Every record that failed to decode, sorted by key."""
+        with self._lock:
+            return [self._unreadable[k] for k in sorted(self._unreadable)]
+
+    def unreadable_releases(self) -> dict[tuple[str, str], UnreadableRecord]:
+        """Releases whose newest stored record is unreadable, by ``(storage namespace, name)``.
+
+        The value is that newest unreadable record (its reason is what to
+        show). A release with only an older revision unreadable is not
+        listed: Helm itself skips such records and the release works.
+        """
+        out: dict[tuple[str, str], UnreadableRecord] = {}
+        with self._lock:
+            for rec in self._unreadable.values():
+                key = (rec.key.namespace, rec.release)
+                revs = self._by_release.get(key, {})
+                newest_ok = max(revs) if revs else 0
+                if rec.revision is not None and rec.revision < newest_ok:
+                    continue
+                cur = out.get(key)
+                if cur is None or (rec.revision or 0) > (cur.revision or 0):
+                    out[key] = rec
+        return out
+
+    def revisions(self, namespace: str, name: str) -> list[int]:
+        """The readable stored revisions of one release, newest first."""
+        with self._lock:
+            return sorted(self._by_release.get((namespace, name), {}), reverse=True)
 
     def history(self, namespace: str, name: str) -> list[Observation]:
-        """All stored revisions of one release, newest first."""
+        """All readable stored revisions of one release, newest first."""
         with self._lock:
             revs = self._by_release.get((namespace, name), {})
-            found = [self._entries[k].observation for _, k in sorted(revs.items(), reverse=True)]
+            found = [self._observation(namespace, keys) for _, keys in sorted(revs.items(), reverse=True)]
         return [o for o in found if o is not None]
 
     def latest(self, namespace: str, name: str) -> Observation | None:
-        """The highest stored revision of one release, or None."""
+        """The highest readable stored revision of one release, or None."""
         with self._lock:
             revs = self._by_release.get((namespace, name))
-            return self._entries[revs[max(revs)]].observation if revs else None
+            return self._observation(namespace, revs[max(revs)]) if revs else None
 
     def releases(self) -> dict[tuple[str, str], Observation]:
         """The latest observation of every release, by ``(namespace, name)``."""
         with self._lock:
-            keys = list(self._by_release)
-        out = {}
-        for ns, name in keys:
-            obs = self.latest(ns, name)
-            if obs is not None:
-                out[(ns, name)] = obs
-        return out
+            out = {}
+            for (ns, name), revs in self._by_release.items():
+                obs = self._observation(ns, revs[max(revs)])
+                if obs is not None:
+                    out[(ns, name)] = obs
+            return out
 
     def load_release(self, namespace: str, name: str, revision: int) -> dict[str, Any]:
         """The whole decoded release of one stored revision, read from storage now.
 
-        Manifests and chart values are not kept in memory; this fetches them.
-        Raises KeyError when the revision is not stored, StorageDecodeError
-        when it cannot be decoded, ApiException on API errors.
+        Manifests and chart files are not kept in memory; this fetches them
+        (a list by name, so ``list`` permission suffices). Raises KeyError
+        when the revision is not stored (or was deleted meanwhile),
+        StorageDecodeError when it cannot be decoded, ApiException on API errors.
         """
         with self._lock:
-            key = self._by_release.get((namespace, name), {}).get(revision)
+            keys = self._by_release.get((namespace, name), {}).get(revision)
+            key = self._pick(namespace, keys) if keys else None
         if key is None:
             raise KeyError(f"{namespace}/{name} has no stored revision {revision}")
-        obj: dict[str, Any]
+        obj: Mapping[str, Any]
         if self._core is None:
             obj = self._offline_objects[key]
         else:
-            read: Any = (self._core.read_namespaced_secret if self._driver == "secret"
-                         else self._core.read_namespaced_config_map)
-            obj = json.loads(read(key.name, key.namespace, _preload_content=False).data)
-        payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
+            found = json.loads(self._list_fn(key.namespace)(
+                field_selector=f"metadata.name={key.name}", _preload_content=False,
+            ).data).get("items") or []
+            if not found:
+                raise KeyError(f"{key} is no longer stored")
+            obj = found[0]
+        payload = object_payload(obj, self._driver)
         if payload is None:
-            raise StorageDecodeError(str(key), "record has no 'release' data")
+            raise MissingPayloadError(str(key), "record has no 'release' data")
         return decode_payload(payload, str(key))
 
-    def apply_object(self, obj: dict[str, Any]) -> None:
+    def manifest(self, namespace: str, name: str, revision: int) -> str:
+        """The manifest Helm stored for one revision, loaded now (see :meth:`load_release`)."""
+        manifest = self.load_release(namespace, name, revision).get("manifest")
+        return manifest if isinstance(manifest, str) else ""
+
+    def chart_values(self, namespace: str, name: str, revision: int) -> dict[str, Any]:
+        """The chart's default values of one revision, loaded now (see :meth:`load_release`)."""
+        return chart_default_values(self.load_release(namespace, name, revision))
+
+    def apply_object(self, obj: Mapping[str, Any]) -> None:
         """Take one storage object (as the API returns it) as if the watch saw it.
 
         The watch uses this path; tests and offline views feed fixed records
         through it too. Objects that are not release records are ignored.
         """
-        if self._is_record(obj):
+        if is_record(obj, self._driver):
             if self._core is None:
-                meta = obj["metadata"]
-                self._offline_objects[StorageKey(meta.get("namespace", ""), meta.get("name", ""))] = obj
-            self._apply(obj, relist=False)
+                self._offline_objects[_key_of(obj)] = obj
+            self._apply(obj)
+
+    def check_access(self, verbs: Sequence[str] = ("list", "watch")) -> list[MissingPermission]:
+        """Ask the API server (SelfSubjectAccessReview) whether each ``verb`` is allowed.
+
+        Returns the missing permissions for the driver's resource in every
+        watched namespace; empty when all are granted (or offline). Raises
+        ApiException when the review itself fails.
+        """
+        if self._core is None:
+            return []
+        authz = client.AuthorizationV1Api(self._core.api_client)
+        missing = []
+        for ns in self._namespaces:
+            for verb in verbs:
+                review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
+                    resource_attributes=client.V1ResourceAttributes(
+                        verb=verb, resource=_RESOURCE[self._driver], namespace=ns or None,
+                    ),
+                ))
+                result = authz.create_self_subject_access_review(review)
+                if not (result.status and result.status.allowed):
+                    missing.append(MissingPermission(verb, _RESOURCE[self._driver], ns))
+        return missing
+
+    # -- index -------------------------------------------------------------------
+    def _pick(self, namespace: str, keys: set[StorageKey]) -> StorageKey:
+        # Two storage namespaces may hold the same release revision: prefer the
+        # one in the release namespace (Helm's default), else the first by name.
+        return min(keys, key=lambda k: (k.namespace != namespace, k))
+
+    def _observation(self, namespace: str, keys: set[StorageKey]) -> Observation | None:
+        return self._entries[self._pick(namespace, keys)].observation
+
+    def _index(self, key: StorageKey, entry: _Entry | None) -> None:
+        """Replace the entry of ``key`` (None removes it) and keep the indexes in step."""
+        old = self._entries.pop(key, None)
+        if old is not None and old.observation is not None:
+            revs = self._by_release.get(old.observation.release_key, {})
+            keys = revs.get(old.observation.version, set())
+            keys.discard(key)
+            if not keys:
+                revs.pop(old.observation.version, None)
+                if not revs:
+                    self._by_release.pop(old.observation.release_key, None)
+        self._unreadable.pop(key, None)
+        if entry is None:
+            return
+        if entry.observation is not None:
+            obs = entry.observation
+            self._by_release.setdefault(obs.release_key, {}).setdefault(obs.version, set()).add(key)
+        if entry.unreadable is not None:
+            self._unreadable[key] = entry.unreadable
+        self._entries[key] = entry
 
     # -- watch loop ----------------------------------------------------------
     def _list_fn(self, namespace: str | None) -> Callable[..., Any]:
@@ -250,52 +483,81 @@ class Observer:
             try:
                 if rv is None:
                     rv = self._relist(namespace)
-                    self._synced[namespace].set()
+                    with self._changed:
+                        self._synced.add(namespace)
+                        self._changed.notify_all()
+                began = time.monotonic()
                 rv = self._watch(namespace, rv)
                 backoff = 0.2
-                self.last_error = None
+                if time.monotonic() - began < _MIN_WATCH_SECONDS:
+                    self._stop.wait(backoff)  # the server keeps closing at once: do not spin
             except _Gone:
-                log.info("storage watch expired (410); relisting", extra={"namespace": namespace})
+                log.info("storage watch of %s expired (410 Gone); relisting", namespace or "all namespaces")
                 rv = None
             except Exception as exc:  # keep watching whatever the transport threw
                 if self._stop.is_set():
                     break
-                self.last_error = _describe(exc)
+                denied = isinstance(exc, _Denied)
+                if namespace not in self._problems:
+                    backoff = 0.2  # a watch was established since the last failure
+                self._set_problem(namespace, str(exc) if denied else _describe(exc), denied=denied)
                 log.warning("storage watch failed: %s; retrying in %.1fs", self.last_error, backoff)
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, _MAX_DENIED_BACKOFF if denied else _MAX_BACKOFF)
+
+    def _set_problem(self, namespace: str | None, message: str | None, denied: bool = False) -> None:
+        with self._changed:
+            if message is None:
+                self._problems.pop(namespace, None)
+                self._denied.pop(namespace, None)
+            else:
+                self._problems[namespace] = message
+                if denied:
+                    self._denied[namespace] = message
+                self._changed.notify_all()
+            self.last_error = next(iter(self._problems.values()), None)
+
+    def _call(self, verb: str, namespace: str | None, **kwargs: Any) -> Any:
+        try:
+            return self._list_fn(namespace)(**kwargs)
+        except ApiException as exc:
+            if exc.status == 403:
+                detail = _status_message(exc)
+                match = _FORBIDDEN_VERB.search(detail)
+                perm = MissingPermission(match[1] if match else verb, _RESOURCE[self._driver], namespace)
+                raise _Denied(perm, detail) from None
+            if exc.status == 410:
+                raise _Gone() from None
+            raise
 
     def _relist(self, namespace: str | None) -> str:
-        list_fn = self._list_fn(namespace)
-        items: list[dict[str, Any]] = []
+        # Pages are applied as they come, so at most one page of payloads is in memory.
+        seen: set[StorageKey] = set()
         token: str | None = None
-        rv = ""
         while True:
             kwargs: dict[str, Any] = {"label_selector": OWNER_SELECTOR, "limit": 500, "_preload_content": False}
             if token:
                 kwargs["_continue"] = token
-            resp = list_fn(**kwargs)
-            body = json.loads(resp.data)
-            items.extend(body.get("items") or [])
+            body = json.loads(self._call("list", namespace, **kwargs).data)
+            for obj in body.get("items") or []:
+                if is_record(obj, self._driver):
+                    self._apply(obj)
+                    seen.add(_key_of(obj))
             meta = body.get("metadata") or {}
             token = meta.get("continue")
-            rv = str(meta.get("resourceVersion", ""))
             if not token:
                 break
-        seen: set[StorageKey] = set()
-        for obj in items:
-            if not self._is_record(obj):
-                continue
-            key = self._apply(obj, relist=True)
-            seen.add(key)
+        self._relists += 1
         with self._lock:
             gone = [k for k in self._entries if k not in seen and (namespace is None or k.namespace == namespace)]
         for key in gone:
             self._delete(key)
-        return rv
+        # A paginated list is one snapshot: every page carries its resourceVersion.
+        return str(meta.get("resourceVersion", ""))
 
     def _watch(self, namespace: str | None, rv: str) -> str:
-        resp = self._list_fn(namespace)(
+        resp = self._call(
+            "watch", namespace,
             label_selector=OWNER_SELECTOR,
             watch=True,
             resource_version=rv,
@@ -305,6 +567,7 @@ class Observer:
             _request_timeout=(10, self._watch_timeout + 30),
         )
         self._responses[namespace] = resp
+        self._set_problem(namespace, None)  # connected and allowed again
         try:
             for line in _lines(resp):
                 if self._stop.is_set():
@@ -317,67 +580,52 @@ class Observer:
                         raise _Gone()
                     raise RuntimeError(f"watch error: {obj.get('message', obj)}")
                 new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if etype == "BOOKMARK":
-                    rv = str(new_rv or rv)
-                    continue
-                if self._is_record(obj):
+                if etype != "BOOKMARK" and is_record(obj, self._driver):
                     if etype == "DELETED":
-                        meta = obj.get("metadata") or {}
-                        self._delete(StorageKey(str(meta.get("namespace", "")), str(meta.get("name", ""))))
+                        self._delete(_key_of(obj))
                     else:
-                        self._apply(obj, relist=False)
+                        self._apply(obj)
                 if new_rv:
                     rv = str(new_rv)
-        except ApiException as exc:
-            if exc.status == 410:
-                raise _Gone() from None
-            raise
         finally:
             self._responses.pop(namespace, None)
             with contextlib.suppress(Exception):
                 resp.release_conn()
         return rv
 
-    def _is_record(self, obj: dict[str, Any]) -> bool:
-        name = str((obj.get("metadata") or {}).get("name", ""))
-        if not name.startswith(RECORD_PREFIX):
-            return False
-        return self._driver != "secret" or obj.get("type") == RELEASE_TYPE
-
-    def _apply(self, obj: dict[str, Any], relist: bool) -> StorageKey:
-        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        key = StorageKey(str(obj["metadata"].get("namespace", "")), str(obj["metadata"].get("name", "")))
+    def _apply(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = _key_of(obj)
+        rv = str(meta.get("resourceVersion", ""))
+        uid = str(meta.get("uid", ""))
         with self._lock:
             cur = self._entries.get(key)
         if cur is not None and cur.resource_version == rv:
-            return key  # relist or replayed event of a version we already hold
-        key, obs, error = decode_object(obj, self._driver)
+            return  # a relist or replayed event of a version we already hold
+        if cur is not None and cur.uid != uid and cur.uid and uid:
+            # Deleted and created again while we were not watching: two transitions.
+            self._delete(key)
+            cur = None
+        try:
+            entry = _Entry(rv, uid, decode_record(obj, self._driver), None)
+        except StorageDecodeError as exc:
+            entry = _Entry(rv, uid, None, _unreadable(obj, exc))
+            log.warning("unreadable release record %s", entry.unreadable)
         with self._lock:
-            self._unindex(key)
-            self._entries[key] = _Entry(rv, obs, error)
-            if obs is not None:
-                self._by_release.setdefault(obs.release_key, {})[obs.version] = key
-        if error:
-            log.warning("unreadable release record %s: %s", key, error)
-        self._emit(StorageChange("ADDED" if cur is None else "MODIFIED", key, obs, error))
-        return key
+            self._index(key, entry)
+        problem = entry.unreadable
+        self._emit(StorageChange(
+            "ADDED" if cur is None else "MODIFIED", key, entry.observation,
+            problem.reason if problem else None, problem,
+        ))
 
     def _delete(self, key: StorageKey) -> None:
         with self._lock:
-            self._unindex(key)
-            cur = self._entries.pop(key, None)
-        if cur is not None:
-            self._emit(StorageChange("DELETED", key, None))
-
-    def _unindex(self, key: StorageKey) -> None:
-        cur = self._entries.get(key)
-        if cur is None or cur.observation is None:
-            return
-        revs = self._by_release.get(cur.observation.release_key)
-        if revs is not None and revs.get(cur.observation.version) == key:
-            del revs[cur.observation.version]
-            if not revs:
-                del self._by_release[cur.observation.release_key]
+            cur = self._entries.get(key)
+            if cur is None:
+                return
+            self._index(key, None)
+        self._emit(StorageChange("DELETED", key, None))
 
     def _emit(self, change: StorageChange) -> None:
         with self._lock:
@@ -402,9 +650,18 @@ def _lines(resp: Any) -> Iterator[bytes]:
         yield buf
 
 
+def _status_message(exc: ApiException) -> str:
+    """The ``message`` of the API server's Status body, else the HTTP reason."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        message = json.loads(exc.body or "").get("message")
+        if isinstance(message, str):
+            return message
+    return str(exc.reason)
+
+
 def _describe(exc: Exception) -> str:
     if isinstance(exc, ApiException):
-        if exc.status == 403:
-            return f"forbidden: cannot list/watch helm storage ({exc.reason})"
-        return f"API error {exc.status}: {exc.reason}"
+        if exc.status == 401:
+            return f"unauthorized: the API server rejected the credentials ({_status_message(exc)})"
+        return f"API error {exc.status}: {_status_message(exc)}"
     return f"{type(exc).__name__}: {exc}"

@@ -1,16 +1,51 @@
-"""Snapshots of observed releases and the engine's snapshot history (interim; storage work extends it)."""
+"""Snapshots and history: what the engine remembers of the releases it made.
+
+After Flux helm-controller's ``Snapshot``/``Snapshots``: a snapshot is a small
+summary of one observed revision, identified by the observation's digest; a
+history is the package's snapshots, newest first. Both are immutable; every
+"change" returns a new value. Both serialise to plain JSON (the engine
+persists the history in the cluster), see docs/storage.md.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, overload
 
 from engine.storage.observation import Observation
+
+# Statuses a rollback may return to (Flux's Previous).
+_ROLLBACK_TARGETS = frozenset({"deployed", "superseded"})
+HISTORY_FORMAT = 1
+
+
+class HistoryFormatError(ValueError):
+    """Serialised history or snapshot data has the wrong shape; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TestHookRun:
+    """The last run of one ``helm test`` hook: phase ``""`` when it never ran."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    name: str
+    phase: str = ""
+    started_at: str = ""
+    completed_at: str = ""
 
 
 @dataclass(frozen=True)
 class Snapshot:
+    """One observed release revision, as the engine's history keeps it.
+
+    ``digest`` is :attr:`Observation.digest` (it ignores test-hook runs);
+    ``config_digest`` is :attr:`Observation.config_digest`. Times are RFC
+    3339 strings or ``""``.
+    """
+
     digest: str
     name: str
     namespace: str
@@ -23,57 +58,165 @@ class Snapshot:
     first_deployed: str = ""
     last_deployed: str = ""
     deleted: str = ""
-    test_hooks: tuple[tuple[str, str], ...] = ()  # (name, phase)
+    test_hooks: tuple[TestHookRun, ...] = ()
 
     @classmethod
     def from_observation(cls, obs: Observation) -> Snapshot:
-        return cls(obs.digest, obs.name, obs.namespace, obs.version, obs.status, obs.chart_name,
-                   obs.chart_version, obs.app_version, obs.config_digest, obs.first_deployed,
-                   obs.last_deployed, obs.deleted, tuple((h.name, h.phase) for h in obs.hooks if h.is_test))
+        """The snapshot of ``obs``, test hooks with their last run."""
+        return cls(
+            digest=obs.digest, name=obs.name, namespace=obs.namespace, version=obs.version,
+            status=obs.status, chart_name=obs.chart_name, chart_version=obs.chart_version,
+            app_version=obs.app_version, config_digest=obs.config_digest,
+            first_deployed=obs.first_deployed, last_deployed=obs.last_deployed, deleted=obs.deleted,
+            test_hooks=tuple(
+                TestHookRun(h.name, h.phase, h.started_at, h.completed_at) for h in obs.test_hooks
+            ),
+        )
+
+    @property
+    def full_name(self) -> str:
+        """``<namespace>/<name>.v<version>``, as Flux names a snapshot in messages."""
+        return f"{self.namespace}/{self.name}.v{self.version}"
+
+    def targets(self, namespace: str, name: str, version: int) -> bool:
+        """True when this snapshot is of release ``namespace/name`` at ``version``."""
+        return (self.namespace, self.name, self.version) == (namespace, name, version)
 
     def has_been_tested(self) -> bool:
-        return any(phase for _, phase in self.test_hooks)
+        """True when any test hook has run on this revision."""
+        return any(h.phase for h in self.test_hooks)
 
     def has_test_in_phase(self, phase: str) -> bool:
-        return any(p == phase for _, p in self.test_hooks)
+        """True when a test hook's last run ended in ``phase`` (e.g. ``Failed``)."""
+        return any(h.phase == phase for h in self.test_hooks)
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["test_hooks"] = [list(t) for t in self.test_hooks]
-        return d
+        """Plain JSON-able dict (field names as attributes; test hooks as objects)."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["test_hooks"] = [
+            {"name": h.name, "phase": h.phase, "started_at": h.started_at, "completed_at": h.completed_at}
+            for h in self.test_hooks
+        ]
+        return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(**{**d, "test_hooks": tuple(tuple(t) for t in d.get("test_hooks", []))})
+    def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
+        """Inverse of :meth:`to_dict`; raises :class:`HistoryFormatError` on a wrong shape.
+
+        Unknown keys are ignored so a newer writer's extra fields do not break
+        an older reader.
+        """
+        if not isinstance(data, Mapping):
+            raise HistoryFormatError(f"snapshot is {type(data).__name__}, not an object")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "test_hooks":
+                continue
+            value = data.get(f.name, "" if f.name in ("first_deployed", "last_deployed", "deleted") else None)
+            expected = int if f.name == "version" else str
+            if not isinstance(value, expected) or isinstance(value, bool):
+                raise HistoryFormatError(f"snapshot field {f.name!r} is {value!r}, not {expected.__name__}")
+            values[f.name] = value
+        hooks = data.get("test_hooks")
+        hooks = [] if hooks is None else hooks
+        if not isinstance(hooks, list):
+            raise HistoryFormatError("snapshot field 'test_hooks' is not a list")
+        runs = []
+        for hook in hooks:
+            if not isinstance(hook, Mapping) or not all(
+                isinstance(hook.get(k, ""), str) for k in ("name", "phase", "started_at", "completed_at")
+            ):
+                raise HistoryFormatError(f"snapshot test hook {hook!r} is not an object of strings")
+            runs.append(TestHookRun(
+                str(hook.get("name", "")), str(hook.get("phase", "")),
+                str(hook.get("started_at", "")), str(hook.get("completed_at", "")),
+            ))
+        return cls(**values, test_hooks=tuple(runs))
 
 
 @dataclass(frozen=True)
-class History:
+class History(Sequence[Snapshot]):
+    """Snapshots of one package's release, newest (highest version) first.
+
+    The constructor sorts by version, newest first (stable for equal
+    versions). Methods never modify a history; they return a new one.
+    """
+
     snapshots: tuple[Snapshot, ...] = ()
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.snapshots, key=lambda s: s.version, reverse=True))
+        if ordered != self.snapshots:
+            object.__setattr__(self, "snapshots", ordered)
 
     def __len__(self) -> int:
         return len(self.snapshots)
 
+    def __iter__(self) -> Iterator[Snapshot]:
+        return iter(self.snapshots)
+
+    @overload
+    def __getitem__(self, index: int) -> Snapshot: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Snapshot]: ...
+    def __getitem__(self, index: int | slice) -> Snapshot | Sequence[Snapshot]:
+        return self.snapshots[index]
+
     def latest(self) -> Snapshot | None:
+        """The newest snapshot, or None when empty (Flux's Latest)."""
         return self.snapshots[0] if self.snapshots else None
 
-    def previous(self, ignore_test_failures: bool) -> Snapshot | None:
+    def previous(self, ignore_test_failures: bool = False) -> Snapshot | None:
+        """The first snapshot older than the latest that is deployed or superseded (Flux's Previous).
+
+        One whose tests failed is skipped unless ``ignore_test_failures``.
+        None when there is none: rollback has no target.
+        """
         for snap in self.snapshots[1:]:
-            if snap.status in ("deployed", "superseded"):
-                if snap.has_test_in_phase("Failed") and not ignore_test_failures:
-                    continue
+            if snap.status in _ROLLBACK_TARGETS and (
+                ignore_test_failures or not snap.has_test_in_phase("Failed")
+            ):
                 return snap
         return None
 
+    def with_snapshot(self, snapshot: Snapshot) -> History:
+        """This history with ``snapshot`` added, replacing one of the same version."""
+        rest = tuple(s for s in self.snapshots if s.version != snapshot.version)
+        return History((snapshot, *rest))
+
     def truncate(self, n: int) -> History:
+        """The ``n`` newest snapshots (all when there are fewer); ``n`` < 0 raises ValueError."""
+        if n < 0:
+            raise ValueError(f"cannot keep {n} snapshots")
         return History(self.snapshots[:n])
 
     def clear(self) -> History:
+        """An empty history (Flux clears it when the release is no longer ours)."""
         return History()
 
     def to_list(self) -> list[dict[str, Any]]:
+        """The snapshots as plain dicts, newest first."""
         return [s.to_dict() for s in self.snapshots]
 
     @classmethod
-    def from_list(cls, items: list[dict[str, Any]]) -> History:
-        return cls(tuple(Snapshot.from_dict(d) for d in items))
+    def from_list(cls, items: Sequence[Mapping[str, Any]]) -> History:
+        """Inverse of :meth:`to_list`; raises :class:`HistoryFormatError` on a wrong shape."""
+        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+            raise HistoryFormatError(f"history is {type(items).__name__}, not a list")
+        return cls(tuple(Snapshot.from_dict(item) for item in items))
+
+    def to_json(self) -> str:
+        """``{"format": 1, "snapshots": [...]}`` as compact JSON with sorted keys."""
+        return json.dumps({"format": HISTORY_FORMAT, "snapshots": self.to_list()},
+                          sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> History:
+        """Inverse of :meth:`to_json`; raises :class:`HistoryFormatError` for bad JSON or shape."""
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise HistoryFormatError(f"history is not valid JSON ({exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != HISTORY_FORMAT:
+            raise HistoryFormatError(f"history document is not format {HISTORY_FORMAT}")
+        return cls.from_list(doc.get("snapshots") or [])

@@ -1,0 +1,93 @@
+"""Shared by the storage benchmarks: a cluster to run on and generated release records."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from engine.kube import KubeTarget, api_client
+from engine.storage.codec import encode_payload, record_name
+from localcluster.cluster import LocalCluster
+
+_TEMPLATE = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  a: {{ .Values.a }}\n"
+
+
+def add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, help="use this cluster (default: start a private local one)")
+    parser.add_argument("--cluster-dir", type=Path, help="state directory of the private local cluster")
+
+
+@contextlib.contextmanager
+def bench_cluster(args: argparse.Namespace) -> Iterator[KubeTarget]:
+    """The cluster named by ``--kubeconfig``, else a private local cluster stopped afterwards."""
+    if args.kubeconfig:
+        yield KubeTarget(args.kubeconfig)
+        return
+    with tempfile.TemporaryDirectory(prefix="helmdeck-bench-") as tmp:
+        cluster = LocalCluster(args.cluster_dir or Path(tmp) / "cluster")
+        cluster.up(progress=lambda m: print(f"  cluster: {m}", flush=True))
+        try:
+            yield KubeTarget(cluster.kubeconfig)
+        finally:
+            cluster.down()
+
+
+def core_api(target: KubeTarget, pool: int = 16) -> client.CoreV1Api:
+    api = api_client(target)
+    api.rest_client.pool_manager.connection_pool_kw["maxsize"] = pool
+    return client.CoreV1Api(api)
+
+
+def release_record(name: str, namespace: str, version: int, latest: int) -> dict[str, Any]:
+    """A small chart's release as helm 3 stores it: revision ``version`` of ``latest``."""
+    status = "deployed" if version == latest else "superseded"
+    rel = {
+        "name": name, "namespace": namespace, "version": version,
+        "info": {"first_deployed": "2026-11-30T00:00:00Z",
+                 "last_deployed": f"2026-11-30T{version // 3600 % 24:02d}:{version // 60 % 60:02d}:{version % 60:02d}Z",
+                 "deleted": "", "description": "Upgrade complete" if version > 1 else "Install complete",
+                 "status": status, "notes": f"{name} is ready.\n"},
+        "chart": {"metadata": {"name": "small", "version": "1.0.0", "appVersion": "1.0", "apiVersion": "v2",
+                               "description": "A small chart"},
+                  "lock": None,
+                  "templates": [{"name": "templates/cm.yaml", "data": base64.b64encode(_TEMPLATE).decode()}],
+                  "values": {"a": 1}, "schema": None, "files": []},
+        "config": {"a": version},
+        "manifest": f"---\n# Source: small/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+                    f"  name: {name}\ndata:\n  a: {version}\n",
+        "hooks": [],
+    }
+    return rel
+
+
+def secret_body(rel: dict[str, Any]) -> client.V1Secret:
+    """The Secret helm's secrets driver creates for ``rel``."""
+    payload = encode_payload(rel)
+    return client.V1Secret(
+        metadata=client.V1ObjectMeta(
+            name=record_name(rel["name"], rel["version"]),
+            labels={"name": rel["name"], "owner": "helm", "status": rel["info"]["status"],
+                    "version": str(rel["version"]), "modifiedAt": "1796040000"},
+        ),
+        type="helm.sh/release.v1",
+        data={"release": base64.b64encode(payload.encode()).decode()},
+    )
+
+
+def ensure_namespace(core: client.CoreV1Api, name: str) -> None:
+    with contextlib.suppress(client.ApiException):
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by nearest rank."""
+    ordered = sorted(values)
+    rank = max(1, round(p / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]

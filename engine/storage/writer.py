@@ -1,0 +1,135 @@
+"""The one write helmdeck makes to Helm release storage: unlocking a stale release.
+
+A release whose latest revision stays ``pending-install``/``-upgrade``/
+``-rollback`` (the helm process died mid-operation) blocks every later helm
+action ("another operation is in progress"). Like Flux helm-controller's
+unlock, :func:`unlock_release` marks that revision ``failed`` with a
+description saying so; helm then proceeds normally.
+
+The record is rewritten the way Helm's storage drivers update one: payload
+re-encoded (only ``info.status`` and ``info.description`` change; every
+other field, including those helmdeck does not know, is kept in order),
+labels ``status`` and ``modifiedAt`` updated, all other labels kept. The
+update carries the resourceVersion that was read (optimistic concurrency),
+so a record changed in between is never overwritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.storage.codec import (
+    Driver,
+    MissingPayloadError,
+    StorageKey,
+    decode_payload,
+    driver_from_env,
+    encode_payload,
+    object_payload,
+    record_name,
+)
+from engine.storage.observation import PENDING_STATUSES, Observation
+from engine.storage.observer import decode_record
+
+UNLOCKED_STATUS = "failed"
+
+
+class StorageWriteError(RuntimeError):
+    """A storage record was not written; the message says why."""
+
+
+class RecordNotFoundError(StorageWriteError):
+    """The revision's record does not exist (any more)."""
+
+
+class ReleaseNotPendingError(StorageWriteError):
+    """The revision is not ``pending-*`` (any more): there is nothing to unlock."""
+
+    def __init__(self, key: StorageKey, status: str):
+        super().__init__(f"{key} is {status}, not pending: nothing to unlock")
+        self.status = status
+
+
+class StorageConflictError(StorageWriteError):
+    """The record changed between read and write (HTTP 409); read again and decide again."""
+
+
+def unlock_description(status: str, detail: str = "") -> str:
+    """The description helmdeck writes when it unlocks a revision stuck in ``status``."""
+    text = f"Release unlocked by helmdeck from stale '{status}' state"
+    return f"{text}: {detail}" if detail else text
+
+
+def unlock_release(
+    api: client.ApiClient,
+    storage_namespace: str,
+    name: str,
+    revision: int,
+    *,
+    driver: Driver | None = None,
+    detail: str = "",
+    now: float | None = None,
+    resource_version: str | None = None,
+) -> Observation:
+    """Mark revision ``revision`` of release ``name`` failed if it is pending; return the new observation.
+
+    ``driver`` None takes ``HELM_DRIVER`` as Helm does; ``detail`` is
+    appended to the description (e.g. how long it was pending); ``now``
+    (Unix seconds, default the current time) stamps ``modifiedAt``.
+    ``resource_version``, when given, is the version of the record the
+    caller judged stale (``Observation.resource_version``): if the record
+    has changed since, nothing is written.
+    Raises :class:`RecordNotFoundError`, :class:`ReleaseNotPendingError`,
+    :class:`StorageConflictError`, ``StorageDecodeError`` when the record is
+    unreadable, and ``ApiException`` for other API errors (e.g. 403: the
+    caller needs ``get`` and ``update`` on the driver's resource).
+    """
+    driver = driver or driver_from_env()
+    core = client.CoreV1Api(api)
+    key = StorageKey(storage_namespace, record_name(name, revision))
+    read: Any = core.read_namespaced_secret if driver == "secret" else core.read_namespaced_config_map
+    replace: Any = core.replace_namespaced_secret if driver == "secret" else core.replace_namespaced_config_map
+    try:
+        obj: dict[str, Any] = json.loads(read(key.name, key.namespace, _preload_content=False).data)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise RecordNotFoundError(f"{key} does not exist") from None
+        raise
+    if resource_version is not None and obj["metadata"].get("resourceVersion") != resource_version:
+        raise StorageConflictError(f"{key} changed since it was judged stale")
+    current = decode_record(obj, driver)
+    if current.status not in PENDING_STATUSES:
+        raise ReleaseNotPendingError(key, current.status)
+    payload = object_payload(obj, driver)
+    if payload is None:  # decode_record has checked; this keeps the type checker informed
+        raise MissingPayloadError(str(key), "record has no 'release' data")
+    release = decode_payload(payload, str(key))
+    info = release["info"]
+    info["status"] = UNLOCKED_STATUS
+    info["description"] = unlock_description(current.status, detail)
+    encoded = encode_payload(release)
+    obj["data"] = {
+        **(obj.get("data") or {}),
+        "release": base64.b64encode(encoded.encode()).decode() if driver == "secret" else encoded,
+    }
+    meta = obj["metadata"]
+    meta["labels"] = {
+        **(meta.get("labels") or {}),
+        "status": UNLOCKED_STATUS,
+        "modifiedAt": str(int(time.time() if now is None else now)),
+    }
+    try:
+        written = json.loads(replace(key.name, key.namespace, obj, _preload_content=False).data)
+    except ApiException as exc:
+        if exc.status == 409:
+            raise StorageConflictError(f"{key} changed while it was being unlocked") from None
+        if exc.status == 404:
+            raise RecordNotFoundError(f"{key} was deleted while it was being unlocked") from None
+        raise
+    return decode_record(written, driver)

@@ -1,0 +1,97 @@
+"""The observer on the local control plane: live transitions, namespaces, big and corrupt records."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from engine.kube import KubeTarget, api_client
+from engine.storage import encode_payload
+from engine.storage.codec import MAX_PAYLOAD_BYTES
+from engine.storage.observer import Observer, StorageChange
+from tests.storage_cluster import wait_for
+from tests.storage_records import new_secret, release, sized_release
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def second_namespace(core_api: client.CoreV1Api) -> Iterator[str]:
+    name = f"t-second-{uuid.uuid4().hex[:6]}"
+    core_api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core_api.delete_namespace(name, propagation_policy="Background")
+
+
+class Changes:
+    """Collects observer callbacks; ``wait(n)`` blocks until ``n`` arrived."""
+
+    def __init__(self, observer: Observer):
+        self.items: list[StorageChange] = []
+        self._cond = threading.Condition()
+        observer.subscribe(self._add)
+
+    def _add(self, change: StorageChange) -> None:
+        with self._cond:
+            self.items.append(change)
+            self._cond.notify_all()
+
+    def wait(self, n: int, timeout: float = 20) -> list[tuple[str, str]]:
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.items) >= n, timeout), self.items
+            return [(c.type, f"{c.key.namespace}/{c.key.name}") for c in self.items]
+
+
+def test_live_transitions_in_the_watched_namespaces_only(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, second_namespace: str,
+) -> None:
+    observer = Observer(api_client(kube_target), [namespace], driver="secret", watch_timeout=1)
+    changes = Changes(observer)
+    observer.start()
+    try:
+        assert observer.wait_synced(20) and observer.problems() == {}
+        core_api.create_namespaced_secret(second_namespace, new_secret(release(1, namespace=second_namespace)))
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, namespace=namespace)))
+        core_api.patch_namespaced_secret("sh.helm.release.v1.web.v1", namespace, {
+            "metadata": {"labels": {"status": "superseded"}},
+            "data": new_secret(release(1, "superseded", namespace=namespace)).data})
+        core_api.create_namespaced_secret(namespace, new_secret(release(2, namespace=namespace)))
+        core_api.delete_namespaced_secret("sh.helm.release.v1.web.v2", namespace)
+        ns = namespace
+        assert changes.wait(4) == [
+            ("ADDED", f"{ns}/sh.helm.release.v1.web.v1"), ("MODIFIED", f"{ns}/sh.helm.release.v1.web.v1"),
+            ("ADDED", f"{ns}/sh.helm.release.v1.web.v2"), ("DELETED", f"{ns}/sh.helm.release.v1.web.v2")]
+        assert changes.items[1].observation is not None and changes.items[1].observation.status == "superseded"
+        assert list(observer.releases()) == [(ns, "web")]
+        # Watch requests end every second here; each is resumed, not relisted, and repeats nothing.
+        time.sleep(2.5)
+        assert observer.relists == 1 and len(changes.items) == 4
+    finally:
+        observer.stop()
+
+
+def test_big_and_corrupt_records(kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str) -> None:
+    big = sized_release(MAX_PAYLOAD_BYTES - 1024, namespace=namespace, name="big")
+    core_api.create_namespaced_secret(namespace, new_secret(big))
+    bad = release(1, namespace=namespace, name="bad")
+    junk = base64.b64encode(b"\x1f\x8b\x08junk").decode()
+    core_api.create_namespaced_secret(namespace, new_secret(bad, payload=junk))
+    observer = Observer(api_client(kube_target), [namespace], driver="secret")
+    observer.start()
+    try:
+        assert observer.wait_synced(20)
+        obs = observer.latest(namespace, "big")
+        assert obs is not None and not hasattr(obs, "manifest")  # only its digest is held
+        assert observer.manifest(namespace, "big", 1) == big["manifest"]
+        assert observer.unreadable_releases()[(namespace, "bad")].code == "bad-gzip"
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, namespace=namespace, name="after")))
+        wait_for(lambda: observer.latest(namespace, "after"), what="a record after the corrupt one")
+        assert len(encode_payload(big)) > MAX_PAYLOAD_BYTES - 5 * 1024
+    finally:
+        observer.stop()

@@ -1,0 +1,115 @@
+"""Snapshots and history (Flux semantics), pure unit tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from engine.storage import History, HistoryFormatError, Snapshot, TestHookRun, observation_from_release
+from tests.storage_records import release
+
+
+def snap(version: int, status: str = "superseded", test_phase: str = "") -> Snapshot:
+    return Snapshot(
+        digest=f"sha256:{version:064x}", name="web", namespace="demo", version=version, status=status,
+        chart_name="web", chart_version="0.2.0", app_version="1.27", config_digest="sha256:" + "0" * 64,
+        test_hooks=(TestHookRun("web-test", test_phase),) if test_phase else (),
+    )
+
+
+def test_snapshot_from_observation_keeps_digests_and_test_runs() -> None:
+    obs = observation_from_release(release(version=4))
+    s = Snapshot.from_observation(obs)
+    assert (s.digest, s.config_digest, s.version, s.status) == (obs.digest, obs.config_digest, 4, "deployed")
+    assert (s.chart_name, s.chart_version, s.app_version) == ("web", "0.2.0", "1.27")
+    assert (s.first_deployed, s.last_deployed, s.deleted) == (obs.first_deployed, obs.last_deployed, "")
+    assert s.test_hooks == (TestHookRun("web-test", "Succeeded", "2026-11-30T10:06:00Z", "2026-11-30T10:06:05Z"),)
+    assert s.has_been_tested() and s.has_test_in_phase("Succeeded") and not s.has_test_in_phase("Failed")
+    assert s.full_name == "demo/web.v4" and s.targets("demo", "web", 4) and not s.targets("demo", "web", 3)
+
+
+def test_untested_snapshot() -> None:
+    rel = release()
+    rel["hooks"][0]["last_run"] = {"phase": "", "started_at": "", "completed_at": ""}
+    s = Snapshot.from_observation(observation_from_release(rel))
+    assert len(s.test_hooks) == 1 and not s.has_been_tested()
+
+
+def test_history_is_newest_first_whatever_the_input_order() -> None:
+    h = History((snap(1), snap(3, "deployed"), snap(2)))
+    assert [s.version for s in h] == [3, 2, 1]
+    assert h.latest() == snap(3, "deployed") and len(h) == 3 and h[1] == snap(2)
+    assert History().latest() is None
+
+
+def test_previous_is_the_first_older_deployed_or_superseded() -> None:
+    h = History((snap(5, "failed"), snap(4, "failed"), snap(3, "uninstalled"), snap(2), snap(1, "deployed")))
+    prev = h.previous()
+    assert prev is not None and prev.version == 2
+    assert History((snap(2, "deployed"),)).previous() is None
+    assert History((snap(2), snap(1, "pending-upgrade"))).previous() is None
+
+
+def test_previous_skips_failed_tests_unless_ignored() -> None:
+    h = History((snap(3, "deployed"), snap(2, test_phase="Failed"), snap(1, test_phase="Succeeded")))
+    prev = h.previous()
+    assert prev is not None and prev.version == 1
+    prev = h.previous(ignore_test_failures=True)
+    assert prev is not None and prev.version == 2
+
+
+def test_truncate_clear_and_with_snapshot_return_new_histories() -> None:
+    h = History(tuple(snap(v) for v in range(1, 6)))
+    assert [s.version for s in h.truncate(2)] == [5, 4]
+    assert len(h.truncate(10)) == 5 and len(h) == 5
+    assert len(h.clear()) == 0
+    with pytest.raises(ValueError):
+        h.truncate(-1)
+    replaced = h.with_snapshot(snap(3, "deployed"))
+    assert [s.status for s in replaced][2] == "deployed" and len(replaced) == 5
+    grown = h.with_snapshot(snap(6, "deployed"))
+    assert [s.version for s in grown][:2] == [6, 5]
+
+
+def test_history_json_round_trip() -> None:
+    h = History((snap(2, "deployed", "Failed"), snap(1)))
+    text = h.to_json()
+    doc = json.loads(text)
+    assert doc["format"] == 1 and doc["snapshots"][0]["test_hooks"][0] == {
+        "name": "web-test", "phase": "Failed", "started_at": "", "completed_at": ""}
+    assert History.from_json(text) == h
+    assert History.from_list(h.to_list()) == h
+    # Unknown keys from a newer writer are ignored.
+    newer = h.to_list()
+    newer[0]["future"] = 1
+    assert History.from_list(newer) == h
+
+
+def _broken(**change: Any) -> list[dict[str, Any]]:
+    item = snap(1).to_dict()
+    item.update(change)
+    return [item]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [_broken(version="1"), _broken(digest=None), _broken(version=True), _broken(test_hooks={}),
+     _broken(test_hooks=[{"name": 1}]), [1]],
+)
+def test_bad_serialised_history_raises_the_typed_error(items: list[Any]) -> None:
+    with pytest.raises(HistoryFormatError):
+        History.from_list(items)
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"format": 2, "snapshots": []}', '{"format": 1, "snapshots": "x"}'])
+def test_bad_history_json(text: str) -> None:
+    with pytest.raises(HistoryFormatError):
+        History.from_json(text)
+
+
+def test_snapshots_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap(1).status = "x"  # type: ignore[misc]
