@@ -249,3 +249,71 @@ async def _until(check: object, timeout: float = 10.0) -> None:
     while not check():  # type: ignore[operator]
         assert loop.time() < end, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+async def _hang_and_kill(sc: Scenario, status: str) -> None:
+    """Leave revision 2 ``status`` (pending-*) behind, as a helm process killed mid-action does."""
+    import asyncio
+    import os
+    import signal
+
+    env = {**os.environ, **sc.helm.env}
+    chart = str(EXAMPLES / "charts" / "flaky")
+    if status == "pending-rollback":
+        sc.helm_cli("upgrade", "app", chart, "--set", "hang=true", "--reset-values")  # rev 2, not waited on
+        args = ["rollback", "app", "1", "--wait", "--timeout", "60s"]
+    else:
+        args = ["upgrade", "app", chart, "--set", "hang=true", "--reset-values", "--wait", "--timeout", "60s"]
+    proc = await asyncio.create_subprocess_exec(sc.helm.binary, *args, "-n", sc.namespace,
+                                                *sc.target.helm_args(), env=env, start_new_session=True)
+    await _until(lambda: bool((latest := sc.latest()) and latest.status == status), 20)
+    os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+@pytest.mark.parametrize("status", ["pending-upgrade", "pending-rollback"])
+async def test_a_stale_pending_release_is_unlocked_and_a_fresh_one_left_alone(sc: Scenario, status: str) -> None:
+    sc.write("{}", timeout="3s")
+    await sc.start()
+    await sc.run()
+    await _hang_and_kill(sc, status)
+    latest = sc.latest()
+    assert latest is not None and latest.status == status
+    fresh = await sc.run()
+    assert fresh.state == st.LOCKED and fresh.outcomes == () and fresh.next == "soon"
+    assert fresh.retry_after is not None and 0 < fresh.retry_after <= 9
+    import asyncio
+
+    await asyncio.sleep(fresh.retry_after)
+    results = await sc.converge()
+    actions = [(o.action, o.ok) for r in results for o in r.outcomes]
+    assert actions[0] == ("unlock", True)
+    assert results[-1].state == st.IN_SYNC
+    history = sc.revisions()
+    assert history[0][1] == "deployed" and (history[0][0] - 1, "failed") in history
+    unlocked = next(o for o in sc.engine.history(sc.key) if o.status == "failed") if sc.engine else None
+    assert unlocked is not None and "unlocked by helmdeck" in unlocked.description
+
+
+async def test_pending_install_left_by_a_killed_helm(sc: Scenario) -> None:
+    import asyncio
+    import os
+    import signal
+
+    sc.write("{hang: true}", timeout="3s")
+    await sc.start()
+    env = {**os.environ, **sc.helm.env}
+    proc = await asyncio.create_subprocess_exec(
+        sc.helm.binary, "install", "app", str(EXAMPLES / "charts" / "flaky"), "--set", "hang=true", "--wait",
+        "--timeout", "60s", "-n", sc.namespace, *sc.target.helm_args(), env=env, start_new_session=True)
+    await _until(lambda: bool((latest := sc.latest()) and latest.status == "pending-install"), 20)
+    os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
+    sc.write("{}", timeout="3s")
+    locked = await sc.run()
+    assert locked.state == st.LOCKED
+    await asyncio.sleep(locked.retry_after or 9)
+    results = await sc.converge()
+    actions = [o.action for r in results for o in r.outcomes]
+    assert actions[0] == "unlock" and results[-1].state == st.IN_SYNC
+    assert sc.revisions()[0][1] == "deployed"

@@ -58,7 +58,8 @@ class ActionContext:
     observer: Observer
     api: client.ApiClient | None
     events: EventSink = lambda _a, _o, _m, _t: None
-    unlock: Callable[[Observation, str], Awaitable[None]] | None = None
+    # Marks a pending revision failed in storage; the string is a detail for its description.
+    unlock: Callable[[Observation, str], Awaitable[object]] | None = None
     # Monitor guards (release service): ``quiet`` around installs and upgrades (absence not reported),
     # ``paused`` around every other action (the monitor reports nothing).
     quiet: Callable[[str, str], AbstractContextManager[None]] = lambda _n, _r: contextlib.nullcontext()

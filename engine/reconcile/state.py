@@ -84,7 +84,8 @@ def determine_state(
     if req.absent:
         return ReleaseState(OUT_OF_SYNC, f"absent resources: {', '.join(req.absent[:5])}")
     test = req.spec.test
-    if test.enable and not ours.has_been_tested():
+    # A chart without test hooks has nothing to run: it counts as tested.
+    if test.enable and ours.test_hooks and not ours.has_been_tested():
         return ReleaseState(UNTESTED, "release has not been tested")
     if (test.enable and req.active_remediation() is not None and not test.ignore_failures
             and ours.has_test_in_phase("Failed")):

@@ -20,7 +20,9 @@ from engine.reconcile.action import (
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
+from engine.storage.codec import StorageDecodeError
 from engine.storage.observation import PENDING_STATUSES
+from engine.storage.writer import StorageWriteError
 
 
 class Unlock:
@@ -40,12 +42,16 @@ class Unlock:
             raise ActionFailed(f"release {release_ref(req, None)} is not pending: nothing to unlock")
         if self.ctx.unlock is None:
             raise ActionFailed("this engine cannot write release storage to unlock")
-        description = (f"Release unlocked by helmdeck from stale {latest.status} state "
-                       f"(pending longer than its {spec.timeout:.0f}s timeout)")
+        detail = f"pending longer than its {spec.timeout:.0f}s timeout"
         self.ctx.events(self.name, "started", f"unlocking revision {latest.version} ({latest.status})", ())
         async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
             with self.ctx.paused(ns, release):
-                await self.ctx.unlock(latest, description)
+                try:
+                    await self.ctx.unlock(latest, detail)
+                except (StorageWriteError, StorageDecodeError) as exc:
+                    message = f"unlock of {release_ref(req, latest.version)} failed: {exc}"
+                    self.ctx.events(self.name, "failed", message, ())
+                    raise ActionFailed(message) from exc
         record(req, seen.observed)
         written = seen.observed.get(latest.version)
         if written is None or written.status != "failed":

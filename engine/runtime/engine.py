@@ -68,6 +68,7 @@ from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.storage.observation import PENDING_STATUSES, Observation, canonical_json
 from engine.storage.observer import Observer, StorageChange
+from engine.storage.writer import unlock_release
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,8 @@ class Engine:
         request). Raises KubeConfigError when the kubeconfig cannot be loaded.
         """
         self._loop = asyncio.get_running_loop()
+        if self._source is not None:
+            self._apply_source(await asyncio.to_thread(self._source.load))
         if self.observer is None:
             self._api = api_client(self.target)
             self.observer = Observer(self._api, self._observed_namespaces())
@@ -188,15 +191,16 @@ class Engine:
             self.service = ReleaseService(self.helm, self._api, on_absent=self._on_absent,
                                           on_status=self._on_monitor, namespaces=self.namespaces)
             self._ctx = ActionContext(helm=self.helm, observer=self.observer, api=self._api,
+                                      unlock=self._unlock_record, driver=self.observer.driver,
                                       quiet=self.service.quiet, paused=self.service.monitor_paused)
             self._atomic = AtomicRelease(self._ctx, DriftDetector(self._api))
             await self._load_statuses()
-        for key in self.observer.releases():
+        for key in [*self.observer.releases(), *self.packages]:
             self._refresh(key)
-        if self._source is not None:
-            self._apply_source(await asyncio.to_thread(self._source.load))
-            if self.watch_packages:
-                self._spawn(self._watch_source())
+        for storage_ns, release in self.observer.unreadable_releases():
+            self._refresh((storage_ns, release))
+        if self._source is not None and self.watch_packages:
+            self._spawn(self._watch_source())
         if self.lease_config is not None and self._api is not None:
             cfg = self.lease_config
             self._elector = LeaseElector(self._api, cfg.name, cfg.namespace, identity=cfg.identity,
@@ -293,9 +297,19 @@ class Engine:
     def _on_storage(self, change: StorageChange) -> None:
         if change.observation is not None:
             self._refresh(change.observation.release_key)
+        elif change.unreadable is not None:
+            self._refresh((change.key.namespace, change.unreadable.release))
         elif change.type == "DELETED":
             for key in [k for k in self._views if k[0] == change.key.namespace]:
                 self._refresh(key)
+
+    async def _unlock_record(self, obs: Observation, detail: str) -> Observation:
+        """Mark a pending revision failed in storage (only if it is still the record judged stale)."""
+        assert self._api is not None and self.observer is not None
+        storage_ns = obs.storage_key.namespace if obs.storage_key else obs.namespace
+        return await asyncio.to_thread(unlock_release, self._api, storage_ns, obs.name, obs.version,
+                                       driver=self.observer.driver, detail=detail,
+                                       resource_version=obs.resource_version or None)
 
     def _on_absent(self, namespace: str, name: str) -> None:
         """The monitor found resources of a release missing: reconcile its package (once)."""
@@ -410,11 +424,12 @@ class Engine:
         pkg = self.packages.get(key)
         cur = self._views.get(key)
         status = self._statuses.get(key)
-        if obs is None and pkg is None and cur is not None and cur.running is None and not changes:
+        bad = self.observer.unreadable_releases().get(key) if self.observer is not None else None
+        if obs is None and pkg is None and bad is None and cur is not None and cur.running is None and not changes:
             del self._views[key]
             self._emit(ReleaseRemoved(key))
             return
-        if obs is None and pkg is None and cur is None:
+        if obs is None and pkg is None and bad is None and cur is None:
             return
         base = cur or ReleaseView(namespace=key[0], name=key[1])
         fields: dict[str, Any] = {
@@ -423,6 +438,7 @@ class Engine:
             "maintenance": self._maintenance(key),
             "suspended": self._is_suspended(key),
             "monitor": self._monitors.get(key) or MonitorStatus(),
+            "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
         }
         if status is not None:
             ready = cond.get(status.conditions, cond.READY)
