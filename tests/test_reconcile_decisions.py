@@ -66,7 +66,8 @@ TESTED = with_spec(test=TestSpec(enable=True))
         (obs(1, "uninstalled"), [obs(1, "uninstalled")], None, "", st.ABSENT),
         (obs(chart_version="0.9.0"), [obs(chart_version="0.9.0")], None, "", st.OUT_OF_SYNC),
         (obs(digest="e" * 32), [obs(digest="e" * 32)], None, "", st.OUT_OF_SYNC),
-        (obs(), [obs()], TESTED, "", st.UNTESTED),
+        (obs(tests={"t": ""}), [obs(tests={"t": ""})], TESTED, "", st.UNTESTED),
+        (obs(), [obs()], TESTED, "", st.IN_SYNC),  # no test hooks: nothing to run
         (obs(tests={"t": "Succeeded"}), [obs(tests={"t": "Succeeded"})], TESTED, "install", st.IN_SYNC),
         (obs(tests={"t": "Failed"}), [obs(tests={"t": "Failed"})], TESTED, "upgrade", st.FAILED),
         (obs(tests={"t": "Failed"}), [obs(tests={"t": "Failed"})],
