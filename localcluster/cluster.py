@@ -388,6 +388,9 @@ class LocalCluster:
             "--cidr=10.0.1.0/24",
             "--node-ip=10.0.1.1",
             f"--server-address=127.0.0.1:{ports.kwok}",
+            # Heartbeat through a node Lease (as kubelets do): without it kwok posts node status only
+            # every 20-45 s, and on a busy machine the node controller marks the node NotReady.
+            "--node-lease-duration-seconds=40",
         ]
 
     def _write_kubeconfig(self, pki: Pki, ports: Ports) -> None:
