@@ -28,6 +28,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="helm binary (default: $HELMDECK_HELM or helm on PATH)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-file", type=Path, help="log file (default: ~/.local/state/helmdeck/helmdeck.log)")
+    p.add_argument("--readonly", action="store_true", help="watch only: every action key is removed and refused")
+    p.add_argument("--theme", help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
+                                   "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +129,7 @@ def _app(args: argparse.Namespace) -> int:
     from engine.kube import KubeConfigError, KubeTarget, current_context
     from engine.runtime import Engine
     from tui.app import HelmdeckApp
+    from tui.settings import Settings, config_dir
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     target = KubeTarget(args.kubeconfig, args.context)
@@ -138,6 +142,8 @@ def _app(args: argparse.Namespace) -> int:
         print(f"error: --packages {args.packages} is not a directory", file=sys.stderr)
         return 2
     helm = Helm(args.helm, target)
-    engine = Engine(target, helm, args.packages, namespaces=getattr(args, "namespaces", None))
-    HelmdeckApp(engine, context=f"{context} · log {log_file}").run()
+    engine = Engine(target, helm, args.packages, namespaces=getattr(args, "namespaces", None),
+                    readonly=getattr(args, "readonly", False))
+    HelmdeckApp(engine, context=context, settings=Settings(config_dir()), theme=getattr(args, "theme", None),
+                log_file=log_file).run()
     return 0
