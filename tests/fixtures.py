@@ -24,6 +24,7 @@ from engine.runtime import Engine
 from engine.runtime.state import (
     ActionOutcome,
     Condition,
+    EventLogged,
     FailureCounts,
     ReconcileEvent,
     ReleaseKey,
@@ -139,6 +140,12 @@ def add_fixed_events(engine: Engine, events: list[ReconcileEvent]) -> None:
     """Put events with fixed times into packages' event logs (the engine stamps real times)."""
     for event in events:
         engine._events.setdefault(event.key, deque(maxlen=200)).append(event)
+
+
+def log_event(engine: Engine, event: ReconcileEvent) -> None:
+    """Log ``event`` as the engine does while an action runs (subscribers get EventLogged)."""
+    add_fixed_events(engine, [event])
+    engine._emit(EventLogged(event))
 
 
 def _minutes_before_now(minutes: float) -> float:

@@ -106,7 +106,6 @@ class HelmdeckApp(App[None]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         for problem in self._startup_problems:
             self.notify(problem, title="Theme problem", severity="error", timeout=20)
-        self.set_interval(1.0, self._tick)
         if self._start_engine:
             self.start_engine()
 
@@ -123,11 +122,6 @@ class HelmdeckApp(App[None]):
         self._unsubscribe()
         if self._start_engine:
             await self.engine.stop()
-
-    def _tick(self) -> None:
-        self._main.tick()
-        for screen in self._detail_screens():
-            screen.tick()
 
     # -- themes ----------------------------------------------------------------------
     def _register_themes(self) -> None:

@@ -5,12 +5,15 @@ Pure builders, so every dialog's text is tested and snapshot without an engine.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from engine.runtime.state import CleanupItem, ReleaseView
 from engine.storage.observation import Observation
 from tui.format import duration, helm_time, parse_helm_time
 from tui.manifest import ManifestObject
+
+BODY_WIDTH = 88  # the dialog is 96 wide, less border and padding
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,11 @@ class Confirmation:
     details: str = ""
     details_title: str = ""
     diff: bool = False  # details is a unified diff (coloured as one)
+
+
+def _bullets(*items: str) -> str:
+    """A bulleted list wrapped with a hanging indent to the dialog's width."""
+    return "\n".join(textwrap.fill(i, BODY_WIDTH, initial_indent="• ", subsequent_indent="  ") for i in items)
 
 
 def _name(view: ReleaseView) -> str:
@@ -65,17 +73,16 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
 def maintenance(view: ReleaseView, entering: bool) -> Confirmation:
     """Enter or leave maintenance mode (NoResourceReconciliation)."""
     if entering:
-        body = (f"Put package {_name(view)} into maintenance (NoResourceReconciliation).\n\n"
-                "• helmdeck upgrades the release once, to label every resource helmdeck.dev/maintenance=true;\n"
-                "• then it stops the resource monitor: resources you edit or delete by hand stay as you leave "
-                "them, also across restarts;\n"
-                "• the engine does not upgrade, remediate or correct drift for this package until you leave "
-                "maintenance.")
+        body = (f"Put package {_name(view)} into maintenance (NoResourceReconciliation).\n\n" + _bullets(
+            "helmdeck upgrades the release once, to label every resource helmdeck.dev/maintenance=true;",
+            "then it stops the resource monitor: resources you edit or delete by hand stay as you leave them, "
+            "also across restarts;",
+            "the engine does not upgrade, remediate or correct drift for this package until you leave maintenance."))
         return Confirmation("Enter maintenance?", body, "Enter maintenance")
-    body = (f"Take package {_name(view)} out of maintenance.\n\n"
-            "• helmdeck upgrades the release once, to the package as declared: hand edits to its resources are "
-            "overwritten and deleted resources come back;\n"
-            "• the resource monitor starts again and the engine reconciles the package as usual.")
+    body = (f"Take package {_name(view)} out of maintenance.\n\n" + _bullets(
+        "helmdeck upgrades the release once, to the package as declared: hand edits to its resources are "
+        "overwritten and deleted resources come back;",
+        "the resource monitor starts again and the engine reconciles the package as usual."))
     return Confirmation("Leave maintenance?", body, "Leave maintenance")
 
 

@@ -98,6 +98,7 @@ class ReleaseDetailScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(EventLog).show(self._client.events(self.key))
         self.release_updated(self._client.release(self.key))
+        self.set_interval(1.0, self.tick)
 
     # -- fed by the app ------------------------------------------------------------
     def release_updated(self, view: ReleaseView | None) -> None:
@@ -121,7 +122,8 @@ class ReleaseDetailScreen(Screen[None]):
     def tick(self) -> None:
         """Once a second, while an action runs: its elapsed time."""
         view = self._client.release(self.key)
-        if view is not None and view.running is not None:
+        # At shutdown the widgets are removed before the screen's timers stop.
+        if view is not None and view.running is not None and self.query("#detail-title"):
             self.release_updated(view)
 
     # -- what the app's actions act on -----------------------------------------------

@@ -65,6 +65,7 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(ReleaseTable).focus()
         self.set_interval(HEADER_REFRESH, self._refresh_header)
+        self.set_interval(1.0, self.tick)
         self._refresh_header()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -85,7 +86,9 @@ class MainScreen(Screen[None]):
 
     def tick(self) -> None:
         """Once a second: ages and the progress of running actions."""
-        self.query_one(ReleaseTable).tick()
+        # At shutdown the widgets are removed before the screen's timers stop.
+        for table in self.query(ReleaseTable):
+            table.tick()
         self._header_dirty = True
 
     # -- what the app's actions act on -----------------------------------------------
@@ -98,7 +101,7 @@ class MainScreen(Screen[None]):
         self._header_dirty = True
 
     def _refresh_header(self) -> None:
-        if not self._header_dirty:
+        if not self._header_dirty or not self.query(HeaderBar):  # nothing to do, or shutting down
             return
         self._header_dirty = False
         table = self.query_one(ReleaseTable)
@@ -127,7 +130,9 @@ class MainScreen(Screen[None]):
 
     def action_filter(self) -> None:
         box = self.query_one(FilterInput)
-        box.add_class("-open")
+        # Shown through its inline style, not a class: a hidden widget refuses focus until CSS is
+        # refreshed, and keys typed straight after "/" must land in the line.
+        box.display = True
         box.focus()
 
     @on(Input.Changed, "#filter")
@@ -138,13 +143,12 @@ class MainScreen(Screen[None]):
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:
         box = self.query_one(FilterInput)
-        if not box.value:
-            box.remove_class("-open")
+        box.display = bool(box.value)
         self.query_one(ReleaseTable).focus()
 
     @on(FilterInput.Cleared)
     def _filter_cleared(self) -> None:
-        self.query_one(FilterInput).remove_class("-open")
+        self.query_one(FilterInput).display = False
         self.query_one(ReleaseTable).focus()
 
     def action_quick(self, quick: QuickFilter) -> None:
