@@ -218,3 +218,26 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
         ReconcileEvent(_minutes_before_now(15), WEB, "web", "suspend", "info", "reconciliation suspended"),
     ])
     return engine
+
+
+def bulk_engine(releases: int, namespaces: int = 10) -> Engine:
+    """An engine holding ``releases`` stored releases spread over ``namespaces`` namespaces (no packages).
+
+    For the app bench: every release gets one stored revision and an engine
+    state from the fixed cycle below, so every column has varied text.
+    """
+    observer = Observer(None)
+    engine = Engine(KubeTarget(), Helm("helm"), None, observer=observer)
+    states = ("InSync", "OutOfSync", "Drifted", "Failed", "InSync", "Untested", "InSync", "Stalled")
+    for i in range(releases):
+        ns = f"team-{i % namespaces:02d}"
+        status = "failed" if states[i % len(states)] == "Failed" else "deployed"
+        observer.apply_object(storage_secret(
+            f"svc-{i:04d}", ns, 1 + i % 7, status, "svc", f"1.{i % 13}.0", f"2.{i % 5}", {"replicas": i % 4},
+            f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:00:00Z",
+        ))
+    for i, key in enumerate(sorted(observer.releases())):
+        set_engine_status(engine, key, state=states[i % len(states)], ready=i % 3 != 0,
+                          monitor=MonitorStatus("active", 0, (
+                              ResourceStatus("apps/v1", "Deployment", key[0], key[1], True, i % 3 != 0),)))
+    return engine

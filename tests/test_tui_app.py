@@ -17,6 +17,7 @@ from tests.fixtures import (
     LEGACY,
     SETTINGS,
     WEB,
+    bulk_engine,
     fixed_clock,
     fixed_engine,
     log_event,
@@ -80,6 +81,29 @@ async def test_live_event_changes_only_the_affected_cells(monkeypatch: pytest.Mo
         await pilot.pause()
         assert written == [("helmdeck-demo/web", "ready")]
         assert table.plain_cell(WEB, "ready") == "✔ yes"
+
+
+async def test_rows_off_screen_are_written_when_they_scroll_into_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(ReleaseTable)
+        last = table.views[-1].key  # sorted by namespace then name: the last row is far below
+        written: list[str] = []
+        original = table.update_cell
+
+        def spy(row: Any, column: Any, value: Any, **kw: Any) -> None:
+            written.append(f"{row}:{column}")
+            original(row, column, value, **kw)
+
+        monkeypatch.setattr(table, "update_cell", spy)
+        set_engine_status(app.engine, last, state="Locked")
+        await pilot.pause(0.5)
+        assert written == []  # nothing on screen changed: no cell write, no redraw
+        assert table.plain_cell(last, "state") == "‼ Stalled"  # still the old text
+        table.select(last)
+        await pilot.pause()
+        assert written == [f"{last[0]}/{last[1]}:state"]
+        assert table.plain_cell(last, "state") == "⧗ Locked"
 
 
 async def test_filters_quick_filters_and_namespaces() -> None:

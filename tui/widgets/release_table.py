@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.message import Message
@@ -21,6 +23,8 @@ TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning",
                                    "busy": "text-accent"}
 # Re-sorting after a sort-column change waits this long, so a burst of events costs one sort.
 RESORT_DELAY = 0.3
+FLUSH_INTERVAL = 0.25
+ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
 
 
 class ReleaseTable(DataTable[Text]):
@@ -43,6 +47,9 @@ class ReleaseTable(DataTable[Text]):
         self._shown: dict[str, dict[str, Cell]] = {}
         self._styles: dict[Tone, Style] = {}
         self._resort_timer: Timer | None = None
+        self._flush_timer: Timer | None = None
+        self._dirty: set[str] = set()
+        self._last_flush = 0.0
 
     @property
     def views(self) -> list[ReleaseView]:
@@ -62,34 +69,60 @@ class ReleaseTable(DataTable[Text]):
 
     # -- feeding -----------------------------------------------------------------
     def upsert(self, view: ReleaseView) -> None:
-        """Take a new snapshot of one release: add, update only the changed cells, or hide its row."""
+        """Take a new snapshot of one release; its row is added, updated cell by cell, or hidden.
+
+        Rows are redrawn at most every :data:`FLUSH_INTERVAL` seconds: DataTable
+        re-renders every visible row after any cell change, so a burst of events
+        costs one redraw, and key presses between redraws stay fast.
+        """
         rid = row_id(view.key)
         self._views[rid] = view
-        now = self._clock()
-        shown = self.row_filter.predicate(now)(view)
-        if rid in self._shown:
-            if shown:
-                self._update_row(rid, cells(view, now))
-            else:
-                self._remove_row(rid)
-        elif shown:
-            self._add_row(rid, cells(view, now))
-            self._schedule_resort()
-        else:
-            return
-        self.post_message(self.Changed())
+        self._mark(rid)
 
     def remove_release(self, key: ReleaseKey) -> None:
         rid = row_id(key)
         self._views.pop(rid, None)
-        if rid in self._shown:
-            self._remove_row(rid)
+        self._mark(rid)
+
+    def flush(self) -> None:
+        """Apply every pending release change to the rows now."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._last_flush = time.monotonic()
+        dirty, self._dirty = self._dirty, set()
+        now = self._clock()
+        shown = self.row_filter.predicate(now)
+        for rid in dirty:
+            view = self._views.get(rid)
+            visible = view is not None and shown(view)
+            if rid in self._shown:
+                if view is not None and visible:
+                    if self._on_screen(rid):
+                        self._update_row(rid, cells(view, now))
+                    # else: drawn when it scrolls into view (see _draw_on_screen)
+                else:
+                    self._remove_row(rid)
+            elif view is not None and visible:
+                self._add_row(rid, cells(view, now))
+                self._schedule_resort()
+        if dirty:
             self.post_message(self.Changed())
 
+    def _mark(self, rid: str) -> None:
+        self._dirty.add(rid)
+        if self._flush_timer is not None:
+            return
+        wait = self._last_flush + FLUSH_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self.flush()  # calm: show it at once
+        else:
+            self._flush_timer = self.set_timer(wait, self.flush)
+
     def tick(self) -> None:
-        """Refresh the time-dependent cells (ages, running-action progress) of the shown rows."""
+        """Refresh the time-dependent cells (ages, running-action progress) of the rows on screen."""
         now = self._clock()
-        for rid in self._shown:
+        for rid in self._rows_on_screen():
             new = cells(self._views[rid], now)
             self._update_cells(rid, {k: new[k] for k in ("age", "action")})
 
@@ -113,6 +146,35 @@ class ReleaseTable(DataTable[Text]):
         """The text of one shown cell (None when the row is not shown)."""
         shown = self._shown.get(row_id(key))
         return shown[column].text if shown is not None else None
+
+    # -- rows off screen ------------------------------------------------------------
+    # Any cell write makes DataTable redraw every visible row, so changes to rows
+    # off screen are not written until they scroll into view: with 1,000 releases
+    # most events touch rows nobody sees, and those then cost no redraw at all.
+
+    def _rows_on_screen(self) -> list[str]:
+        top = int(self.scroll_y)
+        end = min(self.row_count, top + self.size.height + ON_SCREEN_MARGIN)
+        return [str(self.ordered_rows[i].key.value) for i in range(max(0, top - ON_SCREEN_MARGIN), end)]
+
+    def _on_screen(self, rid: str) -> bool:
+        index = self.get_row_index(rid)
+        top = int(self.scroll_y)
+        return top - ON_SCREEN_MARGIN <= index < top + self.size.height + ON_SCREEN_MARGIN
+
+    def _draw_on_screen(self) -> None:
+        """Bring the rows now on screen up to date (only their differing cells are written)."""
+        now = self._clock()
+        for rid in self._rows_on_screen():
+            self._update_row(rid, cells(self._views[rid], now))
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self._draw_on_screen()
+
+    def on_resize(self) -> None:
+        self._draw_on_screen()
 
     # -- reactive watchers -------------------------------------------------------
     def watch_row_filter(self) -> None:
@@ -162,11 +224,15 @@ class ReleaseTable(DataTable[Text]):
         for col, cell in new.items():
             if current[col] != cell:
                 current[col] = cell
-                self.update_cell(rid, col, self._text(cell), update_width=True)
+                # Only widen: a narrower value would make DataTable re-measure the whole column
+                # (every row), which under an event storm costs more than the whole frame.
+                wider = cell_len(cell.text) > self.columns[ColumnKey(col)].content_width
+                self.update_cell(rid, col, self._text(cell), update_width=wider)
                 sort_changed = sort_changed or col == self.order.column
         return sort_changed
 
     def _rebuild(self) -> None:
+        self._dirty.clear()  # every row is redrawn from the latest views
         selected = self.selected_key()
         self.clear()
         self._shown = {}
