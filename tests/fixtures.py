@@ -26,6 +26,7 @@ from engine.runtime.state import (
     Condition,
     EventLogged,
     FailureCounts,
+    LeaseChanged,
     ReconcileEvent,
     ReleaseKey,
     RunningAction,
@@ -146,6 +147,11 @@ def log_event(engine: Engine, event: ReconcileEvent) -> None:
     """Log ``event`` as the engine does while an action runs (subscribers get EventLogged)."""
     add_fixed_events(engine, [event])
     engine._emit(EventLogged(event))
+
+
+def announce_lease(engine: Engine, holder: str, leader: bool) -> None:
+    """Announce who holds the engine lease, as the engine will once it takes one."""
+    engine._emit(LeaseChanged(holder, leader))
 
 
 def _minutes_before_now(minutes: float) -> float:

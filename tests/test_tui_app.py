@@ -17,6 +17,7 @@ from tests.fixtures import (
     LEGACY,
     SETTINGS,
     WEB,
+    announce_lease,
     bulk_engine,
     fixed_clock,
     fixed_engine,
@@ -25,9 +26,11 @@ from tests.fixtures import (
 )
 from tui.app import HelmdeckApp
 from tui.masking import Masker
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
 from tui.settings import Settings
+from tui.widgets.header_bar import HeaderBar
 from tui.widgets.release_table import ReleaseTable
 from tui.widgets.text_view import TextView
 
@@ -324,3 +327,28 @@ async def test_filter_line_keeps_enter_for_itself() -> None:
         await pilot.press("enter")
         assert len(app.screen_stack) == 1  # enter kept the filter; it did not open a detail
         assert shown_names(app) == ["web"]
+
+
+async def test_header_names_the_lease_holder() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        header = app.query_one(HeaderBar)
+        assert "lease: - (not reported by the engine)" in str(header.render())
+        announce_lease(app.engine, "ops@bastion-2", leader=False)
+        await pilot.pause()
+        assert "lease: held by ops@bastion-2 · this instance watches read-only" in str(header.render())
+        announce_lease(app.engine, "me@laptop", leader=True)
+        await pilot.pause()
+        assert "lease: me@laptop (this instance acts)" in str(header.render())
+
+
+async def test_ctrl_d_also_uninstalls_and_the_palette_offers_themes() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("ctrl+d")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Uninstall?"
+        await pilot.press("escape")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Theme" in titles and "Uninstall (D / ctrl+d)" in titles and "Help (?)" in titles

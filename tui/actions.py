@@ -9,17 +9,13 @@ from textual.binding import Binding
 
 @dataclass(frozen=True)
 class ActionInfo:
-    """A mutating action: its Textual action name, keys, labels and the engine capability it needs.
-
-    ``needs_release``: acts on the selected release (cleanup acts on all).
-    """
+    """A mutating action: its Textual action name, keys, labels and the engine capability it needs."""
 
     name: str
     keys: str
     label: str
     capability: str
     summary: str
-    needs_release: bool = True
 
     @property
     def key_display(self) -> str:
@@ -42,8 +38,7 @@ ACTIONS: tuple[ActionInfo, ...] = (
     ActionInfo("suspend", "s", "Suspend", "suspend", "Suspend or resume reconciliation of the package"),
     ActionInfo("unlock", "l", "Unlock", "unlock", "Unlock a release stuck in a pending state; asks first"),
     ActionInfo("cleanup", "c", "Cleanup", "cleanup",
-               "Uninstall helmdeck-managed releases no package declares; lists them and asks first",
-               needs_release=False),
+               "Uninstall helmdeck-managed releases no package declares; lists them and asks first"),
     ActionInfo("uninstall", "D,ctrl+d", "Uninstall", "uninstall",
                "Uninstall the release; lists the resources it removes and asks first"),
 )

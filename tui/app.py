@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from textual import on, work
 from textual.app import App, SystemCommand
@@ -209,7 +209,7 @@ class HelmdeckApp(App[None]):
         """A disabled action's key: say why nothing happens."""
         self.notify(f"{BY_NAME[name].label}: {self.refusal(name)}", title="Not available", severity="warning")
 
-    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help (?)", "Every key, what each action does and why one is unavailable",
                             self.action_help)

@@ -67,13 +67,6 @@ class DiffPane(Vertical):
                 target.value = revisions[0]
         self.reload()
 
-    def choose(self, before: int, after: int) -> None:
-        """Diff ``before`` against ``after`` (a revision or :data:`DESIRED`)."""
-        with self.prevent(Select.Changed):
-            self.query_one("#diff-from", Select).value = before
-            self.query_one("#diff-to", Select).value = after
-        self.reload()
-
     @on(Select.Changed)
     def _chosen(self) -> None:
         self.reload()
