@@ -167,13 +167,14 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
     package and is stuck pending.
     """
     observer = Observer(None)
-    engine = Engine(KubeTarget(), Helm("helm"), EXAMPLES / "packages", observer=observer, readonly=readonly)
+    engine = Engine(KubeTarget(), Helm("helm"), EXAMPLES / "packages", observer=observer)
     for record in FIXED_RECORDS:
         observer.apply_object(record)
     engine.load_packages()
     # A package file declaring maintenance, as an operator would write it.
     engine.packages[SETTINGS] = dataclasses.replace(engine.packages[SETTINGS], maintenance=NO_RESOURCE_RECONCILIATION)
-    engine._suspended.add(WEB)  # a hand rollback suspends the package (Engine.rollback does the same)
+    engine.suspend(WEB, True)  # as after a hand rollback
+    engine._events.pop(WEB, None)  # its event has the real time: the fixed log below replaces it
 
     ready = Condition("Ready", "True", "UpgradeSucceeded", "Helm upgrade succeeded for revision 2",
                       _minutes_before_now(30))
@@ -223,6 +224,7 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
                        "rollback succeeded: revision 3 deployed"),
         ReconcileEvent(_minutes_before_now(15), WEB, "web", "suspend", "info", "reconciliation suspended"),
     ])
+    engine.readonly = readonly  # last: setting the state up uses the engine's own actions
     return engine
 
 

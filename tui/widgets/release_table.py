@@ -38,7 +38,7 @@ class ReleaseTable(DataTable[Text]):
     order: reactive[SortOrder] = reactive(SortOrder, init=False)
 
     class Changed(Message):
-        """The set of shown rows changed (count or content): the header recounts."""
+        """The shown rows or their order changed: the header recounts and names the order."""
 
     def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *, id: str | None = None):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -184,6 +184,7 @@ class ReleaseTable(DataTable[Text]):
         for col in COLUMNS:
             self.columns[ColumnKey(col.key)].label = Text(self._header(col.key, col.label))
         self._resort()
+        self.post_message(self.Changed())  # the header names the sort order
 
     def restyle(self) -> None:
         """Re-colour every cell from the current theme."""
