@@ -10,7 +10,7 @@ from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 
 from engine.monitor.status import MonitorStatus
-from engine.runtime.state import ReconcileEvent
+from engine.runtime.state import ActionOutcome, CleanupItem, ReconcileEvent
 from tests.fixtures import (
     FIXED_NOW,
     FLAKY,
@@ -181,10 +181,12 @@ async def test_unavailable_actions_are_shown_disabled_and_say_why() -> None:
         assert keys["Upgrade"] and keys["Rollback"] and keys["Uninstall"]
         assert keys["Unlock"] is False and keys["Cleanup"] is False and keys["Pause"] is False
         await pilot.press("l", "c")
-        assert notes.calls[0][0] == "Unlock: not supported by this engine yet"
-        assert notes.calls[1][0] == "Cleanup: not supported by this engine yet"
+        reasons = app.engine.capabilities()  # the engine's own words, shown as they are
+        assert reasons["unlock"] and reasons["cleanup"]
+        assert notes.calls[0][0] == f"Unlock: {reasons['unlock']}"
+        assert notes.calls[1][0] == f"Cleanup: {reasons['cleanup']}"
         commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
-        assert commands["Unlock (l)"] == "Unavailable: not supported by this engine yet"
+        assert commands["Unlock (l)"] == f"Unavailable: {reasons['unlock']}"
         assert "forced reconcile" in commands["Upgrade (u)"]
 
 
@@ -271,7 +273,7 @@ async def test_help_lists_every_action_with_its_availability() -> None:
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one(TextView).query_one(".text-body").render())
-        assert "Unlock       disabled: not supported by this engine yet" in text
+        assert f"Unlock       disabled: {app.engine.capabilities()['unlock']}" in text
         assert "D / ctrl+d Uninstall    available" in text
         assert "secretName stays visible" in text
 
@@ -352,3 +354,113 @@ async def test_ctrl_d_also_uninstalls_and_the_palette_offers_themes() -> None:
         await pilot.press("escape")
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Theme" in titles and "Uninstall (D / ctrl+d)" in titles and "Help (?)" in titles
+
+
+class ArrivingEngineApi:
+    """Stand-ins for the engine methods the app calls once the engine offers them (recording each call)."""
+
+    def __init__(self, app: HelmdeckApp):
+        self.engine = app.engine
+        self.calls: list[tuple[Any, ...]] = []
+        engine: Any = app.engine
+        engine.capabilities = lambda: dict.fromkeys(("upgrade", "rollback", "test", "monitor", "maintenance",
+                                                     "suspend", "unlock", "cleanup", "uninstall"))
+        engine.diff = self.diff
+        engine.reconcile = self.reconcile
+        engine.pause_monitor = self.pause_monitor
+        engine.resume_monitor = self.resume_monitor
+        engine.set_maintenance = self.set_maintenance
+        engine.unlock = self.unlock
+        engine.cleanup = self.cleanup
+
+    async def diff(self, key: tuple[str, str]) -> str:
+        return "--- revision 3\n+++ desired\n@@ -1 +1 @@\n-replicas: 2\n+replicas: 3\n"
+
+    async def reconcile(self, key: tuple[str, str], *, force: bool = False) -> ActionOutcome:
+        self.calls.append(("reconcile", key, force))
+        return ActionOutcome("upgrade", True, "upgrade succeeded: revision 4 deployed", 4)
+
+    def pause_monitor(self, key: tuple[str, str]) -> int:  # sync, as the engine's will be
+        self.calls.append(("pause", key))
+        set_engine_status(self.engine, key, monitor=MonitorStatus("paused", 1))
+        return 1
+
+    def resume_monitor(self, key: tuple[str, str]) -> int:
+        self.calls.append(("resume", key))
+        set_engine_status(self.engine, key, monitor=MonitorStatus("active"))
+        return 0
+
+    async def set_maintenance(self, key: tuple[str, str], mode: str) -> None:
+        self.calls.append(("maintenance", key, mode))
+
+    async def unlock(self, key: tuple[str, str]) -> ActionOutcome:
+        self.calls.append(("unlock", key))
+        return ActionOutcome("unlock", True, "revision 7 marked failed", 7)
+
+    async def cleanup(self, *, dry_run: bool = False) -> list[CleanupItem]:
+        self.calls.append(("cleanup", dry_run))
+        return [CleanupItem("old", "api", "would-remove" if dry_run else "removed")]
+
+
+async def test_upgrade_shows_the_engine_diff_first() -> None:
+    app, notes = make_app()
+    api = ArrivingEngineApi(app)
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "+replicas: 3" in app.screen.confirmation.details and app.screen.confirmation.title == "Upgrade?"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls == [("reconcile", WEB, True)]
+        assert "upgrade succeeded: revision 4 deployed" in notes.text()
+
+
+async def test_pause_and_resume_show_the_counter() -> None:
+    app, notes = make_app()
+    api = ArrivingEngineApi(app)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        table.select(WEB)
+        await pilot.press("p")
+        await pilot.pause(0.3)
+        assert api.calls == [("pause", WEB)]
+        assert "Monitor of helmdeck-demo/web: paused ×1 (pause counter 1)" in notes.text()
+        assert table.plain_cell(WEB, "monitor") == "‖ paused ×1"
+        await pilot.press("p")
+        await pilot.pause(0.3)
+        assert api.calls[-1] == ("resume", WEB)
+        assert table.plain_cell(WEB, "monitor") == "● active"
+
+
+async def test_maintenance_unlock_and_cleanup_ask_then_call_the_engine() -> None:
+    app, notes = make_app()
+    api = ArrivingEngineApi(app)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        table.select(WEB)
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Enter maintenance?"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls[-1] == ("maintenance", WEB, "NoResourceReconciliation")
+
+        await pilot.press("l")  # web is deployed, not pending
+        assert "not pending: nothing to unlock" in notes.text() and len(app.screen_stack) == 1
+        table.select(LEGACY)
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Unlock?"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls[-1:] == [("unlock", LEGACY)] and "revision 7 marked failed" in notes.text()
+
+        await pilot.press("c")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.details == "old/api"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls[-2:] == [("cleanup", True), ("cleanup", False)]
+        assert "Removed 1: old/api" in notes.text()
