@@ -18,6 +18,7 @@ from tui.diffing import unified
 from tui.manifest import objects
 from tui.masking import Masker, is_secret_key
 from tui.model import RowFilter, SortOrder, TextFilter, cells, quick_match, state_counts
+from tui.screens.help import HelpFacts, help_content
 from tui.settings import Settings
 from tui.themes import SHIPPED_DIR, ThemeError, load_theme_file, load_themes
 
@@ -252,3 +253,15 @@ def test_monitor_summaries_match_the_engine_status_type() -> None:
     assert fmt.monitor_text(absent) == ("! 1 absent", "bad")
     assert fmt.monitor_text(MonitorStatus("paused", 3)) == ("‖ paused ×3", "warn")
     assert fmt.monitor_text(MonitorStatus()) == ("○ off", "plain")
+
+
+def test_help_names_the_log_and_settings_files() -> None:
+    facts = HelpFacts(dict.fromkeys(("upgrade",)), False, "/var/log/helmdeck.log", "/home/op/.config/helmdeck",
+                      "helmdeck-light")
+    text = str(help_content(facts))
+    assert "log        /var/log/helmdeck.log" in text
+    assert "/home/op/.config/helmdeck/config.toml (theme: helmdeck-light)" in text
+    assert "Rollback     disabled: " not in text and "Upgrade      available" in text
+    without = str(help_content(dataclasses.replace(facts, settings_dir=None, readonly=True)))
+    assert "settings   none in this run (theme: helmdeck-light)" in without
+    assert "Upgrade      removed (read-only)" in without

@@ -228,7 +228,7 @@ class HelmdeckApp(App[None]):
 
     def action_help(self) -> None:
         reasons = {a.name: self.client.reason(a.capability) for a in ACTIONS}
-        settings = str(self.settings.directory) if self.settings else "(not used in this run)"
+        settings = str(self.settings.directory) if self.settings else None
         self.push_screen(HelpScreen(HelpFacts(reasons, self.client.readonly, self._log_hint(), settings,
                                               self.theme)))
 

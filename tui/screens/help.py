@@ -65,7 +65,7 @@ class HelpFacts:
     reasons: dict[str, str | None]  # action name -> None (available) or why not
     readonly: bool
     log_file: str
-    settings_dir: str
+    settings_dir: str | None  # None: this run reads and writes no settings
     theme: str
 
 
@@ -91,8 +91,9 @@ def help_content(facts: HelpFacts) -> Content:
     parts += [("\nSecrets\n", "bold $text-primary"), _indented(MASKING, 2)]
     parts += [("\nFiles\n", "bold $text-primary"),
               f"  log        {facts.log_file}\n",
-              f"  settings   {facts.settings_dir}/config.toml (theme: {facts.theme})\n",
-              f"  themes     {facts.settings_dir}/themes/*.toml (format: themes/README.md)\n"]
+              *((f"  settings   {facts.settings_dir}/config.toml (theme: {facts.theme})\n",
+                 f"  themes     {facts.settings_dir}/themes/*.toml (format: themes/README.md)\n")
+                if facts.settings_dir else (f"  settings   none in this run (theme: {facts.theme})\n",))]
     return Content.assemble(*parts)
 
 
