@@ -176,6 +176,9 @@ def test_cleanup_and_uninstall_dialogs_list_what_goes() -> None:
     c = confirmations.cleanup([CleanupItem("a", "one", "would-remove"), CleanupItem("b", "two", "would-remove")])
     assert c.details == "a/one\nb/two" and c.confirm_label == "Uninstall 2"
     assert confirmations.cleanup([]).title == "Nothing to clean up"
+    skipped = confirmations.cleanup([CleanupItem("a", "one", "would-remove"),
+                                     CleanupItem("kube-system", "x", "skipped", "namespace ignored")])
+    assert skipped.details == "a/one" and "Left alone: kube-system/x (namespace ignored)." in skipped.body
     u = confirmations.uninstall(views()[WEB], objects("kind: Service\nmetadata: {name: web}\n", "ns"), None)
     assert u.details == "Service/ns/web" and u.details_title == "Resources deleted (1)"
     broken = confirmations.uninstall(views()[WEB], None, "no such revision")

@@ -469,8 +469,8 @@ class HelmdeckApp(App[None]):
         items = await self._guard("Cleanup (dry run)", self.client.cleanup(dry_run=True))
         if items is None:
             return
-        would = [i for i in items if i.result == "would-remove"]
-        self._confirm(confirmations.cleanup(would), self._run_cleanup if would else lambda: None)
+        would = any(i.result == "would-remove" for i in items)
+        self._confirm(confirmations.cleanup(items), self._run_cleanup if would else lambda: None)
 
     @work(group="actions", exit_on_error=False)
     async def _run_cleanup(self) -> None:

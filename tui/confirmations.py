@@ -104,14 +104,18 @@ def unlock(view: ReleaseView, now: float) -> Confirmation:
 
 def cleanup(items: list[CleanupItem]) -> Confirmation:
     """Uninstall every helmdeck-managed release no package declares (``items`` from a dry run)."""
-    listed = "\n".join(f"{i.namespace}/{i.name}" + (f"  ({i.message})" if i.message else "") for i in items)
-    if not items:
+    would = [i for i in items if i.result == "would-remove"]
+    kept = [i for i in items if i.result != "would-remove"]
+    listed = "\n".join(f"{i.namespace}/{i.name}" + (f"  ({i.message})" if i.message else "") for i in would)
+    note = ("\nLeft alone: " + ", ".join(f"{i.namespace}/{i.name}" + (f" ({i.message})" if i.message else "")
+                                     for i in kept) + ".") if kept else ""
+    if not would:
         return Confirmation("Nothing to clean up",
-                            "Every helmdeck-managed release is declared by a package: nothing would be uninstalled.",
-                            "OK")
-    body = (f"Uninstall these {len(items)} helmdeck-managed release(s) that no package declares.\n"
-            "Releases not managed by helmdeck are never touched.")
-    return Confirmation("Clean up?", body, f"Uninstall {len(items)}", details=listed,
+                            "Every helmdeck-managed release is declared by a package: nothing would be uninstalled."
+                            + note, "OK")
+    body = (f"Uninstall these {len(would)} helmdeck-managed release(s) that no package declares.\n"
+            "Releases not managed by helmdeck are never touched." + note)
+    return Confirmation("Clean up?", body, f"Uninstall {len(would)}", details=listed,
                         details_title="Releases that would be uninstalled")
 
 
