@@ -55,12 +55,18 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+def _add_theme(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theme", help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
+                                   "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
         prog="helmdeck", parents=[common],
         description="Operate Helm releases from the terminal: the app without a command, headless with one.")
     parser.add_argument("--version", action="version", version=f"helmdeck {__version__}")
+    _add_theme(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser(
@@ -71,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
     demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
     demo.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _add_theme(demo)
 
     cluster = sub.add_parser("cluster", help="manage the local control plane",
                              description="Manage the local control plane (etcd, kube-apiserver, "
@@ -215,10 +222,12 @@ def _engine(args: argparse.Namespace, *, readonly: bool | None = None, watch: bo
 
 def _app(args: argparse.Namespace) -> int:
     from tui.app import HelmdeckApp
+    from tui.settings import Settings, config_dir
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     engine = _engine(args)
-    HelmdeckApp(engine, context=f"{args.context_name} · log {log_file}").run()
+    HelmdeckApp(engine, context=args.context_name, settings=Settings(config_dir()),
+                theme=getattr(args, "theme", None), log_file=log_file).run()
     return 0
 
 

@@ -1,27 +1,175 @@
-"""Snapshot tests of the screens, from fixed engine state."""
+"""Snapshot tests of every screen, tab, dialog and theme, from fixed engine state (tests/fixtures.py).
+
+Every ``run_before`` first pauses: the snapshot runner starts it before the
+app has finished mounting, and keys pressed earlier would go astray.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
-from tests.fixtures import fixed_engine
+from engine.runtime.state import CleanupItem
+from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_clock, fixed_engine
+from tui import confirmations
 from tui.app import HelmdeckApp
+from tui.diffing import unified
+from tui.masking import Masker
+from tui.screens.confirm import ConfirmScreen
+from tui.widgets.release_table import ReleaseTable
 
-SIZE = (150, 16)
+MAIN = (160, 14)
+TALL = (160, 32)
+THEMES = ("helmdeck-dark", "helmdeck-light", "helmdeck-high-contrast")
 
 
-def app() -> HelmdeckApp:
-    return HelmdeckApp(fixed_engine(), context="helmdeck-local", start_engine=False)
+def app(*, readonly: bool = False, theme: str | None = None) -> HelmdeckApp:
+    return HelmdeckApp(fixed_engine(readonly=readonly), context="helmdeck-local", start_engine=False,
+                       clock=fixed_clock, masker=Masker(b"snapshots"), theme=theme)
 
 
 def test_main_screen(snap_compare: Any) -> None:
-    assert snap_compare(app(), terminal_size=SIZE)
+    assert snap_compare(app(), terminal_size=MAIN)
+
+
+def test_main_screen_filtered_and_sorted(snap_compare: Any) -> None:
+    async def filter_and_sort(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press("slash", *"demo", "enter", "o", "O")
+        await pilot.pause(0.5)  # the re-sort after a sort change
+
+    assert snap_compare(app(), terminal_size=MAIN, run_before=filter_and_sort)
+
+
+def test_read_only_mode(snap_compare: Any) -> None:
+    assert snap_compare(app(readonly=True), terminal_size=MAIN)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_theme(snap_compare: Any, theme: str) -> None:
+    async def open_web(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WEB)
+        await pilot.pause()
+
+    assert snap_compare(app(theme=theme), terminal_size=MAIN, run_before=open_web)
+
+
+@pytest.mark.parametrize("tab", ["1", "2", "3", "4", "5", "6", "7"])
+def test_detail_tab(snap_compare: Any, tab: str) -> None:
+    """web: rolled back by hand, a Secret in its values and manifest, a Service absent."""
+
+    async def open_tab(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("enter", tab)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app(), terminal_size=TALL, run_before=open_tab)
+
+
+def test_detail_of_a_failed_release(snap_compare: Any) -> None:
+    """flaky: failed upgrade, conditions, failure counters, paused monitor (Overview)."""
+
+    async def open_flaky(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app(), terminal_size=TALL, run_before=open_flaky)
+
+
+def test_help(snap_compare: Any) -> None:
+    async def open_help(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press("question_mark")
+
+    assert snap_compare(app(), terminal_size=(160, 44), run_before=open_help)
+
+
+def test_rollback_picker(snap_compare: Any) -> None:
+    async def pick(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("r")
+
+    assert snap_compare(app(), terminal_size=TALL, run_before=pick)
 
 
 def test_rollback_confirmation(snap_compare: Any) -> None:
-    async def open_dialog(pilot: Pilot[None]) -> None:
-        await pilot.press("down", "r")  # second row: helmdeck-demo/settings, revision 2
+    async def confirm(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("r", "enter")  # the picker offers the previous revision first
 
-    assert snap_compare(app(), terminal_size=(150, 24), run_before=open_dialog)
+    assert snap_compare(app(), terminal_size=TALL, run_before=confirm)
+
+
+def test_uninstall_confirmation(snap_compare: Any) -> None:
+    async def confirm(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("D")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app(), terminal_size=TALL, run_before=confirm)
+
+
+def test_upgrade_in_maintenance_confirmation(snap_compare: Any) -> None:
+    async def confirm(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(SETTINGS)
+        await pilot.press("u")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app(), terminal_size=TALL, run_before=confirm)
+
+
+def test_resume_confirmation(snap_compare: Any) -> None:
+    async def confirm(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("s")
+
+    assert snap_compare(app(), terminal_size=TALL, run_before=confirm)
+
+
+def _push(confirmation: confirmations.Confirmation) -> Any:
+    """Open a dialog whose key the engine does not support yet (its text is what the key will show)."""
+
+    async def push(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.app.push_screen(ConfirmScreen(confirmation))
+
+    return push
+
+
+def _view(key: tuple[str, str]) -> Any:
+    view = fixed_engine().release(key)
+    assert view is not None
+    return view
+
+
+@pytest.mark.parametrize("entering", [True, False], ids=["enter", "leave"])
+def test_maintenance_confirmation(snap_compare: Any, entering: bool) -> None:
+    view = _view(WEB if entering else SETTINGS)
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(confirmations.maintenance(view, entering)))
+
+
+def test_unlock_confirmation(snap_compare: Any) -> None:
+    dialog = confirmations.unlock(_view(LEGACY), fixed_clock())
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
+
+
+def test_cleanup_confirmation(snap_compare: Any) -> None:
+    items = [CleanupItem("old-team", "api", "would-remove"), CleanupItem("old-team", "worker", "would-remove")]
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(confirmations.cleanup(items)))
+
+
+def test_upgrade_diff_confirmation(snap_compare: Any) -> None:
+    diff = unified("replicas: 2\nimage: nginx:1.27\n", "replicas: 3\nimage: nginx:1.27\n",
+                   "deployed (revision 3)", "desired (package web)")
+    dialog = confirmations.upgrade(_view(WEB), diff, None)
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))

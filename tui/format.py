@@ -1,53 +1,139 @@
-"""Plain-text renderings of engine values for the views (no colour needed to read them)."""
+"""Plain-text renderings of engine values for the views.
+
+Every rendering is a symbol plus a word, so a status reads the same without
+colour; :data:`Tone` is a hint the views map to theme colours.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Literal
 
-from engine.runtime.state import ActionOutcome, ReleaseView
+from engine.monitor.status import MonitorStatus
+from engine.runtime.state import ActionOutcome, ReleaseView, RunningAction
 
-# Symbol + word, so a status reads the same without colour.
-_STATUS_SYMBOL = {
-    "deployed": "✔",
-    "superseded": "○",
-    "failed": "✖",
-    "uninstalled": "⊘",
-    "uninstalling": "…",
-    "pending-install": "⧗",
-    "pending-upgrade": "⧗",
-    "pending-rollback": "⧗",
-    "unknown": "?",
+Tone = Literal["ok", "warn", "bad", "busy", "plain"]
+"""How a value should be coloured: success, warning, error, in progress, or not at all."""
+
+_STATUS: dict[str, tuple[str, Tone]] = {
+    "deployed": ("✔", "ok"),
+    "superseded": ("○", "plain"),
+    "failed": ("✖", "bad"),
+    "uninstalled": ("⊘", "plain"),
+    "uninstalling": ("…", "warn"),
+    "pending-install": ("⧗", "warn"),
+    "pending-upgrade": ("⧗", "warn"),
+    "pending-rollback": ("⧗", "warn"),
+    "unknown": ("?", "warn"),
+}
+
+# Engine release states (engine.runtime.state.RELEASE_STATES).
+STATE_SYMBOLS: dict[str, tuple[str, Tone]] = {
+    "InSync": ("✔", "ok"),
+    "OutOfSync": ("↻", "warn"),
+    "Drifted": ("≠", "warn"),
+    "Locked": ("⧗", "warn"),
+    "Untested": ("◌", "warn"),
+    "Failed": ("✖", "bad"),
+    "Unmanaged": ("◇", "warn"),
+    "Absent": ("∅", "plain"),
+    "Stalled": ("‼", "bad"),
 }
 
 
-def status_text(state: ReleaseView) -> str:
+def helm_status_text(state: ReleaseView) -> tuple[str, Tone]:
     """``✔ deployed``, ``⧗ pending-upgrade``; ``- not installed`` without a revision."""
     if state.unreadable:
-        return "! unreadable"
+        return "! unreadable", "bad"
     if state.observation is None:
-        return "- not installed"
+        return "- not installed", "plain"
     status = state.observation.status
-    return f"{_STATUS_SYMBOL.get(status, '?')} {status}"
+    symbol, tone = _STATUS.get(status, ("?", "warn"))
+    return f"{symbol} {status}", tone
 
 
-def status_style(state: ReleaseView) -> str:
-    """A CSS-ish class name for the status: ok, warn, bad or idle."""
-    if state.observation is None:
-        return "idle"
-    status = state.observation.status
-    if status == "deployed":
-        return "ok"
-    if status == "failed" or state.unreadable:
-        return "bad"
-    if status.startswith("pending") or status == "uninstalling":
-        return "warn"
-    return "idle"
+def status_symbol(status: str) -> str:
+    """The symbol of one Helm status (``?`` for unknown ones)."""
+    return _STATUS.get(status, ("?", "warn"))[0]
 
 
-def helm_time(value: str) -> str:
-    """A Helm RFC 3339 timestamp as ``YYYY-MM-DD HH:MM:SS`` UTC; ``-`` when unset or unparsable."""
+def engine_state_text(state: str | None) -> tuple[str, Tone]:
+    """``✔ InSync``, ``‼ Stalled``; ``-`` when the engine reports no state for the release."""
+    if state is None:
+        return "-", "plain"
+    symbol, tone = STATE_SYMBOLS.get(state, ("?", "warn"))
+    return f"{symbol} {state}", tone
+
+
+def ready_text(ready: bool | None) -> tuple[str, Tone]:
+    """``✔ yes``, ``✖ no`` or ``-`` (unknown)."""
+    if ready is None:
+        return "-", "plain"
+    return ("✔ yes", "ok") if ready else ("✖ no", "bad")
+
+
+def monitor_text(monitor: MonitorStatus) -> tuple[str, Tone]:
+    """``● active``, ``‖ paused ×2``, ``! 3 absent``, ``○ off``."""
+    summary = monitor.summary()
+    if monitor.state == "off":
+        return f"○ {summary}", "plain"
+    if monitor.state == "paused":
+        return f"‖ {summary}", "warn"
+    if monitor.absent:
+        return f"! {summary}", "bad"
+    return f"● {summary}", "ok"
+
+
+def maintenance_text(mode: str) -> tuple[str, Tone]:
+    """``✎ on`` while in maintenance (``NoResourceReconciliation``), else ``-``."""
+    return ("✎ on", "warn") if mode else ("-", "plain")
+
+
+def suspended_text(suspended: bool) -> tuple[str, Tone]:
+    """``⏸ yes`` when reconciliation is suspended, else ``-``."""
+    return ("⏸ yes", "warn") if suspended else ("-", "plain")
+
+
+def duration(seconds: float, *, coarse: bool = False) -> str:
+    """A short duration: ``45s``, ``2m``, ``2m30s``, ``3h4m``, ``2d5h``; ``coarse`` drops seconds past a minute."""
+    total = max(0, int(seconds))
+    if coarse and total >= 60:
+        total -= total % 60
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def progress_text(running: RunningAction, now: float) -> str:
+    """``upgrade 12s / 2m`` — the action, time elapsed and its timeout."""
+    return f"{running.action} {duration(now - running.started)} / {duration(running.timeout)}"
+
+
+def last_action_text(state: ReleaseView, now: float) -> tuple[str, Tone]:
+    """What the engine is doing or last did: ``⟳ upgrade 12s / 2m``, ``✔ rollback``, ``✖ upgrade``."""
+    if state.running is not None:
+        return f"⟳ {progress_text(state.running, now)}", "busy"
+    if state.last is not None:
+        return outcome_text(state.last), "ok" if state.last.ok else "bad"
+    return "-", "plain"
+
+
+def outcome_text(outcome: ActionOutcome) -> str:
+    """``✔ upgrade`` or ``✖ upgrade``."""
+    return f"{'✔' if outcome.ok else '✖'} {outcome.action}"
+
+
+def parse_helm_time(value: str) -> dt.datetime | None:
+    """A Helm RFC 3339 timestamp (nanoseconds allowed) as an aware datetime; None when unset or bad."""
     if not value:
-        return "-"
+        return None
     text = value.replace("Z", "+00:00")
     # Helm writes nanoseconds; fromisoformat takes at most microseconds.
     if "." in text:
@@ -58,23 +144,31 @@ def helm_time(value: str) -> str:
     try:
         when = dt.datetime.fromisoformat(text)
     except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+def helm_time(value: str) -> str:
+    """A Helm timestamp as ``YYYY-MM-DD HH:MM:SS`` UTC; ``-`` when unset or unparsable."""
+    when = parse_helm_time(value)
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if when else "-"
+
+
+def unix_time(value: float) -> str:
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS`` UTC (``-`` for 0)."""
+    if not value:
         return "-"
-    if when.tzinfo is not None:
-        when = when.astimezone(dt.UTC)
-    return when.strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def action_text(state: ReleaseView) -> str:
-    """What the engine is doing or last did: ``⟳ upgrade…``, ``✔ rollback``, ``✖ upgrade``."""
-    parts = []
-    if state.running:
-        parts.append(f"⟳ {state.running}…")
-    elif state.last is not None:
-        parts.append(outcome_text(state.last))
-    if state.suspended:
-        parts.append("⏸ suspended")
-    return "  ".join(parts) or "-"
+def deployed_at(state: ReleaseView) -> float | None:
+    """Unix time of the latest revision's last deploy, None without one."""
+    obs = state.observation
+    when = parse_helm_time(obs.last_deployed) if obs else None
+    return when.timestamp() if when else None
 
 
-def outcome_text(outcome: ActionOutcome) -> str:
-    return f"{'✔' if outcome.ok else '✖'} {outcome.action}"
+def age_text(state: ReleaseView, now: float) -> str:
+    """How long ago the latest revision was deployed (``-`` without one)."""
+    at = deployed_at(state)
+    return duration(now - at, coarse=True) if at is not None else "-"

@@ -1,4 +1,4 @@
-"""A yes/no confirmation dialog that says what an action will touch."""
+"""A yes/no dialog that says what an action will touch before it runs."""
 
 from __future__ import annotations
 
@@ -8,30 +8,44 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from tui.confirmations import Confirmation
+from tui.diffing import styled
+from tui.widgets.text_view import TextView
+
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Dismisses with True on confirm (``y``/enter on Confirm), False on cancel (``n``/escape)."""
+    """Dismisses with True on confirm (``y``, or enter on the confirm button), False on cancel (``n``/escape).
+
+    Cancel has the focus at first, so a stray enter never confirms.
+    """
 
     BINDINGS = [
         Binding("y", "confirm", "Confirm"),
         Binding("n,escape", "cancel", "Cancel"),
     ]
 
-    def __init__(self, title: str, body: str, confirm_label: str = "Confirm"):
+    def __init__(self, confirmation: Confirmation):
         super().__init__()
-        self._title = title
-        self._body = body
-        self._confirm_label = confirm_label
+        self.confirmation = confirmation
 
     def compose(self) -> ComposeResult:
+        c = self.confirmation
         with Vertical(id="dialog"):
-            yield Label(self._title, id="dialog-title")
-            yield Static(self._body, id="dialog-body")
+            yield Label(c.title, id="dialog-title")
+            yield Static(c.body, id="dialog-body", markup=False)
+            if c.details_title:
+                yield Label(c.details_title, id="dialog-details-title")
+            if c.details:
+                details = TextView(id="dialog-details")
+                yield details
             with Horizontal(id="dialog-buttons"):
-                yield Button(f"{self._confirm_label} (y)", variant="warning", id="confirm")
+                yield Button(f"{c.confirm_label} (y)", variant="warning", id="confirm")
                 yield Button("Cancel (n)", id="cancel")
 
     def on_mount(self) -> None:
+        c = self.confirmation
+        if c.details:
+            self.query_one("#dialog-details", TextView).show(styled(c.details) if c.diff else c.details)
         self.query_one("#cancel", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

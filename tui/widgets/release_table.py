@@ -2,75 +2,265 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable
+
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
+from textual.message import Message
+from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey
 
 from engine.runtime.state import ReleaseKey, ReleaseView
-from tui.format import action_text, helm_time, status_text
+from tui.format import Tone
+from tui.model import COLUMNS, Cell, RowFilter, SortOrder, cells, key_of, row_id
 
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("namespace", "NAMESPACE"),
-    ("name", "NAME"),
-    ("chart", "CHART"),
-    ("app_version", "APP VERSION"),
-    ("revision", "REVISION"),
-    ("status", "STATUS"),
-    ("updated", "UPDATED (UTC)"),
-    ("package", "PACKAGE"),
-    ("action", "LAST ACTION"),
-)
+# Theme variables that colour each tone; "plain" cells keep the table's colour.
+TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning", "bad": "text-error",
+                                   "busy": "text-accent"}
+# Re-sorting after a sort-column change waits this long, so a burst of events costs one sort.
+RESORT_DELAY = 0.3
+FLUSH_INTERVAL = 0.25
+ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
 
 
-def row_key(key: ReleaseKey) -> str:
-    return f"{key[0]}/{key[1]}"
+class ReleaseTable(DataTable[Text]):
+    """Every release the engine reports, filtered by :attr:`row_filter`, sorted by :attr:`order`.
 
+    Keeps every view it was given (shown or not) so a filter change needs no
+    engine call; rows are keyed ``namespace/name``.
+    """
 
-def cells(state: ReleaseView) -> dict[str, str]:
-    """The text of every column for one release."""
-    obs = state.observation
-    return {
-        "namespace": state.namespace,
-        "name": state.name,
-        "chart": f"{obs.chart_name}@{obs.chart_version}" if obs else "-",
-        "app_version": (obs.app_version or "-") if obs else "-",
-        "revision": str(obs.version) if obs else "-",
-        "status": status_text(state),
-        "updated": helm_time(obs.last_deployed) if obs else "-",
-        "package": state.package.name if state.package else "-",
-        "action": action_text(state),
-    }
+    row_filter: reactive[RowFilter] = reactive(RowFilter, init=False)
+    order: reactive[SortOrder] = reactive(SortOrder, init=False)
 
+    class Changed(Message):
+        """The shown rows or their order changed: the header recounts and names the order."""
 
-class ReleaseTable(DataTable[str]):
-    """Rows keyed ``namespace/name``, kept sorted by namespace and name."""
+    def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *, id: str | None = None):
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._clock = clock
+        self._views: dict[str, ReleaseView] = {row_id(v.key): v for v in views}
+        self._shown: dict[str, dict[str, Cell]] = {}
+        self._styles: dict[Tone, Style] = {}
+        self._resort_timer: Timer | None = None
+        self._flush_timer: Timer | None = None
+        self._dirty: set[str] = set()
+        self._last_flush = 0.0
+
+    @property
+    def views(self) -> list[ReleaseView]:
+        """Every release the table knows, shown or filtered out."""
+        return list(self._views.values())
+
+    @property
+    def shown_count(self) -> int:
+        return len(self._shown)
 
     def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.zebra_stripes = True
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        self._styles = self._tone_styles()
+        for col in COLUMNS:
+            self.add_column(self._header(col.key, col.label), key=col.key)
+        self._rebuild()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
 
-    def upsert(self, state: ReleaseView) -> None:
-        """Add the release's row or change only the cells that differ."""
-        rk = row_key(state.key)
-        new = cells(state)
-        if rk in self.rows:
-            for col, value in new.items():
-                if self.get_cell(rk, col) != value:
-                    self.update_cell(rk, col, value, update_width=True)
-            return
-        self.add_row(*(new[c] for c, _ in COLUMNS), key=rk)
-        self.sort("namespace", "name")
+    # -- feeding -----------------------------------------------------------------
+    def upsert(self, view: ReleaseView) -> None:
+        """Take a new snapshot of one release; its row is added, updated cell by cell, or hidden.
+
+        Rows are redrawn at most every :data:`FLUSH_INTERVAL` seconds: DataTable
+        re-renders every visible row after any cell change, so a burst of events
+        costs one redraw, and key presses between redraws stay fast.
+        """
+        rid = row_id(view.key)
+        self._views[rid] = view
+        self._mark(rid)
 
     def remove_release(self, key: ReleaseKey) -> None:
-        rk = row_key(key)
-        if rk in self.rows:
-            self.remove_row(rk)
+        rid = row_id(key)
+        self._views.pop(rid, None)
+        self._mark(rid)
 
+    def flush(self) -> None:
+        """Apply every pending release change to the rows now."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._last_flush = time.monotonic()
+        dirty, self._dirty = self._dirty, set()
+        now = self._clock()
+        shown = self.row_filter.predicate(now)
+        for rid in dirty:
+            view = self._views.get(rid)
+            visible = view is not None and shown(view)
+            if rid in self._shown:
+                if view is not None and visible:
+                    if self._on_screen(rid):
+                        self._update_row(rid, cells(view, now))
+                    # else: drawn when it scrolls into view (see _draw_on_screen)
+                else:
+                    self._remove_row(rid)
+            elif view is not None and visible:
+                self._add_row(rid, cells(view, now))
+                self._schedule_resort()
+        if dirty:
+            self.post_message(self.Changed())
+
+    def _mark(self, rid: str) -> None:
+        self._dirty.add(rid)
+        if self._flush_timer is not None:
+            return
+        wait = self._last_flush + FLUSH_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self.flush()  # calm: show it at once
+        else:
+            self._flush_timer = self.set_timer(wait, self.flush)
+
+    def tick(self) -> None:
+        """Refresh the time-dependent cells (ages, running-action progress) of the rows on screen."""
+        now = self._clock()
+        for rid in self._rows_on_screen():
+            new = cells(self._views[rid], now)
+            self._update_cells(rid, {k: new[k] for k in ("age", "action")})
+
+    # -- reading -----------------------------------------------------------------
     def selected_key(self) -> ReleaseKey | None:
-        """``(namespace, name)`` of the row under the cursor, or None when empty."""
+        """``(namespace, name)`` of the row under the cursor, or None when no row is shown."""
         if self.row_count == 0:
             return None
-        rk: RowKey = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        ns, _, name = str(rk.value).partition("/")
-        return (ns, name)
+        rk = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        return key_of(str(rk.value))
+
+    def select(self, key: ReleaseKey) -> bool:
+        """Move the cursor to ``key``'s row; False when it is not shown."""
+        rid = row_id(key)
+        if rid not in self._shown:
+            return False
+        self.move_cursor(row=self.get_row_index(rid))
+        return True
+
+    def plain_cell(self, key: ReleaseKey, column: str) -> str | None:
+        """The text of one shown cell (None when the row is not shown)."""
+        shown = self._shown.get(row_id(key))
+        return shown[column].text if shown is not None else None
+
+    # -- rows off screen ------------------------------------------------------------
+    # Any cell write makes DataTable redraw every visible row, so changes to rows
+    # off screen are not written until they scroll into view: with 1,000 releases
+    # most events touch rows nobody sees, and those then cost no redraw at all.
+
+    def _rows_on_screen(self) -> list[str]:
+        top = int(self.scroll_y)
+        end = min(self.row_count, top + self.size.height + ON_SCREEN_MARGIN)
+        return [str(self.ordered_rows[i].key.value) for i in range(max(0, top - ON_SCREEN_MARGIN), end)]
+
+    def _on_screen(self, rid: str) -> bool:
+        index = self.get_row_index(rid)
+        top = int(self.scroll_y)
+        return top - ON_SCREEN_MARGIN <= index < top + self.size.height + ON_SCREEN_MARGIN
+
+    def _draw_on_screen(self) -> None:
+        """Bring the rows now on screen up to date (only their differing cells are written)."""
+        now = self._clock()
+        for rid in self._rows_on_screen():
+            self._update_row(rid, cells(self._views[rid], now))
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self._draw_on_screen()
+
+    def on_resize(self) -> None:
+        self._draw_on_screen()
+
+    # -- reactive watchers -------------------------------------------------------
+    def watch_row_filter(self) -> None:
+        self._rebuild()
+
+    def watch_order(self) -> None:
+        for col in COLUMNS:
+            self.columns[ColumnKey(col.key)].label = Text(self._header(col.key, col.label))
+        self._resort()
+        self.post_message(self.Changed())  # the header names the sort order
+
+    def restyle(self) -> None:
+        """Re-colour every cell from the current theme."""
+        self._styles = self._tone_styles()
+        for rid, row in self._shown.items():
+            for col, cell in row.items():
+                self.update_cell(rid, col, self._text(cell))
+
+    # -- internals ---------------------------------------------------------------
+    def _header(self, key: str, label: str) -> str:
+        if key != self.order.column:
+            return label
+        return f"{label} {'▼' if self.order.reverse else '▲'}"
+
+    def _tone_styles(self) -> dict[Tone, Style]:
+        variables = self.app.theme_variables
+        return {tone: Style(color=variables[var]) for tone, var in TONE_VARIABLES.items() if var in variables}
+
+    def _text(self, cell: Cell) -> Text:
+        return Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
+
+    def _add_row(self, rid: str, row: dict[str, Cell]) -> None:
+        self._shown[rid] = row
+        self.add_row(*(self._text(row[c.key]) for c in COLUMNS), key=rid)
+
+    def _remove_row(self, rid: str) -> None:
+        del self._shown[rid]
+        self.remove_row(rid)
+
+    def _update_row(self, rid: str, row: dict[str, Cell]) -> None:
+        if self._update_cells(rid, row):
+            self._schedule_resort()
+
+    def _update_cells(self, rid: str, new: dict[str, Cell]) -> bool:
+        """Write only the cells that differ; True when the sort column was among them."""
+        current = self._shown[rid]
+        sort_changed = False
+        for col, cell in new.items():
+            if current[col] != cell:
+                current[col] = cell
+                # Only widen: a narrower value would make DataTable re-measure the whole column
+                # (every row), which under an event storm costs more than the whole frame.
+                wider = cell_len(cell.text) > self.columns[ColumnKey(col)].content_width
+                self.update_cell(rid, col, self._text(cell), update_width=wider)
+                sort_changed = sort_changed or col == self.order.column
+        return sort_changed
+
+    def _rebuild(self) -> None:
+        self._dirty.clear()  # every row is redrawn from the latest views
+        selected = self.selected_key()
+        self.clear()
+        self._shown = {}
+        now = self._clock()
+        shown = self.row_filter.predicate(now)
+        order = self.order
+        for view in sorted(self._views.values(), key=lambda v: order.key(v, now), reverse=order.reverse):
+            if shown(view):
+                self._add_row(row_id(view.key), cells(view, now))
+        if selected is not None:
+            self.select(selected)
+        self.post_message(self.Changed())
+
+    def _schedule_resort(self) -> None:
+        if self._resort_timer is None:
+            self._resort_timer = self.set_timer(RESORT_DELAY, self._resort)
+
+    def _resort(self) -> None:
+        self._resort_timer = None
+        selected = self.selected_key()
+        now = self._clock()
+        order = self.order
+        views = self._views
+
+        def by_model(names: tuple[Text, Text]) -> tuple[object, ...]:
+            return order.key(views[f"{names[0].plain}/{names[1].plain}"], now)
+
+        self.sort("namespace", "name", key=by_model, reverse=order.reverse)
+        if selected is not None:
+            self.select(selected)

@@ -1,0 +1,466 @@
+"""The app driven by keys over fixed engine state (no cluster): filters, live cells, refusals, themes, help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+from textual.widgets._footer import FooterKey
+
+from engine.monitor.status import MonitorStatus
+from engine.runtime.state import ActionOutcome, CleanupItem, ReconcileEvent
+from tests.fixtures import (
+    FIXED_NOW,
+    FLAKY,
+    LEGACY,
+    SETTINGS,
+    WEB,
+    announce_lease,
+    bulk_engine,
+    fixed_clock,
+    fixed_engine,
+    log_event,
+    set_engine_status,
+)
+from tui.app import HelmdeckApp
+from tui.masking import Masker
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.detail import ReleaseDetailScreen
+from tui.screens.help import HelpScreen
+from tui.settings import Settings
+from tui.widgets.header_bar import HeaderBar
+from tui.widgets.release_table import ReleaseTable
+from tui.widgets.text_view import TextView
+
+SIZE = (160, 30)
+
+
+class Recorder:
+    """Stands in for App.notify: keeps (message, title, severity)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+
+    def __call__(self, message: str, *, title: str = "", severity: str = "information", **_: Any) -> None:
+        self.calls.append((message, title, severity))
+
+    def text(self) -> str:
+        return "\n".join(f"{t}: {m}" for m, t, _ in self.calls)
+
+
+def make_app(*, readonly: bool = False, **kwargs: Any) -> tuple[HelmdeckApp, Recorder]:
+    app = HelmdeckApp(fixed_engine(readonly=readonly), context="test", start_engine=False, clock=fixed_clock,
+                      masker=Masker(b"test"), **kwargs)
+    recorder = Recorder()
+    app.notify = recorder  # type: ignore[method-assign]
+    return app, recorder
+
+
+def shown_names(app: HelmdeckApp) -> list[str]:
+    table = app.query_one(ReleaseTable)
+    return [str(row.key.value).split("/")[1] for row in table.ordered_rows]
+
+
+def footer(app: HelmdeckApp) -> dict[str, bool]:
+    """Footer descriptions -> enabled."""
+    return {k.description: not k.has_class("-disabled") for k in app.screen.query(FooterKey) if k.description}
+
+
+async def test_live_event_changes_only_the_affected_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        written: list[tuple[str, str]] = []
+        original = table.update_cell
+
+        def spy(row: Any, column: Any, value: Any, **kw: Any) -> None:
+            written.append((str(row), str(column)))
+            original(row, column, value, **kw)
+
+        monkeypatch.setattr(table, "update_cell", spy)
+        set_engine_status(app.engine, WEB, ready=True)
+        await pilot.pause()
+        assert written == [("helmdeck-demo/web", "ready")]
+        assert table.plain_cell(WEB, "ready") == "✔ yes"
+
+
+async def test_rows_off_screen_are_written_when_they_scroll_into_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(ReleaseTable)
+        last = table.views[-1].key  # sorted by namespace then name: the last row is far below
+        written: list[str] = []
+        original = table.update_cell
+
+        def spy(row: Any, column: Any, value: Any, **kw: Any) -> None:
+            written.append(f"{row}:{column}")
+            original(row, column, value, **kw)
+
+        monkeypatch.setattr(table, "update_cell", spy)
+        set_engine_status(app.engine, last, state="Locked")
+        await pilot.pause(0.5)
+        assert written == []  # nothing on screen changed: no cell write, no redraw
+        assert table.plain_cell(last, "state") == "‼ Stalled"  # still the old text
+        table.select(last)
+        await pilot.pause()
+        assert written == [f"{last[0]}/{last[1]}:state"]
+        assert table.plain_cell(last, "state") == "⧗ Locked"
+
+
+async def test_filters_quick_filters_and_namespaces() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert shown_names(app) == ["flaky", "settings", "web", "legacy-api"]
+        await pilot.press("slash", *"fla", "enter")
+        assert shown_names(app) == ["flaky"]
+        assert isinstance(app.focused, ReleaseTable)
+        await pilot.press("slash", "escape")
+        assert shown_names(app) == ["flaky", "settings", "web", "legacy-api"]
+        await pilot.press("1")
+        assert shown_names(app) == ["flaky"]
+        await pilot.press("4")
+        assert shown_names(app) == ["settings"]
+        await pilot.press("0", "n")
+        await pilot.pause()
+        await pilot.press("down", "down", "enter")  # all, helmdeck-demo, legacy
+        await pilot.pause()
+        assert shown_names(app) == ["legacy-api"]
+
+
+async def test_sort_keys_and_header_click() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")  # namespace -> name
+        await pilot.pause()
+        assert shown_names(app) == ["flaky", "legacy-api", "settings", "web"]
+        await pilot.press("O")
+        await pilot.pause()
+        assert shown_names(app) == ["web", "settings", "legacy-api", "flaky"]
+        table = app.query_one(ReleaseTable)
+        assert str(table.columns[table.ordered_columns[1].key].label) == "NAME ▼"
+        rev_x = sum(c.get_render_width(table) for c in table.ordered_columns[:4]) + 1
+        await pilot.click(ReleaseTable, offset=(rev_x, 0))  # the REV header
+        await pilot.pause()
+        assert table.order.column == "revision"
+
+
+async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        assert shown_names(app) == ["web"]
+        set_engine_status(app.engine, SETTINGS, state="Drifted")
+        await pilot.pause(0.5)
+        assert shown_names(app) == ["settings", "web"]
+        set_engine_status(app.engine, WEB, state="InSync", monitor=MonitorStatus("active"))
+        await pilot.pause(0.5)
+        assert shown_names(app) == ["settings"]
+
+
+async def test_readonly_removes_every_action_key_and_refuses_them() -> None:
+    app, notes = make_app(readonly=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        keys = footer(app)
+        for label in ("Upgrade", "Rollback", "Test", "Pause", "Maint", "Suspend", "Unlock", "Cleanup", "Uninstall"):
+            assert label not in keys
+        assert keys["Help"] and keys["Quit"]
+        await pilot.press("u", "D")
+        assert len(notes.calls) == 2 and all("read-only" in m for m, _, _ in notes.calls)
+        commands = [c.title for c in app.get_system_commands(app.screen)]
+        assert not any(c.startswith("Upgrade") for c in commands)
+
+
+async def test_unavailable_actions_are_shown_disabled_and_say_why() -> None:
+    app, notes = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        keys = footer(app)
+        assert keys["Upgrade"] and keys["Rollback"] and keys["Uninstall"]
+        assert keys["Unlock"] is False and keys["Cleanup"] is False and keys["Pause"] is False
+        await pilot.press("l", "c")
+        reasons = app.engine.capabilities()  # the engine's own words, shown as they are
+        assert reasons["unlock"] and reasons["cleanup"]
+        assert notes.calls[0][0] == f"Unlock: {reasons['unlock']}"
+        assert notes.calls[1][0] == f"Cleanup: {reasons['cleanup']}"
+        commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert commands["Unlock (l)"] == f"Unavailable: {reasons['unlock']}"
+        assert "forced reconcile" in commands["Upgrade (u)"]
+
+
+async def test_an_engine_failure_becomes_a_notification_naming_the_log(tmp_path: Path) -> None:
+    app, notes = make_app(log_file=tmp_path / "helmdeck.log")
+
+    async def broken(_key: object) -> None:
+        raise RuntimeError("the API server went away")
+
+    app.engine.test = broken  # type: ignore[assignment,method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("t")
+        await pilot.pause(0.3)
+        message, title, severity = notes.calls[-1]
+        assert severity == "error" and title == "Test helmdeck-demo/flaky failed"
+        assert "the API server went away" in message and str(tmp_path / "helmdeck.log") in message
+        assert app.is_running
+
+
+async def test_upgrade_of_a_release_without_package_is_refused() -> None:
+    app, notes = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(LEGACY)
+        await pilot.press("u")
+        assert "No package declares legacy/legacy-api" in notes.text()
+        assert len(app.screen_stack) == 1
+
+
+async def test_suspend_and_resume_from_the_keyboard() -> None:
+    app, notes = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        table.select(FLAKY)
+        await pilot.press("s")
+        await pilot.pause()
+        assert table.plain_cell(FLAKY, "suspended") == "⏸ yes"
+        await pilot.press("s")  # resuming asks first
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert table.plain_cell(FLAKY, "suspended") == "-"
+        assert "Reconciliation of helmdeck-demo/flaky resumed" in notes.text()
+
+
+async def test_detail_reveals_secrets_only_on_request() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ReleaseDetailScreen) and app.screen.key == WEB
+        await pilot.press("3")
+        await pilot.pause(0.3)
+
+        def values_text() -> str:
+            return str(app.screen.query_one("#values-pane TextView", TextView).query_one(".text-body").render())
+
+        assert "hunter2" not in values_text() and "••••••" in values_text()
+        await pilot.press("x")
+        await pilot.pause(0.3)
+        assert "hunter2" in values_text() and "t0k3n" in values_text()
+        await pilot.press("escape")
+        assert len(app.screen_stack) == 1
+
+
+async def test_history_rollback_asks_naming_the_highlighted_revision() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("enter", "2")
+        await pilot.pause()
+        await pilot.press("down", "down", "r")  # revision 1
+        await pilot.pause()
+        body = str(app.screen.query_one("#dialog-body").render())
+        assert "from revision 3" in body and "to   revision 1" in body
+        await pilot.press("n")
+        assert isinstance(app.screen, ReleaseDetailScreen)
+
+
+async def test_help_lists_every_action_with_its_availability() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one(TextView).query_one(".text-body").render())
+        assert f"Unlock       disabled: {app.engine.capabilities()['unlock']}" in text
+        assert "D / ctrl+d Uninstall    available" in text
+        assert "secretName stays visible" in text
+
+
+async def test_theme_choice_is_remembered_and_bad_themes_fall_back(tmp_path: Path) -> None:
+    settings = Settings(tmp_path / "helmdeck")
+    settings.themes_dir.mkdir(parents=True)
+    (settings.themes_dir / "broken.toml").write_text('name = "broken"\nprimary = "blurple"\n')
+    (settings.themes_dir / "mine.toml").write_text('name = "mine"\nprimary = "#336699"\ndark = false\n')
+    app, notes = make_app(settings=settings, theme="helmdeck-light")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "helmdeck-light"
+        assert "broken.toml: primary: 'blurple' is not a colour" in notes.text()
+        app.theme = "mine"
+        await pilot.pause()
+    assert settings.load_theme() == ("mine", None)
+
+    app, notes = make_app(settings=settings, theme="no-such-theme")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "helmdeck-dark"
+        assert "theme 'no-such-theme' is not installed" in notes.text()
+
+    app, _ = make_app(settings=settings)  # no --theme: the remembered one
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "helmdeck-dark"  # remembered from the fallback above
+
+
+async def test_engine_events_reach_an_open_detail_screen() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("enter")
+        await pilot.pause()
+        set_engine_status(app.engine, WEB, state="InSync")
+        log_event(app.engine, ReconcileEvent(FIXED_NOW, WEB, "web", "upgrade", "started",
+                                             "upgrade started (timeout 120s)"))
+        await pilot.press("7")  # a log renders once it is on screen
+        await pilot.pause()
+        title = str(app.screen.query_one("#detail-title").render())
+        assert "state ✔ InSync" in title
+        log = app.screen.query_one("#event-log")
+        assert any("upgrade started" in strip.text for strip in log.lines)  # type: ignore[attr-defined]
+
+
+async def test_filter_line_keeps_enter_for_itself() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", "w", "e", "b")
+        assert isinstance(app.focused, Input)
+        await pilot.press("enter")
+        assert len(app.screen_stack) == 1  # enter kept the filter; it did not open a detail
+        assert shown_names(app) == ["web"]
+
+
+async def test_header_names_the_lease_holder() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        header = app.query_one(HeaderBar)
+        assert "lease: - (not reported by the engine)" in str(header.render())
+        announce_lease(app.engine, "ops@bastion-2", leader=False)
+        await pilot.pause()
+        assert "lease: held by ops@bastion-2 · this instance watches read-only" in str(header.render())
+        announce_lease(app.engine, "me@laptop", leader=True)
+        await pilot.pause()
+        assert "lease: me@laptop (this instance acts)" in str(header.render())
+
+
+async def test_ctrl_d_also_uninstalls_and_the_palette_offers_themes() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("ctrl+d")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Uninstall?"
+        await pilot.press("escape")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Theme" in titles and "Uninstall (D / ctrl+d)" in titles and "Help (?)" in titles
+
+
+class ArrivingEngineApi:
+    """Stand-ins for the engine methods the app calls once the engine offers them (recording each call)."""
+
+    def __init__(self, app: HelmdeckApp):
+        self.engine = app.engine
+        self.calls: list[tuple[Any, ...]] = []
+        engine: Any = app.engine
+        engine.capabilities = lambda: dict.fromkeys(("upgrade", "rollback", "test", "monitor", "maintenance",
+                                                     "suspend", "unlock", "cleanup", "uninstall"))
+        engine.diff = self.diff
+        engine.reconcile = self.reconcile
+        engine.pause_monitor = self.pause_monitor
+        engine.resume_monitor = self.resume_monitor
+        engine.set_maintenance = self.set_maintenance
+        engine.unlock = self.unlock
+        engine.cleanup = self.cleanup
+
+    async def diff(self, key: tuple[str, str]) -> str:
+        return "--- revision 3\n+++ desired\n@@ -1 +1 @@\n-replicas: 2\n+replicas: 3\n"
+
+    async def reconcile(self, key: tuple[str, str], *, force: bool = False) -> ActionOutcome:
+        self.calls.append(("reconcile", key, force))
+        return ActionOutcome("upgrade", True, "upgrade succeeded: revision 4 deployed", 4)
+
+    def pause_monitor(self, key: tuple[str, str]) -> int:  # sync, as the engine's will be
+        self.calls.append(("pause", key))
+        set_engine_status(self.engine, key, monitor=MonitorStatus("paused", 1))
+        return 1
+
+    def resume_monitor(self, key: tuple[str, str]) -> int:
+        self.calls.append(("resume", key))
+        set_engine_status(self.engine, key, monitor=MonitorStatus("active"))
+        return 0
+
+    async def set_maintenance(self, key: tuple[str, str], mode: str) -> None:
+        self.calls.append(("maintenance", key, mode))
+
+    async def unlock(self, key: tuple[str, str]) -> ActionOutcome:
+        self.calls.append(("unlock", key))
+        return ActionOutcome("unlock", True, "revision 7 marked failed", 7)
+
+    async def cleanup(self, *, dry_run: bool = False) -> list[CleanupItem]:
+        self.calls.append(("cleanup", dry_run))
+        return [CleanupItem("old", "api", "would-remove" if dry_run else "removed")]
+
+
+async def test_upgrade_shows_the_engine_diff_first() -> None:
+    app, notes = make_app()
+    api = ArrivingEngineApi(app)
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "+replicas: 3" in app.screen.confirmation.details and app.screen.confirmation.title == "Upgrade?"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls == [("reconcile", WEB, True)]
+        assert "upgrade succeeded: revision 4 deployed" in notes.text()
+
+
+async def test_pause_and_resume_show_the_counter() -> None:
+    app, notes = make_app()
+    api = ArrivingEngineApi(app)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        table.select(WEB)
+        await pilot.press("p")
+        await pilot.pause(0.3)
+        assert api.calls == [("pause", WEB)]
+        assert "Monitor of helmdeck-demo/web: paused ×1 (pause counter 1)" in notes.text()
+        assert table.plain_cell(WEB, "monitor") == "‖ paused ×1"
+        await pilot.press("p")
+        await pilot.pause(0.3)
+        assert api.calls[-1] == ("resume", WEB)
+        assert table.plain_cell(WEB, "monitor") == "● active"
+
+
+async def test_maintenance_unlock_and_cleanup_ask_then_call_the_engine() -> None:
+    app, notes = make_app()
+    api = ArrivingEngineApi(app)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        table.select(WEB)
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Enter maintenance?"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls[-1] == ("maintenance", WEB, "NoResourceReconciliation")
+
+        await pilot.press("l")  # web is deployed, not pending
+        assert "not pending: nothing to unlock" in notes.text() and len(app.screen_stack) == 1
+        table.select(LEGACY)
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Unlock?"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls[-1:] == [("unlock", LEGACY)] and "revision 7 marked failed" in notes.text()
+
+        await pilot.press("c")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.details == "old/api"
+        await pilot.press("y")
+        await pilot.pause(0.3)
+        assert api.calls[-2:] == [("cleanup", True), ("cleanup", False)]
+        assert "Removed 1: old/api" in notes.text()

@@ -1,0 +1,270 @@
+"""Unit tests of the app's pure parts: texts, filters, sorting, masking, manifests, dialogs, themes, settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.monitor.status import MonitorStatus, ResourceStatus
+from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
+from engine.storage.observation import Observation
+from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
+from tui import confirmations
+from tui import format as fmt
+from tui.diffing import unified
+from tui.manifest import objects
+from tui.masking import Masker, is_secret_key
+from tui.model import RowFilter, SortOrder, TextFilter, cells, quick_match, state_counts
+from tui.screens.help import HelpFacts, help_content
+from tui.settings import Settings
+from tui.themes import SHIPPED_DIR, ThemeError, load_theme_file, load_themes
+
+
+def views() -> dict[tuple[str, str], ReleaseView]:
+    return {v.key: v for v in fixed_engine().releases()}
+
+
+# -- texts ---------------------------------------------------------------------------
+
+
+def test_durations_are_short_and_ages_drop_seconds_past_a_minute() -> None:
+    assert [fmt.duration(s) for s in (0, 45, 120, 150, 3 * 3600 + 240, 2 * 86400 + 5 * 3600)] == \
+        ["0s", "45s", "2m", "2m30s", "3h4m", "2d5h"]
+    assert fmt.duration(150, coarse=True) == "2m"
+    assert fmt.duration(59, coarse=True) == "59s"
+
+
+def test_every_cell_reads_without_colour() -> None:
+    row = cells(views()[WEB], FIXED_NOW)
+    assert row["status"].text == "✔ deployed"
+    assert row["state"].text == "≠ Drifted"
+    assert row["ready"].text == "✖ no"
+    assert row["monitor"].text == "! 1 absent"
+    assert row["suspended"].text == "⏸ yes"
+    assert row["action"].text == "✔ rollback"
+    assert row["age"].text == "15m"
+    settings = cells(views()[SETTINGS], FIXED_NOW)
+    assert settings["maintenance"].text == "✎ on"
+    assert settings["action"].text == "⟳ upgrade 12s / 5m"
+    assert cells(views()[FLAKY], FIXED_NOW)["monitor"].text == "‖ paused ×2"
+    assert cells(views()[LEGACY], FIXED_NOW)["state"].text == "-"
+
+
+def test_helm_times_with_nanoseconds_and_offsets() -> None:
+    assert fmt.helm_time("2026-11-30T09:30:00.123456789Z") == "2026-11-30 09:30:00"
+    assert fmt.helm_time("2026-11-29T18:12:44+01:00") == "2026-11-29 17:12:44"
+    assert fmt.helm_time("yesterday") == "-"
+
+
+# -- filters and sorting -------------------------------------------------------------
+
+
+def shown(filter_: RowFilter) -> list[str]:
+    pred = filter_.predicate(FIXED_NOW)
+    return sorted(name for (_, name), v in views().items() if pred(v))
+
+
+def test_text_filter_is_a_regex_or_literal_text_when_invalid_and_can_exclude() -> None:
+    assert shown(RowFilter(TextFilter("^helmdeck-demo\tf"))) == ["flaky"]
+    assert shown(RowFilter(TextFilter("PENDING"))) == ["legacy-api"]
+    assert TextFilter("web(").error is not None
+    assert shown(RowFilter(TextFilter("web("))) == []  # literal: no row contains "web("
+    assert shown(RowFilter(TextFilter("!helmdeck-demo"))) == ["legacy-api"]
+
+
+def test_quick_filters() -> None:
+    assert shown(RowFilter(quick="failed")) == ["flaky"]
+    assert shown(RowFilter(quick="pending")) == ["legacy-api", "settings"]  # pending status, running action
+    assert shown(RowFilter(quick="drifted")) == ["web"]
+    assert shown(RowFilter(quick="maintenance")) == ["settings"]
+    assert shown(RowFilter(namespace="legacy")) == ["legacy-api"]
+    assert shown(RowFilter(TextFilter("web"), quick="failed")) == []
+
+
+def test_failed_quick_filter_counts_a_failed_last_action() -> None:
+    view = dataclasses.replace(views()[WEB], state=None, last=ActionOutcome("test", False, "tests failed"))
+    assert quick_match(view, "failed")
+    assert not quick_match(dataclasses.replace(view, running=RunningAction("test", 0, 1)), "failed")
+
+
+def sorted_names(order: SortOrder) -> list[str]:
+    return [v.name for v in sorted(views().values(), key=lambda v: order.key(v, FIXED_NOW), reverse=order.reverse)]
+
+
+def test_sort_by_revision_age_and_state() -> None:
+    assert sorted_names(SortOrder("revision")) == ["flaky", "settings", "web", "legacy-api"]
+    assert sorted_names(SortOrder("age")) == ["web", "flaky", "settings", "legacy-api"]
+    assert sorted_names(SortOrder("state")) == ["settings", "web", "flaky", "legacy-api"]
+    assert sorted_names(SortOrder("name", reverse=True)) == ["web", "settings", "legacy-api", "flaky"]
+    assert SortOrder("age").next_column().column == "namespace"
+
+
+def test_counts_per_state() -> None:
+    assert state_counts(views().values()) == {"InSync": 1, "Drifted": 1, "Failed": 1, "-": 1}
+
+
+# -- masking ---------------------------------------------------------------------------
+
+
+def test_secret_keys_are_decided_by_their_last_word() -> None:
+    assert all(is_secret_key(k) for k in ("password", "dbPassword", "API_KEY", "client-secret", "authToken"))
+    assert not any(is_secret_key(k) for k in ("secretName", "tokenTtl", "keyboard", "replicas", "monkey"))
+
+
+def test_values_are_masked_with_tags_that_differ_exactly_when_values_differ() -> None:
+    masker = Masker(b"k")
+    out = masker.mask_values({
+        "dbPassword": "hunter2", "other": {"password": "hunter2"}, "apiKey": "x", "secretName": "db-creds",
+        "tokenEnabled": True, "secrets": {"a": 1, "nested": {"b": "c"}}, "cert": "-----BEGIN EC PRIVATE KEY-----",
+        "replicas": 3,
+    })
+    assert out["dbPassword"].startswith("••••••") and out["dbPassword"] == out["other"]["password"]
+    assert out["apiKey"] != out["dbPassword"]
+    assert out["secretName"] == "db-creds" and out["tokenEnabled"] is True and out["replicas"] == 3
+    assert out["secrets"]["a"].startswith("••••••") and out["secrets"]["nested"]["b"].startswith("••••••")
+    assert out["cert"].startswith("••••••")
+    assert Masker(b"other").mask("hunter2") != masker.mask("hunter2")
+    assert "hunter2" in masker.values_yaml({"password": "hunter2"}, reveal=True)
+    assert "hunter2" not in masker.values_yaml({"password": "hunter2"}, reveal=False)
+
+
+def test_manifest_masks_secret_data_only() -> None:
+    manifest = ("---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  password: aGk=\n"
+                "  cert: |\n    line one\n    line two\nstringData:\n  token: abc\ntype: Opaque\n"
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  password: visible\n")
+    out = Masker(b"k").mask_manifest(manifest)
+    assert "aGk=" not in out and "line one" not in out and "abc" not in out
+    assert "password: visible" in out and "type: Opaque" in out and "name: s" in out
+    docs = list(yaml.safe_load_all(out))
+    assert docs[0]["data"]["password"].startswith("••••••") and set(docs[0]["data"]) == {"password", "cert"}
+
+
+# -- manifests and diffs ---------------------------------------------------------------
+
+
+def test_manifest_objects_get_the_release_namespace_unless_cluster_scoped() -> None:
+    manifest = ("kind: Deployment\nmetadata: {name: a}\n---\nkind: ClusterRole\nmetadata: {name: r, namespace: x}\n"
+                "---\nkind: ConfigMapList\nitems:\n- kind: ConfigMap\n  metadata: {name: c, namespace: other}\n"
+                "---\n# only a comment\n")
+    assert [o.ref for o in objects(manifest, "ns")] == ["Deployment/ns/a", "ClusterRole/r", "ConfigMap/other/c"]
+
+
+def test_unified_diff() -> None:
+    assert unified("a\nb\n", "a\nb\n", "x", "y") == ""
+    diff = unified("a\nb\n", "a\nc", "x", "y")
+    assert "-b\n" in diff and "+c\n" in diff and diff.startswith("--- x\n+++ y\n")
+
+
+# -- dialogs ---------------------------------------------------------------------------
+
+
+def obs(version: int, status: str) -> Observation:
+    return Observation("web", "ns", version, status, chart_name="web", chart_version="1.0.0", app_version="2")
+
+
+def test_rollback_dialog_names_both_revisions_and_the_suspension() -> None:
+    view = views()[WEB]
+    text = confirmations.rollback(view, obs(3, "deployed"), obs(1, "superseded")).body
+    assert "from revision 3 (deployed" in text and "to   revision 1 (superseded" in text
+    assert "revision 4" in text and "suspended" in text
+
+
+def test_cleanup_and_uninstall_dialogs_list_what_goes() -> None:
+    c = confirmations.cleanup([CleanupItem("a", "one", "would-remove"), CleanupItem("b", "two", "would-remove")])
+    assert c.details == "a/one\nb/two" and c.confirm_label == "Uninstall 2"
+    assert confirmations.cleanup([]).title == "Nothing to clean up"
+    skipped = confirmations.cleanup([CleanupItem("a", "one", "would-remove"),
+                                     CleanupItem("kube-system", "x", "skipped", "namespace ignored")])
+    assert skipped.details == "a/one" and "Left alone: kube-system/x (namespace ignored)." in skipped.body
+    u = confirmations.uninstall(views()[WEB], objects("kind: Service\nmetadata: {name: web}\n", "ns"), None)
+    assert u.details == "Service/ns/web" and u.details_title == "Resources deleted (1)"
+    broken = confirmations.uninstall(views()[WEB], None, "no such revision")
+    assert "cannot be listed: no such revision" in broken.body
+
+
+def test_upgrade_dialog_explains_maintenance_and_a_missing_diff() -> None:
+    text = confirmations.upgrade(views()[SETTINGS], None, "no diff yet")
+    assert "maintenance mode" in text.body and "cannot be shown: no diff yet" in text.body and not text.details_title
+    with_diff = confirmations.upgrade(views()[WEB], "--- a\n+++ b\n", None)
+    assert with_diff.diff and with_diff.details_title
+
+
+def test_maintenance_dialog_says_what_entering_and_leaving_do() -> None:
+    enter = confirmations.maintenance(views()[WEB], entering=True).body
+    leave = confirmations.maintenance(views()[SETTINGS], entering=False).body
+    assert "stops the resource monitor" in enter and "does not upgrade, remediate or correct drift" in enter
+    assert "overwritten" in leave and "monitor starts again" in leave
+
+
+def test_unlock_dialog_says_how_long_it_is_pending() -> None:
+    text = confirmations.unlock(views()[LEGACY], FIXED_NOW).body
+    assert "Revision 7 is pending-upgrade since 2026-11-29 17:12:44 UTC (16h47m ago)" in text
+
+
+# -- themes and settings ---------------------------------------------------------------
+
+
+def test_shipped_themes_load() -> None:
+    themes, errors = load_themes([SHIPPED_DIR])
+    assert errors == []
+    assert {t.name for t in themes} >= {"helmdeck-dark", "helmdeck-light", "helmdeck-high-contrast"}
+    assert not next(t for t in themes if t.name == "helmdeck-light").dark
+
+
+@pytest.mark.parametrize(("text", "field", "fix"), [
+    ('name = "x"\nprimary = "#123456"\nbackgroud = "#000000"\n', "backgroud", "valid fields"),
+    ('name = "x"\nprimary = "blurple"\n', "primary", "#rrggbb"),
+    ('name = "Bad Name"\nprimary = "#123456"\n', "name", "letters, digits and -"),
+    ('name = "x"\n', "primary", "add a colour"),
+    ('name = "x"\nprimary = "#123456"\ndark = "yes"\n', "dark", "dark = true"),
+    ('name = "x"\nprimary = "#123456"\ntext_alpha = 2\n', "text_alpha", "0.15"),
+    ('name = "x"\nprimary = "#123456"\nvariables = 3\n', "variables", "[variables]"),
+    ('name = "x\nprimary = 1', "", "fix the syntax"),
+])
+def test_bad_theme_files_name_the_file_field_and_fix(tmp_path: Path, text: str, field: str, fix: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ThemeError) as err:
+        load_theme_file(path)
+    assert err.value.field == field
+    assert str(path) in str(err.value) and fix in str(err.value)
+
+
+def test_user_theme_overrides_a_shipped_one_and_bad_files_do_not_stop_the_others(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text('name = "helmdeck-dark"\nprimary = "#ff0000"\n')
+    (tmp_path / "broken.toml").write_text("name = ")
+    themes, errors = load_themes([SHIPPED_DIR, tmp_path])
+    assert next(t for t in themes if t.name == "helmdeck-dark").primary == "#ff0000"
+    assert len(themes) == 3 and [e.file.name for e in errors] == ["broken.toml"]
+
+
+def test_settings_remember_the_theme(tmp_path: Path) -> None:
+    settings = Settings(tmp_path / "helmdeck")
+    assert settings.load_theme() == (None, None)
+    settings.save_theme("helmdeck-light")
+    assert settings.load_theme() == ("helmdeck-light", None)
+    settings.file.write_text("theme = [")
+    name, problem = settings.load_theme()
+    assert name is None and problem is not None and str(settings.file) in problem
+
+
+def test_monitor_summaries_match_the_engine_status_type() -> None:
+    absent = MonitorStatus("active", 0, (ResourceStatus("v1", "Service", "ns", "a", False, False),))
+    assert fmt.monitor_text(absent) == ("! 1 absent", "bad")
+    assert fmt.monitor_text(MonitorStatus("paused", 3)) == ("‖ paused ×3", "warn")
+    assert fmt.monitor_text(MonitorStatus()) == ("○ off", "plain")
+
+
+def test_help_names_the_log_and_settings_files() -> None:
+    facts = HelpFacts(dict.fromkeys(("upgrade",)), False, "/var/log/helmdeck.log", "/home/op/.config/helmdeck",
+                      "helmdeck-light")
+    text = str(help_content(facts))
+    assert "log        /var/log/helmdeck.log" in text
+    assert "/home/op/.config/helmdeck/config.toml (theme: helmdeck-light)" in text
+    assert "Rollback     disabled: " not in text and "Upgrade      available" in text
+    without = str(help_content(dataclasses.replace(facts, settings_dir=None, readonly=True)))
+    assert "settings   none in this run (theme: helmdeck-light)" in without
+    assert "Upgrade      removed (read-only)" in without

@@ -1,0 +1,142 @@
+"""What each confirmation dialog says: what the action will touch, in the operator's terms.
+
+Pure builders, so every dialog's text is tested and snapshot without an engine.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from engine.runtime.state import CleanupItem, ReleaseView
+from engine.storage.observation import Observation
+from tui.format import duration, helm_time, parse_helm_time
+from tui.manifest import ManifestObject
+
+BODY_WIDTH = 88  # the dialog is 96 wide, less border and padding
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A dialog: title, body, the confirm button's label, and an optional scrollable list or diff."""
+
+    title: str
+    body: str
+    confirm_label: str
+    details: str = ""
+    details_title: str = ""
+    diff: bool = False  # details is a unified diff (coloured as one)
+
+
+def _bullets(*items: str) -> str:
+    """A bulleted list wrapped with a hanging indent to the dialog's width."""
+    return "\n".join(textwrap.fill(i, BODY_WIDTH, initial_indent="• ", subsequent_indent="  ") for i in items)
+
+
+def _name(view: ReleaseView) -> str:
+    return f"{view.name} in namespace {view.namespace}"
+
+
+def _revision(obs: Observation) -> str:
+    chart = f"{obs.chart_name}@{obs.chart_version}" if obs.chart_name else "no chart"
+    return f"revision {obs.version} ({obs.status}, {chart}, app {obs.app_version or '-'})"
+
+
+def rollback(view: ReleaseView, current: Observation, target: Observation) -> Confirmation:
+    """Roll back from the latest revision to ``target``."""
+    body = (f"Roll back release {_name(view)}\n"
+            f"  from {_revision(current)}\n"
+            f"  to   {_revision(target)}, deployed {helm_time(target.last_deployed)} UTC.\n\n"
+            f"Helm writes revision {current.version + 1} with the chart and values of revision {target.version}.")
+    if view.package is not None:
+        body += ("\nThe package is then suspended so helmdeck does not undo the rollback; "
+                 "`s` resumes it, `u` upgrades it back to the package.")
+    return Confirmation("Roll back?", body, f"Roll back to {target.version}")
+
+
+def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> Confirmation:
+    """Upgrade now; shown when there is a diff to preview or the package is in maintenance."""
+    lines = [f"Upgrade release {_name(view)} to its package now (a forced reconcile)."]
+    if view.maintenance:
+        lines.append(
+            f"\nThe package is in maintenance mode ({view.maintenance}): its resources may have been edited "
+            "by hand and the engine leaves them alone. Upgrading now re-applies the chart over those edits.")
+    if diff is None:
+        lines.append(f"\nWhat the upgrade changes cannot be shown: {no_diff_reason}.")
+    elif not diff:
+        lines.append("\nThe rendered manifests equal the deployed ones: the upgrade writes a new revision only.")
+    title = "Upgrade in maintenance?" if view.maintenance else "Upgrade?"
+    return Confirmation(title, "\n".join(lines), "Upgrade", details=diff or "",
+                        details_title="What the upgrade would change (deployed → desired)" if diff else "", diff=True)
+
+
+def maintenance(view: ReleaseView, entering: bool) -> Confirmation:
+    """Enter or leave maintenance mode (NoResourceReconciliation)."""
+    if entering:
+        body = (f"Put package {_name(view)} into maintenance (NoResourceReconciliation).\n\n" + _bullets(
+            "helmdeck upgrades the release once, to label every resource helmdeck.dev/maintenance=true;",
+            "then it stops the resource monitor: resources you edit or delete by hand stay as you leave them, "
+            "also across restarts;",
+            "the engine does not upgrade, remediate or correct drift for this package until you leave maintenance."))
+        return Confirmation("Enter maintenance?", body, "Enter maintenance")
+    body = (f"Take package {_name(view)} out of maintenance.\n\n" + _bullets(
+        "helmdeck upgrades the release once, to the package as declared: hand edits to its resources are "
+        "overwritten and deleted resources come back;",
+        "the resource monitor starts again and the engine reconciles the package as usual."))
+    return Confirmation("Leave maintenance?", body, "Leave maintenance")
+
+
+def unlock(view: ReleaseView, now: float) -> Confirmation:
+    """Unlock a release stuck in a pending state."""
+    obs = view.observation
+    if obs is None:
+        what = "It has no stored revision."
+    else:
+        what = f"Revision {obs.version} is {obs.status} since {helm_time(obs.last_deployed)} UTC"
+        at = parse_helm_time(obs.last_deployed)
+        what += f" ({duration(now - at.timestamp())} ago)." if at else "."
+    body = (f"Unlock release {_name(view)}.\n{what}\n\n"
+            "helmdeck marks that revision failed in Helm's storage so helm can act on the release again "
+            "(helm would otherwise refuse with \"another operation is in progress\").\n"
+            "Only do this when no helm process is still working on it.")
+    return Confirmation("Unlock?", body, "Unlock")
+
+
+def cleanup(items: list[CleanupItem]) -> Confirmation:
+    """Uninstall every helmdeck-managed release no package declares (``items`` from a dry run)."""
+    would = [i for i in items if i.result == "would-remove"]
+    kept = [i for i in items if i.result != "would-remove"]
+    listed = "\n".join(f"{i.namespace}/{i.name}" + (f"  ({i.message})" if i.message else "") for i in would)
+    note = ("\nLeft alone: " + ", ".join(f"{i.namespace}/{i.name}" + (f" ({i.message})" if i.message else "")
+                                     for i in kept) + ".") if kept else ""
+    if not would:
+        return Confirmation("Nothing to clean up",
+                            "Every helmdeck-managed release is declared by a package: nothing would be uninstalled."
+                            + note, "OK")
+    body = (f"Uninstall these {len(would)} helmdeck-managed release(s) that no package declares.\n"
+            "Releases not managed by helmdeck are never touched." + note)
+    return Confirmation("Clean up?", body, f"Uninstall {len(would)}", details=listed,
+                        details_title="Releases that would be uninstalled")
+
+
+def uninstall(view: ReleaseView, objects: list[ManifestObject] | None, problem: str | None) -> Confirmation:
+    """Uninstall one release; ``objects`` from its manifest (None when it could not be read: ``problem``)."""
+    keep = bool(view.package and view.package.uninstall.keep_history)
+    lines = [f"Uninstall release {_name(view)}."]
+    lines.append("Helm keeps its history (uninstall.keepHistory)." if keep
+                 else "Helm deletes its stored history too.")
+    if view.package is not None:
+        lines.append("Its package is then suspended so the engine does not reinstall it; `u` installs it again.")
+    if objects is None:
+        lines.append(f"\nThe resources cannot be listed: {problem}.")
+    details = "\n".join(o.ref for o in objects or [])
+    title = f"Resources deleted ({len(objects)})" if objects is not None else ""
+    return Confirmation("Uninstall?", "\n".join(lines), "Uninstall", details=details, details_title=title)
+
+
+def resume(view: ReleaseView) -> Confirmation:
+    """Resume reconciliation of a suspended package."""
+    body = (f"Resume reconciliation of package {_name(view)}.\n\n"
+            "The engine then drives the release to the package again: if the release was rolled back or "
+            "uninstalled by hand, it is upgraded or installed back.")
+    return Confirmation("Resume?", body, "Resume")

@@ -1,0 +1,153 @@
+"""Secret masking for values, manifests and diffs, until the operator reveals them.
+
+The rule (also shown on the help screen):
+
+* a value whose key ends in a secret-like word is masked — the key is split
+  into words at camelCase, ``_``, ``-`` and ``.`` boundaries and its last
+  word is one of :data:`SECRET_WORDS` (``dbPassword``, ``api_key``,
+  ``clientSecret``, ``token``), so ``secretName`` or ``tokenTtl`` stay visible;
+* everything under a map whose key ends in ``secrets``, ``secret`` or
+  ``credentials`` is masked, at any depth;
+* any string holding a PEM private key is masked wherever it is;
+* in manifests, the ``data`` and ``stringData`` values of every ``Secret``;
+* booleans and nulls are never masked (they carry no secret).
+
+A masked value reads ``•••••• #1a2b``: the tag is an HMAC of the value
+under a key made fresh for each app run, so two masked values differ
+exactly when the values differ (diffs still show that a secret changed)
+while nothing about the value can be recovered from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from typing import Any
+
+import yaml
+
+SECRET_WORDS = frozenset({
+    "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "privatekey",
+    "credential", "credentials", "dsn",
+})
+SECRET_MAPS = frozenset({"secrets", "secret", "credentials"})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_PEM_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+
+
+def words(key: str) -> list[str]:
+    """``dbPassword`` → ``["db", "password"]``; ``API_KEY`` → ``["api", "key"]``."""
+    return [w.lower() for w in _WORD.findall(key)]
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a value under ``key`` is masked by the key-name rule."""
+    parts = words(key)
+    return bool(parts) and parts[-1] in SECRET_WORDS
+
+
+def is_secret_map(key: str) -> bool:
+    """Whether everything under ``key`` is masked (a ``secrets`` map)."""
+    parts = words(key)
+    return bool(parts) and parts[-1] in SECRET_MAPS
+
+
+def _maskable(value: object) -> bool:
+    return value is not None and not isinstance(value, bool)
+
+
+_DOC_SPLIT = re.compile(r"^---[^\n]*$", re.MULTILINE)
+_TOP_KEY = re.compile(r"^(data|stringData):\s*$")
+_CHILD = re.compile(r"^(\s+)([^:#][^:]*):(\s*)(.*)$")
+
+
+class Masker:
+    """Masks secrets with tags keyed by ``key`` (fresh random bytes unless given, e.g. in tests)."""
+
+    def __init__(self, key: bytes | None = None):
+        self._key = key if key is not None else secrets.token_bytes(32)
+
+    def mask(self, value: object) -> str:
+        """The masked form of one value: ``•••••• #`` and 4 hex of an HMAC."""
+        tag = hmac.new(self._key, repr(value).encode(), hashlib.sha256).hexdigest()[:4]
+        return f"•••••• #{tag}"
+
+    def mask_values(self, values: Any, *, under_secret: bool = False) -> Any:
+        """A copy of ``values`` (a YAML-like tree) with secret values replaced by :meth:`mask`."""
+        if isinstance(values, dict):
+            out: dict[Any, Any] = {}
+            for k, v in values.items():
+                name = str(k)
+                if isinstance(v, dict | list):
+                    hidden = under_secret or is_secret_map(name) or is_secret_key(name)
+                    out[k] = self.mask_values(v, under_secret=hidden)
+                elif (under_secret or is_secret_key(name)) and _maskable(v):
+                    out[k] = self.mask(v)
+                else:
+                    out[k] = self.mask_values(v, under_secret=under_secret)
+            return out
+        if isinstance(values, list):
+            return [self.mask_values(v, under_secret=under_secret) for v in values]
+        if isinstance(values, str) and (under_secret or _PEM_PRIVATE.search(values)):
+            return self.mask(values)
+        if under_secret and _maskable(values):
+            return self.mask(values)
+        return values
+
+    def values_yaml(self, values: dict[str, Any], *, reveal: bool) -> str:
+        """Values as YAML, masked unless ``reveal``; ``{}`` for none."""
+        if not values:
+            return "{}\n"
+        shown = values if reveal else self.mask_values(values)
+        return yaml.safe_dump(shown, sort_keys=True, allow_unicode=True, default_flow_style=False)
+
+    def mask_manifest(self, manifest: str) -> str:
+        """``manifest`` with the ``data``/``stringData`` values of each Secret masked.
+
+        Works on the text (not a re-dump) so the layout Helm stored is kept; a
+        block scalar (``key: |``) is masked as one value.
+        """
+        out: list[str] = []
+        pos = 0
+        for sep in [*_DOC_SPLIT.finditer(manifest), None]:
+            end = sep.start() if sep else len(manifest)
+            out.append(self._mask_document(manifest[pos:end]))
+            if sep:
+                out.append(sep.group(0))
+                pos = sep.end()
+        return "".join(out)
+
+    def _mask_document(self, doc: str) -> str:
+        if not re.search(r"^kind:\s*Secret\s*$", doc, re.MULTILINE):
+            return doc
+        lines = doc.split("\n")
+        result: list[str] = []
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            result.append(line)
+            i += 1
+            if not _TOP_KEY.match(line):
+                continue
+            while i < len(lines):
+                child = lines[i]
+                indent = len(child) - len(child.lstrip(" "))
+                if child.strip() and indent == 0:
+                    break  # next top-level key
+                m = _CHILD.match(child)
+                if m is None:
+                    result.append(child)  # blank line or comment
+                    i += 1
+                    continue
+                child_indent = len(m.group(1))
+                value_lines = [m.group(4)]
+                i += 1
+                # A block scalar or folded value continues on more-indented lines.
+                while i < len(lines) and lines[i].strip() and len(lines[i]) - len(lines[i].lstrip(" ")) > child_indent:
+                    value_lines.append(lines[i].strip())
+                    i += 1
+                masked = self.mask("\n".join(value_lines))
+                result.append(f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{masked}")
+        return "\n".join(result)

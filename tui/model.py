@@ -1,0 +1,255 @@
+"""The release list model: columns, cell texts, filters, sort order and counts.
+
+Pure functions over :class:`~engine.runtime.state.ReleaseView` values; the
+widgets only draw what this module computes, so it is tested without a screen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.runtime.state import RELEASE_STATES, ReleaseKey, ReleaseView
+from engine.storage.observation import PENDING_STATUSES
+from tui import format as fmt
+from tui.format import Tone
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text (readable without colour) and a colour hint."""
+
+    text: str
+    tone: Tone = "plain"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A release table column: key, header label and how rows sort by it."""
+
+    key: str
+    label: str
+    sort_value: Callable[[ReleaseView, float], tuple[object, ...]]
+
+
+def _text_of(column: str) -> Callable[[ReleaseView, float], tuple[object, ...]]:
+    return lambda view, now: (cells(view, now)[column].text, view.namespace, view.name)
+
+
+def _revision(view: ReleaseView, _now: float) -> tuple[object, ...]:
+    return (view.observation.version if view.observation else -1, view.namespace, view.name)
+
+
+def _age(view: ReleaseView, _now: float) -> tuple[object, ...]:
+    # Youngest first when ascending, as an age column reads; never deployed last.
+    at = fmt.deployed_at(view)
+    return (at is None, -(at or 0.0), view.namespace, view.name)
+
+
+def _state(view: ReleaseView, _now: float) -> tuple[object, ...]:
+    # In RELEASE_STATES order (healthy first), releases without a state last.
+    order = RELEASE_STATES.index(view.state) if view.state in RELEASE_STATES else len(RELEASE_STATES)
+    return (order, view.namespace, view.name)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("namespace", "NAMESPACE", lambda v, _n: (v.namespace, v.name)),
+    Column("name", "NAME", lambda v, _n: (v.name, v.namespace)),
+    Column("chart", "CHART", _text_of("chart")),
+    Column("app_version", "APP VER", _text_of("app_version")),
+    Column("revision", "REV", _revision),
+    Column("status", "HELM STATUS", _text_of("status")),
+    Column("state", "STATE", _state),
+    Column("ready", "READY", _text_of("ready")),
+    Column("monitor", "MONITOR", _text_of("monitor")),
+    Column("maintenance", "MAINT", _text_of("maintenance")),
+    Column("suspended", "SUSP", _text_of("suspended")),
+    Column("action", "LAST ACTION", _text_of("action")),
+    Column("age", "AGE", _age),
+)
+COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+_BY_KEY = {c.key: c for c in COLUMNS}
+
+
+def column(key: str) -> Column:
+    """The column named ``key`` (KeyError when unknown)."""
+    return _BY_KEY[key]
+
+
+def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
+    """Every column's cell for one release, at Unix time ``now`` (for ages and progress)."""
+    obs = view.observation
+    return {
+        "namespace": Cell(view.namespace),
+        "name": Cell(view.name),
+        "chart": Cell(f"{obs.chart_name}@{obs.chart_version}" if obs else "-"),
+        "app_version": Cell((obs.app_version or "-") if obs else "-"),
+        "revision": Cell(str(obs.version) if obs else "-"),
+        "status": Cell(*fmt.helm_status_text(view)),
+        "state": Cell(*fmt.engine_state_text(view.state)),
+        "ready": Cell(*fmt.ready_text(view.ready)),
+        "monitor": Cell(*fmt.monitor_text(view.monitor)),
+        "maintenance": Cell(*fmt.maintenance_text(view.maintenance)),
+        "suspended": Cell(*fmt.suspended_text(view.suspended)),
+        "action": Cell(*fmt.last_action_text(view, now)),
+        "age": Cell(fmt.age_text(view, now)),
+    }
+
+
+# -- filtering -----------------------------------------------------------------
+
+QuickFilter = Literal["all", "failed", "pending", "drifted", "maintenance"]
+QUICK_FILTERS: tuple[QuickFilter, ...] = ("all", "failed", "pending", "drifted", "maintenance")
+QUICK_FILTER_HELP: dict[QuickFilter, str] = {
+    "all": "every release",
+    "failed": "Helm status failed, engine state Failed or Stalled, or the last action failed",
+    "pending": "Helm status pending-*, engine state Locked, or an action running",
+    "drifted": "engine state Drifted or OutOfSync, or the monitor reports absent resources",
+    "maintenance": "packages in maintenance mode (NoResourceReconciliation)",
+}
+
+
+def quick_match(view: ReleaseView, quick: QuickFilter) -> bool:
+    """Whether ``view`` belongs to the quick filter ``quick``."""
+    obs = view.observation
+    if quick == "failed":
+        return ((obs is not None and obs.status == "failed") or view.state in ("Failed", "Stalled")
+                or (view.last is not None and not view.last.ok and view.running is None))
+    if quick == "pending":
+        return ((obs is not None and obs.status in PENDING_STATUSES) or view.state == "Locked"
+                or view.running is not None)
+    if quick == "drifted":
+        return view.state in ("Drifted", "OutOfSync") or bool(view.monitor.absent)
+    if quick == "maintenance":
+        return bool(view.maintenance)
+    return True
+
+
+@dataclass(frozen=True)
+class TextFilter:
+    """What the ``/`` filter matches against a row's text.
+
+    The text is a case-insensitive regular expression; when it does not
+    compile it is matched literally (so ``web(`` still finds ``web(``) and
+    ``error`` says why. A leading ``!`` keeps the rows that do *not* match.
+    """
+
+    source: str = ""
+
+    @property
+    def inverted(self) -> bool:
+        return self.source.startswith("!")
+
+    @property
+    def pattern(self) -> str:
+        return self.source[1:] if self.inverted else self.source
+
+    @property
+    def error(self) -> str | None:
+        """Why the text is not a valid regular expression (None when it is)."""
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            return str(exc)
+        return None
+
+    def compile(self) -> Callable[[str], bool]:
+        """A predicate over a row's joined text."""
+        try:
+            rx = re.compile(self.pattern, re.IGNORECASE)
+        except re.error:
+            rx = re.compile(re.escape(self.pattern), re.IGNORECASE)
+        inverted = self.inverted
+        return lambda text: (rx.search(text) is not None) != inverted
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Which releases the table shows: text filter, quick filter and namespace (None = all)."""
+
+    text: TextFilter = TextFilter()
+    quick: QuickFilter = "all"
+    namespace: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.text.source) or self.quick != "all" or self.namespace is not None
+
+    def predicate(self, now: float) -> Callable[[ReleaseView], bool]:
+        """A function deciding whether one release is shown."""
+        text_match = self.text.compile()
+
+        def shown(view: ReleaseView) -> bool:
+            if self.namespace is not None and view.namespace != self.namespace:
+                return False
+            if not quick_match(view, self.quick):
+                return False
+            if not self.text.source:
+                return True
+            return text_match(row_text(view, now))
+
+        return shown
+
+    def describe(self) -> str:
+        """``ns helmdeck-demo · failed · /web/`` or ``all`` — for the header."""
+        parts = [f"ns {self.namespace}" if self.namespace is not None else "all namespaces"]
+        if self.quick != "all":
+            parts.append(self.quick)
+        if self.text.source:
+            parts.append(f"/{self.text.source}/" + (" (literal)" if self.text.error else ""))
+        return " · ".join(parts)
+
+
+def row_text(view: ReleaseView, now: float) -> str:
+    """Every cell's text of a row, tab-separated: what the text filter searches."""
+    return "\t".join(c.text for c in cells(view, now).values())
+
+
+# -- sorting -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SortOrder:
+    """Rows sort by ``column`` (a key of :data:`COLUMNS`), descending when ``reverse``."""
+
+    column: str = "namespace"
+    reverse: bool = False
+
+    def next_column(self, step: int = 1) -> SortOrder:
+        """The same direction on the column ``step`` places to the right (wrapping)."""
+        i = (COLUMN_KEYS.index(self.column) + step) % len(COLUMN_KEYS)
+        return SortOrder(COLUMN_KEYS[i], self.reverse)
+
+    def flipped(self) -> SortOrder:
+        return SortOrder(self.column, not self.reverse)
+
+    def key(self, view: ReleaseView, now: float) -> tuple[object, ...]:
+        """Sort key of ``view`` for this column."""
+        return column(self.column).sort_value(view, now)
+
+
+# -- counts --------------------------------------------------------------------
+
+
+def state_counts(views: Iterable[ReleaseView]) -> Counter[str]:
+    """How many releases are in each engine state (``-`` = no state reported)."""
+    return Counter(v.state or "-" for v in views)
+
+
+def namespaces(views: Iterable[ReleaseView]) -> list[str]:
+    """The sorted distinct namespaces of ``views``."""
+    return sorted({v.namespace for v in views})
+
+
+def row_id(key: ReleaseKey) -> str:
+    """The table row key of a release: ``namespace/name``."""
+    return f"{key[0]}/{key[1]}"
+
+
+def key_of(row: str) -> ReleaseKey:
+    """Inverse of :func:`row_id` (namespaces never contain ``/``)."""
+    ns, _, name = row.partition("/")
+    return (ns, name)

@@ -1,0 +1,169 @@
+"""The release detail screen: Overview, History, Values, Manifest, Diff, Resources and Events tabs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from engine.runtime.state import ReconcileEvent, ReleaseKey, ReleaseView
+from tui import format as fmt
+from tui.engine_client import EngineClient
+from tui.masking import Masker
+from tui.widgets.diff_pane import DiffPane
+from tui.widgets.event_log import EventLog
+from tui.widgets.header_bar import TONE_STYLE
+from tui.widgets.history_table import HistoryTable
+from tui.widgets.manifest_pane import ManifestPane
+from tui.widgets.overview import OverviewPanel
+from tui.widgets.resources_pane import ResourcesPane
+from tui.widgets.values_pane import ValuesPane
+
+TABS = (("overview", "Overview"), ("history", "History"), ("values", "Values"), ("manifest", "Manifest"),
+        ("diff", "Diff"), ("resources", "Resources"), ("events", "Events"))
+TABS_GROUP = Binding.Group("Tabs", compact=True)
+FOCUS_IN_TAB = "OverviewPanel, HistoryTable, ValuesPane TextView, ManifestPane TextView, DiffPane TextView, " \
+               "ResourcesPane DataTable, EventLog"
+
+
+def detail_title(view: ReleaseView | None, key: ReleaseKey, now: float) -> Content:
+    """The line above the tabs: which release, its revision and state, and what is running."""
+    parts: list[str | tuple[str, str]] = [(f"{key[0]}/{key[1]}", "bold $text-primary")]
+    if view is None:
+        parts.append(("   removed: no stored revision and no package", TONE_STYLE["warn"]))
+        return Content.assemble(*parts)
+    obs = view.observation
+    status, tone = fmt.helm_status_text(view)
+    parts += [f"   rev {obs.version if obs else '-'} ", (status, TONE_STYLE[tone])]
+    for label, (text, t) in (("state", fmt.engine_state_text(view.state)), ("ready", fmt.ready_text(view.ready)),
+                             ("monitor", fmt.monitor_text(view.monitor))):
+        parts += [f"   {label} ", (text, TONE_STYLE[t])]
+    if view.maintenance:
+        parts.append(("   ✎ maintenance", TONE_STYLE["warn"]))
+    if view.suspended:
+        parts.append(("   ⏸ suspended", TONE_STYLE["warn"]))
+    if view.running is not None:
+        parts.append((f"   ⟳ {fmt.progress_text(view.running, now)}", TONE_STYLE["busy"]))
+    return Content.assemble(*parts)
+
+
+class ReleaseDetailScreen(Screen[None]):
+    """Everything about one release, live. The app calls :meth:`release_updated` and :meth:`event_logged`."""
+
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        *(Binding(str(i + 1), f"tab('{tab}')", label, group=TABS_GROUP) for i, (tab, label) in enumerate(TABS)),
+        Binding("x", "reveal", "Secrets"),
+        Binding("a", "computed", "Computed"),
+    ]
+
+    revision: reactive[int | None] = reactive(None, init=False)
+    """The revision the Values and Manifest tabs show (the latest unless picked in History)."""
+
+    def __init__(self, client: EngineClient, key: ReleaseKey, clock: Callable[[], float], masker: Masker,
+                 tab: str = "overview"):
+        super().__init__()
+        self.key = key
+        self._client = client
+        self._clock = clock
+        self._masker = masker
+        self._tab = tab
+        self._pinned = False  # True once the operator picked a revision in History
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-title")
+        with TabbedContent(initial=self._tab, id="tabs"):
+            with TabPane("Overview", id="overview"):
+                yield OverviewPanel()
+            with TabPane("History", id="history"):
+                yield HistoryTable(id="history-table")
+            with TabPane("Values", id="values"):
+                yield ValuesPane(self._client, self.key, self._masker, id="values-pane")
+            with TabPane("Manifest", id="manifest"):
+                yield ManifestPane(self._client, self.key, self._masker, id="manifest-pane")
+            with TabPane("Diff", id="diff"):
+                yield DiffPane(self._client, self.key, self._masker, id="diff-pane")
+            with TabPane("Resources", id="resources"):
+                yield ResourcesPane(self._client, self.key, id="resources-pane")
+            with TabPane("Events", id="events"):
+                yield EventLog(id="event-log")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(EventLog).show(self._client.events(self.key))
+        self.release_updated(self._client.release(self.key))
+        self.set_interval(1.0, self.tick)
+
+    # -- fed by the app ------------------------------------------------------------
+    def release_updated(self, view: ReleaseView | None) -> None:
+        """A new snapshot of this release (None: it left the engine's view)."""
+        now = self._clock()
+        self.query_one("#detail-title", Static).update(detail_title(view, self.key, now))
+        history = self._client.history(self.key)
+        if view is not None:
+            self.query_one(OverviewPanel).show(view, history, now)
+            self.query_one(ResourcesPane).show(view.monitor, history[0].version if history else None)
+        self.query_one(HistoryTable).show(history)
+        self.query_one(DiffPane).show_history(history)
+        latest = history[0].version if history else None
+        if not self._pinned or self.revision not in {o.version for o in history}:
+            self._pinned = False
+            self.revision = latest
+
+    def event_logged(self, event: ReconcileEvent) -> None:
+        self.query_one(EventLog).append(event)
+
+    def tick(self) -> None:
+        """Once a second, while an action runs: its elapsed time."""
+        view = self._client.release(self.key)
+        # At shutdown the widgets are removed before the screen's timers stop.
+        if view is not None and view.running is not None and self.query("#detail-title"):
+            self.release_updated(view)
+
+    # -- what the app's actions act on -----------------------------------------------
+    def selected_release(self) -> ReleaseKey | None:
+        return self.key
+
+    def rollback_target(self) -> int | None:
+        """On the History tab, the highlighted revision; elsewhere None (the app asks for one)."""
+        if self.query_one(TabbedContent).active != "history":
+            return None
+        return self.query_one(HistoryTable).highlighted_revision()
+
+    # -- reactive ------------------------------------------------------------------
+    def watch_revision(self, revision: int | None) -> None:
+        self.query_one(ValuesPane).revision = revision
+        self.query_one(ManifestPane).revision = revision
+
+    # -- keys ----------------------------------------------------------------------
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    @on(TabbedContent.TabActivated)
+    def _focus_tab(self, event: TabbedContent.TabActivated) -> None:
+        # Arrow keys then scroll the tab's content without a click.
+        target = event.pane.query(FOCUS_IN_TAB).first()
+        target.focus()
+
+    def action_reveal(self) -> None:
+        values, manifest, diff = self.query_one(ValuesPane), self.query_one(ManifestPane), self.query_one(DiffPane)
+        reveal = not values.reveal
+        values.reveal = manifest.reveal = diff.reveal = reveal
+        self.notify("Secrets revealed (x masks them again)" if reveal else "Secrets masked")
+
+    def action_computed(self) -> None:
+        pane = self.query_one(ValuesPane)
+        pane.computed = not pane.computed
+        self.query_one(TabbedContent).active = "values"
+
+    @on(HistoryTable.RevisionChosen)
+    def _revision_chosen(self, message: HistoryTable.RevisionChosen) -> None:
+        self._pinned = True
+        self.revision = message.revision
+        self.notify(f"Values and Manifest now show revision {message.revision}")

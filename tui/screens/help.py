@@ -1,0 +1,120 @@
+"""The help screen (``?``): every key, whether each action is available and why not, and the rules."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Label
+
+from tui.actions import ACTIONS
+from tui.model import QUICK_FILTER_HELP, QUICK_FILTERS
+from tui.widgets.text_view import TextView
+
+NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Release list", (
+        ("enter", "open the release's detail"),
+        ("/", "filter rows: a regular expression over every cell (literal text when it is not a valid "
+              "regex); !text hides matching rows; enter keeps, escape clears"),
+        *((str(i), f"quick filter {q}: {QUICK_FILTER_HELP[q]}") for i, q in enumerate(QUICK_FILTERS)),
+        ("n", "show one namespace, or all"),
+        ("o / O", "sort by the next column / reverse the order (or click a column header)"),
+    )),
+    ("Release detail", (
+        ("1 … 7", "Overview, History, Values, Manifest, Diff, Resources, Events"),
+        ("enter", "History: show that revision in Values and Manifest"),
+        ("r", "History: roll back to the highlighted revision (elsewhere: pick one)"),
+        ("a", "Values: user-supplied or computed values"),
+        ("x", "Values, Manifest, Diff: reveal or mask secrets"),
+        ("escape", "back to the release list"),
+    )),
+    ("Anywhere", (
+        ("ctrl+p", "command palette: every action, and Theme to change the theme"),
+        ("?", "this help"),
+        ("q", "quit"),
+    )),
+)
+
+MASKING = (
+    "Secrets are masked until revealed with x: values whose key ends in password, passwd, pwd, passphrase, "
+    "secret, token, key, apikey, privatekey, credential(s) or dsn (camelCase, snake_case and kebab-case are "
+    "split into words; secretName stays visible); everything under a map named secrets, secret or "
+    "credentials; strings holding a PEM private key; and the data/stringData of every Secret in a manifest. "
+    "A masked value shows a short tag that differs exactly when the values differ, so diffs still show a "
+    "secret changed."
+)
+
+
+WIDTH = 100  # the help box is 110 wide, less border and padding
+
+
+def _indented(text: str, indent: int = 13) -> str:
+    """``text`` wrapped to the help box, every line indented (a hanging indent under the key column)."""
+    return textwrap.fill(text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * indent) + "\n"
+
+
+@dataclass(frozen=True)
+class HelpFacts:
+    """What the help screen reports about this run: each action's availability and where things live."""
+
+    reasons: dict[str, str | None]  # action name -> None (available) or why not
+    readonly: bool
+    log_file: str
+    settings_dir: str | None  # None: this run reads and writes no settings
+    theme: str
+
+
+def help_content(facts: HelpFacts) -> Content:
+    """The whole help text, readable without colour."""
+    parts: list[str | tuple[str, str]] = [("Actions", "bold $text-primary")]
+    if facts.readonly:
+        parts.append(("  read-only mode: every action is removed and refused", "$text-warning"))
+    parts.append("\n")
+    for a in ACTIONS:
+        reason = facts.reasons.get(a.name)
+        if facts.readonly:
+            state: tuple[str, str] = ("removed (read-only)", "$text-warning")
+        elif reason is None:
+            state = ("available", "$text-success")
+        else:
+            state = (f"disabled: {reason}", "$text-warning")
+        parts += [(f"  {a.key_display:<11}", "bold"), f"{a.label:<13}", state, "\n", _indented(a.summary)]
+    for title, rows in NAVIGATION:
+        parts.append((f"\n{title}\n", "bold $text-primary"))
+        for key, text in rows:
+            parts += [(f"  {key:<11}", "bold"), _indented(text).lstrip()]
+    parts += [("\nSecrets\n", "bold $text-primary"), _indented(MASKING, 2)]
+    parts += [("\nFiles\n", "bold $text-primary"),
+              f"  log        {facts.log_file}\n",
+              *((f"  settings   {facts.settings_dir}/config.toml (theme: {facts.theme})\n",
+                 f"  themes     {facts.settings_dir}/themes/*.toml (format: themes/README.md)\n")
+                if facts.settings_dir else (f"  settings   none in this run (theme: {facts.theme})\n",))]
+    return Content.assemble(*parts)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Scrollable help; escape, ``?`` or ``q`` closes it."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
+
+    def __init__(self, facts: HelpFacts):
+        super().__init__()
+        self._facts = facts
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Label("helmdeck keys", id="help-title")
+            yield TextView(id="help-body")
+
+    def on_mount(self) -> None:
+        body = self.query_one("#help-body", TextView)
+        body.show(help_content(self._facts))
+        body.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,188 @@
+"""The main screen: header, the ``/`` filter line, the release table and the footer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input
+
+from engine.runtime.state import LeaseChanged, ReleaseKey, ReleaseView
+from tui import format as fmt
+from tui.engine_client import EngineClient
+from tui.messages import OpenDetail
+from tui.model import (
+    COLUMN_KEYS,
+    QUICK_FILTERS,
+    QuickFilter,
+    RowFilter,
+    SortOrder,
+    TextFilter,
+    namespaces,
+    state_counts,
+)
+from tui.screens.picker import PickerScreen
+from tui.widgets.filter_input import FilterInput
+from tui.widgets.header_bar import HeaderBar
+from tui.widgets.release_table import ReleaseTable
+
+QUICK = Binding.Group("Quick", compact=True)
+SORT = Binding.Group("Sort", compact=True)
+HEADER_REFRESH = 0.25  # seconds: counts are recomputed at most this often under an event storm
+
+
+class MainScreen(Screen[None]):
+    """Every release; the app feeds it engine events through :meth:`release_updated` and friends."""
+
+    BINDINGS = [
+        Binding("enter", "open_detail", "Details", priority=True),
+        Binding("slash", "filter", "Filter"),
+        *(Binding(str(i), f"quick('{q}')", q.capitalize(), group=QUICK) for i, q in enumerate(QUICK_FILTERS)),
+        Binding("n", "namespace", "NS"),
+        Binding("o", "sort_next", "Sort next", group=SORT),
+        Binding("O", "sort_reverse", "Reverse", group=SORT),
+    ]
+
+    def __init__(self, client: EngineClient, clock: Callable[[], float], context: str):
+        super().__init__()
+        self._client = client
+        self._clock = clock
+        self._cluster_context = context
+        self._header_dirty = True
+
+    def compose(self) -> ComposeResult:
+        header = HeaderBar(id="header")
+        header.context = self._cluster_context
+        header.readonly = self._client.readonly
+        yield header
+        yield FilterInput(id="filter")
+        yield ReleaseTable(self._clock, self._client.releases(), id="releases")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(ReleaseTable).focus()
+        self.set_interval(HEADER_REFRESH, self._refresh_header)
+        self.set_interval(1.0, self.tick)
+        self._refresh_header()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # enter opens the detail only from the table: in the filter line it keeps the filter.
+        if action == "open_detail":
+            return isinstance(self.focused, ReleaseTable)
+        return True
+
+    # -- fed by the app ------------------------------------------------------------
+    def release_updated(self, view: ReleaseView) -> None:
+        self.query_one(ReleaseTable).upsert(view)
+
+    def release_removed(self, key: ReleaseKey) -> None:
+        self.query_one(ReleaseTable).remove_release(key)
+
+    def lease_changed(self, lease: LeaseChanged) -> None:
+        self.query_one(HeaderBar).lease = lease
+
+    def tick(self) -> None:
+        """Once a second: ages and the progress of running actions."""
+        # At shutdown the widgets are removed before the screen's timers stop.
+        for table in self.query(ReleaseTable):
+            table.tick()
+        self._header_dirty = True
+
+    # -- what the app's actions act on -----------------------------------------------
+    def selected_release(self) -> ReleaseKey | None:
+        return self.query_one(ReleaseTable).selected_key()
+
+    # -- header ------------------------------------------------------------------
+    @on(ReleaseTable.Changed)
+    def _table_changed(self) -> None:
+        self._header_dirty = True
+
+    def _refresh_header(self) -> None:
+        if not self._header_dirty or not self.query(HeaderBar):  # nothing to do, or shutting down
+            return
+        self._header_dirty = False
+        table = self.query_one(ReleaseTable)
+        views = table.views
+        header = self.query_one(HeaderBar)
+        header.counts = state_counts(views)
+        header.total = len(views)
+        header.shown = table.shown_count
+        order = table.order
+        label = order.column.replace("_", " ")
+        header.view = f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
+        now = self._clock()
+        header.running = tuple(f"⟳ {fmt.progress_text(v.running, now)} {v.namespace}/{v.name}"
+                               for v in views if v.running is not None)
+
+    # -- actions -----------------------------------------------------------------
+    def action_open_detail(self) -> None:
+        key = self.selected_release()
+        if key is not None:
+            self.post_message(OpenDetail(key))
+
+    @on(DataTable.RowSelected, "#releases")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_detail()
+
+    def action_filter(self) -> None:
+        box = self.query_one(FilterInput)
+        # Shown through its inline style, not a class: a hidden widget refuses focus until CSS is
+        # refreshed, and keys typed straight after "/" must land in the line.
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        table = self.query_one(ReleaseTable)
+        table.row_filter = RowFilter(TextFilter(event.value), table.row_filter.quick, table.row_filter.namespace)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        box = self.query_one(FilterInput)
+        box.display = bool(box.value)
+        self.query_one(ReleaseTable).focus()
+
+    @on(FilterInput.Cleared)
+    def _filter_cleared(self) -> None:
+        self.query_one(FilterInput).display = False
+        self.query_one(ReleaseTable).focus()
+
+    def action_quick(self, quick: QuickFilter) -> None:
+        table = self.query_one(ReleaseTable)
+        table.row_filter = RowFilter(table.row_filter.text, quick, table.row_filter.namespace)
+
+    def action_namespace(self) -> None:
+        table = self.query_one(ReleaseTable)
+        views = table.views
+        names = namespaces(views)
+        counts = {ns: sum(1 for v in views if v.namespace == ns) for ns in names}
+        choices = [(f"all namespaces ({len(views)})", "")]  # "" = all (no namespace is empty)
+        choices += [(f"{ns} ({counts[ns]})", ns) for ns in names]
+        current = table.row_filter.namespace
+        initial = names.index(current) + 1 if current in names else 0
+
+        def chosen(ns: str | None) -> None:
+            if ns is not None:  # None: cancelled
+                table.row_filter = RowFilter(table.row_filter.text, table.row_filter.quick, ns or None)
+
+        self.app.push_screen(PickerScreen[str]("Show namespace", choices, initial), chosen)
+
+    def action_sort_next(self) -> None:
+        table = self.query_one(ReleaseTable)
+        table.order = table.order.next_column()
+
+    def action_sort_reverse(self) -> None:
+        table = self.query_one(ReleaseTable)
+        table.order = table.order.flipped()
+
+    @on(DataTable.HeaderSelected, "#releases")
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        table = self.query_one(ReleaseTable)
+        column = str(event.column_key.value)
+        if column in COLUMN_KEYS:
+            order = table.order
+            table.order = order.flipped() if order.column == column else SortOrder(column)

@@ -1,0 +1,70 @@
+"""The main screen's header: cluster context, lease holder or read-only, counts per state, running actions."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from engine.runtime.state import RELEASE_STATES, LeaseChanged
+from tui.format import STATE_SYMBOLS, Tone
+
+TONE_STYLE: dict[Tone, str] = {
+    "ok": "$text-success", "warn": "$text-warning", "bad": "$text-error", "busy": "$text-accent", "plain": "",
+}
+
+
+def lease_text(lease: LeaseChanged | None, readonly: bool) -> tuple[str, Tone]:
+    """``READ-ONLY``, ``lease: held by me@host (this instance)``, ``lease: x · watching``, or ``lease: -``."""
+    if readonly:
+        return "READ-ONLY (actions disabled)", "warn"
+    if lease is None:
+        return "lease: - (not reported by the engine)", "plain"
+    if lease.leader:
+        return f"lease: {lease.holder} (this instance acts)", "ok"
+    return f"lease: held by {lease.holder} · this instance watches read-only", "warn"
+
+
+class HeaderBar(Widget):
+    """Two or three lines; every part is a reactive attribute the screen sets."""
+
+    context: reactive[str] = reactive("")
+    lease: reactive[LeaseChanged | None] = reactive(None)
+    readonly: reactive[bool] = reactive(False)
+    counts: reactive[Counter[str]] = reactive(Counter, always_update=True)
+    total: reactive[int] = reactive(0)
+    shown: reactive[int] = reactive(0)
+    view: reactive[str] = reactive("")
+    running: reactive[tuple[str, ...]] = reactive(())
+
+    def render(self) -> Content:
+        sep = ("  │  ", "$text-muted")
+        lease, lease_tone = lease_text(self.lease, self.readonly)
+        parts: list[str | tuple[str, str]] = [
+            ("helmdeck", "bold $text-primary"), sep,
+            "context ", (self.context or "-", "bold"), sep,
+            (lease, TONE_STYLE[lease_tone]), "\n",
+            (f"{self.total} releases", "bold"), f" ({self.shown} shown)", sep,
+        ]
+        parts.extend(self._count_parts())
+        parts.extend([sep, "view: ", (self.view, "bold")])
+        if self.running:
+            parts.extend(["\n", ("running: ", "bold $text-accent"), " · ".join(self.running)])
+        return Content.assemble(*parts)
+
+    def _count_parts(self) -> list[str | tuple[str, str]]:
+        out: list[str | tuple[str, str]] = []
+        for state in (*RELEASE_STATES, "-"):
+            n = self.counts.get(state, 0)
+            if not n:
+                continue
+            if out:
+                out.append("  ")
+            if state == "-":
+                out.append(f"- no state {n}")
+                continue
+            symbol, tone = STATE_SYMBOLS[state]
+            out.append((f"{symbol} {state} {n}", TONE_STYLE[tone]))
+        return out or ["no releases"]

@@ -1,0 +1,114 @@
+"""The detail screen's Overview tab: state, conditions, snapshots, failure counters, monitor."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from engine.runtime.state import ReleaseView
+from engine.storage.observation import Observation
+from tui import format as fmt
+from tui.widgets.header_bar import TONE_STYLE
+
+Part = str | tuple[str, str]
+
+
+def previous_snapshot(history: list[Observation]) -> Observation | None:
+    """The first revision older than the latest that was deployed or superseded (a rollback target)."""
+    return next((o for o in history[1:] if o.status in ("deployed", "superseded")), None)
+
+
+def _row(label: str, *value: Part) -> list[Part]:
+    return [(f"{label:<13}", "bold"), *value, "\n"]
+
+
+def _toned(pair: tuple[str, fmt.Tone]) -> Part:
+    return (pair[0], TONE_STYLE[pair[1]])
+
+
+def _snapshot(label: str, obs: Observation | None) -> list[Part]:
+    if obs is None:
+        return [f"  {label:<9} -\n"]
+    return [f"  {label:<9} rev {obs.version:<4} ", (f"{fmt.status_symbol(obs.status)} {obs.status:<12}", ""),
+            f" {obs.chart_name}@{obs.chart_version}  app {obs.app_version or '-'}  "
+            f"values {obs.config_digest[:19]}…  deployed {fmt.helm_time(obs.last_deployed)}\n"]
+
+
+def overview_content(view: ReleaseView, history: list[Observation], now: float) -> Content:
+    """Everything the Overview tab says about one release, as text readable without colour."""
+    obs = view.observation
+    pkg = view.package
+    parts: list[Part] = []
+    parts += _row("Release", f"{view.namespace}/{view.name}",
+                  f"   package {pkg.name} ({pkg.file.name})" if pkg else "   no package declares it")
+    if obs is not None:
+        parts += _row("Chart", f"{obs.chart_name}@{obs.chart_version}   app version {obs.app_version or '-'}")
+        parts += _row("Revision", f"{obs.version}  ", _toned(fmt.helm_status_text(view)),
+                      f"   last deployed {fmt.helm_time(obs.last_deployed)} UTC ({fmt.age_text(view, now)} ago)")
+        if obs.description:
+            parts += _row("Description", obs.description)
+    else:
+        parts += _row("Revision", _toned(fmt.helm_status_text(view)))
+    parts += _row("State", _toned(fmt.engine_state_text(view.state)), "   ready ", _toned(fmt.ready_text(view.ready)))
+    parts += _row("Maintenance", _toned(fmt.maintenance_text(view.maintenance)),
+                  f" ({view.maintenance})" if view.maintenance else "",
+                  "   suspended ", _toned(fmt.suspended_text(view.suspended)))
+    if view.running is not None:
+        parts += _row("Running", (f"⟳ {fmt.progress_text(view.running, now)}", TONE_STYLE["busy"]),
+                      "   (follow it in the Events tab)")
+    if view.last is not None:
+        last = view.last
+        parts += _row("Last action", (fmt.outcome_text(last), TONE_STYLE["ok" if last.ok else "bad"]),
+                      f": {last.message}" + (f"  at {fmt.unix_time(last.at)} UTC" if last.at else ""))
+    if view.unreadable:
+        parts += _row("Unreadable", (view.unreadable, TONE_STYLE["bad"]))
+
+    parts.append(("\nConditions\n", "bold $text-primary"))
+    if view.conditions:
+        parts.append((f"  {'TYPE':<12} {'STATUS':<8} {'REASON':<22} {'SINCE':<20} MESSAGE\n", "bold"))
+        for c in view.conditions:
+            tone: fmt.Tone = "ok" if c.status == "True" else "bad" if c.status == "False" else "warn"
+            if c.type in ("Stalled", "Reconciling", "Remediated"):
+                tone = "warn" if c.status == "True" else "plain"
+            parts += [f"  {c.type:<12} ", (f"{c.status:<8}", TONE_STYLE[tone]),
+                      f" {c.reason:<22} {fmt.unix_time(c.last_transition):<20} {c.message}\n"]
+    else:
+        parts.append("  none reported by the engine\n")
+
+    parts.append(("\nSnapshots\n", "bold $text-primary"))
+    parts += _snapshot("current", history[0] if history else obs)
+    parts += _snapshot("previous", previous_snapshot(history))
+
+    f = view.failures
+    parts.append(("\nFailure counters", "bold $text-primary"))
+    parts.append(f"   install {f.install} · upgrade {f.upgrade} · total {f.total}")
+    if pkg is not None:
+        parts.append(f"   (retries allowed: install {pkg.install.retries}, upgrade {pkg.upgrade.retries}; "
+                     "negative = unlimited)")
+    parts.append("\n")
+
+    mon = view.monitor
+    parts.append(("\nMonitor", "bold $text-primary"))
+    parts += ["   ", _toned(fmt.monitor_text(mon)), f"   pause counter {mon.paused}\n"]
+    if mon.resources:
+        parts.append((f"  {'RESOURCE':<44} {'PRESENT':<8} {'READY':<7} REASON\n", "bold"))
+        for r in mon.resources:
+            ready_tone: fmt.Tone = "ok" if r.ready else "bad" if r.ready is False else "plain"
+            present = ("✔ yes   ", TONE_STYLE["ok"]) if r.present else ("✖ no    ", TONE_STYLE["bad"])
+            ready = (f"{fmt.ready_text(r.ready)[0]:<7}", TONE_STYLE[ready_tone])
+            parts += [f"  {r.ref:<44} ", present, " ", ready, f" {r.reason}\n"]
+    else:
+        parts.append("  no resources reported (see the Resources tab)\n")
+    return Content.assemble(*parts)
+
+
+class OverviewPanel(VerticalScroll):
+    """Scrollable overview of one release; the screen calls :meth:`show` on every change."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="overview-text")
+
+    def show(self, view: ReleaseView, history: list[Observation], now: float) -> None:
+        self.query_one("#overview-text", Static).update(overview_content(view, history, now))
