@@ -1,10 +1,11 @@
 """Fixed engine state for snapshot tests and the app bench, built through the real code paths.
 
 Storage records are encoded with the real codec and fed to an offline
-observer, exactly as the watch would feed them. Engine state the engine does
-not produce yet (states, conditions, monitor status, failure counters,
-running actions) is set in one place, :func:`set_engine_status`, so it can
-later come from the engine's persisted status instead.
+observer, exactly as the watch would feed them. Engine state (release
+states, conditions, monitor status, failure counters, running actions) is
+set in one place, :func:`set_engine_status`, through the paths the running
+engine fills it: its persisted status, its last pass, the release service's
+monitor callback.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from engine.helm import Helm
 from engine.kube import KubeTarget
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.package import NO_RESOURCE_RECONCILIATION
+from engine.reconcile import conditions as cond
+from engine.reconcile.status import EngineStatus
 from engine.runtime import Engine
 from engine.runtime.state import (
     ActionOutcome,
@@ -127,14 +130,49 @@ FLAKY: ReleaseKey = ("helmdeck-demo", "flaky")
 LEGACY: ReleaseKey = ("legacy", "legacy-api")
 
 
-def set_engine_status(engine: Engine, key: ReleaseKey, **status: Any) -> None:
-    """Set engine-reported fields of one release (``state``, ``ready``, ``conditions``, ``monitor``,
-    ``failures``, ``running``, ``last``) that the engine does not compute yet.
+_UNSET: Any = object()
 
-    Goes through the engine's own refresh, so the app sees an ordinary
-    ReleaseUpdated; switch this to the persisted-status path once it exists.
+
+def set_engine_status(
+    engine: Engine,
+    key: ReleaseKey,
+    *,
+    state: str | None = None,
+    ready: bool | None = _UNSET,
+    conditions: tuple[Condition, ...] | None = None,
+    failures: FailureCounts | None = None,
+    last: ActionOutcome | None = None,
+    monitor: MonitorStatus | None = None,
+    running: RunningAction | None = _UNSET,
+) -> None:
+    """Give one release fixed engine state through the paths the running engine uses.
+
+    Conditions, failure counters and the last outcome go into the package's
+    engine status, as the persisted-status store loads it; ``state`` is the
+    last pass's release state; ``monitor`` arrives as the release service's
+    status callback; ``ready`` sets the Ready condition; ``running`` is the
+    action in progress. The app then sees ordinary ReleaseUpdated events.
     """
-    engine._refresh(key, **status)
+    status = engine._statuses.get(key) or EngineStatus()
+    changes: dict[str, Any] = {}
+    if conditions is not None:
+        changes["conditions"] = conditions
+    if ready is not _UNSET:
+        changes["conditions"] = cond.set_condition(changes.get("conditions", status.conditions), cond.READY, ready,
+                                                   "Fixed", "set by the fixture")
+    if failures is not None:
+        changes["failures"] = failures
+    if last is not None:
+        changes["last"] = last
+    engine._statuses[key] = dataclasses.replace(status, **changes)
+    if state is not None:
+        engine._states[key] = state
+    if monitor is not None:
+        engine._on_monitor(key[0], key[1], monitor)
+    if running is not _UNSET:
+        engine._refresh(key, running=running)
+    else:
+        engine._refresh(key)
 
 
 def add_fixed_events(engine: Engine, events: list[ReconcileEvent]) -> None:
@@ -179,14 +217,14 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
     ready = Condition("Ready", "True", "UpgradeSucceeded", "Helm upgrade succeeded for revision 2",
                       _minutes_before_now(30))
     set_engine_status(
-        engine, SETTINGS, state="InSync", ready=True,
+        engine, SETTINGS, state="InSync",
         conditions=(ready, Condition("Released", "True", "UpgradeSucceeded", "revision 2 deployed",
                                      _minutes_before_now(30))),
         running=RunningAction("upgrade", FIXED_NOW - 12, 300.0),
         last=ActionOutcome("upgrade", True, "upgrade succeeded: revision 2 deployed", 2, at=_minutes_before_now(30)),
     )
     set_engine_status(
-        engine, WEB, state="Drifted", ready=False,
+        engine, WEB, state="Drifted",
         conditions=(Condition("Ready", "False", "DriftDetected", "Service/helmdeck-demo/web is absent",
                               _minutes_before_now(5)),
                     Condition("Released", "True", "RollbackSucceeded", "rolled back to revision 1",
@@ -199,7 +237,7 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
         last=ActionOutcome("rollback", True, "rollback succeeded: revision 3 deployed", 3, at=_minutes_before_now(15)),
     )
     set_engine_status(
-        engine, FLAKY, state="Failed", ready=False,
+        engine, FLAKY, state="Failed",
         conditions=(Condition("Ready", "False", "UpgradeFailed", "upgrade of revision 2 failed",
                               _minutes_before_now(20)),
                     Condition("Released", "False", "UpgradeFailed", "execution error: fail is true",

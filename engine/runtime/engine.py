@@ -401,8 +401,8 @@ class Engine:
         if self.service is None:
             for name in ("monitor", "maintenance", "cleanup"):
                 out[name] = "not connected to a cluster"
-        if self._ctx is None or self._ctx.unlock is None:
-            out["unlock"] = "writing release storage is not supported by this engine yet"
+        if self._ctx is None:
+            out["unlock"] = "not connected to a cluster"
         return out
 
     # -- state -----------------------------------------------------------------
