@@ -2,8 +2,8 @@
 
 Each test asserts what happened in the cluster (Helm's storage Secrets, the
 release's objects, read through the Kubernetes API or helm itself) and what
-the release's row says. Keys the engine cannot do yet (p, m, l, c) are
-covered offline in test_tui_app.py: shown disabled, refused with the reason.
+the release's row says: every action key (u with its diff, r, t, p, m, s,
+l, c, D) against the real local cluster and real helm.
 """
 
 from __future__ import annotations
@@ -61,14 +61,8 @@ def make_app(kube_target: KubeTarget, helm: Helm, namespace: str, packages: Path
 
 
 async def settled(app: HelmdeckApp, key: tuple[str, str], action: str, revision: int, timeout: float = 30) -> None:
-    """Wait until the row shows ``action`` done and ``revision`` deployed (revision and status come from storage).
-
-    The verdict symbol (✔/✖) is not asserted: the engine judges an action from
-    the first storage write it sees after helm returns, which under load can
-    be the pending write that precedes the final one (reported to the engine's
-    owner); what Helm stored is asserted instead.
-    """
-    await wait_for(lambda: (cell(app, key, "action") in (f"✔ {action}", f"✖ {action}")
+    """Wait until the row shows ``action`` succeeded and ``revision`` deployed (both read from storage)."""
+    await wait_for(lambda: (cell(app, key, "action") == f"✔ {action}"
                             and cell(app, key, "revision") == str(revision)
                             and cell(app, key, "status") == "✔ deployed"),
                    timeout, seen=lambda: row(app, key))
@@ -219,3 +213,140 @@ async def test_uninstall_key_lists_the_resources_then_uninstalls(
     with pytest.raises(client.ApiException) as gone:
         core_api.read_namespaced_config_map("cfg", namespace)
     assert gone.value.status == 404
+
+
+async def test_upgrade_key_shows_the_diff_first(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    package = write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      color: blue\n")
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    key = (namespace, "cfg")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, key, "install", 1)
+        await select(app, key)
+        await pilot.press("s")  # suspend, so the engine does not apply the edit on its own
+        await wait_for(lambda: cell(app, key, "suspended") == "⏸ yes")
+        package.write_text(package.read_text().replace("color: blue", "color: green"))
+        app.engine.load_packages()
+        await pilot.press("u")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        details = app.screen.confirmation.details
+        assert '-  color: "blue"' in details and '+  color: "green"' in details
+        await pilot.press("y")
+        await settled(app, key, "upgrade", 2)
+        assert cell(app, key, "suspended") == "-"  # an explicit upgrade lifts the suspension
+    assert (core_api.read_namespaced_config_map("cfg", namespace).data or {})["color"] == "green"
+
+
+async def test_pause_key_holds_absence_reports_until_resumed(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      a: b\n")
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    key = (namespace, "cfg")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, key, "install", 1)
+        await wait_for(lambda: cell(app, key, "monitor") == "● active", seen=lambda: cell(app, key, "monitor"))
+        await select(app, key)
+        await pilot.press("p")
+        await wait_for(lambda: cell(app, key, "monitor") == "‖ paused ×1", seen=lambda: cell(app, key, "monitor"))
+        core_api.delete_namespaced_config_map("cfg", namespace)
+        await asyncio.sleep(2.0)  # a paused monitor reports nothing: no restoring upgrade
+        assert stored(core_api, namespace, "cfg") == [(1, "deployed")]
+        await pilot.press("p")  # resume: the absence is reported and the engine restores the ConfigMap
+        await settled(app, key, "upgrade", 2)
+        await wait_for(lambda: cell(app, key, "monitor") == "● active", seen=lambda: cell(app, key, "monitor"))
+    assert (core_api.read_namespaced_config_map("cfg", namespace).data or {})["a"] == "b"
+
+
+async def test_maintenance_key_on_and_off(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      a: b\n")
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    key = (namespace, "cfg")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, key, "install", 1)
+        await select(app, key)
+        await pilot.press("m")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Enter maintenance?"
+        await pilot.press("y")
+        await wait_for(lambda: cell(app, key, "maintenance") == "✎ on" and cell(app, key, "revision") == "2",
+                       seen=lambda: row(app, key))
+        cm = core_api.read_namespaced_config_map("cfg", namespace)
+        assert cm.metadata is not None and (cm.metadata.labels or {}).get("helmdeck.dev/maintenance") == "true", \
+            [(e.action, e.outcome, e.message[:80]) for e in app.engine.events(key)]
+        core_api.patch_namespaced_config_map("cfg", namespace, {"data": {"a": "by hand"}})
+        runs = app.engine.queue.runs
+        app.engine.queue.add(key)  # a pass in maintenance reconciles nothing
+        await wait_for(lambda: app.engine.queue.runs > runs)
+        assert (core_api.read_namespaced_config_map("cfg", namespace).data or {})["a"] == "by hand"
+        await wait_for(lambda: cell(app, key, "monitor") == "○ off", seen=lambda: cell(app, key, "monitor"))
+        await pilot.press("m")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Leave maintenance?"
+        await pilot.press("y")
+        await wait_for(lambda: cell(app, key, "maintenance") == "-" and cell(app, key, "revision") == "3",
+                       seen=lambda: row(app, key))
+    assert stored(core_api, namespace, "cfg")[-1] == (3, "deployed")
+    cm = core_api.read_namespaced_config_map("cfg", namespace)
+    assert (cm.data or {})["a"] == "b" and cm.metadata is not None
+    assert "helmdeck.dev/maintenance" not in (cm.metadata.labels or {})
+
+
+async def test_unlock_key_frees_a_release_left_pending_by_a_killed_helm(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api
+) -> None:
+    import os
+    import signal
+
+    proc = await asyncio.create_subprocess_exec(
+        helm.binary, "install", "stuck", str(EXAMPLES / "charts" / "flaky"), "--set", "hang=true", "--wait",
+        "--timeout", "60s", "-n", namespace, *helm.target.helm_args(), env={**os.environ, **helm.env},
+        start_new_session=True)
+    engine = Engine(kube_target, helm, None, namespaces=[namespace])
+    app = HelmdeckApp(engine, context="test")
+    key = (namespace, "stuck")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: cell(app, key, "status") == "⧗ pending-install", seen=lambda: row(app, key))
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            await select(app, key)
+            await pilot.press("l")
+            await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+            assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Unlock?"
+            await pilot.press("y")
+            await wait_for(lambda: cell(app, key, "status") == "✖ failed", seen=lambda: row(app, key))
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert stored(core_api, namespace, "stuck") == [(1, "failed")]
+    status = json.loads(run_helm(helm, "status", "stuck", "-n", namespace, "-o", "json"))
+    assert status["info"]["status"] == "failed" and "unlocked by helmdeck" in status["info"]["description"]
+
+
+async def test_cleanup_key_lists_then_removes_only_orphaned_managed_releases(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    keep = write_package(tmp_path, namespace, "keep", "settings", "    settings:\n      a: b\n")
+    gone = write_package(tmp_path, namespace, "gone", "settings", "    settings:\n      a: b\n")
+    run_helm(helm, "install", "plain", str(EXAMPLES / "charts" / "settings"), "-n", namespace)
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, (namespace, "keep"), "install", 1)
+        await settled(app, (namespace, "gone"), "install", 1)
+        gone.unlink()  # no package declares it any more (kept: pruning is off)
+        app.engine.load_packages()
+        await pilot.press("c")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.confirmation.details == f"{namespace}/gone"
+        await pilot.press("y")
+        await wait_for(lambda: cell(app, (namespace, "gone"), "status") is None)
+    assert stored(core_api, namespace, "gone") == []
+    assert stored(core_api, namespace, "keep") == [(1, "deployed")]
+    assert stored(core_api, namespace, "plain") == [(1, "deployed")]  # not helmdeck's: never touched
+    assert keep.exists()

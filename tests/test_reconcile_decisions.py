@@ -184,3 +184,21 @@ def test_failure_counters_reset_when_the_spec_changes() -> None:
     req.spec_digest = "f" * 32
     assert AtomicRelease.reset_on_spec_change(req)
     assert req.status.failures == FailureCounts()
+
+
+def test_maintenance_label_and_absent_resources_make_a_release_out_of_sync() -> None:
+    in_maintenance = observation_from_release(
+        {"name": "app", "namespace": "ns", "version": 1, "info": {"status": "deployed"},
+         "chart": {"metadata": {"name": "app", "version": "1.0.0"}}, "config": {}, "manifest": ""},
+        labels={labels.SPEC_DIGEST: DIGEST, labels.MAINTENANCE: "true"})
+    req = request(in_maintenance)
+    req.release_labels = {labels.MAINTENANCE: "false"}
+    assert st.determine_state(req, in_maintenance) == st.ReleaseState(st.OUT_OF_SYNC, "leaving maintenance")
+    req.release_labels = {labels.MAINTENANCE: "true"}
+    assert st.determine_state(req, in_maintenance).status == st.IN_SYNC
+    req = request(obs())
+    req.absent = ("ConfigMap/ns/app",)
+    assert st.determine_state(req, obs()).reason == "absent resources: ConfigMap/ns/app"
+    req = request(obs())
+    req.release_labels = {labels.MANIFEST_CHECKSUM: "x" * 32}
+    assert st.determine_state(req, obs()).reason == "the rendered manifest changed"

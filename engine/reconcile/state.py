@@ -79,8 +79,9 @@ def determine_state(
     checksum = req.release_labels.get(labels.MANIFEST_CHECKSUM)
     if checksum and latest.label_map.get(labels.MANIFEST_CHECKSUM) != checksum:
         return ReleaseState(OUT_OF_SYNC, "the rendered manifest changed")
-    if latest.label_map.get(labels.MAINTENANCE) == "true":
-        return ReleaseState(OUT_OF_SYNC, "leaving maintenance")
+    want = req.release_labels.get(labels.MAINTENANCE)
+    if want is not None and latest.label_map.get(labels.MAINTENANCE, "false") != want:
+        return ReleaseState(OUT_OF_SYNC, "entering maintenance" if want == "true" else "leaving maintenance")
     if req.absent:
         return ReleaseState(OUT_OF_SYNC, f"absent resources: {', '.join(req.absent[:5])}")
     test = req.spec.test

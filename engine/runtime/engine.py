@@ -580,7 +580,7 @@ class Engine:
             # A chart that does not render has no checksum: the install or upgrade reports the error.
             with contextlib.suppress(HelmError):
                 release_labels[labels.MANIFEST_CHECKSUM] = await self.service.checksum(spec.namespace, spec)
-            release_labels[labels.MAINTENANCE] = "false"
+            release_labels[labels.MAINTENANCE] = "true" if spec.maintenance else "false"
             req.post_renderer = await self.service.post_renderer_for(spec)
             self.service.take_absent_report(*key)
             req.absent = tuple(r.ref for r in self.service.absent(*key))

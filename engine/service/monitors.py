@@ -82,6 +82,11 @@ class MonitorRegistry:
             old.close()
         return monitor
 
+    def announce(self, key: Key) -> None:
+        """Report ``key``'s current status (after a monitor was (re)built and synced: a shared
+        watch that had already listed raises no change of its own)."""
+        self._emit_status(key)
+
     def remove(self, key: Key) -> None:
         """Close and drop ``key``'s monitor and any pending absence report; no-op when there is none."""
         with self._lock:

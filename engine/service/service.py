@@ -214,6 +214,7 @@ class ReleaseService:
         self._monitored[key] = revision
         if not await asyncio.to_thread(monitor.wait_synced, self._sync_timeout):
             log.warning("monitor of %s/%s not synced after %.0fs", *key, self._sync_timeout)
+        self._monitors.announce(key)
 
     # -- render -----------------------------------------------------------------------
     async def render(self, namespace: str, package: PackageSpec) -> str:
