@@ -194,7 +194,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # -- engine ------------------------------------------------------------------------
-def _engine(args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True) -> Any:
+def _engine(
+    args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True, monitors: bool = True,
+) -> Any:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
     from engine.kube import KubeConfigError, KubeTarget, current_context
@@ -209,14 +211,16 @@ def _engine(args: argparse.Namespace, *, readonly: bool | None = None, watch: bo
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     lease = None
-    if args.packages is not None and not getattr(args, "no_lease", True):
+    readonly = args.readonly if readonly is None else readonly
+    # A read-only instance never competes for the lease: it would block the one that acts.
+    if args.packages is not None and not getattr(args, "no_lease", True) and not readonly:
         lease = LeaseConfig(lease_name_for(str(args.packages.resolve())), getattr(args, "lease_namespace", "default"))
     return Engine(
         target, Helm(args.helm, target), args.packages,
         namespaces=None if args.all_namespaces else args.namespaces,
-        readonly=args.readonly if readonly is None else readonly,
+        readonly=readonly,
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
-        lease=lease, watch_packages=watch,
+        lease=lease, watch_packages=watch, monitors=monitors,
     )
 
 
@@ -333,6 +337,7 @@ def _status(args: argparse.Namespace) -> int:
 
     async def collect() -> list[dict[str, Any]]:
         await engine.start(reconcile=False)
+        await engine.monitors_ready()  # monitors list their resources: absent ones are reported
         try:
             return [status_row(v) for v in engine.releases()]
         finally:
@@ -344,6 +349,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _find_package(args: argparse.Namespace) -> Any:
+    """The spec PACKAGE names (a file, or a package name in --packages); exits with a message otherwise."""
     from engine.package import PackageError, load_package, load_packages
 
     candidate = Path(args.package)
@@ -363,31 +369,72 @@ def _find_package(args: argparse.Namespace) -> Any:
     raise SystemExit(EXIT_USAGE)
 
 
-def _render(args: argparse.Namespace) -> int:
-    from engine.helm import Helm as HelmRunner
+def _one_package(args: argparse.Namespace, what: str) -> int:
+    """``render`` or ``diff`` of one package, through a read-only engine on its namespace."""
     from engine.helm import HelmError
-    from engine.kube import KubeTarget
-    from engine.package import PackageError, load_chart, merged_values
+    from engine.package import PackageError
+    from engine.runtime.engine import ActionRefused, NotAvailable
 
     setup_logging(args.log_level, args.log_file)
     spec = _find_package(args)
-    target = KubeTarget(args.kubeconfig, args.context)
+    args.packages = spec.file.parent
+    args.namespaces, args.all_namespaces, args.no_lease = [spec.namespace], False, True
+    engine = _engine(args, readonly=True, watch=False, monitors=False)
+
+    async def run() -> str:
+        await engine.start(reconcile=False)
+        try:
+            return str(await (engine.render(spec.key) if what == "render" else engine.diff(spec.key)))
+        finally:
+            await engine.stop()
+
     try:
-        chart = load_chart(spec.chart_path)
-        out = asyncio.run(HelmRunner(args.helm, target).template(
-            spec.release_name, spec.namespace, chart.path, merged_values(spec), is_upgrade=True))
-    except (PackageError, HelmError) as exc:
+        out = asyncio.run(run())
+    except (PackageError, HelmError, ActionRefused, NotAvailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if what == "diff" and not out:
+        print(f"{spec.namespace}/{spec.release_name}: an upgrade would change nothing", file=sys.stderr)
     sys.stdout.write(out)
     return 0
 
 
+def _render(args: argparse.Namespace) -> int:
+    return _one_package(args, "render")
+
+
 def _diff(args: argparse.Namespace) -> int:
-    print("error: diff is not supported by this build yet", file=sys.stderr)
-    return 1
+    return _one_package(args, "diff")
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    print("error: cleanup is not supported by this build yet", file=sys.stderr)
-    return 1
+    from engine.runtime.engine import ActionRefused, NotAvailable
+
+    if args.packages is None:
+        print("error: cleanup needs --packages DIR (releases no package there declares are removed)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(args.log_level, args.log_file)
+    args.no_lease = True  # an operator's one-off action, as with the helm CLI
+    dry_run = args.dry_run or args.readonly
+    engine = _engine(args, watch=False, monitors=False)
+
+    async def run() -> list[Any]:
+        await engine.start(reconcile=False)
+        try:
+            items: list[Any] = await engine.cleanup(dry_run=dry_run, ignore_namespaces=tuple(args.ignore_namespace))
+            return items
+        finally:
+            await engine.stop()
+
+    try:
+        items = asyncio.run(run())
+    except (ActionRefused, NotAvailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not items:
+        print("nothing to clean up: every helmdeck-managed release is declared by a package")
+    for item in items:
+        note = f" ({item.message})" if item.message else ""
+        print(f"{item.result:<13} {item.namespace}/{item.name}{note}")
+    return 1 if any(i.result == "failed" for i in items) else 0

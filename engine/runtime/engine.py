@@ -132,6 +132,7 @@ class Engine:
         prune: bool = False,
         lease: LeaseConfig | None = None,
         watch_packages: bool = True,
+        monitors: bool = True,
     ):
         self.target = target
         self.helm = helm
@@ -142,6 +143,8 @@ class Engine:
         self.prune = prune
         self.lease_config = lease
         self.watch_packages = watch_packages
+        self.monitors = monitors
+        self._monitor_tasks: list[asyncio.Task[None]] = []
         self.packages: dict[ReleaseKey, PackageSpec] = {}
         self.package_errors: list[PackageError] = []
         self.orphans: set[ReleaseKey] = set()
@@ -210,9 +213,12 @@ class Engine:
                 await asyncio.wait_for(self._elector.decided.wait(), 10)
             self._spawn(self._follow_statuses())
         self._auto = reconcile
-        if self.service is not None:
+        if self.service is not None and self.monitors:
             for key in list(self.packages):
-                self._spawn(self._refresh_monitor(key))
+                task = asyncio.ensure_future(self._refresh_monitor(key))
+                self._monitor_tasks.append(task)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         self.queue.start()
         if reconcile and self.acting:
             for key in self.packages:
@@ -249,6 +255,10 @@ class Engine:
             return None
         extra = {s.storage_ns for s in self.packages.values()}
         return sorted(set(self.namespaces) | extra)
+
+    async def monitors_ready(self) -> None:
+        """Wait until the monitors started at :meth:`start` have listed their resources."""
+        await asyncio.gather(*self._monitor_tasks, return_exceptions=True)
 
     async def wait_for_lease(self) -> bool:
         """Wait until this instance leads, or the holder proves alive for a lease duration; True if leading.
@@ -325,7 +335,7 @@ class Engine:
 
     async def _refresh_monitor(self, key: ReleaseKey) -> None:
         """(Re)build the monitor of a managed release after an action; drop it in maintenance."""
-        if self.service is None or key not in self.packages:
+        if self.service is None or key not in self.packages or not self.monitors:
             return
         if self._maintenance(key):
             self.service.remove_monitor(*key)
