@@ -93,6 +93,7 @@ class ProcessRecord:
     pid: int
     start_time: int
     log: str
+    cmd: list[str] = field(default_factory=list)
 
     def alive(self) -> bool:
         return _proc_start_time(self.pid) == self.start_time
@@ -235,8 +236,11 @@ class LocalCluster:
         seconds (the message names the component and its log file).
         """
         if self.is_ready():
-            progress(f"local cluster already running ({self.server})")
-            return
+            outdated = self._outdated()
+            if not outdated:
+                progress(f"local cluster already running ({self.server})")
+                return
+            progress(f"restarting the local cluster: {', '.join(outdated)} changed since it started")
         build.build_all(progress=progress)
         self.down()
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -275,6 +279,7 @@ class LocalCluster:
                 procs,
             )
             self._wait("kwok", deadline, self._node_ready, procs)
+            self._heal_pods()
         except BaseException:
             self.down()
             raise
@@ -298,7 +303,7 @@ class LocalCluster:
             time.sleep(0.01)
         if start is None:
             raise ClusterError(f"{component} exited at once; see {log}")
-        return ProcessRecord(component, proc.pid, start, str(log))
+        return ProcessRecord(component, proc.pid, start, str(log), list(cmd))
 
     def _wait(
         self, component: str, deadline: float, check: Callable[[], bool],
@@ -447,6 +452,24 @@ class LocalCluster:
 
         self._wait("kwok", deadline, created, procs)
 
+    def _heal_pods(self) -> None:
+        """Delete running pods the node controller marked not ready while kwok was down.
+
+        A kubelet re-checks its pods when it comes back; kwok only plays a pod's
+        stages once, so such pods would stay not ready (and their Deployments
+        unavailable) for good. Their controllers create fresh ones.
+        """
+        code, body = self._api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{FAKE_NODE}")
+        if code != 200 or not isinstance(body, dict):
+            return
+        for pod in body.get("items") or []:
+            status = pod.get("status") or {}
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            owned = bool((pod.get("metadata") or {}).get("ownerReferences"))
+            if status.get("phase") == "Running" and not ready and owned:
+                meta = pod["metadata"]
+                self._api("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+
     def _node_ready(self) -> bool:
         code, body = self._api("GET", f"/api/v1/nodes/{FAKE_NODE}")
         if code != 200 or not isinstance(body, dict):
@@ -469,18 +492,29 @@ class LocalCluster:
         rec = procs.get(component)
         if rec is None or not rec.alive():
             raise ClusterError(f"{component} is not running in {self.state_dir}")
+        _stop([rec], grace)
+        procs[component] = self._spawn(component, self._commands(ports)[component]())
+        self._save(ports, procs)
+        self._wait(component, time.monotonic() + timeout, self.is_ready, procs)
+
+    def _commands(self, ports: Ports) -> dict[str, Callable[[], list[str]]]:
         pki = Pki(self.state_dir / "pki")
-        commands: dict[str, Callable[[], list[str]]] = {
+        return {
             "etcd": lambda: self._etcd_cmd(ports),
             "kube-apiserver": lambda: self._apiserver_cmd(pki, ports),
             "kube-controller-manager": lambda: self._controller_manager_cmd(pki, ports),
             "kube-scheduler": lambda: self._scheduler_cmd(ports),
             "kwok": lambda: self._kwok_cmd(ports),
         }
-        _stop([rec], grace)
-        procs[component] = self._spawn(component, commands[component]())
-        self._save(ports, procs)
-        self._wait(component, time.monotonic() + timeout, self.is_ready, procs)
+
+    def _outdated(self) -> list[str]:
+        """Running components whose command line differs from what ``up`` would run now
+        (another version or other flags, e.g. after an upgrade of helmdeck)."""
+        ports, procs = self._load()
+        if not all(build.COMPONENTS[c].is_built() for c in ("etcd", "kubernetes", "kwok")):
+            return list(procs)
+        want = self._commands(ports)
+        return [c for c, rec in procs.items() if c in want and rec.cmd != want[c]()]
 
     # -- down --------------------------------------------------------------
     def down(self, timeout: float = 20.0) -> list[str]:
