@@ -22,6 +22,7 @@ from kubernetes import client
 
 from engine.helm import HelmError
 from engine.reconcile import conditions as cond
+from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.storage.codec import OWNER_SELECTOR
@@ -211,3 +212,53 @@ def newer(observed: ObservedReleases, before: Observation | None) -> Observation
         return None
     return newest
 
+
+async def observed_run(
+    ctx: ActionContext, req: Request, guard: Callable[[str, str], AbstractContextManager[None]],
+    call: Callable[[], Awaitable[object]],
+) -> tuple[ObservedReleases, HelmError | None]:
+    """Run one helm call under a monitor ``guard``, observing storage; record what it wrote on the status."""
+    ns, release = req.key
+    async with ObservedReleases(ctx, req.spec.storage_ns, release, ns) as seen:
+        with guard(ns, release):
+            error = await run_helm(call)
+    record(req, seen.observed)
+    return seen, error
+
+
+async def release_action(
+    ctx: ActionContext, req: Request, name: str, verb: str, call: Callable[[], Awaitable[object]],
+    *, succeeded: str, failed: str,
+) -> ActionOutcome:
+    """What Install and Upgrade share (Flux's release-type reconcilers).
+
+    Records ``name`` as the last attempted release action, runs ``call``
+    with the monitor quiet, and judges the newest revision stored: deployed
+    is success (Released=True ``succeeded``); anything else is failure
+    (Released=False ``failed``) that counts against the active remediation —
+    unless nothing was stored, which raises ActionFailed (nothing to
+    remediate, retry with backoff).
+    """
+    ns, release = req.key
+    before = ctx.observer.latest(ns, release)
+    req.status = dataclasses.replace(req.status, last_attempted_release_action=name)
+    ctx.events(name, "started", f"{verb} {req.chart.name}@{req.chart.version}", ())
+    seen, error = await observed_run(ctx, req, ctx.quiet, call)
+    written = newer(seen, before)
+    if written is not None and before is not None and written.version <= before.version:
+        written = None  # only an older revision changed (superseded): no new release
+    if error is not None or written is None or written.status != "deployed":
+        reason = error.message if error else f"stored as {written.status}" if written else "nothing stored"
+        message = f"Helm {name} failed for release {release_ref(req, written)}: {reason}"
+        set_conditions(req, (cond.RELEASED, False, failed, message))
+        ctx.events(name, "failed", message, error.tail if error else ())
+        if written is None:
+            raise ActionFailed(message)
+        count_failure(req)
+        return outcome(name, False, message, written, error)
+    message = (f"Helm {name} succeeded for release {release_ref(req, written)} "
+               f"with chart {req.chart.name}@{req.chart.version}")
+    set_conditions(req, (cond.RELEASED, True, succeeded, message))
+    drop_conditions(req, cond.REMEDIATED, cond.TEST_SUCCESS)
+    ctx.events(name, "succeeded", message, ())
+    return outcome(name, True, message, written)

@@ -6,13 +6,11 @@ from engine.helm import RollbackOptions
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
-    ObservedReleases,
     ReconcilerType,
     newer,
+    observed_run,
     outcome,
-    record,
     release_ref,
-    run_helm,
     set_conditions,
 )
 from engine.reconcile.errors import ActionFailed, MissingRollbackTarget
@@ -42,10 +40,8 @@ class RollbackRemediation:
             disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history,
         )
         self.ctx.events(self.name, "started", f"rolling back to revision {target.version}", ())
-        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            with self.ctx.paused(ns, release):
-                error = await run_helm(lambda: self.ctx.helm.rollback(release, ns, target.version, opts))
-        record(req, seen.observed)
+        seen, error = await observed_run(
+            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.rollback(release, ns, target.version, opts))
         written = newer(seen, before)
         if error is not None or written is None or written.status != "deployed":
             reason = error.message if error else f"stored as {written.status}" if written else "nothing stored"

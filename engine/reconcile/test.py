@@ -9,13 +9,11 @@ from __future__ import annotations
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
-    ObservedReleases,
     ReconcilerType,
     count_failure,
+    observed_run,
     outcome,
-    record,
     release_ref,
-    run_helm,
     set_conditions,
 )
 from engine.reconcile.errors import ActionFailed
@@ -38,11 +36,9 @@ class Test:
         ns, release = req.key
         timeout = spec.test.timeout or spec.timeout
         self.ctx.events(self.name, "started", "running helm test", ())
-        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            with self.ctx.paused(ns, release):
-                error = await run_helm(lambda: self.ctx.helm.test(release, ns, timeout=timeout,
-                                                                  filters=spec.test.helm_filters()))
-        record(req, seen.observed)
+        seen, error = await observed_run(
+            self.ctx, req, self.ctx.paused,
+            lambda: self.ctx.helm.test(release, ns, timeout=timeout, filters=spec.test.helm_filters()))
         current = seen.newest
         tests = [h for h in current.hooks if h.is_test] if current else []
         failed = [h.name for h in tests if h.phase == "Failed"]

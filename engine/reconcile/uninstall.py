@@ -8,12 +8,10 @@ from engine.helm import ReleaseNotFound, UninstallOptions
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
-    ObservedReleases,
     ReconcilerType,
+    observed_run,
     outcome,
-    record,
     release_ref,
-    run_helm,
     set_conditions,
 )
 from engine.reconcile.request import Request
@@ -36,10 +34,8 @@ class Uninstall:
                                 keep_history=spec.uninstall.keep_history,
                                 disable_hooks=spec.uninstall.disable_hooks)
         self.ctx.events(self.name, "started", "uninstalling", ())
-        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            with self.ctx.paused(ns, release):
-                error = await run_helm(lambda: self.ctx.helm.uninstall(release, ns, opts))
-        record(req, seen.observed)
+        _, error = await observed_run(
+            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.uninstall(release, ns, opts))
         latest = self.ctx.observer.latest(ns, release)
         if isinstance(error, ReleaseNotFound):
             error = None

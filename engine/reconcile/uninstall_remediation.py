@@ -6,12 +6,10 @@ from engine.helm import UninstallOptions
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
-    ObservedReleases,
     ReconcilerType,
+    observed_run,
     outcome,
-    record,
     release_ref,
-    run_helm,
     set_conditions,
 )
 from engine.reconcile.errors import ActionFailed
@@ -35,10 +33,8 @@ class UninstallRemediation:
                                 keep_history=spec.uninstall.keep_history,
                                 disable_hooks=spec.uninstall.disable_hooks)
         self.ctx.events(self.name, "started", "uninstalling the failed release", ())
-        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
-            with self.ctx.paused(ns, release):
-                error = await run_helm(lambda: self.ctx.helm.uninstall(release, ns, opts))
-        record(req, seen.observed)
+        _, error = await observed_run(
+            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.uninstall(release, ns, opts))
         latest = self.ctx.observer.latest(ns, release)
         gone = latest is None or latest.status == "uninstalled"
         if error is not None or not gone:
