@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -63,3 +64,19 @@ def api_client(target: KubeTarget) -> client.ApiClient:
         return cast(client.ApiClient, api)
     except (ConfigException, OSError, TypeError) as exc:
         raise KubeConfigError(f"cannot load kubeconfig {target.describe()}: {exc}") from exc
+
+
+def watch_lines(resp: Any) -> Iterator[bytes]:
+    """The JSON lines of a streamed watch response (a urllib3 response opened without preloading).
+
+    The watch stream is chunked; one chunk may hold several events or part of one.
+    """
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf

@@ -256,10 +256,7 @@ class Helm:
         args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
         args += _flag("--create-namespace", opts.create_namespace) + _flag("--no-hooks", opts.disable_hooks)
         args += _flag("--replace", opts.replace) + _labels(opts.labels)
-        env = {}
-        if opts.post_renderer is not None:
-            args += opts.post_renderer.flags(major)
-            env = opts.post_renderer.env(major)
+        args, env = _with_post_renderer(args, opts.post_renderer, major)
         with _values_file(values) as vf:
             out = await self._run("install", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
         return _json_object(out)
@@ -290,10 +287,7 @@ class Helm:
         if opts.max_history is not None:
             args += ["--history-max", str(opts.max_history)]
         args += _labels(opts.labels)
-        env = {}
-        if opts.post_renderer is not None:
-            args += opts.post_renderer.flags(major)
-            env = opts.post_renderer.env(major)
+        args, env = _with_post_renderer(args, opts.post_renderer, major)
         with _values_file(values) as vf:
             out = await self._run("upgrade", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
         return _json_object(out)
@@ -358,10 +352,7 @@ class Helm:
         for api in api_versions:
             args += ["--api-versions", api]
         args += _flag("--is-upgrade", is_upgrade)
-        env = {}
-        if post_renderer is not None:
-            args += post_renderer.flags(major)
-            env = post_renderer.env(major)
+        args, env = _with_post_renderer(args, post_renderer, major)
         with _values_file(values) as vf:
             return await self._run("template", [*args, "--values", str(vf)], 120, env)
 
@@ -375,6 +366,13 @@ class Helm:
         """``helm status -o json``. Raises ReleaseNotFound."""
         out = await self._run("status", ["status", release, *self._common(namespace), "--output", "json"], 60)
         return _json_object(out)
+
+
+def _with_post_renderer(args: list[str], renderer: PostRenderer | None, major: int) -> tuple[list[str], dict[str, str]]:
+    """``args`` plus the post-renderer flags, and the environment the run needs (helm 4's HELM_PLUGINS)."""
+    if renderer is None:
+        return args, {}
+    return [*args, *renderer.flags(major)], renderer.env(major)
 
 
 def _flag(flag: str, on: bool) -> list[str]:

@@ -8,7 +8,7 @@ TLS, proxies from the kubeconfig) with an ``Accept`` header of our choosing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client
@@ -49,16 +49,3 @@ def get_json(
     finally:
         resp.release_conn()
     return data if isinstance(data, dict) else {}
-
-
-def lines(resp: Any) -> Iterator[bytes]:
-    """The JSON lines of a streamed watch response."""
-    buf = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf

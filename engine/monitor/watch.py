@@ -28,6 +28,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.kube import watch_lines
 from engine.monitor import rest
 from engine.monitor.discovery import ResourceType
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
@@ -171,7 +172,7 @@ class SharedWatch:
         try:
             if self._stop.is_set():
                 return rv
-            for line in rest.lines(resp):
+            for line in watch_lines(resp):
                 if self._stop.is_set():
                     break
                 event = json.loads(line)

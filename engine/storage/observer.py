@@ -32,13 +32,14 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.kube import watch_lines
 from engine.storage.codec import (
     OWNER_SELECTOR,
     Driver,
@@ -569,7 +570,7 @@ class Observer:
         self._responses[namespace] = resp
         self._set_problem(namespace, None)  # connected and allowed again
         try:
-            for line in _lines(resp):
+            for line in watch_lines(resp):
                 if self._stop.is_set():
                     break
                 event = json.loads(line)
@@ -635,19 +636,6 @@ class Observer:
                 cb(change)
             except Exception:
                 log.exception("storage observer callback failed")
-
-
-def _lines(resp: Any) -> Iterator[bytes]:
-    """Split a streamed watch response into JSON lines."""
-    buf = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf
 
 
 def _status_message(exc: ApiException) -> str:
