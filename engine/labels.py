@@ -14,6 +14,7 @@ MANAGED_BY = "helmdeck.dev/managed-by"
 MANAGER = "helmdeck"
 PACKAGE = "helmdeck.dev/package"
 SPEC_DIGEST = "helmdeck.dev/spec-digest"
+PACKAGE_SET = "helmdeck.dev/package-set"  # which package set (folder) manages it: cleanup's scope
 MANIFEST_CHECKSUM = "helmdeck.dev/manifest-checksum"
 MAINTENANCE = "helmdeck.dev/maintenance"  # "true" / "false"
 

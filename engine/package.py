@@ -358,8 +358,14 @@ def load_package(file: Path) -> PackageSpec:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        raise PackageError(file, "", f"YAML error: {problem}", "fix the YAML syntax", line) from None
+        fix = "fix the YAML syntax"
+        if "another document" in problem:
+            fix = "write one package per file (no '---' between packages)"
+        raise PackageError(file, "", f"YAML error: {problem}", fix, line) from None
     doc = _Doc(file, _lines_by_path(node) if node is not None else {})
+    if isinstance(data, dict) and "apiVersion" not in data and "kind" not in data and "spec" not in data:
+        raise doc.error("", f"not a {KIND} (no apiVersion, kind or spec)",
+                        "values files must live outside the packages folder: every YAML file there is a package")
     top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
     if not top:
         raise doc.error("", "file is empty", f"write a {KIND} (apiVersion {API_VERSION})")

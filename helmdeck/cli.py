@@ -111,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("render", "print the manifests an upgrade of PACKAGE would apply"),
                        ("diff", "print what an upgrade of PACKAGE would change (deployed vs desired)")):
-        p = sub.add_parser(name, parents=[common], help=text, description=text)
+        p = sub.add_parser(name, parents=[common], help=text, description=text + " (secrets masked)")
         p.add_argument("package", help="a package file, or a package name in --packages")
+        p.add_argument("--show-secrets", action="store_true", help="print secret values instead of masking them")
 
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
                            description="Uninstall every helmdeck-managed release no package in --packages "
@@ -135,9 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.packages is not None and not args.packages.is_dir():
         print(f"error: --packages {args.packages} is not a directory", file=sys.stderr)
         return EXIT_USAGE
+    from engine.kube import KubeConfigError
+
     handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
                 "cleanup": _cleanup}
-    return handlers[args.command](args)
+    try:
+        return handlers[args.command](args)
+    except KubeConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 # -- local cluster -----------------------------------------------------------------
@@ -230,9 +237,10 @@ def _app(args: argparse.Namespace) -> int:
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     engine = _engine(args)
-    HelmdeckApp(engine, context=args.context_name, settings=Settings(config_dir()),
-                theme=getattr(args, "theme", None), log_file=log_file).run()
-    return 0
+    app = HelmdeckApp(engine, context=args.context_name, settings=Settings(config_dir()),
+                      theme=getattr(args, "theme", None), log_file=log_file)
+    app.run()
+    return app.return_code or 0  # non-zero when the app ended on an error
 
 
 def _reconcile(args: argparse.Namespace) -> int:
@@ -241,6 +249,9 @@ def _reconcile(args: argparse.Namespace) -> int:
 
     if args.packages is None:
         print("error: reconcile needs --packages DIR", file=sys.stderr)
+        return EXIT_USAGE
+    if args.readonly:
+        print("error: --readonly reconciles nothing; use `helmdeck status` to look", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(args.log_level, args.log_file)
     engine = _engine(args, watch=not args.once)
@@ -311,6 +322,8 @@ async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
     interrupted = not runner.done()
     if interrupted:
         runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await runner
     await engine.stop(args.stop_deadline)
     codes = []
     for key, result in sorted(results.items()):
@@ -345,7 +358,9 @@ def _status(args: argparse.Namespace) -> int:
 
     rows = asyncio.run(collect())
     print(json.dumps(rows, indent=2) if args.output == "json" else table(rows))
-    return 0
+    for err in engine.package_errors:
+        print(f"package error: {err}", file=sys.stderr)
+    return 1 if engine.package_errors else 0
 
 
 def _find_package(args: argparse.Namespace) -> Any:
@@ -384,7 +399,10 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
     async def run() -> str:
         await engine.start(reconcile=False)
         try:
-            return str(await (engine.render(spec.key) if what == "render" else engine.diff(spec.key)))
+            if what == "diff":
+                return str(await engine.diff(spec.key, reveal=args.show_secrets))
+            manifest = str(await engine.render(spec.key))
+            return manifest if args.show_secrets else engine.masker.mask_manifest(manifest)
         finally:
             await engine.stop()
 

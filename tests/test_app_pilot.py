@@ -95,12 +95,11 @@ async def test_rollback_to_a_chosen_revision_suspends_the_package(
     write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      v: one\n")
     app = make_app(kube_target, helm, namespace, tmp_path)
     key = (namespace, "cfg")
-    chart = str(EXAMPLES / "charts" / "settings")
     async with app.run_test(size=SIZE) as pilot:
         await settled(app, key, "install", 1)
-        run_helm(helm, "upgrade", "cfg", chart, "-n", namespace, "--set", "settings.v=two")
-        run_helm(helm, "upgrade", "cfg", chart, "-n", namespace, "--set", "settings.v=three")
-        await wait_for(lambda: cell(app, key, "revision") == "3")
+        for revision, value in ((2, "two"), (3, "three")):  # the package changes: the engine upgrades
+            write_package(tmp_path, namespace, "cfg", "settings", f"    settings:\n      v: {value}\n")
+            await settled(app, key, "upgrade", revision)
         await select(app, key)
         await pilot.press("r")
         await pilot.pause()

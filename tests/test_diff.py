@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.masking import Masker
 from engine.runtime.diff import manifest_diff
 
 DEPLOYED = """---
@@ -49,7 +50,9 @@ metadata:
     assert manifest_diff(DEPLOYED, DEPLOYED + hook) == ""
 
 
-def test_secret_values_never_show() -> None:
-    out = manifest_diff(DEPLOYED, DEPLOYED.replace("hunter2", "correct-horse"))
+def test_secret_values_never_show_with_a_masker() -> None:
+    changed = DEPLOYED.replace("hunter2", "correct-horse")
+    out = manifest_diff(DEPLOYED, changed, masker=Masker(b"fixed"))
     assert "hunter2" not in out and "correct-horse" not in out
-    assert "-  password: <secret " in out and "+  password: <secret " in out
+    assert "-  password: •••••• #" in out and "+  password: •••••• #" in out
+    assert "correct-horse" in manifest_diff(DEPLOYED, changed)  # revealed on request

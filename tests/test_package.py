@@ -192,3 +192,12 @@ def test_nested_field_errors(tmp_path: Path, body: str, field: str, problem: str
         load_package(write(tmp_path, "a.yaml", pkg(spec=body)))
     assert err.value.field == field and problem in str(err.value)
     assert err.value.line is not None
+
+
+def test_hints_for_two_packages_in_one_file_and_a_values_file(tmp_path: Path) -> None:
+    two = write(tmp_path, "two.yaml", pkg(name="a") + "---\n" + pkg(name="b"))
+    with pytest.raises(PackageError, match="one package per file"):
+        load_package(two)
+    values = write(tmp_path, "values.yaml", "image:\n  tag: '1.0'\n")
+    with pytest.raises(PackageError, match="values files must live outside the packages folder"):
+        load_package(values)

@@ -317,3 +317,15 @@ async def test_pending_install_left_by_a_killed_helm(sc: Scenario) -> None:
     actions = [o.action for r in results for o in r.outcomes]
     assert actions[0] == "unlock" and results[-1].state == st.IN_SYNC
     assert sc.revisions()[0][1] == "deployed"
+
+
+async def test_a_forced_upgrade_of_a_stalled_release_starts_afresh(sc: Scenario) -> None:
+    sc.write("{fail: true}")
+    await sc.start()
+    stalled = await sc.run()
+    assert stalled.state == st.STALLED
+    assert (await sc.run()).outcomes == ()  # stalled: nothing runs by itself
+    forced = await sc.run(force=True)
+    assert [o.action for o in forced.outcomes][:1] == ["upgrade"]  # tried again, counters reset first
+    assert sc.engine is not None
+    assert any(e.message == "forced: failure counters reset" for e in sc.engine.events(sc.key))

@@ -134,3 +134,56 @@ def dataclass_replace(lease: LeaseConfig, identity: str) -> LeaseConfig:
     import dataclasses
 
     return dataclasses.replace(lease, identity=identity)
+
+
+async def test_a_release_changed_outside_is_noticed_and_reconciled_back(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    from tests.conftest import run_helm
+
+    package(tmp_path, namespace, "app", values="{settings: {v: declared}}")
+    engine = Engine(kube_target, helm, tmp_path, namespaces=[namespace])
+    await engine.start()
+    key = (namespace, "app")
+    try:
+        await until(lambda: revision(engine, key) == 1 and engine.release(key) is not None
+                    and engine.release(key).state == st.IN_SYNC)  # type: ignore[union-attr]
+        run_helm(helm, "upgrade", "app", str(EXAMPLES / "charts" / "settings"), "-n", namespace,
+                 "--set", "settings.v=by-hand")
+        # Noticed from storage at once (no interval wait): the engine upgrades back to the package.
+        await until(lambda: revision(engine, key) == 3, timeout=20)
+        latest = engine.observer.latest(*key) if engine.observer else None
+        assert latest is not None and latest.config == {"settings": {"v": "declared"}}
+        await asyncio.sleep(2)
+        assert revision(engine, key) == 3  # and then it rests
+    finally:
+        await engine.stop()
+
+
+async def test_cleanup_only_touches_its_own_package_set(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    team_a, team_b = tmp_path / "team-a", tmp_path / "team-b"
+    team_a.mkdir()
+    team_b.mkdir()
+    package(team_a, namespace, "a1")
+    package(team_a, namespace, "a2")
+    package(team_b, namespace, "b1")
+    engines = [Engine(kube_target, helm, folder, namespaces=[namespace], watch_packages=False)
+               for folder in (team_a, team_b)]
+    try:
+        for engine in engines:
+            await engine.start(reconcile=False)
+            for key in engine.packages:
+                await engine.run_pass(key)
+        (team_a / "a2.yaml").unlink()
+        engines[0].load_packages()
+        planned = await engines[0].cleanup(dry_run=True)
+        assert [(i.name, i.result) for i in planned if i.result == "would-remove"] == [("a2", "would-remove")]
+        assert {i.name for i in planned} == {"a1", "a2"}  # b1 belongs to another package set: not even listed
+        done = await engines[0].cleanup()
+        assert [(i.name, i.result) for i in done if i.result == "removed"] == [("a2", "removed")]
+        assert revision(engines[1], (namespace, "b1")) == 1
+    finally:
+        for engine in engines:
+            await engine.stop()

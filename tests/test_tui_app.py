@@ -9,6 +9,7 @@ import pytest
 from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 
+from engine.masking import Masker
 from engine.monitor.status import MonitorStatus
 from engine.runtime.state import ReconcileEvent
 from tests.fixtures import (
@@ -25,7 +26,6 @@ from tests.fixtures import (
     set_engine_status,
 )
 from tui.app import HelmdeckApp
-from tui.masking import Masker
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.masking import Masker, is_secret_key
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
 from engine.storage.observation import Observation
@@ -16,7 +17,6 @@ from tui import confirmations
 from tui import format as fmt
 from tui.diffing import unified
 from tui.manifest import objects
-from tui.masking import Masker, is_secret_key
 from tui.model import RowFilter, SortOrder, TextFilter, cells, quick_match, state_counts
 from tui.screens.help import HelpFacts, help_content
 from tui.settings import Settings
@@ -131,13 +131,16 @@ def test_values_are_masked_with_tags_that_differ_exactly_when_values_differ() ->
     assert "hunter2" not in masker.values_yaml({"password": "hunter2"}, reveal=False)
 
 
-def test_manifest_masks_secret_data_only() -> None:
+def test_manifest_masks_secret_data_and_secret_looking_keys() -> None:
     manifest = ("---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  password: aGk=\n"
                 "  cert: |\n    line one\n    line two\nstringData:\n  token: abc\ntype: Opaque\n"
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  password: visible\n")
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  DB_PASSWORD: \"hidden\"\n"
+                "  url: postgres://app:pw123@db/x\n  logLevel: info\n  secretName: visible\n")
     out = Masker(b"k").mask_manifest(manifest)
     assert "aGk=" not in out and "line one" not in out and "abc" not in out
-    assert "password: visible" in out and "type: Opaque" in out and "name: s" in out
+    assert "hidden" not in out and "pw123" not in out and "postgres://app:••••••" in out
+    assert "logLevel: info" in out and "secretName: visible" in out
+    assert "type: Opaque" in out and "name: s" in out
     docs = list(yaml.safe_load_all(out))
     assert docs[0]["data"]["password"].startswith("••••••") and set(docs[0]["data"]) == {"password", "cert"}
 

@@ -9,6 +9,7 @@ notification saying what failed and where to look, never a crash.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -22,6 +23,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
 
+from engine.masking import Masker
 from engine.package import NO_RESOURCE_RECONCILIATION
 from engine.runtime import Engine, EngineEvent, PackageProblems, ReleaseRemoved, ReleaseUpdated
 from engine.runtime.engine import ActionRefused, NotAvailable
@@ -31,7 +33,6 @@ from tui.actions import ACTIONS, BY_NAME, action_bindings
 from tui.confirmations import Confirmation
 from tui.engine_client import EngineClient
 from tui.manifest import objects
-from tui.masking import Masker
 from tui.messages import EngineMessage, OpenDetail
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
@@ -89,7 +90,7 @@ class HelmdeckApp(App[None]):
         self.clock = clock
         self.settings = settings
         self.log_file = log_file
-        self.masker = masker or Masker()
+        self.masker = masker or engine.masker
         self._start_engine = start_engine
         self._requested_theme = theme
         self._startup_problems: list[str] = []
@@ -118,6 +119,17 @@ class HelmdeckApp(App[None]):
             self.notify(f"{exc}\nDetails: {self._log_hint()}", title="Cannot start the engine",
                         severity="error", timeout=30)
 
+    async def action_quit(self) -> None:
+        """Quit; running helm actions may finish first (up to 30 s), and the screen says so."""
+        running = [f"{v.running.action} {v.namespace}/{v.name}" for v in self.engine.releases() if v.running]
+        if running and self._start_engine:
+            self.notify("Waiting up to 30 s for running helm actions to finish: " + ", ".join(running),
+                        title="Quitting", timeout=35)
+            await asyncio.sleep(0.1)  # let the notification draw
+            await self.engine.stop()
+            self._start_engine = False  # stopped already
+        self.exit()
+
     async def on_unmount(self) -> None:
         self._unsubscribe()
         if self._start_engine:
@@ -129,6 +141,11 @@ class HelmdeckApp(App[None]):
         if self.settings is not None:
             folders.append(self.settings.themes_dir)
         themes, errors = load_themes(folders)
+        # Textual's built-in themes were not made for this app (the ANSI ones cannot colour its
+        # states): offer only helmdeck's and the user's, plus Textual's default as a last resort.
+        for name in list(self.available_themes):
+            if name != "textual-dark":
+                self.unregister_theme(name)
         for theme in themes:
             self.register_theme(theme)
         self._startup_problems += [f"{err}; using the other themes" for err in errors]
@@ -177,6 +194,7 @@ class HelmdeckApp(App[None]):
             self._main.lease_changed(event)
             self.refresh_bindings()
         elif isinstance(event, PackageProblems):
+            self._main.package_problems(tuple(sorted({err.file.name for err in event.errors})))
             for err in event.errors:
                 self.notify(str(err), title="Package file error", severity="error", timeout=20)
 
@@ -384,16 +402,10 @@ class HelmdeckApp(App[None]):
     async def _run_monitor(self, key: ReleaseKey, resume: bool) -> None:
         call = self.client.resume_monitor(key) if resume else self.client.pause_monitor(key)
         verb = "Resume" if resume else "Pause"
-        if await self._guard(f"{verb} monitor of {self._ref(key)}", self._done(call)):
-            after = self.client.release(key)
-            counter = after.monitor.paused if after else 0
+        counter = await self._guard(f"{verb} monitor of {self._ref(key)}", call)
+        if counter is not None:  # the count the engine returned: the row's event may still be on its way
             state = f"paused ×{counter}" if counter else "active"
             self.notify(f"Monitor of {self._ref(key)}: {state} (pause counter {counter})")
-
-    @staticmethod
-    async def _done(call: Awaitable[object]) -> bool:
-        await call
-        return True
 
     # -- maintenance -----------------------------------------------------------------------
     def action_maintenance(self) -> None:
@@ -411,8 +423,8 @@ class HelmdeckApp(App[None]):
     @work(group="actions", exit_on_error=False)
     async def _run_maintenance(self, key: ReleaseKey, mode: str) -> None:
         what = f"{'Enter' if mode else 'Leave'} maintenance of {self._ref(key)}"
-        result = await self._guard(what, self._done(self.client.set_maintenance(key, mode)))
-        if result:
+        result = await self._guard(what, self.client.set_maintenance(key, mode))
+        if result is not None:
             self.notify(f"{self._ref(key)}: {'in maintenance' if mode else 'out of maintenance'}")
 
     # -- suspend ---------------------------------------------------------------------------

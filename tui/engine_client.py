@@ -1,24 +1,18 @@
 """The app's one door to the engine: reads, actions and capability reasons.
 
 Everything the views need from :class:`~engine.runtime.engine.Engine` goes
-through here, so the screens never depend on how the engine does it. The
-engine is being extended; the methods it announces but does not have yet
-(``pause_monitor``, ``resume_monitor``, ``set_maintenance``, ``unlock``,
-``diff``) are called by name here only, and only once
-``Engine.capabilities()`` reports them available; until then they raise
+through here, so the screens never depend on how the engine does it. An
+action the engine cannot do now (``Engine.capabilities()``) raises
 :class:`~engine.runtime.engine.NotAvailable` with the engine's reason.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from engine.runtime.engine import Engine, NotAvailable
 from engine.runtime.state import ActionOutcome, CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
 from engine.storage.observation import Observation
-
-NO_DIFF = "the engine does not offer diff(key) yet"
 
 
 class EngineClient:
@@ -33,15 +27,13 @@ class EngineClient:
 
     # -- availability ----------------------------------------------------------
     def reason(self, capability: str) -> str | None:
-        """None when ``capability`` can be used now, else why not (from ``Engine.capabilities()``).
+        """None when ``capability`` can be used now, else why not (from ``Engine.capabilities()``)."""
+        return self.engine.capabilities().get(capability, f"the engine does not know the action {capability!r}")
 
-        ``diff`` is read-only: available when the engine lists it as such, or
-        (before it does) when the engine has a ``diff`` method at all.
-        """
-        caps = self.engine.capabilities()
-        if capability == "diff" and "diff" not in caps:
-            return None if callable(getattr(self.engine, "diff", None)) else NO_DIFF
-        return caps.get(capability, f"the engine does not know the action {capability!r}")
+    def _check(self, capability: str) -> None:
+        reason = self.reason(capability)
+        if reason is not None:
+            raise NotAvailable(reason)
 
     # -- reading -----------------------------------------------------------------
     def releases(self) -> list[ReleaseView]:
@@ -66,10 +58,10 @@ class EngineClient:
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool) -> dict[str, Any]:
         return await self.engine.values(key, revision, computed=computed)
 
-    async def desired_diff(self, key: ReleaseKey) -> str:
-        """What an upgrade would change now: ``Engine.diff(key) -> str`` (a unified diff, "" = nothing)."""
-        result = await self._call("diff", "diff", key)
-        return result if isinstance(result, str) else str(result)
+    async def desired_diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
+        """What an upgrade would change now (a unified diff, "" = nothing), secrets masked unless ``reveal``."""
+        self._check("diff")
+        return await self.engine.diff(key, reveal=reveal)
 
     # -- acting ------------------------------------------------------------------
     async def upgrade(self, key: ReleaseKey) -> ActionOutcome | None:
@@ -90,29 +82,22 @@ class EngineClient:
     async def cleanup(self, *, dry_run: bool) -> list[CleanupItem]:
         return await self.engine.cleanup(dry_run=dry_run)
 
-    async def pause_monitor(self, key: ReleaseKey) -> None:
-        """``Engine.pause_monitor(key)``: the monitor's pause counter +1."""
-        await self._call("monitor", "pause_monitor", key)
+    async def pause_monitor(self, key: ReleaseKey) -> int:
+        """The monitor's pause counter +1; returns the new count."""
+        self._check("monitor")
+        return self.engine.pause_monitor(key)
 
-    async def resume_monitor(self, key: ReleaseKey) -> None:
-        """``Engine.resume_monitor(key)``: the counter minus 1, never below 0."""
-        await self._call("monitor", "resume_monitor", key)
+    async def resume_monitor(self, key: ReleaseKey) -> int:
+        """The monitor's pause counter -1 (never below 0); returns the new count."""
+        self._check("monitor")
+        return self.engine.resume_monitor(key)
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> object:
-        """``Engine.set_maintenance(key, mode)`` with mode ``""`` or ``"NoResourceReconciliation"``."""
-        return await self._call("maintenance", "set_maintenance", key, mode)
+        """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode."""
+        self._check("maintenance")
+        return await self.engine.set_maintenance(key, mode)
 
-    async def unlock(self, key: ReleaseKey) -> object:
-        """``Engine.unlock(key)``: make a stale pending release actionable again."""
-        return await self._call("unlock", "unlock", key)
-
-    async def _call(self, capability: str, method: str, *args: object) -> object:
-        reason = self.reason(capability)
-        if reason is not None:
-            raise NotAvailable(reason)
-        fn = getattr(self.engine, method, None)
-        if not callable(fn):
-            raise NotAvailable(f"the engine has no {method}() yet")
-        result = fn(*args)
-        # The arriving methods may be sync or async; accept both.
-        return await result if inspect.isawaitable(result) else result
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
+        """Make a release stuck in a pending state actionable again."""
+        self._check("unlock")
+        return await self.engine.unlock(key)

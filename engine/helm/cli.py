@@ -190,6 +190,9 @@ class Helm:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=env,
+                # Its own session: ctrl+c in the terminal reaches helmdeck, which decides when helm
+                # stops (a graceful stop lets it finish), rather than cancelling helm mid-action.
+                start_new_session=True,
             )
         except OSError as exc:
             raise HelmMissing(f"cannot run {binary}: {exc}", action=action) from exc
@@ -395,10 +398,31 @@ def _json_object(out: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def values_dir() -> Path:
+    """helmdeck's private folder (mode 0700) for values files: ``$XDG_RUNTIME_DIR/helmdeck``, else
+    ``<tmp>/helmdeck-<uid>``. Files a killed helmdeck left behind are removed on first use."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(runtime) / "helmdeck" if runtime else Path(tempfile.gettempdir()) / f"helmdeck-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.stat().st_uid != os.getuid():
+        raise HelmError(f"{folder} belongs to another user; set XDG_RUNTIME_DIR to a private folder")
+    folder.chmod(0o700)
+    if folder not in _SWEPT:
+        _SWEPT.add(folder)
+        for stale in folder.glob("values-*.yaml"):
+            pid = stale.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                stale.unlink(missing_ok=True)  # left by a killed helmdeck: may hold secrets
+    return folder
+
+
+_SWEPT: set[Path] = set()
+
+
 @contextlib.contextmanager
 def _values_file(values: Mapping[str, Any]) -> Iterator[Path]:
-    """A 0600 temporary YAML file holding ``values``, removed on exit."""
-    fd, name = tempfile.mkstemp(prefix="helmdeck-values-", suffix=".yaml")
+    """A 0600 YAML file holding ``values`` in :func:`values_dir`, removed on exit."""
+    fd, name = tempfile.mkstemp(prefix=f"values-{os.getpid()}-", suffix=".yaml", dir=values_dir())
     path = Path(name)
     try:
         os.fchmod(fd, 0o600)

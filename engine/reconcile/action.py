@@ -101,8 +101,8 @@ class ObservedReleases:
             truth = await asyncio.to_thread(self._consistent_read)
             for obs in truth:
                 self.observed[obs.version] = obs
-            if truth:
-                await self._settle(max(truth, key=lambda o: o.version))
+            if self._ctx.api is not None:
+                await self._settle(max(truth, key=lambda o: o.version) if truth else None)
         finally:
             if self._unsubscribe is not None:
                 self._unsubscribe()
@@ -123,7 +123,8 @@ class ObservedReleases:
                 out.append(obs)
         return out
 
-    async def _settle(self, newest: Observation) -> None:
+    async def _settle(self, newest: Observation | None) -> None:
+        """Wait (briefly) until the observer's latest revision is ``newest`` (None: the release is gone)."""
         deadline = time.monotonic() + _SETTLE_TIMEOUT
         while time.monotonic() < deadline:
             if self._ctx.observer.latest(self._namespace, self._release) == newest:

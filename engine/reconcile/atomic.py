@@ -117,6 +117,12 @@ class AtomicRelease:
     async def reconcile(self, req: Request) -> PassResult:
         """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures."""
         self.reset_on_spec_change(req)
+        if req.force and (req.status.failures.total or cond.is_true(req.status.conditions, cond.STALLED)):
+            # An operator's forced upgrade starts afresh, as Flux's reset request does.
+            req.status = dataclasses.replace(
+                req.status, failures=FailureCounts(),
+                conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
+            self.ctx.events("upgrade", "info", "forced: failure counters reset", ())
         set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
         # Decide on what storage holds now, not on a watch event still in flight.
         async with ObservedReleases(self.ctx, req.spec.storage_ns, req.key[1], req.key[0]):
@@ -164,6 +170,8 @@ class AtomicRelease:
                 set_conditions(req, (cond.STALLED, True, cond.MISSING_ROLLBACK_TARGET, str(exc)))
                 return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))
             req.force = False  # a forced upgrade is done once
+            if reconciler.type == "release" and outcomes[-1].ok:
+                req.absent = ()  # the manifest was just applied: what was absent is back
             if reconciler.type == "remediate":
                 return self._finish(req, PassResult(state.status, "now", outcomes[-1].message, tuple(outcomes)))
             done.add(reconciler.type)

@@ -2,22 +2,24 @@
 
 Objects are matched by kind, namespace and name (``helm diff`` shows the
 same thing); hook objects are left out because Helm stores them apart from
-the manifest. Secret values never appear: each becomes a short digest tag,
-so a changed secret still shows as a changed line.
+the manifest. With a :class:`~engine.masking.Masker`, secrets are masked
+(engine.masking's rule) before the comparison, so a changed secret still
+shows as a changed line but its value never does.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 
 import yaml
 
+from engine.masking import Masker
+
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
 
 
-def _objects(manifest: str) -> dict[str, str]:
+def _objects(manifest: str, masker: Masker | None = None) -> dict[str, str]:
     """Documents by ``Kind/namespace/name`` (``Kind/name`` without a namespace), hooks dropped."""
     out: dict[str, str] = {}
     for text in _SEPARATOR.split(manifest):
@@ -32,25 +34,21 @@ def _objects(manifest: str) -> dict[str, str]:
             continue
         ns = meta.get("namespace")
         ref = f"{doc['kind']}/{ns}/{meta.get('name')}" if ns else f"{doc['kind']}/{meta.get('name')}"
-        if doc["kind"] == "Secret":
-            text = yaml.safe_dump(_mask_secret(doc), sort_keys=False)
+        if masker is not None:
+            text = masker.mask_manifest(text)
         body = "\n".join(ln for ln in text.strip("\n").splitlines() if not ln.startswith("# Source:"))
         out[ref] = body + "\n"
     return out
 
 
-def _mask_secret(doc: dict[str, object]) -> dict[str, object]:
-    out = dict(doc)
-    for field in ("data", "stringData"):
-        values = doc.get(field)
-        if isinstance(values, dict):
-            out[field] = {k: f"<secret {hashlib.sha256(str(v).encode()).hexdigest()[:8]}>" for k, v in values.items()}
-    return out
+def manifest_diff(
+    deployed: str, desired: str, deployed_label: str = "deployed", masker: Masker | None = None,
+) -> str:
+    """Unified diff from ``deployed`` to ``desired``, one hunk group per changed object; "" if equal.
 
-
-def manifest_diff(deployed: str, desired: str, deployed_label: str = "deployed") -> str:
-    """Unified diff from ``deployed`` to ``desired``, one hunk group per changed object; "" if equal."""
-    old, new = _objects(deployed), _objects(desired)
+    With ``masker`` the secrets in both are masked first.
+    """
+    old, new = _objects(deployed, masker), _objects(desired, masker)
     chunks: list[str] = []
     for ref in sorted(set(old) | set(new)):
         a, b = old.get(ref, ""), new.get(ref, "")

@@ -33,6 +33,7 @@ from kubernetes import client
 from engine import labels
 from engine.helm import Helm, HelmError, RollbackOptions
 from engine.kube import KubeTarget, api_client
+from engine.masking import Masker
 from engine.monitor.status import MonitorStatus
 from engine.package import Chart, PackageError, PackageSpec, deep_merge, load_chart, merged_values
 from engine.reconcile import conditions as cond
@@ -48,7 +49,7 @@ from engine.reconcile.test import Test
 from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.unlock import Unlock
 from engine.runtime.diff import manifest_diff
-from engine.runtime.lease import LeaseElector
+from engine.runtime.lease import LeaseElector, lease_name_for
 from engine.runtime.queue import RunResult, WorkQueue
 from engine.runtime.source import PackageSource, SourceUpdate
 from engine.runtime.state import (
@@ -68,6 +69,7 @@ from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.storage.observation import PENDING_STATUSES, Observation, canonical_json
 from engine.storage.observer import Observer, StorageChange
+from engine.storage.snapshot import Snapshot
 from engine.storage.writer import unlock_release
 
 log = logging.getLogger(__name__)
@@ -155,7 +157,10 @@ class Engine:
         self._atomic: AtomicRelease | None = None
         self._ctx: ActionContext | None = None
         self._source = PackageSource(packages_dir) if packages_dir is not None else None
+        # Which package set labels its releases (cleanup removes only its own): the lease's name.
+        self.package_set = lease_name_for(str(packages_dir.resolve())) if packages_dir is not None else None
         self.service: ReleaseService | None = None
+        self.masker = Masker()  # one per engine: a secret masks the same everywhere it is shown
         self._monitors: dict[ReleaseKey, MonitorStatus] = {}
         self._statuses: dict[ReleaseKey, EngineStatus] = {}
         self._states: dict[ReleaseKey, str] = {}
@@ -295,6 +300,10 @@ class Engine:
         pkg = self.packages.get(key)
         event = ReconcileEvent(time.time(), key, pkg.name if pkg else "", action, outcome, message, tail)
         self._events.setdefault(key, deque(maxlen=_EVENT_LOG_SIZE)).append(event)
+        view = self._views.get(key)
+        if outcome == "started" and view is not None and view.running is not None:
+            # Name the running action as it is ("upgrade", "test"...), not just "reconcile".
+            self._refresh(key, running=dataclasses.replace(view.running, action=action))
         log.info("event %s/%s %s %s: %s", key[0], key[1], action, outcome, message)
         self._emit(EventLogged(event))
 
@@ -306,7 +315,13 @@ class Engine:
 
     def _on_storage(self, change: StorageChange) -> None:
         if change.observation is not None:
-            self._refresh(change.observation.release_key)
+            key = change.observation.release_key
+            if key in self.packages and not self._busy(key) and not self._ours(key, change.observation):
+                # Written outside helmdeck: the last pass's verdict no longer holds; look again soon.
+                self._states.pop(key, None)
+                if self.acting and self._auto:
+                    self.queue.add(key, 1.0)
+            self._refresh(key)
         elif change.unreadable is not None:
             self._refresh((change.key.namespace, change.unreadable.release))
         elif change.type == "DELETED":
@@ -321,9 +336,24 @@ class Engine:
                                        driver=self.observer.driver, detail=detail,
                                        resource_version=obs.resource_version or None)
 
+    def _busy(self, key: ReleaseKey) -> bool:
+        lock = self._locks.get(key)
+        return lock is not None and lock.locked()
+
+    def _ours(self, key: ReleaseKey, obs: Observation) -> bool:
+        """True when ``obs`` is a revision the engine's own history holds as it is (our write)."""
+        status = self._statuses.get(key)
+        if status is None:
+            return False
+        digest = Snapshot.from_observation(obs).digest
+        return any(s.digest == digest for s in status.history.snapshots)
+
     def _on_absent(self, namespace: str, name: str) -> None:
         """The monitor found resources of a release missing: reconcile its package (once)."""
         key = (namespace, name)
+        latest = self.observer.latest(*key) if self.observer is not None else None
+        if latest is None or latest.status != "deployed" or self._is_suspended(key):
+            return  # uninstalled or being uninstalled, or the operator holds the package
         if key in self.packages and self.acting and self._auto:
             self._log_event(key, "monitor", "info", "resources are absent: reconciling to restore them")
             self.queue.add(key)
@@ -401,18 +431,21 @@ class Engine:
         return deep_merge(chart_values if isinstance(chart_values, dict) else {}, config or {})
 
     def capabilities(self) -> dict[str, str | None]:
-        """For each mutating action (see ACTIONS): None when available, else why not."""
+        """For each mutating action (see ACTIONS), and ``diff`` (read-only): None when available, else why not."""
+        offline = "not connected to a cluster"
+        diff = None if self.service is not None else offline
         if self.readonly:
-            return dict.fromkeys(ACTIONS, "read-only mode")
+            return {**dict.fromkeys(ACTIONS, "read-only mode"), "diff": diff}
         if not self._leader:
             holder = self.lease_holder or "another instance"
-            return dict.fromkeys(ACTIONS, f"read-only: {holder} holds the engine lease")
+            return {**dict.fromkeys(ACTIONS, f"read-only: {holder} holds the engine lease"), "diff": diff}
         out: dict[str, str | None] = dict.fromkeys(ACTIONS)
         if self.service is None:
             for name in ("monitor", "maintenance", "cleanup"):
-                out[name] = "not connected to a cluster"
+                out[name] = offline
         if self._ctx is None:
-            out["unlock"] = "not connected to a cluster"
+            out["unlock"] = offline
+        out["diff"] = diff
         return out
 
     # -- state -----------------------------------------------------------------
@@ -585,6 +618,8 @@ class Engine:
         values = merged_values(spec)
         digest = spec_digest(chart.digest, values)
         release_labels = {labels.MANAGED_BY: labels.MANAGER, labels.PACKAGE: spec.name, labels.SPEC_DIGEST: digest}
+        if self.package_set:
+            release_labels[labels.PACKAGE_SET] = self.package_set
         req = Request(spec, chart, values, digest, self._statuses.get(key) or EngineStatus(), force, release_labels)
         if self.service is not None:
             # A chart that does not render has no checksum: the install or upgrade reports the error.
@@ -664,8 +699,8 @@ class Engine:
         outcomes: tuple[ActionOutcome, ...] = ()
         async with ObservedReleases(ctx, spec.storage_ns, key[1], key[0]) as seen:
             try:
-                result = await self.service.upgrade(spec.namespace, spec,
-                                                    release_labels={labels.SPEC_DIGEST: req.spec_digest})
+                extra = {k: v for k, v in req.release_labels.items() if k in (labels.SPEC_DIGEST, labels.PACKAGE_SET)}
+                result = await self.service.upgrade(spec.namespace, spec, release_labels=extra)
             except (HelmError, PackageError) as exc:
                 message = f"entering maintenance failed: {exc}"
                 ctx.events("maintenance", "failed", message, getattr(exc, "tail", ()))
@@ -755,7 +790,12 @@ class Engine:
             self._log_event(key, "rollback", "succeeded" if ok else "failed", message, outcome.tail)
             if key in self.packages:
                 status = self._statuses.get(key) or EngineStatus()
-                self._statuses[key] = dataclasses.replace(status, last=outcome, suspended=ok or status.suspended)
+                req = Request(spec or self.packages[key], _NO_CHART, {}, "", status)
+                record(req, seen.observed)  # our revision: the release stays ours, not "changed outside"
+                self._statuses[key] = dataclasses.replace(req.status, last=outcome,
+                                                          suspended=ok or status.suspended)
+                self._states.pop(key, None)
+            await self._refresh_monitor(key)
         await self._persist(key)
         if key not in self.packages:
             self._refresh(key, last=outcome)
@@ -804,8 +844,11 @@ class Engine:
             except ActionFailed as exc:
                 outcome = ActionOutcome(action, False, str(exc), at=time.time())
             if key in self.packages:
-                self._statuses[key] = dataclasses.replace(req.status, last=outcome)
+                tests = spec.test.enable and not spec.test.ignore_failures
+                conds = cond.summarize(req.status.conditions, tests_count=tests)
+                self._statuses[key] = dataclasses.replace(req.status, last=outcome, conditions=conds)
                 self._states.pop(key, None)
+            await self._refresh_monitor(key)
         await self._persist(key)
         self._refresh(key, last=outcome)
         return outcome
@@ -830,17 +873,20 @@ class Engine:
         self._refresh(key)
 
     async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = ()) -> list[CleanupItem]:
-        """Uninstall every helmdeck-managed release no package declares (``dry_run``: list them only).
+        """Uninstall every release of this package set no package declares (``dry_run``: list them only).
 
-        Releases not managed by helmdeck are never touched; one failure does
-        not stop the others. Raises ActionRefused (read-only) or NotAvailable.
+        Only releases labelled by this package set (``helmdeck.dev/package-set``)
+        are considered: other sets' and unmanaged releases are never touched;
+        one failure does not stop the others. Raises ActionRefused (read-only)
+        or NotAvailable.
         """
         if not dry_run:
             self._check_mutable()
         if self.service is None:
             raise NotAvailable("not connected to a cluster")
         keep = {f"{ns}/{name}" for ns, name in self.packages}
-        report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run)
+        scope = {labels.PACKAGE_SET: self.package_set} if self.package_set else None
+        report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run, selector=scope)
         items = [CleanupItem(*_split(ref), "would-remove" if dry_run else "removed") for ref in report.removed]
         items += [CleanupItem(*_split(ref), "failed", why) for ref, why in report.failed]
         items += [CleanupItem(*_split(ref), "skipped", why) for ref, why in report.skipped]
@@ -889,13 +935,15 @@ class Engine:
         spec = self._spec(key)
         return await self.service.render(spec.namespace, spec)
 
-    async def diff(self, key: ReleaseKey) -> str:
+    async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change: the deployed manifest against the desired render, per object
-        (unified diff; "" when nothing would change). Raises like :meth:`render`."""
+        (unified diff; "" when nothing would change), secrets masked unless ``reveal``.
+        Raises like :meth:`render`."""
         desired = await self.render(key)
         latest = self.observer.latest(*key) if self.observer is not None else None
         deployed = await self.manifest(key, latest.version) if latest is not None else ""
-        return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed")
+        return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",
+                             None if reveal else self.masker)
 
     async def reconcile_all(self) -> None:
         """Queue every package and wait until the queue is idle (headless ``--once`` runs)."""

@@ -10,7 +10,7 @@ manifest is decoded only when a monitor is built.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -79,15 +79,18 @@ class ReleaseStore:
         records = _records(self._list(namespace, f"{OWNER_SELECTOR},name={name}"))
         return max(records, key=lambda r: r.version) if records else None
 
-    def managed(self, namespaces: Sequence[str] | None = None) -> list[ReleaseRecord]:
-        """The latest revision of every release labelled managed-by helmdeck, sorted.
+    def managed(
+        self, namespaces: Sequence[str] | None = None, selector: Mapping[str, str] | None = None,
+    ) -> list[ReleaseRecord]:
+        """The latest revision of every release labelled managed-by helmdeck (and ``selector``), sorted.
 
         ``namespaces`` None lists all namespaces (one cluster-wide call).
         Raises ApiException.
         """
+        wanted = ",".join([MANAGED_SELECTOR, *(f"{k}={v}" for k, v in sorted((selector or {}).items()))])
         found: dict[tuple[str, str], ReleaseRecord] = {}
         for ns in namespaces if namespaces else [None]:
-            for rec in _records(self._list(ns, MANAGED_SELECTOR)):
+            for rec in _records(self._list(ns, wanted)):
                 cur = found.get((rec.namespace, rec.name))
                 if cur is None or rec.version > cur.version:
                     found[(rec.namespace, rec.name)] = rec

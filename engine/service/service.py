@@ -278,6 +278,7 @@ class ReleaseService:
 
     async def cleanup(
         self, keep: Collection[str], ignore_namespaces: Collection[str] = (), *, dry_run: bool = False,
+        selector: Mapping[str, str] | None = None,
     ) -> CleanupReport:
         """Uninstall helmdeck-managed releases that no longer belong, as nelm's ``Service.Cleanup``.
 
@@ -285,12 +286,13 @@ class ReleaseService:
         (server-side label selector, in the service's namespaces or all) and
         uninstalls each whose ``<namespace>/<release-name>`` is not in
         ``keep`` and whose namespace is not in ``ignore_namespaces``.
-        Releases not managed by helmdeck are never listed, so never touched.
+        Releases not managed by helmdeck are never listed, so never touched;
+        ``selector`` narrows the set further (e.g. to one package set's releases).
         One failure does not stop the rest; a dry run reports the same set
         as removed without uninstalling. Raises ApiException only when
         storage cannot be listed.
         """
-        records = await asyncio.to_thread(self._store.managed, self.namespaces)
+        records = await asyncio.to_thread(self._store.managed, self.namespaces, selector)
         removed: list[str] = []
         failed: list[tuple[str, str]] = []
         skipped: list[tuple[str, str]] = []

@@ -12,10 +12,10 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from engine.masking import Masker
 from engine.runtime.state import ReconcileEvent, ReleaseKey, ReleaseView
 from tui import format as fmt
 from tui.engine_client import EngineClient
-from tui.masking import Masker
 from tui.widgets.diff_pane import DiffPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.header_bar import TONE_STYLE

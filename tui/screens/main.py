@@ -84,6 +84,10 @@ class MainScreen(Screen[None]):
     def lease_changed(self, lease: LeaseChanged) -> None:
         self.query_one(HeaderBar).lease = lease
 
+    def package_problems(self, files: tuple[str, ...]) -> None:
+        """The package files that are bad now (empty: all good)."""
+        self.query_one(HeaderBar).package_errors = files
+
     def tick(self) -> None:
         """Once a second: ages and the progress of running actions."""
         # At shutdown the widgets are removed before the screen's timers stop.
@@ -101,8 +105,8 @@ class MainScreen(Screen[None]):
         self._header_dirty = True
 
     def _refresh_header(self) -> None:
-        if not self._header_dirty or not self.query(HeaderBar):  # nothing to do, or shutting down
-            return
+        if not self._header_dirty or not self.query(HeaderBar) or not self.query(ReleaseTable):
+            return  # nothing to do, or shutting down / recomposing
         self._header_dirty = False
         table = self.query_one(ReleaseTable)
         views = table.views

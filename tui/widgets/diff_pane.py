@@ -9,11 +9,11 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Label, Select
 
+from engine.masking import Masker
 from engine.runtime.state import ReleaseKey
 from engine.storage.observation import Observation
 from tui.diffing import styled, unified
 from tui.engine_client import EngineClient
-from tui.masking import Masker
 from tui.widgets.text_view import TextView
 
 DESIRED = -1  # the "to" choice meaning: what an upgrade would deploy now
@@ -118,7 +118,7 @@ class DiffPane(Vertical):
             return
         status.update(f"deployed → desired (what an upgrade would change now) · {secrets}")
         try:
-            text = await self._client.desired_diff(self._key)
+            text = await self._client.desired_diff(self._key, reveal=self.reveal)
         except Exception as exc:  # any failure is shown in place; the app goes on
             view.show(f"Could not compute the upgrade diff: {exc}")
             return

@@ -38,6 +38,7 @@ class HeaderBar(Widget):
     shown: reactive[int] = reactive(0)
     view: reactive[str] = reactive("")
     running: reactive[tuple[str, ...]] = reactive(())
+    package_errors: reactive[tuple[str, ...]] = reactive(())
 
     def render(self) -> Content:
         sep = ("  │  ", "$text-muted")
@@ -52,6 +53,11 @@ class HeaderBar(Widget):
         parts.extend([sep, "view: ", (self.view, "bold")])
         if self.running:
             parts.extend(["\n", ("running: ", "bold $text-accent"), " · ".join(self.running)])
+        if self.package_errors:
+            # Kept in view until fixed: a toast alone is easy to miss.
+            files = ", ".join(self.package_errors[:3]) + (" …" if len(self.package_errors) > 3 else "")
+            parts.extend(["\n", (f"⚠ {len(self.package_errors)} bad package file(s): ", "bold $text-error"),
+                          files, ("  (kept their last good spec; see the notification or the log)", "$text-muted")])
         return Content.assemble(*parts)
 
     def _count_parts(self) -> list[str | tuple[str, str]]:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from rich.cells import cell_len
+from rich.color import ColorParseError
 from rich.style import Style
 from rich.text import Text
 from textual.message import Message
@@ -42,6 +43,7 @@ class ReleaseTable(DataTable[Text]):
 
     def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *, id: str | None = None):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._cursor_moved = False
         self._clock = clock
         self._views: dict[str, ReleaseView] = {row_id(v.key): v for v in views}
         self._shown: dict[str, dict[str, Cell]] = {}
@@ -123,7 +125,10 @@ class ReleaseTable(DataTable[Text]):
         """Refresh the time-dependent cells (ages, running-action progress) of the rows on screen."""
         now = self._clock()
         for rid in self._rows_on_screen():
-            new = cells(self._views[rid], now)
+            view = self._views.get(rid)
+            if view is None:  # removed since; its row goes at the next flush
+                continue
+            new = cells(view, now)
             self._update_cells(rid, {k: new[k] for k in ("age", "action")})
 
     # -- reading -----------------------------------------------------------------
@@ -166,7 +171,13 @@ class ReleaseTable(DataTable[Text]):
         """Bring the rows now on screen up to date (only their differing cells are written)."""
         now = self._clock()
         for rid in self._rows_on_screen():
-            self._update_row(rid, cells(self._views[rid], now))
+            view = self._views.get(rid)
+            if view is not None:  # a removed release's row goes at the next flush
+                self._update_row(rid, cells(view, now))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.has_focus and event.cursor_row != 0:
+            self._cursor_moved = True
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -201,7 +212,14 @@ class ReleaseTable(DataTable[Text]):
 
     def _tone_styles(self) -> dict[Tone, Style]:
         variables = self.app.theme_variables
-        return {tone: Style(color=variables[var]) for tone, var in TONE_VARIABLES.items() if var in variables}
+        out: dict[Tone, Style] = {}
+        for tone, var in TONE_VARIABLES.items():
+            if var in variables:
+                try:
+                    out[tone] = Style(color=variables[var])
+                except ColorParseError:  # a theme colour Rich cannot use here: plain text (symbols still tell)
+                    continue
+        return out
 
     def _text(self, cell: Cell) -> Text:
         return Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
@@ -262,5 +280,7 @@ class ReleaseTable(DataTable[Text]):
             return order.key(views[f"{names[0].plain}/{names[1].plain}"], now)
 
         self.sort("namespace", "name", key=by_model, reverse=order.reverse)
-        if selected is not None:
-            self.select(selected)
+        if selected is not None and self._cursor_moved:
+            self.select(selected)  # the operator's row stays under the cursor
+        elif self.row_count:
+            self.move_cursor(row=0)  # until the operator moves, the cursor stays on the first row

@@ -8,9 +8,9 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Label
 
+from engine.masking import Masker
 from engine.runtime.state import ReleaseKey
 from tui.engine_client import EngineClient
-from tui.masking import Masker
 from tui.widgets.text_view import TextView
 
 

@@ -9,7 +9,10 @@ The rule (also shown on the help screen):
 * everything under a map whose key ends in ``secrets``, ``secret`` or
   ``credentials`` is masked, at any depth;
 * any string holding a PEM private key is masked wherever it is;
-* in manifests, the ``data`` and ``stringData`` values of every ``Secret``;
+* the password of a URL with credentials (``scheme://user:password@host``);
+* in manifests, the ``data`` and ``stringData`` values of every ``Secret``,
+  and in any object a scalar whose key matches the key-name rule (a
+  ConfigMap's ``DB_PASSWORD: ...``);
 * booleans and nulls are never masked (they carry no secret).
 
 A masked value reads ``•••••• #1a2b``: the tag is an HMAC of the value
@@ -35,6 +38,7 @@ SECRET_WORDS = frozenset({
 SECRET_MAPS = frozenset({"secrets", "secret", "credentials"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _PEM_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s\"']+:)([^@/\s\"']+)(@)", re.IGNORECASE)
 
 
 def words(key: str) -> list[str]:
@@ -61,6 +65,7 @@ def _maskable(value: object) -> bool:
 _DOC_SPLIT = re.compile(r"^---[^\n]*$", re.MULTILINE)
 _TOP_KEY = re.compile(r"^(data|stringData):\s*$")
 _CHILD = re.compile(r"^(\s+)([^:#][^:]*):(\s*)(.*)$")
+_TOP_SCALAR = re.compile(r"^()([^\s:#][^:]*):(\s*)(.*)$")
 
 
 class Masker:
@@ -92,9 +97,15 @@ class Masker:
             return [self.mask_values(v, under_secret=under_secret) for v in values]
         if isinstance(values, str) and (under_secret or _PEM_PRIVATE.search(values)):
             return self.mask(values)
+        if isinstance(values, str) and _URL_PASSWORD.search(values):
+            return self.mask_url_passwords(values)
         if under_secret and _maskable(values):
             return self.mask(values)
         return values
+
+    def mask_url_passwords(self, text: str) -> str:
+        """``text`` with the password of every ``scheme://user:password@`` masked."""
+        return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{self.mask(m.group(2))}{m.group(3)}", text)
 
     def values_yaml(self, values: dict[str, Any], *, reveal: bool) -> str:
         """Values as YAML, masked unless ``reveal``; ``{}`` for none."""
@@ -120,8 +131,9 @@ class Masker:
         return "".join(out)
 
     def _mask_document(self, doc: str) -> str:
+        doc = self.mask_url_passwords(doc)
         if not re.search(r"^kind:\s*Secret\s*$", doc, re.MULTILINE):
-            return doc
+            return self._mask_secret_keys(doc)
         lines = doc.split("\n")
         result: list[str] = []
         i = 0
@@ -151,3 +163,18 @@ class Masker:
                 masked = self.mask("\n".join(value_lines))
                 result.append(f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{masked}")
         return "\n".join(result)
+
+    def _mask_secret_keys(self, doc: str) -> str:
+        """Mask scalar values whose key matches the key-name rule (a line ``key: value``)."""
+        out = []
+        for line in doc.split("\n"):
+            m = _CHILD.match(line) or _TOP_SCALAR.match(line)
+            if m is not None:
+                value = m.group(4).strip()
+                key = m.group(2).strip().strip("\"'")
+                if value and value not in ("|", ">", "|-", ">-", "{}", "[]") and not value.startswith("&") \
+                        and is_secret_key(key) and value.lower() not in ("true", "false", "null", "~"):
+                    bare = value.strip("\"'")
+                    line = f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{self.mask(bare)}"
+            out.append(line)
+        return "\n".join(out)
