@@ -481,8 +481,11 @@ class HelmdeckApp(App[None]):
         items = await self._guard("Cleanup (dry run)", self.client.cleanup(dry_run=True))
         if items is None:
             return
-        would = any(i.result == "would-remove" for i in items)
-        self._confirm(confirmations.cleanup(items), self._run_cleanup if would else lambda: None)
+        confirmation = confirmations.cleanup(items)
+        if not any(i.result == "would-remove" for i in items):
+            self.notify(confirmation.body, title=confirmation.title)  # nothing to confirm
+            return
+        self._confirm(confirmation, self._run_cleanup)
 
     @work(group="actions", exit_on_error=False)
     async def _run_cleanup(self) -> None:

@@ -56,7 +56,9 @@ def rollback(view: ReleaseView, current: Observation, target: Observation) -> Co
 
 def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> Confirmation:
     """Upgrade now; shown when there is a diff to preview or the package is in maintenance."""
-    lines = [f"Upgrade release {_name(view)} to its package now (a forced reconcile)."]
+    installing = view.observation is None or view.observation.status == "uninstalled"
+    verb = "Install" if installing else "Upgrade"
+    lines = [f"{verb} release {_name(view)} to its package now (a forced reconcile)."]
     if view.maintenance:
         lines.append(
             f"\nThe package is in maintenance mode ({view.maintenance}): its resources may have been edited "
@@ -65,8 +67,8 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
         lines.append(f"\nWhat the upgrade changes cannot be shown: {no_diff_reason}.")
     elif not diff:
         lines.append("\nThe rendered manifests equal the deployed ones: the upgrade writes a new revision only.")
-    title = "Upgrade in maintenance?" if view.maintenance else "Upgrade?"
-    return Confirmation(title, "\n".join(lines), "Upgrade", details=diff or "",
+    title = f"{verb} in maintenance?" if view.maintenance else f"{verb}?"
+    return Confirmation(title, "\n".join(lines), verb, details=diff or "",
                         details_title="What the upgrade would change (deployed → desired)" if diff else "", diff=True)
 
 

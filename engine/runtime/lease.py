@@ -47,6 +47,20 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _age(when: dt.datetime | str | None) -> float:
+    """Seconds since ``when`` (the API client gives datetimes; 0 when unknown)."""
+    if when is None:
+        return 0.0
+    if isinstance(when, str):
+        try:
+            when = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+        except ValueError:
+            return 0.0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return (_now() - when).total_seconds()
+
+
 class LeaseElector:
     """Competes for the Lease ``namespace/name``; reports holder changes through ``on_change``."""
 
@@ -154,7 +168,10 @@ class LeaseElector:
         renew = str(spec.renew_time or "")
         if (holder, renew) != self._seen:
             self._seen, self._seen_at = (holder, renew), time.monotonic()
-        expired = not holder or time.monotonic() - self._seen_at > self.duration
+        expired = (not holder or time.monotonic() - self._seen_at > self.duration
+                   # Renewed long ago by our own clock too (far beyond any clock skew): a dead holder,
+                   # so a restart after a crash need not wait a whole lease duration.
+                   or _age(spec.renew_time) > 4 * self.duration + 30)
         if holder != self.identity and not expired:
             return (holder, False)
         transitions = (spec.lease_transitions or 0) + (0 if holder == self.identity else 1)

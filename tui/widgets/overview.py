@@ -61,7 +61,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     if view.last is not None:
         last = view.last
         parts += _row("Last action", (fmt.outcome_text(last), TONE_STYLE["ok" if last.ok else "bad"]),
-                      f": {last.message}" + (f"  at {fmt.unix_time(last.at)} UTC" if last.at else ""))
+                      f": {last.message}" + (f" (at {fmt.unix_time(last.at)} UTC)" if last.at else ""))
     if view.unreadable:
         parts += _row("Unreadable", (view.unreadable, TONE_STYLE["bad"]))
 
