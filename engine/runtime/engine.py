@@ -945,11 +945,6 @@ class Engine:
         return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",
                              None if reveal else self.masker)
 
-    async def reconcile_all(self) -> None:
-        """Queue every package and wait until the queue is idle (headless ``--once`` runs)."""
-        for key in self.packages:
-            self.queue.add(key)
-        await self.queue.idle()
 
 
 # Placeholder chart for actions on releases no package declares (test, unlock, uninstall need none).
