@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from kubernetes import client
 
-from engine.helm import HelmError
+from engine.helm import HelmError, ReleaseNotFound, UninstallOptions
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
@@ -263,3 +263,22 @@ async def release_action(
     drop_conditions(req, cond.REMEDIATED, cond.TEST_SUCCESS)
     ctx.events(name, "succeeded", message, ())
     return outcome(name, True, message, written)
+
+
+async def uninstall_release(ctx: ActionContext, req: Request, name: str, started: str) -> tuple[
+        HelmError | None, Observation | None]:
+    """``helm uninstall`` with the package's uninstall options, the monitor paused.
+
+    Returns helm's error (None on success; ReleaseNotFound counts as success:
+    there is nothing to remove) and the latest revision storage holds after
+    (None or ``uninstalled`` when the release is gone).
+    """
+    spec = req.spec
+    ns, release = req.key
+    opts = UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
+                            keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks)
+    ctx.events(name, "started", started, ())
+    _, error = await observed_run(ctx, req, ctx.paused, lambda: ctx.helm.uninstall(release, ns, opts))
+    if isinstance(error, ReleaseNotFound):
+        error = None
+    return error, ctx.observer.latest(ns, release)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.helm import ReleaseNotFound, UninstallOptions
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
     ReconcilerType,
-    observed_run,
     outcome,
     release_ref,
     set_conditions,
+    uninstall_release,
 )
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
@@ -28,17 +27,7 @@ class Uninstall:
         self.ctx = ctx
 
     async def reconcile(self, req: Request) -> ActionOutcome:
-        spec = req.spec
-        ns, release = req.key
-        opts = UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
-                                keep_history=spec.uninstall.keep_history,
-                                disable_hooks=spec.uninstall.disable_hooks)
-        self.ctx.events(self.name, "started", "uninstalling", ())
-        _, error = await observed_run(
-            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.uninstall(release, ns, opts))
-        latest = self.ctx.observer.latest(ns, release)
-        if isinstance(error, ReleaseNotFound):
-            error = None
+        error, latest = await uninstall_release(self.ctx, req, self.name, "uninstalling")
         if error is not None or (latest is not None and latest.status != "uninstalled"):
             reason = error.message if error else f"revision {latest.version if latest else '?'} remains"
             message = f"Helm uninstall failed for release {release_ref(req, None)}: {reason}"

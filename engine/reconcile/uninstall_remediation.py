@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from engine.helm import UninstallOptions
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
     ReconcilerType,
-    observed_run,
     outcome,
     release_ref,
     set_conditions,
+    uninstall_release,
 )
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
@@ -27,17 +26,8 @@ class UninstallRemediation:
         self.ctx = ctx
 
     async def reconcile(self, req: Request) -> ActionOutcome:
-        spec = req.spec
-        ns, release = req.key
-        opts = UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
-                                keep_history=spec.uninstall.keep_history,
-                                disable_hooks=spec.uninstall.disable_hooks)
-        self.ctx.events(self.name, "started", "uninstalling the failed release", ())
-        _, error = await observed_run(
-            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.uninstall(release, ns, opts))
-        latest = self.ctx.observer.latest(ns, release)
-        gone = latest is None or latest.status == "uninstalled"
-        if error is not None or not gone:
+        error, latest = await uninstall_release(self.ctx, req, self.name, "uninstalling the failed release")
+        if error is not None or (latest is not None and latest.status != "uninstalled"):
             reason = error.message if error else f"revision still {latest.status if latest else '?'}"
             message = f"Helm uninstall remediation failed for release {release_ref(req, None)}: {reason}"
             set_conditions(req, (cond.REMEDIATED, False, cond.UNINSTALL_FAILED, message))
