@@ -205,9 +205,11 @@ async def test_uninstall_key_lists_the_resources_then_uninstalls(
         assert isinstance(app.screen, ConfirmScreen)
         assert app.screen.confirmation.details == f"ConfigMap/{namespace}/cfg"
         await pilot.press("y")
-        await wait_for(lambda: cell(app, key, "status") == "- not installed", seen=lambda: row(app, key))
-        assert cell(app, key, "action") == "✔ uninstall"
-        assert cell(app, key, "suspended") == "⏸ yes"  # so the engine does not reinstall it
+        # Storage shows the release gone a moment before the action reports back: wait for both.
+        await wait_for(lambda: (cell(app, key, "status") == "- not installed"
+                                and cell(app, key, "action") == "✔ uninstall"
+                                and cell(app, key, "suspended") == "⏸ yes"),  # so it is not reinstalled
+                       seen=lambda: row(app, key))
     assert stored(core_api, namespace, "cfg") == []
     with pytest.raises(client.ApiException) as gone:
         core_api.read_namespaced_config_map("cfg", namespace)
