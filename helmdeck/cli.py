@@ -29,41 +29,55 @@ EXIT_USAGE = 2
 EXIT_STALLED = 3
 
 
-def _common() -> argparse.ArgumentParser:
-    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one)."""
+def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
+    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one).
+
+    The top-level parser takes them with their defaults; each subcommand with ``defaults=False``
+    (every default ``SUPPRESS``), so a flag given before the subcommand (``helmdeck --context
+    staging cleanup``) is kept instead of being overwritten by the subcommand's default, and means
+    the same in either position.
+    """
     p = argparse.ArgumentParser(add_help=False)
+
+    def flag(group: Any, *names: str, default: Any = None, **kw: Any) -> None:
+        group.add_argument(*names, default=default if defaults else argparse.SUPPRESS, **kw)
+
     g = p.add_argument_group("cluster and packages")
-    g.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    g.add_argument("--context", help="kubeconfig context (default: its current-context)")
-    g.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
-                   help="only this namespace (repeatable; default: all namespaces)")
-    g.add_argument("-A", "--all-namespaces", action="store_true", help="all namespaces (the default)")
-    g.add_argument("--packages", type=Path, help="folder of package files")
-    g.add_argument("--readonly", action="store_true", help="never change the cluster; refuse every action")
-    g.add_argument("--helm", default=os.environ.get("HELMDECK_HELM", "helm"),
-                   help="helm binary (default: $HELMDECK_HELM or helm on PATH)")
-    g.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    g.add_argument("--log-file", type=Path, help=f"log file (default: {default_log_file()})")
+    flag(g, "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    flag(g, "--context", help="kubeconfig context (default: its current-context)")
+    flag(g, "-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
+         help="only this namespace (repeatable; default: all namespaces)")
+    flag(g, "-A", "--all-namespaces", action="store_true", default=False,
+         help="all namespaces (the default)")
+    flag(g, "--packages", type=Path, help="folder of package files")
+    flag(g, "--readonly", action="store_true", default=False,
+         help="never change the cluster; refuse every action")
+    flag(g, "--helm", default=os.environ.get("HELMDECK_HELM", "helm"),
+         help="helm binary (default: $HELMDECK_HELM or helm on PATH)")
+    flag(g, "--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    flag(g, "--log-file", type=Path, help=f"log file (default: {default_log_file()})")
     e = p.add_argument_group("engine")
-    e.add_argument("--concurrency", type=int, default=min(4, (os.cpu_count() or 2) * 2),
-                   help="packages reconciled at once (default: %(default)s)")
-    e.add_argument("--prune", action="store_true",
-                   help="uninstall the release of a removed package file (default: report it as orphaned)")
-    e.add_argument("--no-lease", action="store_true",
-                   help="do not take the engine lease (several instances would then all act)")
-    e.add_argument("--lease-namespace", default="default", help="namespace of the engine lease (default: default)")
+    concurrency = min(4, (os.cpu_count() or 2) * 2)
+    flag(e, "--concurrency", type=int, default=concurrency,
+         help=f"packages reconciled at once (default: {concurrency})")
+    flag(e, "--prune", action="store_true", default=False,
+         help="uninstall the release of a removed package file (default: report it as orphaned)")
+    flag(e, "--no-lease", action="store_true", default=False,
+         help="do not take the engine lease (several instances would then all act)")
+    flag(e, "--lease-namespace", default="default", help="namespace of the engine lease (default: default)")
     return p
 
 
-def _add_theme(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--theme", help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
-                                   "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
+def _add_theme(p: argparse.ArgumentParser, default: Any = None) -> None:
+    p.add_argument("--theme", default=default,
+                   help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
+                        "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
+    common = _common(defaults=False)
     parser = argparse.ArgumentParser(
-        prog="helmdeck", parents=[common],
+        prog="helmdeck", parents=[_common()],
         description="Operate Helm releases from the terminal: the app without a command, headless with one.")
     parser.add_argument("--version", action="version", version=f"helmdeck {__version__}")
     _add_theme(parser)
@@ -76,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "stops it.")
     demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
     demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
-    demo.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    _add_theme(demo)
+    # Also accepted before `demo`; SUPPRESS keeps a value given there.
+    demo.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
+    _add_theme(demo, default=argparse.SUPPRESS)
 
     cluster = sub.add_parser("cluster", help="manage the local control plane",
                              description="Manage the local control plane (etcd, kube-apiserver, "
