@@ -86,13 +86,9 @@ class Chart:
 
 
 @dataclass(frozen=True)
-class InstallSpec:
-    """Flux's ``spec.install``; install remediation always uninstalls. Negative retries = unlimited."""
+class Remediation:
+    """Flux's ``remediation`` block: ``retries`` (negative = unlimited) and ``remediateLastFailure``."""
 
-    create_namespace: bool = False
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    replace: bool = False
     retries: int = 0
     remediate_last_failure: bool | None = None
 
@@ -103,22 +99,25 @@ class InstallSpec:
 
 
 @dataclass(frozen=True)
-class UpgradeSpec:
-    """Flux's ``spec.upgrade``. Negative retries = unlimited; strategy rollback or uninstall."""
+class InstallSpec(Remediation):
+    """Flux's ``spec.install``; install remediation always uninstalls."""
+
+    create_namespace: bool = False
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class UpgradeSpec(Remediation):
+    """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall."""
 
     force: bool = False
     cleanup_on_fail: bool = False
     preserve_values: bool = False
     disable_hooks: bool = False
     disable_wait: bool = False
-    retries: int = 0
     strategy: str = "rollback"
-    remediate_last_failure: bool | None = None
-
-    @property
-    def remediate_last(self) -> bool:
-        """Flux's default: remediate the last failure only when retries are set."""
-        return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries != 0
 
 
 @dataclass(frozen=True)

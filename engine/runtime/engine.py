@@ -491,10 +491,14 @@ class Engine:
                 last=status.last,
                 ready=None if ready is None or ready.status == "Unknown" else ready.status == "True",
             )
-        if pkg is not None or status is not None:
-            fields["state"] = self._states.get(key) or (self._quick_state(key, obs) if pkg else None)
-        else:
-            fields["state"] = None
+        state = self._states.get(key)
+        if state is None and pkg is not None:
+            # Until a pass decides (or after storage changed under it): a quick verdict, kept so that
+            # later refreshes (monitor, progress) do not hash the chart again.
+            state = self._quick_state(key, obs)
+            if state is not None:
+                self._states[key] = state
+        fields["state"] = state if pkg is not None or status is not None else None
         fields.update(changes)
         new = dataclasses.replace(base, **fields)
         if new != cur:

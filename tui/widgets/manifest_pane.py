@@ -1,40 +1,16 @@
-"""The detail screen's Manifest tab: what Helm stored for one revision, Secret data masked."""
+"""The detail screen's Manifest tab: what Helm stored for one revision, secrets masked (engine.masking)."""
 
 from __future__ import annotations
 
 from textual import work
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.reactive import reactive
 from textual.widgets import Label
 
-from engine.masking import Masker
-from engine.runtime.state import ReleaseKey
-from tui.engine_client import EngineClient
+from tui.widgets.revision_pane import RevisionPane
 from tui.widgets.text_view import TextView
 
 
-class ManifestPane(Vertical):
+class ManifestPane(RevisionPane):
     """Reloads whenever :attr:`revision` or :attr:`reveal` changes."""
-
-    revision: reactive[int | None] = reactive(None, init=False)
-    reveal: reactive[bool] = reactive(False, init=False)
-
-    def __init__(self, client: EngineClient, key: ReleaseKey, masker: Masker, *, id: str | None = None):
-        super().__init__(id=id)
-        self._client = client
-        self._key = key
-        self._masker = masker
-
-    def compose(self) -> ComposeResult:
-        yield Label(classes="pane-status")
-        yield TextView()
-
-    def watch_revision(self) -> None:
-        self.reload()
-
-    def watch_reveal(self) -> None:
-        self.reload()
 
     @work(exclusive=True, group="manifest")
     async def reload(self) -> None:

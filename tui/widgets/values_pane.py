@@ -3,41 +3,19 @@
 from __future__ import annotations
 
 from textual import work
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Label
 
-from engine.masking import Masker
-from engine.runtime.state import ReleaseKey
-from tui.engine_client import EngineClient
+from tui.widgets.revision_pane import RevisionPane
 from tui.widgets.text_view import TextView
 
 
-class ValuesPane(Vertical):
+class ValuesPane(RevisionPane):
     """Reloads whenever :attr:`revision`, :attr:`computed` or :attr:`reveal` changes."""
 
-    revision: reactive[int | None] = reactive(None, init=False)
     computed: reactive[bool] = reactive(False, init=False)
-    reveal: reactive[bool] = reactive(False, init=False)
-
-    def __init__(self, client: EngineClient, key: ReleaseKey, masker: Masker, *, id: str | None = None):
-        super().__init__(id=id)
-        self._client = client
-        self._key = key
-        self._masker = masker
-
-    def compose(self) -> ComposeResult:
-        yield Label(classes="pane-status")
-        yield TextView()
-
-    def watch_revision(self) -> None:
-        self.reload()
 
     def watch_computed(self) -> None:
-        self.reload()
-
-    def watch_reveal(self) -> None:
         self.reload()
 
     def status_line(self) -> str:
