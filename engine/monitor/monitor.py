@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.monitor.discovery import Discovery, ResourceType
-from engine.monitor.manifest import ManifestObject, manifest_objects
+from engine.monitor.manifest import manifest_objects, place
 from engine.monitor.status import ResourceStatus
 from engine.monitor.watch import SharedWatch, WatchHub, WatchKey
 
@@ -42,16 +42,12 @@ def expected_objects(manifest: str, release_namespace: str, discovery: Discovery
     """Resolve a release manifest's objects. Raises yaml.YAMLError, ApiException (discovery)."""
     out = []
     for obj in manifest_objects(manifest):
+        if not obj.api_version:
+            continue  # not an object the API server could serve
         rtype = discovery.resolve(obj.api_version, obj.kind)
-        out.append(_expected(obj, rtype, release_namespace))
+        at = place(obj, release_namespace, rtype.namespaced if rtype is not None else None)
+        out.append(ExpectedObject(at.api_version, at.kind, at.namespace, at.name, rtype))
     return out
-
-
-def _expected(obj: ManifestObject, rtype: ResourceType | None, release_namespace: str) -> ExpectedObject:
-    namespace = obj.namespace
-    if rtype is not None:
-        namespace = (obj.namespace or release_namespace) if rtype.namespaced else ""
-    return ExpectedObject(obj.api_version, obj.kind, namespace, obj.name, rtype)
 
 
 class ReleaseMonitor:

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from engine.monitor.manifest import manifest_bodies
 
 FIELD_MANAGER = "helmdeck-drift"
 _IGNORED_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
@@ -40,17 +41,6 @@ class DriftItem:
 
     def describe(self) -> str:
         return f"{self.ref} is absent" if self.absent else f"{self.ref} differs at {', '.join(self.fields[:4])}"
-
-
-def manifest_objects(manifest: str) -> Iterator[dict[str, Any]]:
-    """The objects of a multi-document manifest; ``*List`` kinds are expanded."""
-    for doc in yaml.safe_load_all(manifest):
-        if not isinstance(doc, dict) or not doc.get("kind"):
-            continue
-        if str(doc["kind"]).endswith("List") and isinstance(doc.get("items"), list):
-            yield from (i for i in doc["items"] if isinstance(i, dict))
-        else:
-            yield doc
 
 
 def _strip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +78,7 @@ class DriftDetector:
     def detect(self, manifest: str, namespace: str) -> list[DriftItem]:
         """Every drifted object of ``manifest`` (objects without a namespace get ``namespace``)."""
         items = []
-        for obj in manifest_objects(manifest):
+        for obj in manifest_bodies(manifest):
             item = self._check(obj, namespace)
             if item is not None:
                 items.append(item)
@@ -116,7 +106,7 @@ class DriftDetector:
         """Re-apply the drifted objects with ``field_manager`` (forced); return what was applied."""
         wanted = {(i.kind, i.namespace, i.name) for i in items}
         done = []
-        for obj in manifest_objects(manifest):
+        for obj in manifest_bodies(manifest):
             res = self._resource(obj)
             meta = obj.get("metadata") or {}
             name = str(meta.get("name", ""))

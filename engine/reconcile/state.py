@@ -7,12 +7,12 @@ only runs when everything else is in sync.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine import labels
 from engine.reconcile.request import Request
+from engine.storage.helmtime import helm_time as helm_time  # re-exported: next_action asks it here
 from engine.storage.observation import PENDING_STATUSES, Observation
 from engine.storage.snapshot import Snapshot
 
@@ -95,17 +95,3 @@ def determine_state(
         return ReleaseState(DRIFTED, "cluster state differs from the release manifest")
     return ReleaseState(IN_SYNC, "release is in sync")
 
-
-def helm_time(value: str) -> float | None:
-    """Seconds since the epoch of a Helm RFC 3339 timestamp (nanoseconds allowed); None if unparsable."""
-    if not value:
-        return None
-    text = value.replace("Z", "+00:00")
-    if "." in text:
-        head, rest = text.split(".", 1)
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
-    try:
-        return dt.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None

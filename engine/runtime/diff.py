@@ -1,30 +1,41 @@
-"""What an upgrade would change: a per-object unified diff of two manifests.
+"""Diffs the operator reads: what an upgrade would change, and what changed between two revisions.
 
-Objects are matched by kind, namespace and name (``helm diff`` shows the
-same thing); hook objects are left out because Helm stores them apart from
-the manifest. With a :class:`~engine.masking.Masker`, secrets are masked
-(engine.masking's rule) before the comparison, so a changed secret still
-shows as a changed line but its value never does.
+The one place diffs are made, and where their secrets are masked: with a
+:class:`~engine.masking.Masker`, secrets are masked (engine.masking's rule)
+before the comparison, so a changed secret still shows as a changed line
+but its value never does.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
+from typing import Any
 
 import yaml
 
 from engine.masking import Masker
+from engine.monitor.manifest import load_document, object_of, split_manifest
 
-_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+
+def unified(before: str, after: str, before_name: str, after_name: str, context: int = 3) -> str:
+    """A unified diff of two texts, every line ending in a newline; ``""`` when they are equal."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=before_name, tofile=after_name, n=context,
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def _objects(manifest: str, masker: Masker | None = None) -> dict[str, str]:
-    """Documents by ``Kind/namespace/name`` (``Kind/name`` without a namespace), hooks dropped."""
+    """Documents by ``Kind/namespace/name`` (``Kind/name`` without a namespace), hooks dropped.
+
+    Hook objects are left out because Helm stores them apart from the manifest;
+    documents that are not YAML objects are left out too (as ``helm diff`` does).
+    """
     out: dict[str, str] = {}
-    for text in _SEPARATOR.split(manifest):
+    for text in split_manifest(manifest):
         try:
-            doc = yaml.safe_load(text)
+            doc = load_document(text)
         except yaml.YAMLError:
             continue
         if not isinstance(doc, dict) or "kind" not in doc:
@@ -32,8 +43,8 @@ def _objects(manifest: str, masker: Masker | None = None) -> dict[str, str]:
         meta = doc.get("metadata") or {}
         if "helm.sh/hook" in (meta.get("annotations") or {}):
             continue
-        ns = meta.get("namespace")
-        ref = f"{doc['kind']}/{ns}/{meta.get('name')}" if ns else f"{doc['kind']}/{meta.get('name')}"
+        obj = object_of(doc)
+        ref = obj.ref if obj is not None else f"{doc['kind']}/{meta.get('name')}"
         if masker is not None:
             text = masker.mask_manifest(text)
         body = "\n".join(ln for ln in text.strip("\n").splitlines() if not ln.startswith("# Source:"))
@@ -46,7 +57,8 @@ def manifest_diff(
 ) -> str:
     """Unified diff from ``deployed`` to ``desired``, one hunk group per changed object; "" if equal.
 
-    With ``masker`` the secrets in both are masked first.
+    Objects are matched by kind, namespace and name (``helm diff`` shows the
+    same thing). With ``masker`` the secrets in both are masked first.
     """
     old, new = _objects(deployed, masker), _objects(desired, masker)
     chunks: list[str] = []
@@ -60,3 +72,17 @@ def manifest_diff(
             tofile=f"{ref} (desired)" if b else "/dev/null",
         ))
     return "".join(chunks)
+
+
+def revision_diff(
+    before: tuple[int, str, dict[str, Any]], after: tuple[int, str, dict[str, Any]], masker: Masker,
+    *, reveal: bool = False,
+) -> str:
+    """Manifest and user-values diff between two stored revisions, each ``(revision, manifest, values)``;
+    "" when both are equal. Secrets masked unless ``reveal``."""
+    (a, a_manifest, a_values), (b, b_manifest, b_values) = before, after
+    if not reveal:
+        a_manifest, b_manifest = masker.mask_manifest(a_manifest), masker.mask_manifest(b_manifest)
+    return (unified(a_manifest, b_manifest, f"manifest (revision {a})", f"manifest (revision {b})")
+            + unified(masker.values_yaml(a_values, reveal=reveal), masker.values_yaml(b_values, reveal=reveal),
+                      f"values (revision {a})", f"values (revision {b})"))
