@@ -82,7 +82,7 @@ async def test_upgrade_key_upgrades_the_selected_package(
         await settled(app, key, "install", 1)  # the start-up pass installs it
         await select(app, key)
         await pilot.press("u")
-        if app.client.reason("diff") is None:  # the engine can tell what would change: shown first
+        if app.client.why_not("diff") is None:  # the engine can tell what would change: shown first
             await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("y")
         await settled(app, key, "upgrade", 2)

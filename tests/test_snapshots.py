@@ -12,11 +12,11 @@ import pytest
 from textual.pilot import Pilot
 
 from engine.masking import Masker
+from engine.runtime.diff import unified
 from engine.runtime.state import CleanupItem
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_clock, fixed_engine
 from tui import confirmations
 from tui.app import HelmdeckApp
-from tui.diffing import unified
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets.release_table import ReleaseTable
 

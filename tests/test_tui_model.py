@@ -10,12 +10,12 @@ import yaml
 
 from engine.masking import Masker, is_secret_key
 from engine.monitor.status import MonitorStatus, ResourceStatus
+from engine.runtime.diff import unified
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
 from engine.storage.observation import Observation
 from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
 from tui import confirmations
 from tui import format as fmt
-from tui.diffing import unified
 from tui.manifest import objects
 from tui.model import RowFilter, SortOrder, TextFilter, cells, quick_match, state_counts
 from tui.screens.help import HelpFacts, help_content
@@ -54,9 +54,9 @@ def test_every_cell_reads_without_colour() -> None:
 
 
 def test_helm_times_with_nanoseconds_and_offsets() -> None:
-    assert fmt.helm_time("2026-11-30T09:30:00.123456789Z") == "2026-11-30 09:30:00"
-    assert fmt.helm_time("2026-11-29T18:12:44+01:00") == "2026-11-29 17:12:44"
-    assert fmt.helm_time("yesterday") == "-"
+    assert fmt.helm_time_text("2026-11-30T09:30:00.123456789Z") == "2026-11-30 09:30:00"
+    assert fmt.helm_time_text("2026-11-29T18:12:44+01:00") == "2026-11-29 17:12:44"
+    assert fmt.helm_time_text("yesterday") == "-"
 
 
 # -- filters and sorting -------------------------------------------------------------

@@ -8,10 +8,11 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
+from engine.monitor.manifest import ManifestObject
 from engine.runtime.state import CleanupItem, ReleaseView
+from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
-from tui.format import duration, helm_time, parse_helm_time
-from tui.manifest import ManifestObject
+from tui.format import duration, helm_time_text
 
 BODY_WIDTH = 88  # the dialog is 96 wide, less border and padding
 
@@ -46,7 +47,7 @@ def rollback(view: ReleaseView, current: Observation, target: Observation) -> Co
     """Roll back from the latest revision to ``target``."""
     body = (f"Roll back release {_name(view)}\n"
             f"  from {_revision(current)}\n"
-            f"  to   {_revision(target)}, deployed {helm_time(target.last_deployed)} UTC.\n\n"
+            f"  to   {_revision(target)}, deployed {helm_time_text(target.last_deployed)} UTC.\n\n"
             f"Helm writes revision {current.version + 1} with the chart and values of revision {target.version}.")
     if view.package is not None:
         body += ("\nThe package is then suspended so helmdeck does not undo the rollback; "
@@ -94,9 +95,9 @@ def unlock(view: ReleaseView, now: float) -> Confirmation:
     if obs is None:
         what = "It has no stored revision."
     else:
-        what = f"Revision {obs.version} is {obs.status} since {helm_time(obs.last_deployed)} UTC"
-        at = parse_helm_time(obs.last_deployed)
-        what += f" ({duration(now - at.timestamp())} ago)." if at else "."
+        what = f"Revision {obs.version} is {obs.status} since {helm_time_text(obs.last_deployed)} UTC"
+        at = helm_time(obs.last_deployed)
+        what += f" ({duration(now - at)} ago)." if at is not None else "."
     body = (f"Unlock release {_name(view)}.\n{what}\n\n"
             "helmdeck marks that revision failed in Helm's storage so helm can act on the release again "
             "(helm would otherwise refuse with \"another operation is in progress\").\n"

@@ -1,37 +1,62 @@
-"""The app's one door to the engine: reads, actions and capability reasons.
+"""The app's one door to the engine: reads, texts with secrets masked, availability, actions.
 
-Everything the views need from :class:`~engine.runtime.engine.Engine` goes
-through here, so the screens never depend on how the engine does it. An
-action the engine cannot do now (``Engine.capabilities()``) raises
-:class:`~engine.runtime.engine.NotAvailable` with the engine's reason.
+Every screen, widget and operation reaches :class:`~engine.runtime.engine.Engine`
+through here and nowhere else, so the views never depend on how the engine
+does it. Whether an action may run, and why not, is the engine's answer
+(``why_not``), worded once. Texts shown to the operator (manifests, values,
+diffs) are masked here, by the engine's masking rule, unless revealed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
+from engine.masking import Masker
+from engine.monitor.manifest import ManifestObject
+from engine.runtime.diff import revision_diff
 from engine.runtime.engine import Engine, NotAvailable
-from engine.runtime.state import ActionOutcome, CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
+from engine.runtime.state import (
+    ActionOutcome,
+    CleanupItem,
+    EngineEvent,
+    ReconcileEvent,
+    ReleaseKey,
+    ReleaseView,
+)
 from engine.storage.observation import Observation
+from tui.manifest import objects
 
 
 class EngineClient:
-    """Wraps one :class:`Engine` for the app."""
+    """Wraps one :class:`Engine` for the app; ``masker`` masks what is shown (the engine's by default)."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, masker: Masker | None = None):
         self.engine = engine
+        self.masker = masker or engine.masker
 
+    # -- lifecycle -------------------------------------------------------------
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+
+    def subscribe(self, callback: Callable[[EngineEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` with every engine event; returns the unsubscribe function."""
+        return self.engine.subscribe(callback)
+
+    # -- availability ----------------------------------------------------------
     @property
     def readonly(self) -> bool:
         return self.engine.readonly
 
-    # -- availability ----------------------------------------------------------
-    def reason(self, capability: str) -> str | None:
-        """None when ``capability`` can be used now, else why not (from ``Engine.capabilities()``)."""
-        return self.engine.capabilities().get(capability, f"the engine does not know the action {capability!r}")
+    def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
+        """None when ``action`` may run now (on ``key``), else one sentence saying why not."""
+        return self.engine.capabilities().get(action, f"the engine does not know the action {action!r}")
 
-    def _check(self, capability: str) -> None:
-        reason = self.reason(capability)
+    def check(self, action: str, key: ReleaseKey | None = None) -> None:
+        """Raise NotAvailable with :meth:`why_not`'s sentence when ``action`` may not run now."""
+        reason = self.why_not(action, key)
         if reason is not None:
             raise NotAvailable(reason)
 
@@ -52,15 +77,28 @@ class EngineClient:
     def has_package(self, key: ReleaseKey) -> bool:
         return key in self.engine.packages
 
-    async def manifest(self, key: ReleaseKey, revision: int) -> str:
-        return await self.engine.manifest(key, revision)
+    async def objects(self, key: ReleaseKey, revision: int) -> list[ManifestObject]:
+        """The objects the manifest of ``revision`` declares, placed in their namespaces."""
+        return objects(await self.engine.manifest(key, revision), key[0])
 
-    async def values(self, key: ReleaseKey, revision: int, *, computed: bool) -> dict[str, Any]:
-        return await self.engine.values(key, revision, computed=computed)
+    # -- texts shown (masked unless revealed) ----------------------------------------
+    async def manifest_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
+        manifest = await self.engine.manifest(key, revision)
+        return manifest if reveal else self.masker.mask_manifest(manifest)
+
+    async def values_text(self, key: ReleaseKey, revision: int, *, computed: bool, reveal: bool = False) -> str:
+        values = await self.engine.values(key, revision, computed=computed)
+        return self.masker.values_yaml(values, reveal=reveal)
+
+    async def revision_diff(self, key: ReleaseKey, before: int, after: int, *, reveal: bool = False) -> str:
+        """Manifests and user values of two stored revisions compared ("" = equal)."""
+        sides = [(rev, await self.engine.manifest(key, rev), await self.engine.values(key, rev, computed=False))
+                 for rev in (before, after)]
+        return revision_diff(sides[0], sides[1], self.masker, reveal=reveal)
 
     async def desired_diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change now (a unified diff, "" = nothing), secrets masked unless ``reveal``."""
-        self._check("diff")
+        self.check("diff", key)
         return await self.engine.diff(key, reveal=reveal)
 
     # -- acting ------------------------------------------------------------------
@@ -73,7 +111,7 @@ class EngineClient:
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.test(key)
 
-    def suspend(self, key: ReleaseKey, suspended: bool) -> None:
+    async def suspend(self, key: ReleaseKey, suspended: bool) -> None:
         self.engine.suspend(key, suspended)
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
@@ -84,20 +122,20 @@ class EngineClient:
 
     async def pause_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter +1; returns the new count."""
-        self._check("monitor")
+        self.check("monitor", key)
         return self.engine.pause_monitor(key)
 
     async def resume_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter -1 (never below 0); returns the new count."""
-        self._check("monitor")
+        self.check("monitor", key)
         return self.engine.resume_monitor(key)
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> object:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode."""
-        self._check("maintenance")
+        self.check("maintenance", key)
         return await self.engine.set_maintenance(key, mode)
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Make a release stuck in a pending state actionable again."""
-        self._check("unlock")
+        self.check("unlock", key)
         return await self.engine.unlock(key)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from engine.monitor.status import MonitorStatus
 from engine.runtime.state import ActionOutcome, ReleaseView, RunningAction
+from engine.storage.helmtime import helm_time, parse_helm_time
 
 Tone = Literal["ok", "warn", "bad", "busy", "plain"]
 """How a value should be coloured: success, warning, error, in progress, or not at all."""
@@ -130,25 +131,7 @@ def outcome_text(outcome: ActionOutcome) -> str:
     return f"{'✔' if outcome.ok else '✖'} {outcome.action}"
 
 
-def parse_helm_time(value: str) -> dt.datetime | None:
-    """A Helm RFC 3339 timestamp (nanoseconds allowed) as an aware datetime; None when unset or bad."""
-    if not value:
-        return None
-    text = value.replace("Z", "+00:00")
-    # Helm writes nanoseconds; fromisoformat takes at most microseconds.
-    if "." in text:
-        head, rest = text.split(".", 1)
-        frac = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(frac):]
-        text = f"{head}.{frac[:6].ljust(6, '0')}{zone}"
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-
-
-def helm_time(value: str) -> str:
+def helm_time_text(value: str) -> str:
     """A Helm timestamp as ``YYYY-MM-DD HH:MM:SS`` UTC; ``-`` when unset or unparsable."""
     when = parse_helm_time(value)
     return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if when else "-"
@@ -164,8 +147,7 @@ def unix_time(value: float) -> str:
 def deployed_at(state: ReleaseView) -> float | None:
     """Unix time of the latest revision's last deploy, None without one."""
     obs = state.observation
-    when = parse_helm_time(obs.last_deployed) if obs else None
-    return when.timestamp() if when else None
+    return helm_time(obs.last_deployed) if obs else None
 
 
 def age_text(state: ReleaseView, now: float) -> str:

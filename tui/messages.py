@@ -1,10 +1,22 @@
-"""Messages the screens send up to the app."""
+"""How the app's parts talk: engine events as Textual signals, and the messages screens send up."""
 
 from __future__ import annotations
 
-from textual.message import Message
+from typing import Any
 
-from engine.runtime.state import EngineEvent, ReleaseKey
+from textual.dom import DOMNode
+from textual.message import Message
+from textual.signal import Signal
+
+from engine.runtime.state import (
+    EngineEvent,
+    EventLogged,
+    LeaseChanged,
+    PackageProblems,
+    ReleaseKey,
+    ReleaseRemoved,
+    ReleaseUpdated,
+)
 
 
 class EngineMessage(Message):
@@ -13,6 +25,30 @@ class EngineMessage(Message):
     def __init__(self, event: EngineEvent):
         super().__init__()
         self.event = event
+
+
+class EngineSignals:
+    """One Textual signal per kind of engine event; screens subscribe to the ones they show.
+
+    Subscribers are called at once (``immediate``) when the app publishes, in
+    its message loop; a screen that is gone is dropped by Textual.
+    """
+
+    def __init__(self, owner: DOMNode):
+        self.updated: Signal[ReleaseUpdated] = Signal(owner, "release-updated")
+        self.removed: Signal[ReleaseRemoved] = Signal(owner, "release-removed")
+        self.logged: Signal[EventLogged] = Signal(owner, "event-logged")
+        self.lease: Signal[LeaseChanged] = Signal(owner, "lease-changed")
+        self.problems: Signal[PackageProblems] = Signal(owner, "package-problems")
+        self._by_type: dict[type, Signal[Any]] = {
+            ReleaseUpdated: self.updated, ReleaseRemoved: self.removed, EventLogged: self.logged,
+            LeaseChanged: self.lease, PackageProblems: self.problems,
+        }
+
+    def publish(self, event: EngineEvent) -> None:
+        signal = self._by_type.get(type(event))
+        if signal is not None:
+            signal.publish(event)
 
 
 class OpenDetail(Message):

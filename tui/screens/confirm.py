@@ -9,8 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from tui.confirmations import Confirmation
-from tui.diffing import styled
-from tui.widgets.text_view import TextView
+from tui.widgets.text_view import TextView, styled_diff
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -45,7 +44,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def on_mount(self) -> None:
         c = self.confirmation
         if c.details:
-            self.query_one("#dialog-details", TextView).show(styled(c.details) if c.diff else c.details)
+            self.query_one("#dialog-details", TextView).show(styled_diff(c.details) if c.diff else c.details)
         self.query_one("#cancel", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

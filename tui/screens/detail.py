@@ -12,10 +12,10 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from engine.masking import Masker
-from engine.runtime.state import ReconcileEvent, ReleaseKey, ReleaseView
+from engine.runtime.state import EventLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
 from tui import format as fmt
 from tui.engine_client import EngineClient
+from tui.messages import EngineSignals
 from tui.widgets.diff_pane import DiffPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.header_bar import TONE_STYLE
@@ -54,7 +54,7 @@ def detail_title(view: ReleaseView | None, key: ReleaseKey, now: float) -> Conte
 
 
 class ReleaseDetailScreen(Screen[None]):
-    """Everything about one release, live. The app calls :meth:`release_updated` and :meth:`event_logged`."""
+    """Everything about one release, live: it follows the engine's signals for its release."""
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
@@ -66,13 +66,13 @@ class ReleaseDetailScreen(Screen[None]):
     revision: reactive[int | None] = reactive(None, init=False)
     """The revision the Values and Manifest tabs show (the latest unless picked in History)."""
 
-    def __init__(self, client: EngineClient, key: ReleaseKey, clock: Callable[[], float], masker: Masker,
+    def __init__(self, client: EngineClient, signals: EngineSignals, key: ReleaseKey, clock: Callable[[], float],
                  tab: str = "overview"):
         super().__init__()
         self.key = key
         self._client = client
+        self._signals = signals
         self._clock = clock
-        self._masker = masker
         self._tab = tab
         self._pinned = False  # True once the operator picked a revision in History
 
@@ -84,11 +84,11 @@ class ReleaseDetailScreen(Screen[None]):
             with TabPane("History", id="history"):
                 yield HistoryTable(id="history-table")
             with TabPane("Values", id="values"):
-                yield ValuesPane(self._client, self.key, self._masker, id="values-pane")
+                yield ValuesPane(self._client, self.key, id="values-pane")
             with TabPane("Manifest", id="manifest"):
-                yield ManifestPane(self._client, self.key, self._masker, id="manifest-pane")
+                yield ManifestPane(self._client, self.key, id="manifest-pane")
             with TabPane("Diff", id="diff"):
-                yield DiffPane(self._client, self.key, self._masker, id="diff-pane")
+                yield DiffPane(self._client, self.key, id="diff-pane")
             with TabPane("Resources", id="resources"):
                 yield ResourcesPane(self._client, self.key, id="resources-pane")
             with TabPane("Events", id="events"):
@@ -98,9 +98,24 @@ class ReleaseDetailScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(EventLog).show(self._client.events(self.key))
         self.release_updated(self._client.release(self.key))
+        self._signals.updated.subscribe(self, self._release_updated, immediate=True)
+        self._signals.removed.subscribe(self, self._release_removed, immediate=True)
+        self._signals.logged.subscribe(self, self._event_logged, immediate=True)
         self.set_interval(1.0, self.tick)
 
-    # -- fed by the app ------------------------------------------------------------
+    # -- engine signals ------------------------------------------------------------
+    def _release_updated(self, event: ReleaseUpdated) -> None:
+        if event.view.key == self.key:
+            self.release_updated(event.view)
+
+    def _release_removed(self, event: ReleaseRemoved) -> None:
+        if event.key == self.key:
+            self.release_updated(None)
+
+    def _event_logged(self, event: EventLogged) -> None:
+        if event.event.key == self.key:
+            self.query_one(EventLog).append(event.event)
+
     def release_updated(self, view: ReleaseView | None) -> None:
         """A new snapshot of this release (None: it left the engine's view)."""
         now = self._clock()
@@ -115,9 +130,6 @@ class ReleaseDetailScreen(Screen[None]):
         if not self._pinned or self.revision not in {o.version for o in history}:
             self._pinned = False
             self.revision = latest
-
-    def event_logged(self, event: ReconcileEvent) -> None:
-        self.query_one(EventLog).append(event)
 
     def tick(self) -> None:
         """Once a second, while an action runs: its elapsed time."""

@@ -12,8 +12,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label
 
-from tui.actions import ACTIONS
 from tui.model import QUICK_FILTER_HELP, QUICK_FILTERS
+from tui.operations import OPERATIONS
 from tui.widgets.text_view import TextView
 
 NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -75,7 +75,7 @@ def help_content(facts: HelpFacts) -> Content:
     if facts.readonly:
         parts.append(("  read-only mode: every action is removed and refused", "$text-warning"))
     parts.append("\n")
-    for a in ACTIONS:
+    for a in OPERATIONS:
         reason = facts.reasons.get(a.name)
         if facts.readonly:
             state: tuple[str, str] = ("removed (read-only)", "$text-warning")

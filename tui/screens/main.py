@@ -10,10 +10,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
-from engine.runtime.state import LeaseChanged, ReleaseKey, ReleaseView
+from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey, ReleaseRemoved, ReleaseUpdated
 from tui import format as fmt
 from tui.engine_client import EngineClient
-from tui.messages import OpenDetail
+from tui.messages import EngineSignals, OpenDetail
 from tui.model import (
     COLUMN_KEYS,
     QUICK_FILTERS,
@@ -35,7 +35,7 @@ HEADER_REFRESH = 0.25  # seconds: counts are recomputed at most this often under
 
 
 class MainScreen(Screen[None]):
-    """Every release; the app feeds it engine events through :meth:`release_updated` and friends."""
+    """Every release, live: it follows the engine's signals (releases, lease, package problems)."""
 
     BINDINGS = [
         Binding("enter", "open_detail", "Details", priority=True),
@@ -46,9 +46,10 @@ class MainScreen(Screen[None]):
         Binding("O", "sort_reverse", "Reverse", group=SORT),
     ]
 
-    def __init__(self, client: EngineClient, clock: Callable[[], float], context: str):
+    def __init__(self, client: EngineClient, signals: EngineSignals, clock: Callable[[], float], context: str):
         super().__init__()
         self._client = client
+        self._signals = signals
         self._clock = clock
         self._cluster_context = context
         self._header_dirty = True
@@ -64,6 +65,10 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(ReleaseTable).focus()
+        self._signals.updated.subscribe(self, self._release_updated, immediate=True)
+        self._signals.removed.subscribe(self, self._release_removed, immediate=True)
+        self._signals.lease.subscribe(self, self._lease_changed, immediate=True)
+        self._signals.problems.subscribe(self, self._package_problems, immediate=True)
         self.set_interval(HEADER_REFRESH, self._refresh_header)
         self.set_interval(1.0, self.tick)
         self._refresh_header()
@@ -74,19 +79,19 @@ class MainScreen(Screen[None]):
             return isinstance(self.focused, ReleaseTable)
         return True
 
-    # -- fed by the app ------------------------------------------------------------
-    def release_updated(self, view: ReleaseView) -> None:
-        self.query_one(ReleaseTable).upsert(view)
+    # -- engine signals ------------------------------------------------------------
+    def _release_updated(self, event: ReleaseUpdated) -> None:
+        self.query_one(ReleaseTable).upsert(event.view)
 
-    def release_removed(self, key: ReleaseKey) -> None:
-        self.query_one(ReleaseTable).remove_release(key)
+    def _release_removed(self, event: ReleaseRemoved) -> None:
+        self.query_one(ReleaseTable).remove_release(event.key)
 
-    def lease_changed(self, lease: LeaseChanged) -> None:
+    def _lease_changed(self, lease: LeaseChanged) -> None:
         self.query_one(HeaderBar).lease = lease
 
-    def package_problems(self, files: tuple[str, ...]) -> None:
-        """The package files that are bad now (empty: all good)."""
-        self.query_one(HeaderBar).package_errors = files
+    def _package_problems(self, event: PackageProblems) -> None:
+        """The package files that are bad now (none: all good)."""
+        self.query_one(HeaderBar).package_errors = tuple(sorted({err.file.name for err in event.errors}))
 
     def tick(self) -> None:
         """Once a second: ages and the progress of running actions."""

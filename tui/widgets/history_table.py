@@ -7,7 +7,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from engine.storage.observation import Observation
-from tui.format import helm_time, status_symbol
+from tui.format import helm_time_text, status_symbol
 
 COLUMNS = (("revision", "REV"), ("updated", "UPDATED (UTC)"), ("status", "STATUS"), ("chart", "CHART"),
            ("app_version", "APP VER"), ("description", "DESCRIPTION"))
@@ -40,7 +40,7 @@ class HistoryTable(DataTable[Text]):
         self.clear()
         for obs in history:
             self.add_row(
-                Text(str(obs.version)), Text(helm_time(obs.last_deployed)),
+                Text(str(obs.version)), Text(helm_time_text(obs.last_deployed)),
                 Text(f"{status_symbol(obs.status)} {obs.status}"),
                 Text(f"{obs.chart_name}@{obs.chart_version}"), Text(obs.app_version or "-"),
                 Text(obs.description, no_wrap=True, overflow="ellipsis"), key=str(obs.version),

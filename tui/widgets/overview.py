@@ -33,7 +33,7 @@ def _snapshot(label: str, obs: Observation | None) -> list[Part]:
         return [f"  {label:<9} -\n"]
     return [f"  {label:<9} rev {obs.version:<4} ", (f"{fmt.status_symbol(obs.status)} {obs.status:<12}", ""),
             f" {obs.chart_name}@{obs.chart_version}  app {obs.app_version or '-'}  "
-            f"values {obs.config_digest[:19]}…  deployed {fmt.helm_time(obs.last_deployed)}\n"]
+            f"values {obs.config_digest[:19]}…  deployed {fmt.helm_time_text(obs.last_deployed)}\n"]
 
 
 def overview_content(view: ReleaseView, history: list[Observation], now: float) -> Content:
@@ -46,7 +46,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     if obs is not None:
         parts += _row("Chart", f"{obs.chart_name}@{obs.chart_version}   app version {obs.app_version or '-'}")
         parts += _row("Revision", f"{obs.version}  ", _toned(fmt.helm_status_text(view)),
-                      f"   last deployed {fmt.helm_time(obs.last_deployed)} UTC ({fmt.age_text(view, now)} ago)")
+                      f"   last deployed {fmt.helm_time_text(obs.last_deployed)} UTC ({fmt.age_text(view, now)} ago)")
         if obs.description:
             parts += _row("Description", obs.description)
     else:

@@ -12,7 +12,6 @@ from engine.monitor.status import MonitorStatus
 from engine.runtime.state import ReleaseKey
 from tui.engine_client import EngineClient
 from tui.format import monitor_text, ready_text
-from tui.manifest import objects
 
 COLUMNS = (("resource", "RESOURCE"), ("present", "PRESENT"), ("ready", "READY"), ("reason", "REASON"))
 
@@ -50,7 +49,7 @@ class ResourcesPane(Vertical):
                 table.add_row(Text(r.ref), Text("✔ yes" if r.present else "✖ no"), Text(ready_text(r.ready)[0]),
                               Text(r.reason), key=r.ref)
             return
-        reason = self._client.reason("monitor")
+        reason = self._client.why_not("monitor", self._key)
         why = f"the engine reports no monitor ({reason})" if reason else "the monitor reports no resources"
         status.update(f"{summary} · {why}: objects listed from the manifest, readiness not monitored")
         self._list_manifest(revision)
@@ -62,7 +61,7 @@ class ResourcesPane(Vertical):
         if revision is None:
             return
         try:
-            found = objects(await self._client.manifest(self._key, revision), self._key[0])
+            found = await self._client.objects(self._key, revision)
         except Exception as exc:  # any failure is shown in place; the app goes on
             table.add_row(Text("-"), Text("-"), Text("-"), Text(f"cannot read the manifest: {exc}"))
             return

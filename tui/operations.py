@@ -1,0 +1,277 @@
+"""The operator's actions as one table: each operation's key, precheck, confirmation, call and report.
+
+The app runs every operation with one runner (``HelmdeckApp.run_operation``):
+``precheck`` (synchronous: why it cannot run on this release, or None), then
+``prepare`` (previews and choices; returns the :class:`Step` to run, or a
+:class:`Notice` when there is nothing to run), the step's confirmation
+dialog when it has one, its call, and its report. Footer, help and the
+command palette are built from the same table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from textual.binding import Binding
+
+from engine.package import NO_RESOURCE_RECONCILIATION
+from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView
+from tui import confirmations
+from tui.confirmations import Confirmation
+from tui.engine_client import EngineClient
+from tui.widgets.overview import previous_snapshot
+
+Severity = Literal["information", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A notification the runner shows."""
+
+    message: str
+    title: str = ""
+    severity: Severity = "information"
+    timeout: float | None = None
+
+
+Report = Notice | ActionOutcome | None
+"""What a call's result is reported as: a notice, an action's outcome (the runner words it), or nothing."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """An operation ready to run: ``what`` names it in refusals and failures ("Upgrade ns/web")."""
+
+    what: str
+    call: Callable[[], Awaitable[Any]]
+    report: Callable[[Any], Report]
+    confirmation: Confirmation | None = None
+    starting: str = ""  # said as it starts, for calls that take a while
+
+
+Pick = Callable[[str, list[tuple[str, int]], int], Awaitable[int | None]]
+"""Ask the operator to pick one of ``choices`` (title, choices, initially highlighted); None: cancelled."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an operation acts on: the selected release (None for cleanup) and the app's services."""
+
+    client: EngineClient
+    key: ReleaseKey
+    view: ReleaseView | None
+    now: float
+    rollback_target: int | None  # the History tab's highlighted revision, when that tab is active
+    pick: Pick
+
+    @property
+    def ref(self) -> str:
+        return f"{self.key[0]}/{self.key[1]}"
+
+
+def _outcome(result: Any) -> Report:
+    return result if isinstance(result, ActionOutcome) else None
+
+
+def _no_check(_ctx: Context) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One action key: its Textual action name, keys, footer label, the gate's action name and summary."""
+
+    name: str
+    keys: str
+    label: str
+    summary: str
+    prepare: Callable[[Context], Awaitable[Step | Notice]]
+    precheck: Callable[[Context], str | None] = _no_check
+    per_release: bool = True  # acts on the selected release (cleanup acts on all)
+    preview: str = ""  # names a failing prepare ("Cleanup (dry run)"); the label otherwise
+
+    @property
+    def key_display(self) -> str:
+        """``u`` or ``D / ctrl+d`` for help texts."""
+        return " / ".join(self.keys.split(","))
+
+
+# -- upgrade ------------------------------------------------------------------------------
+def _needs_package(what: str) -> Callable[[Context], str | None]:
+    def check(ctx: Context) -> str | None:
+        return None if ctx.client.has_package(ctx.key) else f"No package declares {ctx.ref}: {what}"
+    return check
+
+
+async def _upgrade(ctx: Context) -> Step:
+    step = Step(f"Upgrade {ctx.ref}", lambda: ctx.client.upgrade(ctx.key), _outcome, starting=f"Upgrading {ctx.ref} …")
+    reason = ctx.client.why_not("diff", ctx.key)
+    assert ctx.view is not None
+    if reason is not None and not ctx.view.maintenance:
+        return step
+    diff: str | None = None
+    if reason is None:
+        try:
+            diff = await ctx.client.desired_diff(ctx.key)
+        except Exception as exc:  # the preview is optional: say why it is missing, still offer to upgrade
+            reason = f"the diff failed ({exc})"
+    return Step(step.what, step.call, step.report, confirmations.upgrade(ctx.view, diff, reason), step.starting)
+
+
+# -- rollback -----------------------------------------------------------------------------
+def _rollback_check(ctx: Context) -> str | None:
+    return None if len(ctx.client.history(ctx.key)) >= 2 else f"{ctx.ref} has no earlier revision to roll back to"
+
+
+async def _rollback(ctx: Context) -> Step | Notice:
+    history = ctx.client.history(ctx.key)
+    current = history[0]
+    revision = ctx.rollback_target
+    if revision is None or revision == current.version:
+        choices = [(f"revision {o.version}  {o.status:<11} {o.chart_name}@{o.chart_version}  "
+                    f"app {o.app_version or '-'}  {o.description}", o.version) for o in history[1:]]
+        previous = previous_snapshot(history)
+        initial = next((i for i, o in enumerate(history[1:]) if previous and o.version == previous.version), 0)
+        revision = await ctx.pick(f"Roll back {ctx.ref} (now revision {current.version}) to:", choices, initial)
+        if revision is None:
+            return Notice("")  # cancelled: nothing to say
+    history = ctx.client.history(ctx.key)
+    view = ctx.client.release(ctx.key)
+    target = next((o for o in history if o.version == revision), None)
+    if view is None or not history or target is None:
+        return Notice(f"{ctx.ref} has no stored revision {revision}", severity="warning")
+    if target.version == history[0].version:
+        return Notice(f"Revision {revision} is the current revision of {ctx.ref}", severity="warning")
+    return Step(f"Roll back {ctx.ref}", lambda: ctx.client.rollback(ctx.key, target.version), _outcome,
+                confirmations.rollback(view, history[0], target),
+                f"Rolling back {ctx.ref} to revision {target.version} …")
+
+
+# -- test, monitor, maintenance, suspend --------------------------------------------------
+async def _test(ctx: Context) -> Step:
+    return Step(f"Test {ctx.ref}", lambda: ctx.client.test(ctx.key), _outcome, starting=f"Testing {ctx.ref} …")
+
+
+async def _monitor(ctx: Context) -> Step:
+    assert ctx.view is not None
+    resume = ctx.view.monitor.state == "paused"
+
+    def report(counter: int) -> Notice:  # the engine's count: the row's event may still be on its way
+        state = f"paused ×{counter}" if counter else "active"
+        return Notice(f"Monitor of {ctx.ref}: {state} (pause counter {counter})")
+
+    call = (lambda: ctx.client.resume_monitor(ctx.key)) if resume else (lambda: ctx.client.pause_monitor(ctx.key))
+    return Step(f"{'Resume' if resume else 'Pause'} monitor of {ctx.ref}", call, report)
+
+
+async def _maintenance(ctx: Context) -> Step:
+    assert ctx.view is not None
+    mode = "" if ctx.view.maintenance else NO_RESOURCE_RECONCILIATION
+    return Step(f"{'Enter' if mode else 'Leave'} maintenance of {ctx.ref}",
+                lambda: ctx.client.set_maintenance(ctx.key, mode),
+                lambda _: Notice(f"{ctx.ref}: {'in maintenance' if mode else 'out of maintenance'}"),
+                confirmations.maintenance(ctx.view, bool(mode)))
+
+
+async def _suspend(ctx: Context) -> Step:
+    assert ctx.view is not None
+    suspend = not ctx.view.suspended
+    return Step(f"{'Suspend' if suspend else 'Resume'} {ctx.ref}", lambda: ctx.client.suspend(ctx.key, suspend),
+                lambda _: Notice(f"Reconciliation of {ctx.ref} {'suspended' if suspend else 'resumed'}"),
+                None if suspend else confirmations.resume(ctx.view))
+
+
+# -- unlock -------------------------------------------------------------------------------
+def _unlock_check(ctx: Context) -> str | None:
+    obs = ctx.view.observation if ctx.view else None
+    if obs is not None and obs.status.startswith("pending"):
+        return None
+    return f"{ctx.ref} is {obs.status if obs else 'not installed'}, not pending: nothing to unlock"
+
+
+async def _unlock(ctx: Context) -> Step:
+    assert ctx.view is not None
+
+    def report(result: Any) -> Report:
+        return result if isinstance(result, ActionOutcome) else Notice(f"{ctx.ref} unlocked")
+
+    return Step(f"Unlock {ctx.ref}", lambda: ctx.client.unlock(ctx.key), report,
+                confirmations.unlock(ctx.view, ctx.now))
+
+
+# -- cleanup ------------------------------------------------------------------------------
+def _cleanup_report(items: list[CleanupItem]) -> Notice:
+    removed = [f"{i.namespace}/{i.name}" for i in items if i.result == "removed"]
+    failed = [f"{i.namespace}/{i.name}: {i.message}" for i in items if i.result == "failed"]
+    text = f"Removed {len(removed)}: {', '.join(removed) or '-'}"
+    if failed:
+        return Notice(f"{text}\nFailed {len(failed)}:\n" + "\n".join(failed), "Cleanup", "error", 20)
+    return Notice(text, "Cleanup")
+
+
+async def _cleanup(ctx: Context) -> Step | Notice:
+    items = await ctx.client.cleanup(dry_run=True)
+    confirmation = confirmations.cleanup(items)
+    if not any(i.result == "would-remove" for i in items):
+        return Notice(confirmation.body, confirmation.title)  # nothing to confirm
+    return Step("Cleanup", lambda: ctx.client.cleanup(dry_run=False), _cleanup_report, confirmation)
+
+
+# -- uninstall ----------------------------------------------------------------------------
+def _uninstall_check(ctx: Context) -> str | None:
+    obs = ctx.view.observation if ctx.view else None
+    if obs is None or obs.status == "uninstalled":
+        return f"{ctx.ref} is not installed: nothing to uninstall"
+    return None
+
+
+async def _uninstall(ctx: Context) -> Step:
+    assert ctx.view is not None and ctx.view.observation is not None  # _uninstall_check
+    try:
+        found, problem = await ctx.client.objects(ctx.key, ctx.view.observation.version), None
+    except Exception as exc:  # the list is informative: say why it is missing, still offer to uninstall
+        found, problem = None, str(exc)
+    return Step(f"Uninstall {ctx.ref}", lambda: ctx.client.uninstall(ctx.key), _outcome,
+                confirmations.uninstall(ctx.view, found, problem), f"Uninstalling {ctx.ref} …")
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("upgrade", "u", "Upgrade",
+              "Upgrade now (a forced reconcile); shows what would change first when the engine can tell, "
+              "and asks when the package is in maintenance",
+              _upgrade, _needs_package("nothing to upgrade it to (add a package file for it)")),
+    Operation("rollback", "r", "Rollback",
+              "Roll back to a revision you pick; asks, naming both revisions; the package is then suspended "
+              "so the engine does not undo it", _rollback, _rollback_check),
+    Operation("test", "t", "Test", "Run the release's helm tests", _test),
+    Operation("monitor", "p", "Pause", "Pause the resource monitor, or resume it one step (pauses are counted)",
+              _monitor),
+    Operation("maintenance", "m", "Maint",
+              "Enter or leave maintenance mode (NoResourceReconciliation); asks, explaining what it means",
+              _maintenance, _needs_package("maintenance is a package mode")),
+    Operation("suspend", "s", "Suspend", "Suspend or resume reconciliation of the package", _suspend),
+    Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first", _unlock,
+              _unlock_check),
+    Operation("cleanup", "c", "Cleanup",
+              "Uninstall helmdeck-managed releases no package declares; lists them and asks first", _cleanup,
+              per_release=False, preview="Cleanup (dry run)"),
+    Operation("uninstall", "D,ctrl+d", "Uninstall",
+              "Uninstall the release; lists the resources it removes and asks first", _uninstall, _uninstall_check),
+)
+BY_NAME = {o.name: o for o in OPERATIONS}
+
+
+def operation_bindings() -> list[Binding]:
+    """Footer bindings for every operation, each followed by a hidden fallback on the same keys.
+
+    Textual skips a binding whose ``check_action`` is not True and tries the
+    next one for the key: the fallback then says why the action is refused
+    instead of the key press doing nothing.
+    """
+    out: list[Binding] = []
+    for o in OPERATIONS:
+        out.append(Binding(o.keys, f"operation('{o.name}')", o.label, tooltip=o.summary))
+        out.append(Binding(o.keys, f"refuse('{o.name}')", show=False))
+    return out
