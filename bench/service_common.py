@@ -8,15 +8,17 @@ running when DIR was given, stopped otherwise.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import math
 import statistics
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -62,10 +64,15 @@ class Bench:
         return load_package(file)
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+def run(
+    description: str, main_async: Callable[[Bench], Coroutine[Any, Any, None]], argv: Sequence[str] | None = None,
+) -> None:
+    """A benchmark's command line: ``--cluster-dir`` to reuse a cluster, then ``main_async`` on a fresh bench."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    with bench_setup(args.cluster_dir) as bench:
+        asyncio.run(main_async(bench))
 
 
 @contextlib.contextmanager

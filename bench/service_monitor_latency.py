@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from kubernetes import client
 
-from bench.service_common import Bench, bench_setup, describe, parse_args
+from bench.service_common import Bench, describe, run
 from engine.monitor.status import MonitorStatus
 from engine.service import ReleaseService
 
@@ -54,9 +54,7 @@ async def main_async(bench: Bench) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__ or "", argv)
-    with bench_setup(args.cluster_dir) as bench:
-        asyncio.run(main_async(bench))
+    run(__doc__ or "", main_async, argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from bench.service_common import Bench, bench_setup, parse_args
+from bench.service_common import Bench, run
 from engine.helm import UpgradeOptions
 from engine.package import merged_values
 from engine.service import ReleaseService
@@ -71,9 +71,7 @@ async def main_async(bench: Bench) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__ or "", argv)
-    with bench_setup(args.cluster_dir) as bench:
-        asyncio.run(main_async(bench))
+    run(__doc__ or "", main_async, argv)
 
 
 if __name__ == "__main__":
