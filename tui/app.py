@@ -237,18 +237,19 @@ class HelmdeckApp(App[None]):
 
     def action_operation(self, name: str) -> None:
         """Run operation ``name`` on the selected release: precheck now, the rest as a worker."""
-        op = BY_NAME[name]
-        key = ALL_RELEASES
+        op, screen, key = BY_NAME[name], self.screen, ALL_RELEASES
         if op.per_release:
-            screen = self.screen
             selected = screen.selected_release() if isinstance(screen, SelectsRelease) else None
             if selected is None or self.client.release(selected) is None:
                 self.notify("No release selected", severity="warning")
                 return
             key = selected
-        screen = self.screen
         target = screen.rollback_target() if isinstance(screen, ReleaseDetailScreen) else None
         ctx = Context(self.client, key, self.client.release(key), self.clock(), target, self._pick)
+        why = self.client.why_not(op.name, key if op.per_release else None)
+        if why is not None:
+            self.notify(f"{op.label}: {why}", title="Not available", severity="warning")
+            return
         problem = op.precheck(ctx) if op.per_release else None
         if problem is not None:
             self.notify(problem, severity="warning")
