@@ -85,7 +85,6 @@ class HelmdeckApp(App[None]):
         self.engine = engine  # for tests and the command line; the app itself uses only the door
         self.client = EngineClient(engine, masker)
         self.signals = EngineSignals(self)
-        self.context = context
         self.clock = clock
         self.settings = settings
         self.log_file = log_file

@@ -9,13 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from engine.runtime.state import EventLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
 from tui import format as fmt
 from tui.engine_client import EngineClient
 from tui.messages import EngineSignals
+from tui.screens.base import EngineScreen
 from tui.widgets.diff_pane import DiffPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.header_bar import TONE_STYLE
@@ -53,7 +53,7 @@ def detail_title(view: ReleaseView | None, key: ReleaseKey, now: float) -> Conte
     return Content.assemble(*parts)
 
 
-class ReleaseDetailScreen(Screen[None]):
+class ReleaseDetailScreen(EngineScreen):
     """Everything about one release, live: it follows the engine's signals for its release."""
 
     BINDINGS = [
@@ -68,11 +68,8 @@ class ReleaseDetailScreen(Screen[None]):
 
     def __init__(self, client: EngineClient, signals: EngineSignals, key: ReleaseKey, clock: Callable[[], float],
                  tab: str = "overview"):
-        super().__init__()
+        super().__init__(client, signals, clock)
         self.key = key
-        self._client = client
-        self._signals = signals
-        self._clock = clock
         self._tab = tab
         self._pinned = False  # True once the operator picked a revision in History
 

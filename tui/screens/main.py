@@ -7,7 +7,6 @@ from collections.abc import Callable
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
 from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey, ReleaseRemoved, ReleaseUpdated
@@ -24,6 +23,7 @@ from tui.model import (
     namespaces,
     state_counts,
 )
+from tui.screens.base import EngineScreen
 from tui.screens.picker import PickerScreen
 from tui.widgets.filter_input import FilterInput
 from tui.widgets.header_bar import HeaderBar
@@ -34,7 +34,7 @@ SORT = Binding.Group("Sort", compact=True)
 HEADER_REFRESH = 0.25  # seconds: counts are recomputed at most this often under an event storm
 
 
-class MainScreen(Screen[None]):
+class MainScreen(EngineScreen):
     """Every release, live: it follows the engine's signals (releases, lease, package problems)."""
 
     BINDINGS = [
@@ -47,10 +47,7 @@ class MainScreen(Screen[None]):
     ]
 
     def __init__(self, client: EngineClient, signals: EngineSignals, clock: Callable[[], float], context: str):
-        super().__init__()
-        self._client = client
-        self._signals = signals
-        self._clock = clock
+        super().__init__(client, signals, clock)
         self._cluster_context = context
         self._header_dirty = True
 
