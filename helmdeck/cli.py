@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cluster = sub.add_parser("cluster", help="manage the local control plane",
                              description="Manage the local control plane (etcd, kube-apiserver, "
-                                         "kube-controller-manager, kube-scheduler, kwok).")
+                                         "kube-controller-manager, kube-scheduler, kwok) and its "
+                                         "OCI registry (127.0.0.1, plain HTTP, no auth).")
     csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     for name, text in (
         ("up", "build (or reuse) the binaries and start the cluster; no-op when it runs"),
@@ -106,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = csub.add_parser(name, help=text, description=text)
         p.add_argument("--cluster-dir", type=Path, help="state directory (default: ~/.local/state/helmdeck/cluster)")
+        if name == "status":
+            p.add_argument("-o", "--output", choices=["table", "json"], default="table",
+                           help="json: an object with kubeconfig, server, registry (host:port), ready, ...")
 
     rec = sub.add_parser(
         "reconcile", parents=[common], help="reconcile the packages headless",
@@ -182,7 +186,10 @@ def _cluster(args: argparse.Namespace) -> int:
         return 0
     if args.cluster_command == "status":
         status = cluster.status()
-        print("\n".join(status.lines()))
+        if args.output == "json":
+            print(json.dumps(status.to_json(), indent=2))
+        else:
+            print("\n".join(status.lines()))
         return 0 if status.ready else 3
     print(cluster.kubeconfig)
     return 0

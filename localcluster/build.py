@@ -32,6 +32,7 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.7.0"
 HELM3_VERSION = "v3.22.0"
 HELM4_VERSION = "v4.3.2"
+REGISTRY_VERSION = "v3.1.2"
 
 # Staging modules k8s.io/kubernetes requires at v0.0.0; each is served at
 # v0.<minor>.<patch> matching the kubernetes release (as its go.mod lists them).
@@ -144,6 +145,13 @@ COMPONENTS: dict[str, Component] = {
             version=HELM4_VERSION,
             binaries={"helm": "helm.sh/helm/v4/cmd/helm"},
             ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM4_VERSION}",),
+        ),
+        Component(
+            name="registry",
+            module="github.com/distribution/distribution/v3",
+            version=REGISTRY_VERSION,
+            binaries={"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+            ldflags=(f"-X github.com/distribution/distribution/v3/version.version={REGISTRY_VERSION}",),
         ),
         Component(
             name="kubernetes",

@@ -7,6 +7,8 @@ Layout of a cluster's state directory (default
     kubeconfig     admin kubeconfig (context ``helmdeck-local``)
     pki/           CA, serving, admin and service-account keys
     etcd/          etcd data (kept across down/up)
+    registry.yml   the local OCI registry's configuration
+    registry/      its blobs (kept across down/up)
     logs/<component>.log
 
 ``up`` is idempotent: a healthy cluster is left alone; a partly running one is
@@ -18,30 +20,27 @@ connections.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
 import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from localcluster import build
-from localcluster.pki import Pki, ensure_pki
+from localcluster import build, registry
+from localcluster.pki import Pki, ensure_pki, write_kubeconfig
+from localcluster.process import ProcessRecord, free_port, http_ok, port_open, proc_start_time, stop_processes
+from localcluster.state import ORDER, ClusterStatus, Ports
 
 CONTEXT = "helmdeck-local"
 FAKE_NODE = "kwok-node-0"
 SERVICE_CIDR = "10.0.0.0/24"
 _SERVER_NAMES = ("localhost", "127.0.0.1", "10.0.0.1", "kubernetes", "kubernetes.default")
-# Start order; stop runs in reverse.
-ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 Progress = Callable[[str], None]
 
@@ -58,84 +57,6 @@ def default_state_dir() -> Path:
     xdg = os.environ.get("XDG_STATE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".local" / "state"
     return base / "helmdeck" / "cluster"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _proc_start_time(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
-@dataclass
-class ProcessRecord:
-    """A process this cluster started: its PID and start time identify it."""
-
-    component: str
-    pid: int
-    start_time: int
-    log: str
-    cmd: list[str] = field(default_factory=list)
-
-    def alive(self) -> bool:
-        return _proc_start_time(self.pid) == self.start_time
-
-
-@dataclass
-class Ports:
-    etcd_client: int = 0
-    etcd_peer: int = 0
-    apiserver: int = 0
-    controller_manager: int = 0
-    scheduler: int = 0
-    kwok: int = 0
-
-    def all(self) -> list[int]:
-        return [p for p in asdict(self).values() if p]
-
-
-@dataclass
-class ClusterStatus:
-    """What ``helmdeck cluster status`` prints."""
-
-    state_dir: Path
-    kubeconfig: Path
-    server: str | None
-    running: dict[str, bool]
-    logs: dict[str, Path]
-    ready: bool = False
-    versions: dict[str, str] = field(default_factory=dict)
-
-    def lines(self) -> list[str]:
-        out = [
-            f"state:      {'ready' if self.ready else 'not ready'}",
-            f"directory:  {self.state_dir}",
-            f"kubeconfig: {self.kubeconfig}",
-            f"server:     {self.server or '-'}",
-        ]
-        for comp in ORDER:
-            mark = "running" if self.running.get(comp) else "stopped"
-            version = self.versions.get(comp, "")
-            out.append(f"  {comp:<24} {mark:<8} {version:<9} log: {self.logs[comp]}")
-        return out
 
 
 class LocalCluster:
@@ -171,6 +92,12 @@ class LocalCluster:
     def server(self) -> str | None:
         ports, _ = self._load()
         return f"https://127.0.0.1:{ports.apiserver}" if ports.apiserver else None
+
+    @property
+    def registry(self) -> str | None:
+        """``127.0.0.1:<port>`` of the local OCI registry (plain HTTP, no auth); None before ``up``."""
+        ports, _ = self._load()
+        return f"127.0.0.1:{ports.registry}" if ports.registry else None
 
     def log_path(self, component: str) -> Path:
         return self.logs_dir / f"{component}.log"
@@ -225,6 +152,7 @@ class LocalCluster:
             logs={c: self.log_path(c) for c in ORDER},
             ready=ready,
             versions=versions,
+            registry=self.registry,
         )
 
     # -- up ----------------------------------------------------------------
@@ -248,18 +176,21 @@ class LocalCluster:
         pki = ensure_pki(self.state_dir / "pki", _SERVER_NAMES)
         old_ports, _ = self._load()
         ports = Ports(**{
-            name: port if port and not _port_open(port) else _free_port()
+            name: port if port and not port_open(port) else free_port()
             for name, port in asdict(old_ports).items()
         })
         procs: dict[str, ProcessRecord] = {}
         self._save(ports, procs)
-        self._write_kubeconfig(pki, ports)
+        write_kubeconfig(self.kubeconfig, pki, f"https://127.0.0.1:{ports.apiserver}", CONTEXT)
         deadline = time.monotonic() + timeout
         try:
+            progress("starting the OCI registry")
+            procs["registry"] = self._spawn("registry", self._registry_cmd(ports))
+            self._save(ports, procs)
             progress("starting etcd")
             procs["etcd"] = self._spawn("etcd", self._etcd_cmd(ports))
             self._save(ports, procs)
-            self._wait("etcd", deadline, lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), procs)
+            self._wait("etcd", deadline, lambda: http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), procs)
             progress("starting kube-apiserver")
             procs["kube-apiserver"] = self._spawn("kube-apiserver", self._apiserver_cmd(pki, ports))
             self._save(ports, procs)
@@ -279,6 +210,7 @@ class LocalCluster:
                 procs,
             )
             self._wait("kwok", deadline, self._node_ready, procs)
+            self._wait("registry", deadline, lambda: registry.ping(ports.registry), procs)
             self._heal_pods()
         except BaseException:
             self.down()
@@ -297,7 +229,7 @@ class LocalCluster:
             )
         start = None
         for _ in range(50):
-            start = _proc_start_time(proc.pid)
+            start = proc_start_time(proc.pid)
             if start is not None:
                 break
             time.sleep(0.01)
@@ -317,6 +249,12 @@ class LocalCluster:
                 return
             time.sleep(0.2)
         raise ClusterError(f"{component} was not ready in time; see {self.log_path(component)}")
+
+    def _registry_cmd(self, ports: Ports) -> list[str]:
+        config = self.state_dir / "registry.yml"
+        if not config.exists() or f"127.0.0.1:{ports.registry}" not in config.read_text():
+            registry.write_config(config, port=ports.registry, storage=self.state_dir / "registry")
+        return registry.command(config)
 
     def _etcd_cmd(self, ports: Ports) -> list[str]:
         client = f"http://127.0.0.1:{ports.etcd_client}"
@@ -398,31 +336,6 @@ class LocalCluster:
             "--node-lease-duration-seconds=40",
         ]
 
-    def _write_kubeconfig(self, pki: Pki, ports: Ports) -> None:
-        import base64
-
-        def b64(p: Path) -> str:
-            return base64.b64encode(p.read_bytes()).decode()
-
-        # JSON is valid YAML, so no YAML library is needed here.
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": CONTEXT, "cluster": {
-                "server": f"https://127.0.0.1:{ports.apiserver}",
-                "certificate-authority-data": b64(pki.ca_cert),
-            }}],
-            "users": [{"name": "helmdeck-admin", "user": {
-                "client-certificate-data": b64(pki.admin_cert),
-                "client-key-data": b64(pki.admin_key),
-            }}],
-            "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "helmdeck-admin"}}],
-            "current-context": CONTEXT,
-        }
-        fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(config, fh, indent=2)
-
     def _ensure_node(self, deadline: float, procs: dict[str, ProcessRecord]) -> None:
         node = {
             "apiVersion": "v1",
@@ -492,7 +405,7 @@ class LocalCluster:
         rec = procs.get(component)
         if rec is None or not rec.alive():
             raise ClusterError(f"{component} is not running in {self.state_dir}")
-        _stop([rec], grace)
+        stop_processes([rec], grace)
         procs[component] = self._spawn(component, self._commands(ports)[component]())
         self._save(ports, procs)
         self._wait(component, time.monotonic() + timeout, self.is_ready, procs)
@@ -500,6 +413,7 @@ class LocalCluster:
     def _commands(self, ports: Ports) -> dict[str, Callable[[], list[str]]]:
         pki = Pki(self.state_dir / "pki")
         return {
+            "registry": lambda: self._registry_cmd(ports),
             "etcd": lambda: self._etcd_cmd(ports),
             "kube-apiserver": lambda: self._apiserver_cmd(pki, ports),
             "kube-controller-manager": lambda: self._controller_manager_cmd(pki, ports),
@@ -511,7 +425,7 @@ class LocalCluster:
         """Running components whose command line differs from what ``up`` would run now
         (another version or other flags, e.g. after an upgrade of helmdeck)."""
         ports, procs = self._load()
-        if not all(build.COMPONENTS[c].is_built() for c in ("etcd", "kubernetes", "kwok")):
+        if not all(build.COMPONENTS[c].is_built() for c in ("etcd", "kubernetes", "kwok", "registry")):
             return list(procs)
         want = self._commands(ports)
         return [c for c, rec in procs.items() if c in want and rec.cmd != want[c]()]
@@ -525,43 +439,10 @@ class LocalCluster:
         """
         ports, procs = self._load()
         running = [procs[c] for c in reversed(ORDER) if c in procs and procs[c].alive()]
-        deadline = _stop(running, timeout)
+        deadline = stop_processes(running, timeout)
         stopped = [rec.component for rec in running]
-        while any(_port_open(p) for p in ports.all()) and time.monotonic() < deadline + 5:
+        while any(port_open(p) for p in ports.all()) and time.monotonic() < deadline + 5:
             time.sleep(0.1)
         if procs:
             self._save(ports, {})
         return stopped
-
-
-def _stop(records: list[ProcessRecord], timeout: float) -> float:
-    """SIGTERM each process, SIGKILL those still alive after ``timeout`` s; returns that deadline."""
-    for rec in records:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(rec.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for rec in records:
-        while rec.alive() and time.monotonic() < deadline:
-            _reap(rec.pid)
-            time.sleep(0.05)
-        if rec.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(rec.pid, signal.SIGKILL)
-            while rec.alive():
-                _reap(rec.pid)
-                time.sleep(0.05)
-    return deadline
-
-
-def _reap(pid: int) -> None:
-    """Collect ``pid`` if it is our child so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False

@@ -8,8 +8,10 @@ All files are PEM, written with mode 0600 for keys.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import ipaddress
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,3 +164,53 @@ def ensure_pki(directory: Path, server_names: tuple[str, ...]) -> Pki:
         secret=False,
     )
     return pki
+
+
+def write_kubeconfig(path: Path, pki: Pki, server: str, context: str) -> None:
+    """Write an admin kubeconfig (mode 0600) for ``server``: context ``context``, the CA and the
+    admin client certificate inlined. JSON is valid YAML, so no YAML library is needed."""
+
+    def b64(p: Path) -> str:
+        return base64.b64encode(p.read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {"server": server, "certificate-authority-data": b64(pki.ca_cert)}}],
+        "users": [{"name": "helmdeck-admin", "user": {
+            "client-certificate-data": b64(pki.admin_cert),
+            "client-key-data": b64(pki.admin_key),
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": "helmdeck-admin"}}],
+        "current-context": context,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh, indent=2)
+
+
+@dataclass(frozen=True)
+class ServingTls:
+    """A fresh CA and a serving certificate it signed (PEM paths)."""
+
+    ca_cert: Path
+    cert: Path
+    key: Path
+
+
+def serving_tls(directory: Path, server_names: tuple[str, ...] = ("localhost", "127.0.0.1")) -> ServingTls:
+    """Create a new CA and a serving certificate for ``server_names`` in ``directory`` (e.g. for a
+    test registry served over HTTPS); keys mode 0600."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "helmdeck-test-ca")])
+    ca_cert = _issue(ca_name, ca_key, ca_name, ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, server_names[0])]), key, ca_name, ca_key,
+                  server_names=server_names)
+    out = ServingTls(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
+    pem = serialization.Encoding.PEM
+    _write(out.ca_cert, ca_cert.public_bytes(pem), secret=False)
+    _write(out.cert, cert.public_bytes(pem), secret=False)
+    _write(out.key, _key_pem(key), secret=True)
+    return out
