@@ -1,0 +1,116 @@
+"""Pulled chart archives, content-addressed: ``<cache>/charts/sha256/<hex>.tgz``.
+
+An archive is stored once under the sha256 of its bytes, whatever repository it
+came from; ``refs/`` remembers which archive a (repository, chart, version) gave
+when the source does not say its digest up front (an index without ``digest``).
+Writes go through a temporary name and a rename, so a killed pull leaves no
+half archive under a digest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from engine.sources.errors import PullFailed
+
+_MAX_CHART_YAML = 1024 * 1024
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class ChartMeta:
+    """What a chart archive's Chart.yaml says."""
+
+    name: str
+    version: str
+    app_version: str
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def chart_meta(archive: Path, what: str = "") -> ChartMeta:
+    """Read ``<chart>/Chart.yaml`` from a chart archive (bounded). Raises PullFailed."""
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                if len(parts) == 2 and parts[1] == "Chart.yaml" and member.isfile():
+                    if member.size > _MAX_CHART_YAML:
+                        break
+                    fh = tar.extractfile(member)
+                    data = yaml.load(fh.read() if fh else b"", Loader=_Loader)
+                    if isinstance(data, dict) and data.get("name") and data.get("version"):
+                        return ChartMeta(str(data["name"]), str(data["version"]), str(data.get("appVersion") or ""))
+                    break
+    except (OSError, tarfile.TarError, yaml.YAMLError) as exc:
+        raise PullFailed(f"{what}: {archive.name} is not a chart archive ({exc})", repository=what) from None
+    raise PullFailed(f"{what}: {archive.name} has no valid Chart.yaml", repository=what)
+
+
+class ChartCache:
+    """The archive store under ``root``; ``path(hex)`` is where an archive lives."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def path(self, hex_digest: str) -> Path:
+        return self.root / "sha256" / f"{hex_digest}.tgz"
+
+    def has(self, hex_digest: str) -> bool:
+        return bool(hex_digest) and self.path(hex_digest).is_file()
+
+    def staging(self) -> Path:
+        """A fresh path for a pull to write to (same file system as the store)."""
+        folder = self.root / "tmp"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f"pull-{os.getpid()}-", suffix=".tgz", dir=folder)
+        os.close(fd)
+        Path(name).unlink()
+        return Path(name)
+
+    def put(self, staged: Path, expected: str = "", what: str = "") -> str:
+        """Move ``staged`` into the store; return its sha256 hex. PullFailed when it differs from ``expected``."""
+        try:
+            actual = sha256_file(staged)
+            if expected and actual != expected:
+                raise PullFailed(f"{what}: the pulled archive has digest sha256:{actual[:12]}..., "
+                                 f"the repository announced sha256:{expected[:12]}...", repository=what)
+            target = self.path(actual)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged.replace(target)
+            return actual
+        finally:
+            with contextlib.suppress(OSError):
+                staged.unlink()
+
+    def _ref_file(self, key: str) -> Path:
+        return self.root / "refs" / hashlib.sha256(key.encode()).hexdigest()[:40]
+
+    def ref(self, key: str) -> str:
+        """The archive digest remembered for ``key`` ("" when none, or when the archive is gone)."""
+        try:
+            hex_digest = self._ref_file(key).read_text().strip()
+        except OSError:
+            return ""
+        return hex_digest if self.has(hex_digest) else ""
+
+    def remember(self, key: str, hex_digest: str) -> None:
+        path = self._ref_file(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(hex_digest)
+        tmp.replace(path)

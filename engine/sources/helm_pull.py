@@ -1,0 +1,160 @@
+"""``helm pull`` with helmdeck's own helm configuration.
+
+Every pull runs in a private temporary folder (mode 0700, inside the helm
+runner's private folder, removed afterwards) that holds the only helm
+configuration the run sees: ``HELM_REPOSITORY_CONFIG`` (one repository entry,
+with its credentials, mode 0600), ``HELM_REPOSITORY_CACHE`` (the index helmdeck
+already fetched, so helm does not fetch it again), ``HELM_REGISTRY_CONFIG`` (the
+registry's credentials, 0600) and helm's cache and config homes.
+The user's ``~/.config/helm`` is never read or written, and no credential is on a
+command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from engine.helm import Helm
+from engine.helm.cli import values_dir
+from engine.sources.credentials import Credentials, tls_files
+from engine.sources.errors import PullFailed, SourceAuthFailed, SourceError, SourceUnreachable
+
+_REPO_NAME = "helmdeck-source"
+_AUTH = re.compile(r"\b(401|403)\b|unauthorized|forbidden|authentication required|denied", re.I)
+_NET = re.compile(r"connection refused|no such host|i/o timeout|timeout|dial tcp|tls:|x509:|"
+                  r"server gave HTTP response to HTTPS client|EOF", re.I)
+_SWEPT: set[Path] = set()
+
+
+def _private_dir() -> Path:
+    base = values_dir()
+    if base not in _SWEPT:
+        _SWEPT.add(base)
+        for stale in base.glob("pull-*"):
+            pid = stale.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(stale, ignore_errors=True)  # left by a killed helmdeck: may hold credentials
+    return Path(tempfile.mkdtemp(prefix=f"pull-{os.getpid()}-", dir=base))
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+@contextlib.contextmanager
+def _workspace() -> Iterator[Path]:
+    folder = _private_dir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _env(folder: Path) -> dict[str, str]:
+    return {
+        "HELM_REPOSITORY_CONFIG": str(folder / "repositories.yaml"),
+        "HELM_REPOSITORY_CACHE": str(folder / "repository"),
+        "HELM_REGISTRY_CONFIG": str(folder / "registry.json"),
+        "HELM_CONFIG_HOME": str(folder / "config"),
+        "HELM_CACHE_HOME": str(folder / "cache"),
+        "HELM_DATA_HOME": str(folder / "data"),
+        "HELM_CONTENT_CACHE": str(folder / "content"),
+    }
+
+
+async def _run(helm: Helm, args: Sequence[str], env: Mapping[str, str], timeout: float, what: str) -> str:
+    """Run helm; its output is classified into SourceAuthFailed / SourceUnreachable / PullFailed."""
+    full_env = {**os.environ, **helm.env, **env}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            helm.binary, *args, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=full_env, start_new_session=True,
+        )
+    except OSError as exc:
+        raise PullFailed(f"{what}: cannot run helm ({exc})", repository=what) from exc
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise
+    if proc.returncode == 0:
+        return out.decode(errors="replace")
+    text = (err or out).decode(errors="replace").strip()
+    lines = [ln.removeprefix("Error:").strip() for ln in text.splitlines() if ln.strip()]
+    message = f"{what}: helm {args[0]} failed: {lines[-1] if lines else 'exit ' + str(proc.returncode)}"
+    cls: type[SourceError] = PullFailed
+    if _AUTH.search(text):
+        cls = SourceAuthFailed
+    elif _NET.search(text):
+        cls = SourceUnreachable
+    raise cls(message, repository=what)
+
+
+def _single_archive(folder: Path, what: str) -> Path:
+    found = [p for p in folder.iterdir() if p.suffix == ".tgz"]
+    if len(found) != 1:
+        raise PullFailed(f"{what}: helm pull left {len(found)} archives", repository=what)
+    return found[0]
+
+
+async def pull_http(
+    helm: Helm, *, url: str, chart: str, version: str, index: bytes, creds: Credentials, pass_credentials: bool,
+    dest: Path, timeout: float, what: str,
+) -> Path:
+    """``helm pull helmdeck-source/<chart> --version <version>`` from the repository at ``url``, whose
+    ``index`` helmdeck already holds. The archive is moved to ``dest`` (a file path); returns ``dest``."""
+    with _workspace() as folder, tls_files(creds, folder) as tls:
+        entry: dict[str, object] = {"name": _REPO_NAME, "url": url, "pass_credentials_all": pass_credentials}
+        if creds.basic:
+            entry.update(username=creds.username, password=creds.password)
+        for key, field in (("ca", "caFile"), ("cert", "certFile"), ("key", "keyFile")):
+            if key in tls:
+                entry[field] = str(tls[key])
+        # JSON is YAML: repositories.yaml without a YAML writer.
+        _write_private(folder / "repositories.yaml", json.dumps({"apiVersion": "", "repositories": [entry]}))
+        (folder / "repository").mkdir(mode=0o700)
+        (folder / "repository" / f"{_REPO_NAME}-index.yaml").write_bytes(index)
+        out = folder / "out"
+        out.mkdir()
+        await _run(helm, ["pull", f"{_REPO_NAME}/{chart}", "--version", version, "-d", str(out)],
+                   _env(folder), timeout, what)
+        shutil.move(_single_archive(out, what), dest)
+    return dest
+
+
+async def pull_oci(
+    helm: Helm, *, location: str, digest: str, creds: Credentials, plain_http: bool, dest: Path, timeout: float,
+    what: str,
+) -> Path:
+    """``helm pull oci://<location>@<digest>``, the credentials in helmdeck's registry config.
+    The archive is moved to ``dest``; returns ``dest``."""
+    host = location.split("/", 1)[0]
+    with _workspace() as folder, tls_files(creds, folder) as tls:
+        tls_args: list[str] = []
+        for key, flag in (("ca", "--ca-file"), ("cert", "--cert-file"), ("key", "--key-file")):
+            if key in tls:
+                tls_args += [flag, str(tls[key])]
+        plain = ["--plain-http"] if plain_http else []
+        env = _env(folder)
+        # The registry config helm's login would write (docker's format), written directly: `helm registry
+        # login` takes the password on stdin but the user name only as an argument.
+        auths = {host: {"auth": creds.authorization().removeprefix("Basic ")}} if creds.basic else {}
+        _write_private(folder / "registry.json", json.dumps({"auths": auths}))
+        out = folder / "out"
+        out.mkdir()
+        await _run(helm, ["pull", f"oci://{location}@{digest}", *tls_args, *plain, "-d", str(out)],
+                   env, timeout, what)
+        shutil.move(_single_archive(out, what), dest)
+    return dest

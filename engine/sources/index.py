@@ -1,0 +1,218 @@
+"""HTTP Helm repository indexes: fetched at most once per interval, conditionally, parsed bounded.
+
+``<url>/index.yaml`` is requested with ``If-None-Match`` / ``If-Modified-Since``
+when an earlier copy exists (a 304 keeps it). The raw index and its validators
+are kept under ``<cache>/sources/index/`` so a restarted helmdeck asks
+conditionally too. Parsing is bounded: a size limit
+(``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), libyaml's ``CSafeLoader``,
+a nesting limit and a cap on alias uses (helm never writes aliases).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.sources import http
+from engine.sources.credentials import Credentials
+from engine.sources.errors import SourceInvalid
+from engine.sources.semver import SemverError, Version
+
+_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_ALIASES = 1000
+MAX_DEPTH = 64
+
+
+def max_index_bytes() -> int:
+    raw = os.environ.get("HELMDECK_MAX_INDEX_BYTES", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One chart version of an index: ``digest`` is the archive's sha256 hex ("" when the index has none)."""
+
+    name: str
+    version: str
+    app_version: str = ""
+    created: str = ""
+    digest: str = ""
+    urls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Index:
+    """A parsed index: chart name -> its entries (any order); ``raw`` is the index as served."""
+
+    entries: Mapping[str, tuple[IndexEntry, ...]]
+    raw: bytes = field(repr=False, default=b"")
+    digest: str = ""  # sha256 hex of raw
+
+
+class _BoundedLoader(_Loader):  # type: ignore[misc]
+    """libyaml's safe loader counting alias uses: every second construction of a node is one."""
+
+    def __init__(self, stream: bytes | str):
+        super().__init__(stream)
+        self.alias_uses = 0
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node in self.constructed_objects:
+            self.alias_uses += 1
+            if self.alias_uses > MAX_ALIASES:
+                raise yaml.constructor.ConstructorError(None, None, f"more than {MAX_ALIASES} alias uses",
+                                                        node.start_mark)
+        return super().construct_object(node, deep)
+
+
+def _check_depth(raw: bytes, what: str) -> None:
+    depth = 0
+    for event in yaml.parse(raw, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SourceInvalid(f"{what}: index.yaml nests deeper than {MAX_DEPTH} levels", repository=what)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def parse_index(raw: bytes, what: str) -> Index:
+    """Parse an ``index.yaml`` (bounded, see module docstring). Raises SourceInvalid naming ``what``."""
+    if len(raw) > max_index_bytes():
+        raise SourceInvalid(f"{what}: index.yaml is over {max_index_bytes()} bytes "
+                            "(set HELMDECK_MAX_INDEX_BYTES to raise the limit)", repository=what)
+    try:
+        _check_depth(raw, what)
+        loader = _BoundedLoader(raw)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SourceInvalid(f"{what}: index.yaml is not valid YAML{where}: {problem}", repository=what) from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+        raise SourceInvalid(f"{what}: index.yaml has no entries mapping; is this a Helm repository?",
+                            repository=what)
+    entries: dict[str, tuple[IndexEntry, ...]] = {}
+    for name, items in (data.get("entries") or {}).items():
+        if not isinstance(items, list):
+            continue
+        found = []
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get("version"), str | int | float):
+                continue
+            urls = item.get("urls") or []
+            digest = str(item.get("digest") or "").removeprefix("sha256:")
+            found.append(IndexEntry(
+                name=str(name), version=str(item["version"]), app_version=str(item.get("appVersion") or ""),
+                created=str(item.get("created") or ""),
+                digest=digest if len(digest) == 64 else "",
+                urls=tuple(str(u) for u in urls if isinstance(u, str)),
+            ))
+        entries[str(name)] = tuple(found)
+    return Index(entries, raw, hashlib.sha256(raw).hexdigest())
+
+
+def newest_first(entries: tuple[IndexEntry, ...]) -> list[IndexEntry]:
+    """Entries whose version parses, newest first (as helm sorts an index)."""
+    keyed = []
+    for e in entries:
+        try:
+            keyed.append((Version.parse(e.version), e))
+        except SemverError:
+            continue
+    keyed.sort(key=lambda p: p[0], reverse=True)
+    return [e for _, e in keyed]
+
+
+@dataclass
+class _Held:
+    index: Index
+    checked: float  # monotonic time of the last request (or load from disk: 0 = ask now)
+    etag: str = ""
+    last_modified: str = ""
+
+
+class IndexStore:
+    """The indexes of HTTP repositories, by URL: at most one request per repository per interval.
+
+    ``requests`` counts HTTP requests made (tests and benchmarks read it).
+    """
+
+    def __init__(self, root: Path, clock: Callable[[], float] = time.monotonic):
+        self.root = root
+        self.clock = clock
+        self.requests = 0
+        self._held: dict[str, _Held] = {}
+
+    def _files(self, url: str) -> tuple[Path, Path]:
+        key = hashlib.sha256(url.encode()).hexdigest()[:32]
+        return self.root / f"{key}.yaml", self.root / f"{key}.json"
+
+    def _from_disk(self, url: str, what: str) -> _Held | None:
+        body, meta = self._files(url)
+        try:
+            info = json.loads(meta.read_text())
+            raw = body.read_bytes()
+        except (OSError, ValueError):
+            return None
+        if info.get("url") != url or hashlib.sha256(raw).hexdigest() != info.get("digest"):
+            return None
+        try:
+            index = parse_index(raw, what)
+        except SourceInvalid:
+            return None
+        return _Held(index, float("-inf"), str(info.get("etag", "")), str(info.get("last_modified", "")))
+
+    def _to_disk(self, url: str, held: _Held) -> None:
+        body, meta = self._files(url)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = body.with_suffix(".tmp")
+        tmp.write_bytes(held.index.raw)
+        tmp.replace(body)
+        meta.write_text(json.dumps({"url": url, "digest": held.index.digest, "etag": held.etag,
+                                    "last_modified": held.last_modified}))
+
+    async def get(
+        self, url: str, *, what: str, interval: float, timeout: float, creds: Credentials,
+        pass_credentials: bool = False, force: bool = False,
+    ) -> Index:
+        """The index of the repository at ``url``, asking the server only when ``interval`` seconds passed
+        since the last request (or ``force``). Raises the errors of :func:`http.get` and SourceInvalid."""
+        held = self._held.get(url) or self._from_disk(url, what)
+        now = self.clock()
+        if held is not None and not force and now - held.checked < interval:
+            return held.index
+        headers = {"Accept": "application/x-yaml, text/yaml, */*"}
+        if held is not None:
+            if held.etag:
+                headers["If-None-Match"] = held.etag
+            if held.last_modified:
+                headers["If-Modified-Since"] = held.last_modified
+        self.requests += 1
+        resp = await http.aget(
+            f"{url}/index.yaml", what=what, headers=headers,
+            authorization=creds.authorization() if creds.basic else "", pass_credentials=pass_credentials,
+            ssl_context=creds.ssl_context() if url.startswith("https:") else None, timeout=timeout,
+            max_bytes=max_index_bytes(), ok=(200, 304),
+        )
+        if resp.status == 304 and held is not None:
+            held.checked = now
+            self._held[url] = held
+            return held.index
+        index = parse_index(resp.body, what)
+        held = _Held(index, now, resp.headers.get("etag", ""), resp.headers.get("last-modified", ""))
+        self._held[url] = held
+        self._to_disk(url, held)
+        return index

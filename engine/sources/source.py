@@ -1,0 +1,276 @@
+"""ChartSource: from a chart request (repository + chart + range) to a local chart archive.
+
+``resolve`` asks the repository which version the range picks (an HTTP index,
+or an OCI registry's tags and manifest), at most once per repository per
+interval; then the archive is taken from the content-addressed cache or, only
+when it is not there, pulled with ``helm pull`` (:mod:`engine.sources.helm_pull`).
+Version choice is Helm's (:mod:`engine.sources.semver`); the revision is the
+chart version, and for OCI, as Flux, ``<version>+<manifest digest[:12]>`` so a
+re-pushed tag with new content is a new revision.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.helm import Helm
+from engine.sources import helm_pull
+from engine.sources.cache import ChartCache, chart_meta
+from engine.sources.credentials import Credentials, SecretReader, load_credentials
+from engine.sources.errors import NoMatchingVersion, SourceError
+from engine.sources.index import IndexEntry, IndexStore, newest_first
+from engine.sources.oci import OciLocation, Registry, tag_to_version
+from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
+from engine.sources.spec import HelmRepositorySpec, OCIRepositorySpec, SourceSpec
+
+MAX_LISTED = 100  # versions() describes at most this many OCI tags (one manifest + config each)
+
+
+@dataclass(frozen=True)
+class ChartRequest:
+    """What a package asks for: a chart (by name, in a HelmRepository) and a version range, or the chart an
+    OCIRepository's ``ref`` selects (``chart`` and ``version`` unused)."""
+
+    source: SourceSpec
+    chart: str = ""
+    version: str = "*"
+
+    def describe(self) -> str:
+        if isinstance(self.source, OCIRepositorySpec):
+            return f"{self.source.describe()}, {self.source.reference.describe()}"
+        return f"chart {self.chart!r} version {self.version!r} from {self.source.describe()}"
+
+
+@dataclass(frozen=True)
+class ChartArtifact:
+    """A chart archive on disk: ``digest`` is ``sha256:<hex>`` of the archive, ``revision`` Flux's
+    (version, or ``version+digest12`` for OCI), ``source`` a one-line description of where it came from."""
+
+    path: Path
+    digest: str
+    name: str
+    version: str
+    app_version: str
+    revision: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ChartVersionInfo:
+    """One available version: ``created`` as the repository gives it (RFC 3339, or "")."""
+
+    version: str
+    app_version: str = ""
+    created: str = ""
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """What a repository offers for a request: the version, how to fetch it and the digests known."""
+
+    version: str
+    archive_hex: str  # sha256 hex of the archive when the repository says it up front
+    manifest_digest: str = ""  # OCI only
+    app_version: str = ""
+
+
+class ChartSource:
+    """Resolves chart requests; one per engine. ``pulls`` counts ``helm pull`` runs and ``requests``
+    HTTP requests to repositories (tests and benchmarks read them)."""
+
+    def __init__(self, helm: Helm, cache_root: Path, *, secrets: SecretReader | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.helm = helm
+        self.secrets = secrets
+        self.clock = clock
+        self.cache = ChartCache(cache_root / "charts")
+        self.indexes = IndexStore(cache_root / "sources" / "index", clock)
+        self.pulls = 0
+        self._oci_requests = 0
+        self._oci_seen: dict[tuple[str, str], tuple[float, _Choice]] = {}
+        self._artifacts: dict[str, ChartArtifact] = {}
+
+    @property
+    def requests(self) -> int:
+        return self.indexes.requests + self._oci_requests
+
+    async def _creds(self, source: SourceSpec, host: str) -> Credentials:
+        return await load_credentials(self.secrets, source.namespace, source.secret_ref, source.cert_secret_ref,
+                                      host=host, what=source.describe())
+
+    # -- choosing ------------------------------------------------------------
+    async def _choose_http(self, source: HelmRepositorySpec, chart: str, version: str,
+                           creds: Credentials) -> tuple[_Choice, bytes]:
+        what = source.describe()
+        index = await self.indexes.get(source.url, what=what, interval=source.interval, timeout=source.timeout,
+                                       creds=creds, pass_credentials=source.pass_credentials)
+        entries = index.entries.get(chart)
+        if not entries:
+            raise NoMatchingVersion(f"{what}: no chart {chart!r} in the index", repository=what)
+        picked = _pick(entries, version, what, chart)
+        return _Choice(picked.version, picked.digest, app_version=picked.app_version), index.raw
+
+    def _registry(self, source: SourceSpec, creds: Credentials, host: str) -> Registry:
+        return Registry(host, creds=creds, plain_http=source.insecure, timeout=source.timeout,
+                        what=source.describe())
+
+    async def _choose_oci(self, source: SourceSpec, location: OciLocation, version: str,
+                          creds: Credentials) -> _Choice:
+        key = (location.url, version if isinstance(source, HelmRepositorySpec) else repr(source.reference))
+        seen = self._oci_seen.get(key)
+        if seen is not None and self.clock() - seen[0] < source.interval:
+            return seen[1]
+        registry = self._registry(source, creds, location.host)
+        try:
+            reference = await self._oci_reference(source, registry, location, version)
+            manifest = await registry.manifest(location.repository, reference)
+        finally:
+            self._oci_requests += registry.requests
+        picked = tag_to_version(reference) if not reference.startswith("sha256:") else ""
+        choice = _Choice(picked, manifest.layer_digest.removeprefix("sha256:"), manifest.digest)
+        self._oci_seen[key] = (self.clock(), choice)
+        return choice
+
+    async def _oci_reference(self, source: SourceSpec, registry: Registry, location: OciLocation,
+                             version: str) -> str:
+        what = source.describe()
+        if isinstance(source, OCIRepositorySpec):
+            ref = source.reference
+            if ref.digest:
+                return ref.digest
+            if not ref.semver:
+                return ref.tag or "latest"
+            version = ref.semver
+        tags = await registry.tags(location.repository)
+        if isinstance(source, OCIRepositorySpec) and source.reference.semver_filter:
+            pattern = re.compile(source.reference.semver_filter)
+            tags = [t for t in tags if pattern.search(t)]
+        by_version = {tag_to_version(t): t for t in tags}
+        try:
+            picked = newest_match(by_version, version)
+        except SemverError as exc:
+            raise NoMatchingVersion(f"{what}: {exc}", repository=what) from None
+        if picked is None:
+            raise NoMatchingVersion(f"{what}: no tag of {location.host}/{location.repository} matches "
+                                    f"{version!r} (newest: {', '.join(sort_newest_first(by_version)[:3]) or 'none'})",
+                                    repository=what)
+        return by_version[picked]
+
+    # -- resolving -----------------------------------------------------------
+    async def resolve(self, request: ChartRequest) -> ChartArtifact:
+        """The chart archive ``request`` selects now, pulled only when not cached.
+
+        Raises SourceUnreachable, SourceAuthFailed, SourceInvalid, CredentialsError (SourceNotReady) or
+        NoMatchingVersion, PullFailed (ArtifactFailed); messages name the repository and the range.
+        """
+        source = request.source
+        what = source.describe()
+        location = _oci_location(request)
+        creds = await self._creds(source, location.host if location else _host(source.url))
+        index_raw = b""
+        if location is None:
+            assert isinstance(source, HelmRepositorySpec)
+            choice, index_raw = await self._choose_http(source, request.chart, request.version, creds)
+            ref_key = f"{source.url}\0{request.chart}\0{choice.version}"
+        else:
+            choice = await self._choose_oci(source, location, request.version, creds)
+            ref_key = f"{location.url}@{choice.manifest_digest}"
+        hex_digest = choice.archive_hex or self.cache.ref(ref_key)
+        if not self.cache.has(hex_digest):
+            staged = self.cache.staging()
+            self.pulls += 1
+            if location is None:
+                assert isinstance(source, HelmRepositorySpec)
+                await helm_pull.pull_http(
+                    self.helm, url=source.url, chart=request.chart, version=choice.version, index=index_raw,
+                    creds=creds, pass_credentials=source.pass_credentials, dest=staged, timeout=source.timeout,
+                    what=what)
+            else:
+                await helm_pull.pull_oci(
+                    self.helm, location=f"{location.host}/{location.repository}", digest=choice.manifest_digest,
+                    creds=creds, plain_http=source.insecure, dest=staged, timeout=source.timeout, what=what)
+            hex_digest = self.cache.put(staged, choice.archive_hex, what)
+            self.cache.remember(ref_key, hex_digest)
+        return self._artifact(hex_digest, choice, location, what)
+
+    def _artifact(self, hex_digest: str, choice: _Choice, location: OciLocation | None, what: str) -> ChartArtifact:
+        known = self._artifacts.get(hex_digest + choice.manifest_digest)
+        if known is not None:
+            return known
+        path = self.cache.path(hex_digest)
+        meta = chart_meta(path, what)
+        version = meta.version
+        revision = version
+        if location is not None:
+            revision = f"{version}+{choice.manifest_digest.removeprefix('sha256:')[:12]}"
+        source = f"{location.url}@{choice.manifest_digest}" if location else what
+        artifact = ChartArtifact(path, f"sha256:{hex_digest}", meta.name, version, meta.app_version, revision, source)
+        self._artifacts[hex_digest + choice.manifest_digest] = artifact
+        return artifact
+
+    # -- listing -------------------------------------------------------------
+    async def versions(self, request: ChartRequest) -> list[ChartVersionInfo]:
+        """Every version the repository offers for the request's chart, newest first (pre-releases too).
+
+        For OCI, the newest ``MAX_LISTED`` tags are described (app version, creation time). Raises as
+        :meth:`resolve`, except NoMatchingVersion for an empty list.
+        """
+        source = request.source
+        location = _oci_location(request)
+        creds = await self._creds(source, location.host if location else _host(source.url))
+        if location is None:
+            assert isinstance(source, HelmRepositorySpec)
+            what = source.describe()
+            index = await self.indexes.get(source.url, what=what, interval=source.interval, timeout=source.timeout,
+                                           creds=creds, pass_credentials=source.pass_credentials)
+            return [ChartVersionInfo(e.version, e.app_version, e.created)
+                    for e in newest_first(index.entries.get(request.chart, ()))]
+        registry = self._registry(source, creds, location.host)
+        out = []
+        try:
+            tags = await registry.tags(location.repository)
+            for tag in sort_newest_first(tag_to_version(t) for t in tags)[:MAX_LISTED]:
+                manifest = await registry.manifest(location.repository, tag.replace("+", "_"))
+                config = await registry.chart_config(location.repository, manifest.config_digest)
+                out.append(ChartVersionInfo(tag, str(config.get("appVersion") or ""),
+                                            manifest.annotations.get("org.opencontainers.image.created", "")))
+        finally:
+            self._oci_requests += registry.requests
+        return out
+
+
+def _pick(entries: tuple[IndexEntry, ...], version: str, what: str, chart: str) -> IndexEntry:
+    ordered = newest_first(entries)
+    for entry in ordered:
+        if entry.version == version:
+            return entry  # an exact match first, as helm's index lookup
+    try:
+        rng = Range.parse(version or "*")
+    except SemverError as exc:
+        raise NoMatchingVersion(f"{what}: {exc}", repository=what) from None
+    for entry in ordered:
+        if rng.allows(Version.parse(entry.version)):
+            return entry
+    newest = ", ".join(e.version for e in ordered[:3]) or "none"
+    raise NoMatchingVersion(f"{what}: no version of chart {chart!r} matches {version!r} (newest: {newest})",
+                            repository=what)
+
+
+def _oci_location(request: ChartRequest) -> OciLocation | None:
+    source = request.source
+    if isinstance(source, OCIRepositorySpec):
+        return OciLocation.parse(source.url)
+    if source.is_oci:
+        return OciLocation.parse(f"{source.url}/{request.chart}")
+    return None
+
+
+def _host(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0]
+
+
+__all__ = ["ChartArtifact", "ChartRequest", "ChartSource", "ChartVersionInfo", "SourceError"]

@@ -1,0 +1,402 @@
+"""Chart source documents and a Package's chart fields, with Flux's names and defaults.
+
+Documents of the packages folder besides ``Package`` (apiVersion ``helmdeck.dev/v1alpha1``,
+``metadata: {name, namespace}``), with the ``spec`` of Flux's source.toolkit.fluxcd.io/v1::
+
+    kind: HelmRepository
+    spec: {url: https://charts.example.com, type: default|oci, interval: 1m, timeout: 60s,
+           secretRef: {name}, certSecretRef: {name}, passCredentials: false, insecure: false}
+
+    kind: OCIRepository
+    spec: {url: oci://registry.example.com/charts/web,
+           ref: {digest: sha256:... | semver: ">=1.0.0" (semverFilter: regex) | tag: latest},
+           interval: 1m, timeout: 60s, secretRef: {name}, certSecretRef: {name}, insecure: false}
+
+A Package names its chart in one of Flux's two forms (:func:`parse_chart_template`,
+:func:`parse_chart_ref`)::
+
+    spec.chart.spec: {chart: web, version: "^1.0", sourceRef: {kind: HelmRepository, name, namespace},
+                      interval, reconcileStrategy: ChartVersion|Revision, valuesFiles: [...],
+                      ignoreMissingValuesFiles: false}
+    spec.chartRef: {kind: OCIRepository, name, namespace}
+
+Every problem raises :class:`engine.package.PackageError` naming file, line, field and fix.
+The parsers take the document's data and a map of dotted field paths to line numbers
+(``lines``), so the package loader can call them on documents it composed itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from engine.package import API_VERSION, PackageError, parse_duration
+from engine.sources.semver import Range, SemverError
+
+HELM_REPOSITORY = "HelmRepository"
+OCI_REPOSITORY = "OCIRepository"
+SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
+DEFAULT_INTERVAL = 60.0  # Flux's examples and the issue: 1m
+DEFAULT_TIMEOUT = 60.0  # Flux's spec.timeout default for both kinds
+REPO_TYPES = ("default", "oci")
+RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """A reference to a source document: ``kind``, ``name`` and ``namespace`` (the Package's by default)."""
+
+    kind: str
+    name: str
+    namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class HelmRepositorySpec:
+    """Flux's HelmRepository. Durations in seconds; ``secret_ref`` / ``cert_secret_ref`` are Secret names
+    in ``namespace`` (``username``/``password``, or ``.dockerconfigjson`` for OCI; ``ca.crt``, ``tls.crt``,
+    ``tls.key``). ``insecure`` means plain HTTP for an OCI registry, as Flux."""
+
+    file: Path
+    name: str
+    namespace: str
+    url: str
+    type: str = "default"
+    interval: float = DEFAULT_INTERVAL
+    timeout: float = DEFAULT_TIMEOUT
+    secret_ref: str = ""
+    cert_secret_ref: str = ""
+    pass_credentials: bool = False
+    insecure: bool = False
+
+    @property
+    def ref(self) -> SourceRef:
+        return SourceRef(HELM_REPOSITORY, self.name, self.namespace)
+
+    @property
+    def is_oci(self) -> bool:
+        return self.type == "oci"
+
+    def describe(self) -> str:
+        return f"{HELM_REPOSITORY} {self.namespace}/{self.name} ({self.url})"
+
+
+@dataclass(frozen=True)
+class OCIReference:
+    """Flux's OCIRepository ``spec.ref``; precedence digest > semver > tag, default tag ``latest``."""
+
+    digest: str = ""
+    semver: str = ""
+    semver_filter: str = ""
+    tag: str = ""
+
+    def describe(self) -> str:
+        if self.digest:
+            return f"digest {self.digest}"
+        if self.semver:
+            only = f" (tags matching {self.semver_filter!r})" if self.semver_filter else ""
+            return f"semver {self.semver!r}{only}"
+        return f"tag {self.tag or 'latest'}"
+
+
+@dataclass(frozen=True)
+class OCIRepositorySpec:
+    """Flux's OCIRepository (``url`` is ``oci://host/path/chart``); durations in seconds."""
+
+    file: Path
+    name: str
+    namespace: str
+    url: str
+    reference: OCIReference = OCIReference()
+    interval: float = DEFAULT_INTERVAL
+    timeout: float = DEFAULT_TIMEOUT
+    secret_ref: str = ""
+    cert_secret_ref: str = ""
+    insecure: bool = False
+
+    @property
+    def ref(self) -> SourceRef:
+        return SourceRef(OCI_REPOSITORY, self.name, self.namespace)
+
+    def describe(self) -> str:
+        return f"{OCI_REPOSITORY} {self.namespace}/{self.name} ({self.url})"
+
+
+SourceSpec = HelmRepositorySpec | OCIRepositorySpec
+
+
+@dataclass(frozen=True)
+class ChartTemplate:
+    """Flux's ``spec.chart.spec``: a chart by name and version range from a HelmRepository.
+
+    ``values_files`` are paths inside the chart; ``interval`` (seconds) None = the repository's.
+    """
+
+    chart: str
+    source_ref: SourceRef
+    version: str = "*"
+    interval: float | None = None
+    reconcile_strategy: str = "ChartVersion"
+    values_files: tuple[str, ...] = ()
+    ignore_missing_values_files: bool = False
+
+
+class Fields:
+    """Field checks for one YAML document: errors name ``file``, the dotted field and its line."""
+
+    def __init__(self, file: Path, lines: Mapping[str, int]):
+        self.file = file
+        self.lines = lines
+
+    def error(self, path: str, problem: str, fix: str = "") -> PackageError:
+        line = self.lines.get(path)
+        probe = path
+        while line is None and "." in probe:
+            probe = probe.rsplit(".", 1)[0]
+            line = self.lines.get(probe)
+        return PackageError(self.file, path, problem, fix, line)
+
+    def mapping(self, value: Any, path: str, allowed: Iterable[str], *, required: bool = False,
+                fix: str = "") -> dict[str, Any]:
+        if value is None:
+            if required:
+                raise self.error(path, "is required", fix)
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a mapping, not {_type_name(value)}", fix)
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                raise self.error(f"{path}.{key}" if path else str(key), "unknown field",
+                                 f"allowed here: {', '.join(allowed)}")
+        return value
+
+    def string(self, value: Any, path: str, *, required: bool = False, fix: str = "") -> str:
+        if value is None:
+            if required:
+                raise self.error(path, "is required", fix)
+            return ""
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a string, not {_type_name(value)}", fix)
+        if required and not value:
+            raise self.error(path, "must not be empty", fix)
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise self.error(path, f"must be true or false, not {_type_name(value)}")
+        return value
+
+    def duration(self, value: Any, path: str, default: float | None) -> float | None:
+        if value is None:
+            return default
+        raw = self.string(value, path, fix="write a duration such as 1m or 90s")
+        try:
+            seconds = parse_duration(raw)
+        except ValueError:
+            raise self.error(path, f"{raw!r} is not a duration", "write e.g. 1m, 90s or 1m30s") from None
+        if seconds <= 0:
+            raise self.error(path, "must be longer than zero", "write e.g. 1m")
+        return seconds
+
+    def name(self, value: Any, path: str, *, what: str) -> str:
+        text = self.string(value, path, required=True, fix=f"name the {what}")
+        if not _DNS_SUBDOMAIN.match(text) or len(text) > 253:
+            raise self.error(path, f"{text!r} is not a valid Kubernetes name",
+                             "use lower-case letters, digits, '-' and '.'")
+        return text
+
+    def namespace(self, value: Any, path: str, default: str) -> str:
+        text = self.string(value, path) or default
+        if not _DNS_LABEL.match(text) or len(text) > 63:
+            raise self.error(path, f"{text!r} is not a valid namespace name",
+                             "use at most 63 lower-case letters, digits and '-'")
+        return text
+
+    def secret_ref(self, value: Any, path: str) -> str:
+        section = self.mapping(value, path, ("name",))
+        return self.name(section.get("name"), f"{path}.name", what="Secret") if section else ""
+
+    def version_range(self, value: Any, path: str, default: str) -> str:
+        text = self.string(value, path).strip() or default
+        try:
+            Range.parse(text)
+        except SemverError as exc:
+            raise self.error(path, str(exc), "write a semver range such as ^1.2.0, 1.x or >=1.0.0 <2.0.0") from None
+        return text
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _url(fields: Fields, value: Any, path: str, schemes: tuple[str, ...]) -> str:
+    url = fields.string(value, path, required=True, fix=f"give the repository URL ({' or '.join(schemes)})")
+    parts = urlsplit(url)
+    if parts.scheme not in schemes or not parts.netloc:
+        raise fields.error(path, f"{url!r} is not a {' or '.join(s + '://' for s in schemes)} URL",
+                           f"write e.g. {schemes[0]}://host/path")
+    if parts.username is not None or parts.password is not None:
+        # A credential in the URL would end up in logs and on helm's command line.
+        raise fields.error(path, "holds a user name or password", "remove it from the URL and use spec.secretRef")
+    if parts.query or parts.fragment:
+        raise fields.error(path, "must not have a query or fragment", "remove the part after '?' or '#'")
+    return url.rstrip("/")
+
+
+def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int]) -> SourceSpec:
+    """Validate one ``HelmRepository`` or ``OCIRepository`` document. Raises PackageError."""
+    fields = Fields(file, lines)
+    top = fields.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
+    if top.get("apiVersion") != API_VERSION:
+        raise fields.error("apiVersion", f"must be {API_VERSION}, not {top.get('apiVersion')!r}")
+    kind = top.get("kind")
+    if kind not in SOURCE_KINDS:
+        raise fields.error("kind", f"{kind!r} is not a chart source", f"use one of: {', '.join(SOURCE_KINDS)}")
+    meta = fields.mapping(top.get("metadata"), "metadata", ("name", "namespace"), required=True,
+                          fix="give metadata.name")
+    name = fields.name(meta.get("name"), "metadata.name", what=str(kind))
+    namespace = fields.namespace(meta.get("namespace"), "metadata.namespace", "default")
+    common = ("url", "interval", "timeout", "secretRef", "certSecretRef", "insecure")
+    if kind == HELM_REPOSITORY:
+        spec = fields.mapping(top.get("spec"), "spec", (*common, "type", "passCredentials"), required=True,
+                              fix="give spec.url")
+        repo_type = fields.string(spec.get("type"), "spec.type") or "default"
+        if repo_type not in REPO_TYPES:
+            raise fields.error("spec.type", f"unknown type {repo_type!r}", "use default (HTTP/S) or oci")
+        url = _url(fields, spec.get("url"), "spec.url", ("oci",) if repo_type == "oci" else ("https", "http"))
+        return HelmRepositorySpec(
+            file=file, name=name, namespace=namespace, url=url, type=repo_type,
+            interval=fields.duration(spec.get("interval"), "spec.interval", DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
+            timeout=fields.duration(spec.get("timeout"), "spec.timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
+            secret_ref=fields.secret_ref(spec.get("secretRef"), "spec.secretRef"),
+            cert_secret_ref=fields.secret_ref(spec.get("certSecretRef"), "spec.certSecretRef"),
+            pass_credentials=fields.boolean(spec.get("passCredentials"), "spec.passCredentials"),
+            insecure=fields.boolean(spec.get("insecure"), "spec.insecure"),
+        )
+    spec = fields.mapping(top.get("spec"), "spec", (*common, "ref"), required=True, fix="give spec.url")
+    url = _url(fields, spec.get("url"), "spec.url", ("oci",))
+    return OCIRepositorySpec(
+        file=file, name=name, namespace=namespace, url=url,
+        reference=_oci_reference(fields, spec.get("ref")),
+        interval=fields.duration(spec.get("interval"), "spec.interval", DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
+        timeout=fields.duration(spec.get("timeout"), "spec.timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
+        secret_ref=fields.secret_ref(spec.get("secretRef"), "spec.secretRef"),
+        cert_secret_ref=fields.secret_ref(spec.get("certSecretRef"), "spec.certSecretRef"),
+        insecure=fields.boolean(spec.get("insecure"), "spec.insecure"),
+    )
+
+
+def _oci_reference(fields: Fields, raw: Any) -> OCIReference:
+    ref = fields.mapping(raw, "spec.ref", ("digest", "semver", "semverFilter", "tag"))
+    digest = fields.string(ref.get("digest"), "spec.ref.digest")
+    if digest and not _DIGEST.match(digest):
+        raise fields.error("spec.ref.digest", f"{digest!r} is not a sha256 digest", "write sha256:<64 hex digits>")
+    semver = fields.version_range(ref.get("semver"), "spec.ref.semver", "") if ref.get("semver") else ""
+    semver_filter = fields.string(ref.get("semverFilter"), "spec.ref.semverFilter")
+    if semver_filter:
+        if not semver:
+            raise fields.error("spec.ref.semverFilter", "applies only with spec.ref.semver", "add spec.ref.semver")
+        try:
+            re.compile(semver_filter)
+        except re.error as exc:
+            raise fields.error("spec.ref.semverFilter", f"not a regular expression ({exc})",
+                               "write e.g. '.*-rc.*'") from None
+    tag = fields.string(ref.get("tag"), "spec.ref.tag")
+    if tag and not _TAG.match(tag):
+        raise fields.error("spec.ref.tag", f"{tag!r} is not an OCI tag",
+                           "use letters, digits, '_', '.' and '-' (at most 128)")
+    if not (digest or semver or tag):
+        tag = "latest"  # Flux's default
+    return OCIReference(digest=digest, semver=semver, semver_filter=semver_filter, tag=tag)
+
+
+def parse_chart_template(
+    value: Any, *, file: Path, lines: Mapping[str, int], namespace: str, path: str = "spec.chart",
+) -> ChartTemplate:
+    """Validate ``spec.chart`` in Flux's template form (``{spec: {...}}``). Raises PackageError.
+
+    ``namespace`` is the Package's (the default of ``sourceRef.namespace``).
+    """
+    fields = Fields(file, lines)
+    outer = fields.mapping(value, path, ("spec",), required=True)
+    p = f"{path}.spec"
+    spec = fields.mapping(outer.get("spec"), p, (
+        "chart", "version", "sourceRef", "interval", "reconcileStrategy", "valuesFiles", "ignoreMissingValuesFiles",
+    ), required=True, fix="give chart, version and sourceRef")
+    chart = fields.string(spec.get("chart"), f"{p}.chart", required=True, fix="name the chart in the repository")
+    if not _CHART_NAME.match(chart) or ".." in chart:
+        raise fields.error(f"{p}.chart", f"{chart!r} is not a chart name",
+                           "use the chart's name in the repository (letters, digits, '-', '_', '.')")
+    src = fields.mapping(spec.get("sourceRef"), f"{p}.sourceRef", ("kind", "name", "namespace"), required=True,
+                         fix="point at a HelmRepository: {kind: HelmRepository, name: ...}")
+    kind = fields.string(src.get("kind"), f"{p}.sourceRef.kind") or HELM_REPOSITORY
+    if kind != HELM_REPOSITORY:
+        raise fields.error(f"{p}.sourceRef.kind", f"{kind!r} is not supported here",
+                           f"use {HELM_REPOSITORY}, or spec.chartRef for an {OCI_REPOSITORY}")
+    ref = SourceRef(kind, fields.name(src.get("name"), f"{p}.sourceRef.name", what=HELM_REPOSITORY),
+                    fields.namespace(src.get("namespace"), f"{p}.sourceRef.namespace", namespace))
+    strategy = fields.string(spec.get("reconcileStrategy"), f"{p}.reconcileStrategy") or "ChartVersion"
+    if strategy not in RECONCILE_STRATEGIES:
+        raise fields.error(f"{p}.reconcileStrategy", f"unknown strategy {strategy!r}",
+                           f"use one of: {', '.join(RECONCILE_STRATEGIES)}")
+    files_raw = spec.get("valuesFiles") or []
+    if not isinstance(files_raw, list):
+        raise fields.error(f"{p}.valuesFiles", f"must be a list, not {_type_name(files_raw)}")
+    values_files = []
+    for i, item in enumerate(files_raw):
+        rel = fields.string(item, f"{p}.valuesFiles[{i}]", required=True, fix="give a path inside the chart")
+        if rel.startswith("/") or ".." in Path(rel).parts:
+            raise fields.error(f"{p}.valuesFiles[{i}]", f"{rel!r} is not inside the chart",
+                               "give a path relative to the chart's root, e.g. values-prod.yaml")
+        values_files.append(rel)
+    return ChartTemplate(
+        chart=chart, source_ref=ref,
+        version=fields.version_range(spec.get("version"), f"{p}.version", "*"),
+        interval=fields.duration(spec.get("interval"), f"{p}.interval", None),
+        reconcile_strategy=strategy, values_files=tuple(values_files),
+        ignore_missing_values_files=fields.boolean(spec.get("ignoreMissingValuesFiles"),
+                                                   f"{p}.ignoreMissingValuesFiles"),
+    )
+
+
+def parse_chart_ref(
+    value: Any, *, file: Path, lines: Mapping[str, int], namespace: str, path: str = "spec.chartRef",
+) -> SourceRef:
+    """Validate ``spec.chartRef`` (``{kind: OCIRepository, name, namespace}``). Raises PackageError."""
+    fields = Fields(file, lines)
+    ref = fields.mapping(value, path, ("kind", "name", "namespace"), required=True)
+    kind = fields.string(ref.get("kind"), f"{path}.kind", required=True, fix=f"write kind: {OCI_REPOSITORY}")
+    if kind != OCI_REPOSITORY:
+        raise fields.error(f"{path}.kind", f"{kind!r} is not supported here",
+                           f"use {OCI_REPOSITORY}, or spec.chart.spec for a chart from a {HELM_REPOSITORY}")
+    return SourceRef(kind, fields.name(ref.get("name"), f"{path}.name", what=OCI_REPOSITORY),
+                     fields.namespace(ref.get("namespace"), f"{path}.namespace", namespace))
+
+
+def find_source(
+    ref: SourceRef, sources: Mapping[SourceRef, SourceSpec], *, file: Path, lines: Mapping[str, int], path: str,
+) -> SourceSpec:
+    """The source document ``ref`` names; PackageError naming the missing repository (and those known)."""
+    found = sources.get(ref)
+    if found is not None:
+        return found
+    known = sorted(f"{r.namespace}/{r.name}" for r in sources if r.kind == ref.kind)
+    hint = f"known {ref.kind}s: {', '.join(known)}" if known else f"declare a {ref.kind} in the packages folder"
+    raise Fields(file, lines).error(path, f"{ref} does not exist", hint)

@@ -1,0 +1,176 @@
+"""Real chart repositories for the source tests, all on 127.0.0.1.
+
+- :class:`ChartRepoServer`: a small HTTP server serving a ``helm repo index``
+  folder, with optional basic auth, ETag / Last-Modified and 304s; it counts requests.
+- :class:`TestRegistry`: a further instance of distribution's ``registry`` with
+  htpasswd basic auth (bcrypt) and TLS (a CA made with ``cryptography``).
+- :func:`package_chart`, :func:`publish_http`, :func:`push_oci`: charts made from
+  ``examples/charts/web`` with a chosen version and content, published with helm.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import http.server
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import bcrypt
+
+from localcluster import registry as local_registry
+from localcluster.pki import ServingTls, serving_tls
+from localcluster.process import ProcessRecord, free_port, port_open, proc_start_time, stop_processes
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB_CHART = ROOT / "examples" / "charts" / "web"
+
+
+def helm_run(helm: str, *args: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run([helm, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=120, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
+    return proc.stdout
+
+
+def package_chart(helm: str, work: Path, version: str, *, name: str = "web", marker: str = "") -> Path:
+    """Package the web example chart as ``name`` at ``version``; ``marker`` changes its content."""
+    src = work / f"src-{name}-{version}-{hashlib.sha256(marker.encode()).hexdigest()[:6]}"
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(WEB_CHART, src / name)
+    chart_yaml = src / name / "Chart.yaml"
+    lines = [ln for ln in chart_yaml.read_text().splitlines() if not ln.startswith(("name:", "version:"))]
+    chart_yaml.write_text("\n".join([f"name: {name}", f"version: {version}", *lines]) + "\n")
+    if marker:
+        (src / name / "templates" / "NOTES.txt").write_text(f"marker {marker}\n")
+    out = work / "packaged"
+    out.mkdir(exist_ok=True)
+    helm_run(helm, "package", str(src / name), "-d", str(out), "--app-version", f"app-{version}")
+    return out / f"{name}-{version}.tgz"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        srv = self.server
+        srv.requests.append(self.path)
+        if srv.auth is not None and self.headers.get("Authorization") != srv.auth:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="charts"')
+            self.end_headers()
+            return
+        path = (srv.folder / self.path.lstrip("/").split("?", 1)[0]).resolve()
+        if not path.is_file() or srv.folder.resolve() not in path.parents:
+            self.send_response(404)
+            self.end_headers()
+            return
+        body = path.read_bytes()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+        modified = email.utils.formatdate(path.stat().st_mtime, usegmt=True)
+        if self.headers.get("If-None-Match") == etag:
+            srv.not_modified += 1
+            self.send_response(304)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.send_header("Last-Modified", modified)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    folder: Path
+    auth: str | None
+    requests: list[str]
+    not_modified: int
+
+
+class ChartRepoServer:
+    """Serves ``folder`` on ``127.0.0.1``; ``auth=(user, password)`` requires basic auth."""
+
+    def __init__(self, folder: Path, auth: tuple[str, str] | None = None):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self._srv = _Server(("127.0.0.1", 0), _Handler)
+        self._srv.folder = folder
+        self._srv.auth = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
+        self._srv.requests = []
+        self._srv.not_modified = 0
+        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
+        self._thread = threading.Thread(target=self._srv.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def requests(self) -> list[str]:
+        return self._srv.requests
+
+    @property
+    def not_modified(self) -> int:
+        return self._srv.not_modified
+
+    def stop(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+
+
+def publish_http(helm: str, archive: Path, repo: ChartRepoServer) -> None:
+    """Copy ``archive`` into the served folder and rebuild its index (as ``helm repo index``)."""
+    shutil.copy(archive, repo.folder / archive.name)
+    helm_run(helm, "repo", "index", str(repo.folder), "--url", repo.url)
+
+
+def push_oci(helm: str, archive: Path, target: str, *, env: dict[str, str] | None = None,
+             extra: tuple[str, ...] = ("--plain-http",)) -> str:
+    """``helm push archive oci://target``; returns the pushed manifest digest."""
+    out = helm_run(helm, "push", str(archive), f"oci://{target}", *extra, env=env)
+    for line in out.splitlines():
+        if line.startswith("Digest:"):
+            return line.split()[-1]
+    raise AssertionError(f"no digest in helm push output: {out}")
+
+
+class TestRegistry:
+    """A registry with htpasswd basic auth (``user`` / ``password``) and TLS (``tls.ca_cert`` trusts it)."""
+
+    __test__ = False
+
+    def __init__(self, work: Path, user: str, password: str):
+        work.mkdir(parents=True, exist_ok=True)
+        self.user = user
+        self.password = password
+        self.tls: ServingTls = serving_tls(work / "tls")
+        htpasswd = work / "htpasswd"
+        hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()
+        htpasswd.write_text(f"{user}:{hashed}\n")
+        self.port = free_port()
+        config = local_registry.write_config(
+            work / "config.yml", port=self.port, storage=work / "data",
+            tls=local_registry.Tls(self.tls.cert, self.tls.key), htpasswd=local_registry.Htpasswd(htpasswd))
+        log = (work / "registry.log").open("ab")
+        proc = subprocess.Popen(local_registry.command(config), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        self._record = ProcessRecord("test-registry", proc.pid, proc_start_time(proc.pid) or 0, str(work))
+        self._proc = proc
+        deadline = time.monotonic() + 20
+        while not port_open(self.port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"test registry did not start; see {work / 'registry.log'}")
+            time.sleep(0.05)
+        self.host = f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        stop_processes([self._record], 10)
+        self._proc.wait()

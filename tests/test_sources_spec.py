@@ -1,0 +1,128 @@
+"""Chart source documents and a Package's chart fields: Flux's defaults, errors naming file, line, field, fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.package import PackageError
+from engine.sources.spec import (
+    HelmRepositorySpec,
+    OCIReference,
+    OCIRepositorySpec,
+    SourceRef,
+    find_source,
+    parse_chart_ref,
+    parse_chart_template,
+    parse_source,
+)
+
+FILE = Path("/pk/sources.yaml")
+
+
+def lines_of(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+
+    def walk(node: yaml.Node, path: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                sub = f"{path}.{k.value}" if path else str(k.value)
+                out[sub] = k.start_mark.line + 1
+                walk(v, sub)
+
+    walk(yaml.compose(text), "")
+    return out
+
+
+def source(text: str) -> Any:
+    return parse_source(yaml.safe_load(text), file=FILE, lines=lines_of(text))
+
+
+def test_helm_repository_defaults_are_fluxs() -> None:
+    spec = source("apiVersion: helmdeck.dev/v1alpha1\nkind: HelmRepository\nmetadata: {name: charts}\n"
+                  "spec: {url: 'https://charts.example.com/stable/'}\n")
+    assert spec == HelmRepositorySpec(FILE, "charts", "default", "https://charts.example.com/stable",
+                                      type="default", interval=60.0, timeout=60.0)
+
+
+def test_oci_repository_ref_precedence_and_default_tag() -> None:
+    head = "apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\nmetadata: {name: web, namespace: demo}\n"
+    spec = source(head + "spec: {url: oci://127.0.0.1:5000/charts/web, interval: 5m}\n")
+    assert isinstance(spec, OCIRepositorySpec)
+    assert spec.reference == OCIReference(tag="latest") and spec.interval == 300.0
+    both = source(head + "spec:\n  url: oci://r/c/web\n  ref: {semver: '^1.0', semverFilter: '.*', tag: '1.0.0'}\n")
+    assert both.reference.describe().startswith("semver '^1.0'")  # semver wins over tag
+    digest = "sha256:" + "a" * 64
+    first = source(head + f"spec:\n  url: oci://r/c/web\n  ref: {{digest: '{digest}', semver: '*'}}\n")
+    assert first.reference.describe() == f"digest {digest}"
+
+
+@pytest.mark.parametrize(("body", "field", "line", "fix"), [
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: ftp://x\n", "spec.url", 5, "https://"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: https://u:p@x\n", "spec.url", 5, "secretRef"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: https://x\n  type: git\n", "spec.type", 6, "oci"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: https://x\n  interval: soon\n", "spec.interval", 6,
+     "1m"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: https://x\n  secretRef: {nam: s}\n",
+     "spec.secretRef.nam", 6, "allowed here: name"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: https://x\n", "spec.url", 5, "oci://"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {digest: abc}\n",
+     "spec.ref.digest", 6, "sha256:"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {semver: 'one'}\n",
+     "spec.ref.semver", 6, "semver range"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {tag: 'a b'}\n", "spec.ref.tag", 6,
+     "letters"),
+    ("kind: Bucket\nmetadata: {name: c}\nspec: {}\n", "kind", 2, "HelmRepository"),
+])
+def test_source_errors_name_file_line_field_fix(body: str, field: str, line: int, fix: str) -> None:
+    with pytest.raises(PackageError) as err:
+        source("apiVersion: helmdeck.dev/v1alpha1\n" + body)
+    assert err.value.file == FILE and err.value.field == field
+    assert err.value.line == line, str(err.value)
+    assert fix in err.value.fix, str(err.value)
+
+
+def chart_spec(text: str) -> Any:
+    data = yaml.safe_load(text)
+    return parse_chart_template(data["spec"]["chart"], file=FILE, lines=lines_of(text), namespace="demo")
+
+
+def test_chart_template_defaults() -> None:
+    tpl = chart_spec("spec:\n  chart:\n    spec:\n      chart: web\n      sourceRef: {kind: HelmRepository, "
+                     "name: charts}\n")
+    assert tpl.version == "*" and tpl.reconcile_strategy == "ChartVersion" and tpl.interval is None
+    assert tpl.source_ref == SourceRef("HelmRepository", "charts", "demo")
+
+
+@pytest.mark.parametrize(("inner", "field", "fix"), [
+    ("chart: web\n      version: '>= one'\n      sourceRef: {name: c}", "spec.chart.spec.version", "semver range"),
+    ("chart: web\n      sourceRef: {kind: GitRepository, name: c}", "spec.chart.spec.sourceRef.kind", "chartRef"),
+    ("chart: web\n      sourceRef: {name: c}\n      reconcileStrategy: Always", "spec.chart.spec.reconcileStrategy",
+     "Revision"),
+    ("chart: web\n      sourceRef: {name: c}\n      valuesFiles: [../x.yaml]", "spec.chart.spec.valuesFiles[0]",
+     "relative to the chart"),
+    ("chart: ../web\n      sourceRef: {name: c}", "spec.chart.spec.chart", "chart's name"),
+    ("chart: web", "spec.chart.spec.sourceRef", "HelmRepository"),
+])
+def test_chart_template_errors(inner: str, field: str, fix: str) -> None:
+    with pytest.raises(PackageError) as err:
+        chart_spec(f"spec:\n  chart:\n    spec:\n      {inner}\n")
+    assert err.value.field == field and fix in err.value.fix, str(err.value)
+    assert err.value.line is not None
+
+
+def test_chart_ref_and_missing_repository() -> None:
+    text = "spec:\n  chartRef: {kind: OCIRepository, name: web}\n"
+    ref = parse_chart_ref(yaml.safe_load(text)["spec"]["chartRef"], file=FILE, lines=lines_of(text),
+                          namespace="demo")
+    assert ref == SourceRef("OCIRepository", "web", "demo")
+    other = OCIRepositorySpec(FILE, "api", "demo", "oci://r/c/api")
+    with pytest.raises(PackageError) as err:
+        find_source(ref, {other.ref: other}, file=FILE, lines=lines_of(text), path="spec.chartRef")
+    assert "OCIRepository demo/web does not exist" in str(err.value) and "demo/api" in str(err.value)
+    assert err.value.line == 2
+    with pytest.raises(PackageError, match="HelmRepository"):
+        parse_chart_ref({"kind": "HelmRepository", "name": "x"}, file=FILE, lines={}, namespace="demo")
