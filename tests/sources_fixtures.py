@@ -32,11 +32,12 @@ WEB_CHART = ROOT / "examples" / "charts" / "web"
 
 
 def helm_run(helm: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run helm; return stdout and stderr together (helm 3 reports some results on stderr)."""
     proc = subprocess.run([helm, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
                           timeout=120, check=False)
     if proc.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
-    return proc.stdout
+    return proc.stdout + proc.stderr
 
 
 def package_chart(helm: str, work: Path, version: str, *, name: str = "web", marker: str = "") -> Path:

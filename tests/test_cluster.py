@@ -66,3 +66,35 @@ def test_binaries_are_cached_outside_the_repo() -> None:
         assert comp.is_built(), name
         assert repo not in comp.bin_dir().parents
     assert os.access(build.binary("helm4"), os.X_OK)
+
+
+def test_registry_runs_with_the_cluster_and_status_json_names_it(local_cluster: LocalCluster, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from localcluster import registry
+
+    status = local_cluster.status()
+    assert status.running["registry"] and status.registry == local_cluster.registry
+    assert status.registry is not None and status.registry.startswith("127.0.0.1:")
+    assert registry.ping(int(status.registry.rsplit(":", 1)[1]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "helmdeck", "cluster", "status", "-o", "json",
+         "--cluster-dir", str(local_cluster.state_dir)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["registry"] == status.registry and data["server"] == local_cluster.server
+    assert data["kubeconfig"] == str(local_cluster.kubeconfig) and data["ready"] is True
+    # Plain HTTP, no auth: helm pushes and pulls as is.
+    helm = str(build.binary("helm4"))
+    chart = tmp_path / "c"
+    subprocess.run([helm, "create", str(chart)], check=True, capture_output=True)
+    subprocess.run([helm, "package", str(chart), "-d", str(tmp_path)], check=True, capture_output=True)
+    env = {**os.environ, "HELM_REGISTRY_CONFIG": str(tmp_path / "reg.json")}
+    push = subprocess.run([helm, "push", str(tmp_path / "c-0.1.0.tgz"), f"oci://{status.registry}/cluster-test",
+                           "--plain-http"], capture_output=True, text=True, env=env, check=False)
+    assert push.returncode == 0, push.stderr
+    assert "Digest: sha256:" in push.stdout + push.stderr

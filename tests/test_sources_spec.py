@@ -33,7 +33,9 @@ def lines_of(text: str) -> dict[str, int]:
                 out[sub] = k.start_mark.line + 1
                 walk(v, sub)
 
-    walk(yaml.compose(text), "")
+    node = yaml.compose(text)
+    assert node is not None
+    walk(node, "")
     return out
 
 

@@ -26,6 +26,7 @@ from engine.helm import Helm
 from engine.helm.cli import values_dir
 from engine.sources.credentials import Credentials, tls_files
 from engine.sources.errors import PullFailed, SourceAuthFailed, SourceError, SourceUnreachable
+from engine.sources.index import IndexEntry
 
 _REPO_NAME = "helmdeck-source"
 _AUTH = re.compile(r"\b(401|403)\b|unauthorized|forbidden|authentication required|denied", re.I)
@@ -110,25 +111,30 @@ def _single_archive(folder: Path, what: str) -> Path:
 
 
 async def pull_http(
-    helm: Helm, *, url: str, chart: str, version: str, index: bytes, creds: Credentials, pass_credentials: bool,
-    dest: Path, timeout: float, what: str,
+    helm: Helm, *, url: str, entry: IndexEntry, creds: Credentials, pass_credentials: bool, dest: Path,
+    timeout: float, what: str,
 ) -> Path:
-    """``helm pull helmdeck-source/<chart> --version <version>`` from the repository at ``url``, whose
-    ``index`` helmdeck already holds. The archive is moved to ``dest`` (a file path); returns ``dest``."""
+    """``helm pull helmdeck-source/<chart> --version <version>`` of the index ``entry`` helmdeck resolved,
+    from the repository at ``url``. The archive is moved to ``dest`` (a file path); returns ``dest``."""
     with _workspace() as folder, tls_files(creds, folder) as tls:
-        entry: dict[str, object] = {"name": _REPO_NAME, "url": url, "pass_credentials_all": pass_credentials}
+        repo: dict[str, object] = {"name": _REPO_NAME, "url": url, "pass_credentials_all": pass_credentials}
         if creds.basic:
-            entry.update(username=creds.username, password=creds.password)
+            repo.update(username=creds.username, password=creds.password)
         for key, field in (("ca", "caFile"), ("cert", "certFile"), ("key", "keyFile")):
             if key in tls:
-                entry[field] = str(tls[key])
+                repo[field] = str(tls[key])
         # JSON is YAML: repositories.yaml without a YAML writer.
-        _write_private(folder / "repositories.yaml", json.dumps({"apiVersion": "", "repositories": [entry]}))
+        _write_private(folder / "repositories.yaml", json.dumps({"apiVersion": "", "repositories": [repo]}))
+        # An index of the one resolved version, so helm neither fetches nor parses the whole index again.
+        one = {"apiVersion": "v1", "entries": {entry.name: [{
+            "apiVersion": "v2", "name": entry.name, "version": entry.version, "urls": list(entry.urls),
+            **({"digest": entry.digest} if entry.digest else {}),
+        }]}}
         (folder / "repository").mkdir(mode=0o700)
-        (folder / "repository" / f"{_REPO_NAME}-index.yaml").write_bytes(index)
+        (folder / "repository" / f"{_REPO_NAME}-index.yaml").write_text(json.dumps(one))
         out = folder / "out"
         out.mkdir()
-        await _run(helm, ["pull", f"{_REPO_NAME}/{chart}", "--version", version, "-d", str(out)],
+        await _run(helm, ["pull", f"{_REPO_NAME}/{entry.name}", "--version", entry.version, "-d", str(out)],
                    _env(folder), timeout, what)
         shutil.move(_single_archive(out, what), dest)
     return dest

@@ -1,21 +1,22 @@
 """HTTP Helm repository indexes: fetched at most once per interval, conditionally, parsed bounded.
 
 ``<url>/index.yaml`` is requested with ``If-None-Match`` / ``If-Modified-Since``
-when an earlier copy exists (a 304 keeps it). The raw index and its validators
-are kept under ``<cache>/sources/index/`` so a restarted helmdeck asks
-conditionally too. Parsing is bounded: a size limit
+when an earlier copy exists (a 304 keeps it). The parsed entries (as JSON,
+quick to read back) and the validators are kept under ``<cache>/sources/index/``
+so a restarted helmdeck asks conditionally too and parses no YAML on a 304. Parsing is bounded: a size limit
 (``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), libyaml's ``CSafeLoader``,
-a nesting limit and a cap on alias uses (helm never writes aliases).
+a nesting limit and a limit on what aliases expand to (helm never writes aliases).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from engine.sources.errors import SourceInvalid
 from engine.sources.semver import SemverError, Version
 
 _Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MAX_ALIASES = 1000
+MAX_NODES = 10_000_000  # nodes once aliases are expanded
 MAX_DEPTH = 64
 
 
@@ -50,38 +51,37 @@ class IndexEntry:
 
 @dataclass(frozen=True)
 class Index:
-    """A parsed index: chart name -> its entries (any order); ``raw`` is the index as served."""
+    """A parsed index: chart name -> its entries (any order); ``digest`` is the sha256 hex of the index
+    as served."""
 
     entries: Mapping[str, tuple[IndexEntry, ...]]
-    raw: bytes = field(repr=False, default=b"")
-    digest: str = ""  # sha256 hex of raw
+    digest: str = ""
 
 
-class _BoundedLoader(_Loader):  # type: ignore[misc]
-    """libyaml's safe loader counting alias uses: every second construction of a node is one."""
-
-    def __init__(self, stream: bytes | str):
-        super().__init__(stream)
-        self.alias_uses = 0
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        if node in self.constructed_objects:
-            self.alias_uses += 1
-            if self.alias_uses > MAX_ALIASES:
-                raise yaml.constructor.ConstructorError(None, None, f"more than {MAX_ALIASES} alias uses",
-                                                        node.start_mark)
-        return super().construct_object(node, deep)
-
-
-def _check_depth(raw: bytes, what: str) -> None:
-    depth = 0
+def _check_events(raw: bytes, what: str) -> None:
+    """One pass over libyaml's events: refuse nesting deeper than MAX_DEPTH and aliases whose
+    expansion would pass MAX_NODES nodes ("billion laughs"), before anything is built."""
+    sizes: dict[str, int] = {}  # anchor -> nodes it expands to
+    starts: list[tuple[str | None, int]] = []  # open collections: (anchor, node count at their start)
+    nodes = 0
     for event in yaml.parse(raw, Loader=_Loader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
+        if isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            nodes += 1
+            starts.append((event.anchor, nodes))
+            if len(starts) > MAX_DEPTH:
                 raise SourceInvalid(f"{what}: index.yaml nests deeper than {MAX_DEPTH} levels", repository=what)
         elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            anchor, start = starts.pop()
+            if anchor:
+                sizes[anchor] = nodes - start + 1
+        elif isinstance(event, yaml.AliasEvent):
+            nodes += sizes.get(event.anchor or "", 1)
+        if nodes > MAX_NODES:
+            raise SourceInvalid(f"{what}: index.yaml expands past {MAX_NODES} nodes (aliases)", repository=what)
 
 
 def parse_index(raw: bytes, what: str) -> Index:
@@ -90,12 +90,8 @@ def parse_index(raw: bytes, what: str) -> Index:
         raise SourceInvalid(f"{what}: index.yaml is over {max_index_bytes()} bytes "
                             "(set HELMDECK_MAX_INDEX_BYTES to raise the limit)", repository=what)
     try:
-        _check_depth(raw, what)
-        loader = _BoundedLoader(raw)
-        try:
-            data = loader.get_single_data()
-        finally:
-            loader.dispose()
+        _check_events(raw, what)
+        data = yaml.load(raw, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -121,7 +117,7 @@ def parse_index(raw: bytes, what: str) -> Index:
                 urls=tuple(str(u) for u in urls if isinstance(u, str)),
             ))
         entries[str(name)] = tuple(found)
-    return Index(entries, raw, hashlib.sha256(raw).hexdigest())
+    return Index(entries, hashlib.sha256(raw).hexdigest())
 
 
 def newest_first(entries: tuple[IndexEntry, ...]) -> list[IndexEntry]:
@@ -156,33 +152,31 @@ class IndexStore:
         self.requests = 0
         self._held: dict[str, _Held] = {}
 
-    def _files(self, url: str) -> tuple[Path, Path]:
-        key = hashlib.sha256(url.encode()).hexdigest()[:32]
-        return self.root / f"{key}.yaml", self.root / f"{key}.json"
+    def _file(self, url: str) -> Path:
+        return self.root / f"{hashlib.sha256(url.encode()).hexdigest()[:32]}.json"
 
-    def _from_disk(self, url: str, what: str) -> _Held | None:
-        body, meta = self._files(url)
+    def _from_disk(self, url: str) -> _Held | None:
         try:
-            info = json.loads(meta.read_text())
-            raw = body.read_bytes()
-        except (OSError, ValueError):
+            info = json.loads(self._file(url).read_text())
+            entries = {name: tuple(IndexEntry(name, str(v), str(app), str(created), str(digest), tuple(urls))
+                                   for v, app, created, digest, urls in items)
+                       for name, items in info["entries"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        if info.get("url") != url or hashlib.sha256(raw).hexdigest() != info.get("digest"):
+        if info.get("url") != url:
             return None
-        try:
-            index = parse_index(raw, what)
-        except SourceInvalid:
-            return None
-        return _Held(index, float("-inf"), str(info.get("etag", "")), str(info.get("last_modified", "")))
+        return _Held(Index(entries, str(info.get("digest", ""))), float("-inf"), str(info.get("etag", "")),
+                     str(info.get("last_modified", "")))
 
     def _to_disk(self, url: str, held: _Held) -> None:
-        body, meta = self._files(url)
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = body.with_suffix(".tmp")
-        tmp.write_bytes(held.index.raw)
-        tmp.replace(body)
-        meta.write_text(json.dumps({"url": url, "digest": held.index.digest, "etag": held.etag,
-                                    "last_modified": held.last_modified}))
+        entries = {name: [[e.version, e.app_version, e.created, e.digest, list(e.urls)] for e in items]
+                   for name, items in held.index.entries.items()}
+        path = self._file(url)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"url": url, "digest": held.index.digest, "etag": held.etag,
+                                   "last_modified": held.last_modified, "entries": entries}))
+        tmp.replace(path)
 
     async def get(
         self, url: str, *, what: str, interval: float, timeout: float, creds: Credentials,
@@ -190,7 +184,7 @@ class IndexStore:
     ) -> Index:
         """The index of the repository at ``url``, asking the server only when ``interval`` seconds passed
         since the last request (or ``force``). Raises the errors of :func:`http.get` and SourceInvalid."""
-        held = self._held.get(url) or self._from_disk(url, what)
+        held = self._held.get(url) or self._from_disk(url)
         now = self.clock()
         if held is not None and not force and now - held.checked < interval:
             return held.index
@@ -211,7 +205,8 @@ class IndexStore:
             held.checked = now
             self._held[url] = held
             return held.index
-        index = parse_index(resp.body, what)
+        # Parsing a large index takes a while: off the event loop.
+        index = await asyncio.to_thread(parse_index, resp.body, what)
         held = _Held(index, now, resp.headers.get("etag", ""), resp.headers.get("last-modified", ""))
         self._held[url] = held
         self._to_disk(url, held)

@@ -23,7 +23,7 @@ from engine.sources.cache import ChartCache, chart_meta
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
 from engine.sources.errors import NoMatchingVersion, SourceError
 from engine.sources.index import IndexEntry, IndexStore, newest_first
-from engine.sources.oci import OciLocation, Registry, tag_to_version
+from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
 from engine.sources.spec import HelmRepositorySpec, OCIRepositorySpec, SourceSpec
 
@@ -91,7 +91,8 @@ class ChartSource:
         self.indexes = IndexStore(cache_root / "sources" / "index", clock)
         self.pulls = 0
         self._oci_requests = 0
-        self._oci_seen: dict[tuple[str, str], tuple[float, _Choice]] = {}
+        # (repository URL, "" for its tag list | a tag or digest for its manifest) -> (when asked, answer)
+        self._oci_seen: dict[tuple[str, str], tuple[float, object]] = {}
         self._artifacts: dict[str, ChartArtifact] = {}
 
     @property
@@ -104,7 +105,7 @@ class ChartSource:
 
     # -- choosing ------------------------------------------------------------
     async def _choose_http(self, source: HelmRepositorySpec, chart: str, version: str,
-                           creds: Credentials) -> tuple[_Choice, bytes]:
+                           creds: Credentials) -> tuple[_Choice, IndexEntry]:
         what = source.describe()
         index = await self.indexes.get(source.url, what=what, interval=source.interval, timeout=source.timeout,
                                        creds=creds, pass_credentials=source.pass_credentials)
@@ -112,28 +113,31 @@ class ChartSource:
         if not entries:
             raise NoMatchingVersion(f"{what}: no chart {chart!r} in the index", repository=what)
         picked = _pick(entries, version, what, chart)
-        return _Choice(picked.version, picked.digest, app_version=picked.app_version), index.raw
+        return _Choice(picked.version, picked.digest, app_version=picked.app_version), picked
 
     def _registry(self, source: SourceSpec, creds: Credentials, host: str) -> Registry:
         return Registry(host, creds=creds, plain_http=source.insecure, timeout=source.timeout,
                         what=source.describe())
 
+    def _fresh(self, key: tuple[str, str], interval: float) -> object | None:
+        seen = self._oci_seen.get(key)
+        return seen[1] if seen is not None and self.clock() - seen[0] < interval else None
+
     async def _choose_oci(self, source: SourceSpec, location: OciLocation, version: str,
                           creds: Credentials) -> _Choice:
-        key = (location.url, version if isinstance(source, HelmRepositorySpec) else repr(source.reference))
-        seen = self._oci_seen.get(key)
-        if seen is not None and self.clock() - seen[0] < source.interval:
-            return seen[1]
+        """The tag (and manifest) the request selects: the tag list and each manifest are asked for at most
+        once per repository per interval."""
         registry = self._registry(source, creds, location.host)
         try:
             reference = await self._oci_reference(source, registry, location, version)
-            manifest = await registry.manifest(location.repository, reference)
+            manifest = self._fresh((location.url, reference), source.interval)
+            if not isinstance(manifest, ChartManifest):
+                manifest = await registry.manifest(location.repository, reference)
+                self._oci_seen[(location.url, reference)] = (self.clock(), manifest)
         finally:
             self._oci_requests += registry.requests
         picked = tag_to_version(reference) if not reference.startswith("sha256:") else ""
-        choice = _Choice(picked, manifest.layer_digest.removeprefix("sha256:"), manifest.digest)
-        self._oci_seen[key] = (self.clock(), choice)
-        return choice
+        return _Choice(picked, manifest.layer_digest.removeprefix("sha256:"), manifest.digest)
 
     async def _oci_reference(self, source: SourceSpec, registry: Registry, location: OciLocation,
                              version: str) -> str:
@@ -145,7 +149,10 @@ class ChartSource:
             if not ref.semver:
                 return ref.tag or "latest"
             version = ref.semver
-        tags = await registry.tags(location.repository)
+        tags = self._fresh((location.url, ""), source.interval)
+        if not isinstance(tags, list):
+            tags = await registry.tags(location.repository)
+            self._oci_seen[(location.url, "")] = (self.clock(), tags)
         if isinstance(source, OCIRepositorySpec) and source.reference.semver_filter:
             pattern = re.compile(source.reference.semver_filter)
             tags = [t for t in tags if pattern.search(t)]
@@ -171,10 +178,10 @@ class ChartSource:
         what = source.describe()
         location = _oci_location(request)
         creds = await self._creds(source, location.host if location else _host(source.url))
-        index_raw = b""
+        entry: IndexEntry | None = None
         if location is None:
             assert isinstance(source, HelmRepositorySpec)
-            choice, index_raw = await self._choose_http(source, request.chart, request.version, creds)
+            choice, entry = await self._choose_http(source, request.chart, request.version, creds)
             ref_key = f"{source.url}\0{request.chart}\0{choice.version}"
         else:
             choice = await self._choose_oci(source, location, request.version, creds)
@@ -184,11 +191,10 @@ class ChartSource:
             staged = self.cache.staging()
             self.pulls += 1
             if location is None:
-                assert isinstance(source, HelmRepositorySpec)
+                assert isinstance(source, HelmRepositorySpec) and entry is not None
                 await helm_pull.pull_http(
-                    self.helm, url=source.url, chart=request.chart, version=choice.version, index=index_raw,
-                    creds=creds, pass_credentials=source.pass_credentials, dest=staged, timeout=source.timeout,
-                    what=what)
+                    self.helm, url=source.url, entry=entry, creds=creds, pass_credentials=source.pass_credentials,
+                    dest=staged, timeout=source.timeout, what=what)
             else:
                 await helm_pull.pull_oci(
                     self.helm, location=f"{location.host}/{location.repository}", digest=choice.manifest_digest,

@@ -1,0 +1,58 @@
+"""Index parsing is bounded (size, nesting, aliases) and keeps what version resolution needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.sources.errors import SourceInvalid
+from engine.sources.index import MAX_NODES, newest_first, parse_index
+
+INDEX = b"""apiVersion: v1
+entries:
+  web:
+  - name: web
+    version: 1.0.0
+    appVersion: "2.1"
+    created: "2026-01-01T00:00:00Z"
+    digest: 5d2ad0c5b9e2f0a7d9c5cbcd0c8b1c7b6f2d0a5e3c4b1a2f9e8d7c6b5a4f3e2d
+    urls: [charts/web-1.0.0.tgz]
+  - name: web
+    version: 1.10.0
+    urls: [charts/web-1.10.0.tgz]
+  - name: web
+    version: not-semver
+  - not a mapping
+generated: "2026-01-01T00:00:00Z"
+"""
+
+
+def test_parse_keeps_entries_and_sorts_newest_first() -> None:
+    index = parse_index(INDEX, "repo")
+    entries = index.entries["web"]
+    assert [e.version for e in newest_first(entries)] == ["1.10.0", "1.0.0"]
+    first = next(e for e in entries if e.version == "1.0.0")
+    assert first.app_version == "2.1" and first.digest.startswith("5d2a") and first.urls == ("charts/web-1.0.0.tgz",)
+    assert len(index.digest) == 64
+
+
+def test_alias_bomb_is_refused() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 8):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    lines.append("entries: {web: *a7}")
+    with pytest.raises(SourceInvalid, match=f"expands past {MAX_NODES} nodes"):
+        parse_index("\n".join(lines).encode(), "repo")
+
+
+def test_deep_nesting_and_size_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SourceInvalid, match="deeper"):
+        parse_index(b"entries: " + b"[" * 100 + b"]" * 100, "repo")
+    monkeypatch.setenv("HELMDECK_MAX_INDEX_BYTES", "100")
+    with pytest.raises(SourceInvalid, match="HELMDECK_MAX_INDEX_BYTES"):
+        parse_index(INDEX, "repo")
+
+
+@pytest.mark.parametrize("raw", [b"<html>not found</html>", b"entries: [1, 2]", b"a: [unclosed"])
+def test_not_an_index(raw: bytes) -> None:
+    with pytest.raises(SourceInvalid, match="repo"):
+        parse_index(raw, "repo")
