@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.helm.cli import values_dir
 from engine.sources.errors import CredentialsError
 
 # (namespace, name) -> the Secret's data (decoded bytes), or None when there is no such Secret.
@@ -64,8 +65,8 @@ class Credentials:
 @contextlib.contextmanager
 def tls_files(creds: Credentials, directory: Path | None = None) -> Iterator[dict[str, Path]]:
     """Write the TLS material to 0600 files (keys ``ca``, ``cert``, ``key`` where present) in a private
-    temporary folder; removed on exit."""
-    folder = Path(tempfile.mkdtemp(prefix="tls-", dir=directory))
+    temporary folder (in ``directory``, default the helm runner's private folder); removed on exit."""
+    folder = Path(tempfile.mkdtemp(prefix=f"tls-{os.getpid()}-", dir=directory or values_dir()))
     out: dict[str, Path] = {}
     try:
         for key, data in (("ca", creds.ca_pem), ("cert", creds.cert_pem), ("key", creds.key_pem)):
