@@ -3,6 +3,7 @@ registry with basic auth and TLS; Secrets on the local cluster; every pull throu
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import logging
@@ -283,3 +284,19 @@ async def test_oci_basic_auth_and_tls_credentials_stay_hidden(
     assert [v.version for v in listed] == ["1.1.0", "1.0.0"]
     # The private helm configuration (with the credentials) is gone after each pull.
     assert list(values_dir().glob(f"pull-{os.getpid()}-*")) == []
+
+
+async def test_packages_resolving_together_share_one_request_and_one_pull(
+    source: ChartSource, repo: ChartRepoServer, local_cluster: LocalCluster, helm4: str, helm_home: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    publish_http(helm4, package_chart(helm4, tmp_path, "1.0.0"), repo)
+    base = f"{local_cluster.registry}/t-{uuid.uuid4().hex[:8]}"
+    push_oci(helm4, package_chart(helm4, tmp_path, "1.0.0", marker="oci"), base, env=helm_home)
+    http_req = ChartRequest(http_repo(repo.url), "web", "^1")
+    oci_req = ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "web", "^1")
+    arts = await asyncio.gather(*[source.resolve(r) for r in [http_req, oci_req] * 5])
+    assert len({a.digest for a in arts}) == 2
+    assert source.pulls == 2
+    assert repo.requests.count("/index.yaml") == 1
+    assert source.requests == 1 + 2  # the index; the OCI tag list and one manifest

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,7 @@ class IndexStore:
         self.clock = clock
         self.requests = 0
         self._held: dict[str, _Held] = {}
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     def _file(self, url: str) -> Path:
         return self.root / f"{hashlib.sha256(url.encode()).hexdigest()[:32]}.json"
@@ -184,6 +186,15 @@ class IndexStore:
     ) -> Index:
         """The index of the repository at ``url``, asking the server only when ``interval`` seconds passed
         since the last request (or ``force``). Raises the errors of :func:`http.get` and SourceInvalid."""
+        # One request at a time per repository: packages resolving together share its answer.
+        async with self._locks[url]:
+            return await self._get(url, what=what, interval=interval, timeout=timeout, creds=creds,
+                                   pass_credentials=pass_credentials, force=force)
+
+    async def _get(
+        self, url: str, *, what: str, interval: float, timeout: float, creds: Credentials, pass_credentials: bool,
+        force: bool,
+    ) -> Index:
         held = self._held.get(url) or self._from_disk(url)
         now = self.clock()
         if held is not None and not force and now - held.checked < interval:

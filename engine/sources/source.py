@@ -11,8 +11,10 @@ re-pushed tag with new content is a new revision.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,7 @@ class ChartSource:
         # (repository URL, "" for its tag list | a tag or digest for its manifest) -> (when asked, answer)
         self._oci_seen: dict[tuple[str, str], tuple[float, object]] = {}
         self._artifacts: dict[str, ChartArtifact] = {}
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @property
     def requests(self) -> int:
@@ -129,11 +132,12 @@ class ChartSource:
         once per repository per interval."""
         registry = self._registry(source, creds, location.host)
         try:
-            reference = await self._oci_reference(source, registry, location, version)
-            manifest = self._fresh((location.url, reference), source.interval)
-            if not isinstance(manifest, ChartManifest):
-                manifest = await registry.manifest(location.repository, reference)
-                self._oci_seen[(location.url, reference)] = (self.clock(), manifest)
+            async with self._locks[location.url]:  # packages resolving together share one answer
+                reference = await self._oci_reference(source, registry, location, version)
+                manifest = self._fresh((location.url, reference), source.interval)
+                if not isinstance(manifest, ChartManifest):
+                    manifest = await registry.manifest(location.repository, reference)
+                    self._oci_seen[(location.url, reference)] = (self.clock(), manifest)
         finally:
             self._oci_requests += registry.requests
         picked = tag_to_version(reference) if not reference.startswith("sha256:") else ""
@@ -186,6 +190,15 @@ class ChartSource:
         else:
             choice = await self._choose_oci(source, location, request.version, creds)
             ref_key = f"{location.url}@{choice.manifest_digest}"
+        async with self._locks[ref_key]:  # one pull per archive, however many packages want it
+            hex_digest = await self._fetch(request, choice, entry, location, creds, ref_key)
+        return self._artifact(hex_digest, choice, location, what)
+
+    async def _fetch(self, request: ChartRequest, choice: _Choice, entry: IndexEntry | None,
+                     location: OciLocation | None, creds: Credentials, ref_key: str) -> str:
+        """The archive's sha256 hex, from the cache or (only when absent) pulled by helm."""
+        source = request.source
+        what = source.describe()
         hex_digest = choice.archive_hex or self.cache.ref(ref_key)
         if not self.cache.has(hex_digest):
             staged = self.cache.staging()
@@ -201,7 +214,7 @@ class ChartSource:
                     creds=creds, plain_http=source.insecure, dest=staged, timeout=source.timeout, what=what)
             hex_digest = self.cache.put(staged, choice.archive_hex, what)
             self.cache.remember(ref_key, hex_digest)
-        return self._artifact(hex_digest, choice, location, what)
+        return hex_digest
 
     def _artifact(self, hex_digest: str, choice: _Choice, location: OciLocation | None, what: str) -> ChartArtifact:
         known = self._artifacts.get(hex_digest + choice.manifest_digest)
