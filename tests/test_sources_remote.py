@@ -152,6 +152,12 @@ async def test_http_range_newest_match_once_per_interval(
     listed = await source.versions(request)
     assert [v.version for v in listed] == ["3.0.0", "2.0.0", "1.3.0", "1.2.0-rc.1", "1.1.0", "1.0.0"]
     assert listed[0].app_version == "app-3.0.0" and listed[0].created
+    # The repository goes away: resolving fails, the last good artifact is still known.
+    repo.stop()
+    clock.now += 61
+    with pytest.raises(SourceUnreachable):
+        await source.resolve(request)
+    assert source.last(request) == newer and newer.path.is_file()
 
 
 async def test_oci_range_and_repushed_tag(

@@ -9,11 +9,13 @@ import pytest
 import yaml
 
 from engine.package import PackageError
+from engine.sources.source import request_for
 from engine.sources.spec import (
     HelmRepositorySpec,
     OCIReference,
     OCIRepositorySpec,
     SourceRef,
+    SourceSpec,
     find_source,
     parse_chart_ref,
     parse_chart_template,
@@ -128,3 +130,19 @@ def test_chart_ref_and_missing_repository() -> None:
     assert err.value.line == 2
     with pytest.raises(PackageError, match="HelmRepository"):
         parse_chart_ref({"kind": "HelmRepository", "name": "x"}, file=FILE, lines={}, namespace="demo")
+
+
+def test_request_for_both_chart_forms() -> None:
+    text = "spec:\n  chart:\n    spec:\n      chart: web\n      version: ~1.2\n      sourceRef: {name: charts}\n"
+    tpl = chart_spec(text)
+    charts = HelmRepositorySpec(FILE, "charts", "demo", "https://c.example")
+    web = OCIRepositorySpec(FILE, "web", "demo", "oci://r.example/c/web")
+    sources: dict[SourceRef, SourceSpec] = {charts.ref: charts, web.ref: web}
+    req = request_for(tpl, sources, file=FILE, lines=lines_of(text), path="spec.chart")
+    assert (req.source, req.chart, req.version) == (charts, "web", "~1.2")
+    assert request_for(SourceRef("OCIRepository", "web", "demo"), sources, file=FILE, lines={},
+                       path="spec.chartRef").source == web
+    with pytest.raises(PackageError) as err:
+        request_for(tpl, {web.ref: web}, file=FILE, lines=lines_of(text), path="spec.chart")
+    assert err.value.field == "spec.chart.spec.sourceRef" and err.value.line == 6
+    assert "HelmRepository demo/charts does not exist" in str(err.value)

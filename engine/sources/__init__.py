@@ -1,0 +1,59 @@
+"""Chart sources as Flux's source-controller has them: HTTP Helm repositories and OCI registries.
+
+- :mod:`engine.sources.spec`: ``HelmRepository`` / ``OCIRepository`` documents and a Package's
+  ``spec.chart.spec`` / ``spec.chartRef`` (parse functions for the package loader);
+- :mod:`engine.sources.source`: :class:`ChartSource` resolves a :class:`ChartRequest` to a local
+  chart archive (:class:`ChartArtifact`) and lists versions; every pull is ``helm pull``;
+- :mod:`engine.sources.semver`: Helm's version ranges;
+- :mod:`engine.sources.errors`: typed failures with Flux's reasons.
+"""
+
+from engine.sources.errors import (
+    CredentialsError,
+    NoMatchingVersion,
+    PullFailed,
+    SourceAuthFailed,
+    SourceError,
+    SourceInvalid,
+    SourceUnreachable,
+)
+from engine.sources.source import ChartArtifact, ChartRequest, ChartSource, ChartVersionInfo, request_for
+from engine.sources.spec import (
+    SOURCE_KINDS,
+    ChartTemplate,
+    HelmRepositorySpec,
+    OCIReference,
+    OCIRepositorySpec,
+    SourceRef,
+    SourceSpec,
+    find_source,
+    parse_chart_ref,
+    parse_chart_template,
+    parse_source,
+)
+
+__all__ = [
+    "SOURCE_KINDS",
+    "ChartArtifact",
+    "ChartRequest",
+    "ChartSource",
+    "ChartTemplate",
+    "ChartVersionInfo",
+    "CredentialsError",
+    "HelmRepositorySpec",
+    "NoMatchingVersion",
+    "OCIReference",
+    "OCIRepositorySpec",
+    "PullFailed",
+    "SourceAuthFailed",
+    "SourceError",
+    "SourceInvalid",
+    "SourceRef",
+    "SourceSpec",
+    "SourceUnreachable",
+    "find_source",
+    "parse_chart_ref",
+    "parse_chart_template",
+    "parse_source",
+    "request_for",
+]

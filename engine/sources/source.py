@@ -15,7 +15,7 @@ import asyncio
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +23,18 @@ from engine.helm import Helm
 from engine.sources import helm_pull
 from engine.sources.cache import ChartCache, chart_meta
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
-from engine.sources.errors import NoMatchingVersion, SourceError
+from engine.sources.errors import NoMatchingVersion
 from engine.sources.index import IndexEntry, IndexStore, newest_first
 from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
-from engine.sources.spec import HelmRepositorySpec, OCIRepositorySpec, SourceSpec
+from engine.sources.spec import (
+    ChartTemplate,
+    HelmRepositorySpec,
+    OCIRepositorySpec,
+    SourceRef,
+    SourceSpec,
+    find_source,
+)
 
 MAX_LISTED = 100  # versions() describes at most this many OCI tags (one manifest + config each)
 
@@ -96,6 +103,7 @@ class ChartSource:
         # (repository URL, "" for its tag list | a tag or digest for its manifest) -> (when asked, answer)
         self._oci_seen: dict[tuple[str, str], tuple[float, object]] = {}
         self._artifacts: dict[str, ChartArtifact] = {}
+        self._last: dict[ChartRequest, ChartArtifact] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @property
@@ -192,7 +200,14 @@ class ChartSource:
             ref_key = f"{location.url}@{choice.manifest_digest}"
         async with self._locks[ref_key]:  # one pull per archive, however many packages want it
             hex_digest = await self._fetch(request, choice, entry, location, creds, ref_key)
-        return self._artifact(hex_digest, choice, location, what)
+        artifact = self._artifact(hex_digest, choice, location, what)
+        self._last[request] = artifact
+        return artifact
+
+    def last(self, request: ChartRequest) -> ChartArtifact | None:
+        """The artifact the last successful :meth:`resolve` of ``request`` gave (no I/O): what keeps serving
+        drift detection and monitors while the repository fails."""
+        return self._last.get(request)
 
     async def _fetch(self, request: ChartRequest, choice: _Choice, entry: IndexEntry | None,
                      location: OciLocation | None, creds: Credentials, ref_key: str) -> str:
@@ -262,6 +277,20 @@ class ChartSource:
         return out
 
 
+def request_for(
+    chart: ChartTemplate | SourceRef, sources: Mapping[SourceRef, SourceSpec], *, file: Path,
+    lines: Mapping[str, int], path: str,
+) -> ChartRequest:
+    """The request a Package's ``spec.chart.spec`` (a ChartTemplate) or ``spec.chartRef`` (a SourceRef) makes,
+    against the source documents loaded. Raises PackageError naming a missing repository (at ``path``)."""
+    ref = chart.source_ref if isinstance(chart, ChartTemplate) else chart
+    where = f"{path}.spec.sourceRef" if isinstance(chart, ChartTemplate) else path
+    source = find_source(ref, sources, file=file, lines=lines, path=where)
+    if isinstance(chart, ChartTemplate):
+        return ChartRequest(source, chart.chart, chart.version)
+    return ChartRequest(source)
+
+
 def _pick(entries: tuple[IndexEntry, ...], version: str, what: str, chart: str) -> IndexEntry:
     ordered = newest_first(entries)
     for entry in ordered:
@@ -292,4 +321,3 @@ def _host(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0]
 
 
-__all__ = ["ChartArtifact", "ChartRequest", "ChartSource", "ChartVersionInfo", "SourceError"]
