@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
+from pathlib import Path
+
 import pytest
 
-from engine.sources.errors import SourceInvalid
+from engine.sources.cache import ChartMeta, chart_file, chart_meta
+from engine.sources.errors import PullFailed, SourceInvalid
 from engine.sources.index import MAX_NODES, newest_first, parse_index
 
 INDEX = b"""apiVersion: v1
@@ -56,3 +61,18 @@ def test_deep_nesting_and_size_are_refused(monkeypatch: pytest.MonkeyPatch) -> N
 def test_not_an_index(raw: bytes) -> None:
     with pytest.raises(SourceInvalid, match="repo"):
         parse_index(raw, "repo")
+
+
+def test_chart_files_are_read_from_the_archive(tmp_path: Path) -> None:
+    archive = tmp_path / "web-1.0.0.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in (("web/Chart.yaml", b"name: web\nversion: 1.0.0\nappVersion: '2'\n"),
+                           ("web/values-prod.yaml", b"replicas: 3\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert chart_meta(archive) == ChartMeta("web", "1.0.0", "2")
+    assert chart_file(archive, "values-prod.yaml") == b"replicas: 3\n"
+    assert chart_file(archive, "values-missing.yaml") is None
+    with pytest.raises(PullFailed, match="over 4 bytes"):
+        chart_file(archive, "values-prod.yaml", max_bytes=4)

@@ -131,6 +131,7 @@ async def test_http_range_newest_match_once_per_interval(
     art = await source.resolve(request)
     assert (art.version, art.app_version, art.revision) == ("1.1.0", "app-1.1.0", "1.1.0")  # no pre-release
     assert art.digest == "sha256:" + hashlib.sha256(art.path.read_bytes()).hexdigest()
+    assert art.source == f"web 1.1.0 from HelmRepository default/charts ({repo.url})"
     assert source.pulls == 1 and len(repo.requests) == 2  # the index, then helm's download of the archive
     # Within the interval: no request, no pull.
     assert await source.resolve(request) == art

@@ -61,6 +61,25 @@ def chart_meta(archive: Path, what: str = "") -> ChartMeta:
     raise PullFailed(f"{what}: {archive.name} has no valid Chart.yaml", repository=what)
 
 
+def chart_file(archive: Path, relative: str, max_bytes: int = 8 * 1024 * 1024, what: str = "") -> bytes | None:
+    """The bytes of ``<chart>/<relative>`` inside a chart archive (e.g. a ``valuesFiles`` entry of
+    ``spec.chart.spec``), None when absent. Raises PullFailed for an unreadable archive or a file over
+    ``max_bytes``."""
+    want = relative.strip("/")
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar:
+                parts = member.name.split("/", 1)
+                if len(parts) == 2 and parts[1] == want and member.isfile():
+                    if member.size > max_bytes:
+                        raise PullFailed(f"{what}: {want} in the chart is over {max_bytes} bytes", repository=what)
+                    fh = tar.extractfile(member)
+                    return fh.read() if fh else b""
+    except (OSError, tarfile.TarError) as exc:
+        raise PullFailed(f"{what}: {archive.name} is not a chart archive ({exc})", repository=what) from None
+    return None
+
+
 class ChartCache:
     """The archive store under ``root``; ``path(hex)`` is where an archive lives."""
 

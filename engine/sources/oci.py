@@ -89,9 +89,7 @@ class Registry:
             if attempt == 0 and challenge.lower().startswith("bearer"):
                 await self._fetch_token(challenge, scope)
                 continue
-            if attempt == 0 and challenge.lower().startswith("basic") and self.creds.basic and not token:
-                break
-            break
+            break  # basic auth was sent with the first request already
         hint = "check spec.secretRef" if self.creds.basic else "the registry needs credentials: set spec.secretRef"
         raise SourceAuthFailed(f"{self.what}: access refused (HTTP 401); {hint}", repository=self.what)
 

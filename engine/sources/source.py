@@ -241,7 +241,7 @@ class ChartSource:
         revision = version
         if location is not None:
             revision = f"{version}+{choice.manifest_digest.removeprefix('sha256:')[:12]}"
-        source = f"{location.url}@{choice.manifest_digest}" if location else what
+        source = f"{location.url}@{choice.manifest_digest}" if location else f"{meta.name} {version} from {what}"
         artifact = ChartArtifact(path, f"sha256:{hex_digest}", meta.name, version, meta.app_version, revision, source)
         self._artifacts[hex_digest + choice.manifest_digest] = artifact
         return artifact
