@@ -198,7 +198,8 @@ class ChartSource:
         else:
             choice = await self._choose_oci(source, location, request.version, creds)
             ref_key = f"{location.url}@{choice.manifest_digest}"
-        async with self._locks[ref_key]:  # one pull per archive, however many packages want it
+        # One pull per archive, however many packages (or repositories) want it.
+        async with self._locks[choice.archive_hex or ref_key]:
             hex_digest = await self._fetch(request, choice, entry, location, creds, ref_key)
         artifact = self._artifact(hex_digest, choice, location, what)
         self._last[request] = artifact
