@@ -11,6 +11,7 @@ import yaml
 from engine.package import PackageError
 from engine.sources.source import request_for
 from engine.sources.spec import (
+    ChartTemplate,
     HelmRepositorySpec,
     OCIReference,
     OCIRepositorySpec,
@@ -19,6 +20,7 @@ from engine.sources.spec import (
     find_source,
     parse_chart_ref,
     parse_chart_template,
+    parse_package_chart,
     parse_source,
 )
 
@@ -146,3 +148,18 @@ def test_request_for_both_chart_forms() -> None:
         request_for(tpl, {web.ref: web}, file=FILE, lines=lines_of(text), path="spec.chart")
     assert err.value.field == "spec.chart.spec.sourceRef" and err.value.line == 6
     assert "HelmRepository demo/charts does not exist" in str(err.value)
+
+
+def test_package_chart_forms_are_exclusive() -> None:
+    def form(text: str) -> object:
+        return parse_package_chart(yaml.safe_load(text)["spec"], file=FILE, lines=lines_of(text), namespace="demo")
+
+    assert form("spec:\n  chart: ../charts/web\n") is None
+    assert isinstance(form("spec:\n  chartRef: {kind: OCIRepository, name: web}\n"), SourceRef)
+    tpl = form("spec:\n  chart:\n    spec: {chart: web, sourceRef: {name: c}}\n")
+    assert isinstance(tpl, ChartTemplate) and tpl.chart == "web"
+    with pytest.raises(PackageError, match="mutually exclusive") as err:
+        form("spec:\n  chart: ../web\n  chartRef: {kind: OCIRepository, name: web}\n")
+    assert err.value.line == 3
+    with pytest.raises(PackageError, match="is required"):
+        form("spec:\n  values: {}\n")

@@ -29,6 +29,7 @@ from engine.sources.spec import (
     find_source,
     parse_chart_ref,
     parse_chart_template,
+    parse_package_chart,
     parse_source,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "find_source",
     "parse_chart_ref",
     "parse_chart_template",
+    "parse_package_chart",
     "parse_source",
     "request_for",
 ]

@@ -390,6 +390,31 @@ def parse_chart_ref(
                      fields.namespace(ref.get("namespace"), f"{path}.namespace", namespace))
 
 
+def parse_package_chart(
+    spec: Mapping[str, Any], *, file: Path, lines: Mapping[str, int], namespace: str,
+) -> ChartTemplate | SourceRef | None:
+    """A Package's remote chart form: ``spec.chart.spec`` (a ChartTemplate), ``spec.chartRef`` (a SourceRef),
+    or None when ``spec.chart`` is a string (a local directory or ``.tgz``, the loader's business).
+
+    Raises PackageError when both or neither are given (as Flux, they are mutually exclusive).
+    """
+    fields = Fields(file, lines)
+    chart, ref = spec.get("chart"), spec.get("chartRef")
+    if chart is not None and ref is not None:
+        raise fields.error("spec.chartRef", "spec.chart and spec.chartRef are mutually exclusive",
+                           "keep one: spec.chart for a local chart or a HelmRepository, spec.chartRef for an "
+                           f"{OCI_REPOSITORY}")
+    if ref is not None:
+        return parse_chart_ref(ref, file=file, lines=lines, namespace=namespace)
+    if chart is None:
+        raise fields.error("spec.chart", "is required",
+                           "give a chart directory or .tgz (relative to this file), spec.chart.spec for a chart "
+                           f"from a {HELM_REPOSITORY}, or spec.chartRef for an {OCI_REPOSITORY}")
+    if isinstance(chart, str):
+        return None
+    return parse_chart_template(chart, file=file, lines=lines, namespace=namespace)
+
+
 def find_source(
     ref: SourceRef, sources: Mapping[SourceRef, SourceSpec], *, file: Path, lines: Mapping[str, int], path: str,
 ) -> SourceSpec:
