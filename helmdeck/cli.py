@@ -293,7 +293,6 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
     from engine.reconcile import state as st
-    from engine.runtime.engine import ActionRefused
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -312,40 +311,9 @@ async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
               "nothing was reconciled", file=sys.stderr)
         await engine.stop()
         return EXIT_FAILED
-    deadline = loop.time() + args.wait
-    results: dict[tuple[str, str], Any] = {}
-
-    async def settle(key: tuple[str, str]) -> None:
-        while True:
-            try:
-                result = await engine.run_pass(key)
-            except ActionRefused:
-                await asyncio.sleep(1.0)
-                continue
-            remaining = deadline - loop.time()
-            if result.next == "now" and remaining > 0:
-                continue
-            if result.next == "soon" and remaining > 0:
-                await asyncio.sleep(min(result.retry_after or 15.0, remaining))
-                continue
-            results[key] = result
-            return
-
-    sem = asyncio.Semaphore(args.concurrency)
-
-    async def bounded(key: tuple[str, str]) -> None:
-        async with sem:
-            await settle(key)
-
-    runner: asyncio.Future[Any] = asyncio.gather(*(bounded(k) for k in sorted(engine.packages)))
-    waiter: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-    await asyncio.wait([runner, waiter], return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    interrupted = not runner.done()
-    if interrupted:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await runner
+    keys = sorted(engine.packages)
+    results = await engine.settle(keys, args.wait, stop=stop)
+    interrupted = stop.is_set() and len(results) < len(keys)
     await engine.stop(args.stop_deadline)
     codes = []
     for key, result in sorted(results.items()):

@@ -13,12 +13,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
-from collections import deque
 from pathlib import Path
 from typing import Any
 
-from engine.helm import Helm
-from engine.kube import KubeTarget
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.package import NO_RESOURCE_RECONCILIATION
 from engine.reconcile import conditions as cond
@@ -27,9 +24,7 @@ from engine.runtime import Engine
 from engine.runtime.state import (
     ActionOutcome,
     Condition,
-    EventLogged,
     FailureCounts,
-    LeaseChanged,
     ReconcileEvent,
     ReleaseKey,
     RunningAction,
@@ -153,7 +148,8 @@ def set_engine_status(
     status callback; ``ready`` sets the Ready condition; ``running`` is the
     action in progress. The app then sees ordinary ReleaseUpdated events.
     """
-    status = engine._statuses.get(key) or EngineStatus()
+    book = engine.book
+    status = book.status(key) or EngineStatus()
     changes: dict[str, Any] = {}
     if conditions is not None:
         changes["conditions"] = conditions
@@ -164,32 +160,27 @@ def set_engine_status(
         changes["failures"] = failures
     if last is not None:
         changes["last"] = last
-    engine._statuses[key] = dataclasses.replace(status, **changes)
-    if state is not None:
-        engine._states[key] = state
+    book.set_status(key, dataclasses.replace(status, **changes), **({"state": state} if state is not None else {}))
     if monitor is not None:
-        engine._on_monitor(key[0], key[1], monitor)
+        book.set_monitor(key, monitor)
     if running is not _UNSET:
-        engine._refresh(key, running=running)
-    else:
-        engine._refresh(key)
+        book.refresh(key, running=running)
 
 
 def add_fixed_events(engine: Engine, events: list[ReconcileEvent]) -> None:
     """Put events with fixed times into packages' event logs (the engine stamps real times)."""
     for event in events:
-        engine._events.setdefault(event.key, deque(maxlen=200)).append(event)
+        engine.book.add_event(event)
 
 
 def log_event(engine: Engine, event: ReconcileEvent) -> None:
     """Log ``event`` as the engine does while an action runs (subscribers get EventLogged)."""
-    add_fixed_events(engine, [event])
-    engine._emit(EventLogged(event))
+    engine.book.add_event(event)
 
 
 def announce_lease(engine: Engine, holder: str, leader: bool) -> None:
-    """Announce who holds the engine lease, as the engine will once it takes one."""
-    engine._emit(LeaseChanged(holder, leader))
+    """Announce who holds the engine lease, as the engine's lease elector does."""
+    engine.controller.on_lease(holder, leader)
 
 
 def _minutes_before_now(minutes: float) -> float:
@@ -205,14 +196,13 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
     package and is stuck pending.
     """
     observer = Observer(None)
-    engine = Engine(KubeTarget(), Helm("helm"), EXAMPLES / "packages", observer=observer)
+    engine = Engine.offline(EXAMPLES / "packages", observer=observer, readonly=readonly)
     for record in FIXED_RECORDS:
         observer.apply_object(record)
-    engine.load_packages()
     # A package file declaring maintenance, as an operator would write it.
-    engine.packages[SETTINGS] = dataclasses.replace(engine.packages[SETTINGS], maintenance=NO_RESOURCE_RECONCILIATION)
-    engine.suspend(WEB, True)  # as after a hand rollback
-    engine._events.pop(WEB, None)  # its event has the real time: the fixed log below replaces it
+    engine.book.set_packages({**engine.packages, SETTINGS: dataclasses.replace(
+        engine.packages[SETTINGS], maintenance=NO_RESOURCE_RECONCILIATION)})
+    engine.book.update_status(WEB, suspended=True)  # as after a hand rollback (its event is in the log below)
 
     ready = Condition("Ready", "True", "UpgradeSucceeded", "Helm upgrade succeeded for revision 2",
                       _minutes_before_now(30))
@@ -262,7 +252,6 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
                        "rollback succeeded: revision 3 deployed"),
         ReconcileEvent(_minutes_before_now(15), WEB, "web", "suspend", "info", "reconciliation suspended"),
     ])
-    engine.readonly = readonly  # last: setting the state up uses the engine's own actions
     return engine
 
 
@@ -273,7 +262,7 @@ def bulk_engine(releases: int, namespaces: int = 10) -> Engine:
     state from the fixed cycle below, so every column has varied text.
     """
     observer = Observer(None)
-    engine = Engine(KubeTarget(), Helm("helm"), None, observer=observer)
+    engine = Engine.offline(observer=observer)
     states = ("InSync", "OutOfSync", "Drifted", "Failed", "InSync", "Untested", "InSync", "Stalled")
     for i in range(releases):
         ns = f"team-{i % namespaces:02d}"

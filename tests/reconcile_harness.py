@@ -56,7 +56,7 @@ class Scenario:
 
     async def run(self, force: bool = False) -> PassResult:
         assert self.engine is not None
-        return await self.engine.run_pass(self.key, force=force)
+        return await self.engine.controller.run_pass(self.key, force=force)
 
     async def converge(self, limit: int = 8) -> list[PassResult]:
         """Run passes while a pass asks for an immediate requeue (as the work queue would)."""

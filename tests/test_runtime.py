@@ -119,8 +119,8 @@ async def test_two_engines_one_acts_and_the_other_takes_over(
         await until(lambda: follower.release(key) is not None
                     and follower.release(key).state == st.IN_SYNC)  # type: ignore[union-attr]
         # The leader dies without giving the lease up.
-        assert leader._elector is not None
-        await leader._elector.stop(release=False)
+        assert leader.elector is not None
+        await leader.elector.stop(release=False)
         await leader.queue.stop(0)
         await until(lambda: follower.acting, timeout=6.0)
         package(tmp_path, namespace, "app", values="{settings: {v: '2'}}")
@@ -175,7 +175,7 @@ async def test_cleanup_only_touches_its_own_package_set(
         for engine in engines:
             await engine.start(reconcile=False)
             for key in engine.packages:
-                await engine.run_pass(key)
+                await engine.controller.run_pass(key)
         (team_a / "a2.yaml").unlink()
         engines[0].load_packages()
         planned = await engines[0].cleanup(dry_run=True)

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from kubernetes import client
@@ -67,7 +67,6 @@ class ActionContext:
     paused: Callable[[str, str], AbstractContextManager[None]] = lambda _n, _r: contextlib.nullcontext()
     driver: str = "secret"
     now: Callable[[], float] = time.time
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class ObservedReleases:

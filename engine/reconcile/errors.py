@@ -1,14 +1,10 @@
-"""Named errors of the reconcile loop (Flux's ErrMustRequeue, ErrExceededMaxRetries, ...)."""
+"""Named errors of the reconcile loop (Flux's ErrExceededMaxRetries, ...)."""
 
 from __future__ import annotations
 
 
 class ReconcileError(RuntimeError):
     """Base of the errors the atomic loop ends with."""
-
-
-class MustRequeue(ReconcileError):
-    """More work remains (an action type would run twice in one pass, or a remediation ran): requeue at once."""
 
 
 class ExceededMaxRetries(ReconcileError):

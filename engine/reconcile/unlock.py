@@ -21,7 +21,6 @@ from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
 from engine.storage.codec import StorageDecodeError
-from engine.storage.observation import PENDING_STATUSES
 from engine.storage.writer import StorageWriteError
 
 
@@ -38,7 +37,7 @@ class Unlock:
         spec = req.spec
         ns, release = req.key
         latest = self.ctx.observer.latest(ns, release)
-        if latest is None or latest.status not in PENDING_STATUSES:
+        if latest is None or not latest.is_pending:
             raise ActionFailed(f"release {release_ref(req, None)} is not pending: nothing to unlock")
         if self.ctx.unlock is None:
             raise ActionFailed("this engine cannot write release storage to unlock")

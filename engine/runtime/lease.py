@@ -20,6 +20,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -30,6 +31,17 @@ from engine import labels
 log = logging.getLogger(__name__)
 
 OnChange = Callable[[str, bool], None]  # (holder identity, this instance leads)
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    """Where the engine lease lives; ``duration`` and ``retry`` in seconds."""
+
+    name: str
+    namespace: str = "default"
+    duration: float = 15.0
+    retry: float = 2.0
+    identity: str | None = None
 
 
 def default_identity() -> str:

@@ -1,0 +1,92 @@
+"""Maintenance: the pass of a package in ``NoResourceReconciliation`` (after nelm's Service.Upgrade).
+
+In maintenance only the release service acts: entering costs one upgrade
+that stamps the maintenance label on the release and its resources; after
+that nothing is rendered or upgraded, and the reconcile loop neither
+upgrades, remediates nor corrects drift. Like
+:class:`~engine.reconcile.atomic.AtomicRelease` it runs a whole pass and
+returns a :class:`~engine.reconcile.atomic.PassResult`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Protocol
+
+from engine import labels
+from engine.helm import HelmError
+from engine.package import PackageError, PackageSpec
+from engine.reconcile import conditions as cond
+from engine.reconcile import state as st
+from engine.reconcile.action import (
+    ActionContext,
+    ObservedReleases,
+    ReconcilerType,
+    drop_conditions,
+    record,
+    set_conditions,
+)
+from engine.reconcile.atomic import PassResult
+from engine.reconcile.request import Request
+from engine.reconcile.status import ActionOutcome
+
+
+class ServiceUpgrade(Protocol):
+    """What the pass needs of the release service's upgrade result."""
+
+    @property
+    def action(self) -> str: ...
+    @property
+    def revision(self) -> int | None: ...
+
+
+class MaintenanceService(Protocol):
+    """The release service's smart upgrade (engine.service.ReleaseService.upgrade)."""
+
+    async def upgrade(self, namespace: str, package: PackageSpec, *,
+                      release_labels: Mapping[str, str] | None = None) -> ServiceUpgrade: ...
+
+
+# Release labels of the request the service stamps as well (its own labels cover the rest).
+_PASSED_LABELS = (labels.SPEC_DIGEST, labels.PACKAGE_SET)
+IN_MAINTENANCE = "package is in maintenance (NoResourceReconciliation): the release is left as it is"
+
+
+class Maintenance:
+    """Type ``release``: one pass of a package in maintenance. Never raises for helm or package errors."""
+
+    name = "maintenance"
+    type: ReconcilerType = "release"
+
+    def __init__(self, ctx: ActionContext, service: MaintenanceService):
+        self.ctx = ctx
+        self.service = service
+
+    async def reconcile(self, req: Request) -> PassResult:
+        """Run the service's upgrade (a no-op once the release carries the label) and report the state.
+
+        Ready is Unknown (reason InMaintenance) and Reconciling is dropped;
+        a failure of the service's upgrade ends the pass with ``error``.
+        """
+        spec = req.spec
+        ns, release = req.key
+        outcomes: tuple[ActionOutcome, ...] = ()
+        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
+            try:
+                extra = {k: v for k, v in req.release_labels.items() if k in _PASSED_LABELS}
+                result = await self.service.upgrade(spec.namespace, spec, release_labels=extra)
+            except (HelmError, PackageError) as exc:
+                message = f"entering maintenance failed: {exc}"
+                self.ctx.events(self.name, "failed", message, getattr(exc, "tail", ()))
+                return PassResult(st.FAILED, "error", message)
+        record(req, seen.observed)
+        if result.action in ("install", "upgrade"):
+            message = (f"entered maintenance: revision {result.revision} stamps the maintenance label; "
+                       "resources are no longer reconciled")
+            self.ctx.events(self.name, "succeeded", message, ())
+            outcomes = (ActionOutcome(self.name, True, message, result.revision, (), time.time()),)
+        set_conditions(req, (cond.READY, None, cond.IN_MAINTENANCE, IN_MAINTENANCE))
+        drop_conditions(req, cond.RECONCILING)
+        latest = self.ctx.observer.latest(ns, release)
+        return PassResult(st.determine_state(req, latest).status, "interval", IN_MAINTENANCE, outcomes)

@@ -1,0 +1,49 @@
+"""Rollback: the operator's ``helm rollback`` to a chosen revision (helm's rollback action).
+
+Unlike RollbackRemediation (which the atomic loop picks after a failed
+upgrade, to the previous snapshot of our history) this rolls back to the
+revision the operator names, or the previous one (0). The outcome is read
+from storage as for every reconciler: success is a new revision stored
+``deployed``; helm's error or no new revision is failure. The revisions it
+wrote are recorded on the request's status history, so the release stays
+ours and is not taken for a change made outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from engine.helm import RollbackOptions
+from engine.reconcile.action import ActionContext, ReconcilerType, newer, observed_run, outcome
+from engine.reconcile.request import Request
+from engine.reconcile.status import ActionOutcome
+
+
+class Rollback:
+    """Type ``release``. Never raises for helm failures: a failed rollback is a failed outcome."""
+
+    name = "rollback"
+    type: ReconcilerType = "release"
+
+    def __init__(self, ctx: ActionContext, revision: int = 0):
+        self.ctx = ctx
+        self.revision = revision
+
+    async def reconcile(self, req: Request) -> ActionOutcome:
+        ns, release = req.key
+        target = self.revision or "previous"
+        before = self.ctx.observer.latest(ns, release)
+        opts = RollbackOptions(timeout=req.spec.timeout, wait=True)
+        self.ctx.events(self.name, "started", f"rolling back to revision {target}", ())
+        # The monitor is left as it is (as before this reconciler existed): its refresh follows the action.
+        seen, error = await observed_run(
+            self.ctx, req, lambda _n, _r: contextlib.nullcontext(),
+            lambda: self.ctx.helm.rollback(release, ns, self.revision, opts))
+        after = newer(seen, before)
+        ok = error is None and after is not None and after.status == "deployed"
+        if ok and after is not None:
+            message = f"rolled back {ns}/{release} to revision {target}: revision {after.version}"
+        else:
+            message = f"rollback failed: {error.message if error else 'no new revision stored'}"
+        self.ctx.events(self.name, "succeeded" if ok else "failed", message, error.tail if error else ())
+        return outcome(self.name, ok, message, seen.newest, error)

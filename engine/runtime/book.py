@@ -1,0 +1,318 @@
+"""The release book: the one holder of per-release state and the projection the app shows.
+
+For every release the engine knows (stored in Helm storage, declared by a
+package, or with an unreadable record) the book holds the declared package
+spec, the engine status (history, counters, conditions, overrides; persisted
+in the cluster), the last pass's release state, the monitor's status, the
+action running on it and its event log. From these and the observer's
+latest revision it makes :class:`~engine.runtime.state.ReleaseView`, the one
+row the app renders, and announces every change to its subscribers
+(:data:`~engine.runtime.state.EngineEvent`). It also owns the per-release
+running-action guard: at most one action of this engine runs on a release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
+
+from engine.monitor.status import MonitorStatus
+from engine.package import PackageSpec
+from engine.reconcile import conditions as cond
+from engine.reconcile.status import EngineStatus
+from engine.reconcile.store import StatusStore
+from engine.runtime.state import (
+    EngineEvent,
+    EventLogged,
+    ReconcileEvent,
+    ReleaseKey,
+    ReleaseRemoved,
+    ReleaseUpdated,
+    ReleaseView,
+    RunningAction,
+)
+from engine.storage.observation import Observation
+from engine.storage.observer import Observer
+from engine.storage.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+EVENT_LOG_SIZE = 200
+KEEP = object()  # set_status: leave the release state as it is
+Subscriber = Callable[[EngineEvent], None]
+# The release state before a pass decided it: (key, latest observation) -> state or None.
+QuickState = Callable[[ReleaseKey, Observation | None], str | None]
+
+
+class ActionRefused(RuntimeError):
+    """An action was not started (busy release, no package, read-only, ...)."""
+
+
+class NotAvailable(RuntimeError):
+    """This engine cannot perform the action at all; the message says why."""
+
+
+def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
+    """The one wording for "an action already runs on this release"."""
+    action = running.action if running is not None else "an action"
+    return f"{action} is already running on {key[0]}/{key[1]}"
+
+
+class ReleaseBook:
+    """Per-release state of one engine; see the module docstring.
+
+    ``observer`` supplies the stored revisions; ``quick_state`` gives a
+    release state before the first pass (the package controller's cheap
+    verdict); ``store`` persists engine statuses (None: nothing is persisted,
+    e.g. offline); ``writable`` says whether this instance may write them
+    (not read-only, holding the lease).
+    """
+
+    def __init__(
+        self,
+        observer: Observer,
+        *,
+        quick_state: QuickState = lambda _k, _o: None,
+        store: StatusStore | None = None,
+        writable: Callable[[], bool] = lambda: True,
+    ):
+        self.observer = observer
+        self.store = store
+        self._quick_state = quick_state
+        self._writable = writable
+        self.packages: dict[ReleaseKey, PackageSpec] = {}
+        self._statuses: dict[ReleaseKey, EngineStatus] = {}
+        self._states: dict[ReleaseKey, str] = {}
+        self._monitors: dict[ReleaseKey, MonitorStatus] = {}
+        self._views: dict[ReleaseKey, ReleaseView] = {}
+        self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
+        self._locks: dict[ReleaseKey, asyncio.Lock] = {}
+        self._subscribers: list[Subscriber] = []
+
+    # -- subscribers ---------------------------------------------------------------
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback`` with every :data:`EngineEvent`; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def emit(self, event: EngineEvent) -> None:
+        """Give ``event`` to every subscriber (a failing subscriber is logged, the rest still get it)."""
+        for cb in list(self._subscribers):
+            try:
+                cb(event)
+            except Exception:
+                log.exception("engine subscriber failed")
+
+    # -- reading -------------------------------------------------------------------
+    def views(self) -> list[ReleaseView]:
+        """Every known release, sorted by namespace and name."""
+        return [self._views[k] for k in sorted(self._views)]
+
+    def view(self, key: ReleaseKey) -> ReleaseView | None:
+        return self._views.get(key)
+
+    def known(self) -> list[ReleaseKey]:
+        """Every release with a view."""
+        return list(self._views)
+
+    def status(self, key: ReleaseKey) -> EngineStatus | None:
+        """The package's engine status, if any."""
+        return self._statuses.get(key)
+
+    def state(self, key: ReleaseKey) -> str | None:
+        return self._states.get(key)
+
+    def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
+        """The release's event log, oldest first (at most the last :data:`EVENT_LOG_SIZE`)."""
+        return list(self._events.get(key, ()))
+
+    def maintenance(self, key: ReleaseKey) -> str:
+        """The effective maintenance mode: set from the app (kept in the status), else the package file's."""
+        status = self._statuses.get(key)
+        if status is not None and status.maintenance is not None:
+            return status.maintenance
+        pkg = self.packages.get(key)
+        return pkg.maintenance if pkg else ""
+
+    def suspended(self, key: ReleaseKey) -> bool:
+        """Suspended by the package file or by the operator (kept in the status)."""
+        pkg = self.packages.get(key)
+        status = self._statuses.get(key)
+        return bool((pkg and pkg.suspend) or (status and status.suspended))
+
+    def spec(self, key: ReleaseKey) -> PackageSpec:
+        """The package spec with the effective maintenance mode; KeyError without a package."""
+        spec = self.packages[key]
+        mode = self.maintenance(key)
+        return spec if spec.maintenance == mode else dataclasses.replace(spec, maintenance=mode)
+
+    def ours(self, key: ReleaseKey, obs: Observation) -> bool:
+        """True when ``obs`` is a revision the engine's own history holds as it is (our write)."""
+        status = self._statuses.get(key)
+        if status is None:
+            return False
+        digest = Snapshot.from_observation(obs).digest
+        return any(s.digest == digest for s in status.history.snapshots)
+
+    # -- writing -------------------------------------------------------------------
+    def set_packages(self, specs: Mapping[ReleaseKey, PackageSpec]) -> None:
+        """Replace the declared packages (the views are refreshed by the caller)."""
+        self.packages = dict(specs)
+
+    def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP) -> None:
+        """Replace ``key``'s engine status; ``state`` also sets the release state (None forgets it)."""
+        self._statuses[key] = status
+        if state is not KEEP:
+            self._set_state(key, state if isinstance(state, str) else None)
+        self.refresh(key)
+
+    def update_status(self, key: ReleaseKey, **changes: Any) -> EngineStatus:
+        """Change fields of ``key``'s engine status (a fresh one when it has none); returns the new one."""
+        status = dataclasses.replace(self._statuses.get(key) or EngineStatus(), **changes)
+        self.set_status(key, status)
+        return status
+
+    def set_state(self, key: ReleaseKey, state: str | None) -> None:
+        """The release state a pass decided; None forgets it (storage or the spec changed under it)."""
+        self._set_state(key, state)
+        self.refresh(key)
+
+    def _set_state(self, key: ReleaseKey, state: str | None) -> None:
+        if state is None:
+            self._states.pop(key, None)
+        else:
+            self._states[key] = state
+
+    def set_monitor(self, key: ReleaseKey, status: MonitorStatus) -> None:
+        self._monitors[key] = status
+        self.refresh(key)
+
+    def log(self, key: ReleaseKey, action: str, outcome: str, message: str, tail: tuple[str, ...] = ()) -> None:
+        """Add an event, stamped now, to ``key``'s log; a "started" event names the running action."""
+        pkg = self.packages.get(key)
+        self.add_event(ReconcileEvent(time.time(), key, pkg.name if pkg else "", action, outcome, message, tail))
+
+    def add_event(self, event: ReconcileEvent) -> None:
+        """Add ``event`` as it is to its release's log and announce it (:class:`EventLogged`)."""
+        key = event.key
+        self._events.setdefault(key, deque(maxlen=EVENT_LOG_SIZE)).append(event)
+        view = self._views.get(key)
+        if event.outcome == "started" and view is not None and view.running is not None:
+            # Name the running action as it is ("upgrade", "test"...), not just "reconcile".
+            self.refresh(key, running=dataclasses.replace(view.running, action=event.action))
+        log.info("event %s/%s %s %s: %s", key[0], key[1], event.action, event.outcome, event.message)
+        self.emit(EventLogged(event))
+
+    def refresh(self, key: ReleaseKey, **changes: Any) -> None:
+        """Remake ``key``'s view from what the book and the observer hold (``changes`` override fields);
+        announce it when it changed, or its removal when nothing knows the release any more."""
+        obs = self.observer.latest(*key)
+        pkg = self.packages.get(key)
+        cur = self._views.get(key)
+        status = self._statuses.get(key)
+        bad = self.observer.unreadable_releases().get(key)
+        if obs is None and pkg is None and bad is None:
+            if cur is not None and cur.running is None and not changes:
+                del self._views[key]
+                self.emit(ReleaseRemoved(key))
+                return
+            if cur is None:
+                return
+        base = cur or ReleaseView(namespace=key[0], name=key[1])
+        fields: dict[str, Any] = {
+            "observation": obs,
+            "package": pkg,
+            "maintenance": self.maintenance(key),
+            "suspended": self.suspended(key),
+            "monitor": self._monitors.get(key) or MonitorStatus(),
+            "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
+        }
+        if status is not None:
+            ready = cond.get(status.conditions, cond.READY)
+            fields.update(
+                conditions=status.conditions,
+                failures=status.failures,
+                last=status.last,
+                ready=None if ready is None or ready.status == "Unknown" else ready.status == "True",
+            )
+        state = self._states.get(key)
+        if state is None and pkg is not None:
+            # Until a pass decides (or after storage changed under it): a quick verdict, kept so that
+            # later refreshes (monitor, progress) do not hash the chart again.
+            state = self._quick_state(key, obs)
+            if state is not None:
+                self._states[key] = state
+        fields["state"] = state if pkg is not None or status is not None else None
+        fields.update(changes)
+        new = dataclasses.replace(base, **fields)
+        if new != cur:
+            self._views[key] = new
+            self.emit(ReleaseUpdated(new))
+
+    def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
+        """Refresh ``keys``, every stored, declared and unreadable release, and every view."""
+        for key in dict.fromkeys([*keys, *self.observer.releases(), *self.packages,
+                                  *self.observer.unreadable_releases(), *self._views]):
+            self.refresh(key)
+
+    # -- the running-action guard ------------------------------------------------------
+    def busy(self, key: ReleaseKey) -> bool:
+        """True while an action of this engine runs on ``key``."""
+        lock = self._locks.get(key)
+        return lock is not None and lock.locked()
+
+    @contextlib.asynccontextmanager
+    async def running(self, key: ReleaseKey, action: str, timeout: float) -> AsyncIterator[None]:
+        """Hold ``key`` for ``action`` (shown as running, with its helm ``timeout`` in seconds).
+
+        Raises ActionRefused at once when another action holds it.
+        """
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        if lock.locked():
+            view = self._views.get(key)
+            raise ActionRefused(busy_reason(key, view.running if view else None))
+        async with lock:
+            self.refresh(key, running=RunningAction(action, time.time(), timeout))
+            try:
+                yield
+            finally:
+                self.refresh(key, running=None)
+
+    # -- persistence ---------------------------------------------------------------
+    async def load_statuses(self, namespaces: list[str] | None) -> set[ReleaseKey]:
+        """Read the persisted statuses of ``namespaces`` (None: all); returns the keys whose status changed.
+
+        A store that cannot be read is logged and leaves the statuses as they are.
+        """
+        if self.store is None:
+            return set()
+        try:
+            stored = await asyncio.to_thread(self.store.list, namespaces)
+        except Exception as exc:  # the engine still works without persisted status
+            log.warning("cannot read persisted engine status: %s", exc)
+            return set()
+        changed = set()
+        for item in stored:
+            key = (item.namespace, item.release)
+            if self._statuses.get(key) != item.status:
+                self._statuses[key] = item.status
+                changed.add(key)
+        return changed
+
+    async def persist(self, key: ReleaseKey) -> None:
+        """Write ``key``'s status to the cluster (when this instance may); failures are logged only."""
+        spec = self.packages.get(key)
+        status = self._statuses.get(key)
+        if self.store is None or status is None or not self._writable():
+            return
+        ns = spec.storage_ns if spec else key[0]
+        try:
+            await asyncio.to_thread(self.store.save, ns, key[1], spec.name if spec else "", status)
+        except Exception as exc:  # keep reconciling; the next pass writes again
+            log.warning("cannot persist engine status of %s/%s: %s", key[0], key[1], exc)

@@ -1,0 +1,387 @@
+"""The package controller: what makes packages reconcile, and one pass of a package.
+
+Packages are reconciled from a work queue (:mod:`engine.runtime.queue`):
+at start, when their files change, at their interval, at once when a pass
+asks for more, with backoff after errors. Triggers besides the interval: a
+release written outside helmdeck (storage), resources found absent (the
+monitor), taking over the engine lease, and the package source. A removed
+package's release is uninstalled with pruning on, else reported orphaned.
+
+One pass runs under the release's running-action guard: it builds the
+:class:`~engine.reconcile.request.Request` (:meth:`PackageController._request`,
+the one place a request is built), runs the atomic release loop (or, in
+maintenance, the :class:`~engine.reconcile.maintenance.Maintenance` pass),
+keeps the resulting status in the release book and persists it.
+:meth:`PackageController.settle` drives a set of packages until they rest,
+for ``helmdeck reconcile --once``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from kubernetes import client
+
+from engine import labels
+from engine.helm import Helm, HelmError
+from engine.monitor.status import MonitorStatus
+from engine.package import PackageError, load_chart, merged_values
+from engine.reconcile import conditions as cond
+from engine.reconcile import state as st
+from engine.reconcile.action import ActionContext
+from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
+from engine.reconcile.drift import DriftDetector
+from engine.reconcile.maintenance import Maintenance
+from engine.reconcile.request import Request
+from engine.reconcile.status import EngineStatus
+from engine.runtime.book import ActionRefused, ReleaseBook
+from engine.runtime.gate import ActionGate
+from engine.runtime.queue import RunResult, WorkQueue
+from engine.runtime.source import PackageSource, SourceUpdate
+from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey
+from engine.runtime.tasks import Background
+from engine.service import ReleaseService
+from engine.service.types import PackageNotHelm
+from engine.storage.codec import Driver
+from engine.storage.observation import Observation, canonical_json
+from engine.storage.observer import StorageChange
+from engine.storage.writer import unlock_release
+
+log = logging.getLogger(__name__)
+
+# How long a refused pass (another action runs on the release) waits before trying again, seconds.
+_REFUSED_RETRY = 5.0
+_SETTLE_REFUSED_RETRY = 1.0
+# Followers re-read the persisted statuses this often (seconds).
+_FOLLOWER_REFRESH = 3.0
+
+
+def spec_digest(chart_digest: str, values: dict[str, object]) -> str:
+    """32 hex characters identifying a chart content + values pair (fits a label value)."""
+    return labels.label_digest(chart_digest.encode() + b"\0" + canonical_json(values))
+
+
+def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observation, str], Awaitable[Observation]]:
+    """The action context's ``unlock``: mark a pending revision failed in storage, only if it is still
+    the record judged stale (its resourceVersion)."""
+    async def unlock(obs: Observation, detail: str) -> Observation:
+        storage_ns = obs.storage_key.namespace if obs.storage_key else obs.namespace
+        return await asyncio.to_thread(unlock_release, api, storage_ns, obs.name, obs.version, driver=driver,
+                                       detail=detail, resource_version=obs.resource_version or None)
+    return unlock
+
+
+def verdict(result: PassResult, interval: float) -> RunResult:
+    """What the work queue does after a pass (the one translation of a pass's ``next``)."""
+    if result.next == "soon":
+        return RunResult("interval", min(LOCKED_RECHECK, result.retry_after or LOCKED_RECHECK))
+    if result.next == "interval":
+        return RunResult("interval", interval)
+    return {"now": RunResult("now"), "error": RunResult("error"), "stop": RunResult("stop")}[result.next]
+
+
+class PackageController:
+    """Queue, triggers, prune and passes of one engine's packages (see the module docstring).
+
+    ``source`` None: no packages folder (the engine only shows storage).
+    ``package_set`` labels this set's releases (cleanup removes only its own);
+    ``monitors`` False builds no resource monitors.
+    """
+
+    def __init__(
+        self,
+        book: ReleaseBook,
+        gate: ActionGate,
+        ctx: ActionContext,
+        service: ReleaseService,
+        detector: DriftDetector | None,
+        helm: Helm,
+        source: PackageSource | None,
+        tasks: Background,
+        *,
+        concurrency: int = 4,
+        prune: bool = False,
+        package_set: str | None = None,
+        monitors: bool = True,
+    ):
+        self.book = book
+        self.gate = gate
+        self.ctx = ctx
+        self.service = service
+        self.detector = detector
+        self.helm = helm
+        self.source = source
+        self.tasks = tasks
+        self.concurrency = concurrency
+        self.prune = prune
+        self.package_set = package_set
+        self.monitors = monitors
+        self.package_errors: list[PackageError] = []
+        self.auto = False  # reconcile on its own (queue), as opposed to on request only
+        self.leading = asyncio.Event()  # set while this instance holds the lease
+        self.queue: WorkQueue[ReleaseKey] = WorkQueue(
+            self._run_queued, concurrency=concurrency, is_suspended=book.suspended)
+
+    # -- packages ----------------------------------------------------------------
+    def load_packages(self) -> None:
+        """(Re)load the packages folder now; bad files are reported, the rest apply."""
+        if self.source is not None:
+            self.apply_source(self.source.load())
+
+    async def load(self) -> None:
+        """:meth:`load_packages` off the event loop."""
+        if self.source is not None:
+            self.apply_source(await asyncio.to_thread(self.source.load))
+
+    def apply_source(self, update: SourceUpdate) -> None:
+        """Take a (re)load of the package source: new specs, problems, changed and removed packages."""
+        book = self.book
+        old = set(book.packages)
+        for key, spec in update.specs.items():
+            before = book.packages.get(key)
+            status = book.status(key)
+            if before is not None and before.maintenance != spec.maintenance and status is not None \
+                    and status.maintenance is not None:
+                # The package file changed its mode: the file decides again.
+                book.set_status(key, dataclasses.replace(status, maintenance=None))
+        book.set_packages(update.specs)
+        self.package_errors = list(update.errors)
+        for key in update.changed:
+            book.set_state(key, None)
+        for key in update.removed:
+            book.set_state(key, None)
+            if self.prune and self.gate.acting:
+                self.tasks.spawn(self._prune(key))
+            else:
+                book.log(key, "orphan", "info", "its package file was removed; the release is kept "
+                         "(run with --prune to uninstall such releases)")
+        for key in old | set(book.packages):
+            book.refresh(key)
+        book.emit(PackageProblems(tuple(update.errors)))
+
+    async def watch(self) -> None:
+        """Apply every change of the packages folder; changed packages reconcile at once."""
+        if self.source is None:
+            return
+        async for update in self.source.watch():
+            self.apply_source(update)
+            if self.gate.acting:
+                for key in update.changed:
+                    self.queue.add(key)
+
+    async def _prune(self, key: ReleaseKey) -> None:
+        status = self.book.status(key)
+        if status is None or status.history.latest() is None:
+            return
+        ns, release = key
+        try:
+            await self.helm.uninstall(release, ns)
+            self.book.log(key, "prune", "succeeded", "package file removed: release uninstalled")
+        except HelmError as exc:
+            self.book.log(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
+
+    # -- triggers ------------------------------------------------------------------
+    def start(self, *, reconcile: bool) -> None:
+        """Start the queue; with ``reconcile`` every package is queued (when this instance acts)."""
+        self.auto = reconcile
+        self.queue.start()
+        if reconcile and self.gate.acting:
+            for key in self.book.packages:
+                self.queue.add(key)
+
+    def on_storage(self, change: StorageChange) -> None:
+        """A storage change (on the engine's loop): refresh the view; a package's release written
+        outside helmdeck is looked at again soon (the last pass's verdict no longer holds)."""
+        book = self.book
+        if change.observation is not None:
+            key = change.observation.release_key
+            if key in book.packages and not book.busy(key) and not book.ours(key, change.observation):
+                book.set_state(key, None)
+                if self.gate.acting and self.auto:
+                    self.queue.add(key, 1.0)
+            book.refresh(key)
+        elif change.unreadable is not None:
+            book.refresh((change.key.namespace, change.unreadable.release))
+        elif change.type == "DELETED":
+            for key in [k for k in book.known() if k[0] == change.key.namespace]:
+                book.refresh(key)
+
+    def on_absent(self, namespace: str, name: str) -> None:
+        """The monitor found resources of a release missing: reconcile its package (once)."""
+        key = (namespace, name)
+        latest = self.ctx.observer.latest(*key)
+        if latest is None or latest.status != "deployed" or self.book.suspended(key):
+            return  # uninstalled or being uninstalled, or the operator holds the package
+        if key in self.book.packages and self.gate.acting and self.auto:
+            self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
+            self.queue.add(key)
+
+    def on_monitor(self, namespace: str, name: str, status: MonitorStatus) -> None:
+        self.book.set_monitor((namespace, name), status)
+
+    def on_lease(self, holder: str, leader: bool) -> None:
+        """The lease changed hands; taking it over looks at every package now."""
+        was = self.gate.leader
+        self.gate.set_lease(holder, leader)
+        if leader:
+            self.leading.set()
+        else:
+            self.leading.clear()
+        self.book.emit(LeaseChanged(holder, leader))
+        if leader and not was and not self.gate.readonly and self.auto:
+            for key in self.book.packages:
+                self.queue.add(key)
+
+    async def follow_statuses(self, namespaces: Callable[[], list[str] | None]) -> None:
+        """While not the leader, keep the persisted statuses (written by the leader) in view."""
+        while True:
+            await asyncio.sleep(_FOLLOWER_REFRESH)
+            if self.gate.leader:
+                continue
+            for key in await self.book.load_statuses(namespaces()):
+                self.book.set_state(key, None)
+
+    async def refresh_monitor(self, key: ReleaseKey) -> None:
+        """(Re)build the monitor of a managed release after an action; drop it in maintenance."""
+        if key not in self.book.packages or not self.monitors:
+            return
+        if self.book.maintenance(key):
+            self.service.remove_monitor(*key)
+        else:
+            await self.service.refresh_monitor(*key)
+
+    # -- requests --------------------------------------------------------------------
+    def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
+        """The release state before the first pass (cheap: no chart rendering, no drift)."""
+        spec = self.book.packages.get(key)
+        if spec is None:
+            return None
+        try:
+            chart = load_chart(spec.chart_path)
+            values = merged_values(spec)
+        except PackageError:
+            return None
+        req = Request(spec, chart, values, spec_digest(chart.digest, values),
+                      self.book.status(key) or EngineStatus())
+        if cond.is_true(req.status.conditions, cond.STALLED):
+            return st.STALLED
+        return st.determine_state(req, obs).status
+
+    async def _request(self, key: ReleaseKey, force: bool) -> Request:
+        """Everything a pass needs; raises PackageError for an unreadable chart or values."""
+        spec = self.book.spec(key)
+        chart = await asyncio.to_thread(load_chart, spec.chart_path)
+        values = merged_values(spec)
+        digest = spec_digest(chart.digest, values)
+        release_labels = {labels.MANAGED_BY: labels.MANAGER, labels.PACKAGE: spec.name, labels.SPEC_DIGEST: digest}
+        if self.package_set:
+            release_labels[labels.PACKAGE_SET] = self.package_set
+        req = Request(spec, chart, values, digest, self.book.status(key) or EngineStatus(), force, release_labels)
+        # A chart that does not render has no checksum: the install or upgrade reports the error.
+        with contextlib.suppress(HelmError):
+            release_labels[labels.MANIFEST_CHECKSUM] = await self.service.checksum(spec.namespace, spec)
+        release_labels[labels.MAINTENANCE] = "true" if spec.maintenance else "false"
+        req.post_renderer = await self.service.post_renderer_for(spec)
+        self.service.take_absent_report(*key)
+        req.absent = tuple(r.ref for r in self.service.absent(*key))
+        latest = self.ctx.observer.latest(*key)
+        req.force_conflicts = latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true"
+        return req
+
+    def context(self, key: ReleaseKey) -> ActionContext:
+        """The action context whose events go to ``key``'s log."""
+        return dataclasses.replace(self.ctx, events=lambda a, o, m, t: self.book.log(key, a, o, m, t))
+
+    # -- passes ----------------------------------------------------------------------
+    async def run_pass(self, key: ReleaseKey, *, force: bool = False) -> PassResult:
+        """Run one atomic pass on ``key`` now and return how it ended.
+
+        Raises ActionRefused (no package, busy, read-only) or NotAvailable (offline).
+        """
+        self.gate.check("upgrade", key)
+        return await self.reconcile(key, force)
+
+    async def reconcile(self, key: ReleaseKey, force: bool) -> PassResult:
+        """One pass on ``key`` under its guard; keeps and persists the status. Raises ActionRefused."""
+        book = self.book
+        spec = book.packages.get(key)
+        if spec is None:
+            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
+        async with book.running(key, "reconcile", spec.timeout):
+            try:
+                req = await self._request(key, force)
+            except (PackageError, PackageNotHelm) as exc:
+                status = book.status(key) or EngineStatus()
+                conds = cond.set_condition(status.conditions, cond.READY, False, cond.INVALID_PACKAGE, str(exc))
+                book.set_status(key, dataclasses.replace(status, conditions=conds))
+                book.log(key, "reconcile", "failed", str(exc))
+                return PassResult("Failed", "error", str(exc))
+            if req.spec.maintenance:
+                result = await Maintenance(self.context(key), self.service).reconcile(req)
+            else:
+                result = await AtomicRelease(self.context(key), self.detector).reconcile(req)
+            last = result.outcomes[-1] if result.outcomes else None
+            book.set_status(key, dataclasses.replace(req.status, last=last or req.status.last), state=result.state)
+            await self.refresh_monitor(key)
+        await book.persist(key)
+        book.refresh(key)
+        return result
+
+    async def _run_queued(self, key: ReleaseKey, force: bool) -> RunResult:
+        spec = self.book.packages.get(key)
+        if spec is None or not self.gate.acting:
+            return RunResult("stop")
+        try:
+            result = await self.reconcile(key, force)
+        except ActionRefused:
+            return RunResult("interval", _REFUSED_RETRY)  # something else runs on it; look again shortly
+        return verdict(result, spec.interval)
+
+    async def settle(
+        self, keys: Iterable[ReleaseKey], deadline: float, *, stop: asyncio.Event | None = None,
+    ) -> dict[ReleaseKey, PassResult]:
+        """Pass each of ``keys`` until it rests (at most :attr:`concurrency` at once); returns the last
+        pass of each that finished.
+
+        A pass asking for more work runs again at once, and one waiting on a
+        lock waits, while ``deadline`` (seconds from now) is not reached; a
+        refused pass (busy) retries each second. Setting ``stop`` ends the
+        wait: the keys not finished are missing from the result.
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        results: dict[ReleaseKey, PassResult] = {}
+        slots = asyncio.Semaphore(self.concurrency)
+
+        async def one(key: ReleaseKey) -> None:
+            async with slots:
+                while True:
+                    try:
+                        result = await self.run_pass(key)
+                    except ActionRefused:
+                        await asyncio.sleep(_SETTLE_REFUSED_RETRY)
+                        continue
+                    remaining = end - loop.time()
+                    if result.next == "now" and remaining > 0:
+                        continue
+                    if result.next == "soon" and remaining > 0:
+                        await asyncio.sleep(min(result.retry_after or LOCKED_RECHECK, remaining))
+                        continue
+                    results[key] = result
+                    return
+
+        runner: asyncio.Future[Any] = asyncio.gather(*(one(k) for k in keys))
+        waiter: asyncio.Future[Any] = asyncio.ensure_future(
+            stop.wait() if stop is not None else asyncio.Event().wait())
+        await asyncio.wait([runner, waiter], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if not runner.done():
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+        return results

@@ -1,0 +1,138 @@
+"""The action gate: the one place deciding whether an operator action may run now, and why not.
+
+The engine's actions, the CLI and the app all ask it, so a refusal reads the
+same everywhere. Rules, in the order they are checked:
+
+1. read-only: ``--readonly`` removes every mutating action;
+2. lease: with a lease configured only its holder acts (as controller-runtime's
+   leader election), the others watch read-only;
+3. capability: an engine without a cluster (offline: fixtures, snapshots)
+   cannot act on one;
+4. no package: actions that need the package's spec (upgrade, suspend,
+   maintenance, render, diff);
+5. pending: unlock needs a release held pending (``pending-*``, as Helm's
+   ``IsPending``);
+6. busy: at most one action of this engine runs on a release.
+
+``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
+from engine.runtime.state import ReleaseKey
+from engine.storage.observation import Observation
+
+# Mutating actions, by the name the app's keys use.
+ACTIONS = (
+    "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall",
+)
+# Actions that only read ("cleanup-plan": what cleanup would remove).
+READING = ("diff", "render", "cleanup-plan")
+# What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
+_OFFLINE_OK = frozenset({"suspend"})
+# What capabilities() reported offline before the app asked the gate (kept until it does).
+_LEGACY_OFFLINE = frozenset({"monitor", "maintenance", "cleanup", "unlock", "diff"})
+_NEEDS_PACKAGE = frozenset({"upgrade", "suspend", "maintenance", "render", "diff"})
+# Actions that hold the release's running-action guard.
+_HOLDS_RELEASE = frozenset({"upgrade", "rollback", "test", "unlock", "uninstall", "maintenance"})
+
+READ_ONLY = "helmdeck runs read-only: actions are disabled"
+OFFLINE = "not connected to a cluster"
+
+
+def is_pending(latest: Observation | None) -> bool:
+    """True while an operation holds the release (its latest revision is ``pending-*``)."""
+    return latest is not None and latest.is_pending
+
+
+def not_pending_reason(key: ReleaseKey) -> str:
+    return f"{key[0]}/{key[1]} is not pending: nothing to unlock"
+
+
+def no_package_reason(key: ReleaseKey) -> str:
+    return f"no package declares release {key[0]}/{key[1]}"
+
+
+class ActionGate:
+    """Decides for one engine; ``readonly``, ``online`` and the lease holder are its own state.
+
+    ``book`` tells packages and running actions; ``latest`` gives the
+    latest stored revision of a release (for the pending rule).
+    """
+
+    def __init__(
+        self,
+        book: ReleaseBook,
+        latest: Callable[[str, str], Observation | None],
+        *,
+        readonly: bool = False,
+        online: bool = True,
+        leader: bool = True,
+    ):
+        self._book = book
+        self._latest = latest
+        self.readonly = readonly
+        self.online = online
+        self.leader = leader
+        self.holder = ""
+
+    @property
+    def acting(self) -> bool:
+        """True when this instance may change the cluster (not read-only, and holding the lease if any)."""
+        return not self.readonly and self.leader
+
+    def set_lease(self, holder: str, leader: bool) -> None:
+        """Who holds the engine lease, and whether it is this instance."""
+        self.holder = holder
+        self.leader = leader
+
+    def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
+        """None when ``action`` may run now (on ``key``, if given), else why not in one sentence.
+
+        Without ``key`` only the rules that do not depend on a release apply.
+        Raises ValueError for an action the gate does not know.
+        """
+        if action not in ACTIONS and action not in READING:
+            raise ValueError(f"unknown action {action!r}")
+        if action in ACTIONS:
+            if self.readonly:
+                return READ_ONLY
+            if not self.leader:
+                return f"read-only: {self.holder or 'another instance'} holds the engine lease"
+        if not self.online and action not in _OFFLINE_OK:
+            return OFFLINE
+        if key is None:
+            return None
+        if action in _NEEDS_PACKAGE and key not in self._book.packages:
+            return no_package_reason(key)
+        if action == "unlock" and not is_pending(self._latest(*key)):
+            return not_pending_reason(key)
+        if action in _HOLDS_RELEASE and self._book.busy(key):
+            view = self._book.view(key)
+            return busy_reason(key, view.running if view else None)
+        return None
+
+    def check(self, action: str, key: ReleaseKey | None = None) -> None:
+        """Raise when :meth:`why_not` gives a reason: NotAvailable when this engine cannot do it at all
+        (offline), else ActionRefused."""
+        why = self.why_not(action, key)
+        if why is None:
+            return
+        if why == OFFLINE:
+            raise NotAvailable(why)
+        raise ActionRefused(why)
+
+    def capabilities(self) -> dict[str, str | None]:
+        """For each action of :data:`ACTIONS` and ``diff``: None when available, else why not.
+
+        Kept for the app until it asks :meth:`why_not` per release: offline it
+        reports only the actions it always reported (upgrade, rollback, test
+        and uninstall are refused by :meth:`check` when they are tried).
+        """
+        out = {name: self.why_not(name) for name in (*ACTIONS, "diff")}
+        if not self.online and not self.readonly and self.leader:
+            out = {name: why if name in _LEGACY_OFFLINE else None for name, why in out.items()}
+        return out

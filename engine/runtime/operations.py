@@ -1,0 +1,257 @@
+"""The operator's actions (the app's keys and the CLI's commands) and the reads behind the panes.
+
+Each action asks the :class:`~engine.runtime.gate.ActionGate` first, runs
+under the release's running-action guard when it runs helm, keeps what it
+did in the release book (status, last outcome, event log) and persists the
+status. Actions raise ActionRefused (cannot start now) or NotAvailable
+(this engine cannot do it); helm failures are failed outcomes, not errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import labels
+from engine.masking import Masker
+from engine.package import Chart, PackageSpec, deep_merge, load_chart
+from engine.reconcile import conditions as cond
+from engine.reconcile.action import ActionContext, ActionReconciler
+from engine.reconcile.atomic import PassResult
+from engine.reconcile.errors import ActionFailed
+from engine.reconcile.request import Request
+from engine.reconcile.rollback import Rollback
+from engine.reconcile.status import ActionOutcome, EngineStatus
+from engine.reconcile.test import Test
+from engine.reconcile.uninstall import Uninstall
+from engine.reconcile.unlock import Unlock
+from engine.runtime.book import ReleaseBook
+from engine.runtime.controller import PackageController
+from engine.runtime.diff import manifest_diff
+from engine.runtime.gate import ActionGate
+from engine.runtime.state import CleanupItem, ReleaseKey
+from engine.runtime.tasks import Background
+from engine.storage.observation import Observation
+
+# Placeholder chart for actions on releases no package declares (rollback, test, unlock, uninstall need none).
+_NO_CHART = Chart(Path("-"), "", "", "", "")
+
+
+def bare_spec(key: ReleaseKey) -> PackageSpec:
+    """A spec for a release no package declares (default options: timeout, history...)."""
+    return PackageSpec(Path("-"), key[1], key[0], Path("-"), key[1])
+
+
+class Operations:
+    """The operator's actions on one engine (see the module docstring)."""
+
+    def __init__(self, book: ReleaseBook, gate: ActionGate, controller: PackageController, masker: Masker,
+                 tasks: Background):
+        self.book = book
+        self.gate = gate
+        self.controller = controller
+        self.service = controller.service
+        self.observer = controller.ctx.observer
+        self.masker = masker
+        self.tasks = tasks
+
+    # -- reconcile -----------------------------------------------------------------
+    async def upgrade(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
+        """Run one pass now; ``force`` upgrades even when in sync and lifts a suspension.
+
+        Returns the last action's outcome, or None when nothing needed doing.
+        """
+        self.gate.check("upgrade", key)
+        if force:
+            self.set_suspended(key, False)
+        elif self.book.suspended(key):
+            return None
+        result = await self.controller.reconcile(key, force)
+        if result.next == "now":
+            self.controller.queue.add(key)
+        return result.outcomes[-1] if result.outcomes else None
+
+    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
+        """Put ``key``'s package into maintenance (``NoResourceReconciliation``) or back (``""``) and
+        reconcile once: each change costs exactly one upgrade. The choice is kept in the engine status
+        (it survives restarts) until the package file's own mode changes."""
+        self.gate.check("maintenance", key)
+        self.book.update_status(key, maintenance=mode)
+        self.book.log(key, "maintenance", "info", f"maintenance set to {mode or 'off'} from the app")
+        return await self.controller.reconcile(key, False)
+
+    def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
+        """Suspend (or resume) reconciliation of ``key``'s package."""
+        self.gate.check("suspend", key)
+        self.set_suspended(key, suspended)
+        self.book.log(key, "suspend" if suspended else "resume", "info",
+                      "reconciliation suspended" if suspended else "reconciliation resumed")
+        if not suspended:
+            self.controller.queue.add(key)
+
+    def set_suspended(self, key: ReleaseKey, suspended: bool) -> None:
+        status = self.book.status(key) or EngineStatus()
+        if status.suspended != suspended:
+            self.book.set_status(key, dataclasses.replace(status, suspended=suspended))
+            self.tasks.spawn(self.book.persist(key))
+        else:
+            self.book.refresh(key)
+
+    # -- single actions --------------------------------------------------------------
+    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome:
+        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package.
+
+        The suspension keeps the engine from undoing the rollback; a forced
+        reconcile (or resume) lifts it.
+        """
+        self.gate.check("rollback", key)
+        declared = key in self.book.packages
+        spec = self.book.packages.get(key) or bare_spec(key)
+        async with self.book.running(key, "rollback", spec.timeout):
+            status = self.book.status(key) or EngineStatus()
+            req = Request(spec, _NO_CHART, {}, "", status)
+            outcome = await Rollback(self.controller.context(key), revision).reconcile(req)
+            if declared:
+                # Our revision: the release stays ours, not "changed outside".
+                self.book.set_status(key, dataclasses.replace(
+                    req.status, last=outcome, suspended=outcome.ok or status.suspended), state=None)
+            await self.controller.refresh_monitor(key)
+        await self.book.persist(key)
+        if declared:
+            self.book.refresh(key)
+        else:
+            self.book.refresh(key, last=outcome)
+        return outcome
+
+    async def test(self, key: ReleaseKey) -> ActionOutcome:
+        """Run ``helm test`` on ``key``; the outcome is read from the stored test hooks."""
+        self.gate.check("test", key)
+        return await self._single(key, "test", Test)
+
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
+        """Mark ``key``'s pending release failed so it can move again (the operator's call:
+        no staleness wait, but never while an action of ours runs on it)."""
+        self.gate.check("unlock", key)
+        return await self._single(key, "unlock", Unlock)
+
+    async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
+        """``helm uninstall`` the release; its package (if any) is suspended so it is not reinstalled."""
+        self.gate.check("uninstall", key)
+        outcome = await self._single(key, "uninstall", Uninstall)
+        if outcome.ok:
+            self.service.remove_monitor(*key)
+            if key in self.book.packages:
+                self.set_suspended(key, True)
+        return outcome
+
+    async def _single(
+        self, key: ReleaseKey, action: str, kind: Callable[[ActionContext], ActionReconciler],
+    ) -> ActionOutcome:
+        """Run one action reconciler outside the loop, recording its result."""
+        spec = self.book.packages.get(key) or bare_spec(key)
+        async with self.book.running(key, action, spec.timeout):
+            status = self.book.status(key) or EngineStatus()
+            chart_path = spec.chart_path
+            req = Request(spec, load_chart(chart_path) if chart_path.exists() else _NO_CHART, {}, "", status)
+            try:
+                outcome = await kind(self.controller.context(key)).reconcile(req)
+            except ActionFailed as exc:
+                outcome = ActionOutcome(action, False, str(exc), at=time.time())
+            if key in self.book.packages:
+                tests = spec.test.enable and not spec.test.ignore_failures
+                conds = cond.summarize(req.status.conditions, tests_count=tests)
+                self.book.set_status(key, dataclasses.replace(req.status, last=outcome, conditions=conds),
+                                     state=None)
+            await self.controller.refresh_monitor(key)
+        await self.book.persist(key)
+        self.book.refresh(key, last=outcome)
+        return outcome
+
+    async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = ()) -> list[CleanupItem]:
+        """Uninstall every release of this package set no package declares (``dry_run``: list them only).
+
+        Only releases labelled by this package set (``helmdeck.dev/package-set``)
+        are considered: other sets' and unmanaged releases are never touched;
+        one failure does not stop the others.
+        """
+        self.gate.check("cleanup-plan" if dry_run else "cleanup")
+        keep = {f"{ns}/{name}" for ns, name in self.book.packages}
+        package_set = self.controller.package_set
+        scope = {labels.PACKAGE_SET: package_set} if package_set else None
+        report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run, selector=scope)
+        items = [CleanupItem(*_split(ref), "would-remove" if dry_run else "removed") for ref in report.removed]
+        items += [CleanupItem(*_split(ref), "failed", why) for ref, why in report.failed]
+        items += [CleanupItem(*_split(ref), "skipped", why) for ref, why in report.skipped]
+        for item in items:
+            if item.result in ("removed", "failed"):
+                self.book.log((item.namespace, item.name), "cleanup", "succeeded" if item.result == "removed"
+                              else "failed", item.message or f"cleanup {item.result} the release")
+        return items
+
+    # -- monitors ------------------------------------------------------------------------
+    def pause_monitor(self, key: ReleaseKey) -> int:
+        """Pause the release's monitor once more (as nelm's PauseMonitor); returns the pause count."""
+        self.gate.check("monitor", key)
+        count = self.service.pause_monitor(*key)
+        self.book.log(key, "monitor", "info", f"monitor paused (count {count})")
+        return count
+
+    def resume_monitor(self, key: ReleaseKey) -> int:
+        """Take one pause off the release's monitor (never below zero); returns the pause count."""
+        self.gate.check("monitor", key)
+        count = self.service.resume_monitor(*key)
+        self.book.log(key, "monitor", "info", "monitor resumed" if count == 0 else f"monitor paused (count {count})")
+        return count
+
+    # -- reading -------------------------------------------------------------------------
+    async def render(self, key: ReleaseKey) -> str:
+        """The manifests an upgrade of ``key``'s package would apply (post-rendered). Raises ActionRefused,
+        NotAvailable, PackageError, HelmError."""
+        self.gate.check("render", key)
+        spec = self.book.spec(key)
+        return await self.service.render(spec.namespace, spec)
+
+    async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
+        """What an upgrade would change: the deployed manifest against the desired render, per object
+        (unified diff; "" when nothing would change), secrets masked unless ``reveal``."""
+        self.gate.check("diff", key)
+        desired = await self.render(key)
+        latest = self.observer.latest(*key)
+        deployed = await self.manifest(key, latest.version) if latest is not None else ""
+        return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",
+                             None if reveal else self.masker)
+
+    def history(self, key: ReleaseKey) -> list[Observation]:
+        """Every stored revision of ``key``, newest first."""
+        return self.observer.history(*key)
+
+    async def release_record(self, key: ReleaseKey, revision: int) -> dict[str, Any]:
+        """The whole stored release of one revision (manifest, chart values, hooks...), loaded on demand.
+
+        Raises KeyError when the revision is not stored.
+        """
+        return await asyncio.to_thread(self.observer.load_release, key[0], key[1], revision)
+
+    async def manifest(self, key: ReleaseKey, revision: int) -> str:
+        """The manifest Helm stored for ``revision`` of ``key``."""
+        record_ = await self.release_record(key, revision)
+        manifest = record_.get("manifest")
+        return manifest if isinstance(manifest, str) else ""
+
+    async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]:
+        """User-supplied values of a revision, or with ``computed`` the chart defaults merged under them."""
+        record_ = await self.release_record(key, revision)
+        config = record_.get("config") if isinstance(record_.get("config"), dict) else {}
+        if not computed:
+            return dict(config or {})
+        chart_values = (record_.get("chart") or {}).get("values") or {}
+        return deep_merge(chart_values if isinstance(chart_values, dict) else {}, config or {})
+
+
+def _split(ref: str) -> tuple[str, str]:
+    ns, _, name = ref.partition("/")
+    return ns, name
