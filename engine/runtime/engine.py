@@ -142,7 +142,8 @@ class Engine:
         await self.controller.load()
         self.observer.start()
         await asyncio.to_thread(self.observer.wait_synced, 30)
-        await self.book.load_statuses(self._observed_namespaces(self.book.packages))
+        for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
+            self.book.set_state(key, None)  # a verdict made before the status was read does not hold
         self.book.refresh_all()
         if self.controller.source is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())
