@@ -73,15 +73,6 @@ class Snapshot:
             ),
         )
 
-    @property
-    def full_name(self) -> str:
-        """``<namespace>/<name>.v<version>``, as Flux names a snapshot in messages."""
-        return f"{self.namespace}/{self.name}.v{self.version}"
-
-    def targets(self, namespace: str, name: str, version: int) -> bool:
-        """True when this snapshot is of release ``namespace/name`` at ``version``."""
-        return (self.namespace, self.name, self.version) == (namespace, name, version)
-
     def has_been_tested(self) -> bool:
         """True when any test hook has run on this revision."""
         return any(h.phase for h in self.test_hooks)
@@ -178,11 +169,6 @@ class History(Sequence[Snapshot]):
             ):
                 return snap
         return None
-
-    def with_snapshot(self, snapshot: Snapshot) -> History:
-        """This history with ``snapshot`` added, replacing one of the same version."""
-        rest = tuple(s for s in self.snapshots if s.version != snapshot.version)
-        return History((snapshot, *rest))
 
     def truncate(self, n: int) -> History:
         """The ``n`` newest snapshots (all when there are fewer); ``n`` < 0 raises ValueError."""
