@@ -1,0 +1,70 @@
+"""The action gate over an offline engine: every rule, in order, with its one wording."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.runtime import Engine
+from engine.runtime.engine import ActionRefused, NotAvailable
+from engine.runtime.gate import ACTIONS, ActionGate
+from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_engine
+
+
+def online_gate(engine: Engine, **kw: bool) -> ActionGate:
+    """The rules of an engine with a cluster, over the fixed engine's book and storage."""
+    return ActionGate(engine.book, engine.observer.latest, **kw)
+
+
+def test_read_only_refuses_every_mutating_action_but_not_reading() -> None:
+    gate = online_gate(fixed_engine(), readonly=True)
+    assert {gate.why_not(a, WEB) for a in ACTIONS} == {"helmdeck runs read-only: actions are disabled"}
+    assert gate.why_not("diff", WEB) is None and gate.why_not("cleanup-plan") is None
+    with pytest.raises(ActionRefused, match="read-only"):
+        gate.check("upgrade", WEB)
+
+
+def test_a_follower_names_the_lease_holder() -> None:
+    gate = online_gate(fixed_engine(), leader=False)
+    gate.set_lease("ops@bastion", False)
+    assert gate.why_not("rollback", WEB) == "read-only: ops@bastion holds the engine lease"
+    assert not gate.acting
+    gate.set_lease("me", True)
+    assert gate.acting and gate.why_not("rollback", WEB) is None
+
+
+def test_offline_only_keeps_its_own_status() -> None:
+    engine = fixed_engine()
+    assert engine.gate.why_not("suspend", WEB) is None
+    assert engine.gate.why_not("upgrade", WEB) == "not connected to a cluster"
+    with pytest.raises(NotAvailable):
+        engine.gate.check("test", WEB)
+    # What the app asked before the gate existed stays as it was.
+    caps = engine.capabilities()
+    assert caps["upgrade"] is None and caps["monitor"] == "not connected to a cluster"
+
+
+def test_package_pending_and_busy_rules() -> None:
+    engine = fixed_engine()
+    gate = online_gate(engine)
+    assert gate.why_not("upgrade", LEGACY) == "no package declares release legacy/legacy-api"
+    assert gate.why_not("rollback", LEGACY) is None  # a bare release can be rolled back
+    assert gate.why_not("unlock", WEB) == "helmdeck-demo/web is not pending: nothing to unlock"
+    assert gate.why_not("unlock", LEGACY) is None  # pending-upgrade
+
+    async def hold() -> None:
+        async with engine.book.running(SETTINGS, "upgrade", 300.0):
+            assert gate.why_not("test", SETTINGS) == "upgrade is already running on helmdeck-demo/settings"
+            assert gate.why_not("suspend", SETTINGS) is None  # does not hold the release
+            with pytest.raises(ActionRefused, match="already running"):
+                async with engine.book.running(SETTINGS, "test", 300.0):
+                    pass
+        assert gate.why_not("test", SETTINGS) is None
+
+    asyncio.run(hold())
+
+
+def test_unknown_actions_are_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown action"):
+        fixed_engine().gate.why_not("explode")
