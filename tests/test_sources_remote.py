@@ -253,7 +253,7 @@ async def test_http_basic_auth_credentials_stay_hidden(
 
 async def test_oci_basic_auth_and_tls_credentials_stay_hidden(
     source: ChartSource, auth_registry: TestRegistry, helm4: str, tmp_path: Path, core_api: client.CoreV1Api,
-    namespace: str, caplog: pytest.LogCaptureFixture,
+    namespace: str, caplog: pytest.LogCaptureFixture, helm_home: dict[str, str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
     home = {"HELM_REGISTRY_CONFIG": str(tmp_path / "push-registry.json")}
@@ -289,8 +289,12 @@ async def test_oci_basic_auth_and_tls_credentials_stay_hidden(
     assert PASSWORD not in caplog.text
     listed = await source.versions(oci(secret_ref="reg-auth", cert_secret_ref="reg-ca"))
     assert [v.version for v in listed] == ["1.1.0", "1.0.0"]
-    # The private helm configuration (with the credentials) is gone after each pull.
+    # The private helm configuration (with the credentials) is gone after each pull, and the helm home the
+    # runner was given (standing for the user's) got no repository or registry configuration.
     assert list(values_dir().glob(f"pull-{os.getpid()}-*")) == []
+    assert list(values_dir().glob(f"tls-{os.getpid()}-*")) == []
+    config_home = Path(helm_home["HELM_CONFIG_HOME"])
+    assert not [p for p in config_home.rglob("*") if p.name in ("config.json", "repositories.yaml")]  # noqa: ASYNC240
 
 
 async def test_packages_resolving_together_share_one_request_and_one_pull(
