@@ -5,6 +5,7 @@
 - :mod:`engine.sources.source`: :class:`ChartSource` resolves a :class:`ChartRequest` to a local
   chart archive (:class:`ChartArtifact`) and lists versions; every pull is ``helm pull``;
 - :mod:`engine.sources.semver`: Helm's version ranges;
+- :mod:`engine.sources.pin`: precise edits of one YAML scalar (the version picker's pin);
 - :mod:`engine.sources.errors`: typed failures with Flux's reasons.
 """
 
