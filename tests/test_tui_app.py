@@ -50,8 +50,11 @@ class Recorder:
         return "\n".join(f"{t}: {m}" for m, t, _ in self.calls)
 
 
-def make_app(*, readonly: bool = False, **kwargs: Any) -> tuple[HelmdeckApp, Recorder]:
-    app = HelmdeckApp(fixed_engine(readonly=readonly), context="test", start_engine=False, clock=fixed_clock,
+def make_app(*, readonly: bool = False, online: bool = True, **kwargs: Any) -> tuple[HelmdeckApp, Recorder]:
+    """The app over the fixed engine; ``online``: its gate answers as a connected engine's would."""
+    engine = fixed_engine(readonly=readonly)
+    engine.gate.online = online
+    app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock,
                       masker=Masker(b"test"), **kwargs)
     recorder = Recorder()
     app.notify = recorder  # type: ignore[method-assign]
@@ -174,20 +177,30 @@ async def test_readonly_removes_every_action_key_and_refuses_them() -> None:
 
 
 async def test_unavailable_actions_are_shown_disabled_and_say_why() -> None:
-    app, notes = make_app()
+    app, notes = make_app(online=False)  # an engine without a cluster can only suspend
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         keys = footer(app)
-        assert keys["Upgrade"] and keys["Rollback"] and keys["Uninstall"]
-        assert keys["Unlock"] is False and keys["Cleanup"] is False and keys["Pause"] is False
+        assert keys["Suspend"]
+        assert keys["Unlock"] is False and keys["Cleanup"] is False and keys["Upgrade"] is False
         await pilot.press("l", "c")
-        reasons = app.engine.capabilities()  # the engine's own words, shown as they are
-        assert reasons["unlock"] and reasons["cleanup"]
-        assert notes.calls[0][0] == f"Unlock: {reasons['unlock']}"
-        assert notes.calls[1][0] == f"Cleanup: {reasons['cleanup']}"
+        why = app.engine.gate.why_not("unlock")  # the gate's own words, shown as they are
+        assert why and why == app.engine.gate.why_not("cleanup")
+        assert notes.calls[0][0] == f"Unlock: {why}"
+        assert notes.calls[1][0] == f"Cleanup: {why}"
         commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
-        assert commands["Unlock (l)"] == f"Unavailable: {reasons['unlock']}"
-        assert "forced reconcile" in commands["Upgrade (u)"]
+        assert commands["Unlock (l)"] == f"Unavailable: {why}"
+        assert commands["Suspend (s)"] == "Suspend or resume reconciliation of the package"
+
+
+async def test_release_refusals_are_the_gates() -> None:
+    app, notes = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(ReleaseTable).select(WEB)
+        await pilot.press("l")  # web is deployed, not pending
+        assert notes.calls[-1][0] == f"Unlock: {app.engine.gate.why_not('unlock', WEB)}"
+        assert "not pending" in notes.calls[-1][0]
+        assert len(app.screen_stack) == 1
 
 
 async def test_an_engine_failure_becomes_a_notification_naming_the_log(tmp_path: Path) -> None:
@@ -211,7 +224,7 @@ async def test_upgrade_of_a_release_without_package_is_refused() -> None:
     async with app.run_test(size=SIZE) as pilot:
         app.query_one(ReleaseTable).select(LEGACY)
         await pilot.press("u")
-        assert "No package declares legacy/legacy-api" in notes.text()
+        assert "no package declares release legacy/legacy-api" in notes.text()
         assert len(app.screen_stack) == 1
 
 
@@ -267,14 +280,14 @@ async def test_history_rollback_asks_naming_the_highlighted_revision() -> None:
 
 
 async def test_help_lists_every_action_with_its_availability() -> None:
-    app, _ = make_app()
+    app, _ = make_app(online=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one(TextView).query_one(".text-body").render())
-        assert f"Unlock       disabled: {app.engine.capabilities()['unlock']}" in text
-        assert "D / ctrl+d Uninstall    available" in text
+        assert f"Unlock       disabled: {app.engine.gate.why_not('unlock')}" in text
+        assert "D / ctrl+d Uninstall    disabled" in text and "s          Suspend      available" in text
         assert "secretName stays visible" in text
 
 

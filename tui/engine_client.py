@@ -14,7 +14,7 @@ from collections.abc import Callable
 from engine.masking import Masker
 from engine.monitor.manifest import ManifestObject
 from engine.runtime.diff import revision_diff
-from engine.runtime.engine import Engine, NotAvailable
+from engine.runtime.engine import Engine
 from engine.runtime.state import (
     ActionOutcome,
     CleanupItem,
@@ -51,14 +51,12 @@ class EngineClient:
         return self.engine.readonly
 
     def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
-        """None when ``action`` may run now (on ``key``), else one sentence saying why not."""
-        return self.engine.capabilities().get(action, f"the engine does not know the action {action!r}")
+        """None when ``action`` may run now (on ``key``), else one sentence saying why not (the engine's gate)."""
+        return self.engine.gate.why_not(action, key)
 
     def check(self, action: str, key: ReleaseKey | None = None) -> None:
-        """Raise NotAvailable with :meth:`why_not`'s sentence when ``action`` may not run now."""
-        reason = self.why_not(action, key)
-        if reason is not None:
-            raise NotAvailable(reason)
+        """Raise ActionRefused or NotAvailable with :meth:`why_not`'s sentence when ``action`` may not run now."""
+        self.engine.gate.check(action, key)
 
     # -- reading -----------------------------------------------------------------
     def releases(self) -> list[ReleaseView]:
@@ -73,9 +71,6 @@ class EngineClient:
 
     def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
         return self.engine.events(key)
-
-    def has_package(self, key: ReleaseKey) -> bool:
-        return key in self.engine.packages
 
     async def objects(self, key: ReleaseKey, revision: int) -> list[ManifestObject]:
         """The objects the manifest of ``revision`` declares, placed in their namespaces."""

@@ -1,7 +1,9 @@
 """The operator's actions as one table: each operation's key, precheck, confirmation, call and report.
 
-The app runs every operation with one runner (``HelmdeckApp.run_operation``):
-``precheck`` (synchronous: why it cannot run on this release, or None), then
+The app runs every operation with one runner (``HelmdeckApp.action_operation``):
+the engine's gate (read-only, lease, offline, no package, pending, busy: one
+wording), the operation's own ``precheck`` (synchronous: what the gate does
+not know, e.g. no earlier revision), then
 ``prepare`` (previews and choices; returns the :class:`Step` to run, or a
 :class:`Notice` when there is nothing to run), the step's confirmation
 dialog when it has one, its call, and its report. Footer, help and the
@@ -17,6 +19,7 @@ from typing import Any, Literal
 from textual.binding import Binding
 
 from engine.package import NO_RESOURCE_RECONCILIATION
+from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView
 from tui import confirmations
 from tui.confirmations import Confirmation
@@ -99,12 +102,6 @@ class Operation:
 
 
 # -- upgrade ------------------------------------------------------------------------------
-def _needs_package(what: str) -> Callable[[Context], str | None]:
-    def check(ctx: Context) -> str | None:
-        return None if ctx.client.has_package(ctx.key) else f"No package declares {ctx.ref}: {what}"
-    return check
-
-
 async def _upgrade(ctx: Context) -> Step:
     step = Step(f"Upgrade {ctx.ref}", lambda: ctx.client.upgrade(ctx.key), _outcome, starting=f"Upgrading {ctx.ref} …")
     reason = ctx.client.why_not("diff", ctx.key)
@@ -115,7 +112,9 @@ async def _upgrade(ctx: Context) -> Step:
     if reason is None:
         try:
             diff = await ctx.client.desired_diff(ctx.key)
-        except Exception as exc:  # the preview is optional: say why it is missing, still offer to upgrade
+        except (ActionRefused, NotAvailable) as exc:  # the preview is optional: say why it is missing
+            reason = str(exc)
+        except Exception as exc:  # likewise, and still offer to upgrade
             reason = f"the diff failed ({exc})"
     return Step(step.what, step.call, step.report, confirmations.upgrade(ctx.view, diff, reason), step.starting)
 
@@ -184,13 +183,6 @@ async def _suspend(ctx: Context) -> Step:
 
 
 # -- unlock -------------------------------------------------------------------------------
-def _unlock_check(ctx: Context) -> str | None:
-    obs = ctx.view.observation if ctx.view else None
-    if obs is not None and obs.status.startswith("pending"):
-        return None
-    return f"{ctx.ref} is {obs.status if obs else 'not installed'}, not pending: nothing to unlock"
-
-
 async def _unlock(ctx: Context) -> Step:
     assert ctx.view is not None
 
@@ -241,7 +233,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("upgrade", "u", "Upgrade",
               "Upgrade now (a forced reconcile); shows what would change first when the engine can tell, "
               "and asks when the package is in maintenance",
-              _upgrade, _needs_package("nothing to upgrade it to (add a package file for it)")),
+              _upgrade),
     Operation("rollback", "r", "Rollback",
               "Roll back to a revision you pick; asks, naming both revisions; the package is then suspended "
               "so the engine does not undo it", _rollback, _rollback_check),
@@ -250,10 +242,9 @@ OPERATIONS: tuple[Operation, ...] = (
               _monitor),
     Operation("maintenance", "m", "Maint",
               "Enter or leave maintenance mode (NoResourceReconciliation); asks, explaining what it means",
-              _maintenance, _needs_package("maintenance is a package mode")),
+              _maintenance),
     Operation("suspend", "s", "Suspend", "Suspend or resume reconciliation of the package", _suspend),
-    Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first", _unlock,
-              _unlock_check),
+    Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first", _unlock),
     Operation("cleanup", "c", "Cleanup",
               "Uninstall helmdeck-managed releases no package declares; lists them and asks first", _cleanup,
               per_release=False, preview="Cleanup (dry run)"),
