@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from bench.service_common import Bench, run
 from engine.helm import UpgradeOptions
-from engine.package import merged_values
+from engine.resolve.release import resolve
 from engine.service import ReleaseService
 
 PACKAGES = 200
@@ -63,7 +63,7 @@ async def main_async(bench: Bench) -> None:
     async def helm_all() -> None:
         opts = UpgradeOptions(install=True, timeout=60)
         for spec in packages:
-            await bench.helm.upgrade(spec.release_name, bench.namespace, chart, merged_values(spec), opts)
+            await bench.helm.upgrade(spec.release_name, bench.namespace, chart, dict(resolve(spec).values), opts)
 
     helm = await timed("helm upgrade --install", PACKAGES, helm_all)
     print(f"speed-up over helm: warm cache {helm / warm:.0f}x, cold cache {helm / cold:.1f}x, "

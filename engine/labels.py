@@ -30,3 +30,19 @@ OWNED_BY = "app.kubernetes.io/managed-by"
 def label_digest(data: bytes) -> str:
     """32 hex characters of sha256(data): fits a label value (63 characters at most)."""
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+def release_labels(
+    *, package: str, spec_digest: str, maintenance: bool, package_set: str | None = None,
+    manifest_checksum: str | None = None, extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The release labels (helm ``--labels``) of a package's install or upgrade: the one place they
+    are built. ``extra`` labels come first; helmdeck's own keys win over them."""
+    out = dict(extra or {})
+    out.update({MANAGED_BY: MANAGER, PACKAGE: package, SPEC_DIGEST: spec_digest,
+                MAINTENANCE: "true" if maintenance else "false"})
+    if package_set:
+        out[PACKAGE_SET] = package_set
+    if manifest_checksum:
+        out[MANIFEST_CHECKSUM] = manifest_checksum
+    return out

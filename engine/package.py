@@ -7,7 +7,7 @@ concept exists::
     kind: Package
     metadata: {name: web, namespace: demo}
     spec:
-      chart: ../charts/web          # chart directory, relative to this file
+      chart: ../charts/web          # chart directory or packaged .tgz, relative to this file
       releaseName: web              # optional; default metadata.name
       values: {replicas: 2}         # merged over valuesFiles
       valuesFiles: [web-prod.yaml]  # relative to this file, merged in order
@@ -16,17 +16,19 @@ concept exists::
       interval: 10m                 # periodic reconcile
       maxHistory: 5                 # revisions helm keeps (0 = unlimited)
       suspend: false
-      storageNamespace: ""          # where helm stores the release (default: the release namespace)
-      install: {createNamespace, disableHooks, disableWait, replace, remediation: {retries}}
-      upgrade: {force, cleanupOnFail, preserveValues, disableHooks, disableWait,
+      storageNamespace: ""          # only "" or metadata.namespace: helm's CLI stores a release there
+      install: {createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, remediation: {retries}}
+      upgrade: {force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
-      rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait}
+      rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
       uninstall: {keepHistory, disableHooks, disableWait}
       driftDetection: {mode: disabled|warn|enabled}
 
-Defaults are Flux's. Every problem raises :class:`PackageError` naming the file, the field (a
-dotted path), the line where known, and how to fix it.
+Defaults are Flux's (helm waits for Jobs unless ``disableWaitForJobs``). Files are parsed by
+the bounded loader (:mod:`engine.resolve.loader`): size, nesting and alias-expansion limits.
+Every problem raises :class:`PackageError` naming the file, the field (a dotted path), the
+line where known, and how to fix it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from engine.resolve.chart import is_chart
+from engine.resolve.loader import YamlLimitError, load_yaml, package_limits
 
 API_VERSION = "helmdeck.dev/v1alpha1"
 KIND = "Package"
@@ -75,17 +80,6 @@ class PackageError(ValueError):
 
 
 @dataclass(frozen=True)
-class Chart:
-    """A chart directory: its Chart.yaml metadata and a digest of its files."""
-
-    path: Path
-    name: str
-    version: str
-    app_version: str
-    digest: str  # sha256:<hex> over sorted relative paths and contents
-
-
-@dataclass(frozen=True)
 class Remediation:
     """Flux's ``remediation`` block: ``retries`` (negative = unlimited) and ``remediateLastFailure``."""
 
@@ -105,6 +99,7 @@ class InstallSpec(Remediation):
     create_namespace: bool = False
     disable_hooks: bool = False
     disable_wait: bool = False
+    disable_wait_for_jobs: bool = False
     replace: bool = False
 
 
@@ -117,6 +112,7 @@ class UpgradeSpec(Remediation):
     preserve_values: bool = False
     disable_hooks: bool = False
     disable_wait: bool = False
+    disable_wait_for_jobs: bool = False
     strategy: str = "rollback"
 
 
@@ -155,6 +151,7 @@ class RollbackSpec:
     cleanup_on_fail: bool = False
     disable_hooks: bool = False
     disable_wait: bool = False
+    disable_wait_for_jobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -242,19 +239,28 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
 
 
 # -- YAML with line numbers -------------------------------------------------
-def _lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
-    """Map dotted field paths to 1-based line numbers from a composed YAML node."""
+def _lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None = None,
+                   seen: set[int] | None = None) -> dict[str, int]:
+    """Map dotted field paths to 1-based line numbers from a composed YAML node.
+
+    An aliased node is walked once (at its anchor): aliases share nodes, and walking every
+    expansion would be as costly as expanding them.
+    """
     out = {} if out is None else out
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return out
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             sub = f"{path}.{key_node.value}" if path else str(key_node.value)
             out[sub] = key_node.start_mark.line + 1
-            _lines_by_path(value_node, sub, out)
+            _lines_by_path(value_node, sub, out, seen)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             sub = f"{path}[{i}]"
             out[sub] = item.start_mark.line + 1
-            _lines_by_path(item, sub, out)
+            _lines_by_path(item, sub, out, seen)
     return out
 
 
@@ -347,20 +353,11 @@ def load_package(file: Path) -> PackageSpec:
     """Read and validate one package file. Raises PackageError."""
     file = file.resolve()
     try:
-        text = file.read_text()
-    except OSError as exc:
-        raise PackageError(file, "", f"cannot read file ({exc.strerror})") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        fix = "fix the YAML syntax"
-        if "another document" in problem:
-            fix = "write one package per file (no '---' between packages)"
-        raise PackageError(file, "", f"YAML error: {problem}", fix, line) from None
+        parsed = load_yaml(file, package_limits())
+    except YamlLimitError as exc:
+        fix = exc.fix.replace("one document per file", "one package per file")
+        raise PackageError(file, "", exc.problem, fix, exc.line) from None
+    node, data = parsed.node, parsed.data
     doc = _Doc(file, _lines_by_path(node) if node is not None else {})
     if isinstance(data, dict) and "apiVersion" not in data and "kind" not in data and "spec" not in data:
         raise doc.error("", f"not a {KIND} (no apiVersion, kind or spec)",
@@ -383,10 +380,11 @@ def load_package(file: Path) -> PackageSpec:
                         "use at most 63 lower-case letters, digits and '-'")
     spec = doc.mapping(top.get("spec"), "spec", _SPEC_FIELDS)
     chart_rel = doc.string(spec.get("chart"), "spec.chart", required=True,
-                           fix="give the chart directory, relative to this file")
+                           fix="give the chart directory or .tgz, relative to this file")
     chart_path = (file.parent / chart_rel).resolve()
-    if not (chart_path / "Chart.yaml").is_file():
-        raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}", "point spec.chart at a chart directory")
+    if not is_chart(chart_path):
+        raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
+                        "point spec.chart at a chart directory or a packaged .tgz")
     release_name = doc.string(spec.get("releaseName"), "spec.releaseName")
     if release_name:
         if len(release_name) > MAX_RELEASE_NAME:
@@ -417,9 +415,12 @@ def load_package(file: Path) -> PackageSpec:
         raise doc.error("spec.maintenance", f"unknown mode {maintenance!r}",
                         f'use "" or {NO_RESOURCE_RECONCILIATION}')
     storage_ns = doc.string(spec.get("storageNamespace"), "spec.storageNamespace")
-    if storage_ns and (not _DNS_LABEL.match(storage_ns) or len(storage_ns) > 63):
-        raise doc.error("spec.storageNamespace", f"{storage_ns!r} is not a valid namespace name",
-                        "use at most 63 lower-case letters, digits and '-'")
+    if storage_ns and storage_ns != namespace:
+        # Flux sets it through the Helm SDK; helm's CLI (which helmdeck runs) has no such option: its
+        # --namespace (or HELM_NAMESPACE) is both the release's and its storage's namespace.
+        raise doc.error("spec.storageNamespace", f"{storage_ns!r} differs from metadata.namespace {namespace!r}: "
+                        "helm's CLI stores a release in its own namespace, so the field cannot be honoured",
+                        "remove spec.storageNamespace (helm stores the release in metadata.namespace)")
     timeout = doc.duration(spec.get("timeout"), "spec.timeout")
     interval = doc.duration(spec.get("interval"), "spec.interval")
     if interval is not None and interval <= 0:
@@ -462,9 +463,9 @@ _SPEC_FIELDS = (
     "chart", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
 )
-_INSTALL_FLAGS = ("createNamespace", "disableHooks", "disableWait", "replace")
-_UPGRADE_FLAGS = ("force", "cleanupOnFail", "preserveValues", "disableHooks", "disableWait")
-_ROLLBACK_FLAGS = ("force", "recreate", "cleanupOnFail", "disableHooks", "disableWait")
+_INSTALL_FLAGS = ("createNamespace", "disableHooks", "disableWait", "disableWaitForJobs", "replace")
+_UPGRADE_FLAGS = ("force", "cleanupOnFail", "preserveValues", "disableHooks", "disableWait", "disableWaitForJobs")
+_ROLLBACK_FLAGS = ("force", "recreate", "cleanupOnFail", "disableHooks", "disableWait", "disableWaitForJobs")
 _UNINSTALL_FLAGS = ("keepHistory", "disableHooks", "disableWait")
 
 
@@ -552,34 +553,3 @@ def load_packages(
                                            "give each package its own release name or namespace"))
             specs = [s for s in specs if s.key != key]
     return specs, errors
-
-
-def load_chart(path: Path) -> Chart:
-    """Read Chart.yaml and digest every file of the chart. Raises PackageError."""
-    meta_file = path / "Chart.yaml"
-    try:
-        meta = yaml.safe_load(meta_file.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise PackageError(meta_file, "", f"cannot read Chart.yaml ({exc})", "fix the chart") from None
-    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("version"):
-        raise PackageError(meta_file, "name", "Chart.yaml needs name and version", "fix the chart")
-    h = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(file.relative_to(path).as_posix().encode() + b"\0")
-        h.update(file.read_bytes() + b"\0")
-    return Chart(path, str(meta["name"]), str(meta["version"]), str(meta.get("appVersion", "")),
-                 "sha256:" + h.hexdigest())
-
-
-def merged_values(spec: PackageSpec) -> dict[str, Any]:
-    """The values helm receives: valuesFiles in order, then spec.values. Raises PackageError."""
-    merged: dict[str, Any] = {}
-    for i, path in enumerate(spec.values_files):
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise PackageError(spec.file, f"spec.valuesFiles[{i}]", f"cannot read {path} ({exc})") from None
-        if not isinstance(data, dict):
-            raise PackageError(spec.file, f"spec.valuesFiles[{i}]", f"{path} must hold a mapping")
-        merged = deep_merge(merged, data)
-    return deep_merge(merged, spec.values)

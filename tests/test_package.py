@@ -9,13 +9,13 @@ import pytest
 from engine.package import (
     PackageError,
     deep_merge,
-    load_chart,
     load_package,
     load_packages,
-    merged_values,
     parse_duration,
     shorten_release_name,
 )
+from engine.resolve.chart import load_chart
+from engine.resolve.release import resolve
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CHART = EXAMPLES / "charts" / "settings"
@@ -38,7 +38,7 @@ def test_examples_load() -> None:
     assert {s.name for s in specs} == {"settings", "web", "flaky"}
     web = next(s for s in specs if s.name == "web")
     assert web.timeout == 120.0
-    assert merged_values(web) == {"image": {"tag": "1.27.3"}, "replicas": 2}
+    assert resolve(web).values == {"image": {"tag": "1.27.3"}, "replicas": 2}
 
 
 def test_unknown_field_names_file_field_and_line(tmp_path: Path) -> None:
@@ -134,9 +134,10 @@ FULL = """\
   interval: 1m
   maxHistory: 3
   suspend: true
-  storageNamespace: helm-storage
+  storageNamespace: ns
   install:
     createNamespace: true
+    disableWaitForJobs: true
     remediation: {retries: -1}
   upgrade:
     force: true
@@ -148,7 +149,7 @@ FULL = """\
     ignoreFailures: true
     timeout: 30s
     filters: [{name: smoke}, {name: slow, exclude: true}]
-  rollback: {force: true, recreate: true, cleanupOnFail: true}
+  rollback: {force: true, recreate: true, cleanupOnFail: true, disableWaitForJobs: true}
   uninstall: {keepHistory: true, disableHooks: true}
   driftDetection: {mode: warn}
 """
@@ -156,7 +157,7 @@ FULL = """\
 
 def test_every_flux_field(tmp_path: Path) -> None:
     spec = load_package(write(tmp_path, "a.yaml", pkg(spec=FULL)))
-    assert (spec.interval, spec.max_history, spec.suspend, spec.storage_ns) == (60, 3, True, "helm-storage")
+    assert (spec.interval, spec.max_history, spec.suspend, spec.storage_ns) == (60, 3, True, "ns")
     assert spec.install.create_namespace and spec.install.retries == -1 and spec.install.remediate_last
     up = spec.upgrade
     assert (up.force, up.cleanup_on_fail, up.preserve_values, up.retries, up.strategy) == \
@@ -166,6 +167,8 @@ def test_every_flux_field(tmp_path: Path) -> None:
     assert spec.test.helm_filters() == ["name=smoke", "!name=slow"]
     assert spec.rollback.force and spec.rollback.recreate and spec.uninstall.keep_history
     assert spec.drift_detection == "warn"
+    assert spec.install.disable_wait_for_jobs and spec.rollback.disable_wait_for_jobs
+    assert not spec.upgrade.disable_wait_for_jobs
 
 
 def test_flux_defaults(tmp_path: Path) -> None:
@@ -185,6 +188,9 @@ def test_flux_defaults(tmp_path: Path) -> None:
         ("  driftDetection: {mode: loud}\n", "spec.driftDetection.mode", "unknown value"),
         ("  rollback: {recreat: true}\n", "spec.rollback.recreat", "unknown field"),
         ("  maxHistory: -1\n", "spec.maxHistory", "negative"),
+        ("  upgrade: {disableWaitForJobs: 1}\n", "spec.upgrade.disableWaitForJobs", "true or false"),
+        # helm's CLI has no separate storage namespace: refused rather than silently ignored.
+        ("  storageNamespace: elsewhere\n", "spec.storageNamespace", "stores a release in its own namespace"),
     ],
 )
 def test_nested_field_errors(tmp_path: Path, body: str, field: str, problem: str) -> None:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from engine import labels
-from engine.package import Chart, InstallSpec, PackageSpec, TestSpec, UpgradeSpec
+from engine.package import InstallSpec, PackageSpec, TestSpec, UpgradeSpec
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
+from engine.reconcile.action import ActionContext
 from engine.reconcile.atomic import AtomicRelease
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus, FailureCounts
+from engine.resolve.chart import Chart
 from engine.storage.observation import Observation, observation_from_release
 from engine.storage.snapshot import History, Snapshot
 
@@ -186,19 +188,106 @@ def test_failure_counters_reset_when_the_spec_changes() -> None:
     assert req.status.failures == FailureCounts()
 
 
-def test_maintenance_label_and_absent_resources_make_a_release_out_of_sync() -> None:
-    in_maintenance = observation_from_release(
-        {"name": "app", "namespace": "ns", "version": 1, "info": {"status": "deployed"},
-         "chart": {"metadata": {"name": "app", "version": "1.0.0"}}, "config": {}, "manifest": ""},
-        labels={labels.SPEC_DIGEST: DIGEST, labels.MAINTENANCE: "true"})
-    req = request(in_maintenance)
-    req.release_labels = {labels.MAINTENANCE: "false"}
-    assert st.determine_state(req, in_maintenance) == st.ReleaseState(st.OUT_OF_SYNC, "leaving maintenance")
-    req.release_labels = {labels.MAINTENANCE: "true"}
-    assert st.determine_state(req, in_maintenance).status == st.IN_SYNC
-    req = request(obs())
-    req.absent = ("ConfigMap/ns/app",)
-    assert st.determine_state(req, obs()).reason == "absent resources: ConfigMap/ns/app"
-    req = request(obs())
-    req.release_labels = {labels.MANIFEST_CHECKSUM: "x" * 32}
-    assert st.determine_state(req, obs()).reason == "the rendered manifest changed"
+def labelled(version: int = 1, **extra: str) -> Observation:
+    """A deployed revision carrying the given release labels (digest DIGEST unless given)."""
+    rel: dict[str, Any] = {"name": "app", "namespace": "ns", "version": version, "info": {"status": "deployed"},
+                           "chart": {"metadata": {"name": "app", "version": "1.0.0"}}, "config": {}, "manifest": ""}
+    return observation_from_release(rel, labels={labels.SPEC_DIGEST: DIGEST, **extra})
+
+
+CHECKSUM = "c" * 32
+OTHER = "f" * 32
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        # Same spec digest: in sync, decided without a render.
+        ({}, st.ReleaseState(st.IN_SYNC, "release is in sync")),
+        # Held in maintenance (deployed, marked): nothing to do, whatever changed.
+        ({"maintenance": "NoResourceReconciliation", "spec_digest": OTHER,
+          "release_labels": {labels.MAINTENANCE: "true"}},
+         st.ReleaseState(st.IN_SYNC, "in maintenance (NoResourceReconciliation): the release is left as it is",
+                         maintenance=True)),
+        ({"maintenance": "NoResourceReconciliation"}, st.ReleaseState(st.OUT_OF_SYNC, "entering maintenance")),
+        ({"release_labels": {labels.MAINTENANCE: "true"}}, st.ReleaseState(st.OUT_OF_SYNC, "leaving maintenance")),
+        ({"chart": ("app", "1.0.0"), "want_chart": ("app", "1.1.0")},
+         st.ReleaseState(st.OUT_OF_SYNC, "chart changed from app@1.0.0 to app@1.1.0")),
+        # Changed spec: render first ...
+        ({"spec_digest": OTHER}, st.ReleaseState(st.OUT_OF_SYNC, "values or chart files changed", render=True)),
+        # ... then a different manifest upgrades, the same one is adopted (no revision).
+        ({"spec_digest": OTHER, "checksum": "0" * 32},
+         st.ReleaseState(st.OUT_OF_SYNC, "values or chart files changed: the rendered manifest changed")),
+        ({"spec_digest": OTHER, "checksum": CHECKSUM},
+         st.ReleaseState(st.IN_SYNC, "spec changed but renders the released manifest: no new revision", adopt=True)),
+        # Already adopted for this revision: in sync, no render.
+        ({"spec_digest": OTHER, "adopted": OTHER}, st.ReleaseState(st.IN_SYNC, "release is in sync")),
+        # Absent resources upgrade even when the spec is unchanged.
+        ({"absent": ("ConfigMap/ns/a",)}, st.ReleaseState(st.OUT_OF_SYNC, "absent resources: ConfigMap/ns/a")),
+    ],
+)
+def test_content_state(kwargs: dict[str, Any], expected: st.ReleaseState) -> None:
+    args: dict[str, Any] = {"maintenance": "", "spec_digest": DIGEST}
+    args.update(kwargs)
+    args["release_labels"] = {labels.SPEC_DIGEST: DIGEST, labels.MANIFEST_CHECKSUM: CHECKSUM,
+                              **kwargs.get("release_labels", {})}
+    assert st.content_state(**args) == expected
+
+
+def test_release_state_is_spec_first_and_adopts_per_revision() -> None:
+    latest = labelled(2, **{labels.MANIFEST_CHECKSUM: CHECKSUM})
+    req = request(latest)
+    req.spec_digest = OTHER
+    assert st.determine_state(req, latest).render
+    req.manifest_checksum = CHECKSUM
+    assert st.determine_state(req, latest).adopt
+    # Adopted for revision 2: no render needed any more; adopted for revision 1 only: render again.
+    req.manifest_checksum = None
+    req.status = dataclasses.replace(req.status, adopted_spec_digest=OTHER, adopted_revision=2)
+    assert st.determine_state(req, latest) == st.ReleaseState(st.IN_SYNC, "release is in sync")
+    req.status = dataclasses.replace(req.status, adopted_revision=1)
+    assert st.determine_state(req, latest).render
+    # Tests still count after an adoption.
+    tested = dataclasses.replace(req, spec=TESTED, manifest_checksum=CHECKSUM)
+    assert st.determine_state(tested, latest).status == st.IN_SYNC
+
+
+def test_maintenance_hold_comes_before_history_and_stops_even_a_forced_upgrade() -> None:
+    held = labelled(3, **{labels.MAINTENANCE: "true"})
+    spec = with_spec(maintenance="NoResourceReconciliation")
+    req = request(labelled(1), spec=spec, force=True)  # revision 3 was made by hand, meanwhile
+    state_ = st.determine_state(req, held)
+    assert (state_.status, state_.maintenance) == (st.IN_SYNC, True)
+    assert na.next_action(req, state_, held) is None
+    # Failed in maintenance: no remediation, an upgrade (as nelm's Service), within the retries.
+    failed = request(obs(1, "failed"), spec=dataclasses.replace(spec, upgrade=UpgradeSpec(retries=1)),
+                     last="upgrade", failures=FailureCounts(upgrade=1, total=1))
+    assert na.next_action(failed, state(st.FAILED), None) == na.UPGRADE
+    failed.status = dataclasses.replace(failed.status, failures=FailureCounts(upgrade=2, total=2))
+    with pytest.raises(ExceededMaxRetries):
+        na.next_action(failed, state(st.FAILED), None)
+
+
+async def test_the_loop_renders_only_for_a_changed_spec_and_records_an_adoption() -> None:
+    renders: list[str] = []
+
+    async def checksum(req: Request) -> str:
+        renders.append(req.spec_digest)
+        return CHECKSUM
+
+    ctx = ActionContext(helm=None, observer=cast(Any, None), api=None, checksum=checksum)
+    loop = AtomicRelease(ctx)
+    latest = labelled(1, **{labels.MANIFEST_CHECKSUM: CHECKSUM})
+    req = request(latest)
+    assert (await loop._decide(req, latest)).status == st.IN_SYNC
+    assert renders == []
+    req.spec_digest = OTHER
+    decided = await loop._decide(req, latest)
+    assert (decided.status, decided.adopt, renders) == (st.IN_SYNC, True, [OTHER])
+    assert (req.status.adopted_spec_digest, req.status.adopted_revision) == (OTHER, 1)
+    # A fresh request (a new process, the status persisted): decided without rendering.
+    again = request(latest)
+    again.spec_digest = OTHER
+    again.status = dataclasses.replace(again.status, adopted_spec_digest=OTHER, adopted_revision=1)
+    assert (await loop._decide(again, latest)).status == st.IN_SYNC
+    assert renders == [OTHER]

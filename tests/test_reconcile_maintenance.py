@@ -47,7 +47,7 @@ async def test_entering_maintenance_costs_one_upgrade_then_nothing() -> None:
     first = helm.store(1, "deployed")
     service = FakeService(helm)
     req = request(history=(first,), maintenance=NO_RESOURCE_RECONCILIATION)
-    req.release_labels = {labels.SPEC_DIGEST: "d" * 32, labels.PACKAGE: "web", labels.PACKAGE_SET: "set"}
+    req.spec_digest, req.package_set = "d" * 32, "set"
     result = await Maintenance(ctx, service).reconcile(req)
     assert result.next == "interval" and result.message == IN_MAINTENANCE
     assert [o.revision for o in result.outcomes] == [2] and result.outcomes[0].action == "maintenance"

@@ -12,11 +12,12 @@ async def test_upgrade_writes_the_next_revision_with_the_packages_options() -> N
     ctx, helm, events = offline_context()
     first = helm.store(1, "deployed")
     req = request(history=(first,), max_history=3)
-    req.release_labels = {"helmdeck.dev/spec-digest": "d" * 32}
+    req.spec_digest = "d" * 32
     out = await Upgrade(ctx).reconcile(req)
     assert out.ok and out.revision == 2
     opts = helm.calls[0][1]
     assert opts.max_history == 3 and opts.labels == req.release_labels
+    assert opts.labels["helmdeck.dev/spec-digest"] == "d" * 32 and opts.wait_for_jobs  # Flux's default
     assert [s.version for s in req.status.history.snapshots] == [2, 1]
     assert ctx.observer.latest("demo", "web").status == "deployed"  # type: ignore[union-attr]
     assert events[-1][1] == "succeeded"

@@ -4,6 +4,7 @@ Works with helm 3.13+ and helm 4: the major version is detected once per
 binary and the package options are mapped onto each CLI's flags (helm 4
 spells ``--wait`` as ``--wait=watcher``, ``--atomic`` as
 ``--rollback-on-failure`` and ``--force`` as ``--force-replace``).
+Which package field sets which option is decided in :mod:`engine.helm.options`.
 Values reach helm through temporary files with mode 0600, removed afterwards.
 """
 
@@ -125,6 +126,7 @@ class RollbackOptions:
 
     timeout: float = 300.0
     wait: bool = True
+    wait_for_jobs: bool = False
     force: bool = False
     recreate: bool = False
     cleanup_on_fail: bool = False
@@ -307,7 +309,8 @@ class Helm:
         major = await self._major()
         args = ["rollback", release, str(revision), *self._common(namespace),
                 "--timeout", go_duration(opts.timeout)]
-        args += _flag("--wait", opts.wait) + _flag(self._force_flag(major), opts.force)
+        args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
+        args += _flag(self._force_flag(major), opts.force)
         args += _flag("--recreate-pods", opts.recreate and major < 4)
         args += _flag("--cleanup-on-fail", opts.cleanup_on_fail) + _flag("--no-hooks", opts.disable_hooks)
         if opts.max_history is not None:

@@ -20,7 +20,8 @@ from typing import Any, Literal, Protocol
 
 from kubernetes import client
 
-from engine.helm import HelmError, ReleaseNotFound, UninstallOptions
+from engine.helm import HelmError, ReleaseNotFound
+from engine.helm.options import uninstall_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
@@ -67,6 +68,8 @@ class ActionContext:
     paused: Callable[[str, str], AbstractContextManager[None]] = lambda _n, _r: contextlib.nullcontext()
     driver: str = "secret"
     now: Callable[[], float] = time.time
+    # The manifest checksum of a request's render (the release service's, cached); None: no renderer.
+    checksum: Callable[[Request], Awaitable[str]] | None = None
 
 
 class ObservedReleases:
@@ -274,8 +277,7 @@ async def uninstall_release(ctx: ActionContext, req: Request, name: str, started
     """
     spec = req.spec
     ns, release = req.key
-    opts = UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
-                            keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks)
+    opts = uninstall_options(spec)
     ctx.events(name, "started", started, ())
     _, error = await observed_run(ctx, req, ctx.paused, lambda: ctx.helm.uninstall(release, ns, opts))
     if isinstance(error, ReleaseNotFound):

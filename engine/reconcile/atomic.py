@@ -1,7 +1,11 @@
 """The atomic release loop (after Flux's AtomicRelease).
 
 One pass: determine the release state, pick the next action, run it, and
-loop. Each action type runs at most once per pass (a second one asks for an
+loop. The state is decided spec first (:mod:`engine.reconcile.state`): a
+pass renders only when the spec digest changed (to compare manifest
+checksums) or right before an install or upgrade (for the checksum label);
+a changed spec that renders the released manifest is adopted on the status,
+with no revision. Each action type runs at most once per pass (a second one asks for an
 immediate requeue); a remediation ends the pass (requeue at once); retries
 exhausted or a missing rollback target stall the package until its spec
 changes. Failure counters reset when the chart version or the spec digest
@@ -36,6 +40,7 @@ from engine.reconcile.test import Test
 from engine.reconcile.uninstall_remediation import UninstallRemediation
 from engine.reconcile.unlock import Unlock
 from engine.reconcile.upgrade import Upgrade
+from engine.storage.observation import Observation
 
 Next = Literal["interval", "now", "error", "stop", "soon"]
 # How soon to look again at a release locked by an operation that is not stale yet.
@@ -114,6 +119,34 @@ class AtomicRelease:
         record = await asyncio.to_thread(self.ctx.observer.load_release, ns, release, latest.version)
         return await asyncio.to_thread(self.detector.detect, str(record.get("manifest") or ""), ns)
 
+    async def _render_checksum(self, req: Request) -> None:
+        """Render once per pass for the manifest checksum; "" when it cannot render (then nothing
+        compares equal, and the install or upgrade reports the render error)."""
+        if req.manifest_checksum is not None:
+            return
+        checksum = ""
+        if self.ctx.checksum is not None:
+            try:
+                checksum = await self.ctx.checksum(req)
+            except Exception as exc:  # any render failure: the release action reports it properly
+                self.ctx.events("render", "info", f"cannot render to compare manifests: {exc}", ())
+        req.manifest_checksum = checksum
+
+    async def _decide(self, req: Request, latest: Observation | None) -> st.ReleaseState:
+        """The state of ``latest`` for ``req``, rendering only when the spec changed; adopts a
+        changed spec that renders the released manifest (recorded on the status, no revision)."""
+        state = st.determine_state(req, latest)
+        if state.render:
+            await self._render_checksum(req)
+            state = st.determine_state(req, latest)
+        if state.adopt and latest is not None and (req.status.adopted_spec_digest, req.status.adopted_revision) \
+                != (req.spec_digest, latest.version):
+            req.status = dataclasses.replace(req.status, adopted_spec_digest=req.spec_digest,
+                                             adopted_revision=latest.version)
+            self.ctx.events("upgrade", "info", f"spec changed but renders the manifest of revision "
+                            f"{latest.version}: recorded, no new revision", ())
+        return state
+
     async def reconcile(self, req: Request) -> PassResult:
         """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures."""
         self.reset_on_spec_change(req)
@@ -132,8 +165,8 @@ class AtomicRelease:
         drift: list[DriftItem] = []
         while True:
             latest = self.ctx.observer.latest(*req.key)
-            state = st.determine_state(req, latest)
-            if state.status == st.IN_SYNC and not req.force:
+            state = await self._decide(req, latest)
+            if state.status == st.IN_SYNC and not req.force and not state.maintenance:
                 drift = await self._drift(req)
                 if drift:
                     state = st.ReleaseState(st.DRIFTED, "; ".join(i.describe() for i in drift[:5]))
@@ -151,6 +184,10 @@ class AtomicRelease:
                 set_conditions(req, (cond.READY, False, cond.PENDING_RELEASE, str(exc)))
                 return self._finish(req, PassResult(state.status, "soon", str(exc), tuple(outcomes),
                                                     retry_after=exc.retry_after))
+            if action is None and state.maintenance:
+                self._finish(req, PassResult(state.status, "interval", state.reason))
+                set_conditions(req, (cond.READY, None, cond.IN_MAINTENANCE, state.reason))
+                return PassResult(state.status, "interval", state.reason, tuple(outcomes))
             if action is None:
                 if state.status == st.DRIFTED:
                     self.ctx.events("drift", "info", f"drift detected (mode warn): {state.reason}", ())
@@ -158,6 +195,8 @@ class AtomicRelease:
                 return self._finish(req, PassResult(state.status, "interval", state.reason, tuple(outcomes),
                                                     tuple(drift)))
             reconciler = self._reconciler(action)
+            if reconciler.type == "release":
+                await self._render_checksum(req)  # the checksum label of the revision it makes
             if reconciler.type in done:
                 return self._finish(req, PassResult(state.status, "now",
                                                     f"{reconciler.name} would run twice in one pass: requeue",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.helm import InstallOptions
+from engine.helm.options import install_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ActionContext, ReconcilerType, release_action
 from engine.reconcile.request import Request
@@ -22,16 +22,9 @@ class Install:
         spec = req.spec
         ns, release = req.key
         before = self.ctx.observer.latest(ns, release)
-        opts = InstallOptions(
-            timeout=spec.timeout,
-            wait=not spec.install.disable_wait,
-            create_namespace=spec.install.create_namespace,
-            disable_hooks=spec.install.disable_hooks,
-            # Helm refuses a name still held by an uninstalled release unless told to replace it.
-            replace=spec.install.replace or (before is not None and before.status == "uninstalled"),
-            labels=req.release_labels,
-            post_renderer=req.post_renderer,
-        )
+        # Helm refuses a name still held by an uninstalled release unless told to replace it.
+        opts = install_options(spec, labels=req.release_labels, post_renderer=req.post_renderer,
+                               replace=before is not None and before.status == "uninstalled")
         return await release_action(
             self.ctx, req, self.name, "installing",
             lambda: self.ctx.helm.install(release, ns, req.chart.path, req.values, opts),

@@ -1,6 +1,8 @@
 """What to run next for a release state (after Flux's ``actionForState``).
 
-Pure: returns an action name or None, or raises a named error that ends the
+Pure: decides nothing about the release's content (that is
+:func:`engine.reconcile.state.determine_state`'s), only what a state asks for.
+Returns an action name or None, or raises a named error that ends the
 pass. Action names: ``install``, ``upgrade``, ``test``, ``rollback``
 (remediation), ``uninstall-remediation``, ``unlock``, ``correct-drift``.
 """
@@ -41,6 +43,8 @@ def next_action(
     ``action_running`` says whether an action of ours runs on this release.
     """
     status = state.status
+    if state.maintenance:
+        return None  # held in maintenance: not even a forced upgrade (nelm's Service)
     if status == st.IN_SYNC:
         return UPGRADE if req.force else None
     if status == st.LOCKED:
@@ -73,6 +77,11 @@ def next_action(
 
 
 def _for_failed(req: Request) -> str:
+    if req.spec.maintenance:
+        # In maintenance nothing is remediated: as nelm's Service, a release not deployed is upgraded.
+        if req.retries_exhausted(req.spec.upgrade):
+            raise ExceededMaxRetries("upgrade retries exhausted: cannot upgrade release in maintenance")
+        return UPGRADE
     remediation = req.active_remediation()
     if remediation is None or req.failure_count(remediation) <= 0:
         # No remediation in play, or the failure predates a spec change: try an upgrade.

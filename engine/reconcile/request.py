@@ -5,20 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import labels
 from engine.helm import PostRenderer
-from engine.package import Chart, InstallSpec, PackageSpec, UpgradeSpec
+from engine.package import InstallSpec, PackageSpec, UpgradeSpec
 from engine.reconcile.status import EngineStatus
+from engine.resolve.chart import Chart
+from engine.resolve.release import ResolvedRelease
 
 
 @dataclass
 class Request:
-    """The package spec, its loaded chart and merged values, and the package's engine status.
+    """The package spec, its resolved chart and values, and the package's engine status.
 
     ``status`` is the working copy: action reconcilers replace it as they go
     and the caller persists it afterwards. ``spec_digest`` (32 hex) identifies
-    chart content + values; it is stored as a release label. ``force`` asks
-    for an upgrade even when in sync. ``release_labels`` go to helm's
-    ``--labels`` on install and upgrade (the manifest checksum among them).
+    chart content, values and post-render settings (the resolution's); it is
+    stored as a release label. ``force`` asks for an upgrade even when in sync.
+    ``package_set`` labels the release with its package set (cleanup's scope).
+    ``manifest_checksum`` is the checksum of the render, None until something
+    rendered (the decision renders only when the spec changed, or before a release action).
     ``absent`` lists the release's resources its monitor finds missing
     (``Kind/namespace/name``); ``force_conflicts`` lets an upgrade take over
     fields edited by hand (leaving maintenance).
@@ -26,18 +31,30 @@ class Request:
 
     spec: PackageSpec
     chart: Chart
-    values: dict[str, Any]
+    values: Any  # Mapping[str, Any], shared with the resolution cache: never mutated
     spec_digest: str
     status: EngineStatus = field(default_factory=EngineStatus)
     force: bool = False
-    release_labels: dict[str, str] = field(default_factory=dict)
+    package_set: str | None = None
     post_renderer: PostRenderer | None = None
     absent: tuple[str, ...] = ()
     force_conflicts: bool = False
+    manifest_checksum: str | None = None
+
+    @classmethod
+    def from_resolved(cls, resolved: ResolvedRelease, status: EngineStatus, **kwargs: Any) -> Request:
+        return cls(resolved.spec, resolved.chart, resolved.values, resolved.spec_digest, status, **kwargs)
 
     @property
     def key(self) -> tuple[str, str]:
         return self.spec.key
+
+    @property
+    def release_labels(self) -> dict[str, str]:
+        """helm ``--labels`` for this request's install or upgrade (:func:`engine.labels.release_labels`)."""
+        return labels.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
+                                     maintenance=bool(self.spec.maintenance), package_set=self.package_set,
+                                     manifest_checksum=self.manifest_checksum)
 
     def active_remediation(self) -> InstallSpec | UpgradeSpec | None:
         """The remediation of the last attempted release action (Flux's GetActiveRemediation)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from engine.helm import RollbackOptions
+from engine.helm.options import rollback_options
 from engine.reconcile.action import ActionContext, ReconcilerType, newer, observed_run, outcome
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
@@ -33,7 +33,7 @@ class Rollback:
         ns, release = req.key
         target = self.revision or "previous"
         before = self.ctx.observer.latest(ns, release)
-        opts = RollbackOptions(timeout=req.spec.timeout, wait=True)
+        opts = rollback_options(req.spec)
         self.ctx.events(self.name, "started", f"rolling back to revision {target}", ())
         # The monitor is left as it is (as before this reconciler existed): its refresh follows the action.
         seen, error = await observed_run(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.helm import RollbackOptions
+from engine.helm.options import rollback_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import (
     ActionContext,
@@ -34,11 +34,7 @@ class RollbackRemediation:
         if target is None:
             raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
         before = self.ctx.observer.latest(ns, release)
-        opts = RollbackOptions(
-            timeout=spec.timeout, wait=not spec.rollback.disable_wait, force=spec.rollback.force,
-            recreate=spec.rollback.recreate, cleanup_on_fail=spec.rollback.cleanup_on_fail,
-            disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history,
-        )
+        opts = rollback_options(spec)
         self.ctx.events(self.name, "started", f"rolling back to revision {target.version}", ())
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.rollback(release, ns, target.version, opts))

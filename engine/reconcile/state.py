@@ -1,13 +1,23 @@
-"""Where a release stands: the release state, decided in DESIGN's order (after Flux).
+"""Where a release stands: the release state, decided in DESIGN's order (after Flux), spec first.
 
-Pure: it reads the request (spec, chart, spec digest, engine status) and the
-latest stored observation; the caller supplies drift detection lazily so it
-only runs when everything else is in sync.
+Pure: it reads the request (spec, chart, spec digest, engine status, and a
+manifest checksum once something rendered) and the latest stored revision.
+The one decision for the reconcile loop, the release service and ``plan``:
+
+- :func:`content_state` — is the deployed release what the spec asks for?
+  Maintenance hold, maintenance label, chart, spec digest, manifest checksum,
+  absent resources. Spec first (as Flux): an unchanged spec digest decides
+  without rendering; only a changed one asks for a render (``render``), and
+  then an unchanged manifest checksum adopts the new spec digest (``adopt``,
+  Deckhouse's smart upgrade) instead of making a revision.
+- :func:`determine_state` — Flux's release state around it (storage,
+  history, failures, tests); the caller supplies drift detection lazily so it
+  only runs when everything else is in sync.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from engine import labels
@@ -30,10 +40,69 @@ STALLED = "Stalled"
 
 @dataclass(frozen=True)
 class ReleaseState:
-    """A release state (one of the constants above) and why."""
+    """A release state (one of the constants above) and why.
+
+    ``render``: OutOfSync only because the spec digest changed — render and
+    compare manifest checksums before deciding. ``adopt``: the spec changed but
+    renders the manifest already released — record the new spec digest, make
+    no revision. ``maintenance``: held in maintenance (NoResourceReconciliation),
+    nothing is to be done, not even a forced upgrade.
+    """
 
     status: str
     reason: str
+    render: bool = False
+    adopt: bool = False
+    maintenance: bool = False
+
+
+def in_maintenance(maintenance: str, status: str, release_labels: Mapping[str, str]) -> bool:
+    """As nelm's Service: a package in maintenance whose release is deployed and already
+    marked ``maintenance=true`` is left alone (nothing rendered, no monitor)."""
+    return bool(maintenance) and status == "deployed" and release_labels.get(labels.MAINTENANCE) == "true"
+
+
+def content_state(
+    *,
+    release_labels: Mapping[str, str],
+    maintenance: str,
+    spec_digest: str,
+    adopted: str = "",
+    chart: tuple[str, str] | None = None,
+    want_chart: tuple[str, str] | None = None,
+    checksum: str | None = None,
+    absent: tuple[str, ...] = (),
+) -> ReleaseState:
+    """Whether a deployed release holds what the spec asks for, in this order:
+
+    held in maintenance → InSync (maintenance); maintenance label differs from
+    the mode → OutOfSync (entering/leaving); chart name or version differs
+    (``chart`` as stored, ``want_chart`` resolved; skipped when unknown) →
+    OutOfSync; spec digest equals the release's ``helmdeck.dev/spec-digest``
+    label or the digest ``adopted`` for this revision → (go on); else, with no
+    ``checksum`` yet → OutOfSync with ``render``; checksum differs from the
+    release's ``helmdeck.dev/manifest-checksum`` (or it has none) → OutOfSync;
+    else ``adopt`` and go on; resources absent → OutOfSync; else InSync.
+    """
+    if in_maintenance(maintenance, "deployed", release_labels):
+        return ReleaseState(IN_SYNC, "in maintenance (NoResourceReconciliation): the release is left as it is",
+                            maintenance=True)
+    want = "true" if maintenance else "false"
+    if release_labels.get(labels.MAINTENANCE, "false") != want:
+        return ReleaseState(OUT_OF_SYNC, "entering maintenance" if want == "true" else "leaving maintenance")
+    if chart is not None and want_chart is not None and chart != want_chart:
+        return ReleaseState(OUT_OF_SYNC, f"chart changed from {chart[0]}@{chart[1]} to {want_chart[0]}@{want_chart[1]}")
+    adopt = False
+    if spec_digest not in (release_labels.get(labels.SPEC_DIGEST), adopted or None):
+        if checksum is None:
+            return ReleaseState(OUT_OF_SYNC, "values or chart files changed", render=True)
+        if release_labels.get(labels.MANIFEST_CHECKSUM) != checksum:
+            return ReleaseState(OUT_OF_SYNC, "values or chart files changed: the rendered manifest changed")
+        adopt = True
+    if absent:
+        return ReleaseState(OUT_OF_SYNC, f"absent resources: {', '.join(absent[:5])}", adopt=adopt)
+    reason = "spec changed but renders the released manifest: no new revision" if adopt else "release is in sync"
+    return ReleaseState(IN_SYNC, reason, adopt=adopt)
 
 
 def determine_state(
@@ -41,22 +110,25 @@ def determine_state(
     latest: Observation | None,
     drift: Callable[[], bool] | None = None,
 ) -> ReleaseState:
-    """Decide the release state, in this order (DESIGN, "Reconcile"):
+    """Decide the release state, in this order (DESIGN, "Reconcile" and "Deciding without rendering"):
 
-    no release → Absent; pending-* → Locked; no history of ours → Absent if
-    uninstalled, else Unmanaged; latest stored release differs from our latest
-    snapshot (digest) → Unmanaged; failed → Failed; uninstalled → Absent;
-    deployed and chart or values changed (or, with the release service: the
-    rendered manifest changed, the release is leaving maintenance, or its
-    monitor finds resources absent) → OutOfSync; tests enabled and not
-    run → Untested; a test failed under an active remediation that does not
-    ignore test failures → Failed; drift detection on and drift found →
-    Drifted; else InSync. Any other stored status → Unknown.
+    no release → Absent; pending-* → Locked; held in maintenance → InSync;
+    no history of ours → Absent if uninstalled, else Unmanaged; latest stored
+    release differs from our latest snapshot (digest) → Unmanaged; failed →
+    Failed; uninstalled → Absent; deployed: :func:`content_state` (OutOfSync,
+    maybe asking for a render); tests enabled and not run → Untested; a test
+    failed under an active remediation that does not ignore test failures →
+    Failed; drift detection on and drift found → Drifted; else InSync. Any
+    other stored status → Unknown. Nothing here renders or reads the cluster.
     """
     if latest is None:
         return ReleaseState(ABSENT, "no release in storage")
     if latest.status in PENDING_STATUSES:
         return ReleaseState(LOCKED, f"release revision {latest.version} is {latest.status}")
+    release_labels = latest.label_map
+    if in_maintenance(req.spec.maintenance, latest.status, release_labels):
+        return content_state(release_labels=release_labels, maintenance=req.spec.maintenance,
+                             spec_digest=req.spec_digest)
     ours = req.status.history.latest()
     if ours is None:
         if latest.status == "uninstalled":
@@ -71,27 +143,23 @@ def determine_state(
         return ReleaseState(ABSENT, "release is uninstalled")
     if latest.status != "deployed":
         return ReleaseState(UNKNOWN, f"cannot decide for a release with status {latest.status}")
-    if latest.chart_name != req.chart.name or latest.chart_version != req.chart.version:
-        return ReleaseState(OUT_OF_SYNC, f"chart changed from {latest.chart_name}@{latest.chart_version} "
-                                         f"to {req.chart.name}@{req.chart.version}")
-    if latest.label_map.get(labels.SPEC_DIGEST) != req.spec_digest:
-        return ReleaseState(OUT_OF_SYNC, "values or chart files changed")
-    checksum = req.release_labels.get(labels.MANIFEST_CHECKSUM)
-    if checksum and latest.label_map.get(labels.MANIFEST_CHECKSUM) != checksum:
-        return ReleaseState(OUT_OF_SYNC, "the rendered manifest changed")
-    want = req.release_labels.get(labels.MAINTENANCE)
-    if want is not None and latest.label_map.get(labels.MAINTENANCE, "false") != want:
-        return ReleaseState(OUT_OF_SYNC, "entering maintenance" if want == "true" else "leaving maintenance")
-    if req.absent:
-        return ReleaseState(OUT_OF_SYNC, f"absent resources: {', '.join(req.absent[:5])}")
+    status = req.status
+    content = content_state(
+        release_labels=release_labels, maintenance=req.spec.maintenance, spec_digest=req.spec_digest,
+        adopted=status.adopted_spec_digest if status.adopted_revision == latest.version else "",
+        chart=(latest.chart_name, latest.chart_version), want_chart=(req.chart.name, req.chart.version),
+        checksum=req.manifest_checksum, absent=req.absent,
+    )
+    if content.status != IN_SYNC:
+        return content
     test = req.spec.test
     # A chart without test hooks has nothing to run: it counts as tested.
     if test.enable and ours.test_hooks and not ours.has_been_tested():
-        return ReleaseState(UNTESTED, "release has not been tested")
+        return ReleaseState(UNTESTED, "release has not been tested", adopt=content.adopt)
     if (test.enable and req.active_remediation() is not None and not test.ignore_failures
             and ours.has_test_in_phase("Failed")):
-        return ReleaseState(FAILED, "release has failed tests")
+        return ReleaseState(FAILED, "release has failed tests", adopt=content.adopt)
     if req.spec.drift_detection != "disabled" and drift is not None and drift():
-        return ReleaseState(DRIFTED, "cluster state differs from the release manifest")
-    return ReleaseState(IN_SYNC, "release is in sync")
+        return ReleaseState(DRIFTED, "cluster state differs from the release manifest", adopt=content.adopt)
+    return content
 

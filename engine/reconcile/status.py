@@ -53,7 +53,10 @@ class EngineStatus:
 
     ``last_attempted_release_action`` is "install" or "upgrade" (it selects
     the active remediation); ``maintenance`` is None when the package file
-    decides, else the mode set from the app.
+    decides, else the mode set from the app. ``adopted_spec_digest`` is the
+    spec digest that revision ``adopted_revision`` stands for although its
+    release label says otherwise: a changed spec that rendered the same
+    manifest (Deckhouse's smart upgrade) is recorded here instead of making a revision.
     """
 
     history: History = field(default_factory=History)
@@ -65,6 +68,8 @@ class EngineStatus:
     last: ActionOutcome | None = None
     suspended: bool = False
     maintenance: str | None = None
+    adopted_spec_digest: str = ""
+    adopted_revision: int = 0
 
     def to_json(self) -> str:
         """Serialise (stable key order) for the persisted status object."""
@@ -79,6 +84,8 @@ class EngineStatus:
             "last": dataclasses.asdict(self.last) if self.last else None,
             "suspended": self.suspended,
             "maintenance": self.maintenance,
+            "adoptedSpecDigest": self.adopted_spec_digest,
+            "adoptedRevision": self.adopted_revision,
         }
         return json.dumps(doc, sort_keys=True, indent=1)
 
@@ -100,6 +107,8 @@ class EngineStatus:
                 last=ActionOutcome(**{**last, "tail": tuple(last.get("tail", ()))}) if last else None,
                 suspended=bool(doc.get("suspended", False)),
                 maintenance=doc.get("maintenance"),
+                adopted_spec_digest=str(doc.get("adoptedSpecDigest", "")),
+                adopted_revision=int(doc.get("adoptedRevision", 0)),
             )
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed engine status: {exc}") from exc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.helm import UpgradeOptions
+from engine.helm.options import upgrade_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ActionContext, ReconcilerType, release_action
 from engine.reconcile.request import Request
@@ -21,19 +21,8 @@ class Upgrade:
     async def reconcile(self, req: Request) -> ActionOutcome:
         spec = req.spec
         ns, release = req.key
-        opts = UpgradeOptions(
-            timeout=spec.timeout,
-            wait=not spec.upgrade.disable_wait,
-            force=spec.upgrade.force,
-            cleanup_on_fail=spec.upgrade.cleanup_on_fail,
-            reuse_values=spec.upgrade.preserve_values,
-            reset_values=not spec.upgrade.preserve_values,
-            disable_hooks=spec.upgrade.disable_hooks,
-            max_history=spec.max_history,
-            labels=req.release_labels,
-            post_renderer=req.post_renderer,
-            force_conflicts=req.force_conflicts,
-        )
+        opts = upgrade_options(spec, labels=req.release_labels, post_renderer=req.post_renderer,
+                               force_conflicts=req.force_conflicts)
         return await release_action(
             self.ctx, req, self.name, "upgrading to",
             lambda: self.ctx.helm.upgrade(release, ns, req.chart.path, req.values, opts),

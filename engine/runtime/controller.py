@@ -30,7 +30,7 @@ from kubernetes import client
 from engine import labels
 from engine.helm import Helm, HelmError
 from engine.monitor.status import MonitorStatus
-from engine.package import PackageError, load_chart, merged_values
+from engine.package import PackageError
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.reconcile.action import ActionContext
@@ -39,6 +39,8 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
+from engine.resolve.release import CACHE as RESOLVED
+from engine.resolve.release import resolve
 from engine.runtime.book import ActionRefused, ReleaseBook
 from engine.runtime.gate import ActionGate
 from engine.runtime.queue import RunResult, WorkQueue
@@ -48,7 +50,7 @@ from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.storage.codec import Driver
-from engine.storage.observation import Observation, canonical_json
+from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
 from engine.storage.writer import unlock_release
 
@@ -59,11 +61,6 @@ _REFUSED_RETRY = 5.0
 _SETTLE_REFUSED_RETRY = 1.0
 # Followers re-read the persisted statuses this often (seconds).
 _FOLLOWER_REFRESH = 3.0
-
-
-def spec_digest(chart_digest: str, values: dict[str, object]) -> str:
-    """32 hex characters identifying a chart content + values pair (fits a label value)."""
-    return labels.label_digest(chart_digest.encode() + b"\0" + canonical_json(values))
 
 
 def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observation, str], Awaitable[Observation]]:
@@ -257,41 +254,36 @@ class PackageController:
 
     # -- requests --------------------------------------------------------------------
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
-        """The release state before the first pass (cheap: no chart rendering, no drift)."""
-        spec = self.book.packages.get(key)
-        if spec is None:
+        """The release state before the first pass: the decision on the last resolution (no I/O,
+        no render, no drift; a changed spec shows OutOfSync until a pass renders)."""
+        if key not in self.book.packages:
             return None
-        try:
-            chart = load_chart(spec.chart_path)
-            values = merged_values(spec)
-        except PackageError:
+        resolved = RESOLVED.last(self.book.spec(key))
+        if resolved is None:
             return None
-        req = Request(spec, chart, values, spec_digest(chart.digest, values),
-                      self.book.status(key) or EngineStatus())
+        req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus())
         if cond.is_true(req.status.conditions, cond.STALLED):
             return st.STALLED
         return st.determine_state(req, obs).status
 
     async def _request(self, key: ReleaseKey, force: bool) -> Request:
-        """Everything a pass needs; raises PackageError for an unreadable chart or values."""
+        """Everything a pass needs, from the resolution stage (nothing rendered here: the decision
+        renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
-        chart = await asyncio.to_thread(load_chart, spec.chart_path)
-        values = merged_values(spec)
-        digest = spec_digest(chart.digest, values)
-        release_labels = {labels.MANAGED_BY: labels.MANAGER, labels.PACKAGE: spec.name, labels.SPEC_DIGEST: digest}
-        if self.package_set:
-            release_labels[labels.PACKAGE_SET] = self.package_set
-        req = Request(spec, chart, values, digest, self.book.status(key) or EngineStatus(), force, release_labels)
-        # A chart that does not render has no checksum: the install or upgrade reports the error.
-        with contextlib.suppress(HelmError):
-            release_labels[labels.MANIFEST_CHECKSUM] = await self.service.checksum(spec.namespace, spec)
-        release_labels[labels.MAINTENANCE] = "true" if spec.maintenance else "false"
+        resolved = await asyncio.to_thread(resolve, spec)
+        req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
+                                    package_set=self.package_set)
         req.post_renderer = await self.service.post_renderer_for(spec)
         self.service.take_absent_report(*key)
         req.absent = tuple(r.ref for r in self.service.absent(*key))
         latest = self.ctx.observer.latest(*key)
         req.force_conflicts = latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true"
         return req
+
+    async def checksum(self, req: Request) -> str:
+        """The action context's ``checksum``: the manifest checksum of ``req``'s render (the release
+        service's render cache). Raises PackageError, HelmError."""
+        return await self.service.checksum(req.spec.namespace, req.spec)
 
     def context(self, key: ReleaseKey) -> ActionContext:
         """The action context whose events go to ``key``'s log."""

@@ -39,7 +39,7 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
-from engine.runtime.controller import PackageController, spec_digest, storage_unlocker
+from engine.runtime.controller import PackageController, storage_unlocker
 from engine.runtime.gate import ACTIONS, ActionGate
 from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
 from engine.runtime.operations import Operations
@@ -51,7 +51,7 @@ from engine.service import ReleaseService
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer, StorageChange
 
-__all__ = ["ACTIONS", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable", "spec_digest"]
+__all__ = ["ACTIONS", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
 class Engine:
     """Drives the packages in ``packages_dir`` and reports every release in storage.
@@ -112,7 +112,8 @@ class Engine:
         driver = self.observer.driver
         ctx = ActionContext(helm=helm, observer=self.observer, api=self._api, driver=driver,
                             unlock=storage_unlocker(self._api, driver) if self._api else None,
-                            quiet=self.service.quiet, paused=self.service.monitor_paused)
+                            quiet=self.service.quiet, paused=self.service.monitor_paused,
+                            checksum=lambda req: self.controller.checksum(req))
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors)

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine import labels
 from engine.masking import Masker
-from engine.package import Chart, PackageSpec, deep_merge, load_chart
+from engine.package import PackageSpec, deep_merge
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ActionContext, ActionReconciler
 from engine.reconcile.atomic import PassResult
@@ -29,6 +29,8 @@ from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.test import Test
 from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.unlock import Unlock
+from engine.resolve.chart import Chart
+from engine.resolve.release import CACHE as RESOLVED
 from engine.runtime.book import ReleaseBook
 from engine.runtime.controller import PackageController
 from engine.runtime.diff import manifest_diff
@@ -155,8 +157,8 @@ class Operations:
         spec = self.book.packages.get(key) or bare_spec(key)
         async with self.book.running(key, action, spec.timeout):
             status = self.book.status(key) or EngineStatus()
-            chart_path = spec.chart_path
-            req = Request(spec, load_chart(chart_path) if chart_path.exists() else _NO_CHART, {}, "", status)
+            resolved = RESOLVED.last(spec)
+            req = Request(spec, resolved.chart if resolved else _NO_CHART, {}, "", status)
             try:
                 outcome = await kind(self.controller.context(key)).reconcile(req)
             except ActionFailed as exc:

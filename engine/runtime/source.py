@@ -6,6 +6,9 @@ one burst: watchfiles groups changes until none arrives for ``step_ms``,
 at most ``debounce_ms``). A change reaches only the packages it touches: its
 package file, one of its values files, or a file under its chart directory.
 
+Loading also resolves each package (:mod:`engine.resolve`), off the event
+loop, so that values files are parsed once per change and never on the loop.
+
 A file that turns bad keeps its last good spec (the package keeps
 reconciling as it was) and is reported; a removed package file reports its
 release as removed (the runtime uninstalls it only with pruning on).
@@ -13,6 +16,7 @@ release as removed (the runtime uninstalls it only with pruning on).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,6 +26,7 @@ import anyio
 import watchfiles
 
 from engine.package import PackageError, PackageSpec, load_packages
+from engine.resolve.release import resolve
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,8 @@ class PackageSource:
             changed |= {k for k, s in new.items() if s.file not in bad_files and _touches(s, touched)}
         removed = set(old) - set(new)
         self._specs = new
+        for spec in new.values():
+            warm(spec)
         for err in errors:
             log.warning("package problem: %s", err)
         return SourceUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()))
@@ -118,6 +125,13 @@ class PackageSource:
                     yield update
                 if self._roots() != roots:
                     self._cycle.set()  # new chart or values folders to watch: restart the watcher
+
+
+def warm(spec: PackageSpec) -> None:
+    """Resolve ``spec`` now (blocking), so the engine's first verdicts need no I/O; a problem is
+    reported by the pass that needs the resolution."""
+    with contextlib.suppress(PackageError):
+        resolve(spec)
 
 
 def _touches(spec: PackageSpec, touched: set[Path]) -> bool:

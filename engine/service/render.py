@@ -10,15 +10,12 @@ live in memory only: rendered manifests may hold secrets.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
 
 from engine import labels
-from engine.storage.observation import canonical_json
 
 
 def helmdeck_version() -> str:
@@ -27,11 +24,6 @@ def helmdeck_version() -> str:
         return metadata.version("helmdeck")
     except metadata.PackageNotFoundError:
         return "0"
-
-
-def values_digest(values: dict[str, Any]) -> str:
-    """``sha256:<hex>`` of the values in canonical JSON (the values themselves are never kept)."""
-    return "sha256:" + hashlib.sha256(canonical_json(values)).hexdigest()
 
 
 def manifest_checksum(manifest: str) -> str:

@@ -1,15 +1,18 @@
 """The release service: smart upgrade, render, delete, cleanup, monitors, maintenance.
 
 A port of Deckhouse's nelm release ``Service`` (see DESIGN.md, "Release
-service") onto the helm CLI, with helmdeck's additions: renders are cached
-by what they depend on, and monitors are driven by shared watches instead
-of a poll.
+service") onto the helm CLI, with helmdeck's additions: it decides with the
+reconcile loop's decision (spec first: an unchanged spec renders nothing),
+takes packages through the resolution stage and helm options from the one
+mapping, renders are cached by what they depend on, and monitors are driven
+by shared watches instead of a poll.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -19,13 +22,17 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine import labels
-from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions, UpgradeOptions
+from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions
+from engine.helm.options import upgrade_options
 from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.monitor.discovery import Discovery
 from engine.monitor.monitor import expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
-from engine.package import PackageSpec, load_chart, merged_values
+from engine.package import PackageSpec
+from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
+from engine.resolve.chart import is_chart
+from engine.resolve.release import ResolvedRelease, post_render_settings, resolve
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
 from engine.service.records import Driver, ReleaseRecord, ReleaseStore
 from engine.service.render import (
@@ -34,7 +41,6 @@ from engine.service.render import (
     RenderKey,
     helmdeck_version,
     manifest_checksum,
-    values_digest,
 )
 from engine.service.types import CleanupReport, MaintenanceState, PackageNotHelm, UpgradeAction, UpgradeResult
 from engine.storage.codec import StorageDecodeError
@@ -93,24 +99,26 @@ class ReleaseService:
     ) -> UpgradeResult:
         """Install or upgrade ``package``'s release in ``namespace`` when, and only when, needed.
 
-        As nelm's ``Service.Upgrade``: in maintenance (``NoResourceReconciliation``)
-        with the release deployed and already marked ``maintenance=true``,
-        drop the monitor and return (nothing rendered). Otherwise render
-        (cached), take the manifest checksum, and run ``helm upgrade
-        --install`` only when the release is absent, its last status is not
-        deployed, its checksum label is missing or differs, its maintenance
-        label differs from the package's mode, or its monitor reports absent
-        resources. Then start or refresh the monitor (drop it in maintenance).
-        Entering and leaving maintenance each cost exactly one upgrade: the
-        maintenance label changes the render.
+        As nelm's ``Service.Upgrade``, deciding with the reconcile loop's own
+        decision (:func:`engine.reconcile.state.content_state`): in maintenance
+        (``NoResourceReconciliation``) with the release deployed and already
+        marked ``maintenance=true``, drop the monitor and return (nothing
+        rendered). Otherwise run ``helm upgrade --install`` when the release is
+        absent, its last status is not deployed, its maintenance label differs
+        from the package's mode, its monitor reports absent resources, or its
+        spec digest changed and the render's manifest checksum differs from
+        its label. An unchanged spec digest decides without rendering (spec
+        first, as Flux). Then start or refresh the monitor (drop it in
+        maintenance). Entering and leaving maintenance each cost exactly one
+        upgrade: the maintenance label changes the render.
 
         ``release_labels`` are added to the release labels of an upgrade
-        (e.g. the runtime's spec digest; helmdeck's own keys win); they do not
+        (e.g. the runtime's package set; helmdeck's own keys win); they do not
         decide whether to upgrade, and helm carries them over otherwise.
 
-        Raises PackageNotHelm (no ``Chart.yaml``), PackageError (chart or
-        values unreadable), HelmError subclasses (render or upgrade failed;
-        the release may still have been written), ApiException (storage or
+        Raises PackageNotHelm (no chart), PackageError (chart or values
+        unreadable), HelmError subclasses (render or upgrade failed; the
+        release may still have been written), ApiException (storage or
         discovery unreadable). Do not hold :meth:`pause_monitor` around
         this call: the service keeps its own monitor quiet while helm runs.
         """
@@ -120,26 +128,31 @@ class ReleaseService:
         mode = MaintenanceState(package.maintenance)
         async with self._lock(key):
             reported = self._monitors.take_report(key)
+            resolved = await asyncio.to_thread(resolve, package)
             latest = await asyncio.to_thread(self._store.latest, *key)
-            deployed = latest is not None and latest.status == "deployed"
-            if mode is MaintenanceState.NoResourceReconciliation and deployed and latest is not None \
-                    and latest.label(labels.MAINTENANCE) == "true":
+            if latest is not None and in_maintenance(package.maintenance, latest.status, dict(latest.labels)):
                 self._monitors.remove(key)
                 return UpgradeResult(*key, "maintenance", "in maintenance: resources are not reconciled",
                                      latest.label(labels.MANIFEST_CHECKSUM) or "", latest.version)
-            rendered = await self._render(namespace, package, mode)
-            if mode is MaintenanceState.Managed and deployed and latest is not None \
+            if mode is MaintenanceState.Managed and latest is not None and latest.status == "deployed" \
                     and not self._monitors.has(key):
                 # A fresh service knows nothing yet: look before deciding, so absent resources count now.
                 await self._start_monitor(key, latest.version)
-            reason = self._reason(key, latest, rendered.checksum, mode, reported)
+            rendered: Rendered | None = None
+            reason = self._reason(key, latest, resolved, None, reported)
+            if reason is _RENDER:
+                rendered = await self._render(namespace, resolved)
+                reason = self._reason(key, latest, resolved, rendered.checksum, reported)
             if reason is None:
-                return UpgradeResult(*key, "none", "unchanged", rendered.checksum, latest.version if latest else None)
+                stored = latest.label(labels.MANIFEST_CHECKSUM) if latest is not None else None
+                checksum = rendered.checksum if rendered else (stored or "")
+                return UpgradeResult(*key, "none", "unchanged", checksum, latest.version if latest else None)
+            rendered = rendered or await self._render(namespace, resolved)
             action: UpgradeAction = "install" if latest is None or latest.status == "uninstalled" else "upgrade"
             # Leaving maintenance hands control back: the package wins over fields edited by hand meanwhile.
             leaving = mode is MaintenanceState.Managed and latest is not None \
                 and latest.label(labels.MAINTENANCE) == "true"
-            await self._helm_upgrade(key, package, mode, rendered.checksum, release_labels or {},
+            await self._helm_upgrade(key, resolved, rendered.checksum, release_labels or {},
                                      install=action == "install", force_conflicts=leaving)
             after = await asyncio.to_thread(self._store.latest, *key)
             if mode is MaintenanceState.NoResourceReconciliation:
@@ -147,60 +160,42 @@ class ReleaseService:
             elif after is not None:
                 await self._start_monitor(key, after.version)
             log.info("%s %s/%s: %s", action, namespace, package.release_name, reason)
-            return UpgradeResult(*key, action, reason, rendered.checksum, after.version if after else None)
+            return UpgradeResult(*key, action, str(reason), rendered.checksum, after.version if after else None)
 
     def _reason(
-        self, key: Key, latest: ReleaseRecord | None, checksum: str, mode: MaintenanceState, reported: bool,
-    ) -> str | None:
-        """Why the release needs an upgrade, or None (nelm's checks, plus the maintenance label)."""
+        self, key: Key, latest: ReleaseRecord | None, resolved: ResolvedRelease, checksum: str | None,
+        reported: bool,
+    ) -> str | object | None:
+        """Why the release needs an upgrade, None when it does not, or ``_RENDER`` when only a render
+        can tell (the spec changed): the reconcile loop's decision on what storage holds now."""
         if latest is None or latest.status == "uninstalled":
             return "release absent"
         if latest.status != "deployed":
             return f"last status is {latest.status}"
-        stored = latest.label(labels.MANIFEST_CHECKSUM)
-        if stored is None:
-            return "manifest checksum label missing"
-        if stored != checksum:
-            return "manifest changed"
-        want = "true" if mode is MaintenanceState.NoResourceReconciliation else "false"
-        if latest.label(labels.MAINTENANCE) != want:
-            return f"maintenance label is not {want}"
-        absent = self._monitors.absent(key)
-        if absent:
-            return "absent resources: " + ", ".join(r.ref for r in absent)
-        if reported:
-            return "absent resources reported by the monitor"
-        return None
+        absent = tuple(r.ref for r in self._monitors.absent(key))
+        if not absent and reported:
+            absent = ("reported by the monitor",)
+        verdict = content_state(release_labels=dict(latest.labels), maintenance=resolved.spec.maintenance,
+                                spec_digest=resolved.spec_digest, checksum=checksum, absent=absent)
+        if verdict.render:
+            return _RENDER
+        return None if verdict.status == IN_SYNC else verdict.reason
 
     async def _helm_upgrade(
-        self, key: Key, package: PackageSpec, mode: MaintenanceState, checksum: str, extra: Mapping[str, str],
+        self, key: Key, resolved: ResolvedRelease, checksum: str, extra: Mapping[str, str],
         *, install: bool, force_conflicts: bool,
     ) -> None:
-        maintenance = mode is MaintenanceState.NoResourceReconciliation
-        release_labels = {
-            **extra,
-            labels.MANAGED_BY: labels.MANAGER,
-            labels.PACKAGE: package.name,
-            labels.MANIFEST_CHECKSUM: checksum,
-            labels.MAINTENANCE: "true" if maintenance else "false",
-        }
-        spec = package.install if install else package.upgrade
-        opts = UpgradeOptions(
-            timeout=package.timeout,
-            wait=not spec.disable_wait,
-            install=True,
-            create_namespace=True,
-            force=package.upgrade.force and not install,
-            cleanup_on_fail=package.upgrade.cleanup_on_fail and not install,
-            disable_hooks=spec.disable_hooks,
-            max_history=package.max_history,
-            labels=release_labels,
-            post_renderer=(await self._post_renderer()).renderer(self._stamp(package, mode)),
-            force_conflicts=force_conflicts,
-        )
-        values = merged_values(package)
+        package = resolved.spec
+        release_labels = labels.release_labels(
+            package=package.name, spec_digest=resolved.spec_digest, maintenance=bool(package.maintenance),
+            package_set=extra.get(labels.PACKAGE_SET), manifest_checksum=checksum, extra=dict(extra))
+        renderer = (await self._post_renderer()).renderer(resolved.post_render.labels)
+        opts = upgrade_options(package, labels=release_labels, post_renderer=renderer,
+                               force_conflicts=force_conflicts, install=True)
+        if not install:
+            opts = dataclasses.replace(opts, create_namespace=False)
         with self._monitors.quiet(key):
-            await self.helm.upgrade(key[1], key[0], package.chart_path, values, opts)
+            await self.helm.upgrade(key[1], key[0], resolved.chart.path, resolved.values, opts)
 
     async def _start_monitor(self, key: Key, revision: int) -> None:
         """Monitor ``revision``'s manifest; a failure is logged, never raised (the next upgrade retries)."""
@@ -227,31 +222,22 @@ class ReleaseService:
         RenderError (and other HelmError subclasses).
         """
         _require_chart(package.chart_path)
-        return (await self._render(namespace, package, MaintenanceState(package.maintenance))).manifest
+        return (await self._render(namespace, await asyncio.to_thread(resolve, package))).manifest
 
-    async def _render(self, namespace: str, package: PackageSpec, mode: MaintenanceState) -> Rendered:
-        chart = await asyncio.to_thread(load_chart, package.chart_path)
-        values = merged_values(package)
-        stamp = self._stamp(package, mode)
-        key = RenderKey(chart.digest, values_digest(values), self._version, str(await self.helm.version()),
-                        namespace, package.release_name, tuple(sorted(stamp.items())))
+    async def _render(self, namespace: str, resolved: ResolvedRelease) -> Rendered:
+        package = resolved.spec
+        key = RenderKey(resolved.chart.digest, resolved.values_digest, self._version, str(await self.helm.version()),
+                        namespace, package.release_name, resolved.post_render.stamp)
         cached = self.render_cache.get(key)
         if cached is not None:
             return cached
         layout = await self._post_renderer()
-        manifest = await self.helm.template(package.release_name, namespace, package.chart_path, values,
-                                            post_renderer=layout.renderer(stamp), is_upgrade=True)
+        manifest = await self.helm.template(package.release_name, namespace, resolved.chart.path, resolved.values,
+                                            post_renderer=layout.renderer(resolved.post_render.labels),
+                                            is_upgrade=True)
         rendered = Rendered(manifest, manifest_checksum(manifest))
         self.render_cache.put(key, rendered)
         return rendered
-
-    @staticmethod
-    def _stamp(package: PackageSpec, mode: MaintenanceState) -> dict[str, str]:
-        """The labels the post-renderer puts on every resource of ``package``."""
-        out = {labels.ORIGIN_NAME: package.name, labels.ORIGIN_NAMESPACE: package.namespace}
-        if mode is MaintenanceState.NoResourceReconciliation:
-            out[labels.RESOURCE_MAINTENANCE] = "true"
-        return out
 
     async def _post_renderer(self) -> PostRendererLayout:
         if self._layout is None:
@@ -364,7 +350,7 @@ class ReleaseService:
     async def post_renderer_for(self, package: PackageSpec) -> PostRenderer:
         """The post-renderer :meth:`upgrade` uses for ``package`` (its origin and maintenance labels)."""
         layout = await self._post_renderer()
-        return layout.renderer(self._stamp(package, MaintenanceState(package.maintenance)))
+        return layout.renderer(post_render_settings(package).labels)
 
     async def checksum(self, namespace: str, package: PackageSpec) -> str:
         """The manifest checksum :meth:`upgrade` would store for ``package`` (cached render).
@@ -372,7 +358,7 @@ class ReleaseService:
         Raises PackageNotHelm, PackageError, RenderError.
         """
         _require_chart(package.chart_path)
-        return (await self._render(namespace, package, MaintenanceState(package.maintenance))).checksum
+        return (await self._render(namespace, await asyncio.to_thread(resolve, package))).checksum
 
     async def refresh_monitor(self, namespace: str, name: str) -> None:
         """Monitor the latest deployed revision of ``namespace/name`` (after an action outside
@@ -407,6 +393,9 @@ class ReleaseService:
         return self._locks.setdefault(key, asyncio.Lock())
 
 
+_RENDER = object()  # _reason's "render to decide"
+
+
 def _require_chart(path: Path) -> None:
-    if not (path / "Chart.yaml").is_file():
-        raise PackageNotHelm(f"{path} holds no Helm chart (no Chart.yaml)")
+    if not is_chart(path):
+        raise PackageNotHelm(f"{path} holds no Helm chart (no Chart.yaml, not a .tgz)")

@@ -1,0 +1,63 @@
+"""Package spec -> helm action options: the one mapping (as Flux's ``internal/action``).
+
+Every caller that runs an install, upgrade, rollback or uninstall for a
+package (the reconcilers, the release service, the operator's rollback)
+takes its options from here, so a field means the same wherever it acts.
+Flux's defaults: helm waits for resources unless ``disableWait``, and for
+Jobs unless ``disableWaitForJobs`` (helm's ``--wait-for-jobs`` needs ``--wait``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from engine.helm.cli import InstallOptions, PostRenderer, RollbackOptions, UninstallOptions, UpgradeOptions
+from engine.package import PackageSpec
+
+
+def install_options(
+    spec: PackageSpec, *, labels: Mapping[str, str], post_renderer: PostRenderer | None, replace: bool = False,
+) -> InstallOptions:
+    """``helm install`` for ``spec``; ``replace`` reuses a name held by an uninstalled release."""
+    wait = not spec.install.disable_wait
+    return InstallOptions(
+        timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not spec.install.disable_wait_for_jobs,
+        create_namespace=spec.install.create_namespace, disable_hooks=spec.install.disable_hooks,
+        replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
+    )
+
+
+def upgrade_options(
+    spec: PackageSpec, *, labels: Mapping[str, str], post_renderer: PostRenderer | None,
+    force_conflicts: bool = False, install: bool = False,
+) -> UpgradeOptions:
+    """``helm upgrade`` for ``spec``. With ``install`` (``upgrade --install`` of an absent release,
+    as the release service runs it) the install fields apply where they exist."""
+    section = spec.install if install else spec.upgrade
+    wait = not section.disable_wait
+    return UpgradeOptions(
+        timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not section.disable_wait_for_jobs,
+        install=install, create_namespace=install and spec.install.create_namespace,
+        force=spec.upgrade.force and not install, cleanup_on_fail=spec.upgrade.cleanup_on_fail and not install,
+        reuse_values=spec.upgrade.preserve_values, reset_values=not spec.upgrade.preserve_values,
+        disable_hooks=section.disable_hooks, max_history=spec.max_history, labels=dict(labels),
+        post_renderer=post_renderer, force_conflicts=force_conflicts,
+    )
+
+
+def rollback_options(spec: PackageSpec | None, *, timeout: float | None = None) -> RollbackOptions:
+    """``helm rollback`` for ``spec`` (None: a release no package declares — helm's defaults, waiting)."""
+    if spec is None:
+        return RollbackOptions(timeout=timeout or 300.0, wait=True, wait_for_jobs=True)
+    wait = not spec.rollback.disable_wait
+    return RollbackOptions(
+        timeout=timeout or spec.timeout, wait=wait, wait_for_jobs=wait and not spec.rollback.disable_wait_for_jobs,
+        force=spec.rollback.force, recreate=spec.rollback.recreate, cleanup_on_fail=spec.rollback.cleanup_on_fail,
+        disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history,
+    )
+
+
+def uninstall_options(spec: PackageSpec) -> UninstallOptions:
+    """``helm uninstall`` for ``spec``."""
+    return UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
+                            keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks)

@@ -1,0 +1,228 @@
+"""Bounded YAML: package, values and Chart.yaml files parsed so that no file can hurt.
+
+Every file helmdeck reads as YAML goes through :func:`load_yaml`:
+
+- a size limit is checked before reading (the error names the file and the limit);
+- one streaming pass over libyaml's events (C speed, constant memory) bounds the
+  nesting depth and counts what aliases would expand to, so a "billion laughs"
+  file is refused in milliseconds ("aliases expand past N nodes", with its line)
+  before anything is built;
+- only then is the document composed and constructed, with libyaml
+  (``yaml.CSafeLoader``; the pure-Python ``SafeLoader`` only if libyaml is missing).
+
+A parsed file is cached by path and its stat signature (device, inode, size,
+mtime), so each file is parsed once per change, however often it is asked for.
+Cached documents are shared: callers must not mutate them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_MIB = 1024 * 1024
+_SERIALS = itertools.count(1)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one YAML file: ``max_bytes`` on disk, ``max_nodes`` nodes and ``max_chars`` scalar
+    characters once aliases are expanded, ``max_depth`` levels of nesting.
+
+    ``env`` names the environment variable that raises ``max_bytes`` (said in the error).
+    """
+
+    max_bytes: int
+    env: str = ""
+    max_nodes: int = 1_000_000
+    max_chars: int = 64 * _MIB
+    max_depth: int = 64
+
+
+def package_limits() -> Limits:
+    """Package files: 1 MiB unless ``HELMDECK_MAX_PACKAGE_BYTES`` says otherwise."""
+    return Limits(_env_int("HELMDECK_MAX_PACKAGE_BYTES", _MIB), "HELMDECK_MAX_PACKAGE_BYTES")
+
+
+def values_limits() -> Limits:
+    """Values files: 8 MiB unless ``HELMDECK_MAX_VALUES_BYTES`` says otherwise (helm keeps the
+    values in a release record, which Kubernetes caps at about 1 MiB compressed)."""
+    return Limits(_env_int("HELMDECK_MAX_VALUES_BYTES", 8 * _MIB), "HELMDECK_MAX_VALUES_BYTES")
+
+
+def chart_limits() -> Limits:
+    """Chart.yaml: 1 MiB."""
+    return Limits(_MIB)
+
+
+class YamlLimitError(ValueError):
+    """A YAML file is over a limit or malformed. ``problem`` and ``line`` (1-based, or None) say where."""
+
+    def __init__(self, file: Path, problem: str, line: int | None = None, fix: str = ""):
+        self.file = file
+        self.problem = problem
+        self.line = line
+        self.fix = fix
+        where = f"{file}:{line}" if line else str(file)
+        super().__init__(f"{where}: {problem}" + (f" ({fix})" if fix else ""))
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One parsed YAML document: the data and its composed node (for line numbers); None when empty.
+
+    ``serial`` is unique per parse: equal serials mean the same parse of an unchanged file.
+    """
+
+    data: Any
+    node: yaml.Node | None
+    serial: int = field(default_factory=lambda: next(_SERIALS))
+
+
+def check_events(text: str, file: Path, limits: Limits) -> None:
+    """One pass over the parser's events: refuse too deep nesting and alias expansion past the limits.
+
+    Raises YamlLimitError naming the line. Constant memory besides one entry per anchor.
+    """
+    sizes: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, expanded scalar characters)
+    stack: list[tuple[str | None, int, int]] = []  # open collections: (anchor, nodes, chars) at their start
+    nodes = chars = 0
+    try:
+        for event in yaml.parse(text, Loader=Loader):
+            if isinstance(event, yaml.ScalarEvent):
+                nodes += 1
+                chars += len(event.value)
+                if event.anchor:
+                    sizes[event.anchor] = (1, len(event.value))
+            elif isinstance(event, yaml.CollectionStartEvent):
+                nodes += 1
+                stack.append((event.anchor, nodes, chars))
+                if len(stack) > limits.max_depth:
+                    raise YamlLimitError(file, f"nesting deeper than {limits.max_depth} levels",
+                                         _line(event), "flatten the structure")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, start_nodes, start_chars = stack.pop()
+                if anchor:
+                    sizes[anchor] = (nodes - start_nodes + 1, chars - start_chars)
+            elif isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor or "")
+                if size is None:
+                    raise YamlLimitError(file, f"alias *{event.anchor} refers to no finished anchor",
+                                         _line(event), "define the anchor (&name) before its aliases")
+                nodes += size[0]
+                chars += size[1]
+            else:
+                continue
+            if nodes > limits.max_nodes:
+                raise YamlLimitError(file, f"aliases expand past {limits.max_nodes} nodes", _line(event),
+                                     "write the values out or use fewer nested aliases")
+            if chars > limits.max_chars:
+                raise YamlLimitError(file, f"aliases expand past {limits.max_chars} characters", _line(event),
+                                     "write the values out or use fewer nested aliases")
+    except yaml.YAMLError as exc:
+        raise _syntax(file, exc) from None
+
+
+def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
+    """Check (:func:`check_events`), compose and construct one YAML document. Raises YamlLimitError."""
+    check_events(text, file, limits)
+    loader = Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        raise _syntax(file, exc) from None
+    except RecursionError:
+        raise YamlLimitError(file, "structure too deeply nested", None, "flatten the structure") from None
+    finally:
+        loader.dispose()
+    return Parsed(data, node)
+
+
+def _line(event: yaml.Event) -> int | None:
+    mark = event.start_mark
+    return mark.line + 1 if mark is not None else None
+
+
+def _syntax(file: Path, exc: yaml.YAMLError) -> YamlLimitError:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    fix = "fix the YAML syntax"
+    if "another document" in problem or "expected a single document" in problem:
+        fix = "write one document per file (no '---' between documents)"
+    return YamlLimitError(file, f"YAML error: {problem}", mark.line + 1 if mark is not None else None, fix)
+
+
+def racy(mtime_ns: int) -> bool:
+    """True when a file changed so recently that a same-size rewrite in the same clock tick would
+    keep its stat signature (git's "racy" entries): such a file is read again rather than trusted."""
+    return time.time_ns() - mtime_ns < 2_000_000_000
+
+
+class YamlCache:
+    """Parsed files by path, reused while the file's stat signature is unchanged. Thread-safe, bounded LRU."""
+
+    def __init__(self, size: int = 4096):
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Path, tuple[tuple[int, ...], Parsed]] = OrderedDict()
+        self.parses = 0  # files actually parsed (tests and benchmarks read it)
+
+    def load(self, file: Path, limits: Limits) -> Parsed:
+        """The parsed document of ``file``; parses only when the file changed. Raises YamlLimitError."""
+        try:
+            st = file.stat()
+        except OSError as exc:
+            raise YamlLimitError(file, f"cannot read file ({exc.strerror})") from None
+        signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with self._lock:
+            hit = self._entries.get(file)
+            if hit is not None and hit[0] == signature and not racy(st.st_mtime_ns):
+                self._entries.move_to_end(file)
+                return hit[1]
+        if st.st_size > limits.max_bytes:
+            fix = f"set {limits.env} to raise it" if limits.env else "make the file smaller"
+            raise YamlLimitError(file, f"file is {st.st_size} bytes, over the limit of {limits.max_bytes} bytes", None,
+                                 fix)
+        try:
+            raw = file.read_bytes()
+        except OSError as exc:
+            raise YamlLimitError(file, f"cannot read file ({exc.strerror})") from None
+        if len(raw) > limits.max_bytes:  # grew since stat
+            raise YamlLimitError(file, f"file is over the limit of {limits.max_bytes} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise YamlLimitError(file, f"not UTF-8 text (byte {exc.start})", None, "save the file as UTF-8") from None
+        parsed = parse_text(text, file, limits)
+        with self._lock:
+            self.parses += 1
+            self._entries[file] = (signature, parsed)
+            self._entries.move_to_end(file)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return parsed
+
+
+# One cache per process: files are the same files whoever asks.
+CACHE = YamlCache()
+
+
+def load_yaml(file: Path, limits: Limits) -> Parsed:
+    """Parse ``file`` within ``limits`` (cached per change of the file). Raises YamlLimitError."""
+    return CACHE.load(file, limits)

@@ -1,0 +1,196 @@
+"""The resolution stage: from a package spec to what a pass acts on (DESIGN, "Resolution").
+
+:func:`resolve` is the only place a chart is located and values are composed.
+It returns a :class:`ResolvedRelease`: the chart artifact and its digest, the
+composed values and their digest, the paths of values that came from Secrets
+(for masking), the post-render settings, and the spec digest over all of them.
+The spec digest is what the decision compares with the release (Flux's
+"desired state digest"): equal digests mean nothing to render.
+
+Results are cached: values files through the bounded YAML cache (parsed once
+per change), charts by their files' stat signatures, and the whole
+resolution by spec and input versions. :meth:`ResolveCache.last` answers
+without any I/O, for callers on the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import labels
+from engine.package import PackageError, PackageSpec, deep_merge
+from engine.resolve.chart import Chart, ChartError, load_chart
+from engine.resolve.loader import YamlLimitError, load_yaml, values_limits
+from engine.storage.observation import canonical_json
+
+
+@dataclass(frozen=True)
+class ValuesLayer:
+    """Values from a source other than files and inline values (``valuesFrom``: a ConfigMap or Secret).
+
+    ``origin`` names it for errors; ``secret`` marks its leaves for masking.
+    """
+
+    values: Mapping[str, Any]
+    origin: str
+    secret: bool = False
+
+
+# valuesFrom plugs in here: given the spec, the layers merged after valuesFiles and before inline values.
+ValuesFrom = Callable[[PackageSpec], Sequence[ValuesLayer]]
+
+
+@dataclass(frozen=True)
+class PostRenderSettings:
+    """What helmdeck's post-renderer does to every rendered resource: the labels it stamps
+    (package origin, and in maintenance the maintenance label). The user's kustomize patches,
+    images and commonMetadata will join here."""
+
+    stamp: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.stamp)
+
+
+@dataclass(frozen=True)
+class ResolvedRelease:
+    """A package resolved: everything a render or an install/upgrade needs, and its digests.
+
+    ``values`` is shared with the cache: read it, never mutate it.
+    ``values_digest`` is ``sha256:<hex>`` of the values' canonical JSON;
+    ``spec_digest`` (32 hex, a label value) covers the chart digest, the values
+    digest and the post-render settings. ``secret_paths`` are dotted paths of
+    values that came from Secrets.
+    """
+
+    spec: PackageSpec
+    chart: Chart
+    values: Mapping[str, Any] = field(compare=False, repr=False)
+    values_digest: str
+    post_render: PostRenderSettings
+    spec_digest: str
+    secret_paths: tuple[str, ...] = ()
+
+
+def post_render_settings(spec: PackageSpec) -> PostRenderSettings:
+    """The labels the post-renderer stamps on every resource of ``spec``'s release."""
+    stamp = {labels.ORIGIN_NAME: spec.name, labels.ORIGIN_NAMESPACE: spec.namespace}
+    if spec.maintenance:
+        stamp[labels.RESOURCE_MAINTENANCE] = "true"
+    return PostRenderSettings(tuple(sorted(stamp.items())))
+
+
+def values_digest(values: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of the values in canonical JSON (the values themselves are never kept in it)."""
+    return "sha256:" + hashlib.sha256(canonical_json(dict(values))).hexdigest()
+
+
+def spec_digest(chart_digest: str, digest_of_values: str, post_render: PostRenderSettings) -> str:
+    """32 hex characters over chart content, values and post-render settings (fits a label value)."""
+    stamp = ",".join(f"{k}={v}" for k, v in post_render.stamp)
+    return labels.label_digest(f"{chart_digest}\0{digest_of_values}\0{stamp}".encode())
+
+
+class ResolveCache:
+    """Resolutions by spec and the versions of their inputs. Thread-safe, bounded LRU."""
+
+    def __init__(self, size: int = 1024):
+        self._size = size
+        self._lock = threading.Lock()
+        self._by_input: OrderedDict[tuple[Any, ...], ResolvedRelease] = OrderedDict()
+        self._last: dict[PackageSpec, ResolvedRelease] = {}
+
+    def last(self, spec: PackageSpec) -> ResolvedRelease | None:
+        """The newest resolution of ``spec`` (no I/O: inputs may have changed since)."""
+        with self._lock:
+            return self._last.get(spec)
+
+    def resolve(self, spec: PackageSpec, values_from: ValuesFrom | None = None) -> ResolvedRelease:
+        """Resolve ``spec`` (see :func:`resolve`)."""
+        chart = _chart(spec)
+        files = []
+        for i, path in enumerate(spec.values_files):
+            try:
+                files.append(load_yaml(path, values_limits()))
+            except YamlLimitError as exc:
+                raise PackageError(spec.file, f"spec.valuesFiles[{i}]", str(exc), exc.fix) from None
+        layers = tuple(values_from(spec)) if values_from is not None else ()
+        key = (spec, chart.digest, tuple(p.serial for p in files), tuple(id(layer) for layer in layers))
+        with self._lock:
+            hit = self._by_input.get(key) if not layers else None
+            if hit is not None:
+                self._by_input.move_to_end(key)
+                self._last[spec] = hit
+                return hit
+        merged: dict[str, Any] = {}
+        for i, parsed in enumerate(files):
+            data = parsed.data if parsed.data is not None else {}
+            if not isinstance(data, dict):
+                raise PackageError(spec.file, f"spec.valuesFiles[{i}]",
+                                   f"{spec.values_files[i]} must hold a mapping, not {type(data).__name__}")
+            merged = deep_merge(merged, data)
+        secret: list[str] = []
+        for layer in layers:
+            merged = deep_merge(merged, layer.values)
+            if layer.secret:
+                secret += _leaf_paths(layer.values)
+        merged = deep_merge(merged, spec.values)
+        try:
+            vdigest = values_digest(merged)
+        except (TypeError, ValueError) as exc:
+            raise PackageError(spec.file, "spec.valuesFiles", f"values cannot be represented as JSON ({exc})",
+                               "use plain YAML values (no dates or binary)") from None
+        post = post_render_settings(spec)
+        resolved = ResolvedRelease(spec, chart, merged, vdigest, post, spec_digest(chart.digest, vdigest, post),
+                                   tuple(sorted(set(secret))))
+        with self._lock:
+            if not layers:
+                self._by_input[key] = resolved
+                while len(self._by_input) > self._size:
+                    self._by_input.popitem(last=False)
+            self._last[spec] = resolved
+            while len(self._last) > self._size:
+                self._last.pop(next(iter(self._last)))
+        return resolved
+
+
+def _chart(spec: PackageSpec) -> Chart:
+    try:
+        return load_chart(spec.chart_path)
+    except ChartError as exc:
+        raise PackageError(spec.file, "spec.chart", f"{exc.file}: {exc.problem}", exc.fix) from None
+    except OSError as exc:
+        raise PackageError(spec.file, "spec.chart", f"cannot read {spec.chart_path} ({exc.strerror})") from None
+
+
+def _leaf_paths(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out += _leaf_paths(value, path)
+        else:
+            out.append(path)
+    return out
+
+
+# One per process: charts and values files are the same whoever asks.
+CACHE = ResolveCache()
+
+
+def resolve(spec: PackageSpec, *, values_from: ValuesFrom | None = None,
+            cache: ResolveCache | None = None) -> ResolvedRelease:
+    """Resolve ``spec``: locate the chart (directory or ``.tgz``) and compose its values —
+    ``valuesFiles`` in order, then ``valuesFrom`` layers, then inline ``values`` (as Flux's
+    HelmRelease) — and digest them. Blocking (file I/O): call it off the event loop.
+
+    Raises PackageError naming the package file, the field and the fix (chart missing or
+    unreadable, values file over its size limit, malformed, or expanding past the alias limit).
+    """
+    return (cache or CACHE).resolve(spec, values_from)
