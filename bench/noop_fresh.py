@@ -1,0 +1,102 @@
+"""Fresh-process no-op reconcile: ``helmdeck reconcile --once`` vs ``helm upgrade --install`` of each.
+
+For 50 and then 200 unchanged packages (installed first, not timed), in the
+same run against the same local cluster:
+
+- helmdeck: a fresh ``helmdeck reconcile --once`` process over the package
+  folder (start-up, storage sync, resolution, decision; nothing rendered or
+  upgraded when nothing changed) — the best of three runs;
+- helm: ``helm upgrade --install`` of each package in turn with the same
+  chart and values (what a script without helmdeck runs; a revision each).
+
+Prints the times, checks that helmdeck made no revision, and prints helm's
+time over helmdeck's (issue 11 asks for at least 20x at 200).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.service_common import Bench, run
+from engine.helm import UpgradeOptions
+from engine.resolve.release import resolve
+
+SIZES = (50, 200)
+RUNS = 3
+
+
+def reconcile_once(bench: Bench, packages: Path, log: Path) -> float:
+    """Seconds one fresh ``helmdeck reconcile --once`` takes; raises when it does not converge."""
+    args = [sys.executable, "-m", "helmdeck", "reconcile", "--once", "--no-lease", "--kubeconfig",
+            str(bench.target.kubeconfig), "--helm", bench.helm.binary, "-n", bench.namespace,
+            "--packages", str(packages), "--log-file", str(log)]
+    start = time.perf_counter()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, check=False,
+                          env={**bench.helm.env, "PATH": "/usr/bin:/bin"})
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"reconcile --once exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def revision_count(bench: Bench) -> int:
+    secrets = bench.core.list_namespaced_secret(bench.namespace, label_selector="owner=helm")
+    return len(secrets.items)
+
+
+async def main_async(bench: Bench) -> None:
+    chart = bench.chart()
+    results: list[tuple[int, float, float]] = []
+    done = 0
+    for size in SIZES:
+        folder = bench.folder / f"packages-{size}"
+        folder.mkdir()
+        specs = []
+        for i in range(done, size):  # the larger set includes the smaller one's packages
+            specs.append(bench.package(f"pkg-{i:03d}", chart))
+        for spec in [*specs]:
+            spec.file.rename(folder / spec.file.name)
+        if done:
+            for old in (bench.folder / f"packages-{SIZES[SIZES.index(size) - 1]}").glob("*.yaml"):
+                (folder / old.name).write_text(old.read_text())
+        packages = sorted(folder.glob("*.yaml"))
+        print(f"{size} packages: installing (not timed) ...", flush=True)
+        first = reconcile_once(bench, folder, bench.folder / "install.log")
+        print(f"  install of {size - done} new packages by reconcile --once: {first:.1f} s", flush=True)
+        before = revision_count(bench)
+        times = [reconcile_once(bench, folder, bench.folder / "noop.log") for _ in range(RUNS)]
+        if revision_count(bench) != before:
+            raise RuntimeError("a no-op reconcile made a revision")
+        ours = min(times)
+        print(f"  helmdeck reconcile --once (fresh process), best of {RUNS}: {ours:.2f} s "
+              f"(runs: {', '.join(f'{t:.2f}' for t in times)})", flush=True)
+        opts = UpgradeOptions(install=True, timeout=60, wait=False)
+        from engine.package import load_package
+
+        start = time.perf_counter()
+        for path in packages:
+            spec = load_package(path)
+            await bench.helm.upgrade(spec.release_name, bench.namespace, chart, dict(resolve(spec).values), opts)
+        theirs = time.perf_counter() - start
+        print(f"  helm upgrade --install of each: {theirs:.2f} s ({theirs / size * 1000:.0f} ms per package)",
+              flush=True)
+        results.append((size, ours, theirs))
+        done = size
+    print()
+    print(json.dumps([{"packages": n, "helmdeck_s": round(a, 2), "helm_s": round(b, 2), "ratio": round(b / a, 1)}
+                      for n, a, b in results]))
+    for n, a, b in results:
+        print(f"{n:4d} unchanged packages: helmdeck {a:6.2f} s, helm {b:7.2f} s, helm/helmdeck {b / a:5.1f}x")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run(__doc__ or "", main_async, argv)
+
+
+if __name__ == "__main__":
+    main()
