@@ -45,7 +45,7 @@ def test_alias_bomb_is_refused() -> None:
     for i in range(1, 8):
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
     lines.append("entries: {web: *a7}")
-    with pytest.raises(SourceInvalid, match=f"expands past {MAX_NODES} nodes"):
+    with pytest.raises(SourceInvalid, match=f"aliases expand past {MAX_NODES} nodes"):
         parse_index("\n".join(lines).encode(), "repo")
 
 

@@ -3,9 +3,10 @@
 ``<url>/index.yaml`` is requested with ``If-None-Match`` / ``If-Modified-Since``
 when an earlier copy exists (a 304 keeps it). The parsed entries (as JSON,
 quick to read back) and the validators are kept under ``<cache>/sources/index/``
-so a restarted helmdeck asks conditionally too and parses no YAML on a 304. Parsing is bounded: a size limit
-(``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), libyaml's ``CSafeLoader``,
-a nesting limit and a limit on what aliases expand to (helm never writes aliases).
+so a restarted helmdeck asks conditionally too and parses no YAML on a 304.
+Parsing goes through the bounded loader (:mod:`engine.resolve.loader`): a size
+limit (``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), nesting and alias-expansion
+limits, libyaml.
 """
 
 from __future__ import annotations
@@ -19,16 +20,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from engine.resolve.loader import Limits, YamlLimitError, parse_text
 from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
 from engine.sources.semver import SemverError, Version
 
-_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NODES = 10_000_000  # nodes once aliases are expanded
 MAX_DEPTH = 64
 
@@ -59,45 +57,27 @@ class Index:
     digest: str = ""
 
 
-def _check_events(raw: bytes, what: str) -> None:
-    """One pass over libyaml's events: refuse nesting deeper than MAX_DEPTH and aliases whose
-    expansion would pass MAX_NODES nodes ("billion laughs"), before anything is built."""
-    sizes: dict[str, int] = {}  # anchor -> nodes it expands to
-    starts: list[tuple[str | None, int]] = []  # open collections: (anchor, node count at their start)
-    nodes = 0
-    for event in yaml.parse(raw, Loader=_Loader):
-        if isinstance(event, yaml.ScalarEvent):
-            nodes += 1
-            if event.anchor:
-                sizes[event.anchor] = 1
-        elif isinstance(event, yaml.CollectionStartEvent):
-            nodes += 1
-            starts.append((event.anchor, nodes))
-            if len(starts) > MAX_DEPTH:
-                raise SourceInvalid(f"{what}: index.yaml nests deeper than {MAX_DEPTH} levels", repository=what)
-        elif isinstance(event, yaml.CollectionEndEvent):
-            anchor, start = starts.pop()
-            if anchor:
-                sizes[anchor] = nodes - start + 1
-        elif isinstance(event, yaml.AliasEvent):
-            nodes += sizes.get(event.anchor or "", 1)
-        if nodes > MAX_NODES:
-            raise SourceInvalid(f"{what}: index.yaml expands past {MAX_NODES} nodes (aliases)", repository=what)
+def index_limits() -> Limits:
+    """Bounds on an index: ``HELMDECK_MAX_INDEX_BYTES`` (64 MiB), 10 million nodes once aliases are
+    expanded, 64 levels of nesting."""
+    size = max_index_bytes()
+    return Limits(size, "HELMDECK_MAX_INDEX_BYTES", max_nodes=MAX_NODES, max_chars=2 * size, max_depth=MAX_DEPTH)
 
 
 def parse_index(raw: bytes, what: str) -> Index:
-    """Parse an ``index.yaml`` (bounded, see module docstring). Raises SourceInvalid naming ``what``."""
-    if len(raw) > max_index_bytes():
-        raise SourceInvalid(f"{what}: index.yaml is over {max_index_bytes()} bytes "
-                            "(set HELMDECK_MAX_INDEX_BYTES to raise the limit)", repository=what)
+    """Parse an ``index.yaml`` with the bounded loader (:mod:`engine.resolve.loader`). Raises SourceInvalid
+    naming ``what``."""
+    limits = index_limits()
+    if len(raw) > limits.max_bytes:
+        raise SourceInvalid(f"{what}: index.yaml is over {limits.max_bytes} bytes "
+                            f"(set {limits.env} to raise the limit)", repository=what)
     try:
-        _check_events(raw, what)
-        data = yaml.load(raw, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SourceInvalid(f"{what}: index.yaml is not valid YAML{where}: {problem}", repository=what) from None
+        data = parse_text(raw.decode("utf-8"), Path("index.yaml"), limits).data
+    except UnicodeDecodeError as exc:
+        raise SourceInvalid(f"{what}: index.yaml is not UTF-8 (byte {exc.start})", repository=what) from None
+    except YamlLimitError as exc:
+        where = f" at line {exc.line}" if exc.line else ""
+        raise SourceInvalid(f"{what}: index.yaml{where}: {exc.problem}", repository=what) from None
     if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
         raise SourceInvalid(f"{what}: index.yaml has no entries mapping; is this a Helm repository?",
                             repository=what)
