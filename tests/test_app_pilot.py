@@ -22,6 +22,7 @@ from engine.runtime import Engine
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_engine_flow import write_package
 from tui.app import HelmdeckApp
+from tui.confirmations import Details
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.picker import PickerScreen
 from tui.widgets.release_table import ReleaseTable
@@ -203,7 +204,7 @@ async def test_uninstall_key_lists_the_resources_then_uninstalls(
         await pilot.press("D")
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen)
-        assert app.screen.confirmation.details == f"ConfigMap/{namespace}/cfg"
+        assert app.screen.confirmation.details == Details("Resources deleted (1)", f"ConfigMap/{namespace}/cfg")
         await pilot.press("y")
         # Storage shows the release gone a moment before the action reports back: wait for both.
         await wait_for(lambda: (cell(app, key, "status") == "- not installed"
@@ -232,7 +233,7 @@ async def test_upgrade_key_shows_the_diff_first(
         await pilot.press("u")
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen)
-        details = app.screen.confirmation.details
+        details = app.screen.confirmation.details.text if app.screen.confirmation.details else ""
         assert '-  color: "blue"' in details and '+  color: "green"' in details
         await pilot.press("y")
         await settled(app, key, "upgrade", 2)
@@ -344,7 +345,7 @@ async def test_cleanup_key_lists_then_removes_only_orphaned_managed_releases(
         await pilot.press("c")
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen)
-        assert app.screen.confirmation.details == f"{namespace}/gone"
+        assert app.screen.confirmation.details == Details("Releases that would be uninstalled", f"{namespace}/gone")
         await pilot.press("y")
         await wait_for(lambda: cell(app, (namespace, "gone"), "status") is None)
     assert stored(core_api, namespace, "gone") == []

@@ -177,22 +177,23 @@ def test_rollback_dialog_names_both_revisions_and_the_suspension() -> None:
 
 def test_cleanup_and_uninstall_dialogs_list_what_goes() -> None:
     c = confirmations.cleanup([CleanupItem("a", "one", "would-remove"), CleanupItem("b", "two", "would-remove")])
-    assert c.details == "a/one\nb/two" and c.confirm_label == "Uninstall 2"
+    assert c.details is not None and c.details.text == "a/one\nb/two" and c.confirm_label == "Uninstall 2"
     assert confirmations.cleanup([]).title == "Nothing to clean up"
     skipped = confirmations.cleanup([CleanupItem("a", "one", "would-remove"),
                                      CleanupItem("kube-system", "x", "skipped", "namespace ignored")])
-    assert skipped.details == "a/one" and "Left alone: kube-system/x (namespace ignored)." in skipped.body
+    assert skipped.details == confirmations.Details("Releases that would be uninstalled", "a/one")
+    assert "Left alone: kube-system/x (namespace ignored)." in skipped.body
     u = confirmations.uninstall(views()[WEB], objects("kind: Service\nmetadata: {name: web}\n", "ns"), None)
-    assert u.details == "Service/ns/web" and u.details_title == "Resources deleted (1)"
+    assert u.details == confirmations.Details("Resources deleted (1)", "Service/ns/web")
     broken = confirmations.uninstall(views()[WEB], None, "no such revision")
     assert "cannot be listed: no such revision" in broken.body
 
 
 def test_upgrade_dialog_explains_maintenance_and_a_missing_diff() -> None:
     text = confirmations.upgrade(views()[SETTINGS], None, "no diff yet")
-    assert "maintenance mode" in text.body and "cannot be shown: no diff yet" in text.body and not text.details_title
+    assert "maintenance mode" in text.body and "cannot be shown: no diff yet" in text.body and text.details is None
     with_diff = confirmations.upgrade(views()[WEB], "--- a\n+++ b\n", None)
-    assert with_diff.diff and with_diff.details_title
+    assert with_diff.details is not None and with_diff.details.diff and with_diff.details.title
 
 
 def test_maintenance_dialog_says_what_entering_and_leaving_do() -> None:

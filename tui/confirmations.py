@@ -18,15 +18,22 @@ BODY_WIDTH = 88  # the dialog is 96 wide, less border and padding
 
 
 @dataclass(frozen=True)
+class Details:
+    """A dialog's scrollable part under its own title: a list, or a unified diff (coloured as one)."""
+
+    title: str
+    text: str
+    diff: bool = False
+
+
+@dataclass(frozen=True)
 class Confirmation:
-    """A dialog: title, body, the confirm button's label, and an optional scrollable list or diff."""
+    """A dialog: title, body, the confirm button's label, and optional :class:`Details`."""
 
     title: str
     body: str
     confirm_label: str
-    details: str = ""
-    details_title: str = ""
-    diff: bool = False  # details is a unified diff (coloured as one)
+    details: Details | None = None
 
 
 def _bullets(*items: str) -> str:
@@ -69,8 +76,8 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
     elif not diff:
         lines.append("\nThe rendered manifests equal the deployed ones: the upgrade writes a new revision only.")
     title = f"{verb} in maintenance?" if view.maintenance else f"{verb}?"
-    return Confirmation(title, "\n".join(lines), verb, details=diff or "",
-                        details_title="What the upgrade would change (deployed → desired)" if diff else "", diff=True)
+    shown = Details("What the upgrade would change (deployed → desired)", diff, diff=True) if diff else None
+    return Confirmation(title, "\n".join(lines), verb, shown)
 
 
 def maintenance(view: ReleaseView, entering: bool) -> Confirmation:
@@ -118,8 +125,8 @@ def cleanup(items: list[CleanupItem]) -> Confirmation:
                             + note, "OK")
     body = (f"Uninstall these {len(would)} helmdeck-managed release(s) that no package declares.\n"
             "Releases not managed by helmdeck are never touched." + note)
-    return Confirmation("Clean up?", body, f"Uninstall {len(would)}", details=listed,
-                        details_title="Releases that would be uninstalled")
+    return Confirmation("Clean up?", body, f"Uninstall {len(would)}",
+                        Details("Releases that would be uninstalled", listed))
 
 
 def uninstall(view: ReleaseView, objects: list[ManifestObject] | None, problem: str | None) -> Confirmation:
@@ -132,9 +139,9 @@ def uninstall(view: ReleaseView, objects: list[ManifestObject] | None, problem: 
         lines.append("Its package is then suspended so the engine does not reinstall it; `u` installs it again.")
     if objects is None:
         lines.append(f"\nThe resources cannot be listed: {problem}.")
-    details = "\n".join(o.ref for o in objects or [])
-    title = f"Resources deleted ({len(objects)})" if objects is not None else ""
-    return Confirmation("Uninstall?", "\n".join(lines), "Uninstall", details=details, details_title=title)
+    listed = Details(f"Resources deleted ({len(objects)})", "\n".join(o.ref for o in objects)) if objects is not None \
+        else None
+    return Confirmation("Uninstall?", "\n".join(lines), "Uninstall", listed)
 
 
 def resume(view: ReleaseView) -> Confirmation:

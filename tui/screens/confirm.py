@@ -32,19 +32,20 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(id="dialog"):
             yield Label(c.title, id="dialog-title")
             yield Static(c.body, id="dialog-body", markup=False)
-            if c.details_title:
-                yield Label(c.details_title, id="dialog-details-title")
-            if c.details:
-                details = TextView(id="dialog-details")
-                yield details
+            if c.details is not None:
+                yield Label(c.details.title, id="dialog-details-title")
+                if c.details.text:
+                    yield TextView(id="dialog-details")
             with Horizontal(id="dialog-buttons"):
                 yield Button(f"{c.confirm_label} (y)", variant="warning", id="confirm")
                 yield Button("Cancel (n)", id="cancel")
 
     def on_mount(self) -> None:
         c = self.confirmation
-        if c.details:
-            self.query_one("#dialog-details", TextView).show(styled_diff(c.details) if c.diff else c.details)
+        details = c.details
+        if details is not None and details.text:
+            text = styled_diff(details.text) if details.diff else details.text
+            self.query_one("#dialog-details", TextView).show(text)
         self.query_one("#cancel", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
