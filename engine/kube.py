@@ -54,6 +54,23 @@ def current_context(target: KubeTarget) -> str:
     return str(active.get("name", "")) if active else ""
 
 
+def context_namespace(target: KubeTarget) -> str:
+    """The namespace ``target``'s context names, ``default`` when it names none (as kubectl and helm).
+
+    Raises KubeConfigError when the kubeconfig cannot be read or has no such context.
+    """
+    try:
+        contexts, active = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=str(target.kubeconfig) if target.kubeconfig else None
+        )
+    except (ConfigException, OSError) as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {target.describe()}: {exc}") from exc
+    chosen = next((c for c in contexts if c.get("name") == target.context), None) if target.context else active
+    if chosen is None:
+        raise KubeConfigError(f"kubeconfig {target.describe()} has no context {target.context!r}")
+    return str((chosen.get("context") or {}).get("namespace") or "default")
+
+
 def api_client(target: KubeTarget) -> client.ApiClient:
     """A new ApiClient for ``target``; raises KubeConfigError naming file and context."""
     try:

@@ -12,149 +12,57 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
+import logging
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from helmdeck import __version__
-from helmdeck.logs import default_log_file, setup_logging
+from helmdeck.logs import setup_logging
+from helmdeck.parser import (
+    EXIT_CHANGES,
+    EXIT_CONVERGED,
+    EXIT_FAILED,
+    EXIT_NO_CHANGES,
+    EXIT_STALLED,
+    EXIT_USAGE,
+    build_parser,
+    example_packages,
+)
 
-# `helmdeck reconcile --once` exit codes.
-EXIT_CONVERGED = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_STALLED = 3
+__all__ = ["EXIT_CHANGES", "EXIT_CONVERGED", "EXIT_FAILED", "EXIT_NO_CHANGES", "EXIT_STALLED", "EXIT_USAGE",
+           "build_parser", "example_packages", "main"]
 
-
-def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
-    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one).
-
-    The top-level parser takes them with their defaults; each subcommand with ``defaults=False``
-    (every default ``SUPPRESS``), so a flag given before the subcommand (``helmdeck --context
-    staging cleanup``) is kept instead of being overwritten by the subcommand's default, and means
-    the same in either position.
-    """
-    p = argparse.ArgumentParser(add_help=False)
-
-    def flag(group: Any, *names: str, default: Any = None, **kw: Any) -> None:
-        group.add_argument(*names, default=default if defaults else argparse.SUPPRESS, **kw)
-
-    g = p.add_argument_group("cluster and packages")
-    flag(g, "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    flag(g, "--context", help="kubeconfig context (default: its current-context)")
-    flag(g, "-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
-         help="only this namespace (repeatable; default: all namespaces)")
-    flag(g, "-A", "--all-namespaces", action="store_true", default=False,
-         help="all namespaces (the default)")
-    flag(g, "--packages", type=Path, help="folder of package files")
-    flag(g, "--readonly", action="store_true", default=False,
-         help="never change the cluster; refuse every action")
-    flag(g, "--helm", default=os.environ.get("HELMDECK_HELM", "helm"),
-         help="helm binary (default: $HELMDECK_HELM or helm on PATH)")
-    flag(g, "--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    flag(g, "--log-file", type=Path, help=f"log file (default: {default_log_file()})")
-    e = p.add_argument_group("engine")
-    concurrency = min(4, (os.cpu_count() or 2) * 2)
-    flag(e, "--concurrency", type=int, default=concurrency,
-         help=f"packages reconciled at once (default: {concurrency})")
-    flag(e, "--prune", action="store_true", default=False,
-         help="uninstall the release of a removed package file (default: report it as orphaned)")
-    flag(e, "--no-lease", action="store_true", default=False,
-         help="do not take the engine lease (several instances would then all act)")
-    flag(e, "--lease-namespace", default="default", help="namespace of the engine lease (default: default)")
-    return p
-
-
-def _add_theme(p: argparse.ArgumentParser, default: Any = None) -> None:
-    p.add_argument("--theme", default=default,
-                   help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
-                        "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = _common(defaults=False)
-    parser = argparse.ArgumentParser(
-        prog="helmdeck", parents=[_common()],
-        description="Operate Helm releases from the terminal: the app without a command, headless with one.")
-    parser.add_argument("--version", action="version", version=f"helmdeck {__version__}")
-    _add_theme(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    demo = sub.add_parser(
-        "demo", help="start the local cluster and open the app on the example packages",
-        description="Build (or reuse) and start the local control plane, then open the app on it with "
-                    "the example packages. The cluster keeps running afterwards; `helmdeck cluster down` "
-                    "stops it.")
-    demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
-    demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
-    # Also accepted before `demo`; SUPPRESS keeps a value given there.
-    demo.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
-    _add_theme(demo, default=argparse.SUPPRESS)
-
-    cluster = sub.add_parser("cluster", help="manage the local control plane",
-                             description="Manage the local control plane (etcd, kube-apiserver, "
-                                         "kube-controller-manager, kube-scheduler, kwok) and its "
-                                         "OCI registry (127.0.0.1, plain HTTP, no auth).")
-    csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
-    for name, text in (
-        ("up", "build (or reuse) the binaries and start the cluster; no-op when it runs"),
-        ("down", "stop the processes the cluster started"),
-        ("status", "show processes, kubeconfig, server and log files (exit 3 when not ready)"),
-        ("kubeconfig", "print the kubeconfig path"),
-    ):
-        p = csub.add_parser(name, help=text, description=text)
-        p.add_argument("--cluster-dir", type=Path, help="state directory (default: ~/.local/state/helmdeck/cluster)")
-        if name == "status":
-            p.add_argument("-o", "--output", choices=["table", "json"], default="table",
-                           help="json: an object with kubeconfig, server, registry (host:port), ready, ...")
-
-    rec = sub.add_parser(
-        "reconcile", parents=[common], help="reconcile the packages headless",
-        description="Reconcile every package of --packages without the app. Runs until interrupted "
-                    "(ctrl+c lets running helm actions finish), or with --once until every package "
-                    f"settled. --once exit codes: {EXIT_CONVERGED} every package converged, {EXIT_FAILED} "
-                    f"one failed, {EXIT_STALLED} one stalled (retries exhausted).")
-    rec.add_argument("--once", action="store_true", help="one settled pass per package, then exit")
-    rec.add_argument("--json", action="store_true", help="print events as JSON lines")
-    rec.add_argument("--wait", type=float, default=600.0,
-                     help="--once: give up after this many seconds (default: %(default)s)")
-    rec.add_argument("--stop-deadline", type=float, default=30.0,
-                     help="on ctrl+c, seconds running helm actions may take to finish (default: %(default)s)")
-
-    status = sub.add_parser("status", parents=[common], help="print every release and its engine state",
-                            description="Print every release with its engine state (read-only).")
-    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
-
-    for name, text in (("render", "print the manifests an upgrade of PACKAGE would apply"),
-                       ("diff", "print what an upgrade of PACKAGE would change (deployed vs desired)")):
-        p = sub.add_parser(name, parents=[common], help=text, description=text + " (secrets masked)")
-        p.add_argument("package", help="a package file, or a package name in --packages")
-        p.add_argument("--show-secrets", action="store_true", help="print secret values instead of masking them")
-
-    clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
-                           description="Uninstall every helmdeck-managed release no package in --packages "
-                                       "declares (releases not managed by helmdeck are never touched).")
-    clean.add_argument("--dry-run", action="store_true", help="only list what would be uninstalled")
-    clean.add_argument("--ignore-namespace", action="append", default=[], metavar="NAMESPACE",
-                       help="never clean up in this namespace (repeatable)")
-    return parser
+log = logging.getLogger("helmdeck")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parsed = argparse.Namespace()
+    try:
+        args = build_parser().parse_args(argv, parsed)
+        return _run(args)
+    except SystemExit as exc:  # argparse and the usage checks
+        code = exc.code if isinstance(exc.code, int) else EXIT_FAILED
+        # diff's exit codes gate CI (terraform plan -detailed-exitcode): 2 means "changes" only, so its usage
+        # errors are errors (1). The subcommand is set before its own arguments are parsed.
+        return EXIT_FAILED if getattr(parsed, "command", None) == "diff" and code == EXIT_USAGE else code
+
+
+def _usage_error(message: str) -> SystemExit:
+    print(f"error: {message}", file=sys.stderr)
+    return SystemExit(EXIT_USAGE)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "cluster":
         return _cluster(args)
     if args.command == "demo":
         return _demo(args)
     if getattr(args, "concurrency", 1) < 1:
-        print("error: --concurrency must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
+        raise _usage_error("--concurrency must be at least 1")
     if args.packages is not None and not args.packages.is_dir():
-        print(f"error: --packages {args.packages} is not a directory", file=sys.stderr)
-        return EXIT_USAGE
+        raise _usage_error(f"--packages {args.packages} is not a directory")
     from engine.kube import KubeConfigError
 
     handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
@@ -162,8 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except KubeConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise _usage_error(str(exc)) from None
 
 
 # -- local cluster -----------------------------------------------------------------
@@ -199,9 +106,8 @@ def _demo(args: argparse.Namespace) -> int:
     from localcluster import build
     from localcluster.build import BuildError
     from localcluster.cluster import ClusterError, LocalCluster
-    from tui.app import default_packages_dir
 
-    packages = args.packages or default_packages_dir()
+    packages = args.packages or example_packages()
     if not packages.is_dir():
         print(f"error: example packages not found at {packages}; pass --packages DIR", file=sys.stderr)
         return EXIT_USAGE
@@ -232,10 +138,14 @@ def _engine(
     from engine.runtime import Engine
     from engine.runtime.engine import LeaseConfig
     from engine.runtime.lease import lease_name_for
+    from helmdeck.access import scope_fallback
 
     target = KubeTarget(args.kubeconfig, args.context)
+    namespaces, note = None if args.all_namespaces else args.namespaces, ""
     try:
         args.context_name = current_context(target)
+        if namespaces is None and not args.all_namespaces:  # neither -n nor -A: may fall back
+            namespaces, note = scope_fallback(target)
     except KubeConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
@@ -244,13 +154,35 @@ def _engine(
     # A read-only instance never competes for the lease: it would block the one that acts.
     if args.packages is not None and not getattr(args, "no_lease", True) and not readonly:
         lease = LeaseConfig(lease_name_for(str(args.packages.resolve())), getattr(args, "lease_namespace", "default"))
-    return Engine(
-        target, Helm(args.helm, target), args.packages,
-        namespaces=None if args.all_namespaces else args.namespaces,
+    engine = Engine(
+        target, Helm(_helm(args), target), args.packages,
+        namespaces=namespaces,
         readonly=readonly,
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
         lease=lease, watch_packages=watch, monitors=monitors,
     )
+    engine.scope_note = note
+    return engine
+
+
+def _helm(args: argparse.Namespace) -> str:
+    """The helm binary to run (see helmdeck.helm_binary), logged.
+
+    When none is found, commands that need helm exit with the reason; ``status`` and the app go on
+    (they run helm only for actions, which then report it).
+    """
+    from helmdeck.helm_binary import HelmNotFound, find_helm
+
+    try:
+        choice = find_helm(args.helm)
+    except HelmNotFound as exc:
+        if args.command in (None, "status"):
+            log.warning("%s", exc)
+            return str(args.helm or "helm")
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_FAILED) from None
+    log.info("using helm %s", choice.describe())
+    return choice.path
 
 
 def _app(args: argparse.Namespace) -> int:
@@ -267,7 +199,8 @@ def _app(args: argparse.Namespace) -> int:
 
 def _reconcile(args: argparse.Namespace) -> int:
     from engine.runtime.report import event_line
-    from engine.runtime.state import EventLogged
+    from engine.runtime.state import AccessProblems, EventLogged
+    from helmdeck.access import report as report_access
 
     if args.packages is None:
         print("error: reconcile needs --packages DIR", file=sys.stderr)
@@ -279,6 +212,8 @@ def _reconcile(args: argparse.Namespace) -> int:
     engine = _engine(args, watch=not args.once)
 
     def show(event: object) -> None:
+        if isinstance(event, AccessProblems):
+            report_access(event)  # said when it happens: a long-running reconcile may lose a permission
         if not isinstance(event, EventLogged):
             return
         ev = event.event
@@ -288,7 +223,8 @@ def _reconcile(args: argparse.Namespace) -> int:
             print(f"{ev.key[0]}/{ev.key[1]}: {ev.action} {ev.outcome}: {ev.message}", flush=True)
 
     engine.subscribe(show)
-    return asyncio.run(_reconcile_async(engine, args))
+    code: int = asyncio.run(_reconcile_async(engine, args))
+    return max(code, EXIT_FAILED) if engine.access().missing else code
 
 
 async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
@@ -334,23 +270,30 @@ async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from engine.runtime.report import status_row, table
+    from helmdeck.access import report as report_access
 
     setup_logging(args.log_level, args.log_file)
     engine = _engine(args, readonly=True, watch=False)
 
-    async def collect() -> list[dict[str, Any]]:
+    async def collect() -> tuple[list[dict[str, Any]], Any]:
         await engine.start(reconcile=False)
         await engine.monitors_ready()  # monitors list their resources: absent ones are reported
         try:
-            return [status_row(v) for v in engine.releases()]
+            unreadable = engine.observer.unreadable_releases()
+            return [status_row(v, unreadable.get(v.key)) for v in engine.releases()], engine.access()
         finally:
             await engine.stop()
 
-    rows = asyncio.run(collect())
+    rows, access = asyncio.run(collect())
     print(json.dumps(rows, indent=2) if args.output == "json" else table(rows))
     for err in engine.package_errors:
         print(f"package error: {err}", file=sys.stderr)
-    return 1 if engine.package_errors else 0
+    denied = report_access(access)  # an empty table must not hide a refused permission
+    return EXIT_FAILED if engine.package_errors or denied else 0
+
+
+class _Refused(RuntimeError):
+    """A headless command refused to go on; the message says why."""
 
 
 def _find_package(args: argparse.Namespace) -> Any:
@@ -379,6 +322,7 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
     from engine.helm import HelmError
     from engine.package import PackageError
     from engine.runtime.engine import ActionRefused, NotAvailable
+    from helmdeck.access import report as report_access
 
     setup_logging(args.log_level, args.log_file)
     spec = _find_package(args)
@@ -389,6 +333,9 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
     async def run() -> str:
         await engine.start(reconcile=False)
         try:
+            if report_access(engine.access()):
+                raise _Refused(f"cannot {what} {spec.namespace}/{spec.release_name}: its release storage "
+                               "cannot be read")
             if what == "diff":
                 return str(await engine.diff(spec.key, reveal=args.show_secrets))
             manifest = str(await engine.render(spec.key))
@@ -398,13 +345,13 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
 
     try:
         out = asyncio.run(run())
-    except (PackageError, HelmError, ActionRefused, NotAvailable) as exc:
+    except (PackageError, HelmError, ActionRefused, NotAvailable, _Refused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if what == "diff" and not out:
         print(f"{spec.namespace}/{spec.release_name}: an upgrade would change nothing", file=sys.stderr)
     sys.stdout.write(out)
-    return 0
+    return EXIT_CHANGES if what == "diff" and out else 0
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -417,6 +364,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _cleanup(args: argparse.Namespace) -> int:
     from engine.runtime.engine import ActionRefused, NotAvailable
+    from helmdeck.access import report as report_access
 
     if args.packages is None:
         print("error: cleanup needs --packages DIR (releases no package there declares are removed)",
@@ -430,6 +378,8 @@ def _cleanup(args: argparse.Namespace) -> int:
     async def run() -> list[Any]:
         await engine.start(reconcile=False)
         try:
+            if report_access(engine.access()):
+                raise _Refused("cannot clean up: releases in storage that cannot be read would be missed")
             items: list[Any] = await engine.cleanup(dry_run=dry_run, ignore_namespaces=tuple(args.ignore_namespace))
             return items
         finally:
@@ -437,7 +387,7 @@ def _cleanup(args: argparse.Namespace) -> int:
 
     try:
         items = asyncio.run(run())
-    except (ActionRefused, NotAvailable) as exc:
+    except (ActionRefused, NotAvailable, _Refused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if not items:

@@ -28,7 +28,7 @@ from textual.theme import Theme
 from engine.masking import Masker
 from engine.runtime import Engine, EngineEvent, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.state import ActionOutcome, LeaseChanged, ReleaseKey
+from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey
 from tui.engine_client import EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
 from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings
@@ -104,6 +104,7 @@ class HelmdeckApp(App[None]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.signals.lease.subscribe(self, self._lease_changed, immediate=True)
         self.signals.problems.subscribe(self, self._package_problems, immediate=True)
+        self.signals.access.subscribe(self, self._access_problems, immediate=True)
         for problem in self._startup_problems:
             self.notify(problem, title="Theme problem", severity="error", timeout=20)
         if self._start_engine:
@@ -185,6 +186,10 @@ class HelmdeckApp(App[None]):
     def _package_problems(self, event: PackageProblems) -> None:
         for err in event.errors:
             self.notify(str(err), title="Package file error", severity="error", timeout=20)
+
+    def _access_problems(self, event: AccessProblems) -> None:
+        for missing in event.missing:  # the header keeps them; a toast makes them seen
+            self.notify(missing, title="Missing permission", severity="error", timeout=30)
 
     @on(OpenDetail)
     def _open_detail(self, message: OpenDetail) -> None:
@@ -310,8 +315,3 @@ class HelmdeckApp(App[None]):
             detail = "\n".join(report.tail[-4:])
             self.notify(f"{report.message}\n{detail}\nMore: the release's Events tab, {self._log_hint()}".strip(),
                         title=title, severity="error", timeout=20)
-
-
-def default_packages_dir() -> Path:
-    """The examples/packages folder of a source checkout."""
-    return Path(__file__).resolve().parent.parent / "examples" / "packages"

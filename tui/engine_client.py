@@ -16,6 +16,7 @@ from engine.monitor.manifest import ManifestObject
 from engine.runtime.diff import revision_diff
 from engine.runtime.engine import Engine
 from engine.runtime.state import (
+    AccessProblems,
     ActionOutcome,
     CleanupItem,
     EngineEvent,
@@ -44,6 +45,10 @@ class EngineClient:
     def subscribe(self, callback: Callable[[EngineEvent], None]) -> Callable[[], None]:
         """Call ``callback`` with every engine event; returns the unsubscribe function."""
         return self.engine.subscribe(callback)
+
+    def access(self) -> AccessProblems:
+        """Refused storage permissions now, and the scope note (the engine also publishes changes)."""
+        return self.engine.access()
 
     # -- availability ----------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ from textual.message import Message
 from textual.signal import Signal
 
 from engine.runtime.state import (
+    AccessProblems,
     EngineEvent,
     EventLogged,
     LeaseChanged,
@@ -40,9 +41,10 @@ class EngineSignals:
         self.logged: Signal[EventLogged] = Signal(owner, "event-logged")
         self.lease: Signal[LeaseChanged] = Signal(owner, "lease-changed")
         self.problems: Signal[PackageProblems] = Signal(owner, "package-problems")
+        self.access: Signal[AccessProblems] = Signal(owner, "access-problems")
         self._by_type: dict[type, Signal[Any]] = {
             ReleaseUpdated: self.updated, ReleaseRemoved: self.removed, EventLogged: self.logged,
-            LeaseChanged: self.lease, PackageProblems: self.problems,
+            LeaseChanged: self.lease, PackageProblems: self.problems, AccessProblems: self.access,
         }
 
     def publish(self, event: EngineEvent) -> None:

@@ -10,7 +10,8 @@ A theme file (``*.toml``) holds ``name`` and colours, e.g.::
     footer-key-foreground = "#4c9aff"
 
 Fields: see :data:`COLOR_FIELDS` and :data:`OTHER_FIELDS`. helmdeck ships
-its themes in the repository's ``themes/`` folder; users add theme files to
+its themes in the repository's ``themes/`` folder (``tui/themes`` links to it,
+so an installed package carries them as package data); users add theme files to
 ``$XDG_CONFIG_HOME/helmdeck/themes/``. A bad file is reported with the file,
 the field and a fix, and the other themes still load.
 """
@@ -27,7 +28,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "themes"
+SHIPPED_DIR = Path(__file__).resolve().parent / "themes"
 DEFAULT_THEME = "helmdeck-dark"
 COLOR_FIELDS = (
     "primary", "secondary", "accent", "warning", "error", "success",

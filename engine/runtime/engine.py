@@ -45,7 +45,7 @@ from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
 from engine.runtime.operations import Operations
 from engine.runtime.queue import WorkQueue
 from engine.runtime.source import PackageSource
-from engine.runtime.state import CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
+from engine.runtime.state import AccessProblems, CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.storage.observation import Observation
@@ -94,6 +94,9 @@ class Engine:
         self.tasks = Background()
         self._monitor_tasks: list[asyncio.Task[Any]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
+        self.scope_note = ""
+        self._access_said = AccessProblems()
         # Which package set labels its releases (cleanup removes only its own): the lease's name.
         self.package_set = lease_name_for(str(packages_dir.resolve())) if packages_dir is not None else None
         source = PackageSource(packages_dir) if packages_dir is not None else None
@@ -122,6 +125,7 @@ class Engine:
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
                         if lease is not None and online else None)
         self.observer.subscribe(self._on_storage_threadsafe)
+        self.observer.on_problems(self._on_access_threadsafe)
         if first is not None:
             self.controller.apply_source(first)
 
@@ -143,6 +147,8 @@ class Engine:
         await self.controller.load()
         self.observer.start()
         await asyncio.to_thread(self.observer.wait_synced, 30)
+        if self.scope_note or self.observer.denied():
+            self._emit_access()
         for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
             self.book.set_state(key, None)  # a verdict made before the status was read does not hold
         self.book.refresh_all()
@@ -203,6 +209,22 @@ class Engine:
             self._loop.call_soon_threadsafe(self.controller.on_storage, change)
         else:
             self.controller.on_storage(change)
+
+    def access(self) -> AccessProblems:
+        """The storage permissions refused now, and the scope note (see :class:`AccessProblems`)."""
+        problems = self.observer.problems()
+        return AccessProblems(tuple(problems.get(p.namespace or "", str(p)) for p in self.observer.denied()),
+                              self.scope_note)
+
+    def _on_access_threadsafe(self) -> None:
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._emit_access)
+
+    def _emit_access(self) -> None:
+        access = self.access()
+        if access != self._access_said:  # other watch problems (a dropped connection) change nothing here
+            self._access_said = access
+            self.book.emit(access)
 
     # -- access ----------------------------------------------------------------
     @property

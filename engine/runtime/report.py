@@ -8,12 +8,33 @@ from __future__ import annotations
 from typing import Any
 
 from engine.runtime.state import ReconcileEvent, ReleaseView
+from engine.storage.observer import UnreadableRecord
+
+# The state of a release whose newest stored record cannot be decoded (the app shows "! unreadable").
+UNREADABLE = "Unreadable"
 
 
-def status_row(view: ReleaseView) -> dict[str, Any]:
-    """One element of ``helmdeck status -o json``."""
+def unreadable_reason(code: str) -> str:
+    """A decode error's code as a condition reason: ``bad-gzip`` -> ``BadGzip`` (Kubernetes' CamelCase)."""
+    return "".join(part.capitalize() for part in code.split("-"))
+
+
+def status_row(view: ReleaseView, unreadable: UnreadableRecord | None = None) -> dict[str, Any]:
+    """One element of ``helmdeck status -o json``.
+
+    ``unreadable`` is the release's newest stored record when it cannot be decoded
+    (``Observer.unreadable_releases``): the row's state is then ``Unreadable`` and a ``Readable=False``
+    condition carries the typed reason (``BadBase64``, ``BadGzip``, ``BadJson``, ...) and the message.
+    """
     obs = view.observation
     monitor = view.monitor
+    conditions = [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                  for c in view.conditions]
+    state = view.state
+    if unreadable is not None:
+        state = UNREADABLE
+        conditions.insert(0, {"type": "Readable", "status": "False", "reason": unreadable_reason(unreadable.code),
+                              "message": f"revision {unreadable.revision or '?'}: {unreadable.reason}"})
     return {
         "namespace": view.namespace,
         "name": view.name,
@@ -23,12 +44,9 @@ def status_row(view: ReleaseView) -> dict[str, Any]:
         "chart": f"{obs.chart_name}-{obs.chart_version}" if obs else None,
         "appVersion": obs.app_version if obs else None,
         "updated": obs.last_deployed if obs else None,
-        "state": view.state,
+        "state": state,
         "ready": view.ready,
-        "conditions": [
-            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
-            for c in view.conditions
-        ],
+        "conditions": conditions,
         "monitor": {"state": monitor.state, "paused": monitor.paused, "absent": list(monitor.absent)},
         "maintenance": view.maintenance,
         "suspended": view.suspended,

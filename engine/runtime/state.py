@@ -132,8 +132,23 @@ class LeaseChanged:
     leader: bool
 
 
+@dataclass(frozen=True)
+class AccessProblems:
+    """What this engine cannot see of Helm's storage, to say where the user looks (not only in the log).
+
+    ``missing``: one sentence per permission the API server refuses, naming verb, resource and namespace
+    (``missing RBAC permission: list secrets in namespace "team-a" (API server: ...)``); empty once every
+    watch is allowed. ``scope``: a note when the namespaces watched were narrowed (``""`` otherwise), e.g.
+    the fall-back to the kubeconfig context's namespace when the cluster scope is forbidden.
+    """
+
+    missing: tuple[str, ...] = ()
+    scope: str = ""
+
+
 __all__ = [
     "RELEASE_STATES",
+    "AccessProblems",
     "ActionOutcome",
     "CleanupItem",
     "Condition",
@@ -150,4 +165,4 @@ __all__ = [
     "RunningAction",
 ]
 
-EngineEvent = ReleaseUpdated | ReleaseRemoved | PackageProblems | EventLogged | LeaseChanged
+EngineEvent = ReleaseUpdated | ReleaseRemoved | PackageProblems | EventLogged | LeaseChanged | AccessProblems

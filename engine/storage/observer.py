@@ -29,32 +29,37 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.kube import watch_lines
+from engine.storage.access import Denied, MissingPermission, check_access, describe
 from engine.storage.codec import (
     OWNER_SELECTOR,
     Driver,
     MissingPayloadError,
-    RecordMismatchError,
     StorageDecodeError,
     StorageKey,
     decode_payload,
     driver_from_env,
     is_record,
     object_payload,
-    parse_record_name,
-    release_labels,
 )
-from engine.storage.observation import Observation, chart_default_values, observation_from_release
+from engine.storage.observation import Observation, chart_default_values
+from engine.storage.records import (
+    StorageChange,
+    UnreadableRecord,
+    decode_object,
+    decode_record,
+    key_of,
+    unreadable_record,
+)
 
 __all__ = [
     "Driver",
@@ -68,60 +73,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
-_RESOURCE: dict[Driver, str] = {"secret": "secrets", "configmap": "configmaps"}
-_FORBIDDEN_VERB = re.compile(r'cannot (\S+) resource')
 _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
 _MIN_WATCH_SECONDS = 0.5
-
-
-@dataclass(frozen=True)
-class UnreadableRecord:
-    """A storage record that failed to decode.
-
-    ``release`` and ``revision`` come from the object's name (or its
-    ``name`` label when the name is not Helm's), since the payload could not
-    be trusted; ``code`` is the error class's ``code`` (e.g. ``bad-gzip``),
-    ``reason`` the message.
-    """
-
-    key: StorageKey
-    release: str
-    revision: int | None
-    code: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class StorageChange:
-    """One transition of a storage record.
-
-    ``observation`` is None for deletions and for records that failed to
-    decode; then ``unreadable`` says why and ``error`` is its reason.
-    """
-
-    type: ChangeType
-    key: StorageKey
-    observation: Observation | None
-    error: str | None = None
-    unreadable: UnreadableRecord | None = None
-
-
-@dataclass(frozen=True)
-class MissingPermission:
-    """An RBAC permission the observer lacks: ``verb`` on ``resource`` in ``namespace`` (None: all)."""
-
-    verb: str
-    resource: str
-    namespace: str | None
-
-    def __str__(self) -> str:
-        where = f'in namespace "{self.namespace}"' if self.namespace else "across all namespaces (cluster scope)"
-        return f"missing RBAC permission: {self.verb} {self.resource} {where}"
 
 
 Callback = Callable[[StorageChange], None]
@@ -137,62 +91,6 @@ class _Entry:
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410): relist."""
-
-
-class _Denied(Exception):
-    """The API server refused a list or watch (HTTP 403)."""
-
-    def __init__(self, permission: MissingPermission, detail: str):
-        super().__init__(f"{permission} (API server: {detail})")
-        self.permission = permission
-
-
-def _key_of(obj: Mapping[str, Any]) -> StorageKey:
-    meta = obj.get("metadata") or {}
-    return StorageKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
-
-
-def decode_record(obj: Mapping[str, Any], driver: Driver) -> Observation:
-    """Decode one storage object (as the API returns it, a dict) to an observation.
-
-    Raises a :class:`StorageDecodeError` subclass: :class:`MissingPayloadError`,
-    the payload errors of ``decode_payload``, the field errors of
-    ``observation_from_release``, or :class:`RecordMismatchError` when the
-    object's name does not match the release name and revision inside.
-    """
-    meta = obj.get("metadata") or {}
-    key = _key_of(obj)
-    payload = object_payload(obj, driver)
-    if payload is None:
-        raise MissingPayloadError(str(key), "record has no 'release' data")
-    release = decode_payload(payload, str(key))
-    obs = observation_from_release(release, labels=release_labels(meta.get("labels")), storage_key=key,
-                                   resource_version=str(meta.get("resourceVersion", "")))
-    named = parse_record_name(key.name)
-    if named is not None and named != (obs.name, obs.version):
-        raise RecordMismatchError(
-            str(key), f"object name says {named[0]} v{named[1]}, payload holds {obs.name} v{obs.version}"
-        )
-    return obs
-
-
-def _unreadable(obj: Mapping[str, Any], exc: StorageDecodeError) -> UnreadableRecord:
-    key = _key_of(obj)
-    named = parse_record_name(key.name)
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    release, revision = named if named is not None else (str(labels.get("name", key.name)), None)
-    return UnreadableRecord(key, release, revision, exc.code, exc.reason)
-
-
-def decode_object(obj: Mapping[str, Any], driver: Driver) -> tuple[StorageKey, Observation | None, str | None]:
-    """Decode one storage object; ``(key, observation, error)``, exactly one of the last two None.
-
-    Never raises for bad records (see :func:`decode_record` for the typed errors).
-    """
-    try:
-        return _key_of(obj), decode_record(obj, driver), None
-    except StorageDecodeError as exc:
-        return _key_of(obj), None, exc.reason
 
 
 class Observer:
@@ -226,8 +124,9 @@ class Observer:
         self._callbacks: list[Callback] = []
         self._stop = threading.Event()
         self._synced: set[str | None] = set()
-        self._denied: dict[str | None, str] = {}
+        self._denied: dict[str | None, MissingPermission] = {}
         self._problems: dict[str | None, str] = {}
+        self._problem_callbacks: list[Callable[[], None]] = []
         self._threads: list[threading.Thread] = []
         self._responses: dict[str | None, Any] = {}
         self._relists = 0
@@ -300,6 +199,22 @@ class Observer:
         """Current watch problems by namespace (``""`` = all namespaces), e.g. a missing permission."""
         with self._lock:
             return {ns or "": msg for ns, msg in self._problems.items()}
+
+    def denied(self) -> list[MissingPermission]:
+        """The permissions the API server refused right now (a list or watch answered 403), by namespace."""
+        with self._lock:
+            return [self._denied[ns] for ns in sorted(self._denied, key=lambda n: n or "")]
+
+    def on_problems(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (in a watch thread) whenever :meth:`problems` changes; returns an unsubscribe."""
+        with self._lock:
+            self._problem_callbacks.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock, contextlib.suppress(ValueError):
+                self._problem_callbacks.remove(callback)
+
+        return unsubscribe
 
     def observations(self) -> dict[StorageKey, Observation]:
         """Every decodable record, by storage key."""
@@ -409,7 +324,7 @@ class Observer:
         """
         if is_record(obj, self._driver):
             if self._core is None:
-                self._offline_objects[_key_of(obj)] = obj
+                self._offline_objects[key_of(obj)] = obj
             self._apply(obj)
 
     def check_access(self, verbs: Sequence[str] = ("list", "watch")) -> list[MissingPermission]:
@@ -421,19 +336,7 @@ class Observer:
         """
         if self._core is None:
             return []
-        authz = client.AuthorizationV1Api(self._core.api_client)
-        missing = []
-        for ns in self._namespaces:
-            for verb in verbs:
-                review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
-                    resource_attributes=client.V1ResourceAttributes(
-                        verb=verb, resource=_RESOURCE[self._driver], namespace=ns or None,
-                    ),
-                ))
-                result = authz.create_self_subject_access_review(review)
-                if not (result.status and result.status.allowed):
-                    missing.append(MissingPermission(verb, _RESOURCE[self._driver], ns))
-        return missing
+        return check_access(self._core.api_client, self._namespaces, self._driver, verbs)
 
     # -- index -------------------------------------------------------------------
     def _pick(self, namespace: str, keys: set[StorageKey]) -> StorageKey:
@@ -498,35 +401,41 @@ class Observer:
             except Exception as exc:  # keep watching whatever the transport threw
                 if self._stop.is_set():
                     break
-                denied = isinstance(exc, _Denied)
+                denied = exc.permission if isinstance(exc, Denied) else None
                 if namespace not in self._problems:
                     backoff = 0.2  # a watch was established since the last failure
-                self._set_problem(namespace, str(exc) if denied else _describe(exc), denied=denied)
+                self._set_problem(namespace, str(exc) if denied else describe(exc), denied)
                 log.warning("storage watch failed: %s; retrying in %.1fs", self.last_error, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, _MAX_DENIED_BACKOFF if denied else _MAX_BACKOFF)
 
-    def _set_problem(self, namespace: str | None, message: str | None, denied: bool = False) -> None:
+    def _set_problem(self, namespace: str | None, message: str | None,
+                     denied: MissingPermission | None = None) -> None:
         with self._changed:
+            before = (self._problems.get(namespace), self._denied.get(namespace))
             if message is None:
                 self._problems.pop(namespace, None)
                 self._denied.pop(namespace, None)
             else:
                 self._problems[namespace] = message
-                if denied:
-                    self._denied[namespace] = message
+                if denied is not None:
+                    self._denied[namespace] = denied
                 self._changed.notify_all()
             self.last_error = next(iter(self._problems.values()), None)
+            changed = before != (self._problems.get(namespace), self._denied.get(namespace))
+            callbacks = list(self._problem_callbacks) if changed else []
+        for cb in callbacks:
+            try:
+                cb()
+            except Exception:
+                log.exception("storage problem callback failed")
 
     def _call(self, verb: str, namespace: str | None, **kwargs: Any) -> Any:
         try:
             return self._list_fn(namespace)(**kwargs)
         except ApiException as exc:
             if exc.status == 403:
-                detail = _status_message(exc)
-                match = _FORBIDDEN_VERB.search(detail)
-                perm = MissingPermission(match[1] if match else verb, _RESOURCE[self._driver], namespace)
-                raise _Denied(perm, detail) from None
+                raise Denied.from_api(exc, verb, self._driver, namespace) from None
             if exc.status == 410:
                 raise _Gone() from None
             raise
@@ -543,7 +452,7 @@ class Observer:
             for obj in body.get("items") or []:
                 if is_record(obj, self._driver):
                     self._apply(obj)
-                    seen.add(_key_of(obj))
+                    seen.add(key_of(obj))
             meta = body.get("metadata") or {}
             token = meta.get("continue")
             if not token:
@@ -583,7 +492,7 @@ class Observer:
                 new_rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if etype != "BOOKMARK" and is_record(obj, self._driver):
                     if etype == "DELETED":
-                        self._delete(_key_of(obj))
+                        self._delete(key_of(obj))
                     else:
                         self._apply(obj)
                 if new_rv:
@@ -596,7 +505,7 @@ class Observer:
 
     def _apply(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        key = _key_of(obj)
+        key = key_of(obj)
         rv = str(meta.get("resourceVersion", ""))
         uid = str(meta.get("uid", ""))
         with self._lock:
@@ -610,7 +519,7 @@ class Observer:
         try:
             entry = _Entry(rv, uid, decode_record(obj, self._driver), None)
         except StorageDecodeError as exc:
-            entry = _Entry(rv, uid, None, _unreadable(obj, exc))
+            entry = _Entry(rv, uid, None, unreadable_record(obj, exc))
             log.warning("unreadable release record %s", entry.unreadable)
         with self._lock:
             self._index(key, entry)
@@ -636,20 +545,3 @@ class Observer:
                 cb(change)
             except Exception:
                 log.exception("storage observer callback failed")
-
-
-def _status_message(exc: ApiException) -> str:
-    """The ``message`` of the API server's Status body, else the HTTP reason."""
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        message = json.loads(exc.body or "").get("message")
-        if isinstance(message, str):
-            return message
-    return str(exc.reason)
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ApiException):
-        if exc.status == 401:
-            return f"unauthorized: the API server rejected the credentials ({_status_message(exc)})"
-        return f"API error {exc.status}: {_status_message(exc)}"
-    return f"{type(exc).__name__}: {exc}"

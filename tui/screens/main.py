@@ -9,7 +9,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input
 
-from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey, ReleaseRemoved, ReleaseUpdated
+from engine.runtime.state import (
+    AccessProblems,
+    LeaseChanged,
+    PackageProblems,
+    ReleaseKey,
+    ReleaseRemoved,
+    ReleaseUpdated,
+)
 from tui import format as fmt
 from tui.engine_client import EngineClient
 from tui.messages import EngineSignals, OpenDetail
@@ -66,6 +73,8 @@ class MainScreen(EngineScreen):
         self._signals.removed.subscribe(self, self._release_removed, immediate=True)
         self._signals.lease.subscribe(self, self._lease_changed, immediate=True)
         self._signals.problems.subscribe(self, self._package_problems, immediate=True)
+        self._signals.access.subscribe(self, self._access_problems, immediate=True)
+        self._access_problems(self._client.access())  # published before this screen subscribed?
         self.set_interval(HEADER_REFRESH, self._refresh_header)
         self.set_interval(1.0, self.tick)
         self._refresh_header()
@@ -89,6 +98,10 @@ class MainScreen(EngineScreen):
     def _package_problems(self, event: PackageProblems) -> None:
         """The package files that are bad now (none: all good)."""
         self.query_one(HeaderBar).package_errors = tuple(sorted({err.file.name for err in event.errors}))
+
+    def _access_problems(self, access: AccessProblems) -> None:
+        """Refused storage permissions and the scope note, kept in the header until resolved."""
+        self.query_one(HeaderBar).access = (*access.missing, *(f"note: {access.scope}",) * bool(access.scope))
 
     def tick(self) -> None:
         """Once a second: ages and the progress of running actions."""

@@ -39,6 +39,7 @@ class HeaderBar(Widget):
     view: reactive[str] = reactive("")
     running: reactive[tuple[str, ...]] = reactive(())
     package_errors: reactive[tuple[str, ...]] = reactive(())
+    access: reactive[tuple[str, ...]] = reactive(())  # refused permissions, then a "note: ..." on scope
 
     def render(self) -> Content:
         sep = ("  │  ", "$text-muted")
@@ -58,6 +59,11 @@ class HeaderBar(Widget):
             files = ", ".join(self.package_errors[:3]) + (" …" if len(self.package_errors) > 3 else "")
             parts.extend(["\n", (f"⚠ {len(self.package_errors)} bad package file(s): ", "bold $text-error"),
                           files, ("  (kept their last good spec; see the notification or the log)", "$text-muted")])
+        for line in self.access:
+            # A refused permission is not "no releases": said here until resolved.
+            note = line.startswith("note: ")
+            parts.extend(["\n", ("ⓘ " if note else "⚠ ", "bold $text-warning" if note else "bold $text-error"),
+                          (line, "$text-warning" if note else "$text-error")])
         return Content.assemble(*parts)
 
     def _count_parts(self) -> list[str | tuple[str, str]]:

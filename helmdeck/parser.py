@@ -1,0 +1,163 @@
+"""The ``helmdeck`` argument parser and exit codes (the commands themselves are in :mod:`helmdeck.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from helmdeck import __version__
+from helmdeck.logs import default_log_file
+
+# `helmdeck reconcile --once` exit codes.
+EXIT_CONVERGED = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_STALLED = 3
+# `helmdeck diff` exit codes (as terraform plan -detailed-exitcode): 0 no change, 1 error, 2 changes.
+EXIT_NO_CHANGES = 0
+EXIT_CHANGES = 2
+
+
+def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
+    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one).
+
+    The top-level parser takes them with their defaults; each subcommand with ``defaults=False``
+    (every default ``SUPPRESS``), so a flag given before the subcommand (``helmdeck --context
+    staging cleanup``) is kept instead of being overwritten by the subcommand's default, and means
+    the same in either position.
+    """
+    p = argparse.ArgumentParser(add_help=False)
+
+    def flag(group: Any, *names: str, default: Any = None, **kw: Any) -> None:
+        group.add_argument(*names, default=default if defaults else argparse.SUPPRESS, **kw)
+
+    g = p.add_argument_group("cluster and packages")
+    flag(g, "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    flag(g, "--context", help="kubeconfig context (default: its current-context)")
+    flag(g, "-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
+         help="only this namespace (repeatable; default: all namespaces)")
+    flag(g, "-A", "--all-namespaces", action="store_true", default=False,
+         help="all namespaces (the default)")
+    flag(g, "--packages", type=Path, help="folder of package files")
+    flag(g, "--readonly", action="store_true", default=False,
+         help="never change the cluster; refuse every action")
+    flag(g, "--helm", help="helm binary (default: $HELMDECK_HELM, else helm on PATH, else helmdeck's own "
+                           "build in its cache; --version and the log say which)")
+    flag(g, "--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    flag(g, "--log-file", type=Path, help=f"log file (default: {default_log_file()})")
+    e = p.add_argument_group("engine")
+    concurrency = min(4, (os.cpu_count() or 2) * 2)
+    flag(e, "--concurrency", type=int, default=concurrency,
+         help=f"packages reconciled at once (default: {concurrency})")
+    flag(e, "--prune", action="store_true", default=False,
+         help="uninstall the release of a removed package file (default: report it as orphaned)")
+    flag(e, "--no-lease", action="store_true", default=False,
+         help="do not take the engine lease (several instances would then all act)")
+    flag(e, "--lease-namespace", default="default", help="namespace of the engine lease (default: default)")
+    return p
+
+
+def _add_theme(p: argparse.ArgumentParser, default: Any = None) -> None:
+    p.add_argument("--theme", default=default,
+                   help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
+                        "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
+
+
+class _Version(argparse.Action):
+    """``--version``: helmdeck's version and which helm it resolves (``--helm`` given before it counts)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from helmdeck.helm_binary import HelmNotFound, find_helm, helm_version
+
+        try:
+            choice = find_helm(getattr(namespace, "helm", None))
+            helm = f"helm {helm_version(choice.path)} at {choice.describe()}"
+        except HelmNotFound as exc:
+            helm = f"helm: {exc}"
+        print(f"helmdeck {__version__}\n{helm}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common(defaults=False)
+    parser = argparse.ArgumentParser(
+        prog="helmdeck", parents=[_common()],
+        description="Operate Helm releases from the terminal: the app without a command, headless with one.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print helmdeck's version and the helm binary it would run, then exit")
+    _add_theme(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo", help="start the local cluster and open the app on the example packages",
+        description="Build (or reuse) and start the local control plane, then open the app on it with "
+                    "the example packages. The cluster keeps running afterwards; `helmdeck cluster down` "
+                    "stops it.")
+    demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
+    demo.add_argument("--packages", type=Path, default=argparse.SUPPRESS,
+                      help=f"folder of package files (default: the examples, {example_packages()})")
+    demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
+    # Also accepted before `demo`; SUPPRESS keeps a value given there.
+    demo.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
+    _add_theme(demo, default=argparse.SUPPRESS)
+
+    cluster = sub.add_parser("cluster", help="manage the local control plane",
+                             description="Manage the local control plane (etcd, kube-apiserver, "
+                                         "kube-controller-manager, kube-scheduler, kwok) and its "
+                                         "OCI registry (127.0.0.1, plain HTTP, no auth).")
+    csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    for name, text in (
+        ("up", "build (or reuse) the binaries and start the cluster; no-op when it runs"),
+        ("down", "stop the processes the cluster started"),
+        ("status", "show processes, kubeconfig, server and log files (exit 3 when not ready)"),
+        ("kubeconfig", "print the kubeconfig path"),
+    ):
+        p = csub.add_parser(name, help=text, description=text)
+        p.add_argument("--cluster-dir", type=Path, help="state directory (default: ~/.local/state/helmdeck/cluster)")
+        if name == "status":
+            p.add_argument("-o", "--output", choices=["table", "json"], default="table",
+                           help="json: an object with kubeconfig, server, registry (host:port), ready, ...")
+
+    rec = sub.add_parser(
+        "reconcile", parents=[common], help="reconcile the packages headless",
+        description="Reconcile every package of --packages without the app. Runs until interrupted "
+                    "(ctrl+c lets running helm actions finish), or with --once until every package "
+                    f"settled. --once exit codes: {EXIT_CONVERGED} every package converged, {EXIT_FAILED} "
+                    f"one failed, {EXIT_STALLED} one stalled (retries exhausted).")
+    rec.add_argument("--once", action="store_true", help="one settled pass per package, then exit")
+    rec.add_argument("--json", action="store_true", help="print events as JSON lines")
+    rec.add_argument("--wait", type=float, default=600.0,
+                     help="--once: give up after this many seconds (default: %(default)s)")
+    rec.add_argument("--stop-deadline", type=float, default=30.0,
+                     help="on ctrl+c, seconds running helm actions may take to finish (default: %(default)s)")
+
+    status = sub.add_parser("status", parents=[common], help="print every release and its engine state",
+                            description="Print every release with its engine state (read-only).")
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+
+    diff_codes = (f"Exit codes (as terraform plan -detailed-exitcode, for CI): {EXIT_NO_CHANGES} nothing would "
+                  f"change, {EXIT_CHANGES} something would, {EXIT_FAILED} error (usage errors included).")
+    for name, text, more in (
+        ("render", "print the manifests an upgrade of PACKAGE would apply", ""),
+        ("diff", "print what an upgrade of PACKAGE would change (deployed vs desired)", diff_codes),
+    ):
+        p = sub.add_parser(name, parents=[common], help=text, description=f"{text} (secrets masked). {more}")
+        p.add_argument("package", help="a package file, or a package name in --packages")
+        p.add_argument("--show-secrets", action="store_true", help="print secret values instead of masking them")
+
+    clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
+                           description="Uninstall every helmdeck-managed release no package in --packages "
+                                       "declares (releases not managed by helmdeck are never touched).")
+    clean.add_argument("--dry-run", action="store_true", help="only list what would be uninstalled")
+    clean.add_argument("--ignore-namespace", action="append", default=[], metavar="NAMESPACE",
+                       help="never clean up in this namespace (repeatable)")
+    return parser
+
+
+def example_packages() -> Path:
+    """The example packages: ``helmdeck/examples`` links to the repository's ``examples/`` and an
+    installed helmdeck carries them as package data."""
+    return Path(__file__).resolve().parent / "examples" / "packages"

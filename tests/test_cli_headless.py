@@ -1,0 +1,82 @@
+"""Headless commands on the local cluster: diff's CI exit codes, unreadable records in status, helm without PATH."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+from tests.storage_records import new_secret, release
+from tests.test_cli import cluster_args, flaky, helmdeck
+
+pytestmark = pytest.mark.cluster
+
+
+def test_diff_exit_codes_gate_ci(helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path) -> None:
+    pkgs = flaky(tmp_path / "p", namespace, "{message: one}")
+    log = tmp_path / "log"
+    # No --helm and no helm on PATH (the rest of PATH stays: the post-renderer's shell needs it): helmdeck's
+    # own build in its cache is found.
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if not (Path(d) / "helm").exists())
+    env = {**os.environ, **helm.env, "PATH": path, "HELMDECK_HELM": ""}
+    args = ["--kubeconfig", str(kube_target.kubeconfig), "--packages", str(pkgs), "--log-file", str(log)]
+
+    def diff(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "helmdeck", "diff", *extra], capture_output=True, text=True,
+                              env=env, timeout=120, check=False)
+
+    first = diff("app", *args)
+    assert first.returncode == EXIT_CHANGES, first.stderr  # not installed: everything would be added
+    assert "ConfigMap" in first.stdout
+    assert "using helm" in log.read_text() and "helmdeck's own helm" in log.read_text()
+    assert helmdeck("reconcile", "--once", "--no-lease",
+                    *cluster_args(helm, kube_target, namespace, pkgs, log)).returncode == 0
+    same = diff("app", *args)
+    assert (same.returncode, same.stdout) == (EXIT_NO_CHANGES, ""), same.stderr
+    assert "would change nothing" in same.stderr
+    flaky(tmp_path / "p", namespace, "{message: two}")
+    changed = diff("app", *args)
+    assert changed.returncode == EXIT_CHANGES and "two" in changed.stdout, changed.stderr
+    # Errors, usage errors included, are 1: 2 means only "changes".
+    assert diff("no-such-package", *args).returncode == EXIT_FAILED
+    assert diff(*args).returncode == EXIT_FAILED  # PACKAGE missing
+    assert diff("app", "--bogus", *args).returncode == EXIT_FAILED
+    assert diff("app", "--concurrency", "0", *args).returncode == EXIT_FAILED
+    assert diff("app", *args[:-2], "--kubeconfig", str(tmp_path / "none")).returncode == EXIT_FAILED
+
+
+def test_status_shows_unreadable_records(
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
+) -> None:
+    broken = {
+        "b64": "not base64 at all!",
+        "gz": base64.b64encode(b"\x1f\x8b\x08\x00" + b"torn").decode(),
+        "json": base64.b64encode(gzip.compress(b"{not json")).decode(),
+    }
+    for name, payload in broken.items():
+        core_api.create_namespaced_secret(namespace, new_secret(release(2, name=name, namespace=namespace), payload))
+    log = tmp_path / "log"
+    base = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", namespace,
+            "--log-file", str(log)]
+    proc = helmdeck("status", "-o", "json", *base)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert set(rows) == set(broken)
+    reasons = {"b64": "BadBase64", "gz": "BadGzip", "json": "BadJson"}
+    for name, row in rows.items():
+        assert row["state"] == "Unreadable" and row["revision"] is None
+        (readable,) = [c for c in row["conditions"] if c["type"] == "Readable"]
+        assert readable["status"] == "False" and readable["reason"] == reasons[name]
+        assert readable["message"].startswith("revision 2: ")
+    table = helmdeck("status", *base)
+    assert table.returncode == 0 and table.stdout.count("Unreadable") == 3
