@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.masking import Masker
-from engine.runtime.diff import manifest_diff
+from engine.monitor.manifest import load_document, split_manifest
+from engine.runtime.diff import manifest_diff, revision_diff
 
 DEPLOYED = """---
 # Source: app/templates/cm.yaml
@@ -56,3 +57,20 @@ def test_secret_values_never_show_with_a_masker() -> None:
     assert "hunter2" not in out and "correct-horse" not in out
     assert "-  password: •••••• #" in out and "+  password: •••••• #" in out
     assert "correct-horse" in manifest_diff(DEPLOYED, changed)  # revealed on request
+
+
+def test_revision_diff_masks_manifests_and_values_unless_revealed() -> None:
+    before = (1, DEPLOYED, {"db": {"password": "hunter2"}, "replicas": 1})
+    after = (2, DEPLOYED.replace("hunter2", "correct-horse"), {"db": {"password": "correct-horse"}, "replicas": 2})
+    masked = revision_diff(before, after, Masker(b"fixed"))
+    assert "--- manifest (revision 1)\n+++ manifest (revision 2)" in masked
+    assert "--- values (revision 1)\n+++ values (revision 2)" in masked and "+replicas: 2" in masked
+    assert "hunter2" not in masked and "correct-horse" not in masked
+    shown = revision_diff(before, after, Masker(b"fixed"), reveal=True)
+    assert "-  password: hunter2" in shown and "+  password: correct-horse" in shown
+    assert revision_diff(before, before, Masker(b"fixed")) == ""
+
+
+def test_documents_split_on_helm_separators_only() -> None:
+    text = "---\n# Source: a\nkind: A\n---   \nkind: B\ndata: '---'\n---\n\n"
+    assert [load_document(d)["kind"] for d in split_manifest(text) if load_document(d)] == ["A", "B"]

@@ -12,6 +12,7 @@ from engine.masking import Masker, is_secret_key
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.runtime.diff import unified
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
+from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
 from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
 from tui import confirmations
@@ -57,6 +58,8 @@ def test_helm_times_with_nanoseconds_and_offsets() -> None:
     assert fmt.helm_time_text("2026-11-30T09:30:00.123456789Z") == "2026-11-30 09:30:00"
     assert fmt.helm_time_text("2026-11-29T18:12:44+01:00") == "2026-11-29 17:12:44"
     assert fmt.helm_time_text("yesterday") == "-"
+    assert helm_time("2026-11-30T09:30:00.5Z") == helm_time("2026-11-30T10:30:00.5+01:00") == 1796031000.5
+    assert helm_time("") is None and helm_time("yesterday") is None
 
 
 # -- filters and sorting -------------------------------------------------------------

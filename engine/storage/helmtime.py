@@ -16,7 +16,7 @@ def parse_helm_time(value: str) -> dt.datetime | None:
     # Helm writes nanoseconds; fromisoformat takes at most microseconds.
     if "." in text:
         head, rest = text.split(".", 1)
-        frac = "".join(ch for ch in rest if ch.isdigit())
+        frac = rest[:len(rest) - len(rest.lstrip("0123456789"))]  # the digits before the zone
         text = f"{head}.{frac[:6].ljust(6, '0')}{rest[len(frac):]}"
     try:
         when = dt.datetime.fromisoformat(text)
