@@ -102,3 +102,19 @@ async def test_app_keeps_the_refused_permission_in_view(viewer: KubeTarget, tmp_
         assert 'missing RBAC permission' in str(header.render())
         await pilot.pause()
         assert any("missing RBAC permission" in str(n.message) for n in app._notifications)
+
+
+def test_cleanup_and_reconcile_say_a_refused_permission(viewer: KubeTarget, tmp_path: Path) -> None:
+    pkgs = tmp_path / "pkgs"
+    pkgs.mkdir()
+    base = ["--kubeconfig", str(with_namespace(viewer, None)), "--packages", str(pkgs), "--log-file",
+            str(tmp_path / "log")]
+    # "default" (the fall-back) cannot be read: cleanup would miss its releases, so it refuses.
+    proc = helmdeck("cleanup", "--dry-run", *base)
+    assert proc.returncode == 1 and "nothing to clean up" not in proc.stdout
+    assert 'error: missing RBAC permission: list secrets in namespace "default"' in proc.stderr
+    assert "cannot clean up" in proc.stderr
+    proc = helmdeck("reconcile", "--once", "--no-lease", *base)
+    assert proc.returncode == 1  # nothing to reconcile, but the storage it must watch is refused
+    assert 'error: missing RBAC permission: list secrets in namespace "default"' in proc.stderr
+    assert 'note: cannot list and watch secrets across all namespaces' in proc.stderr
