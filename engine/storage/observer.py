@@ -420,6 +420,8 @@ class Observer:
                 self._problems[namespace] = message
                 if denied is not None:
                     self._denied[namespace] = denied
+                else:  # another failure now (e.g. the connection): the refusal is no longer what we know
+                    self._denied.pop(namespace, None)
                 self._changed.notify_all()
             self.last_error = next(iter(self._problems.values()), None)
             changed = before != (self._problems.get(namespace), self._denied.get(namespace))
