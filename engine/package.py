@@ -39,12 +39,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from engine.resolve.chart import is_chart
 from engine.resolve.loader import YamlLimitError, load_yaml, package_limits
+
+if TYPE_CHECKING:  # engine.sources imports this module
+    from engine.sources.source import ChartRequest
+    from engine.sources.spec import ChartTemplate, SourceRef
 
 API_VERSION = "helmdeck.dev/v1alpha1"
 KIND = "Package"
@@ -189,6 +193,10 @@ class PackageSpec:
     rollback: RollbackSpec = RollbackSpec()
     uninstall: UninstallSpec = UninstallSpec()
     drift_detection: str = "disabled"
+    # A chart from a repository (engine.sources): the parsed form, then the request linked to its source;
+    # chart_path is then where the resolved archive is found (engine.sources.current).
+    chart_source: ChartTemplate | SourceRef | None = None
+    chart_request: ChartRequest | None = None
 
     @property
     def storage_ns(self) -> str:
@@ -379,10 +387,14 @@ def load_package(file: Path) -> PackageSpec:
         raise doc.error("metadata.namespace", f"{namespace!r} is not a valid namespace name",
                         "use at most 63 lower-case letters, digits and '-'")
     spec = doc.mapping(top.get("spec"), "spec", _SPEC_FIELDS)
-    chart_rel = doc.string(spec.get("chart"), "spec.chart", required=True,
-                           fix="give the chart directory or .tgz, relative to this file")
-    chart_path = (file.parent / chart_rel).resolve()
-    if not is_chart(chart_path):
+    from engine.sources.current import current_path
+    from engine.sources.packages import remote_chart
+
+    remote = remote_chart(spec, file=file, lines=doc.lines, namespace=namespace)
+    chart_rel = "" if remote else doc.string(spec.get("chart"), "spec.chart", required=True,
+                                             fix="give the chart directory or .tgz, relative to this file")
+    chart_path = current_path(file, namespace, name) if remote else (file.parent / chart_rel).resolve()
+    if not remote and not is_chart(chart_path):
         raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
                         "point spec.chart at a chart directory or a packaged .tgz")
     release_name = doc.string(spec.get("releaseName"), "spec.releaseName")
@@ -455,12 +467,13 @@ def load_package(file: Path) -> PackageSpec:
         raise doc.error("spec.values", f"cannot be represented as JSON ({exc})", "use plain YAML values") from None
     return PackageSpec(
         file=file, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
-        values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, **extra,
+        values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, chart_source=remote,
+        **extra,
     )
 
 
 _SPEC_FIELDS = (
-    "chart", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
+    "chart", "chartRef", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
 )
 _INSTALL_FLAGS = ("createNamespace", "disableHooks", "disableWait", "disableWaitForJobs", "replace")
@@ -536,11 +549,20 @@ def load_packages(
         files = package_files(directory)
     except OSError as exc:
         return [], [PackageError(directory, "", f"cannot list packages ({exc.strerror})")]
+    from engine.sources.packages import link, read_source
+
+    sources = []
     for path in files:
         try:
-            specs.append(loader(path))
+            source = read_source(path)  # HelmRepository / OCIRepository documents (engine.sources)
+            if source is not None:
+                sources.append(source)
+            else:
+                specs.append(loader(path))
         except PackageError as exc:
             errors.append(exc)
+    specs, link_errors = link(specs, sources)
+    errors += link_errors
     by_release: dict[tuple[str, str], list[PackageSpec]] = {}
     for spec in specs:
         by_release.setdefault(spec.key, []).append(spec)

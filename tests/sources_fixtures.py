@@ -48,8 +48,10 @@ def package_chart(helm: str, work: Path, version: str, *, name: str = "web", mar
     chart_yaml = src / name / "Chart.yaml"
     lines = [ln for ln in chart_yaml.read_text().splitlines() if not ln.startswith(("name:", "version:"))]
     chart_yaml.write_text("\n".join([f"name: {name}", f"version: {version}", *lines]) + "\n")
-    if marker:
-        (src / name / "templates" / "NOTES.txt").write_text(f"marker {marker}\n")
+    if marker:  # content that renders: a re-pushed chart with another marker changes the manifest
+        (src / name / "templates" / "marker.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-marker\n"
+            f"data:\n  marker: {marker!r}\n")
     out = work / "packaged"
     out.mkdir(exist_ok=True)
     helm_run(helm, "package", str(src / name), "-d", str(out), "--app-version", f"app-{version}")

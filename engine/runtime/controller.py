@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -49,6 +50,9 @@ from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
+from engine.sources import ChartSource, SourceError
+from engine.sources.credentials import kube_secret_reader
+from engine.sources.current import cache_dir, point
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
@@ -252,6 +256,12 @@ class PackageController:
         else:
             await self.service.refresh_monitor(*key)
 
+    @functools.cached_property
+    def charts(self) -> ChartSource:
+        """Charts from repositories (engine.sources), with helmdeck's cache and the cluster's Secrets."""
+        api = self.ctx.api
+        return ChartSource(self.helm, cache_dir(), secrets=kube_secret_reader(api) if api is not None else None)
+
     # -- requests --------------------------------------------------------------------
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
         """The release state before the first pass: the decision on the last resolution (no I/O,
@@ -270,6 +280,9 @@ class PackageController:
         """Everything a pass needs, from the resolution stage (nothing rendered here: the decision
         renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
+        if spec.chart_request is not None:  # a chart from a repository: locate (pull) it first
+            artifact = await self.charts.resolve(spec.chart_request)
+            point(spec.chart_path, artifact.path)
         resolved = await asyncio.to_thread(resolve, spec)
         req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
                                     package_set=self.package_set)
@@ -307,9 +320,11 @@ class PackageController:
         async with book.running(key, "reconcile", spec.timeout):
             try:
                 req = await self._request(key, force)
-            except (PackageError, PackageNotHelm) as exc:
+            except (PackageError, PackageNotHelm, SourceError) as exc:
+                # The release is left as it is; a source failure carries Flux's reason.
+                reason = exc.reason if isinstance(exc, SourceError) else cond.INVALID_PACKAGE
                 status = book.status(key) or EngineStatus()
-                conds = cond.set_condition(status.conditions, cond.READY, False, cond.INVALID_PACKAGE, str(exc))
+                conds = cond.set_condition(status.conditions, cond.READY, False, reason, str(exc))
                 book.set_status(key, dataclasses.replace(status, conditions=conds))
                 book.log(key, "reconcile", "failed", str(exc))
                 return PassResult("Failed", "error", str(exc))

@@ -99,7 +99,8 @@ class PackageSource:
         """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""
         paths = {self.directory}
         for spec in self._specs.values():
-            paths.add(spec.chart_path)
+            if spec.chart_request is None:  # a remote chart's path is in helmdeck's cache: not watched
+                paths.add(spec.chart_path)
             paths.update(p.parent for p in spec.values_files)
         existing = sorted(p for p in paths if p.exists())
         return {p for p in existing if not any(q != p and q in p.parents for q in existing)}

@@ -23,7 +23,7 @@ from engine.helm import Helm
 from engine.sources import helm_pull
 from engine.sources.cache import ChartCache, chart_meta
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
-from engine.sources.errors import NoMatchingVersion
+from engine.sources.errors import NoMatchingVersion, SourceError
 from engine.sources.index import IndexEntry, IndexStore, newest_first
 from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
@@ -47,6 +47,12 @@ class ChartRequest:
     source: SourceSpec
     chart: str = ""
     version: str = "*"
+
+    def wanted(self) -> str:
+        """What is asked for, in a few words: ``chart 'web' in range '^1.0'`` or the OCI reference."""
+        if isinstance(self.source, OCIRepositorySpec):
+            return self.source.reference.describe()
+        return f"chart {self.chart!r} in range {self.version!r}"
 
     def describe(self) -> str:
         if isinstance(self.source, OCIRepositorySpec):
@@ -186,6 +192,15 @@ class ChartSource:
         Raises SourceUnreachable, SourceAuthFailed, SourceInvalid, CredentialsError (SourceNotReady) or
         NoMatchingVersion, PullFailed (ArtifactFailed); messages name the repository and the range.
         """
+        try:
+            return await self._resolve(request)
+        except SourceError as exc:
+            wanted = request.wanted()
+            if wanted in exc.message:
+                raise
+            raise type(exc)(f"{exc.message} (looking for {wanted})", repository=exc.repository) from None
+
+    async def _resolve(self, request: ChartRequest) -> ChartArtifact:
         source = request.source
         what = source.describe()
         location = _oci_location(request)

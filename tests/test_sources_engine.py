@@ -1,0 +1,112 @@
+"""Packages whose charts come from an HTTP repository and from the local OCI registry, reconciled by
+``helmdeck reconcile --once`` on the local cluster: install from a range, upgrade when a newer matching
+version appears (not for one outside the range), and a repository that cannot be reached fails only its
+own package, with Flux's reason."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from localcluster.cluster import LocalCluster
+from localcluster.process import free_port
+from tests.conftest import run_helm
+from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, push_oci
+
+pytestmark = pytest.mark.cluster
+
+
+def helmdeck(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
+    server = ChartRepoServer(tmp_path / "repo")
+    yield server
+    server.stop()
+
+
+def write(folder: Path, name: str, text: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)
+
+
+def chart_versions(helm: Helm, namespace: str) -> dict[str, str]:
+    rows = json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))
+    return {r["name"]: r["chart"] for r in rows}
+
+
+def test_http_and_oci_packages_install_and_upgrade_within_their_range(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+    local_cluster: LocalCluster, helm_home: dict[str, str],
+) -> None:
+    h = helm.binary
+    base = f"{local_cluster.registry}/t-{uuid.uuid4().hex[:8]}"
+    for version in ("1.0.0", "2.0.0"):
+        publish_http(h, package_chart(h, tmp_path, version), repo)
+        push_oci(h, package_chart(h, tmp_path, version, marker="oci"), base, env=helm_home)
+    pkgs = tmp_path / "packages"
+    head = "apiVersion: helmdeck.dev/v1alpha1\n"
+    write(pkgs, "charts.yaml", head + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
+          f"spec: {{url: '{repo.url}', interval: 1s}}\n")
+    write(pkgs, "web-oci-source.yaml", head + f"kind: OCIRepository\nmetadata: {{name: web, namespace: {namespace}}}\n"
+          f"spec: {{url: 'oci://{base}/web', ref: {{semver: '^1.0.0'}}, insecure: true, interval: 1s}}\n")
+    write(pkgs, "web-http.yaml", head + f"kind: Package\nmetadata: {{name: web-http, namespace: {namespace}}}\n"
+          "spec:\n  chart:\n    spec: {chart: web, version: '~1.0', sourceRef: {kind: HelmRepository, name: charts}}\n")
+    write(pkgs, "web-oci.yaml", head + f"kind: Package\nmetadata: {{name: web-oci, namespace: {namespace}}}\n"
+          "spec:\n  chartRef: {kind: OCIRepository, name: web}\n")
+    log = tmp_path / "helmdeck.log"
+    args = ["reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),
+            "--helm", h, "-n", namespace, "--packages", str(pkgs), "--log-file", str(log)]
+    first = helmdeck(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert chart_versions(helm, namespace) == {"web-http": "web-1.0.0", "web-oci": "web-1.0.0"}
+    # Newer versions: 1.0.5 is inside web-http's ~1.0, 1.1.0 only inside web-oci's ^1.0.0; 3.0.0 in neither.
+    publish_http(h, package_chart(h, tmp_path, "1.0.5"), repo)
+    publish_http(h, package_chart(h, tmp_path, "1.1.0"), repo)
+    push_oci(h, package_chart(h, tmp_path, "1.1.0", marker="oci"), base, env=helm_home)
+    push_oci(h, package_chart(h, tmp_path, "3.0.0", marker="oci"), base, env=helm_home)
+    second = helmdeck(*args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert chart_versions(helm, namespace) == {"web-http": "web-1.0.5", "web-oci": "web-1.1.0"}
+    # Re-pushing web-oci's tag with new content upgrades it (a new digest), at the same version.
+    push_oci(h, package_chart(h, tmp_path, "1.1.0", marker="again"), base, env=helm_home)
+    third = helmdeck(*args)
+    assert third.returncode == 0, third.stdout + third.stderr
+    revisions = {r["name"]: r["revision"] for r in json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))}
+    assert revisions == {"web-http": "2", "web-oci": "3"}
+
+
+def test_unreachable_repository_fails_only_its_package(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+) -> None:
+    h = helm.binary
+    publish_http(h, package_chart(h, tmp_path, "1.0.0"), repo)
+    pkgs = tmp_path / "packages"
+    head = "apiVersion: helmdeck.dev/v1alpha1\n"
+    write(pkgs, "charts.yaml", head + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
+          f"spec: {{url: '{repo.url}'}}\n")
+    write(pkgs, "gone.yaml", head + f"kind: HelmRepository\nmetadata: {{name: gone, namespace: {namespace}}}\n"
+          f"spec: {{url: 'http://127.0.0.1:{free_port()}', timeout: 5s}}\n")
+    for name, source in (("ok", "charts"), ("broken", "gone")):
+        write(pkgs, f"{name}.yaml", head + f"kind: Package\nmetadata: {{name: {name}, namespace: {namespace}}}\n"
+              f"spec:\n  chart:\n    spec: {{chart: web, version: '^1', sourceRef: {{name: {source}}}}}\n")
+    common = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", h, "-n", namespace, "--packages", str(pkgs),
+              "--log-file", str(tmp_path / "log")]
+    proc = helmdeck("reconcile", "--once", "--json", "--no-lease", *common)
+    assert proc.returncode != 0
+    assert chart_versions(helm, namespace) == {"ok": "web-1.0.0"}
+    results = {r["release"]: r for r in map(json.loads, proc.stdout.splitlines()) if r["type"] == "result"}
+    assert results["ok"]["state"] == "InSync" and results["broken"]["state"] == "Failed"
+    message = results["broken"]["message"]
+    assert f"HelmRepository {namespace}/gone" in message and "cannot reach" in message and "'^1'" in message
