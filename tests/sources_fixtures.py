@@ -6,6 +6,8 @@
   htpasswd basic auth (bcrypt) and TLS (a CA made with ``cryptography``).
 - :func:`package_chart`, :func:`publish_http`, :func:`push_oci`: charts made from
   ``examples/charts/web`` with a chosen version and content, published with helm.
+- :class:`CmdlineWatch`: samples every process's command line while a test acts, to catch
+  a credential passed as an argument.
 """
 
 from __future__ import annotations
@@ -177,3 +179,37 @@ class TestRegistry:
     def stop(self) -> None:
         stop_processes([self._record], 10)
         self._proc.wait()
+
+
+class CmdlineWatch:
+    """Samples every process's /proc/<pid>/cmdline while active; remembers helm runs and leaks of ``needle``."""
+
+    def __init__(self, needle: str):
+        self.needle = needle.encode()
+        self.helm_runs: set[str] = set()
+        self.leaks: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if self.needle in cmd:
+                    self.leaks.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
+                parts = cmd.split(b"\0")
+                if parts and parts[0].endswith(b"/helm") and len(parts) > 1:
+                    self.helm_runs.add(parts[1].decode())
+
+    def __enter__(self) -> CmdlineWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

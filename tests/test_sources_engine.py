@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
 from tests.conftest import run_helm
-from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, push_oci
+from tests.sources_fixtures import ChartRepoServer, CmdlineWatch, package_chart, publish_http, push_oci
 
 pytestmark = pytest.mark.cluster
 
@@ -110,3 +111,31 @@ def test_unreachable_repository_fails_only_its_package(
     assert results["ok"]["state"] == "InSync" and results["broken"]["state"] == "Failed"
     message = results["broken"]["message"]
     assert f"HelmRepository {namespace}/gone" in message and "cannot reach" in message and "'^1'" in message
+
+
+def test_private_repository_credentials_reach_no_argument_and_no_log(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, core_api: client.CoreV1Api,
+) -> None:
+    password = "pw-" + uuid.uuid4().hex
+    repo = ChartRepoServer(tmp_path / "private", auth=("reader", password))
+    try:
+        publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
+        core_api.create_namespaced_secret(namespace, client.V1Secret(
+            metadata=client.V1ObjectMeta(name="repo-auth"), string_data={"username": "reader", "password": password}))
+        pkgs = tmp_path / "packages"
+        head = "apiVersion: helmdeck.dev/v1alpha1\n"
+        write(pkgs, "charts.yaml", head + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
+              f"spec: {{url: '{repo.url}', secretRef: {{name: repo-auth}}}}\n")
+        write(pkgs, "web.yaml", head + f"kind: Package\nmetadata: {{name: web, namespace: {namespace}}}\n"
+              "spec:\n  chart:\n    spec: {chart: web, sourceRef: {kind: HelmRepository, name: charts}}\n")
+        log = tmp_path / "helmdeck.log"
+        with CmdlineWatch(password) as watch:
+            proc = helmdeck("reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),
+                            "--helm", helm.binary, "-n", namespace, "--packages", str(pkgs), "--log-file", str(log),
+                            "--log-level", "debug")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert chart_versions(helm, namespace) == {"web": "web-1.0.0"}
+        assert "pull" in watch.helm_runs and watch.leaks == []
+        assert password not in log.read_text() and password not in proc.stdout + proc.stderr
+    finally:
+        repo.stop()

@@ -9,7 +9,6 @@ import hashlib
 import logging
 import os
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from localcluster.process import free_port
 from tests.conftest import helm_binary
 from tests.sources_fixtures import (
     ChartRepoServer,
+    CmdlineWatch,
     TestRegistry,
     package_chart,
     publish_http,
@@ -86,40 +86,6 @@ def secret(core: client.CoreV1Api, namespace: str, name: str, data: dict[str, by
     core.create_namespaced_secret(namespace, client.V1Secret(
         metadata=client.V1ObjectMeta(name=name),
         data={k: base64.b64encode(v).decode() for k, v in data.items()}))
-
-
-class CmdlineWatch:
-    """Samples every process's /proc/<pid>/cmdline while active; remembers helm runs and leaks of ``needle``."""
-
-    def __init__(self, needle: str):
-        self.needle = needle.encode()
-        self.helm_runs: set[str] = set()
-        self.leaks: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if self.needle in cmd:
-                    self.leaks.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
-                parts = cmd.split(b"\0")
-                if parts and parts[0].endswith(b"/helm") and len(parts) > 1:
-                    self.helm_runs.add(parts[1].decode())
-
-    def __enter__(self) -> CmdlineWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 async def test_http_range_newest_match_once_per_interval(
