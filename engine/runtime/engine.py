@@ -82,9 +82,6 @@ class Engine:
         monitors: bool = True,
         online: bool = True,
     ):
-        self.target = target
-        self.helm = helm
-        self.packages_dir = packages_dir
         self.namespaces = namespaces
         self.lease_config = lease
         self.watch_packages = watch_packages
@@ -98,7 +95,7 @@ class Engine:
         self.scope_note = ""
         self._access_said = AccessProblems()
         # Which package set labels its releases (cleanup removes only its own): the lease's name.
-        self.package_set = lease_name_for(str(packages_dir.resolve())) if packages_dir is not None else None
+        package_set = lease_name_for(str(packages_dir.resolve())) if packages_dir is not None else None
         source = PackageSource(packages_dir) if packages_dir is not None else None
         # The packages are read now: their storage namespaces are watched too.
         first = source.load() if source is not None else None
@@ -119,7 +116,7 @@ class Engine:
                             checksum=lambda req: self.controller.checksum(req))
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
-            self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors)
+            self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors)
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
