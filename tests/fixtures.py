@@ -160,7 +160,9 @@ def set_engine_status(
         changes["failures"] = failures
     if last is not None:
         changes["last"] = last
-    book.set_status(key, dataclasses.replace(status, **changes), **({"state": state} if state is not None else {}))
+    book.set_status(key, dataclasses.replace(status, **changes))
+    if state is not None:
+        book.set_state(key, state)
     if monitor is not None:
         book.set_monitor(key, monitor)
     if running is not _UNSET:

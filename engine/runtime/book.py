@@ -165,12 +165,20 @@ class ReleaseBook:
         """Replace the declared packages (the views are refreshed by the caller)."""
         self.packages = dict(specs)
 
-    def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP) -> None:
-        """Replace ``key``'s engine status; ``state`` also sets the release state (None forgets it)."""
+    def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP,
+                   show: bool = True) -> None:
+        """Replace ``key``'s engine status; ``state`` also sets the release state (None forgets it).
+
+        ``show`` False leaves the view as it is until the next :meth:`refresh`: an
+        action records its result while it still holds the release and shows it
+        once it let go, so a state shown as settled never belongs to a release
+        still held (a write seen while held is taken for the action's own).
+        """
         self._statuses[key] = status
         if state is not KEEP:
             self._set_state(key, state if isinstance(state, str) else None)
-        self.refresh(key)
+        if show:
+            self.refresh(key)
 
     def update_status(self, key: ReleaseKey, **changes: Any) -> EngineStatus:
         """Change fields of ``key``'s engine status (a fresh one when it has none); returns the new one."""

@@ -333,7 +333,8 @@ class PackageController:
             else:
                 result = await AtomicRelease(self.context(key), self.detector).reconcile(req)
             last = result.outcomes[-1] if result.outcomes else None
-            book.set_status(key, dataclasses.replace(req.status, last=last or req.status.last), state=result.state)
+            book.set_status(key, dataclasses.replace(req.status, last=last or req.status.last), state=result.state,
+                            show=False)
             await self.refresh_monitor(key)
         await book.persist(key)
         book.refresh(key)

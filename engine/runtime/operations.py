@@ -120,7 +120,7 @@ class Operations:
             if declared:
                 # Our revision: the release stays ours, not "changed outside".
                 self.book.set_status(key, dataclasses.replace(
-                    req.status, last=outcome, suspended=outcome.ok or status.suspended), state=None)
+                    req.status, last=outcome, suspended=outcome.ok or status.suspended), state=None, show=False)
             await self.controller.refresh_monitor(key)
         await self.book.persist(key)
         if declared:
@@ -167,7 +167,7 @@ class Operations:
                 tests = spec.test.enable and not spec.test.ignore_failures
                 conds = cond.summarize(req.status.conditions, tests_count=tests)
                 self.book.set_status(key, dataclasses.replace(req.status, last=outcome, conditions=conds),
-                                     state=None)
+                                     state=None, show=False)
             await self.controller.refresh_monitor(key)
         await self.book.persist(key)
         self.book.refresh(key, last=outcome)
