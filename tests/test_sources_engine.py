@@ -104,6 +104,11 @@ def test_unreachable_repository_fails_only_its_package(
               f"spec:\n  chart:\n    spec: {{chart: web, version: '^1', sourceRef: {{name: {source}}}}}\n")
     common = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", h, "-n", namespace, "--packages", str(pkgs),
               "--log-file", str(tmp_path / "log")]
+    # render pulls what it needs, before any reconcile; an unreachable source is a clear error.
+    rendered = helmdeck("render", "--no-lease", *common, "ok")
+    assert rendered.returncode == 0 and "kind: Deployment" in rendered.stdout, rendered.stderr
+    refused = helmdeck("render", "--no-lease", *common, "broken")
+    assert refused.returncode == 1 and "spec.chart" in refused.stderr and "cannot reach" in refused.stderr
     proc = helmdeck("reconcile", "--once", "--json", "--no-lease", *common)
     assert proc.returncode != 0
     assert chart_versions(helm, namespace) == {"ok": "web-1.0.0"}

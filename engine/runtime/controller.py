@@ -31,7 +31,7 @@ from kubernetes import client
 from engine import labels
 from engine.helm import Helm, HelmError
 from engine.monitor.status import MonitorStatus
-from engine.package import PackageError
+from engine.package import PackageError, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.reconcile.action import ActionContext
@@ -262,6 +262,13 @@ class PackageController:
         api = self.ctx.api
         return ChartSource(self.helm, cache_dir(), secrets=kube_secret_reader(api) if api is not None else None)
 
+    async def locate(self, spec: PackageSpec) -> None:
+        """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when
+        new; no request within the repository's interval). No-op for a local chart. Raises SourceError."""
+        if spec.chart_request is not None:
+            artifact = await self.charts.resolve(spec.chart_request)
+            point(spec.chart_path, artifact.path)
+
     # -- requests --------------------------------------------------------------------
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
         """The release state before the first pass: the decision on the last resolution (no I/O,
@@ -280,9 +287,7 @@ class PackageController:
         """Everything a pass needs, from the resolution stage (nothing rendered here: the decision
         renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
-        if spec.chart_request is not None:  # a chart from a repository: locate (pull) it first
-            artifact = await self.charts.resolve(spec.chart_request)
-            point(spec.chart_path, artifact.path)
+        await self.locate(spec)
         resolved = await asyncio.to_thread(resolve, spec)
         req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
                                     package_set=self.package_set)

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine import labels
 from engine.masking import Masker
-from engine.package import PackageSpec, deep_merge
+from engine.package import PackageError, PackageSpec, deep_merge
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ActionContext, ActionReconciler
 from engine.reconcile.atomic import PassResult
@@ -37,6 +37,7 @@ from engine.runtime.diff import manifest_diff
 from engine.runtime.gate import ActionGate
 from engine.runtime.state import CleanupItem, ReleaseKey
 from engine.runtime.tasks import Background
+from engine.sources import SourceError, SourceRef
 from engine.storage.observation import Observation
 
 # Placeholder chart for actions on releases no package declares (rollback, test, unlock, uninstall need none).
@@ -215,6 +216,11 @@ class Operations:
         NotAvailable, PackageError, HelmError."""
         self.gate.check("render", key)
         spec = self.book.spec(key)
+        try:
+            await self.controller.locate(spec)
+        except SourceError as exc:
+            field = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
+            raise PackageError(spec.file, field, str(exc), "check the repository and the version range") from None
         return await self.service.render(spec.namespace, spec)
 
     async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
