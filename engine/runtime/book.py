@@ -94,6 +94,7 @@ class ReleaseBook:
         self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._subscribers: list[Subscriber] = []
+        self._said: dict[type, EngineEvent] = {}
 
     # -- subscribers ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -108,6 +109,13 @@ class ReleaseBook:
                 cb(event)
             except Exception:
                 log.exception("engine subscriber failed")
+
+    def emit_changed(self, event: EngineEvent, *, unsaid: EngineEvent | None = None) -> None:
+        """:meth:`emit` an engine-wide event unless it equals the last one of its kind said
+        (``unsaid``: what counts as said before the first)."""
+        if self._said.get(type(event), unsaid) != event:
+            self._said[type(event)] = event
+            self.emit(event)
 
     # -- reading -------------------------------------------------------------------
     def views(self) -> list[ReleaseView]:

@@ -11,12 +11,10 @@ exposes their public API:
   triggers and the passes (the atomic release loop, as Flux's helm-controller);
 - :class:`~engine.runtime.operations.Operations`: the operator's actions;
 - the storage observer, the release service (monitors, render, cleanup) and,
-  with a lease configured, the lease elector (only the holder acts; other
-  instances show the same state read-only).
+  with a lease configured, the lease elector (only the holder acts).
 
-Methods that change the cluster raise :class:`ActionRefused` when the action
-cannot start and :class:`NotAvailable` when this engine cannot do it at all;
-:attr:`Engine.gate` says in advance which ones are unavailable and why.
+Actions raise :class:`ActionRefused` (cannot start now) or :class:`NotAvailable`
+(this engine cannot do it); :attr:`Engine.gate` says so in advance.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ from engine.runtime.state import AccessProblems, CleanupItem, ReconcileEvent, Re
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.storage.observation import Observation
-from engine.storage.observer import Observer, StorageChange
+from engine.storage.observer import Observer
 
 __all__ = ["ACTIONS", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
@@ -93,7 +91,6 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
-        self._access_said = AccessProblems()
         # Which package set labels its releases (cleanup removes only its own): the lease's name.
         package_set = lease_name_for(str(packages_dir.resolve())) if packages_dir is not None else None
         source = PackageSource(packages_dir) if packages_dir is not None else None
@@ -121,8 +118,9 @@ class Engine:
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
                         if lease is not None and online else None)
-        self.observer.subscribe(self._on_storage_threadsafe)
-        self.observer.on_problems(self._on_access_threadsafe)
+        # Observer callbacks come from its watch threads: handled on the engine's loop.
+        self.observer.subscribe(lambda change: self._on_loop(self.controller.on_storage, change))
+        self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
             self.controller.apply_source(first)
 
@@ -201,11 +199,12 @@ class Engine:
                                    self.lease_config.duration + 2 * self.lease_config.retry)
         return self.acting
 
-    def _on_storage_threadsafe(self, change: StorageChange) -> None:
+    def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
+        """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""
         if self._loop is not None and self._loop.is_running():
-            self._loop.call_soon_threadsafe(self.controller.on_storage, change)
+            self._loop.call_soon_threadsafe(call, *args)
         else:
-            self.controller.on_storage(change)
+            call(*args)
 
     def access(self) -> AccessProblems:
         """The storage permissions refused now, and the scope note (see :class:`AccessProblems`)."""
@@ -213,15 +212,9 @@ class Engine:
         return AccessProblems(tuple(problems.get(p.namespace or "", str(p)) for p in self.observer.denied()),
                               self.scope_note)
 
-    def _on_access_threadsafe(self) -> None:
-        if self._loop is not None and self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._emit_access)
-
     def _emit_access(self) -> None:
-        access = self.access()
-        if access != self._access_said:  # other watch problems (a dropped connection) change nothing here
-            self._access_said = access
-            self.book.emit(access)
+        # Other watch problems (a dropped connection) change nothing here: said only when it changed.
+        self.book.emit_changed(self.access(), unsaid=AccessProblems())
 
     # -- access ----------------------------------------------------------------
     @property
