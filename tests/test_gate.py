@@ -40,9 +40,6 @@ def test_offline_only_keeps_its_own_status() -> None:
     assert engine.gate.why_not("upgrade", WEB) == "not connected to a cluster"
     with pytest.raises(NotAvailable):
         engine.gate.check("test", WEB)
-    # What the app asked before the gate existed stays as it was.
-    caps = engine.capabilities()
-    assert caps["upgrade"] is None and caps["monitor"] == "not connected to a cluster"
 
 
 def test_package_pending_and_busy_rules() -> None:

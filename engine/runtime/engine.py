@@ -230,12 +230,6 @@ class Engine:
     def lease_holder(self) -> str:
         return self.gate.holder
 
-    def capabilities(self) -> dict[str, str | None]:
-        """For each mutating action (see ACTIONS), and ``diff``: None when available, else why not.
-
-        Kept until the app asks :attr:`gate` (``why_not``) directly."""
-        return self.gate.capabilities()
-
     @property
     def packages(self) -> dict[ReleaseKey, PackageSpec]:
         """The declared packages by release key (held by the release book)."""

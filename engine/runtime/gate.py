@@ -33,8 +33,6 @@ ACTIONS = (
 READING = ("diff", "render", "cleanup-plan")
 # What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
 _OFFLINE_OK = frozenset({"suspend"})
-# What capabilities() reported offline before the app asked the gate (kept until it does).
-_LEGACY_OFFLINE = frozenset({"monitor", "maintenance", "cleanup", "unlock", "diff"})
 _NEEDS_PACKAGE = frozenset({"upgrade", "suspend", "maintenance", "render", "diff"})
 # Actions that hold the release's running-action guard.
 _HOLDS_RELEASE = frozenset({"upgrade", "rollback", "test", "unlock", "uninstall", "maintenance"})
@@ -124,15 +122,3 @@ class ActionGate:
         if why == OFFLINE:
             raise NotAvailable(why)
         raise ActionRefused(why)
-
-    def capabilities(self) -> dict[str, str | None]:
-        """For each action of :data:`ACTIONS` and ``diff``: None when available, else why not.
-
-        Kept for the app until it asks :meth:`why_not` per release: offline it
-        reports only the actions it always reported (upgrade, rollback, test
-        and uninstall are refused by :meth:`check` when they are tried).
-        """
-        out = {name: self.why_not(name) for name in (*ACTIONS, "diff")}
-        if not self.online and not self.readonly and self.leader:
-            out = {name: why if name in _LEGACY_OFFLINE else None for name, why in out.items()}
-        return out
