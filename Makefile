@@ -26,6 +26,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# pytest includes tests/test_wheel.py: the wheel, built offline, runs `helmdeck --version` and
+# `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).
 test: build lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
