@@ -11,11 +11,15 @@ same run against the same local cluster:
 
 Prints the times, checks that helmdeck made no revision, and prints helm's
 time over helmdeck's (issue 11 asks for at least 20x at 200).
+``HELMDECK_BENCH_SIZES=50`` picks other sizes; ``HELMDECK_BENCH_PROFILE=1`` prints a cProfile of one
+more fresh run at the largest size.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pstats
 import subprocess
 import sys
 import time
@@ -26,18 +30,20 @@ from bench.service_common import Bench, run
 from engine.helm import UpgradeOptions
 from engine.resolve.release import resolve
 
-SIZES = (50, 200)
+SIZES = tuple(int(n) for n in os.environ.get("HELMDECK_BENCH_SIZES", "50,200").split(","))
 RUNS = 3
 
 
-def reconcile_once(bench: Bench, packages: Path, log: Path) -> float:
-    """Seconds one fresh ``helmdeck reconcile --once`` takes; raises when it does not converge."""
-    args = [sys.executable, "-m", "helmdeck", "reconcile", "--once", "--no-lease", "--kubeconfig",
+def reconcile_once(bench: Bench, packages: Path, log: Path, profile: Path | None = None) -> float:
+    """Seconds one fresh ``helmdeck reconcile --once`` takes; raises when it does not converge.
+    ``profile``: run it under cProfile, writing the statistics there."""
+    prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    args = [sys.executable, *prefix, "-m", "helmdeck", "reconcile", "--once", "--no-lease", "--kubeconfig",
             str(bench.target.kubeconfig), "--helm", bench.helm.binary, "-n", bench.namespace,
             "--packages", str(packages), "--log-file", str(log)]
     start = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, check=False,
-                          env={**bench.helm.env, "PATH": "/usr/bin:/bin"})
+                          env={**os.environ, **bench.helm.env})
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"reconcile --once exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -87,6 +93,10 @@ async def main_async(bench: Bench) -> None:
               flush=True)
         results.append((size, ours, theirs))
         done = size
+        if os.environ.get("HELMDECK_BENCH_PROFILE") and size == SIZES[-1]:
+            stats_file = bench.folder / "noop.prof"
+            reconcile_once(bench, folder, bench.folder / "noop.log", stats_file)
+            pstats.Stats(str(stats_file)).sort_stats("cumulative").print_stats(35)
     print()
     print(json.dumps([{"packages": n, "helmdeck_s": round(a, 2), "helm_s": round(b, 2), "ratio": round(b / a, 1)}
                       for n, a, b in results]))

@@ -104,6 +104,11 @@ class ReleaseMonitor:
             watches = list(self._watches.values())
         return len(watches) == len(self._names) and all(w.synced.is_set() for w in watches)
 
+    def listing(self) -> bool:
+        """False when a watch this monitor waits on failed to list (waiting longer is pointless)."""
+        with self._lock:
+            return not any(w.last_error and not w.synced.is_set() for w in self._watches.values())
+
     def wait_synced(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds until :attr:`synced`; False at once when a watch cannot list."""
         deadline = time.monotonic() + timeout

@@ -5,6 +5,8 @@ One ConfigMap per package, in the release's storage namespace, named
 ``helmdeck.dev/status=v1`` and ``helmdeck.dev/package=<package>``; the status
 JSON is under ``status.json``. A restarted engine (or a second, read-only
 viewer) reads it back, so nothing is lost and no needless upgrade runs.
+A status identical to the one last read or written is not written again, so
+a pass that changed nothing costs no API call.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class StatusStore:
 
     def __init__(self, api: client.ApiClient):
         self._core: Any = client.CoreV1Api(api)
+        self._known: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, release) -> (package, status JSON)
 
     def load(self, namespace: str, release: str) -> EngineStatus | None:
         """The stored status, or None when there is none or it cannot be parsed (logged)."""
@@ -59,11 +62,12 @@ class StatusStore:
             raise
         return self._parse(json.loads(cm.data), namespace, release)
 
-    @staticmethod
-    def _parse(obj: dict[str, Any], namespace: str, release: str) -> EngineStatus | None:
+    def _parse(self, obj: dict[str, Any], namespace: str, release: str) -> EngineStatus | None:
         text = (obj.get("data") or {}).get(DATA_KEY)
         if not isinstance(text, str):
             return None
+        package = str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.PACKAGE, ""))
+        self._known[(namespace, release)] = (package, text)
         try:
             return EngineStatus.from_json(text)
         except ValueError as exc:
@@ -71,7 +75,11 @@ class StatusStore:
             return None
 
     def save(self, namespace: str, release: str, package: str, status: EngineStatus) -> None:
-        """Create or replace the status object. Raises ApiException on API errors."""
+        """Create or replace the status object (skipped when it holds this status already).
+        Raises ApiException on API errors."""
+        text = status.to_json()
+        if self._known.get((namespace, release)) == (package, text):
+            return
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -81,17 +89,20 @@ class StatusStore:
                 "labels": {labels.OWNED_BY: labels.MANAGER, STATUS_LABEL: STATUS_VERSION,
                            labels.PACKAGE: package},
             },
-            "data": {DATA_KEY: status.to_json()},
+            "data": {DATA_KEY: text},
         }
+        self._known.pop((namespace, release), None)  # unknown until the write succeeded
         try:
             self._core.replace_namespaced_config_map(object_name(release), namespace, body)
         except ApiException as exc:
             if exc.status != 404:
                 raise
             self._core.create_namespaced_config_map(namespace, body)
+        self._known[(namespace, release)] = (package, text)
 
     def delete(self, namespace: str, release: str) -> None:
         """Remove the status object; a missing one is fine."""
+        self._known.pop((namespace, release), None)
         try:
             self._core.delete_namespaced_config_map(object_name(release), namespace)
         except ApiException as exc:

@@ -138,12 +138,42 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
         raise _syntax(file, exc) from None
 
 
+def check_tree(node: yaml.Node, file: Path, limits: Limits) -> None:
+    """Bound the nesting depth and node count of a composed document without aliases (iterative)."""
+    stack: list[tuple[yaml.Node, int]] = [(node, 1)]
+    count = 0
+    while stack:
+        current, depth = stack.pop()
+        count += 1
+        if depth > limits.max_depth:
+            raise YamlLimitError(file, f"nesting deeper than {limits.max_depth} levels",
+                                 current.start_mark.line + 1, "flatten the structure")
+        if count > limits.max_nodes:
+            raise YamlLimitError(file, f"more than {limits.max_nodes} nodes", current.start_mark.line + 1,
+                                 "split the values")
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+
+
 def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
-    """Check (:func:`check_events`), compose and construct one YAML document. Raises YamlLimitError."""
-    check_events(text, file, limits)
+    """Check, compose and construct one YAML document. Raises YamlLimitError.
+
+    A text with anchors is first checked on the parser's events (:func:`check_events`), so that
+    nothing is composed before its aliases are known to stay within the limits; one without is
+    composed and its tree checked (:func:`check_tree`): one parse instead of two.
+    """
+    anchors = "&" in text
+    if anchors:
+        check_events(text, file, limits)  # before composing: aliases must not expand past the limits
     loader = Loader(text)
     try:
         node = loader.get_single_node()
+        if node is not None and not anchors:
+            check_tree(node, file, limits)  # no aliases: the composed tree is as big as the file
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise _syntax(file, exc) from None

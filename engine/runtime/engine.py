@@ -46,6 +46,7 @@ from engine.runtime.source import PackageSource
 from engine.runtime.state import AccessProblems, CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
+from engine.service.records import ReleaseRecord
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 
@@ -105,7 +106,8 @@ class Engine:
                                leader=lease is None)
         self.service = ReleaseService(helm, api, on_absent=lambda ns, n: self.controller.on_absent(ns, n),
                                       on_status=lambda ns, n, s: self.controller.on_monitor(ns, n, s),
-                                      namespaces=namespaces)
+                                      namespaces=namespaces,
+                                      latest=lambda ns, n: ReleaseRecord.from_observation(self.observer.latest(ns, n)))
         driver = self.observer.driver
         ctx = ActionContext(helm=helm, observer=self.observer, api=self._api, driver=driver,
                             unlock=storage_unlocker(self._api, driver) if self._api else None,

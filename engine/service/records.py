@@ -28,6 +28,7 @@ from engine.storage.codec import (
     release_labels,
     secret_payload,
 )
+from engine.storage.observation import Observation
 
 Driver = Literal["secret", "configmap"]
 MANAGED_SELECTOR = f"{OWNER_SELECTOR},{labels.MANAGED_BY}={labels.MANAGER}"
@@ -51,6 +52,13 @@ class ReleaseRecord:
     def label(self, key: str) -> str | None:
         """A release label (helm ``--labels``), None when absent."""
         return dict(self.labels).get(key)
+
+    @classmethod
+    def from_observation(cls, obs: Observation | None) -> ReleaseRecord | None:
+        """The same view of an observed revision (the engine reads the latest revision from its observer)."""
+        if obs is None:
+            return None
+        return cls(obs.namespace, obs.name, obs.version, obs.status, tuple(sorted(obs.label_map.items())))
 
 
 class ReleaseStore:

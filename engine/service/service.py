@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Collection, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -26,7 +27,7 @@ from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions
 from engine.helm.options import upgrade_options
 from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.monitor.discovery import Discovery
-from engine.monitor.monitor import expected_objects
+from engine.monitor.monitor import ExpectedObject, expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
 from engine.package import PackageSpec
@@ -62,6 +63,10 @@ class ReleaseService:
     the event loop of the service's first async call (see
     :mod:`engine.service.monitors`).
 
+    ``latest(namespace, name)`` reads a release's latest revision; by default
+    the service reads storage itself (labels only), an engine passes its
+    observer's view so the latest revision is read one way.
+
     ``namespaces`` limits :meth:`cleanup` to those namespaces (None: all).
     ``driver`` is helm's storage driver. ``post_renderer`` defaults to the
     layout installed in helmdeck's cache directory on first use.
@@ -80,17 +85,20 @@ class ReleaseService:
         render_cache_size: int = 1024,
         monitor_sync_timeout: float = 10.0,
         watch_timeout: int = 300,
+        latest: Callable[[str, str], ReleaseRecord | None] | None = None,
     ):
         self.helm = helm
         self.namespaces = list(namespaces) if namespaces else None
         self._monitored: dict[Key, int] = {}  # revision each monitor was built from
         self.render_cache = RenderCache(render_cache_size)
         self._store = ReleaseStore(api, driver)
+        self._latest_view = latest
         self._discovery = Discovery(api)
         self._monitors = MonitorRegistry(WatchHub(api, watch_timeout=watch_timeout), on_absent, on_status)
         self._layout = post_renderer
         self._sync_timeout = monitor_sync_timeout
         self._locks: dict[Key, asyncio.Lock] = {}
+        self._monitor_locks: dict[Key, asyncio.Lock] = {}
         self._version = helmdeck_version()
 
     # -- upgrade ----------------------------------------------------------------------
@@ -129,7 +137,7 @@ class ReleaseService:
         async with self._lock(key):
             reported = self._monitors.take_report(key)
             resolved = await asyncio.to_thread(resolve, package)
-            latest = await asyncio.to_thread(self._store.latest, *key)
+            latest = await self._latest(key)
             if latest is not None and in_maintenance(package.maintenance, latest.status, dict(latest.labels)):
                 self._monitors.remove(key)
                 return UpgradeResult(*key, "maintenance", "in maintenance: resources are not reconciled",
@@ -154,7 +162,7 @@ class ReleaseService:
                 and latest.label(labels.MAINTENANCE) == "true"
             await self._helm_upgrade(key, resolved, rendered.checksum, release_labels or {},
                                      install=action == "install", force_conflicts=leaving)
-            after = await asyncio.to_thread(self._store.latest, *key)
+            after = await asyncio.to_thread(self._store.latest, *key)  # what helm just wrote: read storage
             if mode is MaintenanceState.NoResourceReconciliation:
                 self._monitors.remove(key)
             elif after is not None:
@@ -198,17 +206,32 @@ class ReleaseService:
             await self.helm.upgrade(key[1], key[0], resolved.chart.path, resolved.values, opts)
 
     async def _start_monitor(self, key: Key, revision: int) -> None:
-        """Monitor ``revision``'s manifest; a failure is logged, never raised (the next upgrade retries)."""
+        """Monitor ``revision``'s manifest; a failure is logged, never raised (the next upgrade retries).
+        Concurrent starts for one release (start-up and a first pass) build it once."""
+        async with self._monitor_locks.setdefault(key, asyncio.Lock()):
+            if self._monitored.get(key) == revision and self._monitors.has(key):
+                return
+            await self._build_monitor(key, revision)
+
+    async def _build_monitor(self, key: Key, revision: int) -> None:
+        def objects_of_revision() -> list[ExpectedObject]:
+            return expected_objects(self._store.manifest(key[0], key[1], revision), key[0], self._discovery)
+
         try:
-            manifest = await asyncio.to_thread(self._store.manifest, key[0], key[1], revision)
-            objects = await asyncio.to_thread(expected_objects, manifest, key[0], self._discovery)
+            objects = await asyncio.to_thread(objects_of_revision)
         except (ApiException, StorageDecodeError, yaml.YAMLError) as exc:
             log.warning("cannot monitor %s/%s revision %d: %s", key[0], key[1], revision, exc)
             return
         monitor = self._monitors.replace(key, objects)
         self._monitored[key] = revision
-        if not await asyncio.to_thread(monitor.wait_synced, self._sync_timeout):
-            log.warning("monitor of %s/%s not synced after %.0fs", *key, self._sync_timeout)
+        # Wait on the loop, not in a worker thread: hundreds of monitors starting at once must not
+        # hold the thread pool every other blocking call (resolution, storage reads) needs.
+        deadline = time.monotonic() + self._sync_timeout
+        while not monitor.synced:
+            if time.monotonic() >= deadline or not monitor.listing():
+                log.warning("monitor of %s/%s not synced after %.0fs", *key, self._sync_timeout)
+                break
+            await asyncio.sleep(0.02)
         self._monitors.announce(key)
 
     # -- render -----------------------------------------------------------------------
@@ -366,7 +389,7 @@ class ReleaseService:
         self._monitors.bind_loop(asyncio.get_running_loop())
         key = (namespace, name)
         try:
-            latest = await asyncio.to_thread(self._store.latest, *key)
+            latest = await self._latest(key)
         except ApiException as exc:
             log.warning("cannot read release %s/%s for its monitor: %s", namespace, name, exc)
             return
@@ -388,6 +411,11 @@ class ReleaseService:
     def quiet(self, namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
         """No absence reports for the release inside (while an install or upgrade changes its objects)."""
         return self._monitors.quiet((namespace, name))
+
+    async def _latest(self, key: Key) -> ReleaseRecord | None:
+        if self._latest_view is not None:
+            return self._latest_view(*key)
+        return await asyncio.to_thread(self._store.latest, *key)
 
     def _lock(self, key: Key) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
