@@ -81,6 +81,10 @@ async def main_async(bench: Bench) -> None:
         ours = min(times)
         print(f"  helmdeck reconcile --once (fresh process), best of {RUNS}: {ours:.2f} s "
               f"(runs: {', '.join(f'{t:.2f}' for t in times)})", flush=True)
+        if os.environ.get("HELMDECK_BENCH_PROFILE") and size == SIZES[-1]:  # before helm changes them all
+            stats_file = bench.folder / "noop.prof"
+            reconcile_once(bench, folder, bench.folder / "noop.log", stats_file)
+            pstats.Stats(str(stats_file)).sort_stats("cumulative").print_stats(35)
         opts = UpgradeOptions(install=True, timeout=60, wait=False)
         from engine.package import load_package
 
@@ -93,10 +97,6 @@ async def main_async(bench: Bench) -> None:
               flush=True)
         results.append((size, ours, theirs))
         done = size
-        if os.environ.get("HELMDECK_BENCH_PROFILE") and size == SIZES[-1]:
-            stats_file = bench.folder / "noop.prof"
-            reconcile_once(bench, folder, bench.folder / "noop.log", stats_file)
-            pstats.Stats(str(stats_file)).sort_stats("cumulative").print_stats(35)
     print()
     print(json.dumps([{"packages": n, "helmdeck_s": round(a, 2), "helm_s": round(b, 2), "ratio": round(b / a, 1)}
                       for n, a, b in results]))
