@@ -348,6 +348,13 @@ class _Doc:
         return out
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long to look up is no file either
+        return False
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
@@ -419,7 +426,7 @@ def load_package(file: Path) -> PackageSpec:
     for i, item in enumerate(files_raw):
         rel = doc.string(item, f"spec.valuesFiles[{i}]", required=True)
         path = (file.parent / rel).resolve()
-        if not path.is_file():
+        if not _is_file(path):
             raise doc.error(f"spec.valuesFiles[{i}]", f"{path} does not exist", "fix the path (relative to this file)")
         values_files.append(path)
     maintenance = doc.string(spec.get("maintenance"), "spec.maintenance")

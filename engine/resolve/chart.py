@@ -44,8 +44,12 @@ class Chart:
 
 
 def is_chart(path: Path) -> bool:
-    """True for a directory with a Chart.yaml or a ``.tgz`` file (helm's two local chart forms)."""
-    return (path / "Chart.yaml").is_file() or (path.suffix == ".tgz" and path.is_file())
+    """True for a directory with a Chart.yaml or a ``.tgz`` file (helm's two local chart forms);
+    False for a path the system cannot even look up (too long, not permitted)."""
+    try:
+        return (path / "Chart.yaml").is_file() or (path.suffix == ".tgz" and path.is_file())
+    except OSError:
+        return False
 
 
 _lock = threading.Lock()
