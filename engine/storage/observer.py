@@ -32,7 +32,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -51,6 +50,7 @@ from engine.storage.codec import (
     is_record,
     object_payload,
 )
+from engine.storage.index import Entry, StorageIndex
 from engine.storage.observation import Observation, chart_default_values
 from engine.storage.records import (
     StorageChange,
@@ -81,14 +81,6 @@ _MIN_WATCH_SECONDS = 0.5
 Callback = Callable[[StorageChange], None]
 
 
-@dataclass(frozen=True)
-class _Entry:
-    resource_version: str
-    uid: str
-    observation: Observation | None
-    unreadable: UnreadableRecord | None
-
-
 class _Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410): relist."""
 
@@ -117,10 +109,7 @@ class Observer:
         self._watch_timeout = watch_timeout
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
-        self._entries: dict[StorageKey, _Entry] = {}
-        # (release namespace, release) -> {revision: storage keys holding it}.
-        self._by_release: dict[tuple[str, str], dict[int, set[StorageKey]]] = {}
-        self._unreadable: dict[StorageKey, UnreadableRecord] = {}
+        self._index = StorageIndex()
         self._callbacks: list[Callback] = []
         self._stop = threading.Event()
         self._synced: set[str | None] = set()
@@ -219,65 +208,41 @@ class Observer:
     def observations(self) -> dict[StorageKey, Observation]:
         """Every decodable record, by storage key."""
         with self._lock:
-            return {k: e.observation for k, e in self._entries.items() if e.observation is not None}
+            return self._index.observations()
 
     def errors(self) -> dict[StorageKey, str]:
         """Records that failed to decode, with the reason."""
-        with self._lock:
-            return {k: u.reason for k, u in self._unreadable.items()}
+        return {u.key: u.reason for u in self.unreadable()}
 
     def unreadable(self) -> list[UnreadableRecord]:
         """Every record that failed to decode, sorted by key."""
         with self._lock:
-            return [self._unreadable[k] for k in sorted(self._unreadable)]
+            return self._index.unreadable()
 
     def unreadable_releases(self) -> dict[tuple[str, str], UnreadableRecord]:
-        """Releases whose newest stored record is unreadable, by ``(storage namespace, name)``.
-
-        The value is that newest unreadable record (its reason is what to
-        show). A release with only an older revision unreadable is not
-        listed: Helm itself skips such records and the release works.
-        """
-        out: dict[tuple[str, str], UnreadableRecord] = {}
+        """Releases whose newest stored record is unreadable (see :meth:`StorageIndex.unreadable_releases`)."""
         with self._lock:
-            for rec in self._unreadable.values():
-                key = (rec.key.namespace, rec.release)
-                revs = self._by_release.get(key, {})
-                newest_ok = max(revs) if revs else 0
-                if rec.revision is not None and rec.revision < newest_ok:
-                    continue
-                cur = out.get(key)
-                if cur is None or (rec.revision or 0) > (cur.revision or 0):
-                    out[key] = rec
-        return out
+            return self._index.unreadable_releases()
 
     def revisions(self, namespace: str, name: str) -> list[int]:
         """The readable stored revisions of one release, newest first."""
         with self._lock:
-            return sorted(self._by_release.get((namespace, name), {}), reverse=True)
+            return self._index.revisions(namespace, name)
 
     def history(self, namespace: str, name: str) -> list[Observation]:
         """All readable stored revisions of one release, newest first."""
         with self._lock:
-            revs = self._by_release.get((namespace, name), {})
-            found = [self._observation(namespace, keys) for _, keys in sorted(revs.items(), reverse=True)]
-        return [o for o in found if o is not None]
+            return self._index.history(namespace, name)
 
     def latest(self, namespace: str, name: str) -> Observation | None:
         """The highest readable stored revision of one release, or None."""
         with self._lock:
-            revs = self._by_release.get((namespace, name))
-            return self._observation(namespace, revs[max(revs)]) if revs else None
+            return self._index.latest(namespace, name)
 
     def releases(self) -> dict[tuple[str, str], Observation]:
         """The latest observation of every release, by ``(namespace, name)``."""
         with self._lock:
-            out = {}
-            for (ns, name), revs in self._by_release.items():
-                obs = self._observation(ns, revs[max(revs)])
-                if obs is not None:
-                    out[(ns, name)] = obs
-            return out
+            return self._index.releases()
 
     def load_release(self, namespace: str, name: str, revision: int) -> dict[str, Any]:
         """The whole decoded release of one stored revision, read from storage now.
@@ -288,8 +253,7 @@ class Observer:
         StorageDecodeError when it cannot be decoded, ApiException on API errors.
         """
         with self._lock:
-            keys = self._by_release.get((namespace, name), {}).get(revision)
-            key = self._pick(namespace, keys) if keys else None
+            key = self._index.key_of(namespace, name, revision)
         if key is None:
             raise KeyError(f"{namespace}/{name} has no stored revision {revision}")
         obj: Mapping[str, Any]
@@ -337,36 +301,6 @@ class Observer:
         if self._core is None:
             return []
         return check_access(self._core.api_client, self._namespaces, self._driver, verbs)
-
-    # -- index -------------------------------------------------------------------
-    def _pick(self, namespace: str, keys: set[StorageKey]) -> StorageKey:
-        # Two storage namespaces may hold the same release revision: prefer the
-        # one in the release namespace (Helm's default), else the first by name.
-        return min(keys, key=lambda k: (k.namespace != namespace, k))
-
-    def _observation(self, namespace: str, keys: set[StorageKey]) -> Observation | None:
-        return self._entries[self._pick(namespace, keys)].observation
-
-    def _index(self, key: StorageKey, entry: _Entry | None) -> None:
-        """Replace the entry of ``key`` (None removes it) and keep the indexes in step."""
-        old = self._entries.pop(key, None)
-        if old is not None and old.observation is not None:
-            revs = self._by_release.get(old.observation.release_key, {})
-            keys = revs.get(old.observation.version, set())
-            keys.discard(key)
-            if not keys:
-                revs.pop(old.observation.version, None)
-                if not revs:
-                    self._by_release.pop(old.observation.release_key, None)
-        self._unreadable.pop(key, None)
-        if entry is None:
-            return
-        if entry.observation is not None:
-            obs = entry.observation
-            self._by_release.setdefault(obs.release_key, {}).setdefault(obs.version, set()).add(key)
-        if entry.unreadable is not None:
-            self._unreadable[key] = entry.unreadable
-        self._entries[key] = entry
 
     # -- watch loop ----------------------------------------------------------
     def _list_fn(self, namespace: str | None) -> Callable[..., Any]:
@@ -461,7 +395,8 @@ class Observer:
                 break
         self._relists += 1
         with self._lock:
-            gone = [k for k in self._entries if k not in seen and (namespace is None or k.namespace == namespace)]
+            gone = [k for k in self._index.stored_keys()
+                    if k not in seen and (namespace is None or k.namespace == namespace)]
         for key in gone:
             self._delete(key)
         # A paginated list is one snapshot: every page carries its resourceVersion.
@@ -511,7 +446,7 @@ class Observer:
         rv = str(meta.get("resourceVersion", ""))
         uid = str(meta.get("uid", ""))
         with self._lock:
-            cur = self._entries.get(key)
+            cur = self._index.get(key)
         if cur is not None and cur.resource_version == rv:
             return  # a relist or replayed event of a version we already hold
         if cur is not None and cur.uid != uid and cur.uid and uid:
@@ -519,12 +454,12 @@ class Observer:
             self._delete(key)
             cur = None
         try:
-            entry = _Entry(rv, uid, decode_record(obj, self._driver), None)
+            entry = Entry(rv, uid, decode_record(obj, self._driver), None)
         except StorageDecodeError as exc:
-            entry = _Entry(rv, uid, None, unreadable_record(obj, exc))
+            entry = Entry(rv, uid, None, unreadable_record(obj, exc))
             log.warning("unreadable release record %s", entry.unreadable)
         with self._lock:
-            self._index(key, entry)
+            self._index.put(key, entry)
         problem = entry.unreadable
         self._emit(StorageChange(
             "ADDED" if cur is None else "MODIFIED", key, entry.observation,
@@ -533,10 +468,9 @@ class Observer:
 
     def _delete(self, key: StorageKey) -> None:
         with self._lock:
-            cur = self._entries.get(key)
-            if cur is None:
+            if self._index.get(key) is None:
                 return
-            self._index(key, None)
+            self._index.put(key, None)
         self._emit(StorageChange("DELETED", key, None))
 
     def _emit(self, change: StorageChange) -> None:
