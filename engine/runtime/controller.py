@@ -43,7 +43,7 @@ from engine.reconcile.status import EngineStatus
 from engine.resolve.release import CACHE as RESOLVED
 from engine.resolve.release import resolve
 from engine.runtime.book import ActionRefused, ReleaseBook
-from engine.runtime.gate import ActionGate
+from engine.runtime.gate import ActionGate, no_package_reason
 from engine.runtime.queue import RunResult, WorkQueue
 from engine.runtime.source import PackageSource, SourceUpdate
 from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey
@@ -321,7 +321,7 @@ class PackageController:
         book = self.book
         spec = book.packages.get(key)
         if spec is None:
-            raise ActionRefused(f"no package declares release {key[0]}/{key[1]}")
+            raise ActionRefused(no_package_reason(key))
         async with book.running(key, "reconcile", spec.timeout):
             try:
                 req = await self._request(key, force)
