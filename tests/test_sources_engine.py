@@ -72,6 +72,10 @@ def test_http_and_oci_packages_install_and_upgrade_within_their_range(
     first = helmdeck(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     assert chart_versions(helm, namespace) == {"web-http": "web-1.0.0", "web-oci": "web-1.0.0"}
+    located = {e["release"]: e["message"] for e in map(json.loads, first.stdout.splitlines())
+               if e["type"] == "event" and e["action"] == "source"}
+    assert located["web-http"].startswith(f"chart web 1.0.0 from HelmRepository {namespace}/charts")
+    assert located["web-oci"].startswith(f"chart oci://{base}/web@sha256:") and "(revision 1.0.0+" in located["web-oci"]
     # Newer versions: 1.0.5 is inside web-http's ~1.0, 1.1.0 only inside web-oci's ^1.0.0; 3.0.0 in neither.
     publish_http(h, package_chart(h, tmp_path, "1.0.5"), repo)
     publish_http(h, package_chart(h, tmp_path, "1.1.0"), repo)

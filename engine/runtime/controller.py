@@ -267,7 +267,8 @@ class PackageController:
         new; no request within the repository's interval). No-op for a local chart. Raises SourceError."""
         if spec.chart_request is not None:
             artifact = await self.charts.resolve(spec.chart_request)
-            point(spec.chart_path, artifact.path)
+            if point(spec.chart_path, artifact.path) and spec.key in self.book.packages:
+                self.book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
 
     # -- requests --------------------------------------------------------------------
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:

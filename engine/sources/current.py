@@ -33,11 +33,11 @@ def current_path(package_file: Path, namespace: str, name: str, root: Path | Non
     return (root or cache_dir()) / "charts" / "current" / f"{namespace}_{name}-{tag}.tgz"
 
 
-def point(path: Path, archive: Path) -> None:
-    """Make ``path`` refer to ``archive`` (atomic; a no-op when it already does)."""
+def point(path: Path, archive: Path) -> bool:
+    """Make ``path`` refer to ``archive`` (atomic); False when it already did."""
     try:
         if path.is_symlink() and path.readlink() == archive:
-            return
+            return False
     except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,3 +45,4 @@ def point(path: Path, archive: Path) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(archive)
     tmp.replace(path)
+    return True
