@@ -3,6 +3,7 @@ oversized bodies and refusals become typed errors. Two real HTTP servers on 127.
 
 from __future__ import annotations
 
+import base64
 import http.server
 import threading
 from collections.abc import Iterator
@@ -10,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from engine.sources import http as source_http
+from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceAuthFailed, SourceInvalid, SourceUnreachable
+from engine.sources.oci import Registry
 from localcluster.process import free_port
 
 
@@ -81,3 +84,57 @@ def test_limits_and_refusals(
         source_http.get(f"{url}/denied", what="repo")
     with pytest.raises(SourceUnreachable, match="repo: cannot reach"):
         source_http.get(f"http://127.0.0.1:{free_port()}/index.yaml", what="repo", timeout=5)
+
+
+class _TokenRegistry(http.server.BaseHTTPRequestHandler):
+    """The distribution API's token dance (as ghcr.io and Docker Hub): 401 with a Bearer challenge, a token
+    service answering to basic credentials, then the request with the token."""
+
+    seen: list[tuple[str, str | None]]
+    base: str = ""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _json(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        if self.path.startswith("/token"):
+            ok = self.headers.get("Authorization") == "Basic " + base64.b64encode(b"u:p").decode()
+            assert "scope=repository%3Acharts%2Fweb%3Apull" in self.path and "service=reg" in self.path
+            self._json(200, '{"token": "tok"}' if ok else "{}", None)
+        elif self.headers.get("Authorization") == "Bearer tok":
+            self._json(200, '{"name": "charts/web", "tags": ["1.0.0", "1.1.0"]}')
+        else:
+            challenge = f'Bearer realm="{self.base}/token",service="reg",scope="repository:charts/web:pull"'
+            self._json(401, "{}", {"WWW-Authenticate": challenge})
+
+
+async def test_bearer_token_auth() -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(_TokenRegistry):
+        pass
+
+    Handler.seen = seen
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    host = f"127.0.0.1:{srv.server_address[1]}"
+    Handler.base = f"http://{host}"
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        reg = Registry(host, creds=Credentials("u", "p"), plain_http=True, timeout=5, what="repo")
+        assert await reg.tags("charts/web") == ["1.0.0", "1.1.0"]
+        assert [p.split("?")[0] for p, _ in seen] == ["/v2/charts/web/tags/list", "/token", "/v2/charts/web/tags/list"]
+        assert seen[-1][1] == "Bearer tok"
+        wrong = Registry(host, creds=Credentials("u", "x"), plain_http=True, timeout=5, what="repo")
+        with pytest.raises(SourceAuthFailed, match="gave no token"):
+            await wrong.tags("charts/web")
+    finally:
+        srv.shutdown()
+        srv.server_close()
