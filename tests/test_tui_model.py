@@ -18,7 +18,7 @@ from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
 from tui import confirmations
 from tui import format as fmt
 from tui.manifest import objects
-from tui.model import RowFilter, SortOrder, TextFilter, cells, quick_match, state_counts
+from tui.model import RowFilter, SortOrder, TextFilter, cells, namespaces, natural_key, quick_match, state_counts
 from tui.screens.help import HelpFacts, help_content
 from tui.settings import Settings
 from tui.themes import SHIPPED_DIR, ThemeError, load_theme_file, load_themes
@@ -103,6 +103,20 @@ def test_sort_by_revision_age_and_state() -> None:
     assert sorted_names(SortOrder("state")) == ["settings", "web", "flaky", "legacy-api"]
     assert sorted_names(SortOrder("name", reverse=True)) == ["web", "settings", "legacy-api", "flaky"]
     assert SortOrder("age").next_column().column == "namespace"
+
+
+def test_names_sort_naturally_as_k9s_does() -> None:
+    names = ["rel-10", "rel-2", "rel-1", "rel-100", "Rel-3", "rel", "rel-02", "a10b2", "a10b10", "a9"]
+    assert sorted(names, key=natural_key) == [
+        "a9", "a10b2", "a10b10", "rel", "rel-1", "rel-02", "rel-2", "Rel-3", "rel-10", "rel-100"]
+    base = next(iter(views().values()))
+    rows = [dataclasses.replace(base, namespace=ns, name=name) for ns, name in
+            (("ns-10", "rel-10"), ("ns-2", "rel-2"), ("ns-2", "rel-10"), ("ns-2", "rel-1"))]
+    by_name = sorted(rows, key=lambda v: SortOrder("name").key(v, FIXED_NOW))
+    assert [v.key for v in by_name] == [("ns-2", "rel-1"), ("ns-2", "rel-2"), ("ns-2", "rel-10"), ("ns-10", "rel-10")]
+    by_ns = sorted(rows, key=lambda v: SortOrder("namespace").key(v, FIXED_NOW))
+    assert [v.key for v in by_ns] == [("ns-2", "rel-1"), ("ns-2", "rel-2"), ("ns-2", "rel-10"), ("ns-10", "rel-10")]
+    assert namespaces(rows) == ["ns-2", "ns-10"]
 
 
 def test_counts_per_state() -> None:

@@ -35,29 +35,47 @@ class Column:
     sort_value: Callable[[ReleaseView, float], tuple[object, ...]]
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[object, ...]:
+    """Sort key comparing digit runs as numbers, as k9s sorts names: ``rel-2`` before ``rel-10``.
+
+    The text is split into alternating non-digit and digit runs (always starting with a
+    non-digit one, maybe empty), so equal positions always hold the same type. Equal numbers
+    written differently (``01`` and ``1``) are then ordered by their text, so the order is total.
+    """
+    parts = _DIGITS.split(text)
+    return (*(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts)), text)
+
+
+def _names(view: ReleaseView) -> tuple[object, ...]:
+    return (natural_key(view.namespace), natural_key(view.name))
+
+
 def _text_of(column: str) -> Callable[[ReleaseView, float], tuple[object, ...]]:
-    return lambda view, now: (cells(view, now)[column].text, view.namespace, view.name)
+    return lambda view, now: (natural_key(cells(view, now)[column].text), *_names(view))
 
 
 def _revision(view: ReleaseView, _now: float) -> tuple[object, ...]:
-    return (view.observation.version if view.observation else -1, view.namespace, view.name)
+    return (view.observation.version if view.observation else -1, *_names(view))
 
 
 def _age(view: ReleaseView, _now: float) -> tuple[object, ...]:
     # Youngest first when ascending, as an age column reads; never deployed last.
     at = fmt.deployed_at(view)
-    return (at is None, -(at or 0.0), view.namespace, view.name)
+    return (at is None, -(at or 0.0), *_names(view))
 
 
 def _state(view: ReleaseView, _now: float) -> tuple[object, ...]:
     # In RELEASE_STATES order (healthy first), releases without a state last.
     order = RELEASE_STATES.index(view.state) if view.state in RELEASE_STATES else len(RELEASE_STATES)
-    return (order, view.namespace, view.name)
+    return (order, *_names(view))
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("namespace", "NAMESPACE", lambda v, _n: (v.namespace, v.name)),
-    Column("name", "NAME", lambda v, _n: (v.name, v.namespace)),
+    Column("namespace", "NAMESPACE", lambda v, _n: _names(v)),
+    Column("name", "NAME", lambda v, _n: (natural_key(v.name), natural_key(v.namespace))),
     Column("chart", "CHART", _text_of("chart")),
     Column("app_version", "APP VER", _text_of("app_version")),
     Column("revision", "REV", _revision),
@@ -240,8 +258,8 @@ def state_counts(views: Iterable[ReleaseView]) -> Counter[str]:
 
 
 def namespaces(views: Iterable[ReleaseView]) -> list[str]:
-    """The sorted distinct namespaces of ``views``."""
-    return sorted({v.namespace for v in views})
+    """The distinct namespaces of ``views``, sorted naturally (``ns-2`` before ``ns-10``)."""
+    return sorted({v.namespace for v in views}, key=natural_key)
 
 
 def row_id(key: ReleaseKey) -> str:
