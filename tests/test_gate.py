@@ -65,3 +65,31 @@ def test_package_pending_and_busy_rules() -> None:
 def test_unknown_actions_are_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown action"):
         fixed_engine().gate.why_not("explode")
+
+
+def test_cancel_needs_a_running_action_and_stops_its_holder() -> None:
+    engine = fixed_engine()
+    gate = online_gate(engine)
+    assert gate.why_not("cancel", SETTINGS) == "nothing runs on helmdeck-demo/settings: nothing to cancel"
+    assert not engine.book.cancel(SETTINGS)
+
+    async def scenario() -> None:
+        entered = asyncio.Event()
+
+        async def hold() -> str:
+            async with engine.book.running(SETTINGS, "upgrade", 300.0):
+                entered.set()
+                await asyncio.sleep(60)  # stands for a hung helm
+            return "finished"
+
+        task = asyncio.create_task(hold())
+        await entered.wait()
+        assert gate.why_not("cancel", SETTINGS) is None
+        assert engine.book.cancel(SETTINGS)
+        await engine.book.released(SETTINGS)
+        with pytest.raises(ActionRefused, match="upgrade on helmdeck-demo/settings was cancelled"):
+            await task
+        assert not task.cancelled() and task.cancelling() == 0  # the holder's task goes on (a queue worker)
+        assert gate.why_not("cancel", SETTINGS) is not None and not engine.book.busy(SETTINGS)
+
+    asyncio.run(scenario())

@@ -112,6 +112,20 @@ def unlock(view: ReleaseView, now: float) -> Confirmation:
     return Confirmation("Unlock?", body, "Unlock")
 
 
+def cancel(view: ReleaseView, now: float) -> Confirmation:
+    """Stop the action running on a release."""
+    running = view.running
+    action = running.action if running is not None else "the action"
+    since = f" for {duration(now - running.started)}" if running is not None else ""
+    body = (f"Cancel {action} on release {_name(view)} (running{since}).\n\n"
+            "helmdeck stops helm (terminate, then kill after a grace period) and records the action cancelled. "
+            "A pending revision it leaves is unlocked at once, so the release stays at its last deployed revision.")
+    if view.package is not None:
+        body += ("\nThe package is then suspended so helmdeck does not start the same action again; "
+                 "upgrade or resume it when ready.")
+    return Confirmation(f"Cancel {action}?", body, f"Cancel {action}")
+
+
 def cleanup(items: list[CleanupItem]) -> Confirmation:
     """Uninstall every helmdeck-managed release no package declares (``items`` from a dry run)."""
     would = [i for i in items if i.result == "would-remove"]

@@ -135,6 +135,11 @@ class EngineClient:
         self.check("maintenance", key)
         return await self.engine.set_maintenance(key, mode)
 
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
+        """Stop the action running on ``key``; its outcome is recorded cancelled."""
+        self.check("cancel", key)
+        return await self.engine.cancel(key)
+
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Make a release stuck in a pending state actionable again."""
         self.check("unlock", key)

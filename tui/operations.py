@@ -193,6 +193,13 @@ async def _unlock(ctx: Context) -> Step:
                 confirmations.unlock(ctx.view, ctx.now))
 
 
+# -- cancel -------------------------------------------------------------------------------
+async def _cancel(ctx: Context) -> Step:
+    assert ctx.view is not None
+    return Step(f"Cancel the action on {ctx.ref}", lambda: ctx.client.cancel(ctx.key), _outcome,
+                confirmations.cancel(ctx.view, ctx.now), f"Cancelling the action on {ctx.ref} …")
+
+
 # -- cleanup ------------------------------------------------------------------------------
 def _cleanup_report(items: list[CleanupItem]) -> Notice:
     removed = [f"{i.namespace}/{i.name}" for i in items if i.result == "removed"]
@@ -245,6 +252,9 @@ OPERATIONS: tuple[Operation, ...] = (
               _maintenance),
     Operation("suspend", "s", "Suspend", "Suspend or resume reconciliation of the package", _suspend),
     Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first", _unlock),
+    Operation("cancel", "ctrl+k", "Cancel",
+              "Cancel the action running on the release: stops helm, records it cancelled and unlocks the "
+              "pending revision it leaves; asks first", _cancel),
     Operation("cleanup", "c", "Cleanup",
               "Uninstall helmdeck-managed releases no package declares; lists them and asks first", _cleanup,
               per_release=False, preview="Cleanup (dry run)"),

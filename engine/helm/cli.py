@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from engine.kube import KubeTarget
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 # Slack on top of helm's own --timeout before we stop waiting for the process.
 _PROCESS_GRACE = 60.0
+# Seconds a stopped helm gets after SIGTERM to record its outcome before it is killed.
+STOP_GRACE = 5.0
 
 
 @dataclass(frozen=True, order=True)
@@ -206,11 +209,7 @@ class Helm:
             await proc.wait()
             raise HelmError(f"helm {action} did not finish in {timeout:.0f}s", action=action) from None
         except asyncio.CancelledError:
-            # Let helm finish its own cleanup (it records failed on SIGTERM).
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 10)
+            await _stop(proc)
             raise
         stdout = out.decode(errors="replace")
         stderr = err.decode(errors="replace")
@@ -372,6 +371,19 @@ class Helm:
         """``helm status -o json``. Raises ReleaseNotFound."""
         out = await self._run("status", ["status", release, *self._common(namespace), "--output", "json"], 60)
         return _json_object(out)
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Stop helm and what it started (its session's process group): SIGTERM first, so helm records the
+    release failed as it does on ctrl+c, then SIGKILL after :data:`STOP_GRACE` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)  # start_new_session: helm leads its own group
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_GRACE)
+            return
+        except TimeoutError:
+            continue
 
 
 def _with_post_renderer(args: list[str], renderer: PostRenderer | None, major: int) -> tuple[list[str], dict[str, str]]:

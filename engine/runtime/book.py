@@ -54,6 +54,10 @@ class ActionRefused(RuntimeError):
     """An action was not started (busy release, no package, read-only, ...)."""
 
 
+class ActionCancelled(ActionRefused):
+    """The action was cancelled by the operator (:meth:`ReleaseBook.cancel`) before it finished."""
+
+
 class NotAvailable(RuntimeError):
     """This engine cannot perform the action at all; the message says why."""
 
@@ -93,6 +97,8 @@ class ReleaseBook:
         self._views: dict[ReleaseKey, ReleaseView] = {}
         self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
+        self._holders: dict[ReleaseKey, asyncio.Task[Any]] = {}  # the task running each held release's action
+        self._cancelled: set[ReleaseKey] = set()
         self._subscribers: list[Subscriber] = []
         self._said: dict[type, EngineEvent] = {}
 
@@ -294,11 +300,40 @@ class ReleaseBook:
             view = self._views.get(key)
             raise ActionRefused(busy_reason(key, view.running if view else None))
         async with lock:
+            task = asyncio.current_task()
+            if task is not None:
+                self._holders[key] = task
             self.refresh(key, running=RunningAction(action, time.time(), timeout))
             try:
                 yield
+            except asyncio.CancelledError:
+                if key not in self._cancelled or task is None:
+                    raise
+                # The operator's cancel, not a shutdown: the caller sees a refused (cancelled) action
+                # and its task goes on (a queue worker keeps working).
+                task.uncancel()
+                raise ActionCancelled(f"{action} on {key[0]}/{key[1]} was cancelled") from None
             finally:
+                self._holders.pop(key, None)
+                self._cancelled.discard(key)
                 self.refresh(key, running=None)
+
+    def cancel(self, key: ReleaseKey) -> bool:
+        """Cancel the action holding ``key`` (its helm is stopped: terminated, then killed after a grace
+        period); it then raises :class:`ActionCancelled` to its caller. False when nothing runs on it."""
+        task = self._holders.get(key)
+        if task is None or task.done():
+            return False
+        self._cancelled.add(key)
+        task.cancel()
+        return True
+
+    async def released(self, key: ReleaseKey) -> None:
+        """Wait until no action of this engine holds ``key``."""
+        lock = self._locks.get(key)
+        if lock is not None and lock.locked():
+            async with lock:
+                pass
 
     # -- persistence ---------------------------------------------------------------
     async def load_statuses(self, namespaces: list[str] | None) -> set[ReleaseKey]:

@@ -314,6 +314,10 @@ class Engine:
         """Run ``helm test`` on ``key``."""
         return await self.operations.test(key)
 
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
+        """Stop the action running on ``key`` and record it cancelled (see Operations.cancel)."""
+        return await self.operations.cancel(key)
+
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Mark ``key``'s pending release failed so it can move again."""
         return await self.operations.unlock(key)

@@ -12,7 +12,8 @@ same everywhere. Rules, in the order they are checked:
    maintenance, render, diff);
 5. pending: unlock needs a release held pending (``pending-*``, as Helm's
    ``IsPending``);
-6. busy: at most one action of this engine runs on a release.
+6. busy: at most one action of this engine runs on a release;
+7. idle: cancel needs an action of this engine running on the release.
 
 ``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
 """
@@ -27,7 +28,7 @@ from engine.storage.observation import Observation
 
 # Mutating actions, by the name the app's keys use.
 ACTIONS = (
-    "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall",
+    "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall", "cancel",
 )
 # Actions that only read ("cleanup-plan": what cleanup would remove).
 READING = ("diff", "render", "cleanup-plan")
@@ -108,6 +109,8 @@ class ActionGate:
             return no_package_reason(key)
         if action == "unlock" and not is_pending(self._latest(*key)):
             return not_pending_reason(key)
+        if action == "cancel" and not self._book.busy(key):
+            return f"nothing runs on {key[0]}/{key[1]}: nothing to cancel"
         if action in _HOLDS_RELEASE and self._book.busy(key):
             view = self._book.view(key)
             return busy_reason(key, view.running if view else None)

@@ -39,6 +39,7 @@ from engine.runtime.state import CleanupItem, ReleaseKey
 from engine.runtime.tasks import Background
 from engine.sources import SourceError, SourceRef
 from engine.storage.observation import Observation
+from engine.storage.writer import ReleaseNotPendingError
 
 # Placeholder chart for actions on releases no package declares (rollback, test, unlock, uninstall need none).
 _NO_CHART = Chart(Path("-"), "", "", "", "")
@@ -140,6 +141,47 @@ class Operations:
         no staleness wait, but never while an action of ours runs on it)."""
         self.gate.check("unlock", key)
         return await self._single(key, "unlock", Unlock)
+
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
+        """Stop the action running on ``key`` (helm is terminated, then killed after a grace period) and
+        record it cancelled (fluxcd/helm-controller#1387: an upgrade stuck on ``--wait`` cannot be stopped).
+
+        A ``pending-*`` revision the stopped helm left is unlocked at once
+        (marked failed, as Helm's own ctrl+c does): helmdeck ran that helm, so
+        the lock is known stale without the timeout. The package (if any) is
+        then suspended, as after the operator's rollback: a pass would
+        otherwise retry the very action just cancelled; a forced upgrade or
+        resume lifts it. Raises ActionRefused when nothing runs on ``key``.
+        """
+        self.gate.check("cancel", key)
+        view = self.book.view(key)
+        action = view.running.action if view is not None and view.running is not None else "action"
+        if key in self.book.packages:
+            self.set_suspended(key, True)
+        self.book.cancel(key)
+        await self.book.released(key)
+        message = f"{action} cancelled by the operator"
+        latest = self.observer.latest(*key)
+        # Helm refuses to start on a pending release: a pending revision now is the stopped helm's own.
+        if latest is not None and latest.is_pending and self.controller.ctx.unlock is not None:
+            try:
+                # No resourceVersion: the record is read afresh and unlocked only if still pending.
+                await self.controller.ctx.unlock(dataclasses.replace(latest, resource_version=""),
+                                                 f"its helm {action} was cancelled by the operator")
+                message += f"; revision {latest.version} ({latest.status}) unlocked"
+            except ReleaseNotPendingError:
+                pass  # helm recorded its own outcome on SIGTERM
+            except Exception as exc:  # the operator can still unlock by hand
+                message += f"; unlocking revision {latest.version} failed: {exc}"
+        outcome = ActionOutcome(action, False, message, latest.version if latest else None, at=time.time())
+        if key in self.book.packages:
+            status = self.book.status(key) or EngineStatus()
+            self.book.set_status(key, dataclasses.replace(status, last=outcome, suspended=True), state=None)
+            await self.book.persist(key)
+        else:
+            self.book.refresh(key, last=outcome)
+        self.book.log(key, action, "cancelled", message)
+        return outcome
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         """``helm uninstall`` the release; its package (if any) is suspended so it is not reinstalled."""
