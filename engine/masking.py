@@ -13,7 +13,9 @@ The rule (also shown on the help screen):
 * in manifests, the ``data`` and ``stringData`` values of every ``Secret``,
   and in any object a scalar whose key matches the key-name rule (a
   ConfigMap's ``DB_PASSWORD: ...``);
-* booleans and nulls are never masked (they carry no secret).
+* booleans and nulls are never masked (they carry no secret);
+* in free text (a chart's NOTES), every value the rules above mask in the
+  release's values wherever it appears, PEM private key blocks and URL passwords.
 
 A masked value reads ``•••••• #1a2b``: the tag is an HMAC of the value
 under a key made fresh for each app run, so two masked values differ
@@ -38,6 +40,8 @@ SECRET_WORDS = frozenset({
 SECRET_MAPS = frozenset({"secrets", "secret", "credentials"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _PEM_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+_MASKED = "•••••• #"
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s\"']+:)([^@/\s\"']+)(@)", re.IGNORECASE)
 
 
@@ -56,6 +60,25 @@ def is_secret_map(key: str) -> bool:
     """Whether everything under ``key`` is masked (a ``secrets`` map)."""
     parts = words(key)
     return bool(parts) and parts[-1] in SECRET_MAPS
+
+
+def _secret_leaves(values: Any, masked: Any, found: set[str]) -> None:
+    """Collect into ``found`` the text of each leaf of ``values`` that ``masked`` (its masked copy) hides.
+
+    Very short leaves (under 4 characters) are left out: replacing ``1`` or ``on`` everywhere
+    in a text would hide nothing secret and mangle the rest.
+    """
+    if isinstance(values, dict) and isinstance(masked, dict):
+        for k, v in values.items():
+            _secret_leaves(v, masked.get(k), found)
+    elif isinstance(values, list) and isinstance(masked, list):
+        for v, m in zip(values, masked, strict=False):
+            _secret_leaves(v, m, found)
+    elif isinstance(values, str | int | float) and isinstance(masked, str) and masked.startswith(_MASKED):
+        # A URL with a password is masked only in part: the URL rule catches it in the text.
+        text = str(values)
+        if len(text) >= 4:
+            found.add(text)
 
 
 def _maskable(value: object) -> bool:
@@ -77,7 +100,7 @@ class Masker:
     def mask(self, value: object) -> str:
         """The masked form of one value: ``•••••• #`` and 4 hex of an HMAC."""
         tag = hmac.new(self._key, repr(value).encode(), hashlib.sha256).hexdigest()[:4]
-        return f"•••••• #{tag}"
+        return f"{_MASKED}{tag}"
 
     def mask_values(self, values: Any, *, under_secret: bool = False) -> Any:
         """A copy of ``values`` (a YAML-like tree) with secret values replaced by :meth:`mask`."""
@@ -106,6 +129,20 @@ class Masker:
     def mask_url_passwords(self, text: str) -> str:
         """``text`` with the password of every ``scheme://user:password@`` masked."""
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{self.mask(m.group(2))}{m.group(3)}", text)
+
+    def mask_text(self, text: str, values: Any) -> str:
+        """Free text (a chart's NOTES, rendered from ``values``) with every secret of ``values`` masked.
+
+        A secret is a string or number the values rule masks (:meth:`mask_values`); each occurrence of
+        its text is replaced by its mask, longest first (so a secret containing another stays whole).
+        PEM private key blocks and URL passwords are masked as in manifests.
+        """
+        found: set[str] = set()
+        _secret_leaves(values, self.mask_values(values), found)
+        for secret in sorted(found, key=len, reverse=True):
+            text = text.replace(secret, self.mask(secret))
+        text = _PEM_BLOCK.sub(lambda m: self.mask(m.group(0)), text)
+        return self.mask_url_passwords(text)
 
     def values_yaml(self, values: dict[str, Any], *, reveal: bool) -> str:
         """Values as YAML, masked unless ``reveal``; ``{}`` for none."""

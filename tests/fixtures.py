@@ -45,13 +45,14 @@ def fixed_clock() -> float:
 def storage_secret(
     name: str, namespace: str, version: int, status: str, chart: str, chart_version: str, app_version: str,
     config: dict[str, Any], deployed: str, description: str = "", labels: dict[str, str] | None = None,
-    manifest: str | None = None, chart_values: dict[str, Any] | None = None,
+    manifest: str | None = None, chart_values: dict[str, Any] | None = None, notes: str = "",
 ) -> dict[str, Any]:
     """A Helm storage Secret as the API returns it."""
     release = {
         "name": name, "namespace": namespace, "version": version,
         "info": {"status": status, "first_deployed": "2026-11-30T09:00:00Z", "last_deployed": deployed,
-                 "deleted": "", "description": description or f"{status} revision {version}"},
+                 "deleted": "", "description": description or f"{status} revision {version}",
+                 **({"notes": notes} if notes else {})},
         "chart": {"metadata": {"name": chart, "version": chart_version, "appVersion": app_version},
                   "values": chart_values or {}},
         "config": config, "manifest": manifest if manifest is not None else f"# {name} v{version}\n",
@@ -85,6 +86,14 @@ def web_manifest(replicas: int, tag: str, password: str) -> str:
     )
 
 
+def web_notes(password: str) -> str:
+    """NOTES as a chart renders them: an address with credentials and a password from the values."""
+    return ("1. The web service listens on port 80:\n"
+            "     kubectl -n helmdeck-demo port-forward svc/web 8080:80\n"
+            f"2. Log in as admin with the password {password}\n"
+            f"3. Or: curl http://admin:{password}@localhost:8080/\n")
+
+
 WEB_CHART_VALUES = {"image": {"repository": "nginx", "tag": "1.27"}, "replicas": 1, "service": {"port": 80}}
 
 FIXED_RECORDS = [
@@ -106,7 +115,8 @@ FIXED_RECORDS = [
     storage_secret("web", "helmdeck-demo", 3, "deployed", "web", "0.2.0", "1.27",
                    {"replicas": 2, "auth": {"adminPassword": "hunter2"}, "secrets": {"apiToken": "t0k3n"}},
                    "2026-11-30T09:45:00Z", "Rollback to 1",
-                   manifest=web_manifest(2, "1.27", "hunter2"), chart_values=WEB_CHART_VALUES),
+                   manifest=web_manifest(2, "1.27", "hunter2"), chart_values=WEB_CHART_VALUES,
+                   notes=web_notes("hunter2")),
     storage_secret("flaky", "helmdeck-demo", 1, "deployed", "flaky", "0.1.0", "0.1",
                    {"fail": False}, "2026-11-30T09:02:00Z",
                    manifest=configmap_manifest("flaky", "helmdeck-demo", {"message": "ok"})),

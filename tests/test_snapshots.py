@@ -61,7 +61,7 @@ def test_theme(snap_compare: Any, theme: str) -> None:
     assert snap_compare(app(theme=theme), terminal_size=MAIN, run_before=open_web)
 
 
-@pytest.mark.parametrize("tab", ["1", "2", "3", "4", "5", "6", "7"])
+@pytest.mark.parametrize("tab", ["1", "2", "3", "4", "5", "6", "7", "8"])
 def test_detail_tab(snap_compare: Any, tab: str) -> None:
     """web: rolled back by hand, a Secret in its values and manifest, a Service absent."""
 

@@ -165,6 +165,21 @@ def test_manifest_masks_secret_data_and_secret_looking_keys() -> None:
 # -- manifests and diffs ---------------------------------------------------------------
 
 
+def test_notes_mask_the_values_secrets_wherever_they_appear() -> None:
+    masker = Masker(b"k")
+    values = {"auth": {"adminPassword": "hunter2", "user": "admin"}, "secrets": {"short": "ab", "pin": 12345},
+              "enabled": True, "replicas": 2}
+    notes = ("Log in as admin with hunter2 (pin 12345, replicas 2).\n"
+             "curl http://bob:s3cret@web/\n"
+             "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\ndone\n")
+    shown = masker.mask_text(notes, values)
+    for secret in ("hunter2", "12345", "s3cret", "MIIE"):
+        assert secret not in shown
+    assert masker.mask("hunter2") in shown and masker.mask("s3cret") in shown
+    assert "Log in as admin" in shown and "replicas 2" in shown and "done" in shown and "http://bob:" in shown
+    assert masker.mask_text("no secrets here", values) == "no secrets here"
+
+
 def test_manifest_objects_get_the_release_namespace_unless_cluster_scoped() -> None:
     manifest = ("kind: Deployment\nmetadata: {name: a}\n---\nkind: ClusterRole\nmetadata: {name: r, namespace: x}\n"
                 "---\nkind: ConfigMapList\nitems:\n- kind: ConfigMap\n  metadata: {name: c, namespace: other}\n"

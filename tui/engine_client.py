@@ -90,6 +90,18 @@ class EngineClient:
         values = await self.engine.values(key, revision, computed=computed)
         return self.masker.values_yaml(values, reveal=reveal)
 
+    async def notes_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
+        """The chart's NOTES Helm stored for ``revision`` (``info.notes``), its values' secrets masked unless
+        ``reveal`` ("" when the chart has none)."""
+        record = await self.engine.release_record(key, revision)
+        info = record.get("info")
+        notes = info.get("notes") if isinstance(info, dict) else None
+        if not isinstance(notes, str) or not notes:
+            return ""
+        if reveal:
+            return notes
+        return self.masker.mask_text(notes, await self.engine.values(key, revision, computed=True))
+
     async def revision_diff(self, key: ReleaseKey, before: int, after: int, *, reveal: bool = False) -> str:
         """Manifests and user values of two stored revisions compared ("" = equal)."""
         sides = [(rev, await self.engine.manifest(key, rev), await self.engine.values(key, rev, computed=False))

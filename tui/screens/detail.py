@@ -1,4 +1,4 @@
-"""The release detail screen: Overview, History, Values, Manifest, Diff, Resources and Events tabs."""
+"""The release detail screen: Overview, History, Values, Manifest, Diff, Resources, Events and Notes tabs."""
 
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ from tui.widgets.event_log import EventLog
 from tui.widgets.header_bar import TONE_STYLE
 from tui.widgets.history_table import HistoryTable
 from tui.widgets.manifest_pane import ManifestPane
+from tui.widgets.notes_pane import NotesPane
 from tui.widgets.overview import OverviewPanel
 from tui.widgets.resources_pane import ResourcesPane
 from tui.widgets.values_pane import ValuesPane
 
 TABS = (("overview", "Overview"), ("history", "History"), ("values", "Values"), ("manifest", "Manifest"),
-        ("diff", "Diff"), ("resources", "Resources"), ("events", "Events"))
+        ("diff", "Diff"), ("resources", "Resources"), ("events", "Events"), ("notes", "Notes"))
 TABS_GROUP = Binding.Group("Tabs", compact=True)
 FOCUS_IN_TAB = "OverviewPanel, HistoryTable, ValuesPane TextView, ManifestPane TextView, DiffPane TextView, " \
-               "ResourcesPane DataTable, EventLog"
+               "ResourcesPane DataTable, EventLog, NotesPane TextView"
 
 
 def detail_title(view: ReleaseView | None, key: ReleaseKey, now: float) -> Content:
@@ -64,7 +65,7 @@ class ReleaseDetailScreen(EngineScreen):
     ]
 
     revision: reactive[int | None] = reactive(None, init=False)
-    """The revision the Values and Manifest tabs show (the latest unless picked in History)."""
+    """The revision the Values, Manifest and Notes tabs show (the latest unless picked in History)."""
 
     def __init__(self, client: EngineClient, signals: EngineSignals, key: ReleaseKey, clock: Callable[[], float],
                  tab: str = "overview"):
@@ -90,6 +91,8 @@ class ReleaseDetailScreen(EngineScreen):
                 yield ResourcesPane(self._client, self.key, id="resources-pane")
             with TabPane("Events", id="events"):
                 yield EventLog(id="event-log")
+            with TabPane("Notes", id="notes"):
+                yield NotesPane(self._client, self.key, id="notes-pane")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -149,6 +152,7 @@ class ReleaseDetailScreen(EngineScreen):
     def watch_revision(self, revision: int | None) -> None:
         self.query_one(ValuesPane).revision = revision
         self.query_one(ManifestPane).revision = revision
+        self.query_one(NotesPane).revision = revision
 
     # -- keys ----------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
@@ -163,7 +167,7 @@ class ReleaseDetailScreen(EngineScreen):
     def action_reveal(self) -> None:
         values, manifest, diff = self.query_one(ValuesPane), self.query_one(ManifestPane), self.query_one(DiffPane)
         reveal = not values.reveal
-        values.reveal = manifest.reveal = diff.reveal = reveal
+        values.reveal = manifest.reveal = diff.reveal = self.query_one(NotesPane).reveal = reveal
         self.notify("Secrets revealed (x masks them again)" if reveal else "Secrets masked")
 
     def action_computed(self) -> None:
@@ -175,4 +179,4 @@ class ReleaseDetailScreen(EngineScreen):
     def _revision_chosen(self, message: HistoryTable.RevisionChosen) -> None:
         self._pinned = True
         self.revision = message.revision
-        self.notify(f"Values and Manifest now show revision {message.revision}")
+        self.notify(f"Values, Manifest and Notes now show revision {message.revision}")

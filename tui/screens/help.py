@@ -26,11 +26,11 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("o / O", "sort by the next column / reverse the order (or click a column header)"),
     )),
     ("Release detail", (
-        ("1 … 7", "Overview, History, Values, Manifest, Diff, Resources, Events"),
-        ("enter", "History: show that revision in Values and Manifest"),
+        ("1 … 8", "Overview, History, Values, Manifest, Diff, Resources, Events, Notes"),
+        ("enter", "History: show that revision in Values, Manifest and Notes"),
         ("r", "History: roll back to the highlighted revision (elsewhere: pick one)"),
         ("a", "Values: user-supplied or computed values"),
-        ("x", "Values, Manifest, Diff: reveal or mask secrets"),
+        ("x", "Values, Manifest, Diff, Notes: reveal or mask secrets"),
         ("escape", "back to the release list"),
     )),
     ("Anywhere", (
