@@ -24,6 +24,7 @@ concept exists::
       rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
       uninstall: {keepHistory, disableHooks, disableWait}
       driftDetection: {mode: disabled|warn|enabled}
+      dependsOn: [{name, namespace}] # packages Ready first (engine.order)
 
 Defaults are Flux's (helm waits for Jobs unless ``disableWaitForJobs``). Files are parsed by
 the bounded loader (:mod:`engine.resolve.loader`): size, nesting and alias-expansion limits.
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from engine.order import Dependency, check_dependencies, parse_depends_on
 from engine.resolve.chart import is_chart
 from engine.resolve.loader import YamlLimitError, load_yaml, package_limits
 
@@ -193,6 +195,7 @@ class PackageSpec:
     rollback: RollbackSpec = RollbackSpec()
     uninstall: UninstallSpec = UninstallSpec()
     drift_detection: str = "disabled"
+    depends_on: tuple[Dependency, ...] = ()
     # A chart from a repository (engine.sources): the parsed form, then the request linked to its source;
     # chart_path is then where the resolved archive is found (engine.sources.current).
     chart_source: ChartTemplate | SourceRef | None = None
@@ -461,6 +464,8 @@ def load_package(file: Path) -> PackageSpec:
             "spec.driftDetection.mode", DRIFT_MODES, "disabled"),
         "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
         "storage_namespace": storage_ns,
+        "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
+                                       name=name),
     }
     if timeout is not None:
         extra["timeout"] = timeout
@@ -482,6 +487,7 @@ def load_package(file: Path) -> PackageSpec:
 _SPEC_FIELDS = (
     "chart", "chartRef", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
+    "dependsOn",
 )
 _INSTALL_FLAGS = ("createNamespace", "disableHooks", "disableWait", "disableWaitForJobs", "replace")
 _UPGRADE_FLAGS = ("force", "cleanupOnFail", "preserveValues", "disableHooks", "disableWait", "disableWaitForJobs")
@@ -548,7 +554,8 @@ def load_packages(
     """Load every package file in ``directory``.
 
     Returns the valid packages and the errors; a bad file never stops the
-    others. Two files driving the same release are both reported.
+    others. Two files driving the same release are both reported; so are
+    ``dependsOn`` entries naming no package here, and cycles (engine.order).
     """
     specs: list[PackageSpec] = []
     errors: list[PackageError] = []
@@ -581,4 +588,5 @@ def load_packages(
                                            f"release {key[0]}/{key[1]} is also declared by {names}",
                                            "give each package its own release name or namespace"))
             specs = [s for s in specs if s.key != key]
-    return specs, errors
+    specs, order_errors = check_dependencies(specs)
+    return specs, errors + order_errors

@@ -1,0 +1,243 @@
+"""Package ordering: ``spec.dependsOn`` (Flux's HelmRelease field) and the dependency graph.
+
+A package names other packages it depends on::
+
+    spec:
+      dependsOn:
+        - name: base              # metadata.name of another package
+          namespace: infra        # optional; default the package's own namespace
+
+At load (:func:`check_dependencies`), a reference to no package of the folder
+and a cycle are refused, naming the files and lines (a cycle lists every
+member). :func:`dependency_order` gives an order where each package comes
+after its dependencies (as ``helmfile show-dag``); the reverse is the order of
+removal. A package reconciles only when each dependency is Ready (Flux's
+``DependencyNotReady``); the controller asks :func:`waiting_for`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # engine.package imports this module
+    from engine.package import PackageError, PackageSpec
+
+PackageId = tuple[str, str]  # (namespace, metadata.name)
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One ``spec.dependsOn`` entry: the package ``namespace/name``; ``line`` where it is written (0 unknown)."""
+
+    name: str
+    namespace: str
+    line: int = 0
+
+    @property
+    def id(self) -> PackageId:
+        return (self.namespace, self.name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def package_id(spec: PackageSpec) -> PackageId:
+    """``(namespace, metadata.name)``: what ``dependsOn`` names (not the release key)."""
+    return (spec.namespace, spec.name)
+
+
+def parse_depends_on(raw: Any, *, file: Path, lines: Mapping[str, int], namespace: str,
+                     name: str) -> tuple[Dependency, ...]:
+    """``spec.dependsOn`` of one file as Dependencies. Raises PackageError (shape, a package depending on itself)."""
+    from engine.package import PackageError
+
+    def error(path: str, problem: str, fix: str) -> PackageError:
+        return PackageError(file, path, problem, fix, lines.get(path) or lines.get("spec.dependsOn"))
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise error("spec.dependsOn", "must be a list", "write a list of {name, namespace}")
+    out: list[Dependency] = []
+    for i, item in enumerate(raw):
+        path = f"spec.dependsOn[{i}]"
+        if not isinstance(item, dict):
+            raise error(path, "must be a mapping", "write {name: other-package, namespace: its-namespace}")
+        unknown = [k for k in item if k not in ("name", "namespace")]
+        if unknown:
+            raise error(f"{path}.{unknown[0]}", "unknown field", "allowed here: name, namespace")
+        dep_name, dep_ns = item.get("name"), item.get("namespace", namespace)
+        if not isinstance(dep_name, str) or not dep_name:
+            raise error(f"{path}.name", "is required (a string)", "name the package (its metadata.name)")
+        if not isinstance(dep_ns, str) or not dep_ns:
+            raise error(f"{path}.namespace", "must be a namespace name", "omit it for the package's own namespace")
+        dep = Dependency(dep_name, dep_ns, lines.get(path, 0))
+        if dep.id == (namespace, name):
+            raise error(path, "a package cannot depend on itself", "remove this entry")
+        if dep not in out:
+            out.append(dep)
+    return tuple(out)
+
+
+def _where(spec: PackageSpec, dep: Dependency | None = None) -> str:
+    line = dep.line if dep is not None else 0
+    return f"{spec.file.name}:{line}" if line else spec.file.name
+
+
+def check_dependencies(specs: list[PackageSpec]) -> tuple[list[PackageSpec], list[PackageError]]:
+    """``specs`` without those whose ``dependsOn`` names no package of the set, or that are in a cycle
+    (or depend on such a package); the errors name the files and lines, a cycle every member."""
+    from engine.package import PackageError
+
+    by_id = {package_id(s): s for s in specs}
+    errors: list[PackageError] = []
+    bad: set[PackageId] = set()
+    for spec in specs:
+        for i, dep in enumerate(spec.depends_on):
+            if dep.id not in by_id:
+                errors.append(PackageError(
+                    spec.file, f"spec.dependsOn[{i}]", f"no package {dep} in this folder",
+                    "name a package's metadata.name (and namespace), or fix that package's file", dep.line or None))
+                bad.add(package_id(spec))
+    for cycle in find_cycles({pid: [d.id for d in s.depends_on if d.id in by_id] for pid, s in by_id.items()}):
+        members = " -> ".join(f"{p[0]}/{p[1]} ({_where(by_id[p], _edge(by_id[p], q))})"
+                              for p, q in zip(cycle, cycle[1:] + cycle[:1], strict=True))
+        for pid, nxt in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+            spec = by_id[pid]
+            edge = _edge(spec, nxt)
+            index = spec.depends_on.index(edge) if edge is not None else 0
+            errors.append(PackageError(spec.file, f"spec.dependsOn[{index}]", f"dependency cycle: {members}",
+                                       "remove one of these dependsOn entries", edge.line if edge else None))
+            bad.add(pid)
+    # A package whose dependency is refused cannot be ordered either: it is held out, and said so.
+    changed = True
+    while changed:
+        changed = False
+        for spec in specs:
+            pid = package_id(spec)
+            if pid in bad:
+                continue
+            refused = next((d for d in spec.depends_on if d.id in bad), None)
+            if refused is not None:
+                errors.append(PackageError(spec.file, f"spec.dependsOn[{spec.depends_on.index(refused)}]",
+                                           f"depends on {refused}, which is refused", "fix that package first",
+                                           refused.line or None))
+                bad.add(pid)
+                changed = True
+    return [s for s in specs if package_id(s) not in bad], errors
+
+
+def _edge(spec: PackageSpec, target: PackageId) -> Dependency | None:
+    return next((d for d in spec.depends_on if d.id == target), None)
+
+
+def find_cycles(graph: Mapping[PackageId, Iterable[PackageId]]) -> list[list[PackageId]]:
+    """The cycles of ``graph`` (node -> the nodes it depends on), one per strongly connected component of
+    more than one node, each as a path ``[a, b, ...]`` with ``a -> b -> ... -> a``; sorted, deterministic."""
+    index: dict[PackageId, int] = {}
+    low: dict[PackageId, int] = {}
+    stack: list[PackageId] = []
+    on_stack: set[PackageId] = set()
+    components: list[list[PackageId]] = []
+
+    def visit(start: PackageId) -> None:  # Tarjan's algorithm, iterative (no recursion limit)
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    comp.append(member)
+                    if member == node:
+                        break
+                if len(comp) > 1:
+                    components.append(comp)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_path(set(c), graph) for c in sorted(components, key=min)]
+
+
+def _cycle_path(members: set[PackageId], graph: Mapping[PackageId, Iterable[PackageId]]) -> list[PackageId]:
+    """A simple cycle through the smallest member of a strongly connected component."""
+    start = min(members)
+    # Breadth-first from start's successors back to start, inside the component: the shortest cycle.
+    parents: dict[PackageId, PackageId] = {}
+    frontier = [start]
+    while frontier:
+        nxt_frontier = []
+        for node in frontier:
+            for succ in sorted(graph.get(node, ())):
+                if succ not in members or succ in parents:
+                    continue
+                parents[succ] = node
+                if succ == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return path[::-1]
+                nxt_frontier.append(succ)
+        frontier = nxt_frontier
+    return sorted(members)  # unreachable for a strongly connected component
+
+
+def topological(nodes: Iterable[PackageId], depends: Callable[[PackageId], Iterable[PackageId]]) -> list[PackageId]:
+    """``nodes`` with each after the nodes it depends on (edges outside ``nodes`` ignored); ties by name
+    (Kahn's algorithm with a heap: deterministic). Raises ValueError naming the nodes left in a cycle."""
+    nodes = list(dict.fromkeys(nodes))
+    present = set(nodes)
+    deps = {n: {d for d in depends(n) if d in present and d != n} for n in nodes}
+    dependents: dict[PackageId, list[PackageId]] = {n: [] for n in nodes}
+    for n, ds in deps.items():
+        for d in ds:
+            dependents[d].append(n)
+    ready = [n for n in nodes if not deps[n]]
+    heapq.heapify(ready)
+    out: list[PackageId] = []
+    while ready:
+        n = heapq.heappop(ready)
+        out.append(n)
+        for m in dependents[n]:
+            deps[m].discard(n)
+            if not deps[m]:
+                heapq.heappush(ready, m)
+    if len(out) != len(nodes):
+        left = sorted(present - set(out))
+        raise ValueError("dependency cycle among " + ", ".join(f"{n[0]}/{n[1]}" for n in left))
+    return out
+
+
+def dependency_order(specs: Iterable[PackageSpec]) -> list[PackageSpec]:
+    """``specs`` with every package after its dependencies (dependencies outside ``specs`` ignored).
+    Raises ValueError on a cycle (the loader refuses those)."""
+    by_id = {package_id(s): s for s in specs}
+    return [by_id[p] for p in topological(by_id, lambda p: (d.id for d in by_id[p].depends_on))]
+
+
+def waiting_for(spec: PackageSpec, ready: Callable[[PackageId], bool | None]) -> list[Dependency]:
+    """The dependencies of ``spec`` not Ready now (``ready(id)``: True, False, or None for no such package)."""
+    return [d for d in spec.depends_on if ready(d.id) is not True]
+
