@@ -52,6 +52,7 @@ DRIFT_CORRECTED = "DriftCorrected"
 PROGRESSING = "Progressing"
 IN_MAINTENANCE = "InMaintenance"
 INVALID_PACKAGE = "InvalidPackage"
+DEPENDENCY_NOT_READY = "DependencyNotReady"  # Flux's reason: a dependsOn package is not Ready
 RECONCILE_ERROR = "ReconcileError"
 UNLOCKED = "Unlocked"
 

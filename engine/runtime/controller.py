@@ -31,6 +31,7 @@ from kubernetes import client
 from engine import labels
 from engine.helm import Helm, HelmError
 from engine.monitor.status import MonitorStatus
+from engine.order import Dependency, PackageId, dependency_order, package_id, waiting_for
 from engine.package import PackageError, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
@@ -46,7 +47,7 @@ from engine.runtime.book import ActionRefused, ReleaseBook
 from engine.runtime.gate import ActionGate, no_package_reason
 from engine.runtime.queue import RunResult, WorkQueue
 from engine.runtime.source import PackageSource, SourceUpdate
-from engine.runtime.state import LeaseChanged, PackageProblems, ReleaseKey
+from engine.runtime.state import EngineEvent, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
@@ -65,6 +66,9 @@ _REFUSED_RETRY = 5.0
 _SETTLE_REFUSED_RETRY = 1.0
 # Followers re-read the persisted statuses this often (seconds).
 _FOLLOWER_REFRESH = 3.0
+# A package held for its dependencies looks again this often even without a trigger (Flux's
+# --requeue-dependency default), seconds.
+DEPENDENCY_RETRY = 30.0
 
 
 def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observation, str], Awaitable[Observation]]:
@@ -79,6 +83,8 @@ def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observa
 
 def verdict(result: PassResult, interval: float) -> RunResult:
     """What the work queue does after a pass (the one translation of a pass's ``next``)."""
+    if result.state == cond.DEPENDENCY_NOT_READY:  # woken when a dependency turns Ready; this is the fallback
+        return RunResult("interval", min(interval, DEPENDENCY_RETRY))
     if result.next == "soon":
         return RunResult("interval", min(LOCKED_RECHECK, result.retry_after or LOCKED_RECHECK))
     if result.next == "interval":
@@ -127,6 +133,8 @@ class PackageController:
         self.leading = asyncio.Event()  # set while this instance holds the lease
         self.queue: WorkQueue[ReleaseKey] = WorkQueue(
             self._run_queued, concurrency=concurrency, is_suspended=book.suspended)
+        self._ready: dict[ReleaseKey, bool | None] = {}
+        book.subscribe(self._on_event)
 
     # -- packages ----------------------------------------------------------------
     def load_packages(self) -> None:
@@ -140,9 +148,11 @@ class PackageController:
             self.apply_source(await asyncio.to_thread(self.source.load))
 
     def apply_source(self, update: SourceUpdate) -> None:
-        """Take a (re)load of the package source: new specs, problems, changed and removed packages."""
+        """Take a (re)load of the package source: new specs, problems, changed and removed packages
+        (pruned in reverse dependency order)."""
         book = self.book
-        old = set(book.packages)
+        before_specs = dict(book.packages)
+        old = set(before_specs)
         for key, spec in update.specs.items():
             before = book.packages.get(key)
             status = book.status(key)
@@ -156,11 +166,12 @@ class PackageController:
             book.set_state(key, None)
         for key in update.removed:
             book.set_state(key, None)
-            if self.prune and self.gate.acting:
-                self.tasks.spawn(self._prune(key))
-            else:
+            if not (self.prune and self.gate.acting):
                 book.log(key, "orphan", "info", "its package file was removed; the release is kept "
                          "(run with --prune to uninstall such releases)")
+        if self.prune and self.gate.acting and update.removed:
+            gone = [before_specs[k] for k in update.removed if k in before_specs]
+            self.tasks.spawn(self._prune_all([s.key for s in reversed(dependency_order(gone))]))
         for key in old | set(book.packages):
             book.refresh(key)
         book.emit(PackageProblems(tuple(update.errors)))
@@ -175,6 +186,10 @@ class PackageController:
                 for key in update.changed:
                     self.queue.add(key)
 
+    async def _prune_all(self, keys: list[ReleaseKey]) -> None:
+        for key in keys:  # one at a time: dependents before their dependencies
+            await self._prune(key)
+
     async def _prune(self, key: ReleaseKey) -> None:
         status = self.book.status(key)
         if status is None or status.history.latest() is None:
@@ -185,6 +200,60 @@ class PackageController:
             self.book.log(key, "prune", "succeeded", "package file removed: release uninstalled")
         except HelmError as exc:
             self.book.log(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
+
+    # -- dependencies (spec.dependsOn) ---------------------------------------------------
+    def key_of(self, pid: PackageId) -> ReleaseKey | None:
+        """The release key of the package ``(namespace, metadata.name)``, None when none is loaded."""
+        return next((k for k, s in self.book.packages.items() if package_id(s) == pid), None)
+
+    def dependency_ready(self, pid: PackageId) -> bool | None:
+        """Is the package ``pid`` Ready now (its Ready condition True)? None: no such package."""
+        key = self.key_of(pid)
+        if key is None:
+            return None
+        status = self.book.status(key)
+        return status is not None and cond.is_true(status.conditions, cond.READY)
+
+    def waiting(self, spec: PackageSpec) -> list[Dependency]:
+        """The dependencies ``spec`` waits for (not Ready now)."""
+        return waiting_for(spec, self.dependency_ready)
+
+    def waiting_message(self, waiting: list[Dependency]) -> str:
+        """``waiting for ns/base (not Ready: <its Ready message>)``, one clause per dependency."""
+        parts = []
+        for dep in waiting:
+            key = self.key_of(dep.id)
+            status = self.book.status(key) if key is not None else None
+            ready = cond.get(status.conditions, cond.READY) if status is not None else None
+            why = "not loaded" if key is None else f"not Ready: {ready.message}" if ready is not None and \
+                ready.message else "not reconciled yet"
+            parts.append(f"{dep} ({why})")
+        return "waiting for " + ", ".join(parts)
+
+    def _hold(self, key: ReleaseKey, waiting: list[Dependency]) -> PassResult:
+        """Ready=False (DependencyNotReady) naming what ``key`` waits for; the release is left alone."""
+        book = self.book
+        message = self.waiting_message(waiting)
+        status = book.status(key) or EngineStatus()
+        before = cond.get(status.conditions, cond.READY)
+        if before is None or before.reason != cond.DEPENDENCY_NOT_READY or before.message != message:
+            book.log(key, "reconcile", "info", message)  # said once per change, not at every retry
+        conds = cond.set_condition(status.conditions, cond.READY, False, cond.DEPENDENCY_NOT_READY, message)
+        book.set_status(key, dataclasses.replace(status, conditions=conds))
+        return PassResult(cond.DEPENDENCY_NOT_READY, "interval", message)
+
+    def _on_event(self, event: EngineEvent) -> None:
+        """A package's Ready turning True requeues the packages that depend on it at once."""
+        if not isinstance(event, ReleaseUpdated) or event.view.package is None:
+            return
+        key, ready = event.view.key, event.view.ready
+        was, self._ready[key] = self._ready.get(key), ready
+        if ready is not True or was is True or not (self.auto and self.gate.acting):
+            return
+        pid = package_id(event.view.package)
+        for other, spec in self.book.packages.items():
+            if any(d.id == pid for d in spec.depends_on):
+                self.queue.add(other)
 
     # -- triggers ------------------------------------------------------------------
     def start(self, *, reconcile: bool) -> None:
@@ -324,6 +393,12 @@ class PackageController:
         if spec is None:
             raise ActionRefused(no_package_reason(key))
         async with book.running(key, "reconcile", spec.timeout):
+            waiting = self.waiting(spec)
+            if waiting:
+                result = self._hold(key, waiting)
+                await book.persist(key)
+                book.refresh(key)
+                return result
             try:
                 req = await self._request(key, force)
             except (PackageError, PackageNotHelm, SourceError) as exc:
@@ -362,7 +437,9 @@ class PackageController:
         """Pass each of ``keys`` until it rests (at most :attr:`concurrency` at once); returns the last
         pass of each that finished.
 
-        A pass asking for more work runs again at once, and one waiting on a
+        Dependencies among ``keys`` settle before their dependents (a
+        dependent then passes, or is held when a dependency is not Ready). A
+        pass asking for more work runs again at once, and one waiting on a
         lock waits, while ``deadline`` (seconds from now) is not reached; a
         refused pass (busy) retries each second. Setting ``stop`` ends the
         wait: the keys not finished are missing from the result.
@@ -371,8 +448,21 @@ class PackageController:
         end = loop.time() + deadline
         results: dict[ReleaseKey, PassResult] = {}
         slots = asyncio.Semaphore(self.concurrency)
+        keys = list(keys)
+        done = {k: asyncio.Event() for k in keys}
 
         async def one(key: ReleaseKey) -> None:
+            try:
+                await passes(key)
+            finally:
+                done[key].set()
+
+        async def passes(key: ReleaseKey) -> None:
+            spec = self.book.packages.get(key)
+            for dep in spec.depends_on if spec is not None else ():
+                dep_key = self.key_of(dep.id)
+                if dep_key in done and dep_key != key:
+                    await done[dep_key].wait()
             async with slots:
                 while True:
                     try:

@@ -1,0 +1,77 @@
+"""spec.dependsOn on the local cluster: a package is held while its dependency fails, then both converge;
+a cycle is refused at load naming the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from tests.test_cli import cluster_args, helmdeck
+
+pytestmark = pytest.mark.cluster
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def package(folder: Path, name: str, namespace: str, values: str, depends: tuple[str, ...] = ()) -> Path:
+    folder.mkdir(exist_ok=True)
+    deps = "  dependsOn:\n" + "".join(f"    - name: {d}\n" for d in depends) if depends else ""
+    (folder / f"{name}.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: 20s\n  values: {values}\n{deps}")
+    return folder
+
+
+def lines(stdout: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def test_depends_on_holds_a_package_while_its_dependency_fails_then_both_converge(
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
+) -> None:
+    pkgs = package(tmp_path / "p", "base", namespace, "{fail: true}")
+    package(pkgs, "app", namespace, "{message: hi}", depends=("base",))
+    args = ["reconcile", "--once", "--no-lease", "--json", *cluster_args(helm, kube_target, namespace, pkgs,
+                                                                         tmp_path / "log")]
+    held = helmdeck(*args)
+    assert held.returncode != 0, held.stdout
+    results = {r["release"]: r for r in lines(held.stdout) if r["type"] == "result"}
+    assert results["app"]["state"] == "DependencyNotReady"
+    assert str(results["app"]["message"]).startswith(f"waiting for {namespace}/base (not Ready: ")
+    assert results["base"]["state"] != "InSync"
+    # app was never installed: its dependency failed.
+    records = core_api.list_namespaced_secret(namespace, label_selector="owner=helm").items
+    assert {(s.metadata.labels or {}).get("name") for s in records if s.metadata} == {"base"}
+
+    package(pkgs, "base", namespace, "{fail: false}")
+    fixed = helmdeck(*args)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    events = lines(fixed.stdout)
+    results = {r["release"]: r for r in events if r["type"] == "result"}
+    assert results["app"]["state"] == results["base"]["state"] == "InSync"
+    # The dependency settled before its dependent started.
+    started = [e.get("release") for e in events if e.get("outcome") == "started"]
+    finished = [i for i, e in enumerate(events) if e.get("release") == "base" and e.get("outcome") == "succeeded"]
+    assert started and started[0] == "base" and finished
+    assert all(i > finished[0] for i, e in enumerate(events)
+               if e.get("release") == "app" and e.get("outcome") == "started")
+
+
+def test_a_cycle_is_refused_at_load_naming_the_files(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    pkgs = package(tmp_path / "p", "one", namespace, "{}", depends=("two",))
+    package(pkgs, "two", namespace, "{}", depends=("one",))
+    package(pkgs, "free", namespace, "{}")
+    proc = helmdeck("reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs,
+                                                                       tmp_path / "log"))
+    assert proc.returncode == 1
+    assert f"one.yaml:11: spec.dependsOn[0]: dependency cycle: {namespace}/one (one.yaml:11) -> " \
+           f"{namespace}/two (two.yaml:11)" in proc.stderr
+    assert "two.yaml:11: spec.dependsOn[0]: dependency cycle" in proc.stderr
+    assert f"{namespace}/free: InSync" in proc.stdout
