@@ -1,5 +1,5 @@
 """Pilot tests of the cockpit's actions (issue 14) on the real local cluster and real helm:
-cancelling a running action."""
+cancelling a running action, releases a Flux HelmRelease owns."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
+from engine.runtime.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
+from tests.conftest import run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tests.test_engine_flow import write_package
 from tui.screens.confirm import ConfirmScreen
+from tui.screens.picker import PickerScreen
 
 pytestmark = pytest.mark.cluster
 
@@ -45,3 +48,70 @@ async def test_cancel_key_stops_a_hung_upgrade_and_unlocks_at_once(
         assert any(e.outcome == "cancelled" for e in app.client.events(key))
         await asyncio.sleep(6)  # longer than the queue's refused retry: no new upgrade starts
         assert stored(core_api, namespace, "web") == [(1, "deployed"), (2, "failed")]
+
+
+def install_flux_crd(api: client.ApiClient) -> None:
+    """A schema-less HelmRelease CRD (Flux's group, version and kind), as the issue allows for tests."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{FLUX_PLURAL}.{FLUX_GROUP}"},
+        "spec": {"group": FLUX_GROUP, "scope": "Namespaced",
+                 "names": {"plural": FLUX_PLURAL, "singular": "helmrelease", "kind": "HelmRelease"},
+                 "versions": [{"name": FLUX_VERSION, "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+    ext = client.ApiextensionsV1Api(api)
+    try:
+        ext.create_custom_resource_definition(crd)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    install_flux_crd(core_api.api_client)
+    objects = client.CustomObjectsApi(core_api.api_client)
+    hr = {"apiVersion": f"{FLUX_GROUP}/{FLUX_VERSION}", "kind": "HelmRelease",
+          "metadata": {"name": "podinfo", "namespace": namespace}, "spec": {"interval": "5m"}}
+    for _ in range(50):  # the CRD is served a moment after it is created
+        try:
+            objects.create_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, hr)
+            break
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            await asyncio.sleep(0.2)
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: podinfo\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\n  labels:\n"
+        f"    helm.toolkit.fluxcd.io/name: podinfo\n    helm.toolkit.fluxcd.io/namespace: {namespace}\n"
+        "data:\n  a: b\n")
+    run_helm(helm, "install", "podinfo", str(chart), "-n", namespace)
+    app = make_app(kube_target, helm, namespace, None)
+    key = (namespace, "podinfo")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "status") == "✔ deployed", seen=lambda: row(app, key))
+        assert (await app.client.owner(key)).text == f"Flux HelmRelease {namespace}/podinfo"
+        await select(app, key)
+        await pilot.press("D")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        body = app.screen.confirmation.body
+        assert f"owned by Flux HelmRelease {namespace}/podinfo" in body and "Flux will undo" in body
+        await pilot.press("n")
+        await wait_for(lambda: not isinstance(app.screen, ConfirmScreen))
+        await pilot.press("F")
+        await wait_for(lambda: isinstance(app.screen, PickerScreen))
+        await pilot.press("enter")  # the first choice: request a reconcile
+
+        def annotated() -> bool:
+            got = objects.get_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "podinfo")
+            return REQUESTED_AT in (got.get("metadata", {}).get("annotations") or {})
+
+        await wait_for(annotated)
+    assert stored(core_api, namespace, "podinfo") == [(1, "deployed")]  # nothing was uninstalled

@@ -172,6 +172,13 @@ def test_unlock_confirmation(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
 
 
+def test_flux_owner_warning(snap_compare: Any) -> None:
+    view = _view(LEGACY)
+    dialog = confirmations.owned_by_flux("Uninstall legacy/legacy-api", "Flux HelmRelease flux-system/legacy-api",
+                                         confirmations.uninstall(view, [], None))
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
+
+
 def test_cleanup_confirmation(snap_compare: Any) -> None:
     items = [CleanupItem("old-team", "api", "would-remove"), CleanupItem("old-team", "worker", "would-remove")]
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(confirmations.cleanup(items)))

@@ -31,7 +31,7 @@ from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey
 from tui.engine_client import EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
-from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings
+from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings, owner_warned
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpFacts, HelpScreen
@@ -269,6 +269,7 @@ class HelmdeckApp(App[None]):
         if isinstance(step, Notice):
             self._notice(step)
             return
+        step = await owner_warned(ctx, op.name, step)
         if step.confirmation is not None and not await self.push_screen_wait(ConfirmScreen(step.confirmation)):
             return
         if step.starting:

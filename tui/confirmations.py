@@ -126,6 +126,15 @@ def cancel(view: ReleaseView, now: float) -> Confirmation:
     return Confirmation(f"Cancel {action}?", body, f"Cancel {action}")
 
 
+def owned_by_flux(what: str, owner_text: str, base: Confirmation | None) -> Confirmation:
+    """``base`` (or a plain confirmation of ``what``) warned that a Flux HelmRelease owns the release."""
+    warning = (f"⚠ This release is owned by {owner_text}. Flux will undo this change on its next reconcile.\n"
+               "Use Flux's own actions instead (key F): request a reconcile, or suspend / resume the HelmRelease.")
+    if base is None:
+        return Confirmation(f"{what}?", f"{warning}\n\n{what}.", what)
+    return Confirmation(base.title, f"{warning}\n\n{base.body}", base.confirm_label, base.details)
+
+
 def cleanup(items: list[CleanupItem]) -> Confirmation:
     """Uninstall every helmdeck-managed release no package declares (``items`` from a dry run)."""
     would = [i for i in items if i.result == "would-remove"]

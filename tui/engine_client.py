@@ -15,6 +15,7 @@ from engine.masking import Masker
 from engine.monitor.manifest import ManifestObject
 from engine.runtime.diff import revision_diff
 from engine.runtime.engine import Engine
+from engine.runtime.owners import Owner
 from engine.runtime.state import (
     AccessProblems,
     ActionOutcome,
@@ -151,6 +152,14 @@ class EngineClient:
         """Stop the action running on ``key``; its outcome is recorded cancelled."""
         self.check("cancel", key)
         return await self.engine.cancel(key)
+
+    async def owner(self, key: ReleaseKey) -> Owner:
+        """Who owns ``key``: a helmdeck package, a Flux HelmRelease or none."""
+        return await self.engine.owner(key)
+
+    async def flux(self, key: ReleaseKey, action: str) -> str:
+        """Flux's action ("reconcile", "suspend", "resume") on the HelmRelease owning ``key``."""
+        return await self.engine.flux(key, action)
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Make a release stuck in a pending state actionable again."""

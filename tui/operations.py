@@ -200,6 +200,41 @@ async def _cancel(ctx: Context) -> Step:
                 confirmations.cancel(ctx.view, ctx.now), f"Cancelling the action on {ctx.ref} …")
 
 
+# -- releases another controller owns --------------------------------------------------------
+FLUX_UNDOES = ("upgrade", "rollback", "uninstall", "maintenance")  # what Flux's next reconcile reverts
+
+
+async def owner_warned(ctx: Context, name: str, step: Step) -> Step:
+    """``step`` with its confirmation warning that Flux will undo it, when a Flux HelmRelease owns the release."""
+    if name not in FLUX_UNDOES or ctx.view is None or ctx.view.package is not None:
+        return step
+    try:
+        owner = await ctx.client.owner(ctx.key)
+    except Exception:  # the warning is informative: the action itself is still confirmed as usual
+        return step
+    if owner.kind != "flux":
+        return step
+    confirmation = confirmations.owned_by_flux(step.what, owner.text, step.confirmation)
+    return Step(step.what, step.call, step.report, confirmation, step.starting)
+
+
+_FLUX_ACTIONS = ("reconcile", "suspend", "resume")
+
+
+async def _flux(ctx: Context) -> Step | Notice:
+    owner = await ctx.client.owner(ctx.key)
+    if owner.kind != "flux":
+        return Notice(f"{ctx.ref} is not owned by a Flux HelmRelease (owner: {owner.text})", severity="warning")
+    choices = [("Request a reconcile (annotate reconcile.fluxcd.io/requestedAt)", 0),
+               ("Suspend the HelmRelease (spec.suspend: true)", 1), ("Resume the HelmRelease", 2)]
+    picked = await ctx.pick(f"Flux's actions on {owner.text}:", choices, 0)
+    if picked is None:
+        return Notice("")
+    action = _FLUX_ACTIONS[picked]
+    return Step(f"Flux {action} of {owner.text}", lambda: ctx.client.flux(ctx.key, action),
+                lambda said: Notice(str(said).capitalize()))
+
+
 # -- cleanup ------------------------------------------------------------------------------
 def _cleanup_report(items: list[CleanupItem]) -> Notice:
     removed = [f"{i.namespace}/{i.name}" for i in items if i.result == "removed"]
@@ -255,6 +290,9 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("cancel", "ctrl+k", "Cancel",
               "Cancel the action running on the release: stops helm, records it cancelled and unlocks the "
               "pending revision it leaves; asks first", _cancel),
+    Operation("flux", "F", "Flux",
+              "For a release a Flux HelmRelease owns: request a reconcile, or suspend / resume the HelmRelease",
+              _flux),
     Operation("cleanup", "c", "Cleanup",
               "Uninstall helmdeck-managed releases no package declares; lists them and asks first", _cleanup,
               per_release=False, preview="Cleanup (dry run)"),

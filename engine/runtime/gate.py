@@ -29,6 +29,7 @@ from engine.storage.observation import Observation
 # Mutating actions, by the name the app's keys use.
 ACTIONS = (
     "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall", "cancel",
+    "flux",  # Flux's own actions on the HelmRelease owning a release (reconcile, suspend, resume)
 )
 # Actions that only read ("cleanup-plan": what cleanup would remove).
 READING = ("diff", "render", "cleanup-plan")

@@ -1,0 +1,103 @@
+"""Who owns a release: a helmdeck package, a Flux HelmRelease, or nobody; and Flux's own actions.
+
+Flux's helm-controller labels every object it renders with
+``helm.toolkit.fluxcd.io/name`` and ``helm.toolkit.fluxcd.io/namespace``
+(its post-renderer, so the labels are in the manifest Helm stores). A
+release whose manifest carries them is owned by that HelmRelease: an
+upgrade, rollback, uninstall or maintenance done here is undone by Flux's
+next reconcile, so the app warns and offers Flux's own actions instead:
+request a reconcile (the ``reconcile.fluxcd.io/requestedAt`` annotation,
+as ``flux reconcile helmrelease``) and suspend/resume (``spec.suspend``, as
+``flux suspend|resume helmrelease``), when the HelmRelease CRD is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine import labels
+from engine.monitor.manifest import manifest_bodies
+
+FLUX_GROUP = "helm.toolkit.fluxcd.io"
+FLUX_VERSION = "v2"
+FLUX_PLURAL = "helmreleases"
+REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A release's owner: ``kind`` "helmdeck" (a package), "flux" (a HelmRelease) or "none"."""
+
+    kind: Literal["helmdeck", "flux", "none"]
+    namespace: str = ""
+    name: str = ""
+
+    @property
+    def text(self) -> str:
+        """"helmdeck package ns/name", "Flux HelmRelease ns/name" or "none"."""
+        if self.kind == "none":
+            return "none"
+        what = "helmdeck package" if self.kind == "helmdeck" else "Flux HelmRelease"
+        return f"{what} {self.namespace}/{self.name}"
+
+
+NONE = Owner("none")
+
+
+def flux_owner(manifest: str) -> Owner | None:
+    """The Flux HelmRelease named by the first object of ``manifest`` carrying Flux's two labels, if any."""
+    for body in manifest_bodies(manifest):
+        meta = body.get("metadata")
+        found = meta.get("labels") if isinstance(meta, dict) else None
+        if isinstance(found, dict) and found.get(labels.FLUX_NAME) and found.get(labels.FLUX_NAMESPACE):
+            return Owner("flux", str(found[labels.FLUX_NAMESPACE]), str(found[labels.FLUX_NAME]))
+    return None
+
+
+class FluxClient:
+    """Flux's actions on a HelmRelease through the Kubernetes API (no flux CLI needed).
+
+    Raises ``ApiException`` for API errors (403: the caller needs ``patch``
+    on ``helmreleases.helm.toolkit.fluxcd.io``).
+    """
+
+    def __init__(self, api: client.ApiClient):
+        self._objects = client.CustomObjectsApi(api)
+
+    async def present(self) -> bool:
+        """True when the cluster serves the HelmRelease API (``helm.toolkit.fluxcd.io/v2``)."""
+        def read() -> bool:
+            try:
+                found = self._objects.get_api_resources(FLUX_GROUP, FLUX_VERSION)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return any(r.kind == "HelmRelease" for r in found.resources or [])
+        return await asyncio.to_thread(read)
+
+    async def request_reconcile(self, namespace: str, name: str, now: datetime | None = None) -> str:
+        """Annotate the HelmRelease so Flux reconciles it now; returns the annotation's value (RFC 3339)."""
+        value = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        await self._patch(namespace, name, {"metadata": {"annotations": {REQUESTED_AT: value}}})
+        return value
+
+    async def set_suspended(self, namespace: str, name: str, suspended: bool) -> None:
+        """Suspend (``spec.suspend: true``) or resume the HelmRelease, as ``flux suspend|resume``."""
+        await self._patch(namespace, name, {"spec": {"suspend": suspended}})
+
+    async def suspended(self, namespace: str, name: str) -> bool:
+        """The HelmRelease's ``spec.suspend``."""
+        obj: Any = await asyncio.to_thread(self._objects.get_namespaced_custom_object, FLUX_GROUP, FLUX_VERSION,
+                                           namespace, FLUX_PLURAL, name)
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    async def _patch(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._objects.patch_namespaced_custom_object, FLUX_GROUP, FLUX_VERSION, namespace,
+                                FLUX_PLURAL, name, body, _content_type="application/merge-patch+json")
