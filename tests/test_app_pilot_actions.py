@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -52,7 +53,7 @@ async def test_cancel_key_stops_a_hung_upgrade_and_unlocks_at_once(
 
 def install_flux_crd(api: client.ApiClient) -> None:
     """A schema-less HelmRelease CRD (Flux's group, version and kind), as the issue allows for tests."""
-    crd = {
+    crd: Any = {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{FLUX_PLURAL}.{FLUX_GROUP}"},
         "spec": {"group": FLUX_GROUP, "scope": "Namespaced",
@@ -110,7 +111,7 @@ async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
         await pilot.press("enter")  # the first choice: request a reconcile
 
         def annotated() -> bool:
-            got = objects.get_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "podinfo")
+            got: Any = objects.get_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "podinfo")
             return REQUESTED_AT in (got.get("metadata", {}).get("annotations") or {})
 
         await wait_for(annotated)
