@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
+import time
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +265,27 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
                        "rollback succeeded: revision 3 deployed"),
         ReconcileEvent(_minutes_before_now(15), WEB, "web", "suspend", "info", "reconciliation suspended"),
     ])
+    for event in WEB_KUBE_EVENTS:
+        engine.kube_events.feed(event)
     return engine
+
+
+def kube_event(name: str, kind: str, obj: str, type_: str, reason: str, message: str, minutes: float,
+               count: int = 1) -> dict[str, Any]:
+    """A core/v1 Event in helmdeck-demo as the API returns it, last seen ``minutes`` before FIXED_NOW."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_minutes_before_now(minutes)))
+    return {"metadata": {"name": name, "namespace": "helmdeck-demo", "uid": name, "creationTimestamp": at},
+            "involvedObject": {"kind": kind, "name": obj, "namespace": "helmdeck-demo"},
+            "type": type_, "reason": reason, "message": message, "count": count, "lastTimestamp": at}
+
+
+WEB_KUBE_EVENTS = [
+    kube_event("e1", "Deployment", "web", "Normal", "ScalingReplicaSet",
+               "Scaled up replica set web-5d8f7c9b4 from 0 to 2", 15.5),
+    kube_event("e2", "Pod", "web-5d8f7c9b4-x2x5q", "Warning", "FailedScheduling",
+               "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.", 14.5, count=3),
+    kube_event("e3", "Pod", "other-abcde", "Warning", "BackOff", "not web's: never shown", 14.0),
+]
 
 
 def bulk_engine(releases: int, namespaces: int = 10) -> Engine:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.events import KubeEvent, belongs
 from engine.masking import Masker
 from engine.monitor.manifest import ManifestObject
 from engine.runtime.diff import revision_diff
@@ -81,6 +82,16 @@ class EngineClient:
     async def objects(self, key: ReleaseKey, revision: int) -> list[ManifestObject]:
         """The objects the manifest of ``revision`` declares, placed in their namespaces."""
         return objects(await self.engine.manifest(key, revision), key[0])
+
+    def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the engine's loop) with each Kubernetes Event of ``namespace``; returns the
+        unsubscribe function. The engine shares one watch per namespace."""
+        return self.engine.watch_kube_events(namespace, callback)
+
+    def kube_events(self, namespace: str, objects: list[tuple[str, str, str]]) -> list[KubeEvent]:
+        """The recent Kubernetes Events of ``objects`` (``(kind, namespace, name)``) and of what they own,
+        oldest first (see :func:`engine.events.belongs`)."""
+        return [e for e in self.engine.recent_kube_events(namespace) if belongs(e, objects)]
 
     # -- texts shown (masked unless revealed) ----------------------------------------
     async def manifest_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:

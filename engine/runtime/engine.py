@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes import client
 
+from engine.events import EventHub, KubeEvent
 from engine.helm import Helm
 from engine.kube import KubeTarget, api_client
 from engine.masking import Masker
@@ -118,6 +119,7 @@ class Engine:
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors)
+        self.kube_events = EventHub(self._api)  # offline: fed by hand (fixtures)
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
@@ -179,6 +181,7 @@ class Engine:
         if self.online:
             await asyncio.to_thread(self.service.stop_monitors)
         await asyncio.to_thread(self.observer.stop)
+        await asyncio.to_thread(self.kube_events.stop)
         return clean
 
     def _observed_namespaces(self, packages: dict[ReleaseKey, PackageSpec]) -> list[str] | None:
@@ -202,6 +205,15 @@ class Engine:
             await asyncio.wait_for(self.controller.leading.wait(),
                                    self.lease_config.duration + 2 * self.lease_config.retry)
         return self.acting
+
+    def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` on the engine's loop with each Kubernetes Event of ``namespace`` (one shared
+        watch per namespace, see :mod:`engine.events`); returns the unsubscribe function."""
+        return self.kube_events.subscribe(namespace, lambda event: self._on_loop(callback, event))
+
+    def recent_kube_events(self, namespace: str) -> list[KubeEvent]:
+        """The recent Kubernetes Events of ``namespace`` the engine keeps, oldest first."""
+        return self.kube_events.recent(namespace)
 
     def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
         """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from engine.events import KubeEvent, belongs
 from engine.runtime.state import EventLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
 from tui import format as fmt
 from tui.engine_client import EngineClient
@@ -28,6 +30,7 @@ from tui.widgets.values_pane import ValuesPane
 
 TABS = (("overview", "Overview"), ("history", "History"), ("values", "Values"), ("manifest", "Manifest"),
         ("diff", "Diff"), ("resources", "Resources"), ("events", "Events"), ("notes", "Notes"))
+KUBE_REDRAW = 0.25  # seconds: a burst of Kubernetes Events costs one redraw
 TABS_GROUP = Binding.Group("Tabs", compact=True)
 FOCUS_IN_TAB = "OverviewPanel, HistoryTable, ValuesPane TextView, ManifestPane TextView, DiffPane TextView, " \
                "ResourcesPane DataTable, EventLog, NotesPane TextView"
@@ -73,6 +76,10 @@ class ReleaseDetailScreen(EngineScreen):
         self.key = key
         self._tab = tab
         self._pinned = False  # True once the operator picked a revision in History
+        self._objects: list[tuple[str, str, str]] = []  # (kind, namespace, name): whose Kubernetes Events
+        self._objects_of: int | None = None  # the revision whose manifest listed them (None: the monitor's)
+        self._kube_timer: Timer | None = None
+        self._unwatch: Callable[[], None] = lambda: None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
@@ -97,11 +104,47 @@ class ReleaseDetailScreen(EngineScreen):
 
     def on_mount(self) -> None:
         self.query_one(EventLog).show(self._client.events(self.key))
+        self._unwatch = self._client.watch_kube_events(self.key[0], self._kube_event)
         self.release_updated(self._client.release(self.key))
         self._signals.updated.subscribe(self, self._release_updated, immediate=True)
         self._signals.removed.subscribe(self, self._release_removed, immediate=True)
         self._signals.logged.subscribe(self, self._event_logged, immediate=True)
         self.set_interval(1.0, self.tick)
+
+    def on_unmount(self) -> None:
+        self._unwatch()
+
+    # -- Kubernetes Events -------------------------------------------------------------
+    def _kube_event(self, event: KubeEvent) -> None:
+        # Cost per event: this release's objects only; redrawn at most every KUBE_REDRAW seconds.
+        if self._kube_timer is None and belongs(event, self._objects):
+            self._kube_timer = self.set_timer(KUBE_REDRAW, self._show_kube_events)
+
+    def _show_kube_events(self) -> None:
+        self._kube_timer = None
+        self.query_one(EventLog).set_kube(self._client.kube_events(self.key[0], self._objects))
+
+    def _follow_objects(self, view: ReleaseView | None, latest: int | None) -> None:
+        """Whose Kubernetes Events to show: the monitor's resources, else the latest manifest's objects."""
+        if view is not None and view.monitor.resources:
+            self._objects_of = None
+            self._set_objects([(r.kind, r.namespace, r.name) for r in view.monitor.resources])
+        elif latest is not None and latest != self._objects_of:
+            self._objects_of = latest
+            self._load_objects(latest)
+
+    def _set_objects(self, objects: list[tuple[str, str, str]]) -> None:
+        if objects != self._objects:
+            self._objects = objects
+            self._show_kube_events()
+
+    @work(exclusive=True, group="event-objects")
+    async def _load_objects(self, revision: int) -> None:
+        try:
+            found = await self._client.objects(self.key, revision)
+        except Exception:  # no manifest: no Kubernetes Events to match (the Manifest tab says why)
+            return
+        self._set_objects([(o.kind, o.namespace, o.name) for o in found])
 
     # -- engine signals ------------------------------------------------------------
     def _release_updated(self, event: ReleaseUpdated) -> None:
@@ -127,6 +170,7 @@ class ReleaseDetailScreen(EngineScreen):
         self.query_one(HistoryTable).show(history)
         self.query_one(DiffPane).show_history(history)
         latest = history[0].version if history else None
+        self._follow_objects(view, latest)
         if not self._pinned or self.revision not in {o.version for o in history}:
             self._pinned = False
             self.revision = latest

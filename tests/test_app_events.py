@@ -1,0 +1,58 @@
+"""Pilot test: Kubernetes Events of a release's objects in the Events tab, on the real local cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from tests.conftest import run_helm
+from tests.test_app_pilot import SIZE, cell, make_app, select, wait_for
+from tui.widgets.event_log import EventLog
+
+pytestmark = pytest.mark.cluster
+
+UNSCHEDULABLE = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: {{ .Release.Name }}}
+  template:
+    metadata:
+      labels: {app: {{ .Release.Name }}}
+    spec:
+      nodeSelector: {helmdeck.dev/no-such-node: "true"}
+      containers:
+        - name: app
+          image: nginx:1.27
+"""
+
+
+async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_events(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path
+) -> None:
+    chart = tmp_path / "stuck"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: stuck\nversion: 0.1.0\n")
+    (chart / "templates" / "deployment.yaml").write_text(UNSCHEDULABLE)
+    run_helm(helm, "install", "stuck", str(chart), "-n", namespace)
+    app = make_app(kube_target, helm, namespace, None)
+    key = (namespace, "stuck")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "revision") == "1")
+        await select(app, key)
+        await pilot.press("enter", "7")
+        await pilot.pause()
+        log = app.screen.query_one(EventLog)
+
+        def text() -> str:
+            return "\n".join(line.text for line in log.lines)
+
+        # The scheduler's Warning on the Deployment's Pod (a child named after it), live from the watch.
+        await wait_for(lambda: "FailedScheduling" in text() and log.warnings > 0, 60, seen=text)
+        assert "Pod/stuck-" in text()

@@ -1,0 +1,44 @@
+"""Unit tests of engine.events: parsing core/v1 Events, which belong to a release, bounded memory."""
+
+from __future__ import annotations
+
+from engine.events import EventHub, NamespaceEvents, belongs, parse_event
+from tests.fixtures import kube_event
+
+
+def test_events_of_a_workload_include_its_generated_children_only() -> None:
+    objects = [("Deployment", "helmdeck-demo", "web"), ("StatefulSet", "helmdeck-demo", "db"),
+               ("CronJob", "helmdeck-demo", "tick")]
+
+    def of(kind: str, name: str) -> bool:
+        event = parse_event(kube_event("e", kind, name, "Normal", "R", "m", 1))
+        assert event is not None
+        return belongs(event, objects)
+
+    assert of("Deployment", "web") and of("ReplicaSet", "web-5d8f7c9b4") and of("Pod", "web-5d8f7c9b4-x2x5q")
+    assert of("Pod", "db-0") and of("Job", "tick-29012345") and of("Pod", "tick-29012345-abcde")
+    assert not of("Pod", "web-api-5d8f7c9b4-x2x5q-extra") and not of("Pod", "other-abcde")
+    assert not of("Service", "db") and not of("Pod", "db-x")
+
+
+def test_a_namespace_keeps_only_its_most_recent_events() -> None:
+    events = NamespaceEvents(None, "helmdeck-demo", keep=3)
+    seen: list[str] = []
+    events.add_listener(lambda e: seen.append(e.reason))
+    for i in range(5):
+        events.apply(kube_event(f"e{i}", "Pod", "p", "Warning", f"R{i}", "m", 10 - i))
+    assert [e.reason for e in events.recent()] == ["R2", "R3", "R4"]
+    assert seen == ["R0", "R1", "R2", "R3", "R4"]
+    warning = events.recent()[-1]
+    assert warning.warning and warning.ref == "Pod/p"
+
+
+def test_an_offline_hub_shows_what_it_was_fed_to_its_subscribers() -> None:
+    hub = EventHub(None)
+    hub.feed(kube_event("e1", "Pod", "p", "Normal", "Pulled", "m", 2))
+    got: list[str] = []
+    unsubscribe = hub.subscribe("helmdeck-demo", lambda e: got.append(e.reason))
+    hub.feed(kube_event("e2", "Pod", "p", "Warning", "BackOff", "m", 1))
+    assert [e.reason for e in hub.recent("helmdeck-demo")] == ["Pulled", "BackOff"] and got == ["BackOff"]
+    unsubscribe()
+    assert hub.stop()
