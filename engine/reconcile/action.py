@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from kubernetes import client
 
@@ -40,8 +40,10 @@ _SETTLE_TIMEOUT = 5.0
 class ActionReconciler(Protocol):
     """One helm action with its judgement (Flux's ActionReconciler)."""
 
-    name: str
-    type: ReconcilerType
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> ReconcilerType: ...
 
     async def reconcile(self, req: Request) -> ActionOutcome:
         """Run the action, record what storage holds on ``req.status``, return the outcome.
@@ -81,11 +83,10 @@ class ObservedReleases:
     left, by version.
     """
 
-    def __init__(self, ctx: ActionContext, storage_namespace: str, release: str, namespace: str):
+    def __init__(self, ctx: ActionContext, req: Request):
         self._ctx = ctx
-        self._storage_ns = storage_namespace
-        self._release = release
-        self._namespace = namespace
+        self._storage_ns = req.spec.storage_ns
+        self._namespace, self._release = req.key
         self.observed: dict[int, Observation] = {}
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -222,64 +223,128 @@ async def observed_run(
 ) -> tuple[ObservedReleases, HelmError | None]:
     """Run one helm call under a monitor ``guard``, observing storage; record what it wrote on the status."""
     ns, release = req.key
-    async with ObservedReleases(ctx, req.spec.storage_ns, release, ns) as seen:
+    async with ObservedReleases(ctx, req) as seen:
         with guard(ns, release):
             error = await run_helm(call)
     record(req, seen.observed)
     return seen, error
 
 
-async def release_action(
-    ctx: ActionContext, req: Request, name: str, verb: str, call: Callable[[], Awaitable[object]],
-    *, succeeded: str, failed: str,
-) -> ActionOutcome:
+def not_deployed(error: HelmError | None, written: Observation | None) -> str | None:
+    """Why an action did not release: helm's error, the status it stored, or that it stored nothing.
+
+    None when helm succeeded and the revision written is ``deployed`` (as Flux's
+    release-type reconcilers judge a release by what storage holds).
+    """
+    if error is None and written is not None and written.status == "deployed":
+        return None
+    return error.message if error else f"stored as {written.status}" if written else "nothing stored"
+
+
+Condition = tuple[str, bool | None, str]  # (type, status, reason); the message is the outcome's
+
+
+@dataclass
+class Reconciler:
+    """Base of the action reconcilers: their name and type, context, and how they report.
+
+    Each reconciler module holds one subclass (as Flux's ``internal/reconcile``),
+    a dataclass whose fields after ``ctx`` are its own collaborators; every
+    outcome is told as events (``started``, then ``failed`` or ``succeeded``)
+    and, where the action owns one, a condition.
+    """
+
+    name: ClassVar[str]
+    type: ClassVar[ReconcilerType]
+    ctx: ActionContext
+
+    def latest(self, req: Request) -> Observation | None:
+        """The newest revision storage holds for the request's release (None: no record)."""
+        return self.ctx.observer.latest(*req.key)
+
+    def started(self, message: str) -> None:
+        self.ctx.events(self.name, "started", message, ())
+
+    def failed(self, req: Request, message: str, condition: Condition | None = None,
+               error: HelmError | None = None) -> str:
+        """Set ``condition`` (if any) with ``message``, tell the failure (helm's tail with it); return message."""
+        if condition is not None:
+            set_conditions(req, (*condition, message))
+        self.ctx.events(self.name, "failed", message, error.tail if error else ())
+        return message
+
+    def succeeded(self, req: Request, message: str, revision: Observation | None,
+                  condition: Condition | None = None) -> ActionOutcome:
+        """Set ``condition`` (if any) with ``message``, tell the success; the successful outcome."""
+        if condition is not None:
+            set_conditions(req, (*condition, message))
+        self.ctx.events(self.name, "succeeded", message, ())
+        return outcome(self.name, True, message, revision)
+
+
+class ReleaseReconciler(Reconciler):
     """What Install and Upgrade share (Flux's release-type reconcilers).
 
-    Records ``name`` as the last attempted release action, runs ``call``
+    Records its name as the last attempted release action, runs the helm call
     with the monitor quiet, and judges the newest revision stored: deployed
-    is success (Released=True ``succeeded``); anything else is failure
-    (Released=False ``failed``) that counts against the active remediation —
-    unless nothing was stored, which raises ActionFailed (nothing to
-    remediate, retry with backoff).
+    is success (Released=True ``reasons[0]``); anything else is failure
+    (Released=False ``reasons[1]``) that counts against the active
+    remediation, unless nothing was stored, which raises ActionFailed
+    (nothing to remediate, retry with backoff).
     """
-    ns, release = req.key
-    before = ctx.observer.latest(ns, release)
-    req.status = dataclasses.replace(req.status, last_attempted_release_action=name)
-    ctx.events(name, "started", f"{verb} {req.chart.name}@{req.chart.version}", ())
-    seen, error = await observed_run(ctx, req, ctx.quiet, call)
-    written = newer(seen, before)
-    if written is not None and before is not None and written.version <= before.version:
-        written = None  # only an older revision changed (superseded): no new release
-    if error is not None or written is None or written.status != "deployed":
-        reason = error.message if error else f"stored as {written.status}" if written else "nothing stored"
-        message = f"Helm {name} failed for release {release_ref(req, written)}: {reason}"
-        set_conditions(req, (cond.RELEASED, False, failed, message))
-        ctx.events(name, "failed", message, error.tail if error else ())
-        if written is None:
-            raise ActionFailed(message)
-        count_failure(req)
-        return outcome(name, False, message, written, error)
-    message = (f"Helm {name} succeeded for release {release_ref(req, written)} "
-               f"with chart {req.chart.name}@{req.chart.version}")
-    set_conditions(req, (cond.RELEASED, True, succeeded, message))
-    drop_conditions(req, cond.REMEDIATED, cond.TEST_SUCCESS)
-    ctx.events(name, "succeeded", message, ())
-    return outcome(name, True, message, written)
+
+    type = "release"
+    verb: ClassVar[str]  # "installing", for the started event
+    reasons: ClassVar[tuple[str, str]]  # (succeeded, failed)
+
+    def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
+        """The helm call that makes the release (options from the request)."""
+        raise NotImplementedError
+
+    async def reconcile(self, req: Request) -> ActionOutcome:
+        call = self.helm_call(req)
+        before = self.latest(req)
+        req.status = dataclasses.replace(req.status, last_attempted_release_action=self.name)
+        self.started(f"{self.verb} {req.chart.name}@{req.chart.version}")
+        seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
+        written = newer(seen, before)
+        if written is not None and before is not None and written.version <= before.version:
+            written = None  # only an older revision changed (superseded): no new release
+        reason = not_deployed(error, written)
+        if reason is not None:
+            message = self.failed(req, f"Helm {self.name} failed for release {release_ref(req, written)}: {reason}",
+                                  (cond.RELEASED, False, self.reasons[1]), error)
+            if written is None:
+                raise ActionFailed(message)
+            count_failure(req)
+            return outcome(self.name, False, message, written, error)
+        drop_conditions(req, cond.REMEDIATED, cond.TEST_SUCCESS)
+        message = (f"Helm {self.name} succeeded for release {release_ref(req, written)} "
+                   f"with chart {req.chart.name}@{req.chart.version}")
+        return self.succeeded(req, message, written, (cond.RELEASED, True, self.reasons[0]))
 
 
-async def uninstall_release(ctx: ActionContext, req: Request, name: str, started: str) -> tuple[
-        HelmError | None, Observation | None]:
-    """``helm uninstall`` with the package's uninstall options, the monitor paused.
+class UninstallReconciler(Reconciler):
+    """What Uninstall and UninstallRemediation share: ``helm uninstall``, then storage's verdict."""
 
-    Returns helm's error (None on success; ReleaseNotFound counts as success:
-    there is nothing to remove) and the latest revision storage holds after
-    (None or ``uninstalled`` when the release is gone).
-    """
-    spec = req.spec
-    ns, release = req.key
-    opts = uninstall_options(spec)
-    ctx.events(name, "started", started, ())
-    _, error = await observed_run(ctx, req, ctx.paused, lambda: ctx.helm.uninstall(release, ns, opts))
-    if isinstance(error, ReleaseNotFound):
-        error = None
-    return error, ctx.observer.latest(ns, release)
+    async def uninstall(self, req: Request, started: str) -> tuple[
+            Observation | None, HelmError | None, str | None]:
+        """``helm uninstall`` with the package's uninstall options, the monitor paused.
+
+        Returns the latest revision storage holds after (None or
+        ``uninstalled`` when the release is gone), helm's error, and why the
+        release is not gone (None: it is; ReleaseNotFound counts as gone).
+        """
+        ns, release = req.key
+        opts = uninstall_options(req.spec)
+        self.started(started)
+        _, error = await observed_run(self.ctx, req, self.ctx.paused,
+                                      lambda: self.ctx.helm.uninstall(release, ns, opts))
+        if isinstance(error, ReleaseNotFound):
+            error = None
+        latest = self.latest(req)
+        if error is not None:
+            return latest, error, error.message
+        if latest is not None and latest.status != "uninstalled":
+            return latest, None, f"revision {latest.version} is still {latest.status}"
+        return latest, None, None

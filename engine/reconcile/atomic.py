@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,6 +65,13 @@ class PassResult:
     retry_after: float | None = None
 
 
+# The reconciler of each action next_action names (correct-drift needs the drift detector too).
+_RECONCILERS: dict[str, Callable[[ActionContext], ActionReconciler]] = {
+    na.INSTALL: Install, na.UPGRADE: Upgrade, na.TEST: Test, na.ROLLBACK: RollbackRemediation,
+    na.UNINSTALL_REMEDIATION: UninstallRemediation, na.UNLOCK: Unlock,
+}
+
+
 class AtomicRelease:
     """Runs passes for requests; one instance serves every package of an engine."""
 
@@ -72,21 +80,12 @@ class AtomicRelease:
         self.detector = detector
 
     def _reconciler(self, action: str) -> ActionReconciler:
-        if action == na.INSTALL:
-            return Install(self.ctx)
-        if action == na.UPGRADE:
-            return Upgrade(self.ctx)
-        if action == na.TEST:
-            return Test(self.ctx)
-        if action == na.ROLLBACK:
-            return RollbackRemediation(self.ctx)
-        if action == na.UNINSTALL_REMEDIATION:
-            return UninstallRemediation(self.ctx)
-        if action == na.UNLOCK:
-            return Unlock(self.ctx)
         if action == na.CORRECT_DRIFT and self.detector is not None:
             return CorrectClusterDrift(self.ctx, self.detector)
-        raise ValueError(f"no reconciler for action {action!r}")
+        kind = _RECONCILERS.get(action)
+        if kind is None:
+            raise ValueError(f"no reconciler for action {action!r}")
+        return kind(self.ctx)
 
     @staticmethod
     def reset_on_spec_change(req: Request) -> bool:
@@ -158,7 +157,7 @@ class AtomicRelease:
             self.ctx.events("upgrade", "info", "forced: failure counters reset", ())
         set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
         # Decide on what storage holds now, not on a watch event still in flight.
-        async with ObservedReleases(self.ctx, req.spec.storage_ns, req.key[1], req.key[0]):
+        async with ObservedReleases(self.ctx, req):
             pass
         done: set[str] = set()
         outcomes: list[ActionOutcome] = []

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from engine.reconcile import conditions as cond
-from engine.reconcile.action import ActionContext, ReconcilerType, outcome, release_ref, set_conditions
+from engine.reconcile.action import Reconciler, outcome, release_ref
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
@@ -15,19 +16,18 @@ from engine.reconcile.status import ActionOutcome
 HELM_FIELD_MANAGER = "helm"
 
 
-class CorrectClusterDrift:
+@dataclass
+class CorrectClusterDrift(Reconciler):
     """Type ``drift correction``: re-applies (server-side, forced) only the drifted objects."""
 
     name = "correct-drift"
-    type: ReconcilerType = "drift correction"
+    type = "drift correction"
 
-    def __init__(self, ctx: ActionContext, detector: DriftDetector):
-        self.ctx = ctx
-        self.detector = detector
+    detector: DriftDetector
 
     async def reconcile(self, req: Request) -> ActionOutcome:
         ns, release = req.key
-        latest = self.ctx.observer.latest(ns, release)
+        latest = self.latest(req)
         if latest is None:
             raise ActionFailed(f"release {release_ref(req, None)} is not in storage")
         record = await asyncio.to_thread(self.ctx.observer.load_release, ns, release, latest.version)
@@ -35,14 +35,11 @@ class CorrectClusterDrift:
         items = await asyncio.to_thread(self.detector.detect, manifest, ns)
         if not items:
             return outcome(self.name, True, "no drift left to correct", latest)
-        self.ctx.events(self.name, "started", "; ".join(i.describe() for i in items), ())
+        self.started("; ".join(i.describe() for i in items))
         try:
             fixed = await asyncio.to_thread(self.detector.correct, manifest, ns, items, HELM_FIELD_MANAGER)
         except Exception as exc:  # API errors of any kind end up in the event, not a crash
-            message = f"drift correction failed for {release_ref(req, latest.version)}: {exc}"
-            self.ctx.events(self.name, "failed", message, ())
-            raise ActionFailed(message) from exc
+            raise ActionFailed(self.failed(
+                req, f"drift correction failed for {release_ref(req, latest.version)}: {exc}")) from exc
         message = f"corrected cluster drift of {release_ref(req, latest.version)}: {', '.join(fixed)}"
-        set_conditions(req, (cond.READY, True, cond.DRIFT_CORRECTED, message))
-        self.ctx.events(self.name, "succeeded", message, ())
-        return outcome(self.name, True, message, latest)
+        return self.succeeded(req, message, latest, (cond.READY, True, cond.DRIFT_CORRECTED))

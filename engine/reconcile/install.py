@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from engine.helm.options import install_options
 from engine.reconcile import conditions as cond
-from engine.reconcile.action import ActionContext, ReconcilerType, release_action
+from engine.reconcile.action import ReleaseReconciler
 from engine.reconcile.request import Request
-from engine.reconcile.status import ActionOutcome
 
 
-class Install:
+class Install(ReleaseReconciler):
     """Type ``release``. A failure that stored a release counts against the install remediation."""
 
     name = "install"
-    type: ReconcilerType = "release"
+    verb = "installing"
+    reasons = (cond.INSTALL_SUCCEEDED, cond.INSTALL_FAILED)
 
-    def __init__(self, ctx: ActionContext):
-        self.ctx = ctx
-
-    async def reconcile(self, req: Request) -> ActionOutcome:
-        spec = req.spec
+    def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
         ns, release = req.key
-        before = self.ctx.observer.latest(ns, release)
+        before = self.latest(req)
         # Helm refuses a name still held by an uninstalled release unless told to replace it.
-        opts = install_options(spec, labels=req.release_labels, post_renderer=req.post_renderer,
+        opts = install_options(req.spec, labels=req.release_labels, post_renderer=req.post_renderer,
                                replace=before is not None and before.status == "uninstalled")
-        return await release_action(
-            self.ctx, req, self.name, "installing",
-            lambda: self.ctx.helm.install(release, ns, req.chart.path, req.values, opts),
-            succeeded=cond.INSTALL_SUCCEEDED, failed=cond.INSTALL_FAILED,
-        )
+        return lambda: self.ctx.helm.install(release, ns, req.chart.path, req.values, opts)

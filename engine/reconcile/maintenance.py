@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from engine import labels
@@ -19,14 +20,7 @@ from engine.helm import HelmError
 from engine.package import PackageError, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.reconcile.action import (
-    ActionContext,
-    ObservedReleases,
-    ReconcilerType,
-    drop_conditions,
-    record,
-    set_conditions,
-)
+from engine.reconcile.action import ObservedReleases, Reconciler, drop_conditions, record, set_conditions
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
@@ -53,15 +47,14 @@ _PASSED_LABELS = (labels.SPEC_DIGEST, labels.PACKAGE_SET)
 IN_MAINTENANCE = "package is in maintenance (NoResourceReconciliation): the release is left as it is"
 
 
-class Maintenance:
+@dataclass
+class Maintenance(Reconciler):
     """Type ``release``: one pass of a package in maintenance. Never raises for helm or package errors."""
 
     name = "maintenance"
-    type: ReconcilerType = "release"
+    type = "release"
 
-    def __init__(self, ctx: ActionContext, service: MaintenanceService):
-        self.ctx = ctx
-        self.service = service
+    service: MaintenanceService
 
     async def reconcile(self, req: Request) -> PassResult:
         """Run the service's upgrade (a no-op once the release carries the label) and report the state.
@@ -70,9 +63,8 @@ class Maintenance:
         a failure of the service's upgrade ends the pass with ``error``.
         """
         spec = req.spec
-        ns, release = req.key
         outcomes: tuple[ActionOutcome, ...] = ()
-        async with ObservedReleases(self.ctx, spec.storage_ns, release, ns) as seen:
+        async with ObservedReleases(self.ctx, req) as seen:
             try:
                 extra = {k: v for k, v in req.release_labels.items() if k in _PASSED_LABELS}
                 result = await self.service.upgrade(spec.namespace, spec, release_labels=extra)
@@ -88,5 +80,4 @@ class Maintenance:
             outcomes = (ActionOutcome(self.name, True, message, result.revision, (), time.time()),)
         set_conditions(req, (cond.READY, None, cond.IN_MAINTENANCE, IN_MAINTENANCE))
         drop_conditions(req, cond.RECONCILING)
-        latest = self.ctx.observer.latest(ns, release)
-        return PassResult(st.determine_state(req, latest).status, "interval", IN_MAINTENANCE, outcomes)
+        return PassResult(st.determine_state(req, self.latest(req)).status, "interval", IN_MAINTENANCE, outcomes)

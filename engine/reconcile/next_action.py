@@ -58,15 +58,11 @@ def next_action(
                                 retry_after=limit - age + 0.5)
         return UNLOCK
     if status == st.ABSENT:
-        if req.retries_exhausted(req.spec.install):
-            raise ExceededMaxRetries("install retries exhausted: cannot install release")
-        return INSTALL
+        return _unless_exhausted(req, INSTALL)
     if status == st.UNMANAGED:
         return UPGRADE
     if status == st.OUT_OF_SYNC:
-        if req.retries_exhausted(req.spec.upgrade):
-            raise ExceededMaxRetries("upgrade retries exhausted: cannot upgrade release")
-        return UPGRADE
+        return _unless_exhausted(req, UPGRADE)
     if status == st.DRIFTED:
         return CORRECT_DRIFT if req.spec.drift_detection == "enabled" else None
     if status == st.UNTESTED:
@@ -76,12 +72,17 @@ def next_action(
     raise ReleaseLocked(state.reason)  # Unknown: wait and look again
 
 
+def _unless_exhausted(req: Request, action: str, where: str = "") -> str:
+    """``action`` (install or upgrade), or ExceededMaxRetries when its retries are used up."""
+    if req.retries_exhausted(req.spec.install if action == INSTALL else req.spec.upgrade):
+        raise ExceededMaxRetries(f"{action} retries exhausted: cannot {action} release{where}")
+    return action
+
+
 def _for_failed(req: Request) -> str:
     if req.spec.maintenance:
         # In maintenance nothing is remediated: as nelm's Service, a release not deployed is upgraded.
-        if req.retries_exhausted(req.spec.upgrade):
-            raise ExceededMaxRetries("upgrade retries exhausted: cannot upgrade release in maintenance")
-        return UPGRADE
+        return _unless_exhausted(req, UPGRADE, " in maintenance")
     remediation = req.active_remediation()
     if remediation is None or req.failure_count(remediation) <= 0:
         # No remediation in play, or the failure predates a spec change: try an upgrade.

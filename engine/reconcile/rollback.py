@@ -12,29 +12,29 @@ ours and is not taken for a change made outside.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 from engine.helm.options import rollback_options
-from engine.reconcile.action import ActionContext, ReconcilerType, newer, observed_run, outcome
+from engine.reconcile.action import Reconciler, newer, observed_run, outcome
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
 
 
-class Rollback:
+@dataclass
+class Rollback(Reconciler):
     """Type ``release``. Never raises for helm failures: a failed rollback is a failed outcome."""
 
     name = "rollback"
-    type: ReconcilerType = "release"
+    type = "release"
 
-    def __init__(self, ctx: ActionContext, revision: int = 0):
-        self.ctx = ctx
-        self.revision = revision
+    revision: int = 0  # 0: the previous revision
 
     async def reconcile(self, req: Request) -> ActionOutcome:
         ns, release = req.key
         target = self.revision or "previous"
-        before = self.ctx.observer.latest(ns, release)
+        before = self.latest(req)
         opts = rollback_options(req.spec)
-        self.ctx.events(self.name, "started", f"rolling back to revision {target}", ())
+        self.started(f"rolling back to revision {target}")
         # The monitor is left as it is (as before this reconciler existed): its refresh follows the action.
         seen, error = await observed_run(
             self.ctx, req, lambda _n, _r: contextlib.nullcontext(),

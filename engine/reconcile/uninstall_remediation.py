@@ -3,37 +3,23 @@
 from __future__ import annotations
 
 from engine.reconcile import conditions as cond
-from engine.reconcile.action import (
-    ActionContext,
-    ReconcilerType,
-    outcome,
-    release_ref,
-    set_conditions,
-    uninstall_release,
-)
+from engine.reconcile.action import UninstallReconciler, release_ref
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
 
 
-class UninstallRemediation:
+class UninstallRemediation(UninstallReconciler):
     """Type ``remediate``; install remediation always takes this path."""
 
     name = "uninstall-remediation"
-    type: ReconcilerType = "remediate"
-
-    def __init__(self, ctx: ActionContext):
-        self.ctx = ctx
+    type = "remediate"
 
     async def reconcile(self, req: Request) -> ActionOutcome:
-        error, latest = await uninstall_release(self.ctx, req, self.name, "uninstalling the failed release")
-        if error is not None or (latest is not None and latest.status != "uninstalled"):
-            reason = error.message if error else f"revision still {latest.status if latest else '?'}"
-            message = f"Helm uninstall remediation failed for release {release_ref(req, None)}: {reason}"
-            set_conditions(req, (cond.REMEDIATED, False, cond.UNINSTALL_FAILED, message))
-            self.ctx.events(self.name, "failed", message, error.tail if error else ())
-            raise ActionFailed(message)
-        message = f"Helm uninstall remediation succeeded for release {release_ref(req, None)}"
-        set_conditions(req, (cond.REMEDIATED, True, cond.UNINSTALL_SUCCEEDED, message))
-        self.ctx.events(self.name, "succeeded", message, ())
-        return outcome(self.name, True, message, latest)
+        latest, error, reason = await self.uninstall(req, "uninstalling the failed release")
+        ref = release_ref(req, None)
+        if reason is not None:
+            raise ActionFailed(self.failed(req, f"Helm uninstall remediation failed for release {ref}: {reason}",
+                                           (cond.REMEDIATED, False, cond.UNINSTALL_FAILED), error))
+        return self.succeeded(req, f"Helm uninstall remediation succeeded for release {ref}", latest,
+                              (cond.REMEDIATED, True, cond.UNINSTALL_SUCCEEDED))

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from engine.helm.options import upgrade_options
 from engine.reconcile import conditions as cond
-from engine.reconcile.action import ActionContext, ReconcilerType, release_action
+from engine.reconcile.action import ReleaseReconciler
 from engine.reconcile.request import Request
-from engine.reconcile.status import ActionOutcome
 
 
-class Upgrade:
+class Upgrade(ReleaseReconciler):
     """Type ``release``. A failure that stored a release counts against the upgrade remediation."""
 
     name = "upgrade"
-    type: ReconcilerType = "release"
+    verb = "upgrading to"
+    reasons = (cond.UPGRADE_SUCCEEDED, cond.UPGRADE_FAILED)
 
-    def __init__(self, ctx: ActionContext):
-        self.ctx = ctx
-
-    async def reconcile(self, req: Request) -> ActionOutcome:
-        spec = req.spec
-        ns, release = req.key
-        opts = upgrade_options(spec, labels=req.release_labels, post_renderer=req.post_renderer,
+    def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
+        opts = upgrade_options(req.spec, labels=req.release_labels, post_renderer=req.post_renderer,
                                force_conflicts=req.force_conflicts)
-        return await release_action(
-            self.ctx, req, self.name, "upgrading to",
-            lambda: self.ctx.helm.upgrade(release, ns, req.chart.path, req.values, opts),
-            succeeded=cond.UPGRADE_SUCCEEDED, failed=cond.UPGRADE_FAILED,
-        )
+        return lambda: self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
