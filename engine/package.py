@@ -34,6 +34,7 @@ line where known, and how to fix it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -99,26 +100,38 @@ class Remediation:
 
 
 @dataclass(frozen=True)
-class InstallSpec(Remediation):
+class ActionSpec:
+    """The flags every action section has: Flux's ``disableHooks`` and ``disableWait``.
+
+    A section's boolean fields are its flags (camelCase in the file, :func:`_flag_names`).
+    """
+
+    disable_hooks: bool = False
+    disable_wait: bool = False
+
+
+@dataclass(frozen=True)
+class JobsSpec(ActionSpec):
+    """An action section that also waits for Jobs: Flux's ``disableWaitForJobs``."""
+
+    disable_wait_for_jobs: bool = False
+
+
+@dataclass(frozen=True)
+class InstallSpec(JobsSpec, Remediation):
     """Flux's ``spec.install``; install remediation always uninstalls."""
 
     create_namespace: bool = False
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
     replace: bool = False
 
 
 @dataclass(frozen=True)
-class UpgradeSpec(Remediation):
+class UpgradeSpec(JobsSpec, Remediation):
     """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall."""
 
     force: bool = False
     cleanup_on_fail: bool = False
     preserve_values: bool = False
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
     strategy: str = "rollback"
 
 
@@ -149,24 +162,19 @@ class TestSpec:
 
 
 @dataclass(frozen=True)
-class RollbackSpec:
+class RollbackSpec(JobsSpec):
     """Flux's ``spec.rollback``."""
 
     force: bool = False
     recreate: bool = False
     cleanup_on_fail: bool = False
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
 
 
 @dataclass(frozen=True)
-class UninstallSpec:
+class UninstallSpec(ActionSpec):
     """Flux's ``spec.uninstall``."""
 
     keep_history: bool = False
-    disable_hooks: bool = False
-    disable_wait: bool = False
 
 
 @dataclass(frozen=True)
@@ -489,10 +497,18 @@ _SPEC_FIELDS = (
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
     "dependsOn",
 )
-_INSTALL_FLAGS = ("createNamespace", "disableHooks", "disableWait", "disableWaitForJobs", "replace")
-_UPGRADE_FLAGS = ("force", "cleanupOnFail", "preserveValues", "disableHooks", "disableWait", "disableWaitForJobs")
-_ROLLBACK_FLAGS = ("force", "recreate", "cleanupOnFail", "disableHooks", "disableWait", "disableWaitForJobs")
-_UNINSTALL_FLAGS = ("keepHistory", "disableHooks", "disableWait")
+
+
+def _flag_names(section: type[ActionSpec]) -> tuple[str, ...]:
+    """The flags of an action section: its boolean fields, camelCase as in the file."""
+    return tuple(re.sub(r"_([a-z])", lambda m: m[1].upper(), f.name)
+                 for f in dataclasses.fields(section) if f.type == "bool")
+
+
+_INSTALL_FLAGS = _flag_names(InstallSpec)
+_UPGRADE_FLAGS = _flag_names(UpgradeSpec)
+_ROLLBACK_FLAGS = _flag_names(RollbackSpec)
+_UNINSTALL_FLAGS = _flag_names(UninstallSpec)
 
 
 def _retries(doc: _Doc, remediation: dict[str, Any], path: str) -> dict[str, Any]:

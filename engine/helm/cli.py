@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,22 +79,56 @@ class PostRenderer:
 
 
 @dataclass(frozen=True)
-class InstallOptions:
-    """``helm install`` options, after Flux's ``spec.install``; ``timeout`` in seconds."""
+class ActionOptions:
+    """What every helm action's options have, after Flux's action specs; ``timeout`` in seconds."""
 
     timeout: float = 300.0
     wait: bool = True
+    disable_hooks: bool = False
+
+
+@dataclass(frozen=True)
+class UninstallOptions(ActionOptions):
+    """``helm uninstall`` options, after Flux's ``spec.uninstall``."""
+
+    keep_history: bool = False
+
+
+@dataclass(frozen=True)
+class RollbackOptions(ActionOptions):
+    """``helm rollback`` options, after Flux's ``spec.rollback``.
+
+    ``recreate`` maps to helm 3's ``--recreate-pods``; helm 4 has no such flag
+    and it is dropped there.
+    """
+
+    wait_for_jobs: bool = False
+    force: bool = False
+    recreate: bool = False
+    cleanup_on_fail: bool = False
+    max_history: int | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseOptions(ActionOptions):
+    """What install and upgrade options share: they take a chart, values, labels and a post-renderer."""
+
     wait_for_jobs: bool = False
     create_namespace: bool = False
-    disable_hooks: bool = False
-    replace: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
 
 
 @dataclass(frozen=True)
-class UpgradeOptions:
-    """``helm upgrade`` options, after Flux's ``spec.upgrade``; ``timeout`` in seconds.
+class InstallOptions(ReleaseOptions):
+    """``helm install`` options, after Flux's ``spec.install``."""
+
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class UpgradeOptions(ReleaseOptions):
+    """``helm upgrade`` options, after Flux's ``spec.upgrade``.
 
     ``install=True`` adds ``--install`` (upgrade or install in one call).
     ``reuse_values`` is Flux's ``preserveValues``; ``reset_values`` makes helm
@@ -103,48 +138,41 @@ class UpgradeOptions:
     another manager changed (helm 3's three-way merge does so anyway; dropped there).
     """
 
-    timeout: float = 300.0
-    wait: bool = True
-    wait_for_jobs: bool = False
     install: bool = False
-    create_namespace: bool = False
     force: bool = False
     cleanup_on_fail: bool = False
     reuse_values: bool = False
     reset_values: bool = False
-    disable_hooks: bool = False
     max_history: int | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    post_renderer: PostRenderer | None = None
     force_conflicts: bool = False
 
 
-@dataclass(frozen=True)
-class RollbackOptions:
-    """``helm rollback`` options, after Flux's ``spec.rollback``; ``timeout`` in seconds.
+# Each option field and the helm flags it becomes (``o``: the options, ``m``: helm's major version): the one
+# mapping for every action. The post-renderer's flags come with its environment (_with_post_renderer).
+_FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
+    "timeout": lambda o, m: ["--timeout", go_duration(o.timeout)],
+    "install": lambda o, m: _flag("--install", o.install),
+    "create_namespace": lambda o, m: _flag("--create-namespace", o.create_namespace and getattr(o, "install", True)),
+    "wait": lambda o, m: _flag("--wait", o.wait),
+    "wait_for_jobs": lambda o, m: _flag("--wait-for-jobs", o.wait and o.wait_for_jobs),
+    "force": lambda o, m: _flag("--force-replace" if m >= 4 else "--force", o.force),
+    "recreate": lambda o, m: _flag("--recreate-pods", o.recreate and m < 4),
+    "cleanup_on_fail": lambda o, m: _flag("--cleanup-on-fail", o.cleanup_on_fail),
+    "reuse_values": lambda o, m: _flag("--reuse-values", o.reuse_values),
+    "reset_values": lambda o, m: _flag("--reset-values", o.reset_values and not o.reuse_values),
+    "disable_hooks": lambda o, m: _flag("--no-hooks", o.disable_hooks),
+    "replace": lambda o, m: _flag("--replace", o.replace),
+    "keep_history": lambda o, m: _flag("--keep-history", o.keep_history),
+    "force_conflicts": lambda o, m: _flag("--force-conflicts", o.force_conflicts and m >= 4),
+    "max_history": lambda o, m: [] if o.max_history is None else ["--history-max", str(o.max_history)],
+    "labels": lambda o, m: _labels(o.labels),
+    "post_renderer": lambda o, m: [],
+}
 
-    ``recreate`` maps to helm 3's ``--recreate-pods``; helm 4 has no such flag
-    and it is dropped there.
-    """
 
-    timeout: float = 300.0
-    wait: bool = True
-    wait_for_jobs: bool = False
-    force: bool = False
-    recreate: bool = False
-    cleanup_on_fail: bool = False
-    disable_hooks: bool = False
-    max_history: int | None = None
-
-
-@dataclass(frozen=True)
-class UninstallOptions:
-    """``helm uninstall`` options, after Flux's ``spec.uninstall``; ``timeout`` in seconds."""
-
-    timeout: float = 300.0
-    wait: bool = True
-    keep_history: bool = False
-    disable_hooks: bool = False
+def _option_flags(opts: ActionOptions, major: int) -> list[str]:
+    """The helm flags of an action's options, field by field (helm takes flags in any order)."""
+    return [flag for f in dataclasses.fields(opts) for flag in _FLAGS[f.name](opts, major)]
 
 
 def go_duration(seconds: float) -> str:
@@ -236,16 +264,9 @@ class Helm:
     async def _major(self) -> int:
         return (await self.version()).major
 
-    def _force_flag(self, major: int) -> str:
-        return "--force-replace" if major >= 4 else "--force"
-
     # -- actions -----------------------------------------------------------
     async def install(
-        self,
-        release: str,
-        namespace: str,
-        chart: Path,
-        values: Mapping[str, Any],
+        self, release: str, namespace: str, chart: Path, values: Mapping[str, Any],
         options: InstallOptions | None = None,
     ) -> dict[str, Any]:
         """``helm install``; returns helm's JSON view of the release.
@@ -253,47 +274,26 @@ class Helm:
         Raises a HelmError subclass; the release may still have been written
         (read storage to know).
         """
-        opts = options or InstallOptions()
-        major = await self._major()
-        args = ["install", release, str(chart), *self._common(namespace),
-                "--timeout", go_duration(opts.timeout), "--output", "json"]
-        args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
-        args += _flag("--create-namespace", opts.create_namespace) + _flag("--no-hooks", opts.disable_hooks)
-        args += _flag("--replace", opts.replace) + _labels(opts.labels)
-        args, env = _with_post_renderer(args, opts.post_renderer, major)
-        with _values_file(values) as vf:
-            out = await self._run("install", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
-        return _json_object(out)
+        return await self._release("install", release, namespace, chart, values, options or InstallOptions())
 
     async def upgrade(
-        self,
-        release: str,
-        namespace: str,
-        chart: Path,
-        values: Mapping[str, Any],
+        self, release: str, namespace: str, chart: Path, values: Mapping[str, Any],
         options: UpgradeOptions | None = None,
     ) -> dict[str, Any]:
-        """``helm upgrade`` (``--install`` when asked); returns helm's JSON view of the release.
+        """``helm upgrade`` (``--install`` when asked); as :meth:`install`."""
+        return await self._release("upgrade", release, namespace, chart, values, options or UpgradeOptions())
 
-        Raises a HelmError subclass; the release may still have been written
-        (read storage to know).
-        """
-        opts = options or UpgradeOptions()
+    async def _release(
+        self, action: str, release: str, namespace: str, chart: Path, values: Mapping[str, Any],
+        opts: ReleaseOptions,
+    ) -> dict[str, Any]:
+        """What install and upgrade share: the chart, the values file, the post-renderer, helm's JSON."""
         major = await self._major()
-        args = ["upgrade", release, str(chart), *self._common(namespace),
-                "--timeout", go_duration(opts.timeout), "--output", "json"]
-        args += _flag("--install", opts.install) + _flag("--create-namespace", opts.install and opts.create_namespace)
-        args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
-        args += _flag(self._force_flag(major), opts.force) + _flag("--cleanup-on-fail", opts.cleanup_on_fail)
-        args += _flag("--reuse-values", opts.reuse_values) + _flag("--no-hooks", opts.disable_hooks)
-        args += _flag("--reset-values", opts.reset_values and not opts.reuse_values)
-        args += _flag("--force-conflicts", opts.force_conflicts and major >= 4)
-        if opts.max_history is not None:
-            args += ["--history-max", str(opts.max_history)]
-        args += _labels(opts.labels)
+        args = [action, release, str(chart), *self._common(namespace), "--output", "json",
+                *_option_flags(opts, major)]
         args, env = _with_post_renderer(args, opts.post_renderer, major)
         with _values_file(values) as vf:
-            out = await self._run("upgrade", [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
+            out = await self._run(action, [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
         return _json_object(out)
 
     async def rollback(
@@ -305,23 +305,14 @@ class Helm:
     ) -> None:
         """``helm rollback`` to ``revision`` (0 = the previous one). Raises HelmError."""
         opts = options or RollbackOptions()
-        major = await self._major()
         args = ["rollback", release, str(revision), *self._common(namespace),
-                "--timeout", go_duration(opts.timeout)]
-        args += _flag("--wait", opts.wait) + _flag("--wait-for-jobs", opts.wait and opts.wait_for_jobs)
-        args += _flag(self._force_flag(major), opts.force)
-        args += _flag("--recreate-pods", opts.recreate and major < 4)
-        args += _flag("--cleanup-on-fail", opts.cleanup_on_fail) + _flag("--no-hooks", opts.disable_hooks)
-        if opts.max_history is not None:
-            args += ["--history-max", str(opts.max_history)]
+                *_option_flags(opts, await self._major())]
         await self._run("rollback", args, opts.timeout + _PROCESS_GRACE)
 
     async def uninstall(self, release: str, namespace: str, options: UninstallOptions | None = None) -> None:
         """``helm uninstall``. Raises ReleaseNotFound when there is no such release."""
         opts = options or UninstallOptions()
-        args = ["uninstall", release, *self._common(namespace), "--timeout", go_duration(opts.timeout)]
-        args += _flag("--wait", opts.wait) + _flag("--keep-history", opts.keep_history)
-        args += _flag("--no-hooks", opts.disable_hooks)
+        args = ["uninstall", release, *self._common(namespace), *_option_flags(opts, await self._major())]
         await self._run("uninstall", args, opts.timeout + _PROCESS_GRACE)
 
     async def test(
@@ -449,11 +440,13 @@ def _values_file(values: Mapping[str, Any]) -> Iterator[Path]:
 
 
 __all__ = [
+    "ActionOptions",
     "Helm",
     "HelmError",
     "HelmVersion",
     "InstallOptions",
     "PostRenderer",
+    "ReleaseOptions",
     "RollbackOptions",
     "UninstallOptions",
     "UpgradeOptions",
