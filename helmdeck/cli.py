@@ -3,7 +3,7 @@
 ``helmdeck`` opens the app on a cluster chosen as kubectl does; ``helmdeck
 demo`` opens it on the local control plane with the example packages;
 ``helmdeck cluster ...`` manages that control plane; ``reconcile``,
-``status``, ``render``, ``diff`` and ``cleanup`` run headless.
+``status``, ``render``, ``diff``, ``versions`` and ``cleanup`` run headless.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     from engine.kube import KubeConfigError
 
     handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
-                "cleanup": _cleanup}
+                "cleanup": _cleanup, "versions": _versions}
     try:
         return handlers[args.command](args)
     except KubeConfigError as exc:
@@ -360,6 +360,12 @@ def _render(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     return _one_package(args, "diff")
+
+
+def _versions(args: argparse.Namespace) -> int:
+    from helmdeck.versions import run
+
+    return run(args, _engine)
 
 
 def _cleanup(args: argparse.Namespace) -> int:

@@ -148,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("package", help="a package file, or a package name in --packages")
         p.add_argument("--show-secrets", action="store_true", help="print secret values instead of masking them")
 
+    versions = sub.add_parser(
+        "versions", parents=[common], help="list the chart versions PACKAGE's repository offers",
+        description="List the chart versions the repository of PACKAGE offers (spec.chart.spec or "
+                    "spec.chartRef), newest first, with app version and date, marking the deployed version "
+                    f"and whether each is inside the package's range. Exit {EXIT_FAILED} for a package with a "
+                    "local chart or a repository that fails.")
+    versions.add_argument("package", help="a package file, or a package name in --packages")
+    versions.add_argument("-o", "--output", choices=["table", "json"], default="table")
+
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
                            description="Uninstall every helmdeck-managed release no package in --packages "
                                        "declares (releases not managed by helmdeck are never touched).")
