@@ -30,6 +30,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.kube import watch_lines
+from engine.listeners import Listeners
 from engine.monitor import rest
 from engine.storage.helmtime import helm_time
 
@@ -129,21 +130,10 @@ class NamespaceEvents:
         self._timeout = watch_timeout
         self._lock = threading.Lock()
         self._events: dict[str, KubeEvent] = {}
-        self._listeners: list[Listener] = []
+        self.listeners: Listeners[[KubeEvent]] = Listeners("event listener")
         self._stop = threading.Event()
         self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"helmdeck-events-{namespace}", daemon=True)
-
-    def add_listener(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.append(listener)
-
-    def remove_listener(self, listener: Listener) -> int:
-        """Remove ``listener``; returns how many are left."""
-        with self._lock:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-            return len(self._listeners)
 
     def recent(self) -> list[KubeEvent]:
         """The kept events, oldest first."""
@@ -163,12 +153,7 @@ class NamespaceEvents:
             if len(self._events) > self._keep:
                 for old in sorted(self._events.values(), key=lambda e: e.at)[:len(self._events) - self._keep]:
                     del self._events[old.uid]
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("event listener failed")
+        self.listeners.emit(event)
 
     def start(self) -> None:
         if self._api is not None:
@@ -259,11 +244,11 @@ class EventHub:
                 watch = self._offline.pop(namespace, None) or NamespaceEvents(self._api, namespace)
                 self._watches[namespace] = watch
                 watch.start()
-            watch.add_listener(listener)
+            watch.listeners.add(listener)
 
         def unsubscribe() -> None:
             with self._lock:
-                if watch.remove_listener(listener) > 0 or self._api is None:
+                if watch.listeners.remove(listener) > 0 or self._api is None:
                     return
                 if self._watches.get(namespace) is watch:
                     del self._watches[namespace]

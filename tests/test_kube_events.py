@@ -24,7 +24,7 @@ def test_events_of_a_workload_include_its_generated_children_only() -> None:
 def test_a_namespace_keeps_only_its_most_recent_events() -> None:
     events = NamespaceEvents(None, "helmdeck-demo", keep=3)
     seen: list[str] = []
-    events.add_listener(lambda e: seen.append(e.reason))
+    events.listeners.add(lambda e: seen.append(e.reason))
     for i in range(5):
         events.apply(kube_event(f"e{i}", "Pod", "p", "Warning", f"R{i}", "m", 10 - i))
     assert [e.reason for e in events.recent()] == ["R2", "R3", "R4"]

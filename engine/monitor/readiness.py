@@ -33,6 +33,7 @@ class Readiness:
 
 
 PRESENT = Readiness(True, "present")
+_NOT_OBSERVED = Readiness(False, "rollout not observed yet")  # the controller has not seen the new spec
 
 
 def needs_full_object(group: str, kind: str) -> bool:
@@ -80,20 +81,24 @@ def _deployment(obj: Mapping[str, Any]) -> Readiness:
     if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
         return Readiness(False, "progress deadline exceeded")
     if _stale(obj):
-        return Readiness(False, "rollout not observed yet")
+        return _NOT_OBSERVED
     want = _int(_section(obj, "spec").get("replicas"), 1)
-    updated = _int(status.get("updatedReplicas"))
     available = _int(status.get("availableReplicas"))
-    if updated < want:
-        return Readiness(False, f"{updated}/{want} updated")
-    if available < want:
-        return Readiness(False, f"{available}/{want} available")
-    return Readiness(True, f"{available}/{want} available")
+    return (_short(want, updated=_int(status.get("updatedReplicas")), available=available)
+            or Readiness(True, f"{available}/{want} available"))
+
+
+def _short(want: int, **counts: int) -> Readiness | None:
+    """Not ready, naming the first count below ``want`` (``1/3 updated``); None when none is."""
+    for what, count in counts.items():
+        if count < want:
+            return Readiness(False, f"{count}/{want} {what}")
+    return None
 
 
 def _statefulset(obj: Mapping[str, Any]) -> Readiness:
     if _stale(obj):
-        return Readiness(False, "rollout not observed yet")
+        return _NOT_OBSERVED
     want = _int(_section(obj, "spec").get("replicas"), 1)
     ready = _int(_section(obj, "status").get("readyReplicas"))
     return Readiness(ready >= want, f"{ready}/{want} ready")
@@ -101,17 +106,13 @@ def _statefulset(obj: Mapping[str, Any]) -> Readiness:
 
 def _daemonset(obj: Mapping[str, Any]) -> Readiness:
     if _stale(obj):
-        return Readiness(False, "rollout not observed yet")
+        return _NOT_OBSERVED
     status = _section(obj, "status")
     want = _int(status.get("desiredNumberScheduled"))
-    scheduled = _int(status.get("currentNumberScheduled"))
-    updated = _int(status.get("updatedNumberScheduled"))
     ready = _int(status.get("numberReady"))
-    if scheduled < want:
-        return Readiness(False, f"{scheduled}/{want} scheduled")
-    if updated < want:
-        return Readiness(False, f"{updated}/{want} updated")
-    return Readiness(ready >= want, f"{ready}/{want} ready")
+    return (_short(want, scheduled=_int(status.get("currentNumberScheduled")),
+                   updated=_int(status.get("updatedNumberScheduled")))
+            or Readiness(ready >= want, f"{ready}/{want} ready"))
 
 
 def _job(obj: Mapping[str, Any]) -> Readiness:

@@ -29,6 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.kube import watch_lines
+from engine.listeners import Listeners
 from engine.monitor import rest
 from engine.monitor.discovery import ResourceType
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
@@ -70,23 +71,12 @@ class SharedWatch:
         self._timeout = watch_timeout
         self._lock = threading.Lock()
         self._objects: dict[str, Readiness] = {}
-        self._listeners: list[Listener] = []
+        self.listeners: Listeners[[SharedWatch, frozenset[str] | None]] = Listeners("watch listener")
         self._stop = threading.Event()
         self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"helmdeck-watch-{key}", daemon=True)
 
-    # -- listeners and state ---------------------------------------------------
-    def add_listener(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.append(listener)
-
-    def remove_listener(self, listener: Listener) -> int:
-        """Remove ``listener``; returns how many are left."""
-        with self._lock, contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-        with self._lock:
-            return len(self._listeners)
-
+    # -- state -------------------------------------------------------------------
     def get(self, name: str) -> Readiness | None:
         """The object's readiness, or None when it does not exist (meaningful once synced)."""
         with self._lock:
@@ -205,13 +195,7 @@ class SharedWatch:
     def _notify(self, names: frozenset[str] | None) -> None:
         if names is not None and not names:
             return
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(self, names)
-            except Exception:
-                log.exception("watch listener failed")
+        self.listeners.emit(self, names)
 
 
 class WatchHub:
@@ -237,17 +221,17 @@ class WatchHub:
             if watch is None:
                 watch = SharedWatch(self._api, key, watch_timeout=self._timeout)
                 self._watches[key] = watch
-                watch.add_listener(listener)
+                watch.listeners.add(listener)
                 watch.start()
             else:
-                watch.add_listener(listener)
+                watch.listeners.add(listener)
             return watch
 
     def release(self, key: WatchKey, listener: Listener) -> None:
         """Remove ``listener``; the watch stops when it was the last one (without waiting for the thread)."""
         with self._lock:
             watch = self._watches.get(key)
-            if watch is None or watch.remove_listener(listener) > 0:
+            if watch is None or watch.listeners.remove(listener) > 0:
                 return
             del self._watches[key]
             self._stopping = [w for w in self._stopping if w.alive]

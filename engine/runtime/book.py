@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
+from engine.listeners import Listeners
 from engine.monitor.status import MonitorStatus
 from engine.package import PackageSpec
 from engine.reconcile import conditions as cond
@@ -99,22 +100,17 @@ class ReleaseBook:
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._holders: dict[ReleaseKey, asyncio.Task[Any]] = {}  # the task running each held release's action
         self._cancelled: set[ReleaseKey] = set()
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: Listeners[[EngineEvent]] = Listeners("engine subscriber")
         self._said: dict[type, EngineEvent] = {}
 
     # -- subscribers ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with every :data:`EngineEvent`; returns an unsubscribe function."""
-        self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+        return self._subscribers.add(callback)
 
     def emit(self, event: EngineEvent) -> None:
         """Give ``event`` to every subscriber (a failing subscriber is logged, the rest still get it)."""
-        for cb in list(self._subscribers):
-            try:
-                cb(event)
-            except Exception:
-                log.exception("engine subscriber failed")
+        self._subscribers.emit(event)
 
     def emit_changed(self, event: EngineEvent, *, unsaid: EngineEvent | None = None) -> None:
         """:meth:`emit` an engine-wide event unless it equals the last one of its kind said

@@ -38,6 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.kube import watch_lines
+from engine.listeners import Listeners
 from engine.storage.access import Denied, MissingPermission, check_access, describe
 from engine.storage.codec import (
     OWNER_SELECTOR,
@@ -110,12 +111,12 @@ class Observer:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._index = StorageIndex()
-        self._callbacks: list[Callback] = []
+        self._listeners: Listeners[[StorageChange]] = Listeners("storage observer callback")
         self._stop = threading.Event()
         self._synced: set[str | None] = set()
         self._denied: dict[str | None, MissingPermission] = {}
         self._problems: dict[str | None, str] = {}
-        self._problem_callbacks: list[Callable[[], None]] = []
+        self._problem_listeners: Listeners[[]] = Listeners("storage problem callback")
         self._threads: list[threading.Thread] = []
         self._responses: dict[str | None, Any] = {}
         self._relists = 0
@@ -142,14 +143,7 @@ class Observer:
     # -- public API ----------------------------------------------------------
     def subscribe(self, callback: Callback) -> Callable[[], None]:
         """Register ``callback``; returns a function that unregisters it."""
-        with self._lock:
-            self._callbacks.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock, contextlib.suppress(ValueError):
-                self._callbacks.remove(callback)
-
-        return unsubscribe
+        return self._listeners.add(callback)
 
     def start(self) -> None:
         """Start the watch threads; an offline observer (api None) counts as synced at once."""
@@ -196,14 +190,7 @@ class Observer:
 
     def on_problems(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (in a watch thread) whenever :meth:`problems` changes; returns an unsubscribe."""
-        with self._lock:
-            self._problem_callbacks.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock, contextlib.suppress(ValueError):
-                self._problem_callbacks.remove(callback)
-
-        return unsubscribe
+        return self._problem_listeners.add(callback)
 
     def observations(self) -> dict[StorageKey, Observation]:
         """Every decodable record, by storage key."""
@@ -359,12 +346,8 @@ class Observer:
                 self._changed.notify_all()
             self.last_error = next(iter(self._problems.values()), None)
             changed = before != (self._problems.get(namespace), self._denied.get(namespace))
-            callbacks = list(self._problem_callbacks) if changed else []
-        for cb in callbacks:
-            try:
-                cb()
-            except Exception:
-                log.exception("storage problem callback failed")
+        if changed:
+            self._problem_listeners.emit()
 
     def _call(self, verb: str, namespace: str | None, **kwargs: Any) -> Any:
         try:
@@ -474,10 +457,4 @@ class Observer:
         self._emit(StorageChange("DELETED", key, None))
 
     def _emit(self, change: StorageChange) -> None:
-        with self._lock:
-            callbacks = list(self._callbacks)
-        for cb in callbacks:
-            try:
-                cb(change)
-            except Exception:
-                log.exception("storage observer callback failed")
+        self._listeners.emit(change)
