@@ -17,9 +17,6 @@ a generated child of a release's workload would be counted too.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -29,12 +26,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.kube import watch_lines
 from engine.listeners import Listeners
 from engine.monitor import rest
+from engine.monitor.stream import WatchThread
 from engine.storage.helmtime import helm_time
-
-log = logging.getLogger(__name__)
 
 KEEP = 500
 """Events kept per namespace (the most recent)."""
@@ -119,21 +114,18 @@ def belongs(event: KubeEvent, objects: Iterable[tuple[str, str, str]]) -> bool:
 Listener = Callable[[KubeEvent], None]
 
 
-class NamespaceEvents:
+class NamespaceEvents(WatchThread):
     """The recent events of one namespace, from a list+watch in a daemon thread (none without ``api``)."""
 
     def __init__(self, api: client.ApiClient | None, namespace: str, *, keep: int = KEEP, watch_timeout: int = 300):
+        super().__init__(f"helmdeck-events-{namespace}", f"events watch {namespace}")
         self.namespace = namespace
-        self.last_error: str | None = None
         self._api = api
         self._keep = keep
         self._timeout = watch_timeout
         self._lock = threading.Lock()
         self._events: dict[str, KubeEvent] = {}
         self.listeners: Listeners[[KubeEvent]] = Listeners("event listener")
-        self._stop = threading.Event()
-        self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"helmdeck-events-{namespace}", daemon=True)
 
     def recent(self) -> list[KubeEvent]:
         """The kept events, oldest first."""
@@ -157,38 +149,21 @@ class NamespaceEvents:
 
     def start(self) -> None:
         if self._api is not None:
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        resp = self._response
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread.ident is not None:
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+            super().start()
 
     def _path(self) -> str:
         return f"/api/v1/namespaces/{self.namespace}/events"
 
     def _run(self) -> None:
-        backoff = 0.2
         while not self._stop.is_set():
             try:
                 rv = self._list()
                 while not self._stop.is_set():
                     rv = self._watch(rv)
-                    backoff = 0.2
+                    self._healthy()
             except Exception as exc:  # relist after any failure (410 Gone included)
-                if self._stop.is_set():
+                if not self._retry(exc):
                     break
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("events watch %s failed: %s; retrying in %.1fs", self.namespace, self.last_error, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
 
     def _list(self) -> str:
         assert self._api is not None
@@ -204,23 +179,7 @@ class NamespaceEvents:
             resp = rest.get(self._api, self._path(), query, timeout=(10, self._timeout + 30))
         except ApiException as exc:
             raise RuntimeError(f"watch refused: {exc.status} {exc.reason}") from None
-        self._response = resp
-        try:
-            for line in watch_lines(resp):
-                if self._stop.is_set():
-                    break
-                event = json.loads(line)
-                etype, obj = event.get("type"), event.get("object") or {}
-                if etype == "ERROR":
-                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
-                if etype in ("ADDED", "MODIFIED", "DELETED"):
-                    self.apply(obj, deleted=etype == "DELETED")
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-        finally:
-            self._response = None
-            with contextlib.suppress(Exception):
-                resp.release_conn()
-        return rv
+        return self._stream(resp, rv, lambda etype, obj: self.apply(obj, deleted=etype == "DELETED"))
 
 
 class EventHub:

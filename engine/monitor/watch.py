@@ -16,10 +16,7 @@ thread with the names that changed (None: everything, after a relist).
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import json
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,13 +25,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.kube import watch_lines
 from engine.listeners import Listeners
 from engine.monitor import rest
 from engine.monitor.discovery import ResourceType
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
-
-log = logging.getLogger(__name__)
+from engine.monitor.stream import Gone, WatchThread
 
 # Watches hold a connection each; let the pool keep that many instead of discarding them.
 _POOL_SIZE = 1024
@@ -55,26 +50,19 @@ class WatchKey:
 Listener = Callable[["SharedWatch", frozenset[str] | None], None]
 
 
-class _Gone(Exception):
-    """The resourceVersion is too old (HTTP 410): relist."""
-
-
-class SharedWatch:
+class SharedWatch(WatchThread):
     """A list+watch of one :class:`WatchKey`; see the module docstring."""
 
     def __init__(self, api: client.ApiClient, key: WatchKey, *, watch_timeout: int = 300):
+        super().__init__(f"helmdeck-watch-{key}", f"watch {key}")
         self.key = key
         self.full = needs_full_object(key.type.group, key.type.kind)
         self.synced = threading.Event()
-        self.last_error: str | None = None
         self._api = api
         self._timeout = watch_timeout
         self._lock = threading.Lock()
         self._objects: dict[str, Readiness] = {}
         self.listeners: Listeners[[SharedWatch, frozenset[str] | None]] = Listeners("watch listener")
-        self._stop = threading.Event()
-        self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"helmdeck-watch-{key}", daemon=True)
 
     # -- state -------------------------------------------------------------------
     def get(self, name: str) -> Readiness | None:
@@ -82,49 +70,22 @@ class SharedWatch:
         with self._lock:
             return self._objects.get(name)
 
-    # -- lifecycle ---------------------------------------------------------------
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Ask the thread to end and interrupt its open watch (returns at once)."""
-        self._stop.set()
-        resp = self._response
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread; True when it has ended."""
-        if self._thread.ident is not None:
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
     # -- the loop ------------------------------------------------------------------
     def _run(self) -> None:
         rv: str | None = None
-        backoff = 0.2
         while not self._stop.is_set():
             try:
                 if rv is None:
                     rv = self._relist()
                     self.synced.set()
                 rv = self._watch(rv)
-                backoff = 0.2
+                self._healthy()
                 self.last_error = None
-            except _Gone:
+            except Gone:
                 rv = None
-            except Exception as exc:  # keep watching whatever the transport threw
-                if self._stop.is_set():
+            except Exception as exc:  # keep watching (from rv) whatever the transport threw
+                if not self._retry(exc):
                     break
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("watch %s failed: %s; retrying in %.1fs", self.key, self.last_error, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
 
     def _state(self, obj: dict[str, Any]) -> Readiness:
         return assess(self.key.type.group, self.key.type.kind, obj) if self.full else PRESENT
@@ -156,30 +117,10 @@ class SharedWatch:
                             accept=rest.JSON if self.full else rest.METADATA, timeout=(10, self._timeout + 30))
         except ApiException as exc:
             if exc.status == 410:
-                raise _Gone() from None
+                raise Gone() from None
             raise
-        self._response = resp
-        try:
-            if self._stop.is_set():
-                return rv
-            for line in watch_lines(resp):
-                if self._stop.is_set():
-                    break
-                event = json.loads(line)
-                etype, obj = event.get("type"), event.get("object") or {}
-                if etype == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone()
-                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
-                meta = obj.get("metadata") or {}
-                if etype in ("ADDED", "MODIFIED", "DELETED"):
-                    self._apply(etype, str(meta.get("name", "")), obj)
-                rv = str(meta.get("resourceVersion") or rv)
-        finally:
-            self._response = None
-            with contextlib.suppress(Exception):
-                resp.release_conn()
-        return rv
+        return self._stream(resp, rv, lambda etype, obj: self._apply(
+            etype, str((obj.get("metadata") or {}).get("name", "")), obj))
 
     def _apply(self, etype: str, name: str, obj: dict[str, Any]) -> None:
         new = None if etype == "DELETED" else self._state(obj)

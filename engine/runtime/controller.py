@@ -92,6 +92,7 @@ def verdict(result: PassResult, interval: float) -> RunResult:
     return {"now": RunResult("now"), "error": RunResult("error"), "stop": RunResult("stop")}[result.next]
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class PackageController:
     """Queue, triggers, prune and passes of one engine's packages (see the module docstring).
 
@@ -100,41 +101,28 @@ class PackageController:
     ``monitors`` False builds no resource monitors.
     """
 
-    def __init__(
-        self,
-        book: ReleaseBook,
-        gate: ActionGate,
-        ctx: ActionContext,
-        service: ReleaseService,
-        detector: DriftDetector | None,
-        helm: Helm,
-        source: PackageSource | None,
-        tasks: Background,
-        *,
-        concurrency: int = 4,
-        prune: bool = False,
-        package_set: str | None = None,
-        monitors: bool = True,
-    ):
-        self.book = book
-        self.gate = gate
-        self.ctx = ctx
-        self.service = service
-        self.detector = detector
-        self.helm = helm
-        self.source = source
-        self.tasks = tasks
-        self.concurrency = concurrency
-        self.prune = prune
-        self.package_set = package_set
-        self.monitors = monitors
-        self.package_errors: list[PackageError] = []
-        self.auto = False  # reconcile on its own (queue), as opposed to on request only
-        self.leading = asyncio.Event()  # set while this instance holds the lease
-        self.queue: WorkQueue[ReleaseKey] = WorkQueue(
-            self._run_queued, concurrency=concurrency, is_suspended=book.suspended)
-        self._ready: dict[ReleaseKey, bool | None] = {}
-        book.subscribe(self._on_event)
+    book: ReleaseBook
+    gate: ActionGate
+    ctx: ActionContext
+    service: ReleaseService
+    detector: DriftDetector | None
+    helm: Helm
+    source: PackageSource | None
+    tasks: Background
+    _: dataclasses.KW_ONLY
+    concurrency: int = 4
+    prune: bool = False
+    package_set: str | None = None
+    monitors: bool = True
+    package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
+    auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
+    leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
+    queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
+    _ready: dict[ReleaseKey, bool | None] = dataclasses.field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency, is_suspended=self.book.suspended)
+        self.book.subscribe(self._on_event)
 
     # -- packages ----------------------------------------------------------------
     def load_packages(self) -> None:

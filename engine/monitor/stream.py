@@ -1,0 +1,105 @@
+"""A list+watch in a daemon thread: its lifecycle, its retry backoff and the reading of its event stream.
+
+What the shared resource watches (:mod:`engine.monitor.watch`) and the
+Kubernetes Events watches (:mod:`engine.events`) share. The official client
+is synchronous, so each watch runs in its own thread; :meth:`WatchThread.stop`
+interrupts an open watch by shutting its response down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from engine.kube import watch_lines
+
+log = logging.getLogger(__name__)
+
+_FIRST_BACKOFF = 0.2
+_MAX_BACKOFF = 5.0
+
+
+class Gone(Exception):
+    """The resourceVersion is too old (HTTP 410): relist."""
+
+
+class WatchThread:
+    """The thread of one list+watch; subclasses give :meth:`_run` (the loop) and ``what`` (for the log)."""
+
+    def __init__(self, name: str, what: str):
+        self.last_error: str | None = None
+        self._what = what
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._backoff = _FIRST_BACKOFF
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end and interrupt its open watch (returns at once)."""
+        self._stop.set()
+        resp = self._response
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _healthy(self) -> None:
+        """A watch ended well: the next failure waits the first backoff again."""
+        self._backoff = _FIRST_BACKOFF
+
+    def _retry(self, exc: Exception) -> bool:
+        """After a failure: record it, wait the backoff (doubling, up to 5 s); False when stopping instead."""
+        if self._stop.is_set():
+            return False
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        log.warning("%s failed: %s; retrying in %.1fs", self._what, self.last_error, self._backoff)
+        self._stop.wait(self._backoff)
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+        return True
+
+    def _stream(self, resp: Any, rv: str, apply: Callable[[str, dict[str, Any]], None]) -> str:
+        """Give each ADDED/MODIFIED/DELETED object of a watch response to ``apply(type, object)``.
+
+        Returns the last resourceVersion seen (``rv`` when none). Raises Gone
+        on an ERROR event with code 410, RuntimeError on another ERROR event.
+        """
+        self._response = resp
+        try:
+            if self._stop.is_set():
+                return rv
+            for line in watch_lines(resp):
+                if self._stop.is_set():
+                    break
+                event = json.loads(line)
+                etype, obj = event.get("type"), event.get("object") or {}
+                if etype == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone()
+                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
+                if etype in ("ADDED", "MODIFIED", "DELETED"):
+                    apply(etype, obj)
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+        finally:
+            self._response = None
+            with contextlib.suppress(Exception):
+                resp.release_conn()
+        return rv
