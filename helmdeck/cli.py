@@ -3,7 +3,7 @@
 ``helmdeck`` opens the app on a cluster chosen as kubectl does; ``helmdeck
 demo`` opens it on the local control plane with the example packages;
 ``helmdeck cluster ...`` manages that control plane; ``reconcile``,
-``status``, ``render``, ``diff``, ``versions`` and ``cleanup`` run headless.
+``status``, ``plan``, ``render``, ``diff``, ``versions`` and ``cleanup`` run headless.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else EXIT_FAILED
         # diff's exit codes gate CI (terraform plan -detailed-exitcode): 2 means "changes" only, so its usage
         # errors are errors (1). The subcommand is set before its own arguments are parsed.
-        return EXIT_FAILED if getattr(parsed, "command", None) == "diff" and code == EXIT_USAGE else code
+        return EXIT_FAILED if getattr(parsed, "command", None) in ("diff", "plan") and code == EXIT_USAGE else code
 
 
 def _usage_error(message: str) -> SystemExit:
@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     from engine.kube import KubeConfigError
 
     handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
-                "cleanup": _cleanup, "versions": _versions}
+                "cleanup": _cleanup, "versions": _versions, "plan": _plan}
     try:
         return handlers[args.command](args)
     except KubeConfigError as exc:
@@ -364,6 +364,12 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _versions(args: argparse.Namespace) -> int:
     from helmdeck.versions import run
+
+    return run(args, _engine)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from helmdeck.plan import run
 
     return run(args, _engine)
 

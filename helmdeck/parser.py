@@ -157,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     versions.add_argument("package", help="a package file, or a package name in --packages")
     versions.add_argument("-o", "--output", choices=["table", "json"], default="table")
 
+    plan = sub.add_parser(
+        "plan", parents=[common], help="print what a reconcile would do to every package (acts on nothing)",
+        description="For every package of --packages, in dependency order: its state, the next action, why, "
+                    "and the objects an install or upgrade would add, change or remove (no values: secrets "
+                    f"never show). {diff_codes}")
+    plan.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
                            description="Uninstall every helmdeck-managed release no package in --packages "
                                        "declares (releases not managed by helmdeck are never touched).")

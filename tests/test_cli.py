@@ -35,7 +35,7 @@ def flaky(folder: Path, namespace: str, values: str) -> Path:
 
 
 @pytest.mark.parametrize("command", ["", "demo", "cluster", "cluster up", "reconcile", "status", "render", "diff",
-                                     "cleanup"])
+                                     "cleanup", "plan"])
 def test_help_for_every_command(command: str) -> None:
     proc = helmdeck(*command.split(), "--help", timeout=30)
     assert proc.returncode == 0 and "usage: helmdeck" in proc.stdout

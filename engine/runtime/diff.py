@@ -52,6 +52,14 @@ def _objects(manifest: str, masker: Masker | None = None) -> dict[str, str]:
     return out
 
 
+def object_changes(deployed: str, desired: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(added, changed, removed)`` object references (``Kind/namespace/name``, sorted) from ``deployed``
+    to ``desired``, matched as :func:`manifest_diff` matches them (hooks left out)."""
+    old, new = _objects(deployed), _objects(desired)
+    return (tuple(sorted(set(new) - set(old))), tuple(sorted(r for r in set(old) & set(new) if old[r] != new[r])),
+            tuple(sorted(set(old) - set(new))))
+
+
 def manifest_diff(
     deployed: str, desired: str, deployed_label: str = "deployed", masker: Masker | None = None,
 ) -> str:

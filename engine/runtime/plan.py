@@ -1,0 +1,211 @@
+"""``helmdeck plan``: what a reconcile would do to every package, acting on nothing.
+
+For each package, in dependency order (as ``helmfile show-dag``), the plan
+gives the release state and the next action from the one decision
+(:func:`engine.reconcile.state.determine_state` and
+:func:`engine.reconcile.next_action.next_action`), why, and a summary of the
+objects an install or upgrade would add, change or remove. Spec first, as the
+decision: an unchanged spec renders nothing; a changed one (or an install or
+upgrade the state asks for) renders once, through the release service's
+render cache. Drift is looked for only where the package enables it and the
+release is otherwise in sync. The plan holds object references and counts,
+never values: nothing secret is in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.helm import HelmError
+from engine.order import dependency_order
+from engine.package import PackageError, PackageSpec
+from engine.reconcile import next_action as na
+from engine.reconcile import state as st
+from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
+from engine.reconcile.request import Request
+from engine.reconcile.status import EngineStatus
+from engine.resolve.release import resolve
+from engine.runtime.diff import object_changes
+from engine.service.types import PackageNotHelm
+from engine.sources import SourceError
+from engine.storage.observation import Observation
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
+
+
+@dataclass(frozen=True)
+class PackagePlan:
+    """One package's line of the plan.
+
+    ``action``: the next action (``install``, ``upgrade``, ``test``, ``rollback``,
+    ``uninstall-remediation``, ``unlock``, ``correct-drift``), ``wait``
+    (dependencies not Ready, or a lock not stale yet), ``stalled``, or None
+    (nothing to do). ``added``/``changed``/``removed``: object references
+    (``Kind/namespace/name``) an install or upgrade would touch; ``drifted``:
+    objects found drifted; ``rendered``: the objects were compared. ``error``: the package could not be planned.
+    """
+
+    namespace: str
+    release: str
+    package: str
+    file: str
+    state: str
+    action: str | None
+    reasons: tuple[str, ...] = ()
+    waiting_for: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    drifted: tuple[str, ...] = ()
+    rendered: bool = False
+    error: str = ""
+
+    @property
+    def changes(self) -> bool:
+        """Would a reconcile change something for this package (an action other than waiting)?"""
+        return self.action not in (None, "wait", "stalled") and not self.error
+
+    def objects_line(self) -> str:
+        """``+1 ~2 -0 objects`` (or the drifted count), "" when no object is known to change."""
+        if self.drifted:
+            return f"{len(self.drifted)} object{'s' if len(self.drifted) != 1 else ''} drifted"
+        if not (self.added or self.changed or self.removed):
+            return "no object would change" if self.rendered else ""
+        return f"+{len(self.added)} added ~{len(self.changed)} changed -{len(self.removed)} removed"
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["changes"] = self.changes
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every package's plan (dependency order) and the package files that failed to load."""
+
+    packages: tuple[PackagePlan, ...]
+    errors: tuple[str, ...] = field(default=())
+
+    @property
+    def changes(self) -> bool:
+        return any(p.changes for p in self.packages)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or any(p.error for p in self.packages)
+
+    def as_json(self) -> str:
+        return json.dumps({"packages": [p.as_json() for p in self.packages], "errors": list(self.errors),
+                           "changes": self.changes}, indent=2)
+
+    def text(self) -> str:
+        """One block per package: ``ns/release  State → action``, why, and the objects line."""
+        lines = []
+        for p in self.packages:
+            action = p.action or "nothing to do"
+            lines.append(f"{p.namespace}/{p.release} ({p.file})  {p.state} → {action}")
+            for reason in ((p.error,) if p.error else p.reasons):
+                lines.append(f"    {reason}")
+            if p.objects_line():
+                lines.append(f"    {p.objects_line()}")
+        for err in self.errors:
+            lines.append(f"package error: {err}")
+        n = sum(p.changes for p in self.packages)
+        lines.append(f"{n} of {len(self.packages)} package{'s' if len(self.packages) != 1 else ''} would change")
+        return "\n".join(lines) + "\n"
+
+
+async def make_plan(engine: Engine) -> Plan:
+    """The plan of every package of ``engine`` (started, reading storage; it acts on nothing)."""
+    specs = dependency_order(engine.book.packages.values())
+    plans = [await plan_package(engine, spec) for spec in specs]
+    return Plan(tuple(plans), tuple(str(e) for e in engine.package_errors))
+
+
+async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
+    """One package's plan (see :class:`PackagePlan`); a failure is its ``error``, never raised."""
+    base = PackagePlan(spec.namespace, spec.release_name, spec.name, spec.file.name, st.UNKNOWN, None)
+    controller = engine.controller
+    waiting = controller.waiting(spec)
+    try:
+        await controller.locate(spec)
+        resolved = await asyncio.to_thread(resolve, spec)
+    except (PackageError, SourceError) as exc:
+        return _replace(base, error=str(exc))
+    req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())
+    latest = engine.observer.latest(*spec.key)
+    try:
+        state = st.determine_state(req, latest)
+        desired = None
+        if state.render:  # the spec changed: render once, as the decision does
+            desired = await engine.service.render(spec.namespace, spec)
+            req.manifest_checksum = await engine.service.checksum(spec.namespace, spec)
+            state = st.determine_state(req, latest)
+        drifted: tuple[str, ...] = ()
+        if state.status == st.IN_SYNC and spec.drift_detection != "disabled" and latest is not None \
+                and controller.detector is not None:
+            deployed = await engine.manifest(spec.key, latest.version)
+            items = await asyncio.to_thread(controller.detector.detect, deployed, spec.namespace)
+            drifted = tuple(i.ref for i in items)
+            if drifted:
+                state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} objects drifted")
+        action, why = _action(req, state, latest)
+        reasons = [*_reasons(req, state, latest, await _deployed_values(engine, latest)), *why]
+        objects: tuple[tuple[str, ...], ...] = ((), (), ())
+        if action in (na.INSTALL, na.UPGRADE):
+            if desired is None:
+                desired = await engine.service.render(spec.namespace, spec)
+            before = await engine.manifest(spec.key, latest.version) if latest is not None else ""
+            objects = object_changes(before, desired)
+    except (PackageError, PackageNotHelm, HelmError) as exc:
+        return _replace(base, error=str(exc))
+    if waiting:
+        reasons.insert(0, controller.waiting_message(waiting))
+        action = "wait" if action is not None else None
+    return _replace(base, state=state.status, action=action, reasons=tuple(reasons),
+                    waiting_for=tuple(str(d) for d in waiting), added=objects[0], changed=objects[1],
+                    removed=objects[2], drifted=drifted, rendered=desired is not None)
+
+
+def _replace(plan: PackagePlan, **changes: Any) -> PackagePlan:
+    return PackagePlan(**{**asdict(plan), **changes})
+
+
+def _action(req: Request, state: st.ReleaseState, latest: Observation | None) -> tuple[str | None, list[str]]:
+    """The next action for ``state`` and what the decision said when it ends the pass instead."""
+    try:
+        return na.next_action(req, state, latest), []
+    except (ExceededMaxRetries, MissingRollbackTarget) as exc:
+        return "stalled", [str(exc)]
+    except ReleaseLocked as exc:
+        return "wait", [str(exc)]
+
+
+async def _deployed_values(engine: Engine, latest: Observation | None) -> dict[str, Any] | None:
+    if latest is None:
+        return None
+    return await engine.values(latest.release_key, latest.version)
+
+
+def _reasons(req: Request, state: st.ReleaseState, latest: Observation | None,
+             deployed_values: dict[str, Any] | None) -> list[str]:
+    """Why, in the operator's words: ``chart 0.1.0 → 0.2.0``, ``values changed``, else the state's reason."""
+    out = []
+    if latest is not None and state.status == st.OUT_OF_SYNC and not state.reason.endswith("maintenance"):
+        if latest.chart_name != req.chart.name:
+            out.append(f"chart {latest.chart_name} → {req.chart.name}")
+        elif latest.chart_version != req.chart.version:
+            out.append(f"chart {latest.chart_version} → {req.chart.version}")
+        if deployed_values is not None and _canonical(deployed_values) != _canonical(req.values):
+            out.append("values changed")
+        if not out and state.reason.startswith("values or chart files changed"):
+            out.append("chart files changed")
+    return out or [state.reason]
+
+
+def _canonical(values: Any) -> str:
+    return json.dumps(values, sort_keys=True, default=str)

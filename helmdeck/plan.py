@@ -1,0 +1,52 @@
+"""``helmdeck plan``: every package's state, next action, why and objects (:mod:`engine.runtime.plan`).
+
+Acts on nothing: a read-only engine without lease, package watch or monitors.
+Exit codes as ``diff``: 0 nothing would change, 2 something would, 1 on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from helmdeck.logs import setup_logging
+from helmdeck.parser import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+
+
+class _Refused(RuntimeError):
+    """The plan cannot be made; the message says why."""
+
+
+def run(args: argparse.Namespace, make_engine: Callable[..., Any]) -> int:
+    """Print the plan of ``args.packages`` (text or ``-o json``) and return the exit code."""
+    from engine.runtime.plan import make_plan
+    from helmdeck.access import report as report_access
+
+    if args.packages is None:
+        print("error: plan needs --packages DIR", file=sys.stderr)
+        return EXIT_FAILED
+    setup_logging(args.log_level, args.log_file)
+    args.no_lease = True
+    engine = make_engine(args, readonly=True, watch=False, monitors=False)
+
+    async def plan_all() -> Any:
+        await engine.start(reconcile=False)
+        try:
+            if report_access(engine.access()):
+                raise _Refused("cannot plan: release storage that cannot be read would be missed")
+            return await make_plan(engine)
+        finally:
+            await engine.stop()
+
+    try:
+        plan = asyncio.run(plan_all())
+    except _Refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(plan.as_json() + "\n" if args.output == "json" else plan.text())
+    if plan.failed:
+        return EXIT_FAILED
+    return EXIT_CHANGES if plan.changes else EXIT_NO_CHANGES

@@ -1,0 +1,69 @@
+"""``helmdeck plan`` on the local cluster: exit codes 0/2/1, dependency order, reasons, nothing secret printed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+from tests.test_cli import cluster_args, helmdeck
+from tests.test_depends import EXAMPLES, package
+
+pytestmark = pytest.mark.cluster
+
+
+def test_plan_exit_codes_order_and_reasons(helm: Helm, kube_target: KubeTarget, namespace: str,
+                                           tmp_path: Path) -> None:
+    chart = tmp_path / "flaky"
+    shutil.copytree(EXAMPLES / "charts" / "flaky", chart)
+    pkgs = tmp_path / "p"
+    # "a-app" sorts first but depends on "z-base": the plan prints z-base first.
+    package(pkgs, "z-base", namespace, "{message: one, password: hunter2}")
+    package(pkgs, "a-app", namespace, "{message: one}", depends=("z-base",))
+    for name in ("z-base", "a-app"):
+        path = pkgs / f"{name}.yaml"
+        path.write_text(path.read_text().replace(str(EXAMPLES / "charts" / "flaky"), str(chart)))
+    args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
+
+    def plan(*extra: str) -> tuple[int, str]:
+        proc = helmdeck("plan", *args, *extra)
+        assert "hunter2" not in proc.stdout + proc.stderr
+        return proc.returncode, proc.stdout + proc.stderr
+
+    code, out = plan()
+    assert code == EXIT_CHANGES, out
+    assert out.index(f"{namespace}/z-base") < out.index(f"{namespace}/a-app")
+    assert f"{namespace}/z-base (z-base.yaml)  Absent → install" in out
+    assert f"{namespace}/a-app (a-app.yaml)  Absent → wait" in out
+    assert f"waiting for {namespace}/z-base" in out
+    assert "+2 added ~0 changed -0 removed" in out
+
+    assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == 0
+    code, out = plan()
+    assert code == EXIT_NO_CHANGES, out
+    assert "0 of 2 packages would change" in out
+
+    (chart / "Chart.yaml").write_text((chart / "Chart.yaml").read_text().replace("0.1.0", "0.2.0"))
+    code, out = plan("-o", "json")
+    assert code == EXIT_CHANGES, out
+    doc = json.loads(out)
+    assert [p["release"] for p in doc["packages"]] == ["z-base", "a-app"]
+    base, app = doc["packages"]
+    assert (base["state"], base["action"], base["changes"]) == ("OutOfSync", "upgrade", True)
+    assert "chart 0.1.0 → 0.2.0" in base["reasons"]
+    # The chart's templates do not show its version: an upgrade changes no object.
+    assert (base["added"], base["changed"], base["removed"], base["rendered"]) == ([], [], [], True)
+    assert (app["action"], app["changes"]) == ("upgrade", True)  # its chart is the same copy
+    code, out = plan()
+    assert "    no object would change" in out and "2 of 2 packages would change" in out
+
+    (pkgs / "bad.yaml").write_text(package(tmp_path / "q", "bad", namespace, "{}").joinpath("bad.yaml")
+                                   .read_text() + "  bogus: 1\n")
+    code, out = plan()
+    assert code == EXIT_FAILED, out
+    assert "bad.yaml:10: spec.bogus: unknown field" in out
