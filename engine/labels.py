@@ -46,7 +46,3 @@ def release_labels(
     if manifest_checksum:
         out[MANIFEST_CHECKSUM] = manifest_checksum
     return out
-
-# Flux's helm-controller labels every object it renders with its HelmRelease (its post-renderer).
-FLUX_NAME = "helm.toolkit.fluxcd.io/name"
-FLUX_NAMESPACE = "helm.toolkit.fluxcd.io/namespace"

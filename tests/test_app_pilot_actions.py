@@ -97,7 +97,7 @@ async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
     key = (namespace, "podinfo")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: cell(app, key, "status") == "✔ deployed", seen=lambda: row(app, key))
-        assert (await app.client.owner(key)).text == f"Flux HelmRelease {namespace}/podinfo"
+        assert app.client.owner(key).text == f"Flux HelmRelease {namespace}/podinfo"
         await select(app, key)
         await pilot.press("D")
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))

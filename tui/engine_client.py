@@ -164,9 +164,9 @@ class EngineClient:
         self.check("cancel", key)
         return await self.engine.cancel(key)
 
-    async def owner(self, key: ReleaseKey) -> Owner:
+    def owner(self, key: ReleaseKey) -> Owner:
         """Who owns ``key``: a helmdeck package, a Flux HelmRelease or none."""
-        return await self.engine.owner(key)
+        return self.engine.owner(key)
 
     async def flux(self, key: ReleaseKey, action: str) -> str:
         """Flux's action ("reconcile", "suspend", "resume") on the HelmRelease owning ``key``."""

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.runtime.owners import owner_of
 from engine.runtime.state import RELEASE_STATES, ReleaseKey, ReleaseView
 from engine.storage.observation import PENDING_STATUSES
 from tui import format as fmt
@@ -85,6 +86,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("monitor", "MONITOR", _text_of("monitor")),
     Column("maintenance", "MAINT", _text_of("maintenance")),
     Column("suspended", "SUSP", _text_of("suspended")),
+    Column("owner", "OWNER", _text_of("owner")),
     Column("action", "LAST ACTION", _text_of("action")),
     Column("age", "AGE", _age),
 )
@@ -95,6 +97,11 @@ _BY_KEY = {c.key: c for c in COLUMNS}
 def column(key: str) -> Column:
     """The column named ``key`` (KeyError when unknown)."""
     return _BY_KEY[key]
+
+
+def _owner(view: ReleaseView) -> str:
+    kind = owner_of(view).kind
+    return "-" if kind == "none" else kind
 
 
 def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
@@ -112,6 +119,7 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
         "monitor": Cell(*fmt.monitor_text(view.monitor)),
         "maintenance": Cell(*fmt.maintenance_text(view.maintenance)),
         "suspended": Cell(*fmt.suspended_text(view.suspended)),
+        "owner": Cell(_owner(view)),
         "action": Cell(*fmt.last_action_text(view, now)),
         "age": Cell(fmt.age_text(view, now)),
     }

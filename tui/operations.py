@@ -208,10 +208,7 @@ async def owner_warned(ctx: Context, name: str, step: Step) -> Step:
     """``step`` with its confirmation warning that Flux will undo it, when a Flux HelmRelease owns the release."""
     if name not in FLUX_UNDOES or ctx.view is None or ctx.view.package is not None:
         return step
-    try:
-        owner = await ctx.client.owner(ctx.key)
-    except Exception:  # the warning is informative: the action itself is still confirmed as usual
-        return step
+    owner = ctx.client.owner(ctx.key)
     if owner.kind != "flux":
         return step
     confirmation = confirmations.owned_by_flux(step.what, owner.text, step.confirmation)
@@ -222,7 +219,7 @@ _FLUX_ACTIONS = ("reconcile", "suspend", "resume")
 
 
 async def _flux(ctx: Context) -> Step | Notice:
-    owner = await ctx.client.owner(ctx.key)
+    owner = ctx.client.owner(ctx.key)
     if owner.kind != "flux":
         return Notice(f"{ctx.ref} is not owned by a Flux HelmRelease (owner: {owner.text})", severity="warning")
     choices = [("Request a reconcile (annotate reconcile.fluxcd.io/requestedAt)", 0),

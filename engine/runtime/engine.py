@@ -42,7 +42,7 @@ from engine.runtime.controller import PackageController, storage_unlocker
 from engine.runtime.gate import ACTIONS, ActionGate
 from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
 from engine.runtime.operations import Operations
-from engine.runtime.owners import NONE, FluxClient, Owner, flux_owner
+from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
 from engine.runtime.queue import WorkQueue
 from engine.runtime.source import PackageSource
 from engine.runtime.state import AccessProblems, CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
@@ -91,7 +91,6 @@ class Engine:
         self.masker = Masker()  # one per engine: a secret masks the same everywhere it is shown
         self.tasks = Background()
         self._monitor_tasks: list[asyncio.Task[Any]] = []
-        self._owners: dict[ReleaseKey, tuple[int, Owner]] = {}  # by the revision it was read from
         self._loop: asyncio.AbstractEventLoop | None = None
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
@@ -332,28 +331,17 @@ class Engine:
         """Stop the action running on ``key`` and record it cancelled (see Operations.cancel)."""
         return await self.operations.cancel(key)
 
-    async def owner(self, key: ReleaseKey) -> Owner:
-        """Who owns ``key``: its helmdeck package, else the Flux HelmRelease its latest manifest names, else
-        none (see engine.runtime.owners; the manifest is read once per revision)."""
-        pkg = self.book.packages.get(key)
-        if pkg is not None:
-            return Owner("helmdeck", pkg.namespace, pkg.name)
-        latest = self.observer.latest(*key)
-        if latest is None or not self.online:
-            return NONE
-        cached = self._owners.get(key)
-        if cached is not None and cached[0] == latest.version:
-            return cached[1]
-        found = flux_owner(await self.operations.manifest(key, latest.version)) or NONE
-        self._owners[key] = (latest.version, found)
-        return found
+    def owner(self, key: ReleaseKey) -> Owner:
+        """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.owners)."""
+        view = self.book.view(key)
+        return owner_of(view) if view is not None else NONE
 
     async def flux(self, key: ReleaseKey, action: str) -> str:
         """Flux's own action on the HelmRelease owning ``key``: "reconcile" (request one), "suspend" or
         "resume"; returns what was done in one sentence. Raises ActionRefused (not Flux-owned, the
         HelmRelease API is not served) or NotAvailable (offline), ApiException for API errors."""
         self.gate.check("flux", key)
-        owner = await self.owner(key)
+        owner = self.owner(key)
         if owner.kind != "flux" or self._api is None:
             raise ActionRefused(f"{key[0]}/{key[1]} is not owned by a Flux HelmRelease")
         flux = FluxClient(self._api)

@@ -2,7 +2,8 @@
 
 Flux's helm-controller labels every object it renders with
 ``helm.toolkit.fluxcd.io/name`` and ``helm.toolkit.fluxcd.io/namespace``
-(its post-renderer, so the labels are in the manifest Helm stores). A
+(its post-renderer, so the labels are in the manifest Helm stores; the
+observer notes them as ``Observation.flux_owner`` when it decodes a record). A
 release whose manifest carries them is owned by that HelmRelease: an
 upgrade, rollback, uninstall or maintenance done here is undone by Flux's
 next reconcile, so the app warns and offers Flux's own actions instead:
@@ -21,8 +22,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine import labels
-from engine.monitor.manifest import manifest_bodies
+from engine.runtime.state import ReleaseView
 
 FLUX_GROUP = "helm.toolkit.fluxcd.io"
 FLUX_VERSION = "v2"
@@ -50,14 +50,16 @@ class Owner:
 NONE = Owner("none")
 
 
-def flux_owner(manifest: str) -> Owner | None:
-    """The Flux HelmRelease named by the first object of ``manifest`` carrying Flux's two labels, if any."""
-    for body in manifest_bodies(manifest):
-        meta = body.get("metadata")
-        found = meta.get("labels") if isinstance(meta, dict) else None
-        if isinstance(found, dict) and found.get(labels.FLUX_NAME) and found.get(labels.FLUX_NAMESPACE):
-            return Owner("flux", str(found[labels.FLUX_NAMESPACE]), str(found[labels.FLUX_NAME]))
-    return None
+def owner_of(view: ReleaseView) -> Owner:
+    """``view``'s owner: its helmdeck package, else the Flux HelmRelease its latest manifest names
+    (``Observation.flux_owner``), else :data:`NONE`."""
+    if view.package is not None:
+        return Owner("helmdeck", view.package.namespace, view.package.name)
+    flux = view.observation.flux_owner if view.observation is not None else ""
+    if flux:
+        namespace, _, name = flux.partition("/")
+        return Owner("flux", namespace, name)
+    return NONE
 
 
 class FluxClient:

@@ -120,6 +120,9 @@ class Observation:
     chart_description: str = ""
     kube_version: str = ""
     resource_version: str = field(default="", compare=False)
+    # "namespace/name" of the Flux HelmRelease whose labels the manifest's objects carry ("" if none);
+    # derived from the manifest, which ``manifest_digest`` already compares.
+    flux_owner: str = field(default="", compare=False)
 
     @property
     def release_key(self) -> tuple[str, str]:
@@ -338,11 +341,31 @@ def observation_from_release(
         kube_version=read.string(meta.get("kubeVersion"), "chart.metadata.kubeVersion"),
         config_json=canonical_json(config).decode(),
         manifest_digest="sha256:" + sha256_hex(manifest.encode()),
+        flux_owner=flux_owner_of(manifest),
         hooks=_hooks(read, release.get("hooks")),
         labels=tuple(sorted((labels or {}).items())),
         storage_key=storage_key,
         resource_version=resource_version,
     )
+
+
+_FLUX_LABEL = re.compile(r"""^\s*["']?helm\.toolkit\.fluxcd\.io/(name|namespace)["']?:\s*["']?([^"'\s#]+)""",
+                         re.MULTILINE)
+
+
+def flux_owner_of(manifest: str) -> str:
+    """``namespace/name`` of the Flux HelmRelease named by the manifest's ``helm.toolkit.fluxcd.io/name`` and
+    ``/namespace`` labels (Flux's helm-controller post-renderer puts them on every object), else ``""``.
+
+    A text scan, not a YAML parse: it runs on every decoded record (as the digest does)."""
+    if "helm.toolkit.fluxcd.io/" not in manifest:
+        return ""
+    found: dict[str, str] = {}
+    for match in _FLUX_LABEL.finditer(manifest):
+        found.setdefault(match.group(1), match.group(2))
+        if len(found) == 2:
+            return f"{found['namespace']}/{found['name']}"
+    return ""
 
 
 def chart_default_values(release: Mapping[str, Any]) -> dict[str, Any]:

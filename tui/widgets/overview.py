@@ -7,6 +7,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from engine.runtime.owners import owner_of
 from engine.runtime.state import ReleaseView
 from engine.storage.observation import Observation
 from tui import format as fmt
@@ -43,6 +44,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     parts: list[Part] = []
     parts += _row("Release", f"{view.namespace}/{view.name}",
                   f"   package {pkg.name} ({pkg.file.name})" if pkg else "   no package declares it")
+    parts += _row("Owner", owner_of(view).text)
     if obs is not None:
         parts += _row("Chart", f"{obs.chart_name}@{obs.chart_version}   app version {obs.app_version or '-'}")
         parts += _row("Revision", f"{obs.version}  ", _toned(fmt.helm_status_text(view)),
