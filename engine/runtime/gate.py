@@ -21,6 +21,7 @@ same everywhere. Rules, in the order they are checked:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
 from engine.runtime.state import ReleaseKey
@@ -56,6 +57,7 @@ def no_package_reason(key: ReleaseKey) -> str:
     return f"no package declares release {key[0]}/{key[1]}"
 
 
+@dataclass(eq=False, repr=False)
 class ActionGate:
     """Decides for one engine; ``readonly``, ``online`` and the lease holder are its own state.
 
@@ -63,21 +65,13 @@ class ActionGate:
     latest stored revision of a release (for the pending rule).
     """
 
-    def __init__(
-        self,
-        book: ReleaseBook,
-        latest: Callable[[str, str], Observation | None],
-        *,
-        readonly: bool = False,
-        online: bool = True,
-        leader: bool = True,
-    ):
-        self._book = book
-        self._latest = latest
-        self.readonly = readonly
-        self.online = online
-        self.leader = leader
-        self.holder = ""
+    _book: ReleaseBook
+    _latest: Callable[[str, str], Observation | None]
+    _: KW_ONLY
+    readonly: bool = False
+    online: bool = True
+    leader: bool = True
+    holder: str = field(init=False, default="")  # who holds the lease when another instance does
 
     @property
     def acting(self) -> bool:
