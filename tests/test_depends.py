@@ -4,13 +4,21 @@ a cycle is refused at load naming the files."""
 from __future__ import annotations
 
 import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
+from engine.runtime.controller import DEPENDENCY_RETRY
 from tests.test_cli import cluster_args, helmdeck
 
 pytestmark = pytest.mark.cluster
@@ -75,3 +83,48 @@ def test_a_cycle_is_refused_at_load_naming_the_files(
            f"{namespace}/two (two.yaml:11)" in proc.stderr
     assert "two.yaml:11: spec.dependsOn[0]: dependency cycle" in proc.stderr
     assert f"{namespace}/free: InSync" in proc.stdout
+
+
+def test_a_held_package_is_requeued_as_soon_as_its_dependency_turns_ready(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    pkgs = package(tmp_path / "p", "base", namespace, "{fail: true}")
+    package(pkgs, "app", namespace, "{message: hi}", depends=("base",))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "helmdeck", "reconcile", "--no-lease", "--json",
+         *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        for event in lines_of(proc.stdout):
+            events.put(event)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def wait_for(match: Callable[[dict[str, Any]], bool], timeout: float = 60) -> tuple[dict[str, Any], float]:
+        end = time.monotonic() + timeout
+        while True:
+            event = events.get(timeout=max(0.1, end - time.monotonic()))
+            if match(event):
+                return event, time.monotonic()
+
+    try:
+        held, _ = wait_for(lambda e: e.get("release") == "app" and "waiting for" in str(e.get("message")))
+        assert held["message"].startswith(f"waiting for {namespace}/base (")
+        package(pkgs, "base", namespace, "{fail: false}")  # the package watch reconciles base at once
+        _, ready_at = wait_for(lambda e: e.get("release") == "base" and e.get("outcome") == "succeeded"
+                               and "upgrade" in str(e.get("action")))
+        _, started_at = wait_for(lambda e: e.get("release") == "app" and e.get("outcome") == "succeeded"
+                                 and e.get("action") == "install")
+        # Woken by the dependency turning Ready, not by the 30 s fallback retry.
+        assert started_at - ready_at < DEPENDENCY_RETRY / 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def lines_of(stream: IO[str] | None) -> Iterator[dict[str, Any]]:
+    for line in stream or ():
+        if line.startswith("{"):
+            yield json.loads(line)
