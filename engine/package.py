@@ -47,7 +47,6 @@ import yaml
 
 from engine.order import Dependency, check_dependencies, parse_depends_on
 from engine.resolve.chart import is_chart
-from engine.resolve.loader import YamlLimitError, load_yaml, package_limits
 
 if TYPE_CHECKING:  # engine.sources imports this module
     from engine.sources.source import ChartRequest
@@ -377,12 +376,10 @@ def _type_name(value: Any) -> str:
 
 def load_package(file: Path) -> PackageSpec:
     """Read and validate one package file. Raises PackageError."""
+    from engine.sources.packages import package_document
+
     file = file.resolve()
-    try:
-        parsed = load_yaml(file, package_limits())
-    except YamlLimitError as exc:
-        fix = exc.fix.replace("one document per file", "one package per file")
-        raise PackageError(file, "", exc.problem, fix, exc.line) from None
+    parsed = package_document(file)  # the file may also hold its HelmRepository / OCIRepository
     node, data = parsed.node, parsed.data
     doc = _Doc(file, _lines_by_path(node) if node is not None else {})
     if isinstance(data, dict) and "apiVersion" not in data and "kind" not in data and "spec" not in data:
@@ -579,15 +576,14 @@ def load_packages(
         files = package_files(directory)
     except OSError as exc:
         return [], [PackageError(directory, "", f"cannot list packages ({exc.strerror})")]
-    from engine.sources.packages import link, read_source
+    from engine.sources.packages import link, read_sources
 
     sources = []
     for path in files:
         try:
-            source = read_source(path)  # HelmRepository / OCIRepository documents (engine.sources)
-            if source is not None:
-                sources.append(source)
-            else:
+            found, package = read_sources(path)  # HelmRepository / OCIRepository documents (engine.sources)
+            sources += found
+            if package:
                 specs.append(loader(path))
         except PackageError as exc:
             errors.append(exc)

@@ -51,13 +51,14 @@ def test_versions_lists_newest_first_marking_deployed_and_range(
     for version in ("1.0.0", "1.1.0", "2.0.0"):
         push_oci(h, package_chart(h, tmp_path, version, marker="oci"), base, env=helm_home)
     pkgs = tmp_path / "packages"
-    write(pkgs, "charts.yaml", HEAD + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
-          f"spec: {{url: '{repo.url}'}}\n")
     write(pkgs, "gone.yaml", HEAD + f"kind: HelmRepository\nmetadata: {{name: gone, namespace: {namespace}}}\n"
           f"spec: {{url: 'http://127.0.0.1:{free_port()}', timeout: 5s}}\n")
     write(pkgs, "web-oci-source.yaml", HEAD + f"kind: OCIRepository\nmetadata: {{name: web, namespace: {namespace}}}\n"
           f"spec: {{url: 'oci://{base}/web', ref: {{semver: '^1.0.0'}}, insecure: true}}\n")
-    write(pkgs, "web-http.yaml", HEAD + f"kind: Package\nmetadata: {{name: web-http, namespace: {namespace}}}\n"
+    # One file holds web-http and its HelmRepository.
+    write(pkgs, "web-http.yaml", HEAD + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
+          f"spec: {{url: '{repo.url}'}}\n---\n"
+          + HEAD + f"kind: Package\nmetadata: {{name: web-http, namespace: {namespace}}}\n"
           "spec:\n  chart:\n    spec: {chart: web, version: '~1.0', sourceRef: {kind: HelmRepository, name: charts}}\n")
     write(pkgs, "web-oci.yaml", HEAD + f"kind: Package\nmetadata: {{name: web-oci, namespace: {namespace}}}\n"
           "spec:\n  chartRef: {kind: OCIRepository, name: web}\n")

@@ -10,6 +10,10 @@ Every file helmdeck reads as YAML goes through :func:`load_yaml`:
 - only then is the document composed and constructed, with libyaml
   (``yaml.CSafeLoader``; the pure-Python ``SafeLoader`` only if libyaml is missing).
 
+Package files may hold several documents (a Package with its HelmRepository, say):
+:func:`load_documents` reads them all, with the limits applied to the whole file
+(size, node count and alias expansion summed over its documents).
+
 A parsed file is cached by path and its stat signature (device, inode, size,
 mtime), so each file is parsed once per change, however often it is asked for.
 Cached documents are shared: callers must not mutate them.
@@ -184,6 +188,32 @@ def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
     return Parsed(data, node)
 
 
+def parse_documents(text: str, file: Path, limits: Limits) -> tuple[Parsed, ...]:
+    """Check, compose and construct every document of a YAML stream (empty ones dropped; one empty
+    ``Parsed`` for an empty file). The limits apply to the whole stream. Raises YamlLimitError."""
+    anchors = "&" in text
+    if anchors:
+        check_events(text, file, limits)  # the whole stream: anchors in one document, aliases summed
+    loader = Loader(text)
+    out: list[Parsed] = []
+    try:
+        nodes: list[yaml.Node] = []
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                nodes.append(node)
+        if not anchors and nodes:
+            check_tree(yaml.SequenceNode("tag:yaml.org,2002:seq", nodes), file, limits)  # counted together
+        out = [Parsed(loader.construct_document(node), node) for node in nodes]
+    except yaml.YAMLError as exc:
+        raise _syntax(file, exc) from None
+    except RecursionError:
+        raise YamlLimitError(file, "structure too deeply nested", None, "flatten the structure") from None
+    finally:
+        loader.dispose()
+    return tuple(out) or (Parsed(None, None),)
+
+
 def _line(event: yaml.Event) -> int | None:
     mark = event.start_mark
     return mark.line + 1 if mark is not None else None
@@ -210,20 +240,30 @@ class YamlCache:
     def __init__(self, size: int = 4096):
         self._size = size
         self._lock = threading.Lock()
-        self._entries: OrderedDict[Path, tuple[tuple[int, ...], Parsed]] = OrderedDict()
+        # (path, every document?) -> (stat signature, one document or all of them)
+        self._entries: OrderedDict[tuple[Path, bool], tuple[tuple[int, ...], Any]] = OrderedDict()
         self.parses = 0  # files actually parsed (tests and benchmarks read it)
 
     def load(self, file: Path, limits: Limits) -> Parsed:
         """The parsed document of ``file``; parses only when the file changed. Raises YamlLimitError."""
+        parsed: Parsed = self._load(file, limits, False)
+        return parsed
+
+    def load_all(self, file: Path, limits: Limits) -> tuple[Parsed, ...]:
+        """Every document of ``file`` (:func:`parse_documents`), cached as :meth:`load`. Raises YamlLimitError."""
+        docs: tuple[Parsed, ...] = self._load(file, limits, True)
+        return docs
+
+    def _load(self, file: Path, limits: Limits, every: bool) -> Any:
         try:
             st = file.stat()
         except OSError as exc:
             raise YamlLimitError(file, f"cannot read file ({exc.strerror})") from None
         signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         with self._lock:
-            hit = self._entries.get(file)
+            hit = self._entries.get((file, every))
             if hit is not None and hit[0] == signature and not racy(st.st_mtime_ns):
-                self._entries.move_to_end(file)
+                self._entries.move_to_end((file, every))
                 return hit[1]
         if st.st_size > limits.max_bytes:
             fix = f"set {limits.env} to raise it" if limits.env else "make the file smaller"
@@ -239,11 +279,11 @@ class YamlCache:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise YamlLimitError(file, f"not UTF-8 text (byte {exc.start})", None, "save the file as UTF-8") from None
-        parsed = parse_text(text, file, limits)
+        parsed = parse_documents(text, file, limits) if every else parse_text(text, file, limits)
         with self._lock:
             self.parses += 1
-            self._entries[file] = (signature, parsed)
-            self._entries.move_to_end(file)
+            self._entries[(file, every)] = (signature, parsed)
+            self._entries.move_to_end((file, every))
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return parsed
@@ -256,3 +296,9 @@ CACHE = YamlCache()
 def load_yaml(file: Path, limits: Limits) -> Parsed:
     """Parse ``file`` within ``limits`` (cached per change of the file). Raises YamlLimitError."""
     return CACHE.load(file, limits)
+
+
+def load_documents(file: Path, limits: Limits) -> tuple[Parsed, ...]:
+    """Every document of ``file`` within ``limits``, applied to the whole file (cached per change of the
+    file). Raises YamlLimitError."""
+    return CACHE.load_all(file, limits)

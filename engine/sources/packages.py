@@ -1,9 +1,11 @@
 """Source documents in the packages folder, and Packages linked to the repositories they name.
 
-The package loader (:func:`engine.package.load_packages`) asks :func:`read_source`
-for each file (a ``HelmRepository`` / ``OCIRepository`` document, or None for
-anything else) and, once every file is read, :func:`link` turns each remote
-Package's chart form into a :class:`ChartRequest` against the sources found.
+A file of the packages folder may hold several documents: one Package at most, and
+any number of ``HelmRepository`` / ``OCIRepository`` documents. The package loader
+(:func:`engine.package.load_packages`) asks :func:`read_sources` for each file's
+sources (and whether it holds a Package, read by :func:`package_document`) and,
+once every file is read, :func:`link` turns each remote Package's chart form into
+a :class:`ChartRequest` against the sources found.
 A Package naming a missing repository is reported (which one, and those known)
 and left out; the others carry on.
 """
@@ -15,25 +17,48 @@ from pathlib import Path
 from typing import Any
 
 from engine.package import PackageError, PackageSpec, _lines_by_path
-from engine.resolve.loader import YamlLimitError, load_yaml, package_limits
+from engine.resolve.loader import Parsed, YamlLimitError, load_documents, package_limits
 from engine.sources.source import request_for
 from engine.sources.spec import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
 
 
-def _parsed(file: Path) -> tuple[Any, dict[str, int]]:
+def _documents(file: Path) -> tuple[Parsed, ...]:
     try:
-        parsed = load_yaml(file, package_limits())  # cached: the package loader reads the same parse
+        return load_documents(file, package_limits())  # cached: the package loader reads the same parse
     except YamlLimitError as exc:
-        raise PackageError(file, "", exc.problem, exc.fix, exc.line) from None
-    return parsed.data, _lines_by_path(parsed.node) if parsed.node is not None else {}
+        fix = exc.fix.replace("one document per file", "one package per file")
+        raise PackageError(file, "", exc.problem, fix, exc.line) from None
 
 
-def read_source(file: Path) -> SourceSpec | None:
-    """The source document in ``file``, or None when its kind is not a source kind. Raises PackageError."""
-    data, lines = _parsed(file)
-    if not isinstance(data, dict) or data.get("kind") not in SOURCE_KINDS:
-        return None
-    return parse_source(data, file=file, lines=lines)
+def _is_source(doc: Parsed) -> bool:
+    return isinstance(doc.data, dict) and doc.data.get("kind") in SOURCE_KINDS
+
+
+def package_document(file: Path) -> Parsed:
+    """The document of ``file`` that is not a source (its Package); the first document when every one is a
+    source (the package loader then says what is wrong with it). Raises PackageError: a bad file, or two
+    documents that are not sources (one Package per file; its sources may share it)."""
+    docs = _documents(file)
+    others = [d for d in docs if not _is_source(d)]
+    if len(others) > 1:
+        second = others[1].node
+        raise PackageError(file, "", f"{len(others)} documents are not a HelmRepository or OCIRepository",
+                           "write one package per file (its HelmRepository / OCIRepository may share the file)",
+                           second.start_mark.line + 1 if second is not None else None)
+    return others[0] if others else docs[0]
+
+
+def read_sources(file: Path) -> tuple[list[SourceSpec], bool]:
+    """The source documents of ``file`` (HelmRepository / OCIRepository, in file order) and whether it holds
+    anything else (a Package, for :func:`engine.package.load_package`). Raises PackageError naming the file,
+    line and field of the first bad source document."""
+    docs = _documents(file)
+    sources = [parse_source(d.data, file=file, lines=_lines(d)) for d in docs if _is_source(d)]
+    return sources, len(sources) < len(docs)
+
+
+def _lines(doc: Parsed) -> dict[str, int]:
+    return _lines_by_path(doc.node) if doc.node is not None else {}
 
 
 def remote_chart(spec: dict[str, Any], *, file: Path, lines: dict[str, int], namespace: str) -> Any:
@@ -62,7 +87,7 @@ def link(specs: list[PackageSpec], sources: list[SourceSpec]) -> tuple[list[Pack
             continue
         path = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
         try:
-            _, lines = _parsed(spec.file)
+            lines = _lines(package_document(spec.file))
             request = request_for(spec.chart_source, by_ref, file=spec.file, lines=lines, path=path)
         except PackageError as exc:
             errors.append(exc)
