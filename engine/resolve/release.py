@@ -128,7 +128,11 @@ class ResolveCache:
                 self._by_input.move_to_end(key)
                 self._last[spec] = hit
                 return hit
+        from engine.sources.chart_values import chart_values  # the chart digest in ``key`` covers them
+
         merged: dict[str, Any] = {}
+        for data in chart_values(spec):
+            merged = deep_merge(merged, data)
         for i, parsed in enumerate(files):
             data = parsed.data if parsed.data is not None else {}
             if not isinstance(data, dict):
@@ -187,8 +191,9 @@ CACHE = ResolveCache()
 def resolve(spec: PackageSpec, *, values_from: ValuesFrom | None = None,
             cache: ResolveCache | None = None) -> ResolvedRelease:
     """Resolve ``spec``: locate the chart (directory or ``.tgz``) and compose its values —
-    ``valuesFiles`` in order, then ``valuesFrom`` layers, then inline ``values`` (as Flux's
-    HelmRelease) — and digest them. Blocking (file I/O): call it off the event loop.
+    a remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart), then ``valuesFiles``
+    in order, then ``valuesFrom`` layers, then inline ``values`` (as Flux's HelmRelease) — and
+    digest them. Blocking (file I/O): call it off the event loop.
 
     Raises PackageError naming the package file, the field and the fix (chart missing or
     unreadable, values file over its size limit, malformed, or expanding past the alias limit).
