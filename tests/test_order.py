@@ -97,3 +97,20 @@ def test_dependency_order_of_loaded_packages(tmp_path: Path) -> None:
     assert errors == []
     assert [s.name for s in dependency_order(specs)] == ["crds", "cache", "db", "app"]
     assert [s.name for s in reversed(dependency_order(specs))] == ["app", "db", "cache", "crds"]
+
+
+def test_the_overview_says_what_a_package_waits_for(tmp_path: Path) -> None:
+    from engine.reconcile.conditions import Condition
+    from engine.runtime.state import ReleaseView
+    from tui.widgets.overview import overview_content
+
+    write(tmp_path, "base")
+    write(tmp_path, "web", dep("base"))
+    specs, _ = load_packages(tmp_path)
+    web = next(s for s in specs if s.name == "web")
+    held = Condition("Ready", "False", "DependencyNotReady", "waiting for ns/base (not reconciled yet)")
+    text = str(overview_content(ReleaseView("ns", "web", package=web, ready=False, conditions=(held,)), [], 0.0))
+    assert "Depends on   ns/base   waiting for ns/base (not reconciled yet)" in text
+    ready = Condition("Ready", "True", "InstallSucceeded", "installed")
+    text = str(overview_content(ReleaseView("ns", "web", package=web, ready=True, conditions=(ready,)), [], 0.0))
+    assert "Depends on   ns/base\n" in text

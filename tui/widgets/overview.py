@@ -54,6 +54,11 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     else:
         parts += _row("Revision", _toned(fmt.helm_status_text(view)))
     parts += _row("State", _toned(fmt.engine_state_text(view.state)), "   ready ", _toned(fmt.ready_text(view.ready)))
+    if pkg is not None and pkg.depends_on:
+        held = view.condition("Ready")
+        parts += _row("Depends on", ", ".join(str(d) for d in pkg.depends_on),
+                      (f"   {held.message}", TONE_STYLE["warn"])
+                      if held is not None and held.reason == "DependencyNotReady" else "")
     parts += _row("Maintenance", _toned(fmt.maintenance_text(view.maintenance)),
                   f" ({view.maintenance})" if view.maintenance else "",
                   "   suspended ", _toned(fmt.suspended_text(view.suspended)))
