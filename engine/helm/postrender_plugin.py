@@ -12,8 +12,7 @@ and ``runtimeConfig.platformCommand``; the command sees
         helmdeck-postrender    sh wrapper (helm 3's executable, helm 4's command)
         postrender.py          a copy of engine/helm/postrender.py
 
-``<cache>`` is ``$HELMDECK_CACHE``, else ``$XDG_CACHE_HOME/helmdeck``, else
-``~/.cache/helmdeck`` (the same rule as the local cluster's binaries), never
+``<cache>`` is :func:`engine.paths.cache_root` (the same rule as the local cluster's binaries), never
 the repository nor the user's helm plugin directory: helm 4 reaches the
 plugin through ``HELM_PLUGINS`` set for helmdeck's own helm runs only.
 ``<digest>`` covers the Python interpreter and the files' contents, so
@@ -23,7 +22,6 @@ helmdeck installs with different interpreters or versions never share one.
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
 import shutil
 import sys
@@ -34,6 +32,7 @@ from pathlib import Path
 
 from engine.helm import postrender
 from engine.helm.cli import PostRenderer
+from engine.paths import cache_root
 
 PLUGIN_NAME = "helmdeck-labels"
 PLUGIN_VERSION = "1.0.0"
@@ -71,15 +70,6 @@ class PostRendererLayout:
             plugins_dir=self.plugins_dir,
             args=tuple(f"{k}={v}" for k, v in sorted(labels.items())),
         )
-
-
-def cache_root() -> Path:
-    """helmdeck's cache directory (not created)."""
-    explicit = os.environ.get("HELMDECK_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "helmdeck"
 
 
 def _files(python: str) -> dict[str, tuple[bytes, int]]:
