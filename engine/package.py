@@ -39,12 +39,16 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+# PackageError and parse_duration are this module's API too (every loader raises the one error).
+from engine.fields import Fields, type_name
+from engine.fields import PackageError as PackageError
+from engine.fields import parse_duration as parse_duration
 from engine.order import Dependency, check_dependencies, parse_depends_on
 from engine.resolve.chart import is_chart
 
@@ -67,22 +71,6 @@ DRIFT_MODES = ("disabled", "warn", "enabled")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-class PackageError(ValueError):
-    """A package file is invalid. ``str()`` reads ``file:line: field: problem (fix)``."""
-
-    def __init__(self, file: Path, field: str, problem: str, fix: str = "", line: int | None = None):
-        self.file = file
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        self.line = line
-        where = f"{file}:{line}" if line else str(file)
-        text = f"{where}: {field}: {problem}" if field else f"{where}: {problem}"
-        super().__init__(f"{text} ({fix})" if fix else text)
 
 
 @dataclass(frozen=True)
@@ -224,19 +212,6 @@ class PackageSpec:
         return data if isinstance(data, dict) else {}
 
 
-def parse_duration(text: str) -> float:
-    """A Go duration (``90s``, ``5m``, ``1h2m3s``, ``500ms``) in seconds; ValueError otherwise."""
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m[1]) * _UNIT_SECONDS[m[2]]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"{text!r} is not a duration")
-    return total
-
-
 def shorten_release_name(name: str) -> str:
     """Flux's rule for names over 53 characters: first 40, ``-``, 12 hex of sha256(name)."""
     if len(name) <= MAX_RELEASE_NAME:
@@ -282,53 +257,14 @@ def _lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None =
     return out
 
 
-@dataclass
-class _Doc:
-    file: Path
-    lines: dict[str, int] = field(default_factory=dict)
-
-    def error(self, path: str, problem: str, fix: str = "") -> PackageError:
-        line = self.lines.get(path)
-        if line is None and "." in path:
-            line = self.lines.get(path.rsplit(".", 1)[0])
-        return PackageError(self.file, path, problem, fix, line)
-
-    def mapping(self, value: Any, path: str, allowed: Iterable[str]) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.error(path, f"must be a mapping, not {_type_name(value)}")
-        allowed = tuple(allowed)
-        for key in value:
-            if key not in allowed:
-                sub = f"{path}.{key}" if path else str(key)
-                raise self.error(sub, "unknown field", f"allowed here: {', '.join(allowed)}")
-        return value
-
-    def string(self, value: Any, path: str, *, required: bool = False, fix: str = "") -> str:
-        if value is None:
-            if required:
-                raise self.error(path, "is required", fix)
-            return ""
-        if not isinstance(value, str):
-            raise self.error(path, f"must be a string, not {_type_name(value)}", fix)
-        if required and not value:
-            raise self.error(path, "must not be empty", fix)
-        return value
-
-
-    def boolean(self, value: Any, path: str) -> bool | None:
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            raise self.error(path, f"must be true or false, not {_type_name(value)}")
-        return value
+class _Doc(Fields):
+    """A package file's fields (see :class:`engine.fields.Fields`)."""
 
     def integer(self, value: Any, path: str) -> int | None:
         if value is None:
             return None
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(path, f"must be an integer, not {_type_name(value)}")
+            raise self.error(path, f"must be an integer, not {type_name(value)}")
         return value
 
     def duration(self, value: Any, path: str) -> float | None:
@@ -339,14 +275,6 @@ class _Doc:
             return parse_duration(raw)
         except ValueError:
             raise self.error(path, f"{raw!r} is not a duration", "write e.g. 5m, 90s or 1m30s") from None
-
-    def choice(self, value: Any, path: str, choices: tuple[str, ...], default: str) -> str:
-        if value is None:
-            return default
-        text = self.string(value, path)
-        if text not in choices:
-            raise self.error(path, f"unknown value {text!r}", f"use one of: {', '.join(repr(c) for c in choices)}")
-        return text
 
     def flags(self, section: dict[str, Any], path: str, names: Iterable[str]) -> dict[str, bool]:
         """Boolean fields of ``section`` (camelCase) as snake_case keyword arguments."""
@@ -367,11 +295,6 @@ def _is_file(path: Path) -> bool:
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def load_package(file: Path) -> PackageSpec:
@@ -426,10 +349,10 @@ def load_package(file: Path) -> PackageSpec:
     if values is None:
         values = {}
     if not isinstance(values, dict):
-        raise doc.error("spec.values", f"must be a mapping, not {_type_name(values)}")
+        raise doc.error("spec.values", f"must be a mapping, not {type_name(values)}")
     files_raw = spec.get("valuesFiles") or []
     if not isinstance(files_raw, list):
-        raise doc.error("spec.valuesFiles", f"must be a list, not {_type_name(files_raw)}")
+        raise doc.error("spec.valuesFiles", f"must be a list, not {type_name(files_raw)}")
     values_files = []
     for i, item in enumerate(files_raw):
         rel = doc.string(item, f"spec.valuesFiles[{i}]", required=True)
@@ -540,7 +463,7 @@ def _test(doc: _Doc, raw: Any) -> TestSpec:
     section = doc.mapping(raw, "spec.test", ("enable", "ignoreFailures", "timeout", "filters"))
     filters_raw = section.get("filters") or []
     if not isinstance(filters_raw, list):
-        raise doc.error("spec.test.filters", f"must be a list, not {_type_name(filters_raw)}")
+        raise doc.error("spec.test.filters", f"must be a list, not {type_name(filters_raw)}")
     filters = []
     for i, item in enumerate(filters_raw):
         path = f"spec.test.filters[{i}]"

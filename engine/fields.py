@@ -1,0 +1,112 @@
+"""Reading the fields of a YAML document with errors that name file, line, field and fix.
+
+What the package loader (:mod:`engine.package`) and the chart-source loader
+(:mod:`engine.sources.spec`) share: :class:`PackageError`, Go durations and
+:class:`Fields`, which checks one field at a time against its dotted path
+(``spec.install.remediation.retries``) and finds its line for the error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class PackageError(ValueError):
+    """A package file is invalid. ``str()`` reads ``file:line: field: problem (fix)``."""
+
+    def __init__(self, file: Path, field: str, problem: str, fix: str = "", line: int | None = None):
+        self.file = file
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        self.line = line
+        where = f"{file}:{line}" if line else str(file)
+        text = f"{where}: {field}: {problem}" if field else f"{where}: {problem}"
+        super().__init__(f"{text} ({fix})" if fix else text)
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (``90s``, ``5m``, ``1h2m3s``, ``500ms``) in seconds; ValueError otherwise."""
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m[1]) * _UNIT_SECONDS[m[2]]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"{text!r} is not a duration")
+    return total
+
+
+def type_name(value: Any) -> str:
+    """A YAML value's type in words ("a mapping", "null"), for error messages."""
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+class Fields:
+    """Checks the fields of one document; ``lines`` maps dotted paths to their line (1-based)."""
+
+    def __init__(self, file: Path, lines: Mapping[str, int]):
+        self.file = file
+        self.lines = dict(lines)
+
+    def error(self, path: str, problem: str, fix: str = "") -> PackageError:
+        """The error for ``path``, at its line or else the line of its nearest parent that has one."""
+        line = self.lines.get(path)
+        probe = path
+        while line is None and "." in probe:
+            probe = probe.rsplit(".", 1)[0]
+            line = self.lines.get(probe)
+        return PackageError(self.file, path, problem, fix, line)
+
+    def mapping(self, value: Any, path: str, allowed: Iterable[str], *, required: bool = False,
+                fix: str = "") -> dict[str, Any]:
+        """A mapping whose keys are all ``allowed`` (``{}`` when absent and not ``required``)."""
+        if value is None:
+            if required:
+                raise self.error(path, "is required", fix)
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a mapping, not {type_name(value)}", fix)
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                raise self.error(f"{path}.{key}" if path else str(key), "unknown field",
+                                 f"allowed here: {', '.join(allowed)}")
+        return value
+
+    def string(self, value: Any, path: str, *, required: bool = False, fix: str = "") -> str:
+        """A string (``""`` when absent and not ``required``; a required one must not be empty)."""
+        if value is None:
+            if required:
+                raise self.error(path, "is required", fix)
+            return ""
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a string, not {type_name(value)}", fix)
+        if required and not value:
+            raise self.error(path, "must not be empty", fix)
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool | None:
+        """true or false; None when absent."""
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            raise self.error(path, f"must be true or false, not {type_name(value)}")
+        return value
+
+    def choice(self, value: Any, path: str, choices: tuple[str, ...], default: str) -> str:
+        """One of ``choices`` (``default`` when absent)."""
+        if value is None:
+            return default
+        text = self.string(value, path)
+        if text not in choices:
+            raise self.error(path, f"unknown value {text!r}", f"use one of: {', '.join(repr(c) for c in choices)}")
+        return text
