@@ -21,11 +21,13 @@ Cached documents are shared: callers must not mutate them.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,18 +175,11 @@ def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
     anchors = "&" in text
     if anchors:
         check_events(text, file, limits)  # before composing: aliases must not expand past the limits
-    loader = Loader(text)
-    try:
+    with _loading(text, file) as loader:
         node = loader.get_single_node()
         if node is not None and not anchors:
             check_tree(node, file, limits)  # no aliases: the composed tree is as big as the file
         data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        raise _syntax(file, exc) from None
-    except RecursionError:
-        raise YamlLimitError(file, "structure too deeply nested", None, "flatten the structure") from None
-    finally:
-        loader.dispose()
     return Parsed(data, node)
 
 
@@ -194,9 +189,7 @@ def parse_documents(text: str, file: Path, limits: Limits) -> tuple[Parsed, ...]
     anchors = "&" in text
     if anchors:
         check_events(text, file, limits)  # the whole stream: anchors in one document, aliases summed
-    loader = Loader(text)
-    out: list[Parsed] = []
-    try:
+    with _loading(text, file) as loader:
         nodes: list[yaml.Node] = []
         while loader.check_node():
             node = loader.get_node()
@@ -205,13 +198,21 @@ def parse_documents(text: str, file: Path, limits: Limits) -> tuple[Parsed, ...]
         if not anchors and nodes:
             check_tree(yaml.SequenceNode("tag:yaml.org,2002:seq", nodes), file, limits)  # counted together
         out = [Parsed(loader.construct_document(node), node) for node in nodes]
+    return tuple(out) or (Parsed(None, None),)
+
+
+@contextlib.contextmanager
+def _loading(text: str, file: Path) -> Iterator[Any]:
+    """A loader over ``text``, disposed after; YAML errors and too deep nesting raised as YamlLimitError."""
+    loader = Loader(text)
+    try:
+        yield loader
     except yaml.YAMLError as exc:
         raise _syntax(file, exc) from None
     except RecursionError:
         raise YamlLimitError(file, "structure too deeply nested", None, "flatten the structure") from None
     finally:
         loader.dispose()
-    return tuple(out) or (Parsed(None, None),)
 
 
 def _line(event: yaml.Event) -> int | None:
