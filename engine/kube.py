@@ -54,6 +54,17 @@ def current_context(target: KubeTarget) -> str:
     return str(active.get("name", "")) if active else ""
 
 
+def contexts(target: KubeTarget) -> list[str]:
+    """The names of every context in ``target``'s kubeconfig, in file order; raises KubeConfigError."""
+    try:
+        found, _ = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=str(target.kubeconfig) if target.kubeconfig else None
+        )
+    except (ConfigException, OSError) as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {target.describe()}: {exc}") from exc
+    return [str(c.get("name", "")) for c in found or [] if c.get("name")]
+
+
 def context_namespace(target: KubeTarget) -> str:
     """The namespace ``target``'s context names, ``default`` when it names none (as kubectl and helm).
 

@@ -186,13 +186,19 @@ def _helm(args: argparse.Namespace) -> str:
 
 
 def _app(args: argparse.Namespace) -> int:
+    from engine.kube import KubeTarget, contexts
     from tui.app import HelmdeckApp
+    from tui.engine_client import ContextSwitch
     from tui.settings import Settings, config_dir
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     engine = _engine(args)
+    target = KubeTarget(args.kubeconfig)
+    # Another context: the same flags on it (its own lease: the lease lives in that cluster).
+    switch = ContextSwitch(lambda: contexts(target),
+                           lambda name: _engine(argparse.Namespace(**{**vars(args), "context": name})))
     app = HelmdeckApp(engine, context=args.context_name, settings=Settings(config_dir()),
-                      theme=getattr(args, "theme", None), log_file=log_file)
+                      theme=getattr(args, "theme", None), log_file=log_file, contexts=switch)
     app.run()
     return app.return_code or 0  # non-zero when the app ended on an error
 

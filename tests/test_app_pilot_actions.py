@@ -1,5 +1,5 @@
 """Pilot tests of the cockpit's actions (issue 14) on the real local cluster and real helm:
-cancelling a running action, releases a Flux HelmRelease owns."""
+cancelling a running action, releases a Flux HelmRelease owns, switching cluster contexts."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube import KubeTarget, contexts
+from engine.runtime import Engine
 from engine.runtime.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
-from tests.conftest import run_helm
+from tests.conftest import EXAMPLES, run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tests.test_engine_flow import write_package
+from tui.app import HelmdeckApp
+from tui.engine_client import ContextSwitch
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.picker import PickerScreen
 
@@ -116,3 +119,53 @@ async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
 
         await wait_for(annotated)
     assert stored(core_api, namespace, "podinfo") == [(1, "deployed")]  # nothing was uninstalled
+
+
+def two_contexts(kubeconfig: Path, into: Path, namespaces: tuple[str, str]) -> Path:
+    """A kubeconfig with contexts "one" and "two" on the same local cluster, each with its own namespace."""
+    import yaml
+
+    cfg = yaml.safe_load(kubeconfig.read_text())
+    base = cfg["contexts"][0]["context"]
+    cfg["contexts"] = [{"name": name, "context": {**base, "namespace": ns}}
+                       for name, ns in zip(("one", "two"), namespaces, strict=True)]
+    cfg["current-context"] = "one"
+    into.write_text(yaml.safe_dump(cfg))
+    return into
+
+
+async def test_switching_context_shows_each_ones_releases(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    other = f"{namespace}-b"
+    core_api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    try:
+        assert kube_target.kubeconfig is not None
+        config = two_contexts(kube_target.kubeconfig, tmp_path / "kubeconfig", (namespace, other))
+        run_helm(helm, "install", "first", str(EXAMPLES / "charts" / "settings"), "-n", namespace)
+        run_helm(helm, "install", "second", str(EXAMPLES / "charts" / "settings"), "-n", other)
+        scope = {"one": namespace, "two": other}
+
+        def build(name: str) -> Engine:
+            target = KubeTarget(config, name)
+            return Engine(target, Helm(helm.binary, target, helm.env), None, namespaces=[scope[name]])
+
+        switch = ContextSwitch(lambda: contexts(KubeTarget(config)), build)
+        app = HelmdeckApp(build("one"), context="one", contexts=switch)
+        first, second = (namespace, "first"), (other, "second")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: cell(app, first, "status") == "✔ deployed", seen=lambda: row(app, first))
+            await pilot.press("slash", *"s", "enter")  # a filter that both releases match: it stays
+            await pilot.press("C")
+            await wait_for(lambda: isinstance(app.screen, PickerScreen))
+            await pilot.press("down", "enter")
+            await wait_for(lambda: cell(app, second, "status") == "✔ deployed", seen=lambda: row(app, second))
+            assert cell(app, first, "status") is None  # the first context's release is gone
+            assert getattr(app.screen.query_one("#filter"), "value", None) == "s"  # the filter stayed
+            await pilot.press("C")
+            await wait_for(lambda: isinstance(app.screen, PickerScreen))
+            await pilot.press("up", "enter")
+            await wait_for(lambda: cell(app, first, "status") == "✔ deployed", seen=lambda: row(app, first))
+            assert cell(app, second, "status") is None
+    finally:
+        core_api.delete_namespace(other)

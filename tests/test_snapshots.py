@@ -19,6 +19,7 @@ from engine.runtime.state import CleanupItem
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_clock, fixed_engine
 from tui import confirmations
 from tui.app import HelmdeckApp
+from tui.engine_client import ContextSwitch
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets.release_table import ReleaseTable
 
@@ -100,6 +101,21 @@ def test_rollback_picker(snap_compare: Any) -> None:
         await pilot.press("r")
 
     assert snap_compare(app(), terminal_size=TALL, run_before=pick)
+
+
+def test_context_picker(snap_compare: Any) -> None:
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"the snapshot does not switch (asked for {name})")
+
+    shown = app()
+    shown._contexts = ContextSwitch(lambda: ["helmdeck-local", "staging", "prod-eu"], refuse)
+
+    async def pick(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press("C")
+        await pilot.pause()
+
+    assert snap_compare(shown, terminal_size=TALL, run_before=pick)
 
 
 def test_rollback_confirmation(snap_compare: Any) -> None:

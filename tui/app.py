@@ -28,8 +28,8 @@ from textual.theme import Theme
 from engine.masking import Masker
 from engine.runtime import Engine, EngineEvent, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey
-from tui.engine_client import EngineClient
+from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey, ReleaseRemoved
+from tui.engine_client import ContextSwitch, EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
 from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings, owner_warned
 from tui.screens.confirm import ConfirmScreen
@@ -67,6 +67,7 @@ class HelmdeckApp(App[None]):
         *operation_bindings(),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("C", "context", "Context", show=False, tooltip="Switch the cluster context (as k9s's :ctx)"),
     ]
 
     def __init__(
@@ -80,6 +81,7 @@ class HelmdeckApp(App[None]):
         theme: str | None = None,
         log_file: Path | None = None,
         masker: Masker | None = None,
+        contexts: ContextSwitch | None = None,
     ):
         super().__init__()
         self.engine = engine  # for tests and the command line; the app itself uses only the door
@@ -92,6 +94,8 @@ class HelmdeckApp(App[None]):
         self._requested_theme = theme
         self._startup_problems: list[str] = []
         self._main = MainScreen(self.client, self.signals, clock, context)
+        self._kube_context = context
+        self._contexts = contexts
         self._unsubscribe = self.client.subscribe(self._on_engine_event)
         self._register_themes()
 
@@ -134,6 +138,46 @@ class HelmdeckApp(App[None]):
         self._unsubscribe()
         if self._start_engine:
             await self.client.stop()
+
+    # -- cluster contexts --------------------------------------------------------------
+    def action_context(self) -> None:
+        """Pick a kubeconfig context and rebuild the engine on it (filter and sort stay)."""
+        self._pick_context()
+
+    @work(group="context", exclusive=True, exit_on_error=False)
+    async def _pick_context(self) -> None:
+        if self._contexts is None:
+            self.notify("This app was not given a kubeconfig to switch in", severity="warning")
+            return
+        try:
+            names = self._contexts.names()
+        except Exception as exc:  # a bad kubeconfig: say so, keep the current engine
+            self.notify(str(exc), title="Cannot list contexts", severity="error")
+            return
+        initial = names.index(self._kube_context) if self._kube_context in names else 0
+        choices = [(f"{n}  (current)" if n == self._kube_context else n, n) for n in names]
+        chosen = await self.push_screen_wait(PickerScreen[str]("Switch cluster context:", choices, initial,
+                                                               note="enter switches · escape cancels"))
+        if chosen is None or chosen == self._kube_context:
+            return
+        try:
+            engine = self._contexts.build(chosen)
+        except (Exception, SystemExit) as exc:  # the command line's builder exits on a bad kubeconfig
+            self.notify(f"{chosen}: {exc}", title="Cannot switch context", severity="error")
+            return
+        self.notify(f"Switching to context {chosen} …")
+        old = [(v.namespace, v.name) for v in self.client.releases()]
+        await self.client.stop()
+        for key in old:  # the rows of the previous cluster go; the new engine announces its own
+            self.signals.publish(ReleaseRemoved(key))
+        self._kube_context = chosen
+        self._main.set_context(chosen)
+        try:
+            await self.client.switch(engine)
+        except Exception as exc:
+            log.exception("engine start failed")
+            self.notify(f"{exc}\nDetails: {self._log_hint()}", title="Cannot start the engine", severity="error")
+        self.refresh_bindings()
 
     # -- themes ----------------------------------------------------------------------
     def _register_themes(self) -> None:
@@ -214,6 +258,8 @@ class HelmdeckApp(App[None]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        yield SystemCommand("Context (C)", "Switch the cluster context: the kubeconfig's contexts, as k9s's :ctx",
+                            self.action_context)
         yield SystemCommand("Help (?)", "Every key, what each action does and why one is unavailable",
                             self.action_help)
         if self.client.readonly:

@@ -10,6 +10,7 @@ diffs) are masked here, by the engine's masking rule, unless revealed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from engine.events import KubeEvent, belongs
 from engine.masking import Masker
@@ -30,12 +31,23 @@ from engine.storage.observation import Observation
 from tui.manifest import objects
 
 
+@dataclass(frozen=True)
+class ContextSwitch:
+    """How the app switches cluster context: ``names()`` lists the kubeconfig's contexts (raises on a bad
+    kubeconfig), ``build(name)`` makes an engine (not started) on that context."""
+
+    names: Callable[[], list[str]]
+    build: Callable[[str], Engine]
+
+
 class EngineClient:
     """Wraps one :class:`Engine` for the app; ``masker`` masks what is shown (the engine's by default)."""
 
     def __init__(self, engine: Engine, masker: Masker | None = None):
         self.engine = engine
         self.masker = masker or engine.masker
+        self._engine_masker = masker is None
+        self._subscribers: dict[Callable[[EngineEvent], None], Callable[[], None]] = {}
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
@@ -45,8 +57,25 @@ class EngineClient:
         await self.engine.stop()
 
     def subscribe(self, callback: Callable[[EngineEvent], None]) -> Callable[[], None]:
-        """Call ``callback`` with every engine event; returns the unsubscribe function."""
-        return self.engine.subscribe(callback)
+        """Call ``callback`` with every engine event (of this engine and of any it is switched to);
+        returns the unsubscribe function."""
+        self._subscribers[callback] = self.engine.subscribe(callback)
+
+        def unsubscribe() -> None:
+            self._subscribers.pop(callback, lambda: None)()
+        return unsubscribe
+
+    async def switch(self, engine: Engine) -> None:
+        """Stop the current engine and start ``engine`` in its place (another cluster context); the
+        subscribers follow. Raises what ``engine.start`` raises (the new engine stays in place)."""
+        await self.engine.stop()
+        for callback, unsubscribe in list(self._subscribers.items()):
+            unsubscribe()
+            self._subscribers[callback] = engine.subscribe(callback)
+        self.engine = engine
+        if self._engine_masker:
+            self.masker = engine.masker
+        await engine.start()
 
     def access(self) -> AccessProblems:
         """Refused storage permissions now, and the scope note (the engine also publishes changes)."""

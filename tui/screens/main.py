@@ -58,6 +58,11 @@ class MainScreen(EngineScreen):
         self._cluster_context = context
         self._header_dirty = True
 
+    def set_context(self, context: str) -> None:
+        """The header names ``context`` (after a switch)."""
+        self._cluster_context = context
+        self.query_one(HeaderBar).context = context
+
     def compose(self) -> ComposeResult:
         header = HeaderBar(id="header")
         header.context = self._cluster_context
