@@ -107,10 +107,12 @@ async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
         assert isinstance(app.screen, ConfirmScreen)
         body = app.screen.confirmation.body
         assert f"owned by Flux HelmRelease {namespace}/podinfo" in body and "Flux will undo" in body
+        await pilot.pause()
         await pilot.press("n")
         await wait_for(lambda: not isinstance(app.screen, ConfirmScreen))
         await pilot.press("F")
         await wait_for(lambda: isinstance(app.screen, PickerScreen))
+        await pilot.pause()
         await pilot.press("enter")  # the first choice: request a reconcile
 
         def annotated() -> bool:
@@ -158,12 +160,14 @@ async def test_switching_context_shows_each_ones_releases(
             await pilot.press("slash", *"s", "enter")  # a filter that both releases match: it stays
             await pilot.press("C")
             await wait_for(lambda: isinstance(app.screen, PickerScreen))
+            await pilot.pause()
             await pilot.press("down", "enter")
             await wait_for(lambda: cell(app, second, "status") == "✔ deployed", seen=lambda: row(app, second))
             assert cell(app, first, "status") is None  # the first context's release is gone
             assert getattr(app.screen.query_one("#filter"), "value", None) == "s"  # the filter stayed
             await pilot.press("C")
             await wait_for(lambda: isinstance(app.screen, PickerScreen))
+            await pilot.pause()
             await pilot.press("up", "enter")
             await wait_for(lambda: cell(app, first, "status") == "✔ deployed", seen=lambda: row(app, first))
             assert cell(app, second, "status") is None
