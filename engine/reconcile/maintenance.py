@@ -49,10 +49,12 @@ IN_MAINTENANCE = "package is in maintenance (NoResourceReconciliation): the rele
 
 @dataclass
 class Maintenance(Reconciler):
-    """Type ``release``: one pass of a package in maintenance. Never raises for helm or package errors."""
+    """One pass of a package in maintenance (a pass, as AtomicRelease's, not an action of one type).
+
+    Never raises for helm or package errors.
+    """
 
     name = "maintenance"
-    type = "release"
 
     service: MaintenanceService
 
