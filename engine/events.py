@@ -111,7 +111,8 @@ def belongs(event: KubeEvent, objects: Iterable[tuple[str, str, str]]) -> bool:
     return False
 
 
-Listener = Callable[[KubeEvent], None]
+Listener = Callable[[KubeEvent, bool], None]
+"""Called with an event and whether it went (deleted by the API server, or past :data:`KEEP`)."""
 
 
 class NamespaceEvents(WatchThread):
@@ -125,7 +126,7 @@ class NamespaceEvents(WatchThread):
         self._timeout = watch_timeout
         self._lock = threading.Lock()
         self._events: dict[str, KubeEvent] = {}
-        self.listeners: Listeners[[KubeEvent]] = Listeners("event listener")
+        self.listeners: Listeners[[KubeEvent, bool]] = Listeners("event listener")
 
     def recent(self) -> list[KubeEvent]:
         """The kept events, oldest first."""
@@ -137,15 +138,18 @@ class NamespaceEvents(WatchThread):
         event = parse_event(obj)
         if event is None:
             return
+        changes: list[tuple[KubeEvent, bool]] = [(event, deleted)]
         with self._lock:
             if deleted:
                 self._events.pop(event.uid, None)
-                return
-            self._events[event.uid] = event
+            else:
+                self._events[event.uid] = event
             if len(self._events) > self._keep:
                 for old in sorted(self._events.values(), key=lambda e: e.at)[:len(self._events) - self._keep]:
                     del self._events[old.uid]
-        self.listeners.emit(event)
+                    changes.append((old, True))
+        for changed, gone in changes:
+            self.listeners.emit(changed, gone)
 
     def start(self) -> None:
         if self._api is not None:
@@ -237,3 +241,95 @@ class EventHub:
         for watch in watches:
             watch.stop()
         return all([watch.join(timeout) for watch in watches])
+
+
+def _owner_candidates(event: KubeEvent) -> list[tuple[str, str]]:
+    """``(kind, name)`` of the objects that may have ``event``'s object as themselves or a named child."""
+    found = [(event.kind, event.name)]
+    parent = event.name.rsplit("-", 1)[0]
+    grand = parent.rsplit("-", 1)[0]
+    if event.kind == "ReplicaSet":
+        found.append(("Deployment", parent))
+    elif event.kind == "Job":
+        found.append(("CronJob", parent))
+    elif event.kind == "Pod":
+        found += [(k, parent) for k in ("ReplicaSet", "StatefulSet", "DaemonSet", "Job")]
+        found += [("Deployment", grand), ("CronJob", grand)]
+    return found
+
+
+class WarningCounter:
+    """How many kept Warning events concern each release's objects (and their named children).
+
+    :meth:`track` gives a release's objects (watching their namespaces through ``hub``); each event
+    costs a few dictionary lookups, whatever the number of releases. ``on_count(key, n)`` is called
+    (in the watch thread) when a release's count changes.
+    """
+
+    def __init__(self, hub: EventHub, on_count: Callable[[tuple[str, str], int], None]):
+        self._hub = hub
+        self._on_count = on_count
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str], tuple[tuple[str, str, str], ...]] = {}
+        self._index: dict[tuple[str, str, str], set[tuple[str, str]]] = {}  # (ns, kind, name) -> releases
+        self._warnings: dict[tuple[str, str], set[str]] = {}  # release -> uids of its Warning events
+        self._unsubscribe: dict[str, Callable[[], None]] = {}
+
+    def track(self, key: tuple[str, str], objects: Iterable[tuple[str, str, str]]) -> None:
+        """The release ``key`` has these ``(kind, namespace, name)`` objects (replacing what it had)."""
+        placed = tuple(sorted((k, ns or key[0], n) for k, ns, n in objects))
+        with self._lock:
+            if self._objects.get(key) == placed:
+                return
+            self._drop(key)
+            self._objects[key] = placed
+            for kind, ns, name in placed:
+                self._index.setdefault((ns, kind, name), set()).add(key)
+            new = sorted({ns for _k, ns, _n in placed} - self._unsubscribe.keys())
+        for ns in new:
+            unsubscribe = self._hub.subscribe(ns, self._seen)
+            with self._lock:
+                self._unsubscribe[ns] = unsubscribe
+            for event in self._hub.recent(ns):
+                self._seen(event, False)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        for kind, ns, name in self._objects.pop(key, ()):
+            keys = self._index.get((ns, kind, name))
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._index[(ns, kind, name)]
+        self._warnings.pop(key, None)
+
+    def _seen(self, event: KubeEvent, gone: bool) -> None:
+        if not event.warning:
+            return
+        changed: list[tuple[tuple[str, str], int]] = []
+        with self._lock:
+            owners = {k for kind, name in _owner_candidates(event)
+                      for k in self._index.get((event.namespace, kind, name), ())}
+            for key in owners:
+                if not belongs(event, self._objects.get(key, ())):
+                    continue
+                uids = self._warnings.setdefault(key, set())
+                before = len(uids)
+                if gone:
+                    uids.discard(event.uid)
+                else:
+                    uids.add(event.uid)
+                if len(uids) != before:
+                    changed.append((key, len(uids)))
+        for key, count in changed:
+            self._on_count(key, count)
+
+    def stop(self) -> None:
+        with self._lock:
+            unsubscribes = list(self._unsubscribe.values())
+            self._unsubscribe.clear()
+        for unsubscribe in unsubscribes:
+            unsubscribe()

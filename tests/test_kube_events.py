@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.events import EventHub, NamespaceEvents, belongs, parse_event
+from engine.events import EventHub, NamespaceEvents, WarningCounter, belongs, parse_event
 from tests.fixtures import kube_event
 
 
@@ -24,11 +24,11 @@ def test_events_of_a_workload_include_its_generated_children_only() -> None:
 def test_a_namespace_keeps_only_its_most_recent_events() -> None:
     events = NamespaceEvents(None, "helmdeck-demo", keep=3)
     seen: list[str] = []
-    events.listeners.add(lambda e: seen.append(e.reason))
+    events.listeners.add(lambda e, gone: seen.append(("-" if gone else "+") + e.reason))
     for i in range(5):
         events.apply(kube_event(f"e{i}", "Pod", "p", "Warning", f"R{i}", "m", 10 - i))
     assert [e.reason for e in events.recent()] == ["R2", "R3", "R4"]
-    assert seen == ["R0", "R1", "R2", "R3", "R4"]
+    assert seen == ["+R0", "+R1", "+R2", "+R3", "-R0", "+R4", "-R1"]  # the oldest go, said as gone
     warning = events.recent()[-1]
     assert warning.warning and warning.ref == "Pod/p"
 
@@ -37,8 +37,25 @@ def test_an_offline_hub_shows_what_it_was_fed_to_its_subscribers() -> None:
     hub = EventHub(None)
     hub.feed(kube_event("e1", "Pod", "p", "Normal", "Pulled", "m", 2))
     got: list[str] = []
-    unsubscribe = hub.subscribe("helmdeck-demo", lambda e: got.append(e.reason))
+    unsubscribe = hub.subscribe("helmdeck-demo", lambda e, _gone: got.append(e.reason))
     hub.feed(kube_event("e2", "Pod", "p", "Warning", "BackOff", "m", 1))
     assert [e.reason for e in hub.recent("helmdeck-demo")] == ["Pulled", "BackOff"] and got == ["BackOff"]
     unsubscribe()
     assert hub.stop()
+
+
+def test_warning_counts_per_release_follow_its_objects_and_forget_gone_events() -> None:
+    hub = EventHub(None)
+    counts: dict[tuple[str, str], int] = {}
+    counter = WarningCounter(hub, lambda key, n: counts.__setitem__(key, n))
+    hub.feed(kube_event("old", "Pod", "web-5d8f7c9b4-x2x5q", "Warning", "FailedScheduling", "m", 3))
+    counter.track(("helmdeck-demo", "web"), [("Deployment", "helmdeck-demo", "web")])
+    counter.track(("helmdeck-demo", "web-api"), [("Deployment", "", "web-api")])
+    assert counts == {("helmdeck-demo", "web"): 1}  # what was kept before it was tracked counts
+    hub.feed(kube_event("e2", "ReplicaSet", "web-api-7f9c", "Warning", "FailedCreate", "m", 2))
+    hub.feed(kube_event("e3", "Pod", "web-api-7f9c-abcde", "Normal", "Scheduled", "m", 1))
+    assert counts == {("helmdeck-demo", "web"): 1, ("helmdeck-demo", "web-api"): 1}
+    for watch in list(hub._watches.values()):
+        watch.apply(kube_event("old", "Pod", "web-5d8f7c9b4-x2x5q", "Warning", "FailedScheduling", "m", 3),
+                    deleted=True)
+    assert counts[("helmdeck-demo", "web")] == 0

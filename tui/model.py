@@ -84,6 +84,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("state", "STATE", _state),
     Column("ready", "READY", _text_of("ready")),
     Column("monitor", "MONITOR", _text_of("monitor")),
+    # Most warnings first when ascending: what needs a look comes up.
+    Column("warnings", "WARN", lambda v, _n: (-v.warnings, *_names(v))),
     Column("maintenance", "MAINT", _text_of("maintenance")),
     Column("suspended", "SUSP", _text_of("suspended")),
     Column("owner", "OWNER", _text_of("owner")),
@@ -117,6 +119,7 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
         "state": Cell(*fmt.engine_state_text(view.state)),
         "ready": Cell(*fmt.ready_text(view.ready)),
         "monitor": Cell(*fmt.monitor_text(view.monitor)),
+        "warnings": Cell(f"⚠ {view.warnings}", "bad") if view.warnings else Cell("-"),
         "maintenance": Cell(*fmt.maintenance_text(view.maintenance)),
         "suspended": Cell(*fmt.suspended_text(view.suspended)),
         "owner": Cell(_owner(view)),

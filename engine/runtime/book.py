@@ -95,6 +95,7 @@ class ReleaseBook:
         self._statuses: dict[ReleaseKey, EngineStatus] = {}
         self._states: dict[ReleaseKey, str] = {}
         self._monitors: dict[ReleaseKey, MonitorStatus] = {}
+        self._warnings: dict[ReleaseKey, int] = {}
         self._views: dict[ReleaseKey, ReleaseView] = {}
         self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
@@ -211,6 +212,11 @@ class ReleaseBook:
         self._monitors[key] = status
         self.refresh(key)
 
+    def set_warnings(self, key: ReleaseKey, count: int) -> None:
+        """The number of recent Kubernetes Warning events of ``key``'s objects (engine.events)."""
+        self._warnings[key] = count
+        self.refresh(key)
+
     def log(self, key: ReleaseKey, action: str, outcome: str, message: str, tail: tuple[str, ...] = ()) -> None:
         """Add an event, stamped now, to ``key``'s log; a "started" event names the running action."""
         pkg = self.packages.get(key)
@@ -249,6 +255,7 @@ class ReleaseBook:
             "maintenance": self.maintenance(key),
             "suspended": self.suspended(key),
             "monitor": self._monitors.get(key) or MonitorStatus(),
+            "warnings": self._warnings.get(key, 0),
             "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
         }
         if status is not None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from kubernetes import client
 
-from engine.events import EventHub, KubeEvent
+from engine.events import EventHub, KubeEvent, WarningCounter
 from engine.helm import Helm
 from engine.kube import KubeTarget, api_client
 from engine.masking import Masker
@@ -45,7 +45,16 @@ from engine.runtime.operations import Operations
 from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
 from engine.runtime.queue import WorkQueue
 from engine.runtime.source import PackageSource
-from engine.runtime.state import AccessProblems, CleanupItem, ReconcileEvent, ReleaseKey, ReleaseView
+from engine.runtime.state import (
+    AccessProblems,
+    CleanupItem,
+    EngineEvent,
+    ReconcileEvent,
+    ReleaseKey,
+    ReleaseRemoved,
+    ReleaseUpdated,
+    ReleaseView,
+)
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
@@ -119,6 +128,9 @@ class Engine:
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors)
         self.kube_events = EventHub(self._api)  # offline: fed by hand (fixtures)
+        self.warnings = WarningCounter(
+            self.kube_events, lambda key, n: self._on_loop(self.book.set_warnings, key, n))
+        self.book.subscribe(self._track_warnings)
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
@@ -180,6 +192,7 @@ class Engine:
         if self.online:
             await asyncio.to_thread(self.service.stop_monitors)
         await asyncio.to_thread(self.observer.stop)
+        self.warnings.stop()
         await asyncio.to_thread(self.kube_events.stop)
         return clean
 
@@ -208,7 +221,15 @@ class Engine:
     def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
         """Call ``callback`` on the engine's loop with each Kubernetes Event of ``namespace`` (one shared
         watch per namespace, see :mod:`engine.events`); returns the unsubscribe function."""
-        return self.kube_events.subscribe(namespace, lambda event: self._on_loop(callback, event))
+        return self.kube_events.subscribe(namespace, lambda event, _gone: self._on_loop(callback, event))
+
+    def _track_warnings(self, event: EngineEvent) -> None:
+        # Whose Warning events a release counts: its monitored objects (a few per release update).
+        if isinstance(event, ReleaseUpdated) and (event.view.monitor.resources or event.view.warnings):
+            self.warnings.track(event.view.key,
+                                [(r.kind, r.namespace, r.name) for r in event.view.monitor.resources])
+        elif isinstance(event, ReleaseRemoved):
+            self.warnings.forget(event.key)
 
     def recent_kube_events(self, namespace: str) -> list[KubeEvent]:
         """The recent Kubernetes Events of ``namespace`` the engine keeps, oldest first."""

@@ -44,6 +44,7 @@ class ReleaseView:
     ``ready`` summarises the Ready condition (None = unknown).
     ``maintenance`` is the effective mode (``""`` or ``NoResourceReconciliation``);
     ``suspended`` is set by the package file or by a hand rollback/suspend.
+    ``warnings`` counts the recent Kubernetes Warning events of its objects (see :mod:`engine.events`).
     """
 
     namespace: str
@@ -60,6 +61,7 @@ class ReleaseView:
     last: ActionOutcome | None = None
     failures: FailureCounts = field(default_factory=FailureCounts)
     unreadable: str | None = None
+    warnings: int = 0
 
     @property
     def key(self) -> ReleaseKey:
