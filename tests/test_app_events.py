@@ -8,7 +8,6 @@ import pytest
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
-from tests.conftest import run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, select, wait_for
 from tui.widgets.event_log import EventLog
 
@@ -40,11 +39,15 @@ async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_even
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: stuck\nversion: 0.1.0\n")
     (chart / "templates" / "deployment.yaml").write_text(UNSCHEDULABLE)
-    run_helm(helm, "install", "stuck", str(chart), "-n", namespace)
-    app = make_app(kube_target, helm, namespace, None)
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    (packages / "stuck.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: stuck\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {chart}\n  install:\n    disableWait: true\n")
+    app = make_app(kube_target, helm, namespace, packages)
     key = (namespace, "stuck")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: cell(app, key, "revision") == "1")
+        await wait_for(lambda: cell(app, key, "revision") == "1", 60, seen=lambda: cell(app, key, "status"))
         await select(app, key)
         await pilot.press("enter", "7")
         await pilot.pause()
@@ -56,3 +59,6 @@ async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_even
         # The scheduler's Warning on the Deployment's Pod (a child named after it), live from the watch.
         await wait_for(lambda: "FailedScheduling" in text() and log.warnings > 0, 60, seen=text)
         assert "Pod/stuck-" in text()
+        await pilot.press("escape")
+        await wait_for(lambda: (cell(app, key, "warnings") or "").startswith("⚠"), 30,
+                       seen=lambda: cell(app, key, "warnings"))

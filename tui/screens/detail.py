@@ -117,7 +117,8 @@ class ReleaseDetailScreen(EngineScreen):
     # -- Kubernetes Events -------------------------------------------------------------
     def _kube_event(self, event: KubeEvent) -> None:
         # Cost per event: this release's objects only; redrawn at most every KUBE_REDRAW seconds.
-        if self._kube_timer is None and belongs(event, self._objects):
+        # Calls queued on the loop may arrive after the screen (or the app) is gone.
+        if self._kube_timer is None and self.is_attached and self.app.is_running and belongs(event, self._objects):
             self._kube_timer = self.set_timer(KUBE_REDRAW, self._show_kube_events)
 
     def _show_kube_events(self) -> None:
