@@ -128,3 +128,37 @@ def lines_of(stream: IO[str] | None) -> Iterator[dict[str, Any]]:
     for line in stream or ():
         if line.startswith("{"):
             yield json.loads(line)
+
+
+def test_prune_uninstalls_dependents_before_their_dependencies(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    # "a-app" sorts before "z-base" and depends on it; "m-db" depends on "a-app".
+    pkgs = package(tmp_path / "p", "z-base", namespace, "{message: base}")
+    package(pkgs, "a-app", namespace, "{message: app}", depends=("z-base",))
+    package(pkgs, "m-db", namespace, "{message: db}", depends=("a-app",))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "helmdeck", "reconcile", "--no-lease", "--json", "--prune",
+         *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seen: list[dict[str, Any]] = []
+    try:
+        stream = lines_of(proc.stdout)
+        installed: set[object] = set()
+        for event in stream:
+            if event.get("action") == "install" and event.get("outcome") == "succeeded":
+                installed.add(event.get("release"))
+            if len(installed) == 3:
+                break
+        for name in ("z-base", "a-app", "m-db"):
+            (pkgs / f"{name}.yaml").unlink()
+        for event in stream:
+            if event.get("action") == "prune":
+                seen.append(event)
+            if len(seen) == 3:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert [(e["release"], e["outcome"]) for e in seen] == [("m-db", "succeeded"), ("a-app", "succeeded"),
+                                                            ("z-base", "succeeded")]
