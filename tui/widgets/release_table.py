@@ -9,6 +9,8 @@ from rich.cells import cell_len
 from rich.color import ColorParseError
 from rich.style import Style
 from rich.text import Text
+from textual._types import SegmentLines
+from textual.cache import LRUCache
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -26,6 +28,7 @@ TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning",
 RESORT_DELAY = 0.3
 FLUSH_INTERVAL = 0.25
 ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
+CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
 
 
 class ReleaseTable(DataTable[Text]):
@@ -52,6 +55,9 @@ class ReleaseTable(DataTable[Text]):
         self._flush_timer: Timer | None = None
         self._dirty: set[str] = set()
         self._last_flush = 0.0
+        # Rendered cells by what they show. DataTable keys its own cell cache by a counter every
+        # update_cell bumps, so under an event storm each frame re-rendered every visible cell.
+        self._cell_cache: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(CELL_CACHE_SIZE)
 
     @property
     def views(self) -> list[ReleaseView]:
@@ -220,6 +226,24 @@ class ReleaseTable(DataTable[Text]):
                 except ColorParseError:  # a theme colour Rich cannot use here: plain text (symbols still tell)
                     continue
         return out
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> SegmentLines:
+        if row_index < 0 or column_index < 0:  # header and labels: DataTable's own cache
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        row = self._shown.get(str(row_key.value)) if row_key is not None else None
+        cell = row.get(str(column_key.value)) if row is not None and column_key is not None else None
+        if cell is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        key = (row_index, column_index, cell, self._styles.get(cell.tone), base_style, width, cursor, hover,
+               self._show_hover_cursor, self._pseudo_class_state)
+        lines = self._cell_cache.get(key)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            self._cell_cache[key] = lines
+        return lines
 
     def _text(self, cell: Cell) -> Text:
         return Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
