@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
@@ -67,3 +68,18 @@ def test_plan_exit_codes_order_and_reasons(helm: Helm, kube_target: KubeTarget, 
     code, out = plan()
     assert code == EXIT_FAILED, out
     assert "bad.yaml:10: spec.bogus: unknown field" in out
+
+
+def test_plan_says_how_many_objects_drifted(helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api,
+                                            namespace: str, tmp_path: Path) -> None:
+    pkgs = package(tmp_path / "p", "app", namespace, "{message: one}")
+    path = pkgs / "app.yaml"
+    path.write_text(path.read_text() + "  driftDetection: {mode: enabled}\n")
+    args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
+    assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == 0
+    assert helmdeck("plan", *args).returncode == EXIT_NO_CHANGES
+    core_api.patch_namespaced_config_map("app", namespace, {"data": {"message": "edited by hand"}})
+    proc = helmdeck("plan", *args)
+    assert proc.returncode == EXIT_CHANGES, proc.stdout + proc.stderr
+    assert f"{namespace}/app (app.yaml)  Drifted → correct-drift" in proc.stdout
+    assert "    1 object drifted\n    drifted: ConfigMap/" in proc.stdout

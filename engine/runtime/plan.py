@@ -70,9 +70,10 @@ class PackagePlan:
         return self.action not in (None, "wait", "stalled") and not self.error
 
     def objects_line(self) -> str:
-        """``+1 ~2 -0 objects`` (or the drifted count), "" when no object is known to change."""
+        """``+1 added ~2 changed -0 removed`` (or the drifted objects), "" when no object is known to change."""
         if self.drifted:
-            return f"{len(self.drifted)} object{'s' if len(self.drifted) != 1 else ''} drifted"
+            more = f" and {len(self.drifted) - 5} more" if len(self.drifted) > 5 else ""
+            return f"drifted: {', '.join(self.drifted[:5])}{more}"
         if not (self.added or self.changed or self.removed):
             return "no object would change" if self.rendered else ""
         return f"+{len(self.added)} added ~{len(self.changed)} changed -{len(self.removed)} removed"
@@ -152,7 +153,8 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             items = await asyncio.to_thread(controller.detector.detect, deployed, spec.namespace)
             drifted = tuple(i.ref for i in items)
             if drifted:
-                state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} objects drifted")
+                plural = "s" if len(drifted) != 1 else ""
+                state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} object{plural} drifted")
         action, why = _action(req, state, latest)
         reasons = [*_reasons(req, state, latest, await _deployed_values(engine, latest)), *why]
         objects: tuple[tuple[str, ...], ...] = ((), (), ())
