@@ -9,7 +9,8 @@ refresh, presses keys meanwhile, and prints:
   (rows are redrawn at most every 0.25 s, see ReleaseTable.upsert);
 * key → frame: from a key press to the first frame showing the moved cursor;
 * frame time: how long composing one frame takes, and frames per second;
-* loop lag: how late a 5 ms timer fires on the app's event loop.
+* loop lag: how late a 5 ms timer fires on the app's event loop;
+* filter key → table: from a keystroke in the filter to the refiltered table's first frame.
 
     .venv/bin/python -m bench.tui_bench [--releases 1000] [--rate 100] [--seconds 10]
 """
@@ -67,7 +68,7 @@ async def measure(releases: int, rate: float, seconds: float) -> dict[str, Sampl
     keys: list[ReleaseKey] = [v.key for v in engine.releases()]
     app = HelmdeckApp(engine, context="bench", start_engine=False)
     out = {name: Samples(name) for name in ("startup", "event → table", "upsert", "key → frame", "frame time",
-                                            "loop lag")}
+                                            "loop lag", "filter key → table")}
     emitted: dict[int, float] = {}
 
     def on_event(event: EngineEvent) -> None:
@@ -160,6 +161,18 @@ async def measure(releases: int, rate: float, seconds: float) -> dict[str, Sampl
         running = False
         await asyncio.gather(lag_task, typist_task)
         await pilot.pause()
+        # Filter keystrokes (after the storm): from the key to the first frame of the refiltered table.
+        rebuilt = asyncio.Event()
+        _timed(table, "_rebuild", lambda _s, _t: rebuilt.set())
+        await pilot.press("slash")
+        for key in [*"rel-1", *["backspace"] * 5]:
+            rebuilt.clear()
+            pressed = time.perf_counter()
+            app.simulate_key(key)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(rebuilt.wait(), 2.0)
+                await pilot.pause()
+                out["filter key → table"].values.append(time.perf_counter() - pressed)
         duration = time.perf_counter() - t0
         table.flush()
         print(f"{releases} releases, {sent} events in {seconds:.0f}s ({sent / seconds:.0f}/s), "
