@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets import DataTable, Static
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
 from tests.test_app_pilot import SIZE, cell, make_app, select, wait_for
+from tui.screens.resource import ResourceScreen
 from tui.widgets.event_log import EventLog
+from tui.widgets.resources_pane import ResourcesPane
+from tui.widgets.text_view import TextView
 
 pytestmark = pytest.mark.cluster
 
@@ -47,7 +51,7 @@ async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_even
     app = make_app(kube_target, helm, namespace, packages)
     key = (namespace, "stuck")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: cell(app, key, "revision") == "1", 60, seen=lambda: cell(app, key, "status"))
+        await wait_for(lambda: cell(app, key, "revision") == "1", 120, seen=lambda: cell(app, key, "status"))
         await select(app, key)
         await pilot.press("enter", "7")
         await pilot.pause()
@@ -59,6 +63,20 @@ async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_even
         # The scheduler's Warning on the Deployment's Pod (a child named after it), live from the watch.
         await wait_for(lambda: "FailedScheduling" in text() and log.warnings > 0, 60, seen=text)
         assert "Pod/stuck-" in text()
-        await pilot.press("escape")
+
+        # Drill-down: enter on the Deployment in Resources shows its pod, the pod's events and its live YAML.
+        await pilot.press("6")
+        await wait_for(lambda: app.screen.query_one(ResourcesPane).query_one(DataTable).row_count > 0, 30)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, ResourceScreen), 10)
+
+        def drill() -> str:
+            return str(app.screen.query_one(TextView).query_one(".text-body", Static).render())
+
+        await wait_for(lambda: "Pods (1)" in drill() and "FailedScheduling" in drill(), 30, seen=drill)
+        assert "Pending" in drill() and "PodScheduled=False (Unschedulable)" in drill()
+        assert "kind: Deployment" in drill() and "managedFields:" not in drill()
+        assert "Logs stuck-" in drill() and "(no log lines)" in drill()  # a pod never scheduled has none
+        await pilot.press("escape", "escape")
         await wait_for(lambda: (cell(app, key, "warnings") or "").startswith("⚠"), 30,
                        seen=lambda: cell(app, key, "warnings"))

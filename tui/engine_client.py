@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.events import KubeEvent, belongs
+from engine.inspect import PodRow, object_yaml
 from engine.masking import Masker
 from engine.monitor.manifest import ManifestObject
 from engine.runtime.diff import revision_diff
@@ -38,6 +39,10 @@ class ContextSwitch:
 
     names: Callable[[], list[str]]
     build: Callable[[str], Engine]
+
+
+ObjectRef = tuple[str, str, str, str]
+"""``(apiVersion, kind, namespace, name)`` of a live object."""
 
 
 class EngineClient:
@@ -121,6 +126,17 @@ class EngineClient:
         """The recent Kubernetes Events of ``objects`` (``(kind, namespace, name)``) and of what they own,
         oldest first (see :func:`engine.events.belongs`)."""
         return [e for e in self.engine.recent_kube_events(namespace) if belongs(e, objects)]
+
+    async def live_object(self, ref: ObjectRef, *, reveal: bool = False) -> tuple[str, list[PodRow] | None]:
+        """An object's live YAML (managedFields hidden, secrets masked unless ``reveal``) and, for a
+        workload, its pods. Raises KeyError (absent) or NotAvailable (offline)."""
+        inspector = self.engine.inspector
+        obj = await inspector.get(*ref)
+        return object_yaml(obj, self.masker, reveal=reveal), await inspector.pods(obj)
+
+    async def logs(self, namespace: str, pod: str, container: str) -> str:
+        """A container's last log lines; RuntimeError("logs not served: ...") when the kubelet has none."""
+        return await self.engine.inspector.logs(namespace, pod, container)
 
     # -- texts shown (masked unless revealed) ----------------------------------------
     async def manifest_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:

@@ -29,6 +29,7 @@ from kubernetes import client
 
 from engine.events import EventHub, KubeEvent, WarningCounter
 from engine.helm import Helm
+from engine.inspect import Inspector
 from engine.kube import KubeTarget, api_client
 from engine.masking import Masker
 from engine.package import PackageError, PackageSpec
@@ -127,6 +128,7 @@ class Engine:
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors)
+        self._inspector = Inspector(self._api) if self._api is not None else None
         self.kube_events = EventHub(self._api)  # offline: fed by hand (fixtures)
         self.warnings = WarningCounter(
             self.kube_events, lambda key, n: self._on_loop(self.book.set_warnings, key, n))
@@ -222,6 +224,13 @@ class Engine:
         """Call ``callback`` on the engine's loop with each Kubernetes Event of ``namespace`` (one shared
         watch per namespace, see :mod:`engine.events`); returns the unsubscribe function."""
         return self.kube_events.subscribe(namespace, lambda event, _gone: self._on_loop(callback, event))
+
+    @property
+    def inspector(self) -> Inspector:
+        """Live objects, their pods and container logs (the app's drill-down). Raises NotAvailable offline."""
+        if self._inspector is None:
+            raise NotAvailable("no cluster (offline): live objects cannot be read")
+        return self._inspector
 
     def _track_warnings(self, event: EngineEvent) -> None:
         # Whose Warning events a release counts: its monitored objects (a few per release update).

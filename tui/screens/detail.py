@@ -18,6 +18,7 @@ from tui import format as fmt
 from tui.engine_client import EngineClient
 from tui.messages import EngineSignals
 from tui.screens.base import EngineScreen
+from tui.screens.resource import ResourceScreen
 from tui.widgets.diff_pane import DiffPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.header_bar import TONE_STYLE
@@ -219,6 +220,10 @@ class ReleaseDetailScreen(EngineScreen):
         pane = self.query_one(ValuesPane)
         pane.computed = not pane.computed
         self.query_one(TabbedContent).active = "values"
+
+    @on(ResourcesPane.Open)
+    def _open_resource(self, message: ResourcesPane.Open) -> None:
+        self.app.push_screen(ResourceScreen(self._client, self._signals, self._clock, message.ref))
 
     @on(HistoryTable.RevisionChosen)
     def _revision_chosen(self, message: HistoryTable.RevisionChosen) -> None:

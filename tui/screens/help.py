@@ -27,7 +27,8 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     )),
     ("Release detail", (
         ("1 … 8", "Overview, History, Values, Manifest, Diff, Resources, Events, Notes"),
-        ("enter", "History: show that revision in Values, Manifest and Notes"),
+        ("enter", "History: show that revision in Values, Manifest and Notes; Resources: open the object "
+                  "(live YAML, events, pods and logs; r refreshes, x reveals secrets)"),
         ("r", "History: roll back to the highlighted revision (elsewhere: pick one)"),
         ("a", "Values: user-supplied or computed values"),
         ("x", "Values, Manifest, Diff, Notes: reveal or mask secrets"),

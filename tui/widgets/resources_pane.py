@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Label
 
 from engine.monitor.status import MonitorStatus
 from engine.runtime.state import ReleaseKey
-from tui.engine_client import EngineClient
+from tui.engine_client import EngineClient, ObjectRef
 from tui.format import monitor_text, ready_text
 
 COLUMNS = (("resource", "RESOURCE"), ("present", "PRESENT"), ("ready", "READY"), ("reason", "REASON"))
@@ -24,10 +25,24 @@ class ResourcesPane(Vertical):
         self._client = client
         self._key = key
         self._shown: tuple[MonitorStatus, int | None] | None = None
+        self._refs: dict[str, ObjectRef] = {}  # row key -> the object it shows
 
     def compose(self) -> ComposeResult:
         yield Label(classes="pane-status")
         yield DataTable[Text](cursor_type="row", zebra_stripes=True)
+
+    class Open(Message):
+        """The operator asked for the drill-down of one object (``enter`` on its row)."""
+
+        def __init__(self, ref: ObjectRef):
+            super().__init__()
+            self.ref = ref
+
+    @on(DataTable.RowSelected)
+    def _open(self, event: DataTable.RowSelected) -> None:
+        ref = self._refs.get(str(event.row_key.value))
+        if ref is not None:
+            self.post_message(self.Open(ref))
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -45,6 +60,7 @@ class ResourcesPane(Vertical):
         if monitor.resources:
             status.update(summary + " · live readiness from the monitor")
             table.clear()
+            self._refs = {r.ref: (r.api_version, r.kind, r.namespace, r.name) for r in monitor.resources}
             for r in monitor.resources:
                 table.add_row(Text(r.ref), Text("✔ yes" if r.present else "✖ no"), Text(ready_text(r.ready)[0]),
                               Text(r.reason), key=r.ref)
@@ -65,5 +81,6 @@ class ResourcesPane(Vertical):
         except Exception as exc:  # any failure is shown in place; the app goes on
             table.add_row(Text("-"), Text("-"), Text("-"), Text(f"cannot read the manifest: {exc}"))
             return
+        self._refs = {o.ref: (o.api_version, o.kind, o.namespace, o.name) for o in found}
         for o in found:
             table.add_row(Text(o.ref), Text("?"), Text("-"), Text("not monitored"), key=o.ref)
