@@ -50,14 +50,21 @@ class BuildError(RuntimeError):
     """A component failed to build; the message names component, version and log."""
 
 
+def xdg_dir(explicit: str, xdg: str, fallback: str, *parts: str) -> Path:
+    """``$explicit`` when set, else ``$xdg`` (or ``~/fallback``) joined with ``parts``.
+
+    The XDG base directory rule, with helmdeck's own variable first; not created.
+    """
+    value = os.environ.get(explicit)
+    if value:
+        return Path(value)
+    base = os.environ.get(xdg)
+    return (Path(base) if base else Path.home() / fallback).joinpath(*parts)
+
+
 def cache_dir() -> Path:
     """Return helmdeck's cache directory (see module docstring); not created."""
-    explicit = os.environ.get("HELMDECK_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "helmdeck"
+    return xdg_dir("HELMDECK_CACHE", "XDG_CACHE_HOME", ".cache", "helmdeck")
 
 
 def _k8s_ldflags(version: str) -> list[str]:

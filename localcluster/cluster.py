@@ -21,7 +21,6 @@ connections.
 from __future__ import annotations
 
 import json
-import os
 import ssl
 import subprocess
 import time
@@ -51,12 +50,7 @@ class ClusterError(RuntimeError):
 
 def default_state_dir() -> Path:
     """``$HELMDECK_CLUSTER_DIR``, else the XDG state directory (see module docstring)."""
-    explicit = os.environ.get("HELMDECK_CLUSTER_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "helmdeck" / "cluster"
+    return build.xdg_dir("HELMDECK_CLUSTER_DIR", "XDG_STATE_HOME", ".local/state", "helmdeck", "cluster")
 
 
 class LocalCluster:

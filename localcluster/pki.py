@@ -24,43 +24,30 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 _VALIDITY = dt.timedelta(days=365)
 
 
+class _Pem:
+    """A PEM file of a :class:`Pki`, by its name in the directory (a read-only attribute)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, pki: Pki, owner: type[Pki] | None = None) -> Path:
+        return pki.directory / self.name
+
+
 @dataclass(frozen=True)
 class Pki:
     """Paths of the PEM files :func:`ensure_pki` writes into one directory."""
 
     directory: Path
 
-    @property
-    def ca_cert(self) -> Path:
-        return self.directory / "ca.crt"
-
-    @property
-    def ca_key(self) -> Path:
-        return self.directory / "ca.key"
-
-    @property
-    def serving_cert(self) -> Path:
-        return self.directory / "apiserver.crt"
-
-    @property
-    def serving_key(self) -> Path:
-        return self.directory / "apiserver.key"
-
-    @property
-    def admin_cert(self) -> Path:
-        return self.directory / "admin.crt"
-
-    @property
-    def admin_key(self) -> Path:
-        return self.directory / "admin.key"
-
-    @property
-    def sa_key(self) -> Path:
-        return self.directory / "sa.key"
-
-    @property
-    def sa_pub(self) -> Path:
-        return self.directory / "sa.pub"
+    ca_cert = _Pem("ca.crt")
+    ca_key = _Pem("ca.key")
+    serving_cert = _Pem("apiserver.crt")
+    serving_key = _Pem("apiserver.key")
+    admin_cert = _Pem("admin.crt")
+    admin_key = _Pem("admin.key")
+    sa_key = _Pem("sa.key")
+    sa_pub = _Pem("sa.pub")
 
 
 def _write(path: Path, data: bytes, secret: bool) -> None:

@@ -33,6 +33,7 @@ from engine.helm import Helm, HelmError
 from engine.monitor.status import MonitorStatus
 from engine.order import Dependency, PackageId, dependency_order, package_id, waiting_for
 from engine.package import PackageError, PackageSpec
+from engine.paths import cache_root
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.reconcile.action import ActionContext
@@ -53,7 +54,7 @@ from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import ChartSource, SourceError
 from engine.sources.credentials import kube_secret_reader
-from engine.sources.current import cache_dir, point
+from engine.sources.current import point
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
@@ -317,7 +318,7 @@ class PackageController:
     def charts(self) -> ChartSource:
         """Charts from repositories (engine.sources), with helmdeck's cache and the cluster's Secrets."""
         api = self.ctx.api
-        return ChartSource(self.helm, cache_dir(), secrets=kube_secret_reader(api) if api is not None else None)
+        return ChartSource(self.helm, cache_root(), secrets=kube_secret_reader(api) if api is not None else None)
 
     async def locate(self, spec: PackageSpec) -> None:
         """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when

@@ -7,8 +7,8 @@ archive in the content-addressed store. Everything that reads ``chart_path``
 (render, diff, upgrade) sees the last resolved chart, and the path is absent
 until the first resolution.
 
-The cache directory is ``$HELMDECK_CACHE``, else ``$XDG_CACHE_HOME/helmdeck``,
-else ``~/.cache/helmdeck`` (the same folder ``localcluster.build`` keeps its binaries in).
+The cache directory is :func:`engine.paths.cache_root` (the same folder
+``localcluster.build`` keeps its binaries in).
 """
 
 from __future__ import annotations
@@ -17,20 +17,13 @@ import hashlib
 import os
 from pathlib import Path
 
-
-def cache_dir() -> Path:
-    """helmdeck's cache directory (see the module docstring); not created."""
-    explicit = os.environ.get("HELMDECK_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "helmdeck"
+from engine.paths import cache_root
 
 
 def current_path(package_file: Path, namespace: str, name: str, root: Path | None = None) -> Path:
     """The stable chart path of the package ``namespace/name`` declared in ``package_file``."""
     tag = hashlib.sha256(str(package_file).encode()).hexdigest()[:12]
-    return (root or cache_dir()) / "charts" / "current" / f"{namespace}_{name}-{tag}.tgz"
+    return (root or cache_root()) / "charts" / "current" / f"{namespace}_{name}-{tag}.tgz"
 
 
 def point(path: Path, archive: Path) -> bool:

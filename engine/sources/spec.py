@@ -28,13 +28,15 @@ The parsers take the document's data and a map of dotted field paths to line num
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.package import API_VERSION, PackageError, parse_duration
+from engine.fields import Fields as BaseFields
+from engine.fields import parse_duration, type_name
+from engine.package import API_VERSION
 from engine.sources.semver import Range, SemverError
 
 HELM_REPOSITORY = "HelmRepository"
@@ -154,53 +156,11 @@ class ChartTemplate:
     ignore_missing_values_files: bool = False
 
 
-class Fields:
-    """Field checks for one YAML document: errors name ``file``, the dotted field and its line."""
-
-    def __init__(self, file: Path, lines: Mapping[str, int]):
-        self.file = file
-        self.lines = lines
-
-    def error(self, path: str, problem: str, fix: str = "") -> PackageError:
-        line = self.lines.get(path)
-        probe = path
-        while line is None and "." in probe:
-            probe = probe.rsplit(".", 1)[0]
-            line = self.lines.get(probe)
-        return PackageError(self.file, path, problem, fix, line)
-
-    def mapping(self, value: Any, path: str, allowed: Iterable[str], *, required: bool = False,
-                fix: str = "") -> dict[str, Any]:
-        if value is None:
-            if required:
-                raise self.error(path, "is required", fix)
-            return {}
-        if not isinstance(value, dict):
-            raise self.error(path, f"must be a mapping, not {_type_name(value)}", fix)
-        allowed = tuple(allowed)
-        for key in value:
-            if key not in allowed:
-                raise self.error(f"{path}.{key}" if path else str(key), "unknown field",
-                                 f"allowed here: {', '.join(allowed)}")
-        return value
-
-    def string(self, value: Any, path: str, *, required: bool = False, fix: str = "") -> str:
-        if value is None:
-            if required:
-                raise self.error(path, "is required", fix)
-            return ""
-        if not isinstance(value, str):
-            raise self.error(path, f"must be a string, not {_type_name(value)}", fix)
-        if required and not value:
-            raise self.error(path, "must not be empty", fix)
-        return value
+class Fields(BaseFields):
+    """Field checks for one source document (see :class:`engine.fields.Fields`); booleans default to false."""
 
     def boolean(self, value: Any, path: str) -> bool:
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise self.error(path, f"must be true or false, not {_type_name(value)}")
-        return value
+        return bool(super().boolean(value, path))
 
     def duration(self, value: Any, path: str, default: float | None) -> float | None:
         if value is None:
@@ -239,11 +199,6 @@ class Fields:
         except SemverError as exc:
             raise self.error(path, str(exc), "write a semver range such as ^1.2.0, 1.x or >=1.0.0 <2.0.0") from None
         return text
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _url(fields: Fields, value: Any, path: str, schemes: tuple[str, ...]) -> str:
@@ -358,7 +313,7 @@ def parse_chart_template(
                            f"use one of: {', '.join(RECONCILE_STRATEGIES)}")
     files_raw = spec.get("valuesFiles") or []
     if not isinstance(files_raw, list):
-        raise fields.error(f"{p}.valuesFiles", f"must be a list, not {_type_name(files_raw)}")
+        raise fields.error(f"{p}.valuesFiles", f"must be a list, not {type_name(files_raw)}")
     values_files = []
     for i, item in enumerate(files_raw):
         rel = fields.string(item, f"{p}.valuesFiles[{i}]", required=True, fix="give a path inside the chart")
