@@ -107,6 +107,15 @@ class Component:
     ldflags: tuple[str, ...] = ()
     replaces: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def commands(cls, name: str, module: str, version: str, *commands: str, version_var: str = "",
+                 ldflags: tuple[str, ...] = (), replaces: dict[str, str] | None = None) -> Component:
+        """A component whose binaries are the module's ``cmd/<command>`` packages; ``version_var``
+        (a Go variable relative to the module, e.g. ``internal/version.version``) is stamped with the version."""
+        stamp = (f"-X {module}/{version_var}={version}",) if version_var else ()
+        return cls(name, module, version, {c: f"{module}/cmd/{c}" for c in commands}, ldflags + stamp,
+                   dict(replaces or {}))
+
     @property
     def key(self) -> str:
         return f"{self.name}-{self.version}"
@@ -133,42 +142,16 @@ COMPONENTS: dict[str, Component] = {
             version=ETCD_VERSION,
             binaries={"etcd": "go.etcd.io/etcd/server/v3"},
         ),
-        Component(
-            name="kwok",
-            module="sigs.k8s.io/kwok",
-            version=KWOK_VERSION,
-            binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
-        ),
-        Component(
-            name="helm3",
-            module="helm.sh/helm/v3",
-            version=HELM3_VERSION,
-            binaries={"helm": "helm.sh/helm/v3/cmd/helm"},
-            ldflags=tuple(_helm3_ldflags(HELM3_VERSION)),
-        ),
-        Component(
-            name="helm4",
-            module="helm.sh/helm/v4",
-            version=HELM4_VERSION,
-            binaries={"helm": "helm.sh/helm/v4/cmd/helm"},
-            ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM4_VERSION}",),
-        ),
-        Component(
-            name="registry",
-            module="github.com/distribution/distribution/v3",
-            version=REGISTRY_VERSION,
-            binaries={"registry": "github.com/distribution/distribution/v3/cmd/registry"},
-            ldflags=(f"-X github.com/distribution/distribution/v3/version.version={REGISTRY_VERSION}",),
-        ),
-        Component(
-            name="kubernetes",
-            module="k8s.io/kubernetes",
-            version=KUBERNETES_VERSION,
-            binaries={
-                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-            },
+        Component.commands("kwok", "sigs.k8s.io/kwok", KWOK_VERSION, "kwok"),
+        Component.commands("helm3", "helm.sh/helm/v3", HELM3_VERSION, "helm",
+                           ldflags=tuple(_helm3_ldflags(HELM3_VERSION))),
+        Component.commands("helm4", "helm.sh/helm/v4", HELM4_VERSION, "helm",
+                           version_var="internal/version.version"),
+        Component.commands("registry", "github.com/distribution/distribution/v3", REGISTRY_VERSION, "registry",
+                           version_var="version.version"),
+        Component.commands(
+            "kubernetes", "k8s.io/kubernetes", KUBERNETES_VERSION,
+            "kube-apiserver", "kube-controller-manager", "kube-scheduler",
             ldflags=tuple(_k8s_ldflags(KUBERNETES_VERSION)),
             replaces={
                 f"k8s.io/{m}": f"k8s.io/{m} v0.{KUBERNETES_VERSION.split('.', 1)[1]}"
