@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -48,6 +50,31 @@ def type_name(value: Any) -> str:
     """A YAML value's type in words ("a mapping", "null"), for error messages."""
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
             int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None = None,
+                   seen: set[int] | None = None) -> dict[str, int]:
+    """Map dotted field paths to 1-based line numbers from a composed YAML node.
+
+    An aliased node is walked once (at its anchor): aliases share nodes, and walking every
+    expansion would be as costly as expanding them.
+    """
+    out = {} if out is None else out
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return out
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            sub = f"{path}.{key_node.value}" if path else str(key_node.value)
+            out[sub] = key_node.start_mark.line + 1
+            lines_by_path(value_node, sub, out, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            sub = f"{path}[{i}]"
+            out[sub] = item.start_mark.line + 1
+            lines_by_path(item, sub, out, seen)
+    return out
 
 
 class Fields:
@@ -101,6 +128,15 @@ class Fields:
         if not isinstance(value, bool):
             raise self.error(path, f"must be true or false, not {type_name(value)}")
         return value
+
+    def flags(self, section: dict[str, Any], path: str, names: Iterable[str]) -> dict[str, bool]:
+        """Boolean fields of ``section`` (camelCase) that are set, as snake_case keyword arguments."""
+        out = {}
+        for name in names:
+            value = Fields.boolean(self, section.get(name), f"{path}.{name}")
+            if value is not None:
+                out[re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()] = value
+        return out
 
     def choice(self, value: Any, path: str, choices: tuple[str, ...], default: str) -> str:
         """One of ``choices`` (``default`` when absent)."""

@@ -38,15 +38,13 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 # PackageError and parse_duration are this module's API too (every loader raises the one error).
-from engine.fields import Fields, type_name
+from engine.fields import Fields, lines_by_path, type_name
 from engine.fields import PackageError as PackageError
 from engine.fields import parse_duration as parse_duration
 from engine.order import Dependency, check_dependencies, parse_depends_on
@@ -231,32 +229,6 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-# -- YAML with line numbers -------------------------------------------------
-def _lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None = None,
-                   seen: set[int] | None = None) -> dict[str, int]:
-    """Map dotted field paths to 1-based line numbers from a composed YAML node.
-
-    An aliased node is walked once (at its anchor): aliases share nodes, and walking every
-    expansion would be as costly as expanding them.
-    """
-    out = {} if out is None else out
-    seen = set() if seen is None else seen
-    if id(node) in seen:
-        return out
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            sub = f"{path}.{key_node.value}" if path else str(key_node.value)
-            out[sub] = key_node.start_mark.line + 1
-            _lines_by_path(value_node, sub, out, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            sub = f"{path}[{i}]"
-            out[sub] = item.start_mark.line + 1
-            _lines_by_path(item, sub, out, seen)
-    return out
-
-
 class _Doc(Fields):
     """A package file's fields (see :class:`engine.fields.Fields`)."""
 
@@ -276,25 +248,12 @@ class _Doc(Fields):
         except ValueError:
             raise self.error(path, f"{raw!r} is not a duration", "write e.g. 5m, 90s or 1m30s") from None
 
-    def flags(self, section: dict[str, Any], path: str, names: Iterable[str]) -> dict[str, bool]:
-        """Boolean fields of ``section`` (camelCase) as snake_case keyword arguments."""
-        out = {}
-        for name in names:
-            value = self.boolean(section.get(name), f"{path}.{name}")
-            if value is not None:
-                out[_snake(name)] = value
-        return out
-
 
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
     except OSError:  # a name too long to look up is no file either
         return False
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 def load_package(file: Path) -> PackageSpec:
@@ -304,7 +263,7 @@ def load_package(file: Path) -> PackageSpec:
     file = file.resolve()
     parsed = package_document(file)  # the file may also hold its HelmRepository / OCIRepository
     node, data = parsed.node, parsed.data
-    doc = _Doc(file, _lines_by_path(node) if node is not None else {})
+    doc = _Doc(file, lines_by_path(node) if node is not None else {})
     if isinstance(data, dict) and "apiVersion" not in data and "kind" not in data and "spec" not in data:
         raise doc.error("", f"not a {KIND} (no apiVersion, kind or spec)",
                         "values files must live outside the packages folder: every YAML file there is a package")

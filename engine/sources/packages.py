@@ -16,7 +16,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from engine.package import PackageError, PackageSpec, _lines_by_path
+from engine.fields import lines_by_path
+from engine.package import PackageError, PackageSpec
 from engine.resolve.loader import Parsed, YamlLimitError, load_documents, package_limits
 from engine.sources.source import request_for
 from engine.sources.spec import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
@@ -58,7 +59,7 @@ def read_sources(file: Path) -> tuple[list[SourceSpec], bool]:
 
 
 def _lines(doc: Parsed) -> dict[str, int]:
-    return _lines_by_path(doc.node) if doc.node is not None else {}
+    return lines_by_path(doc.node) if doc.node is not None else {}
 
 
 def remote_chart(spec: dict[str, Any], *, file: Path, lines: dict[str, int], namespace: str) -> Any:
