@@ -249,12 +249,12 @@ async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
         clean = await engine.stop(args.stop_deadline)
         return 0 if clean else EXIT_FAILED
     if not await engine.wait_for_lease():
-        print(f"error: {engine.lease_holder or 'another instance'} holds the engine lease; "
+        print(f"error: {engine.gate.holder or 'another instance'} holds the engine lease; "
               "nothing was reconciled", file=sys.stderr)
         await engine.stop()
         return EXIT_FAILED
     keys = sorted(engine.packages)
-    results = await engine.settle(keys, args.wait, stop=stop)
+    results = await engine.controller.settle(keys, args.wait, stop=stop)
     interrupted = stop.is_set() and len(results) < len(keys)
     await engine.stop(args.stop_deadline)
     codes = []

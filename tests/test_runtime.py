@@ -121,7 +121,7 @@ async def test_two_engines_one_acts_and_the_other_takes_over(
         # The leader dies without giving the lease up.
         assert leader.elector is not None
         await leader.elector.stop(release=False)
-        await leader.queue.stop(0)
+        await leader.controller.queue.stop(0)
         await until(lambda: follower.acting, timeout=6.0)
         package(tmp_path, namespace, "app", values="{settings: {v: '2'}}")
         await until(lambda: revision(follower, key) == 2)

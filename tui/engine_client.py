@@ -89,7 +89,7 @@ class EngineClient:
     # -- availability ----------------------------------------------------------
     @property
     def readonly(self) -> bool:
-        return self.engine.readonly
+        return self.engine.gate.readonly
 
     def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
         """None when ``action`` may run now (on ``key``), else one sentence saying why not (the engine's gate)."""
@@ -108,7 +108,7 @@ class EngineClient:
 
     def history(self, key: ReleaseKey) -> list[Observation]:
         """Stored revisions, newest first."""
-        return self.engine.history(key)
+        return self.engine.operations.history(key)
 
     def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
         return self.engine.events(key)
@@ -120,12 +120,12 @@ class EngineClient:
     def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
         """Call ``callback`` (on the engine's loop) with each Kubernetes Event of ``namespace``; returns the
         unsubscribe function. The engine shares one watch per namespace."""
-        return self.engine.watch_kube_events(namespace, callback)
+        return self.engine.kube_events.watch(namespace, callback)
 
     def kube_events(self, namespace: str, objects: list[tuple[str, str, str]]) -> list[KubeEvent]:
         """The recent Kubernetes Events of ``objects`` (``(kind, namespace, name)``) and of what they own,
         oldest first (see :func:`engine.events.belongs`)."""
-        return [e for e in self.engine.recent_kube_events(namespace) if belongs(e, objects)]
+        return [e for e in self.engine.kube_events.recent(namespace) if belongs(e, objects)]
 
     async def live_object(self, ref: ObjectRef, *, reveal: bool = False) -> tuple[str, list[PodRow] | None]:
         """An object's live YAML (managedFields hidden, secrets masked unless ``reveal``) and, for a
@@ -150,7 +150,7 @@ class EngineClient:
     async def notes_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
         """The chart's NOTES Helm stored for ``revision`` (``info.notes``), its values' secrets masked unless
         ``reveal`` ("" when the chart has none)."""
-        record = await self.engine.release_record(key, revision)
+        record = await self.engine.operations.release_record(key, revision)
         info = record.get("info")
         notes = info.get("notes") if isinstance(info, dict) else None
         if not isinstance(notes, str) or not notes:
@@ -181,7 +181,7 @@ class EngineClient:
         return await self.engine.test(key)
 
     async def suspend(self, key: ReleaseKey, suspended: bool) -> None:
-        self.engine.suspend(key, suspended)
+        self.engine.operations.suspend(key, suspended)
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.uninstall(key)
@@ -192,17 +192,17 @@ class EngineClient:
     async def pause_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter +1; returns the new count."""
         self.check("monitor", key)
-        return self.engine.pause_monitor(key)
+        return self.engine.operations.pause_monitor(key)
 
     async def resume_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter -1 (never below 0); returns the new count."""
         self.check("monitor", key)
-        return self.engine.resume_monitor(key)
+        return self.engine.operations.resume_monitor(key)
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> object:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode."""
         self.check("maintenance", key)
-        return await self.engine.set_maintenance(key, mode)
+        return await self.engine.operations.set_maintenance(key, mode)
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome:
         """Stop the action running on ``key``; its outcome is recorded cancelled."""

@@ -27,14 +27,12 @@ from typing import Any
 
 from kubernetes import client
 
-from engine.events import EventHub, KubeEvent, WarningCounter
 from engine.helm import Helm
 from engine.inspect import Inspector
 from engine.kube import KubeTarget, api_client
 from engine.masking import Masker
 from engine.package import PackageError, PackageSpec
 from engine.reconcile.action import ActionContext
-from engine.reconcile.atomic import PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
@@ -44,22 +42,18 @@ from engine.runtime.gate import ACTIONS, ActionGate
 from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
 from engine.runtime.operations import Operations
 from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
-from engine.runtime.queue import WorkQueue
+from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.source import PackageSource
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
-    EngineEvent,
     ReconcileEvent,
     ReleaseKey,
-    ReleaseRemoved,
-    ReleaseUpdated,
     ReleaseView,
 )
 from engine.runtime.tasks import Background
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
-from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 
 __all__ = ["ACTIONS", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
@@ -129,10 +123,7 @@ class Engine:
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors)
         self._inspector = Inspector(self._api) if self._api is not None else None
-        self.kube_events = EventHub(self._api)  # offline: fed by hand (fixtures)
-        self.warnings = WarningCounter(
-            self.kube_events, lambda key, n: self._on_loop(self.book.set_warnings, key, n))
-        self.book.subscribe(self._track_warnings)
+        self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
@@ -194,7 +185,6 @@ class Engine:
         if self.online:
             await asyncio.to_thread(self.service.stop_monitors)
         await asyncio.to_thread(self.observer.stop)
-        self.warnings.stop()
         await asyncio.to_thread(self.kube_events.stop)
         return clean
 
@@ -220,29 +210,12 @@ class Engine:
                                    self.lease_config.duration + 2 * self.lease_config.retry)
         return self.acting
 
-    def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
-        """Call ``callback`` on the engine's loop with each Kubernetes Event of ``namespace`` (one shared
-        watch per namespace, see :mod:`engine.events`); returns the unsubscribe function."""
-        return self.kube_events.subscribe(namespace, lambda event, _gone: self._on_loop(callback, event))
-
     @property
     def inspector(self) -> Inspector:
         """Live objects, their pods and container logs (the app's drill-down). Raises NotAvailable offline."""
         if self._inspector is None:
             raise NotAvailable("no cluster (offline): live objects cannot be read")
         return self._inspector
-
-    def _track_warnings(self, event: EngineEvent) -> None:
-        # Whose Warning events a release counts: its monitored objects (a few per release update).
-        if isinstance(event, ReleaseUpdated) and (event.view.monitor.resources or event.view.warnings):
-            self.warnings.track(event.view.key,
-                                [(r.kind, r.namespace, r.name) for r in event.view.monitor.resources])
-        elif isinstance(event, ReleaseRemoved):
-            self.warnings.forget(event.key)
-
-    def recent_kube_events(self, namespace: str) -> list[KubeEvent]:
-        """The recent Kubernetes Events of ``namespace`` the engine keeps, oldest first."""
-        return self.kube_events.recent(namespace)
 
     def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
         """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""
@@ -263,17 +236,9 @@ class Engine:
 
     # -- access ----------------------------------------------------------------
     @property
-    def readonly(self) -> bool:
-        return self.gate.readonly
-
-    @property
     def acting(self) -> bool:
         """True when this instance may change the cluster (not read-only, and holding the lease if any)."""
         return self.gate.acting
-
-    @property
-    def lease_holder(self) -> str:
-        return self.gate.holder
 
     @property
     def packages(self) -> dict[ReleaseKey, PackageSpec]:
@@ -283,10 +248,6 @@ class Engine:
     @property
     def package_errors(self) -> list[PackageError]:
         return self.controller.package_errors
-
-    @property
-    def queue(self) -> WorkQueue[ReleaseKey]:
-        return self.controller.queue
 
     def load_packages(self) -> None:
         """(Re)load the packages folder now; bad files are reported, the rest apply."""
@@ -308,17 +269,9 @@ class Engine:
         """The package's engine status (history, counters, conditions), if any."""
         return self.book.status(key)
 
-    def history(self, key: ReleaseKey) -> list[Observation]:
-        """Every stored revision of ``key``, newest first."""
-        return self.operations.history(key)
-
     def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
         """The package's event log, oldest first (at most the last 200)."""
         return self.book.events(key)
-
-    async def release_record(self, key: ReleaseKey, revision: int) -> dict[str, Any]:
-        """The whole stored release of one revision; KeyError when it is not stored."""
-        return await self.operations.release_record(key, revision)
 
     async def manifest(self, key: ReleaseKey, revision: int) -> str:
         """The manifest Helm stored for ``revision`` of ``key``."""
@@ -343,11 +296,6 @@ class Engine:
         Returns the last action's outcome, or None when nothing needed doing.
         """
         return await self.operations.upgrade(key, force=force)
-
-    async def settle(self, keys: list[ReleaseKey], deadline: float, *,
-                     stop: asyncio.Event | None = None) -> dict[ReleaseKey, PassResult]:
-        """Pass ``keys`` until they rest or ``deadline`` seconds pass (see PackageController.settle)."""
-        return await self.controller.settle(keys, deadline, stop=stop)
 
     async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome:
         """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package."""
@@ -374,17 +322,10 @@ class Engine:
         owner = self.owner(key)
         if owner.kind != "flux" or self._api is None:
             raise ActionRefused(f"{key[0]}/{key[1]} is not owned by a Flux HelmRelease")
-        flux = FluxClient(self._api)
-        if not await flux.present():
-            raise ActionRefused("the cluster does not serve Flux's HelmRelease API (helm.toolkit.fluxcd.io/v2)")
-        if action == "reconcile":
-            at = await flux.request_reconcile(owner.namespace, owner.name)
-            said = f"reconcile of {owner.text} requested at {at}"
-        elif action in ("suspend", "resume"):
-            await flux.set_suspended(owner.namespace, owner.name, action == "suspend")
-            said = f"{owner.text} {action}d"
-        else:
-            raise ValueError(f"unknown Flux action {action!r}")
+        try:
+            said = await FluxClient(self._api).act(owner, action)
+        except LookupError as exc:
+            raise ActionRefused(str(exc)) from None
         self.book.log(key, "flux", "info", said)
         return said
 
@@ -396,22 +337,7 @@ class Engine:
         """``helm uninstall`` the release; its package (if any) is suspended."""
         return await self.operations.uninstall(key)
 
-    def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
-        """Suspend (or resume) reconciliation of ``key``'s package."""
-        self.operations.suspend(key, suspended)
-
     async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = ()) -> list[CleanupItem]:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only)."""
         return await self.operations.cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces)
 
-    def pause_monitor(self, key: ReleaseKey) -> int:
-        """Pause the release's monitor once more; returns the pause count."""
-        return self.operations.pause_monitor(key)
-
-    def resume_monitor(self, key: ReleaseKey) -> int:
-        """Take one pause off the release's monitor (never below zero); returns the pause count."""
-        return self.operations.resume_monitor(key)
-
-    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
-        """Enter (``NoResourceReconciliation``) or leave (``""``) maintenance; reconciles once."""
-        return await self.operations.set_maintenance(key, mode)

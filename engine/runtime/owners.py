@@ -84,6 +84,19 @@ class FluxClient:
             return any(r.kind == "HelmRelease" for r in found.resources or [])
         return await asyncio.to_thread(read)
 
+    async def act(self, owner: Owner, action: str) -> str:
+        """Flux's own ``action`` on ``owner``'s HelmRelease: "reconcile" (request one), "suspend" or
+        "resume"; returns what was done in one sentence. Raises LookupError when the cluster does not
+        serve the HelmRelease API, ValueError for another action, ApiException for API errors."""
+        if action not in ("reconcile", "suspend", "resume"):
+            raise ValueError(f"unknown Flux action {action!r}")
+        if not await self.present():
+            raise LookupError(f"the cluster does not serve Flux's HelmRelease API ({FLUX_GROUP}/{FLUX_VERSION})")
+        if action == "reconcile":
+            return f"reconcile of {owner.text} requested at {await self.request_reconcile(owner.namespace, owner.name)}"
+        await self.set_suspended(owner.namespace, owner.name, action == "suspend")
+        return f"{owner.text} {action}d"
+
     async def request_reconcile(self, namespace: str, name: str, now: datetime | None = None) -> str:
         """Annotate the HelmRelease so Flux reconciles it now; returns the annotation's value (RFC 3339)."""
         value = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
