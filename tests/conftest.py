@@ -21,6 +21,7 @@ from engine.helm import Helm
 from engine.kube import KubeTarget, api_client
 from localcluster import build
 from localcluster.cluster import LocalCluster
+from tests.sources_fixtures import ChartRepoServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -96,3 +97,11 @@ def run_helm(helm: Helm, *args: str) -> str:
     if proc.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
     return proc.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
+    """An HTTP chart repository on 127.0.0.1, stopped after the test."""
+    server = ChartRepoServer(tmp_path / "repo")
+    yield server
+    server.stop()

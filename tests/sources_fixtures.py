@@ -19,6 +19,7 @@ import http.server
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -213,3 +214,15 @@ class CmdlineWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def helmdeck(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the helmdeck command line as a user would (captured, at most 300 s)."""
+    return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+def write(folder: Path, name: str, text: str) -> None:
+    """Write ``text`` to ``folder/name``, making the folder."""
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)

@@ -6,10 +6,7 @@ own package, with Flux's reason."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,26 +17,17 @@ from engine.kube import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
 from tests.conftest import run_helm
-from tests.sources_fixtures import ChartRepoServer, CmdlineWatch, package_chart, publish_http, push_oci
+from tests.sources_fixtures import (
+    ChartRepoServer,
+    CmdlineWatch,
+    helmdeck,
+    package_chart,
+    publish_http,
+    push_oci,
+    write,
+)
 
 pytestmark = pytest.mark.cluster
-
-
-def helmdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True, timeout=300,
-                          check=False)
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
-    server = ChartRepoServer(tmp_path / "repo")
-    yield server
-    server.stop()
-
-
-def write(folder: Path, name: str, text: str) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / name).write_text(text)
 
 
 def chart_versions(helm: Helm, namespace: str) -> dict[str, str]:

@@ -64,13 +64,6 @@ def source(tmp_path: Path, kube_target: KubeTarget, helm_home: dict[str, str], h
                        secrets=kube_secret_reader(api_client(kube_target)), clock=clock)
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
-    server = ChartRepoServer(tmp_path / "repo")
-    yield server
-    server.stop()
-
-
 @pytest.fixture(scope="module")
 def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestRegistry]:
     reg = TestRegistry(tmp_path_factory.mktemp("auth-registry"), "deployer", PASSWORD)

@@ -5,10 +5,7 @@ repository that cannot be reached."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,27 +14,10 @@ from engine.helm import Helm
 from engine.kube import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
-from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, push_oci
+from tests.sources_fixtures import ChartRepoServer, helmdeck, package_chart, publish_http, push_oci, write
 
 pytestmark = pytest.mark.cluster
 HEAD = "apiVersion: helmdeck.dev/v1alpha1\n"
-
-
-def helmdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True, timeout=300,
-                          check=False)
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
-    server = ChartRepoServer(tmp_path / "repo")
-    yield server
-    server.stop()
-
-
-def write(folder: Path, name: str, text: str) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / name).write_text(text)
 
 
 def test_versions_lists_newest_first_marking_deployed_and_range(
