@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Go-built etcd, kube-apiserver/-controller-manager/-scheduler, kwok, the OCI registry, helm 3 and 4;
+# Go-built etcd, kube-apiserver/-controller-manager/-scheduler, kwok, the OCI registry, helm 3 and 4, kustomize;
 # cached in ~/.cache/helmdeck by version (a warm run takes seconds).
 build: $(STAMP)
 	$(BIN)/python -m localcluster.build

@@ -33,6 +33,8 @@ KWOK_VERSION = "v0.7.0"
 HELM3_VERSION = "v3.22.0"
 HELM4_VERSION = "v4.3.2"
 REGISTRY_VERSION = "v3.1.2"
+# v5.8.x needs Go 1.27; v5.7.1 builds with Go 1.26.
+KUSTOMIZE_VERSION = "v5.7.1"
 
 # Staging modules k8s.io/kubernetes requires at v0.0.0; each is served at
 # v0.<minor>.<patch> matching the kubernetes release (as its go.mod lists them).
@@ -149,6 +151,12 @@ COMPONENTS: dict[str, Component] = {
                            version_var="internal/version.version"),
         Component.commands("registry", "github.com/distribution/distribution/v3", REGISTRY_VERSION, "registry",
                            version_var="version.version"),
+        Component(
+            name="kustomize",
+            module="sigs.k8s.io/kustomize/kustomize/v5",
+            version=KUSTOMIZE_VERSION,
+            binaries={"kustomize": "sigs.k8s.io/kustomize/kustomize/v5"},
+        ),
         Component.commands(
             "kubernetes", "k8s.io/kubernetes", KUBERNETES_VERSION,
             "kube-apiserver", "kube-controller-manager", "kube-scheduler",
