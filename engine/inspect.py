@@ -104,7 +104,7 @@ class Inspector:
     async def logs(self, namespace: str, pod: str, container: str) -> str:
         """The last :data:`LOG_LINES` lines of a container's log.
 
-        Raises RuntimeError saying why when the kubelet does not serve them (kwok without ClusterLogs).
+        Raises RuntimeError saying why when the kubelet does not serve them (e.g. a pod on no node).
         """
         def read() -> str:
             try:

@@ -9,6 +9,8 @@ Layout of a cluster's state directory (default
     etcd/          etcd data (kept across down/up)
     registry.yml   the local OCI registry's configuration
     registry/      its blobs (kept across down/up)
+    kwok.yaml      kwok's configuration: a ClusterLogs serving container-logs.log for every container
+    container-logs.log  the log lines every fake container serves (CRI log format), written by ``up``
     logs/<component>.log
 
 ``up`` is idempotent: a healthy cluster is left alone; a partly running one is
@@ -38,6 +40,13 @@ from localcluster.state import ORDER, ClusterStatus, Ports
 
 CONTEXT = "helmdeck-local"
 FAKE_NODE = "kwok-node-0"
+# kwok's kubelet server listens here; the node's InternalIP so the API server can proxy pods/log to it.
+NODE_IP = "127.0.0.1"
+CONTAINER_LOG_LINES = (
+    "helmdeck local cluster: kwok serves these lines as every container's log",
+    "(ClusterLogs in the cluster's kwok.yaml; a real kubelet serves the container's output)",
+    "ready",
+)
 SERVICE_CIDR = "10.0.0.0/24"
 _SERVER_NAMES = ("localhost", "127.0.0.1", "10.0.0.1", "kubernetes", "kubernetes.default")
 
@@ -103,13 +112,16 @@ class LocalCluster:
         ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
         return ctx
 
-    def _api(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    def _api(
+        self, method: str, path: str, body: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
         server = self.server
         if server is None:
             return 0, None
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(server + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
+        req.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(req, context=self._ssl_context(), timeout=5) as resp:
                 raw = resp.read()
@@ -176,6 +188,7 @@ class LocalCluster:
         procs: dict[str, ProcessRecord] = {}
         self._save(ports, procs)
         write_kubeconfig(self.kubeconfig, pki, f"https://127.0.0.1:{ports.apiserver}", CONTEXT)
+        self._write_kwok_config()
         deadline = time.monotonic() + timeout
         try:
             progress("starting the OCI registry")
@@ -197,7 +210,7 @@ class LocalCluster:
             ):
                 procs[comp] = self._spawn(comp, cmd)
                 self._save(ports, procs)
-            self._ensure_node(deadline, procs)
+            self._ensure_node(deadline, procs, ports)
             self._wait(
                 "kube-controller-manager", deadline,
                 lambda: self._api("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
@@ -285,6 +298,8 @@ class LocalCluster:
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",
             "--enable-priority-and-fairness=false",
+            # The fake node's InternalIP is where kwok serves pods/log (its Hostname does not resolve).
+            "--kubelet-preferred-address-types=InternalIP",
             *self.extra_apiserver_args,
         ]
 
@@ -316,21 +331,44 @@ class LocalCluster:
             f"--cert-dir={self.state_dir / 'pki' / 'scheduler'}",
         ]
 
+    def _write_kwok_config(self) -> None:
+        """Write kwok's configuration (``kwok.yaml``) and the log it serves.
+
+        A ClusterLogs (kwok.x-k8s.io/v1alpha1) whose one entry names no containers is every
+        container's log (kwok's rule: the entry without ``containers`` is the default). The file is
+        in the CRI log format kwok reads (``<RFC 3339 time> stdout F <line>``).
+        """
+        log_file = self.state_dir / "container-logs.log"
+        log_file.write_text("".join(f"2026-01-01T00:00:00Z stdout F {line}\n" for line in CONTAINER_LOG_LINES))
+        (self.state_dir / "kwok.yaml").write_text(json.dumps({
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "helmdeck-container-logs"},
+            "spec": {"logs": [{"logsFile": str(log_file)}]},
+        }, indent=2) + "\n")
+
     def _kwok_cmd(self, ports: Ports) -> list[str]:
         return [
             str(build.binary("kwok")),
             f"--kubeconfig={self.kubeconfig}",
+            f"--config={self.state_dir / 'kwok.yaml'}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.0.1.0/24",
-            "--node-ip=10.0.1.1",
-            f"--server-address=127.0.0.1:{ports.kwok}",
+            f"--node-ip={NODE_IP}",
+            f"--node-port={ports.kwok}",
+            f"--server-address={NODE_IP}:{ports.kwok}",
             # Heartbeat through a node Lease (as kubelets do): without it kwok posts node status only
             # every 20-45 s, and on a busy machine the node controller marks the node NotReady.
             "--node-lease-duration-seconds=40",
         ]
 
-    def _ensure_node(self, deadline: float, procs: dict[str, ProcessRecord]) -> None:
+    def _ensure_node(self, deadline: float, procs: dict[str, ProcessRecord], ports: Ports) -> None:
+        # Where the API server proxies pods/log (kwok's server); kept in etcd, so set again on every up.
+        endpoint = {
+            "addresses": [{"type": "InternalIP", "address": NODE_IP}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": ports.kwok}},
+        }
         node = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -347,13 +385,19 @@ class LocalCluster:
             "status": {
                 "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
                 "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+                **endpoint,
             },
         }
 
         def created() -> bool:
-            code, _ = self._api("GET", f"/api/v1/nodes/{FAKE_NODE}")
-            if code == 200:
-                return True
+            code, body = self._api("GET", f"/api/v1/nodes/{FAKE_NODE}")
+            if code == 200 and isinstance(body, dict):
+                status = body.get("status") or {}
+                if all(status.get(k) == v for k, v in endpoint.items()):
+                    return True
+                code, _ = self._api("PATCH", f"/api/v1/nodes/{FAKE_NODE}/status", {"status": endpoint},
+                                    content_type="application/merge-patch+json")
+                return code == 200
             code, _ = self._api("POST", "/api/v1/nodes", node)
             return code in (200, 201, 409)
 
@@ -400,6 +444,7 @@ class LocalCluster:
         if rec is None or not rec.alive():
             raise ClusterError(f"{component} is not running in {self.state_dir}")
         stop_processes([rec], grace)
+        self._write_kwok_config()
         procs[component] = self._spawn(component, self._commands(ports)[component]())
         self._save(ports, procs)
         self._wait(component, time.monotonic() + timeout, self.is_ready, procs)

@@ -9,6 +9,7 @@ from textual.widgets import DataTable, Static
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
+from localcluster.cluster import CONTAINER_LOG_LINES
 from tests.test_app_pilot import SIZE, cell, make_app, select, wait_for
 from tui.screens.resource import ResourceScreen
 from tui.widgets.event_log import EventLog
@@ -34,6 +35,39 @@ spec:
         - name: app
           image: nginx:1.27
 """
+
+
+RUNNING = UNSCHEDULABLE.replace('      nodeSelector: {helmdeck.dev/no-such-node: "true"}\n', "")
+
+
+async def test_the_drill_down_of_a_running_deployment_shows_its_container_logs(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path
+) -> None:
+    chart = tmp_path / "talker"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: talker\nversion: 0.1.0\n")
+    (chart / "templates" / "deployment.yaml").write_text(RUNNING)
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    (packages / "talker.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: talker\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {chart}\n")
+    app = make_app(kube_target, helm, namespace, packages)
+    key = (namespace, "talker")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 120, seen=lambda: cell(app, key, "status"))
+        await select(app, key)
+        await pilot.press("enter", "6")
+        await wait_for(lambda: app.screen.query_one(ResourcesPane).query_one(DataTable).row_count > 0, 30)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, ResourceScreen), 10)
+
+        def drill() -> str:
+            return str(app.screen.query_one(TextView).query_one(".text-body", Static).render())
+
+        # kwok serves the cluster's ClusterLogs file as every container's log (pods/log through the API server).
+        await wait_for(lambda: CONTAINER_LOG_LINES[0] in drill(), 30, seen=drill)
+        assert "Running" in drill() and "Logs talker-" in drill() and "logs not served" not in drill()
 
 
 async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_events(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from localcluster import build
-from localcluster.cluster import FAKE_NODE, LocalCluster
+from localcluster.cluster import CONTAINER_LOG_LINES, FAKE_NODE, LocalCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -26,6 +27,19 @@ def test_cluster_is_ready_with_stamped_version(local_cluster: LocalCluster, core
     assert ready["Ready"] == "True"
     sa = core_api.read_namespaced_service_account("default", "default")
     assert sa.metadata is not None and sa.metadata.name == "default"
+
+
+def test_pods_log_is_served_by_kwok_through_the_api_server(core_api: client.CoreV1Api, namespace: str) -> None:
+    """kwok's ClusterLogs: every container's log is the cluster's container-logs.log, proxied as pods/log."""
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="talker"),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="app", image="busybox")]))
+    core_api.create_namespaced_pod(namespace, pod)
+    deadline = time.monotonic() + 60
+    while getattr(core_api.read_namespaced_pod("talker", namespace).status, "phase", None) != "Running":
+        assert time.monotonic() < deadline, "the pod never ran"
+        time.sleep(0.2)
+    text = core_api.read_namespaced_pod_log("talker", namespace, container="app", tail_lines=10)
+    assert text.splitlines() == list(CONTAINER_LOG_LINES)
 
 
 def test_up_again_is_a_no_op(local_cluster: LocalCluster) -> None:
