@@ -48,41 +48,10 @@ def _load(args: argparse.Namespace) -> Any:
     raise SystemExit(EXIT_USAGE)
 
 
-def in_range(request: Any, version: str) -> bool | None:
-    """Whether ``version`` is inside what ``request`` (a ChartRequest) asks for, with Helm's semver rules;
-    None when that cannot be said (an OCIRepository pinned to a digest, or an unparseable version)."""
-    from engine.sources.semver import Range, SemverError, Version
-    from engine.sources.spec import OCIRepositorySpec
-
-    source = request.source
-    if isinstance(source, OCIRepositorySpec):
-        ref = source.reference
-        if ref.digest:
-            return None
-        if not ref.semver:
-            return version == (ref.tag or "latest")
-        text = ref.semver
-    else:
-        text = request.version
-    if version == text:  # Helm takes an exact match first
-        return True
-    try:
-        return Range.parse(text or "*").allows(Version.parse(version))
-    except SemverError:
-        return None
-
-
-def range_text(request: Any) -> str:
-    """The package's range as written (``*`` by default; the OCI reference for an OCIRepository)."""
-    from engine.sources.spec import OCIRepositorySpec
-
-    if isinstance(request.source, OCIRepositorySpec):
-        return str(request.source.reference.describe())
-    return str(request.version or "*")
-
-
 def rows(request: Any, infos: list[Any], deployed: str) -> list[dict[str, Any]]:
     """One JSON-ready row per available version: version, appVersion, created, inRange, deployed."""
+    from engine.sources.updates import in_range
+
     return [{"version": i.version, "appVersion": i.app_version, "created": i.created,
              "inRange": in_range(request, i.version), "deployed": bool(deployed) and i.version == deployed}
             for i in infos]
@@ -103,6 +72,7 @@ def run(args: argparse.Namespace, make_engine: Any) -> int:
     (the message names the repository), 2 for usage errors. ``make_engine`` builds the read-only engine
     (for the deployed version and the cluster's Secrets)."""
     from engine.sources import SourceError
+    from engine.sources.updates import range_text
 
     setup_logging(args.log_level, args.log_file)
     spec = _load(args)

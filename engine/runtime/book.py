@@ -38,6 +38,7 @@ from engine.runtime.state import (
     ReleaseView,
     RunningAction,
 )
+from engine.sources.updates import AvailableVersions, newer
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.snapshot import Snapshot
@@ -96,6 +97,7 @@ class ReleaseBook:
         self._states: dict[ReleaseKey, str] = {}
         self._monitors: dict[ReleaseKey, MonitorStatus] = {}
         self._warnings: dict[ReleaseKey, int] = {}
+        self._offered: dict[ReleaseKey, AvailableVersions | None] = {}  # what its chart's repository offers
         self._views: dict[ReleaseKey, ReleaseView] = {}
         self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
@@ -217,6 +219,12 @@ class ReleaseBook:
         self._warnings[key] = count
         self.refresh(key)
 
+    def set_offered(self, key: ReleaseKey, offered: AvailableVersions | None) -> None:
+        """What the repository of ``key``'s chart offers (engine.sources), for the newer-version marker."""
+        if self._offered.get(key) != offered:
+            self._offered[key] = offered
+            self.refresh(key)
+
     def log(self, key: ReleaseKey, action: str, outcome: str, message: str, tail: tuple[str, ...] = ()) -> None:
         """Add an event, stamped now, to ``key``'s log; a "started" event names the running action."""
         pkg = self.packages.get(key)
@@ -256,6 +264,7 @@ class ReleaseBook:
             "suspended": self.suspended(key),
             "monitor": self._monitors.get(key) or MonitorStatus(),
             "warnings": self._warnings.get(key, 0),
+            "chart_update": newer(obs.chart_version if obs is not None else "", self._offered.get(key)),
             "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
         }
         if status is not None:

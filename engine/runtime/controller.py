@@ -325,6 +325,7 @@ class PackageController:
         new; no request within the repository's interval). No-op for a local chart. Raises SourceError."""
         if spec.chart_request is not None:
             artifact = await self.charts.resolve(spec.chart_request)
+            self.book.set_offered(spec.key, self.charts.available(spec.chart_request))  # the row's marker
             if point(spec.chart_path, artifact.path) and spec.key in self.book.packages:
                 self.book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
 

@@ -37,6 +37,7 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
+from engine.runtime.chart_versions import ChartVersions
 from engine.runtime.controller import PackageController, storage_unlocker
 from engine.runtime.gate import ACTIONS, ActionGate
 from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
@@ -125,6 +126,7 @@ class Engine:
         self._inspector = Inspector(self._api) if self._api is not None else None
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
+        self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations)  # the picker
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
                         if lease is not None and online else None)

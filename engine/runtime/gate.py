@@ -9,7 +9,7 @@ same everywhere. Rules, in the order they are checked:
 3. capability: an engine without a cluster (offline: fixtures, snapshots)
    cannot act on one;
 4. no package: actions that need the package's spec (upgrade, suspend,
-   maintenance, render, diff);
+   maintenance, render, diff, versions); versions also needs a chart from a repository;
 5. pending: unlock needs a release held pending (``pending-*``, as Helm's
    ``IsPending``);
 6. busy: at most one action of this engine runs on a release;
@@ -31,12 +31,13 @@ from engine.storage.observation import Observation
 ACTIONS = (
     "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall", "cancel",
     "flux",  # Flux's own actions on the HelmRelease owning a release (reconcile, suspend, resume)
+    "versions",  # pick a chart version from the package's repository: pins it in the package file
 )
 # Actions that only read ("cleanup-plan": what cleanup would remove).
 READING = ("diff", "render", "cleanup-plan")
 # What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
 _OFFLINE_OK = frozenset({"suspend"})
-_NEEDS_PACKAGE = frozenset({"upgrade", "suspend", "maintenance", "render", "diff"})
+_NEEDS_PACKAGE = frozenset({"upgrade", "suspend", "maintenance", "render", "diff", "versions"})
 # Actions that hold the release's running-action guard.
 _HOLDS_RELEASE = frozenset({"upgrade", "rollback", "test", "unlock", "uninstall", "maintenance"})
 
@@ -55,6 +56,11 @@ def not_pending_reason(key: ReleaseKey) -> str:
 
 def no_package_reason(key: ReleaseKey) -> str:
     return f"no package declares release {key[0]}/{key[1]}"
+
+
+def local_chart_reason(key: ReleaseKey) -> str:
+    return (f"{key[0]}/{key[1]} uses a local chart: versions are listed for a chart from a HelmRepository "
+            "or OCIRepository")
 
 
 @dataclass(eq=False, repr=False)
@@ -102,6 +108,8 @@ class ActionGate:
             return None
         if action in _NEEDS_PACKAGE and key not in self._book.packages:
             return no_package_reason(key)
+        if action == "versions" and self._book.packages[key].chart_request is None:
+            return local_chart_reason(key)
         if action == "unlock" and not is_pending(self._latest(*key)):
             return not_pending_reason(key)
         if action == "cancel" and not self._book.busy(key):

@@ -269,7 +269,11 @@ class Operations:
         """What an upgrade would change: the deployed manifest against the desired render, per object
         (unified diff; "" when nothing would change), secrets masked unless ``reveal``."""
         self.gate.check("diff", key)
-        desired = await self.render(key)
+        return await self.diff_against(key, await self.render(key), reveal=reveal)
+
+    async def diff_against(self, key: ReleaseKey, desired: str, *, reveal: bool = False) -> str:
+        """The deployed manifest of ``key`` against the manifests ``desired`` (unified diff per object, ""
+        when equal), secrets masked unless ``reveal``."""
         latest = self.observer.latest(*key)
         deployed = await self.manifest(key, latest.version) if latest is not None else ""
         return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",

@@ -13,6 +13,7 @@ from engine.monitor.status import MonitorStatus
 from engine.package import PackageError, PackageSpec
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
+from engine.sources.updates import ChartUpdate
 from engine.storage.observation import Observation
 
 ReleaseKey = tuple[str, str]  # (namespace, release name)
@@ -45,6 +46,7 @@ class ReleaseView:
     ``maintenance`` is the effective mode (``""`` or ``NoResourceReconciliation``);
     ``suspended`` is set by the package file or by a hand rollback/suspend.
     ``warnings`` counts the recent Kubernetes Warning events of its objects (see :mod:`engine.events`).
+    ``chart_update`` is a newer chart version its repository offers than the deployed one (None: none known).
     """
 
     namespace: str
@@ -62,6 +64,7 @@ class ReleaseView:
     failures: FailureCounts = field(default_factory=FailureCounts)
     unreadable: str | None = None
     warnings: int = 0
+    chart_update: ChartUpdate | None = None
 
     @property
     def key(self) -> ReleaseKey:

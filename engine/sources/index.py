@@ -160,6 +160,11 @@ class IndexStore:
                                    "last_modified": held.last_modified, "entries": entries}))
         tmp.replace(path)
 
+    def cached(self, url: str) -> Index | None:
+        """The index of ``url`` as last fetched, without any request (None before the first)."""
+        held = self._held.get(url)
+        return held.index if held is not None else None
+
     async def get(
         self, url: str, *, what: str, interval: float, timeout: float, creds: Credentials,
         pass_credentials: bool = False, force: bool = False,

@@ -35,6 +35,7 @@ from engine.sources.spec import (
     SourceSpec,
     find_source,
 )
+from engine.sources.updates import AvailableVersions, available
 
 MAX_LISTED = 100  # versions() describes at most this many OCI tags (one manifest + config each)
 
@@ -263,6 +264,19 @@ class ChartSource:
         return artifact
 
     # -- listing -------------------------------------------------------------
+    def available(self, request: ChartRequest) -> AvailableVersions | None:
+        """The newest version the repository offered ``request`` when last asked, and the newest inside its
+        range, from memory (no I/O). None before the repository answered (or for an OCIRepository selecting
+        a tag or digest, whose tags are listed only by :meth:`versions`)."""
+        location = _oci_location(request)
+        if location is None:
+            index = self.indexes.cached(request.source.url)
+            found = tuple(e.version for e in index.entries.get(request.chart, ())) if index is not None else None
+        else:
+            tags = self._oci_seen.get((location.url, ""), (0, None))[1]
+            found = tuple(tag_to_version(t) for t in tags) if isinstance(tags, list) else None
+        return available(request, found) if found is not None else None
+
     async def versions(self, request: ChartRequest) -> list[ChartVersionInfo]:
         """Every version the repository offers for the request's chart, newest first (pre-releases too).
 
@@ -283,6 +297,7 @@ class ChartSource:
         out = []
         try:
             tags = await registry.tags(location.repository)
+            self._oci_seen[(location.url, "")] = (self.clock(), tags)
             for tag in sort_newest_first(tag_to_version(t) for t in tags)[:MAX_LISTED]:
                 manifest = await registry.manifest(location.repository, tag.replace("+", "_"))
                 config = await registry.chart_config(location.repository, manifest.config_digest)

@@ -1,0 +1,161 @@
+"""The version picker's engine side: list a package's chart versions, diff one, pin it in the package file.
+
+- :meth:`ChartVersions.list`: every version the package's repository offers, newest first, with app
+  version and date, marking the deployed one and those inside the range (the repository is asked at
+  most once per interval, :class:`engine.sources.ChartSource`); it also refreshes the row's
+  newer-version marker (:meth:`ReleaseBook.set_offered`);
+- :meth:`ChartVersions.diff`: what upgrading to one version would change: its archive (pulled once,
+  content-addressed) rendered with the package's values, against the deployed manifest;
+- :meth:`ChartVersions.plan_pin` / :meth:`ChartVersions.pin`: a precise edit of one scalar of a YAML file
+  (:func:`engine.sources.pin.set_scalar`; comments and layout stay): ``spec.chart.spec.version`` of the
+  Package, or for ``spec.chartRef`` the OCIRepository's ``spec.ref.semver`` (``spec.ref.tag`` when it
+  selects by tag). The package folder is then reloaded, so the next pass deploys the pinned version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.runtime.book import ActionRefused, ReleaseBook
+from engine.runtime.controller import PackageController
+from engine.runtime.gate import ActionGate, local_chart_reason, no_package_reason
+from engine.runtime.operations import Operations
+from engine.runtime.state import ReleaseKey
+from engine.sources.pin import PinError, document_index, set_scalar
+from engine.sources.source import ChartRequest
+from engine.sources.spec import OCIReference, OCIRepositorySpec
+from engine.sources.updates import available, in_range, range_text
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One offered version: ``created`` as the repository gives it (RFC 3339 or ""), ``in_range`` None when
+    that cannot be said (an OCIRepository selecting a digest)."""
+
+    version: str
+    app_version: str
+    created: str
+    in_range: bool | None
+    deployed: bool
+
+
+@dataclass(frozen=True)
+class VersionList:
+    """What the picker shows: the source (one line), the range as written, the deployed version ("" none)."""
+
+    source: str
+    range: str
+    deployed: str
+    rows: tuple[VersionRow, ...]
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A planned edit: ``field`` of the document of ``kind`` in ``file`` goes from ``before`` (the range in
+    force; a missing field is added) to ``after``; ``shared`` names the other packages the edit moves too (a shared
+    OCIRepository); ``text`` is the whole new file."""
+
+    file: Path
+    kind: str
+    field: str
+    before: str
+    after: str
+    shared: tuple[str, ...]
+    text: str
+
+
+class ChartVersions:
+    """The versions of each remote package's chart (see the module docstring)."""
+
+    def __init__(self, book: ReleaseBook, gate: ActionGate, controller: PackageController, operations: Operations):
+        self.book = book
+        self.gate = gate
+        self.controller = controller
+        self.operations = operations
+
+    def request(self, key: ReleaseKey) -> ChartRequest:
+        """The chart request of ``key``'s package. Raises ActionRefused: no package, or a local chart."""
+        spec = self.book.packages.get(key)
+        if spec is None:
+            raise ActionRefused(no_package_reason(key))
+        if spec.chart_request is None:
+            raise ActionRefused(local_chart_reason(key))
+        return spec.chart_request
+
+    async def list(self, key: ReleaseKey) -> VersionList:
+        """Every version offered for ``key``'s chart, newest first. Raises ActionRefused and SourceError."""
+        request = self.request(key)
+        infos = await self.controller.charts.versions(request)
+        self.book.set_offered(key, available(request, tuple(i.version for i in infos)))
+        obs = self.book.observer.latest(*key)
+        deployed = obs.chart_version if obs is not None else ""
+        rows = tuple(VersionRow(i.version, i.app_version, i.created, in_range(request, i.version),
+                                bool(deployed) and i.version == deployed) for i in infos)
+        return VersionList(request.describe(), range_text(request), deployed, rows)
+
+    async def diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
+        """What upgrading ``key`` to chart ``version`` would change (unified diff, "" = nothing), secrets masked
+        unless ``reveal``. Raises ActionRefused, NotAvailable, SourceError, PackageError, HelmError."""
+        self.gate.check("diff", key)
+        exact = _exact(self.request(key), version)
+        artifact = await self.controller.charts.resolve(exact)
+        spec = dataclasses.replace(self.book.spec(key), chart_path=artifact.path, chart_request=exact)
+        desired = await self.operations.service.render(spec.namespace, spec)
+        return await self.operations.diff_against(key, desired, reveal=reveal)
+
+    def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
+        """The edit pinning ``key``'s chart to ``version`` (nothing written). Raises ActionRefused, PinError
+        (an OCIRepository selecting a digest, a field that cannot be edited in place), OSError."""
+        request = self.request(key)
+        source = request.source
+        if isinstance(source, OCIRepositorySpec):
+            ref = source.reference
+            if ref.digest:
+                raise PinError(f"{source.describe()} selects the digest {ref.digest}: edit its spec.ref by hand")
+            field, before, after = (("semver", ref.semver, version) if ref.semver
+                                    else ("tag", ref.tag, version.replace("+", "_")))
+            file, kind, name = source.file, "OCIRepository", source.name
+            path: tuple[str, ...] = ("spec", "ref", field)
+            shared = tuple(sorted(f"{s.namespace}/{s.name}" for k, s in self.book.packages.items()
+                                  if k != key and s.chart_request is not None and s.chart_request.source == source))
+        else:
+            spec = self.book.spec(key)
+            before = request.version
+            file, kind, name, path = spec.file, "Package", spec.name, ("spec", "chart", "spec", "version")
+            after, shared = version, ()
+        text = file.read_text()
+        new = set_scalar(text, path, after, document=document_index(text, kind, name))
+        return Pin(file, kind, ".".join(path), before, after, shared, new)
+
+    async def pin(self, key: ReleaseKey, version: str) -> Pin:
+        """Pin ``key``'s chart to ``version`` in its file and reload the package folder (the next pass deploys
+        it). Raises ActionRefused (read-only, lease, no package, local chart), PinError, OSError."""
+        self.gate.check("versions", key)
+        planned = self.plan_pin(key, version)
+        await asyncio.to_thread(_write, planned.file, planned.text)
+        self.book.log(key, "pin", "info", f"chart version pinned: {planned.file.name} {planned.field}: "
+                      f"{planned.before} -> {planned.after}")
+        source = self.controller.source
+        if source is not None:
+            self.controller.apply_source(await asyncio.to_thread(source.load, {planned.file}))
+        return planned
+
+
+def _exact(request: ChartRequest, version: str) -> ChartRequest:
+    """``request`` asking for exactly ``version``."""
+    source = request.source
+    if isinstance(source, OCIRepositorySpec):
+        return ChartRequest(dataclasses.replace(source, reference=OCIReference(tag=version.replace("+", "_"))))
+    return dataclasses.replace(request, version=version)
+
+
+def _write(file: Path, text: str) -> None:
+    """Replace ``file`` with ``text`` at once, keeping its mode (a watcher never reads half a file)."""
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.pin")
+    tmp.write_text(text)
+    tmp.chmod(file.stat().st_mode & 0o7777)
+    tmp.replace(file)

@@ -1,0 +1,101 @@
+"""Newer chart versions: what a package's repository offers beyond the deployed version, and its range.
+
+Pure functions over version strings, with Helm's semver rules (:mod:`engine.sources.semver`):
+
+- :func:`in_range` / :func:`range_text`: whether a version is inside what a request asks for
+  (``spec.chart.spec.version``, or an OCIRepository's ``ref``);
+- :func:`available`: from every version a repository lists, the newest release and the newest version
+  inside the range (:class:`AvailableVersions`; computed once per repository answer, not per event);
+- :func:`newer`: given the deployed version, what is newer (:class:`ChartUpdate`, the row marker); cached,
+  so a release event costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.sources.semver import Range, SemverError, Version, sort_newest_first
+from engine.sources.spec import OCIRepositorySpec
+
+if TYPE_CHECKING:
+    from engine.sources.source import ChartRequest
+
+
+@dataclass(frozen=True)
+class AvailableVersions:
+    """What a repository offered for one package when last asked: ``newest`` its newest release (pre-releases
+    only when nothing else), ``newest_in_range`` the newest version the package's range selects ("" none)."""
+
+    newest: str
+    newest_in_range: str = ""
+
+
+@dataclass(frozen=True)
+class ChartUpdate:
+    """A newer chart version than the deployed one: ``version`` the newest offered, ``in_range`` whether the
+    package's range selects it, ``in_range_version`` the newest newer one inside the range ("" none)."""
+
+    version: str
+    in_range: bool
+    in_range_version: str = ""
+
+
+def range_text(request: ChartRequest) -> str:
+    """The package's range as written (``*`` by default; the OCI reference for an OCIRepository)."""
+    if isinstance(request.source, OCIRepositorySpec):
+        return request.source.reference.describe()
+    return request.version or "*"
+
+
+def in_range(request: ChartRequest, version: str) -> bool | None:
+    """Whether ``version`` is inside what ``request`` asks for, with Helm's semver rules; None when that
+    cannot be said (an OCIRepository pinned to a digest, or an unparseable version)."""
+    source = request.source
+    if isinstance(source, OCIRepositorySpec):
+        ref = source.reference
+        if ref.digest:
+            return None
+        if not ref.semver:
+            return version == (ref.tag or "latest").replace("_", "+")
+        text = ref.semver
+    else:
+        text = request.version
+    if version == text:  # Helm takes an exact match first
+        return True
+    try:
+        return Range.parse(text or "*").allows(Version.parse(version))
+    except SemverError:
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def available(request: ChartRequest, versions: tuple[str, ...]) -> AvailableVersions | None:
+    """The newest release among ``versions`` and the newest inside ``request``'s range; None when no version
+    parses. Pre-releases count as newest only when the repository has nothing else (as ``helm search``)."""
+    ordered = sort_newest_first(versions)
+    if not ordered:
+        return None
+    stable = [v for v in ordered if not Version.parse(v).pre]
+    inside = next((v for v in ordered if in_range(request, v)), "")
+    return AvailableVersions((stable or ordered)[0], inside)
+
+
+@functools.lru_cache(maxsize=4096)
+def newer(deployed: str, offered: AvailableVersions | None) -> ChartUpdate | None:
+    """What ``offered`` has that is newer than ``deployed`` (None: nothing, or unknown)."""
+    if offered is None or not deployed:
+        return None
+    try:
+        current = Version.parse(deployed)
+        newest = Version.parse(offered.newest)
+        inside = Version.parse(offered.newest_in_range) if offered.newest_in_range else None
+    except SemverError:
+        return None
+    inside_newer = offered.newest_in_range if inside is not None and inside > current else ""
+    if newest > current:
+        return ChartUpdate(offered.newest, offered.newest == offered.newest_in_range, inside_newer)
+    if inside_newer:  # a pre-release inside the range, newer than deployed
+        return ChartUpdate(inside_newer, True, inside_newer)
+    return None

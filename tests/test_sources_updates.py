@@ -1,0 +1,130 @@
+"""Newer chart versions (the row marker) and the version picker's pin, on an engine without a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.runtime import Engine
+from engine.runtime.engine import ActionRefused
+from engine.sources.pin import PinError
+from engine.sources.source import ChartRequest
+from engine.sources.spec import HelmRepositorySpec, OCIReference, OCIRepositorySpec
+from engine.sources.updates import AvailableVersions, ChartUpdate, available, in_range, newer
+from engine.storage.observer import Observer
+from tests.fixtures import EXAMPLES, storage_secret
+
+HTTP = HelmRepositorySpec(Path("charts.yaml"), "charts", "demo", "https://charts.example.com")
+OCI = OCIRepositorySpec(Path("oci.yaml"), "web", "demo", "oci://registry.example.com/web",
+                        OCIReference(semver="~1.0"))
+
+
+def test_in_range_follows_helm_semver_and_the_oci_reference() -> None:
+    request = ChartRequest(HTTP, "web", "^0.1")
+    assert [in_range(request, v) for v in ("0.1.5", "0.2.0", "0.2.0-rc.1", "nope")] == [True, False, False, None]
+    assert in_range(ChartRequest(OCI), "1.0.3") and not in_range(ChartRequest(OCI), "1.1.0")
+    tagged = ChartRequest(OCIRepositorySpec(Path("o"), "w", "d", "oci://r/w", OCIReference(tag="1.0.0_b")))
+    assert in_range(tagged, "1.0.0+b") and not in_range(tagged, "1.0.0")
+    digest = OCIReference(digest="sha256:" + "a" * 64)
+    assert in_range(ChartRequest(OCIRepositorySpec(Path("o"), "w", "d", "oci://r/w", digest)), "1.0.0") is None
+
+
+def test_available_and_newer_name_the_newest_and_whether_the_range_holds_it() -> None:
+    request = ChartRequest(HTTP, "web", "^0.1")
+    offered = available(request, ("0.1.0", "1.0.0", "0.1.2", "2.0.0-rc.1", "junk"))
+    assert offered == AvailableVersions("1.0.0", "0.1.2")
+    assert newer("0.1.0", offered) == ChartUpdate("1.0.0", False, "0.1.2")
+    assert newer("0.1.2", offered) == ChartUpdate("1.0.0", False, "")
+    assert newer("1.0.0", offered) is None and newer("", offered) is None and newer("0.1.0", None) is None
+    inside = available(ChartRequest(HTTP, "web", "*"), ("0.1.0", "0.3.0"))
+    assert newer("0.1.0", inside) == ChartUpdate("0.3.0", True, "0.3.0")
+    assert available(request, ("junk",)) is None
+
+
+PACKAGES = """# The shop's charts.
+apiVersion: helmdeck.dev/v1alpha1
+kind: HelmRepository
+metadata: {name: charts, namespace: demo}
+spec:
+  url: https://charts.example.com   # the team's repository
+---
+apiVersion: helmdeck.dev/v1alpha1
+kind: Package
+metadata:
+  name: web   # the shop front
+  namespace: demo
+spec:
+  chart:
+    spec:
+      chart: web
+      version: "^0.1"   # any 0.1.x
+      sourceRef: {kind: HelmRepository, name: charts}
+  values:
+    replicas: 2   # two is enough
+"""
+
+OCI_FILES = {
+    "source.yaml": "apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\nmetadata: {name: web, namespace: demo}\n"
+                   "spec:\n  url: oci://registry.example.com/web\n  ref:\n    semver: '~1.0'  # patch releases\n",
+    "a.yaml": "apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {name: a, namespace: demo}\n"
+              "spec:\n  chartRef: {kind: OCIRepository, name: web}\n",
+    "b.yaml": "apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {name: b, namespace: demo}\n"
+              "spec:\n  chartRef: {kind: OCIRepository, name: web}\n",
+    "local.yaml": "apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {name: local, namespace: demo}\n"
+                  f"spec:\n  chart: {EXAMPLES / 'charts' / 'web'}\n",
+}
+
+
+def _engine(folder: Path) -> Engine:
+    engine = Engine.offline(folder, observer=Observer(None))
+    engine.gate.online = True  # as a connected engine's gate answers; nothing here reaches a cluster
+    return engine
+
+
+async def test_pin_edits_the_version_in_place_and_reloads_the_package(tmp_path: Path) -> None:
+    (tmp_path / "web.yaml").write_text(PACKAGES)
+    engine = _engine(tmp_path)
+    key = ("demo", "web")
+    pinned = await engine.versions.pin(key, "0.2.0")
+    assert (pinned.before, pinned.after, pinned.field) == ("^0.1", "0.2.0", "spec.chart.spec.version")
+    assert (tmp_path / "web.yaml").read_text() == PACKAGES.replace('"^0.1"', '"0.2.0"')
+    request = engine.packages[key].chart_request
+    assert request is not None and request.version == "0.2.0"
+    assert any(e.action == "pin" and "^0.1 -> 0.2.0" in e.message for e in engine.events(key))
+
+
+async def test_pin_of_an_oci_chart_edits_the_shared_oci_repository_and_names_who_shares_it(tmp_path: Path) -> None:
+    for name, text in OCI_FILES.items():
+        (tmp_path / name).write_text(text)
+    engine = _engine(tmp_path)
+    planned = engine.versions.plan_pin(("demo", "a"), "1.1.0+build.1")
+    assert planned.file == tmp_path / "source.yaml" and planned.field == "spec.ref.semver"
+    assert planned.shared == ("demo/b",)
+    assert planned.text == OCI_FILES["source.yaml"].replace("'~1.0'", "'1.1.0+build.1'")
+    with pytest.raises(ActionRefused, match="uses a local chart"):
+        engine.versions.plan_pin(("demo", "local"), "1.0.0")
+    assert "uses a local chart" in (engine.gate.why_not("versions", ("demo", "local")) or "")
+    assert engine.gate.why_not("versions", ("demo", "a")) is None
+
+
+def test_a_digest_reference_is_not_pinned_in_place(tmp_path: Path) -> None:
+    digest = "sha256:" + "b" * 64
+    (tmp_path / "source.yaml").write_text(OCI_FILES["source.yaml"].replace("semver: '~1.0'", f"digest: {digest}"))
+    (tmp_path / "a.yaml").write_text(OCI_FILES["a.yaml"])
+    with pytest.raises(PinError, match="selects the digest"):
+        _engine(tmp_path).versions.plan_pin(("demo", "a"), "1.0.0")
+
+
+def test_the_row_marks_a_newer_version_from_what_the_repository_offered(tmp_path: Path) -> None:
+    (tmp_path / "web.yaml").write_text(PACKAGES)
+    observer = Observer(None)
+    engine = Engine.offline(tmp_path, observer=observer)
+    observer.apply_object(storage_secret("web", "demo", 1, "deployed", "web", "0.1.0", "1.0", {},
+                                         "2026-11-30T09:00:00Z"))
+    engine.book.refresh(("demo", "web"))
+    request = engine.packages[("demo", "web")].chart_request
+    assert request is not None
+    engine.book.set_offered(("demo", "web"), available(request, ("0.1.0", "0.1.4", "1.0.0")))
+    view = engine.release(("demo", "web"))
+    assert view is not None and view.chart_update == ChartUpdate("1.0.0", False, "0.1.4")
