@@ -25,6 +25,7 @@ concept exists::
       uninstall: {keepHistory, disableHooks, disableWait}
       driftDetection: {mode: disabled|warn|enabled}
       dependsOn: [{name, namespace}] # packages Ready first (engine.order)
+      valuesFrom: [{kind, name, valuesKey, targetPath, optional}]  # ConfigMaps/Secrets (engine.spec.values_from)
 
 Defaults are Flux's (helm waits for Jobs unless ``disableWaitForJobs``). Files are parsed by
 the bounded loader (:mod:`engine.resolve.loader`): size, nesting and alias-expansion limits.
@@ -49,6 +50,7 @@ from engine.fields import PackageError as PackageError
 from engine.fields import parse_duration as parse_duration
 from engine.order import Dependency, check_dependencies, parse_depends_on
 from engine.resolve.chart import is_chart
+from engine.spec.values_from import ValuesReference, parse_values_from
 
 if TYPE_CHECKING:  # engine.sources imports this module
     from engine.sources.source import ChartRequest
@@ -189,6 +191,7 @@ class PackageSpec:
     uninstall: UninstallSpec = UninstallSpec()
     drift_detection: str = "disabled"
     depends_on: tuple[Dependency, ...] = ()
+    values_from: tuple[ValuesReference, ...] = ()  # merged after valuesFiles, before values
     # A chart from a repository (engine.sources): the parsed form, then the request linked to its source;
     # chart_path is then where the resolved archive is found (engine.sources.current).
     chart_source: ChartTemplate | SourceRef | None = None
@@ -353,6 +356,7 @@ def load_package(file: Path) -> PackageSpec:
         "storage_namespace": storage_ns,
         "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
                                        name=name),
+        "values_from": parse_values_from(spec.get("valuesFrom"), file=file, lines=doc.lines),
     }
     if timeout is not None:
         extra["timeout"] = timeout
@@ -374,7 +378,7 @@ def load_package(file: Path) -> PackageSpec:
 _SPEC_FIELDS = (
     "chart", "chartRef", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
-    "dependsOn",
+    "dependsOn", "valuesFrom",
 )
 
 

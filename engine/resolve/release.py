@@ -26,19 +26,24 @@ from engine import labels
 from engine.package import PackageError, PackageSpec, deep_merge
 from engine.resolve.chart import Chart, ChartError, load_chart
 from engine.resolve.loader import YamlLimitError, load_yaml, values_limits
+from engine.resolve.strvals import Path as ValuesPath
+from engine.resolve.values_from import ValuesError, leaf_paths
 from engine.storage.observation import canonical_json
 
 
 @dataclass(frozen=True)
 class ValuesLayer:
-    """Values from a source other than files and inline values (``valuesFrom``: a ConfigMap or Secret).
+    """Values from a source other than files and inline values (``valuesFrom``: ConfigMaps and Secrets).
 
-    ``origin`` names it for errors; ``secret`` marks its leaves for masking.
+    ``origin`` names it for errors; ``secret`` marks all its leaves for masking, ``secret_paths`` some
+    of them. ``digest`` (when given) stands for its content: resolutions are cached by it.
     """
 
     values: Mapping[str, Any]
     origin: str
     secret: bool = False
+    secret_paths: tuple[ValuesPath, ...] = ()
+    digest: str = ""
 
 
 # valuesFrom plugs in here: given the spec, the layers merged after valuesFiles and before inline values.
@@ -65,8 +70,8 @@ class ResolvedRelease:
     ``values`` is shared with the cache: read it, never mutate it.
     ``values_digest`` is ``sha256:<hex>`` of the values' canonical JSON;
     ``spec_digest`` (32 hex, a label value) covers the chart digest, the values
-    digest and the post-render settings. ``secret_paths`` are dotted paths of
-    values that came from Secrets.
+    digest and the post-render settings. ``secret_paths`` are the paths (keys and
+    list indices) of values that came from Secrets: masked wherever shown.
     """
 
     spec: PackageSpec
@@ -75,7 +80,7 @@ class ResolvedRelease:
     values_digest: str
     post_render: PostRenderSettings
     spec_digest: str
-    secret_paths: tuple[str, ...] = ()
+    secret_paths: tuple[ValuesPath, ...] = ()
 
 
 def post_render_settings(spec: PackageSpec) -> PostRenderSettings:
@@ -120,10 +125,15 @@ class ResolveCache:
                 files.append(load_yaml(path, values_limits()))
             except YamlLimitError as exc:
                 raise PackageError(spec.file, f"spec.valuesFiles[{i}]", str(exc), exc.fix) from None
+        if spec.values_from and values_from is None:
+            raise ValuesError(spec.file, "spec.valuesFrom", "its ConfigMaps and Secrets were not read",
+                              "resolve it through an engine with a cluster")
         layers = tuple(values_from(spec)) if values_from is not None else ()
-        key = (spec, chart.digest, tuple(p.serial for p in files), tuple(id(layer) for layer in layers))
+        cacheable = all(layer.digest for layer in layers)
+        key = (spec, chart.digest, tuple(p.serial for p in files),
+               tuple((layer.origin, layer.digest or id(layer)) for layer in layers))
         with self._lock:
-            hit = self._by_input.get(key) if not layers else None
+            hit = self._by_input.get(key) if cacheable else None
             if hit is not None:
                 self._by_input.move_to_end(key)
                 self._last[spec] = hit
@@ -139,11 +149,10 @@ class ResolveCache:
                 raise PackageError(spec.file, f"spec.valuesFiles[{i}]",
                                    f"{spec.values_files[i]} must hold a mapping, not {type(data).__name__}")
             merged = deep_merge(merged, data)
-        secret: list[str] = []
+        secret: list[ValuesPath] = []
         for layer in layers:
             merged = deep_merge(merged, layer.values)
-            if layer.secret:
-                secret += _leaf_paths(layer.values)
+            secret += leaf_paths(layer.values) if layer.secret else layer.secret_paths
         merged = deep_merge(merged, spec.values)
         try:
             vdigest = values_digest(merged)
@@ -152,9 +161,9 @@ class ResolveCache:
                                "use plain YAML values (no dates or binary)") from None
         post = post_render_settings(spec)
         resolved = ResolvedRelease(spec, chart, merged, vdigest, post, spec_digest(chart.digest, vdigest, post),
-                                   tuple(sorted(set(secret))))
+                                   tuple(dict.fromkeys(secret)))
         with self._lock:
-            if not layers:
+            if cacheable:
                 self._by_input[key] = resolved
                 while len(self._by_input) > self._size:
                     self._by_input.popitem(last=False)
@@ -173,17 +182,6 @@ def _chart(spec: PackageSpec) -> Chart:
         raise PackageError(spec.file, "spec.chart", f"cannot read {spec.chart_path} ({exc.strerror})") from None
 
 
-def _leaf_paths(values: Mapping[str, Any], prefix: str = "") -> list[str]:
-    out: list[str] = []
-    for key, value in values.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            out += _leaf_paths(value, path)
-        else:
-            out.append(path)
-    return out
-
-
 # One per process: charts and values files are the same whoever asks.
 CACHE = ResolveCache()
 
@@ -192,10 +190,13 @@ def resolve(spec: PackageSpec, *, values_from: ValuesFrom | None = None,
             cache: ResolveCache | None = None) -> ResolvedRelease:
     """Resolve ``spec``: locate the chart (directory or ``.tgz``) and compose its values —
     a remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart), then ``valuesFiles``
-    in order, then ``valuesFrom`` layers, then inline ``values`` (as Flux's HelmRelease) — and
-    digest them. Blocking (file I/O): call it off the event loop.
+    in order, then the ``valuesFrom`` layers ``values_from`` gives (read beforehand: no I/O here),
+    then inline ``values`` (as Flux's HelmRelease) — and digest them. Blocking (file I/O): call it
+    off the event loop.
 
     Raises PackageError naming the package file, the field and the fix (chart missing or
-    unreadable, values file over its size limit, malformed, or expanding past the alias limit).
+    unreadable, values file over its size limit, malformed, or expanding past the alias limit);
+    ValuesError (a PackageError) when ``spec`` has ``valuesFrom`` and ``values_from`` is None, or
+    when ``values_from`` raises it.
     """
     return (cache or CACHE).resolve(spec, values_from)

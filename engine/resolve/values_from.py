@@ -1,0 +1,182 @@
+"""Composing ``spec.valuesFrom`` (as Flux's ``ChartValuesFromReferences``) from the objects as read.
+
+Pure: the runtime reads the ConfigMaps and Secrets
+(:mod:`engine.runtime.values_sources`) and hands them over as
+:class:`ObjectData`; :func:`compose` makes the one values layer merged after
+``valuesFiles`` and before inline ``values``. Flux's semantics:
+
+- every object is in the package's namespace;
+- without ``targetPath`` the key's content is YAML, merged over the entries
+  before it; with it, the content is one value set at that path
+  (:mod:`engine.resolve.strvals`: helm's ``--set`` path syntax, Flux's typing);
+- a missing object, or a missing key in an object that exists, is an error
+  (:class:`ValuesError`, Flux's Ready reason ``ValuesError``) unless the
+  entry is ``optional``; ``optional`` never hides another read error
+  (Forbidden, say): the runtime keeps those apart from NotFound.
+
+Bounded as values files: a key's content over the values size limit is
+refused, and YAML goes through the bounded loader (parsed once per content).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.fields import PackageError, type_name
+from engine.resolve.loader import YamlLimitError, parse_text, values_limits
+from engine.resolve.strvals import Path as ValuesPath
+from engine.resolve.strvals import PathError, parse_path, set_path, typed_value
+from engine.spec.values_from import ValuesReference
+
+if TYPE_CHECKING:
+    from engine.package import PackageSpec
+
+ObjectKey = tuple[str, str, str]
+"""``(kind, namespace, name)`` of a referenced ConfigMap or Secret."""
+
+VALUES_ERROR = "ValuesError"  # Flux's Ready reason when the values cannot be composed
+
+
+class ValuesError(PackageError):
+    """A ``valuesFrom`` entry cannot be resolved now (object or key missing, unreadable, bad content).
+
+    ``reason`` is Flux's Ready reason; the message names the object (``Secret ns/name``), never its content.
+    """
+
+    reason = VALUES_ERROR
+
+
+@dataclass(frozen=True)
+class ObjectData:
+    """One referenced object as read: ``data`` maps its keys to their bytes (a Secret's decoded), None
+    when the object does not exist; ``error`` is any other read failure (then ``data`` is None)."""
+
+    kind: str
+    namespace: str
+    name: str
+    data: Mapping[str, bytes] | None = field(default=None, repr=False)
+    error: str = ""
+    version: str = ""
+
+    @property
+    def key(self) -> ObjectKey:
+        return (self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class Composed:
+    """What ``valuesFrom`` gives: ``values`` (to merge after valuesFiles), the ``secret_paths`` of values that
+    came from Secrets, and ``digest`` over every input (equal digests, equal values)."""
+
+    values: Mapping[str, Any] = field(repr=False)
+    secret_paths: tuple[ValuesPath, ...]
+    digest: str
+
+
+def object_keys(spec: PackageSpec) -> list[ObjectKey]:
+    """The objects ``spec`` refers to, in order, each once."""
+    return list(dict.fromkeys((ref.kind, spec.namespace, ref.name) for ref in spec.values_from))
+
+
+def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Composed:
+    """Compose ``spec.valuesFrom`` from ``objects`` (see the module docstring). Raises ValuesError."""
+    from engine.package import deep_merge
+
+    result: dict[str, Any] = {}
+    secret: list[ValuesPath] = []
+    digest = hashlib.sha256()
+    limit = values_limits()
+    for ref in spec.values_from:
+        what = ref.describe(spec.namespace)
+        obj = objects.get((ref.kind, spec.namespace, ref.name))
+        if obj is None:
+            raise _error(spec, ref, f"{what} has not been read", "run with a cluster (valuesFrom reads it)")
+        if obj.error:
+            raise _error(spec, ref, f"cannot read {what}: {obj.error}",
+                         f"let helmdeck get, list and watch {ref.kind.lower()}s in {spec.namespace}")
+        if obj.data is None or ref.values_key not in obj.data:
+            if ref.optional:
+                digest.update(f"{ref}\0absent\0".encode())
+                continue
+            if obj.data is None:
+                raise _error(spec, ref, f"{what} not found", f"create the {ref.kind}, or set optional: true")
+            raise _error(spec, ref, f"{what} has no key {ref.values_key!r}",
+                         "add the key, fix valuesKey, or set optional: true")
+        raw = obj.data[ref.values_key]
+        if len(raw) > limit.max_bytes:
+            raise _error(spec, ref, f"{what} key {ref.values_key!r} is {len(raw)} bytes, over the limit of "
+                         f"{limit.max_bytes} bytes", f"set {limit.env} to raise it")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _error(spec, ref, f"{what} key {ref.values_key!r} is not UTF-8 text",
+                         "store the values as UTF-8 YAML") from None
+        digest.update(f"{ref}\0{len(raw)}\0".encode() + raw)
+        if ref.target_path:
+            path = parse_path(ref.target_path)  # checked at load
+            try:
+                result = set_path(result, path, typed_value(text))
+            except PathError as exc:
+                raise _error(spec, ref, f"cannot set {what} key {ref.values_key!r} at {ref.target_path}: {exc}",
+                             "fix targetPath or the values before it") from None
+            if ref.kind == "Secret":
+                secret.append(path)
+            continue
+        data = _parse(text, spec, ref)
+        result = deep_merge(result, data)
+        if ref.kind == "Secret":
+            secret += leaf_paths(data)
+    return Composed(result, tuple(dict.fromkeys(secret)), digest.hexdigest())
+
+
+def leaf_paths(values: Mapping[str, Any], prefix: ValuesPath = ()) -> list[ValuesPath]:
+    """The path of every leaf of ``values`` (a list counts as one leaf)."""
+    out: list[ValuesPath] = []
+    for key, value in values.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping) and value:
+            out += leaf_paths(value, path)
+        else:
+            out.append(path)
+    return out
+
+
+def _error(spec: PackageSpec, ref: ValuesReference, problem: str, fix: str) -> ValuesError:
+    return ValuesError(spec.file, ref.field, problem, fix, ref.line or None)
+
+
+_PARSED: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_SIZE = 256
+
+
+def _parse(text: str, spec: PackageSpec, ref: ValuesReference) -> dict[str, Any]:
+    """The YAML mapping in ``text`` (bounded loader), parsed once per content; shared: never mutate it."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    with _PARSED_LOCK:
+        hit = _PARSED.get(digest)
+        if hit is not None:
+            _PARSED.move_to_end(digest)
+            return hit
+    what = ref.describe(spec.namespace)
+    try:
+        parsed = parse_text(text, Path(f"{what}[{ref.values_key}]"), values_limits())
+    except YamlLimitError as exc:
+        where = f" line {exc.line}" if exc.line else ""
+        raise _error(spec, ref, f"{what} key {ref.values_key!r}{where}: {exc.problem}",
+                     exc.fix or "fix the values") from None
+    data = parsed.data if parsed.data is not None else {}
+    if not isinstance(data, dict):
+        raise _error(spec, ref, f"{what} key {ref.values_key!r} must hold a mapping, not {type_name(data)}",
+                     "write YAML values (key: value), or set targetPath to use the content as one value")
+    with _PARSED_LOCK:
+        _PARSED[digest] = data
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return data

@@ -1,0 +1,1 @@
+"""Package file field groups that have their own module (parsed for :mod:`engine.package`)."""

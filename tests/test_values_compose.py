@@ -1,0 +1,123 @@
+"""Unit tests of spec.valuesFrom: parsing (engine.spec.values_from) and composition (engine.resolve.values_from),
+with objects given in memory (the cluster tests are tests/test_values_from.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.package import PackageError, PackageSpec, load_package
+from engine.resolve.release import ResolveCache, ValuesLayer
+from engine.resolve.values_from import ObjectData, ValuesError, compose
+
+CHART = Path(__file__).resolve().parent.parent / "examples" / "charts" / "settings"
+
+
+def write(tmp_path: Path, values_from: str, values: str = "{}") -> Path:
+    file = tmp_path / "pkg.yaml"
+    file.write_text(f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {{name: app, namespace: demo}}\n"
+                    f"spec:\n  chart: {CHART}\n  values: {values}\n  valuesFrom:\n{values_from}")
+    return file
+
+
+def test_parses_entries_with_flux_defaults(tmp_path: Path) -> None:
+    spec = load_package(write(tmp_path, "    - {kind: ConfigMap, name: base}\n"
+                                        "    - kind: Secret\n      name: db.creds\n      valuesKey: password\n"
+                                        "      targetPath: settings.db\\.password\n      optional: true\n"))
+    first, second = spec.values_from
+    assert (first.kind, first.name, first.values_key, first.target_path, first.optional) == \
+        ("ConfigMap", "base", "values.yaml", "", False)
+    assert (second.kind, second.values_key, second.target_path, second.optional) == \
+        ("Secret", "password", "settings.db\\.password", True)
+    assert second.line == 9 and second.field == "spec.valuesFrom[1]"
+
+
+@pytest.mark.parametrize(("entry", "field", "problem"), [
+    ("    - {kind: Deployment, name: x}\n", "spec.valuesFrom[0].kind", "unknown kind 'Deployment'"),
+    ("    - {kind: Secret}\n", "spec.valuesFrom[0].name", "is required"),
+    ("    - {kind: Secret, name: Bad_Name}\n", "spec.valuesFrom[0].name", "not a valid object name"),
+    ("    - {kind: Secret, name: x, valuesKey: 'a b'}\n", "spec.valuesFrom[0].valuesKey", "not a valid data key"),
+    ("    - {kind: Secret, name: x, targetPath: 'a..b'}\n", "spec.valuesFrom[0].targetPath", "empty key"),
+    ("    - {kind: Secret, name: x, targetPath: 'a b'}\n", "spec.valuesFrom[0].targetPath", "not a target path"),
+    ("    - {kind: Secret, name: x, optional: 'yes'}\n", "spec.valuesFrom[0].optional", "true or false"),
+    ("    - {kind: Secret, name: x, key: y}\n", "spec.valuesFrom[0].key", "unknown field"),
+    ("    - just-a-name\n", "spec.valuesFrom[0]", "must be a mapping"),
+])
+def test_bad_entries_name_file_line_field_and_fix(tmp_path: Path, entry: str, field: str, problem: str) -> None:
+    file = write(tmp_path, entry)
+    with pytest.raises(PackageError) as err:
+        load_package(file)
+    assert err.value.field == field and problem in err.value.problem and err.value.fix
+    assert err.value.line == 8 and str(err.value).startswith(f"{file}:8: {field}: ")
+
+
+def objects(spec: PackageSpec, **data: dict[str, bytes] | None) -> dict[tuple[str, str, str], ObjectData]:
+    out = {}
+    for ref in spec.values_from:
+        got = data.get(ref.name.replace("-", "_"))
+        out[(ref.kind, "demo", ref.name)] = ObjectData(ref.kind, "demo", ref.name, got)
+    return out
+
+
+def test_composes_in_order_with_target_paths_and_remembers_secret_paths(tmp_path: Path) -> None:
+    spec = load_package(write(tmp_path, "    - {kind: ConfigMap, name: base}\n"
+                                        "    - {kind: Secret, name: creds}\n"
+                                        "    - {kind: Secret, name: token, valuesKey: t, targetPath: 'api.tokens[1]'}\n"
+                                        "    - {kind: ConfigMap, name: replicas, valuesKey: n, targetPath: replicas}\n"
+                                        "    - {kind: Secret, name: gone, optional: true}\n",
+                              values="{replicas: 9}"))
+    got = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, y: 1}\nreplicas: 1\n"},
+                                creds={"values.yaml": b"a: {y: 2}\ndb: {user: u, password: hunter22}\n"},
+                                token={"t": b"tok-123"}, replicas={"n": b"3"}, gone=None))
+    assert got.values == {"a": {"x": 1, "y": 2}, "replicas": 3, "db": {"user": "u", "password": "hunter22"},
+                          "api": {"tokens": [None, "tok-123"]}}
+    assert got.secret_paths == (("a", "y"), ("db", "user"), ("db", "password"), ("api", "tokens", 1))
+    # Through resolve: after valuesFiles, before inline values (which win).
+    layer = ValuesLayer(got.values, "spec.valuesFrom", secret_paths=got.secret_paths, digest=got.digest)
+    resolved = ResolveCache().resolve(spec, lambda s: [layer])
+    assert resolved.values["replicas"] == 9 and resolved.values["db"]["password"] == "hunter22"
+    assert resolved.secret_paths == got.secret_paths
+    again = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, y: 1}\nreplicas: 1\n"},
+                                  creds={"values.yaml": b"a: {y: 2}\ndb: {user: u, password: other}\n"},
+                                  token={"t": b"tok-123"}, replicas={"n": b"3"}, gone=None))
+    assert again.digest != got.digest
+    changed = ResolveCache().resolve(spec, lambda s: [ValuesLayer(again.values, "v", digest=again.digest)])
+    assert changed.spec_digest != resolved.spec_digest
+
+
+def test_missing_objects_and_keys_fail_unless_optional_other_errors_always(tmp_path: Path) -> None:
+    spec = load_package(write(tmp_path, "    - {kind: Secret, name: creds}\n"))
+    with pytest.raises(ValuesError, match="Secret demo/creds not found") as err:
+        compose(spec, objects(spec, creds=None))
+    assert err.value.reason == "ValuesError" and err.value.field == "spec.valuesFrom[0]" and err.value.line == 8
+    with pytest.raises(ValuesError, match=r"Secret demo/creds has no key 'values\.yaml'"):
+        compose(spec, objects(spec, creds={"other": b"x"}))
+    optional = load_package(write(tmp_path, "    - {kind: Secret, name: creds, optional: true}\n"))
+    assert compose(optional, objects(optional, creds=None)).values == {}
+    assert compose(optional, objects(optional, creds={"other": b"x"})).values == {}
+    forbidden = {("Secret", "demo", "creds"): ObjectData("Secret", "demo", "creds", None, "Forbidden (403)")}
+    with pytest.raises(ValuesError, match="cannot read Secret demo/creds: Forbidden"):
+        compose(optional, forbidden)
+    with pytest.raises(ValuesError, match="must hold a mapping, not a list"):
+        compose(spec, objects(spec, creds={"values.yaml": b"- a\n- b\n"}))
+    with pytest.raises(ValuesError, match="line 2: YAML error") as bad:
+        compose(spec, objects(spec, creds={"values.yaml": b"a: [unclosed\n"}))
+    assert "unclosed" not in bad.value.problem  # the message names the object, never its content
+    with pytest.raises(ValuesError, match="not UTF-8"):
+        compose(spec, objects(spec, creds={"values.yaml": b"\xff\xfe"}))
+    with pytest.raises(ValuesError, match="were not read"):
+        ResolveCache().resolve(spec)
+
+
+def test_size_limit_and_alias_bombs_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_package(write(tmp_path, "    - {kind: ConfigMap, name: big}\n"))
+    monkeypatch.setenv("HELMDECK_MAX_VALUES_BYTES", "64")
+    with pytest.raises(ValuesError, match="over the limit of 64 bytes") as err:
+        compose(spec, objects(spec, big={"values.yaml": b"a: " + b"x" * 100}))
+    assert "HELMDECK_MAX_VALUES_BYTES" in err.value.fix
+    monkeypatch.delenv("HELMDECK_MAX_VALUES_BYTES")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True))
+    with pytest.raises(ValuesError, match="aliases expand past"):
+        compose(spec, objects(spec, big={"values.yaml": bomb.encode()}))
