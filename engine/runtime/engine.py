@@ -44,6 +44,7 @@ from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
 from engine.runtime.operations import Operations
 from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
 from engine.runtime.release_events import ReleaseEvents
+from engine.runtime.repositories import RepositoryRefresh
 from engine.runtime.source import PackageSource
 from engine.runtime.state import (
     AccessProblems,
@@ -172,6 +173,8 @@ class Engine:
                 if task is not None:
                     self._monitor_tasks.append(task)
         self.controller.start(reconcile=reconcile)
+        if reconcile and self.online:  # repositories on their own interval (engine.runtime.repositories)
+            self.tasks.spawn(RepositoryRefresh(self.controller).run())
 
     async def stop(self, deadline: float = 30.0) -> bool:
         """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled.

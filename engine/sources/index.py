@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import time
 from collections import defaultdict
@@ -164,6 +165,11 @@ class IndexStore:
         """The index of ``url`` as last fetched, without any request (None before the first)."""
         held = self._held.get(url)
         return held.index if held is not None else None
+
+    def age(self, url: str) -> float:
+        """Seconds since the index of ``url`` was last asked for in this process (``inf``: never)."""
+        held = self._held.get(url)
+        return self.clock() - held.checked if held is not None else math.inf
 
     async def get(
         self, url: str, *, what: str, interval: float, timeout: float, creds: Credentials,

@@ -12,6 +12,7 @@ re-pushed tag with new content is a new revision.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from collections import defaultdict
@@ -94,6 +95,18 @@ class _Choice:
     app_version: str = ""
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """A choice with what fetching it needs: the credentials, the cache's reference key, and the index
+    entry (HTTP) or registry location (OCI)."""
+
+    choice: _Choice
+    creds: Credentials
+    ref_key: str
+    entry: IndexEntry | None = None
+    location: OciLocation | None = None
+
+
 class ChartSource:
     """Resolves chart requests; one per engine. ``pulls`` counts ``helm pull`` runs and ``requests``
     HTTP requests to repositories (tests and benchmarks read them)."""
@@ -111,6 +124,7 @@ class ChartSource:
         self._oci_seen: dict[tuple[str, str], tuple[float, object]] = {}
         self._artifacts: dict[str, ChartArtifact] = {}
         self._last: dict[ChartRequest, ChartArtifact] = {}
+        self._chosen: dict[ChartRequest, _Choice] = {}  # what the last resolve of each request chose
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @property
@@ -201,25 +215,54 @@ class ChartSource:
                 raise
             raise type(exc)(f"{exc.message} (looking for {wanted})", repository=exc.repository) from None
 
-    async def _resolve(self, request: ChartRequest) -> ChartArtifact:
+    async def _select(self, request: ChartRequest) -> _Selection:
+        """What the repository offers for ``request`` now (asking it at most once per interval)."""
         source = request.source
-        what = source.describe()
         location = _oci_location(request)
         creds = await self._creds(source, location.host if location else _host(source.url))
-        entry: IndexEntry | None = None
         if location is None:
             assert isinstance(source, HelmRepositorySpec)
             choice, entry = await self._choose_http(source, request.chart, request.version, creds)
-            ref_key = f"{source.url}\0{request.chart}\0{choice.version}"
-        else:
-            choice = await self._choose_oci(source, location, request.version, creds)
-            ref_key = f"{location.url}@{choice.manifest_digest}"
+            return _Selection(choice, creds, f"{source.url}\0{request.chart}\0{choice.version}", entry=entry)
+        choice = await self._choose_oci(source, location, request.version, creds)
+        return _Selection(choice, creds, f"{location.url}@{choice.manifest_digest}", location=location)
+
+    async def _resolve(self, request: ChartRequest) -> ChartArtifact:
+        sel = await self._select(request)
+        choice = sel.choice
         # One pull per archive, however many packages (or repositories) want it.
-        async with self._locks[choice.archive_hex or ref_key]:
-            hex_digest = await self._fetch(request, choice, entry, location, creds, ref_key)
-        artifact = self._artifact(hex_digest, choice, location, what)
+        async with self._locks[choice.archive_hex or sel.ref_key]:
+            hex_digest = await self._fetch(request, choice, sel.entry, sel.location, sel.creds, sel.ref_key)
+        artifact = self._artifact(hex_digest, choice, sel.location, request.source.describe())
         self._last[request] = artifact
+        self._chosen[request] = choice
         return artifact
+
+    def due(self, request: ChartRequest) -> float:
+        """Seconds until the repository's answer for ``request`` is older than its ``interval`` (0: a
+        request would ask the repository now; ``inf`` for an OCI digest, which never changes)."""
+        source = request.source
+        location = _oci_location(request)
+        if location is None:
+            age = self.indexes.age(source.url)
+        else:
+            if isinstance(source, OCIRepositorySpec) and source.reference.digest:
+                return math.inf
+            # The tag list answers a range; a fixed tag's manifest answers that tag.
+            ref = source.reference if isinstance(source, OCIRepositorySpec) else None
+            key = (ref.tag or "latest") if ref is not None and not ref.semver else ""
+            seen = self._oci_seen.get((location.url, key))
+            age = self.clock() - seen[0] if seen is not None else math.inf
+        return max(0.0, source.interval - age)
+
+    async def changed(self, request: ChartRequest) -> bool:
+        """Does the repository now select another version (or, for OCI, digest) than the last
+        :meth:`resolve` of ``request`` gave? Asks the repository only when its answer is older than the
+        interval, and pulls nothing; False for a request never resolved. Raises as :meth:`resolve`."""
+        before = self._chosen.get(request)
+        if before is None:
+            return False
+        return (await self._select(request)).choice != before
 
     def last(self, request: ChartRequest) -> ChartArtifact | None:
         """The artifact the last successful :meth:`resolve` of ``request`` gave (no I/O): what keeps serving
