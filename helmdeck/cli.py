@@ -103,26 +103,33 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from helmdeck.demo import DemoError, start_sources
     from localcluster import build
     from localcluster.build import BuildError
     from localcluster.cluster import ClusterError, LocalCluster
 
-    packages = args.packages or example_packages()
-    if not packages.is_dir():
-        print(f"error: example packages not found at {packages}; pass --packages DIR", file=sys.stderr)
+    examples = example_packages().parent
+    if args.packages is not None and not args.packages.is_dir():
+        print(f"error: --packages {args.packages} is not a directory", file=sys.stderr)
         return EXIT_USAGE
     cluster = LocalCluster(args.cluster_dir)
     try:
         cluster.up(progress=lambda m: print(m, flush=True))
         build.build(build.COMPONENTS[f"helm{args.helm_major}"], progress=print)
-    except (BuildError, ClusterError) as exc:
+        helm = str(build.binary(f"helm{args.helm_major}"))
+        # The example charts in the local OCI registry and an HTTP repository served until the app ends.
+        sources = start_sources(cluster.state_dir, cluster.registry or "", helm, examples, progress=print)
+    except (BuildError, ClusterError, DemoError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     args.kubeconfig = cluster.kubeconfig
     args.context = None
-    args.packages = packages
-    args.helm = str(build.binary(f"helm{args.helm_major}"))
-    code = _app(args)
+    args.packages = args.packages or sources.packages
+    args.helm = helm
+    try:
+        code = _app(args)
+    finally:
+        sources.stop()
     print(f"The local cluster is still running (KUBECONFIG={cluster.kubeconfig}); "
           "`helmdeck cluster down` stops it.")
     return code

@@ -93,12 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo", help="start the local cluster and open the app on the example packages",
-        description="Build (or reuse) and start the local control plane, then open the app on it with "
-                    "the example packages. The cluster keeps running afterwards; `helmdeck cluster down` "
-                    "stops it.")
+        description="Build (or reuse) and start the local control plane, publish the example charts to its "
+                    "OCI registry and to an HTTP chart repository served on 127.0.0.1 while the app runs, then "
+                    "open the app on it with the example packages. The cluster keeps running afterwards; "
+                    "`helmdeck cluster down` stops it.")
     demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
     demo.add_argument("--packages", type=Path, default=argparse.SUPPRESS,
-                      help=f"folder of package files (default: the examples, {example_packages()})")
+                      help=f"folder of package files (default: the examples, {example_packages()}) run from "
+                           "a copy in <cluster dir>/demo/examples with those of examples/sources, whose charts come "
+                           "from the local OCI registry and an HTTP chart repository the demo serves")
     demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
     # Also accepted before `demo`; SUPPRESS keeps a value given there.
     demo.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])

@@ -1,7 +1,7 @@
 """Real chart repositories for the source tests, all on 127.0.0.1.
 
-- :class:`ChartRepoServer`: a small HTTP server serving a ``helm repo index``
-  folder, with optional basic auth, ETag / Last-Modified and 304s; it counts requests.
+- :class:`ChartRepoServer` (:mod:`localcluster.chartrepo`): a small HTTP server serving a ``helm repo
+  index`` folder, with optional basic auth, ETag / Last-Modified and 304s; it counts requests.
 - :class:`TestRegistry`: a further instance of distribution's ``registry`` with
   htpasswd basic auth (bcrypt) and TLS (a CA made with ``cryptography``).
 - :func:`package_chart`, :func:`publish_http`, :func:`push_oci`: charts made from
@@ -12,10 +12,7 @@
 
 from __future__ import annotations
 
-import base64
-import email.utils
 import hashlib
-import http.server
 import os
 import shutil
 import subprocess
@@ -27,6 +24,7 @@ from pathlib import Path
 import bcrypt
 
 from localcluster import registry as local_registry
+from localcluster.chartrepo import ChartRepoServer as ChartRepoServer  # re-exported for the tests
 from localcluster.pki import ServingTls, serving_tls
 from localcluster.process import ProcessRecord, free_port, port_open, proc_start_time, stop_processes
 
@@ -59,76 +57,6 @@ def package_chart(helm: str, work: Path, version: str, *, name: str = "web", mar
     out.mkdir(exist_ok=True)
     helm_run(helm, "package", str(src / name), "-d", str(out), "--app-version", f"app-{version}")
     return out / f"{name}-{version}.tgz"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: _Server
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        srv = self.server
-        srv.requests.append(self.path)
-        if srv.auth is not None and self.headers.get("Authorization") != srv.auth:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="charts"')
-            self.end_headers()
-            return
-        path = (srv.folder / self.path.lstrip("/").split("?", 1)[0]).resolve()
-        if not path.is_file() or srv.folder.resolve() not in path.parents:
-            self.send_response(404)
-            self.end_headers()
-            return
-        body = path.read_bytes()
-        etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
-        modified = email.utils.formatdate(path.stat().st_mtime, usegmt=True)
-        if self.headers.get("If-None-Match") == etag:
-            srv.not_modified += 1
-            self.send_response(304)
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("ETag", etag)
-        self.send_header("Last-Modified", modified)
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    folder: Path
-    auth: str | None
-    requests: list[str]
-    not_modified: int
-
-
-class ChartRepoServer:
-    """Serves ``folder`` on ``127.0.0.1``; ``auth=(user, password)`` requires basic auth."""
-
-    def __init__(self, folder: Path, auth: tuple[str, str] | None = None):
-        folder.mkdir(parents=True, exist_ok=True)
-        self.folder = folder
-        self._srv = _Server(("127.0.0.1", 0), _Handler)
-        self._srv.folder = folder
-        self._srv.auth = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
-        self._srv.requests = []
-        self._srv.not_modified = 0
-        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
-        self._thread = threading.Thread(target=self._srv.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def requests(self) -> list[str]:
-        return self._srv.requests
-
-    @property
-    def not_modified(self) -> int:
-        return self._srv.not_modified
-
-    def stop(self) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
 
 
 def publish_http(helm: str, archive: Path, repo: ChartRepoServer) -> None:

@@ -1,0 +1,197 @@
+"""The demo's chart sources: the example charts published to the local cluster's OCI registry and to an
+HTTP chart repository, and the packages folder that pulls from them.
+
+:func:`start_sources` (``helmdeck demo`` calls it once the cluster is up):
+
+1. packages each chart of ``examples/charts`` (``helm package``) into ``<cluster dir>/demo/repo/``,
+   once per chart version;
+2. indexes that folder (``helm repo index``, relative URLs, only when a chart was added) and serves it
+   on 127.0.0.1 from a thread of the demo's process (:class:`localcluster.chartrepo.ChartRepoServer`),
+   on the port it had last time when free, until :meth:`DemoSources.stop` (at the demo's exit);
+3. pushes each archive to ``oci://<registry>/helmdeck-demo/<chart>`` (``helm push --plain-http``) unless
+   the registry already has that version's tag;
+4. copies the examples (``charts/``, ``values/``, ``packages/`` and the packages of ``sources/``) to
+   ``<cluster dir>/demo/examples/`` and writes ``packages/repositories.yaml`` there: the HelmRepository
+   ``demo-charts`` and the OCIRepository ``demo-web`` with this run's URLs (ports are chosen at start,
+   so the packages find them through that file; the package files themselves name no URL).
+
+helm runs with helmdeck's own configuration under ``<cluster dir>/demo/helm/`` (``HELM_CONFIG_HOME``,
+``HELM_REGISTRY_CONFIG``, ...), never the user's. Re-runs publish nothing new and leave the copied files
+as they are when unchanged: the demo packages do not upgrade because the demo restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from localcluster.chartrepo import ChartRepoServer
+
+NAMESPACE = "helmdeck-demo"  # the examples' namespace; also the path of the charts in the registry
+INTERVAL = "30s"  # the demo repositories' spec.interval
+
+
+class DemoError(RuntimeError):
+    """Publishing the example charts failed; the message names the step and helm's last output."""
+
+
+@dataclass
+class DemoSources:
+    """The demo's running chart sources: ``packages`` is the folder to reconcile, ``charts_url`` the HTTP
+    repository, ``registry`` the OCI registry (``host:port``); ``pushed`` / ``packaged`` list what this
+    start published (empty on a re-run)."""
+
+    packages: Path
+    charts_url: str
+    registry: str
+    server: ChartRepoServer
+    packaged: list[str] = field(default_factory=list)
+    pushed: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def helm_env(home: Path) -> dict[str, str]:
+    """helmdeck's own helm configuration under ``home`` (the user's ``~/.config/helm`` is never read)."""
+    return {
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+        "HELM_REGISTRY_CONFIG": str(home / "config" / "registry" / "config.json"),
+        "HELM_REPOSITORY_CONFIG": str(home / "config" / "repositories.yaml"),
+        "HELM_REPOSITORY_CACHE": str(home / "cache" / "repository"),
+    }
+
+
+def _helm(helm: str, env: dict[str, str], *args: str) -> str:
+    proc = subprocess.run([helm, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
+                          check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        raise DemoError(f"helm {args[0]} {args[1] if len(args) > 1 else ''} failed: {tail}")
+    return proc.stdout
+
+
+def chart_dirs(charts: Path) -> list[tuple[str, str, Path]]:
+    """``(name, version, directory)`` of each chart under ``charts``, by name."""
+    out = []
+    for chart_yaml in sorted(charts.glob("*/Chart.yaml")):
+        meta = yaml.safe_load(chart_yaml.read_text())
+        out.append((str(meta["name"]), str(meta["version"]), chart_yaml.parent))
+    return out
+
+
+def package_charts(helm: str, env: dict[str, str], charts: Path, repo: Path) -> tuple[list[Path], list[str]]:
+    """Every chart of ``charts`` packaged into ``repo`` (once per version); returns the archives and the
+    ``name-version`` of those packaged now."""
+    repo.mkdir(parents=True, exist_ok=True)
+    archives, made = [], []
+    for name, version, directory in chart_dirs(charts):
+        archive = repo / f"{name}-{version}.tgz"
+        if not archive.is_file():
+            _helm(helm, env, "package", str(directory), "-d", str(repo))
+            made.append(f"{name}-{version}")
+        archives.append(archive)
+    return archives, made
+
+
+def oci_tags(registry: str, repository: str) -> list[str]:
+    """The tags of ``repository`` in the plain-HTTP ``registry`` (none when it does not exist)."""
+    try:
+        with urllib.request.urlopen(f"http://{registry}/v2/{repository}/tags/list", timeout=10) as resp:
+            return list(json.load(resp).get("tags") or [])
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return []
+        raise DemoError(f"registry {registry}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise DemoError(f"registry {registry}: {exc}") from None
+
+
+def push_charts(helm: str, env: dict[str, str], archives: list[Path], registry: str) -> list[str]:
+    """Push each archive to ``oci://<registry>/helmdeck-demo`` unless its version's tag is there; returns
+    the ``name:version`` pushed."""
+    pushed = []
+    for archive in archives:
+        name, _, version = archive.name.removesuffix(".tgz").rpartition("-")
+        if version.replace("+", "_") in oci_tags(registry, f"{NAMESPACE}/{name}"):
+            continue
+        _helm(helm, env, "push", str(archive), f"oci://{registry}/{NAMESPACE}", "--plain-http")
+        pushed.append(f"{name}:{version}")
+    return pushed
+
+
+def repositories_yaml(charts_url: str, registry: str) -> str:
+    """The demo's source documents, with this run's endpoints."""
+    head = f"apiVersion: helmdeck.dev/v1alpha1\nmetadata: {{name: %s, namespace: {NAMESPACE}}}\n"
+    return (
+        "# Written by `helmdeck demo` at each start: the chart sources of this run (ports are chosen at start).\n"
+        + head % "demo-charts" + f"kind: HelmRepository\nspec: {{url: '{charts_url}', interval: {INTERVAL}}}\n"
+        + "---\n"
+        + head % "demo-web" + "kind: OCIRepository\n"
+        f"spec:\n  url: oci://{registry}/{NAMESPACE}/web\n  ref: {{semver: '~0.2'}}\n"
+        f"  insecure: true  # the local registry is plain HTTP\n  interval: {INTERVAL}\n"
+    )
+
+
+def _write(path: Path, text: str) -> None:
+    if not path.is_file() or path.read_text() != text:  # unchanged files keep their time: no reload
+        path.write_text(text)
+
+
+def write_examples(examples: Path, dest: Path, charts_url: str, registry: str) -> Path:
+    """Copy the examples to ``dest`` with the packages of ``examples/sources`` and ``repositories.yaml``
+    among the packages; returns ``dest/packages``."""
+    for sub in ("charts", "values"):
+        shutil.copytree(examples / sub, dest / sub, dirs_exist_ok=True)
+    packages = dest / "packages"
+    packages.mkdir(parents=True, exist_ok=True)
+    for source in sorted([*(examples / "packages").glob("*.yaml"), *(examples / "sources").glob("*.yaml")]):
+        _write(packages / source.name, source.read_text())
+    _write(packages / "repositories.yaml", repositories_yaml(charts_url, registry))
+    return packages
+
+
+def _serve(repo: Path, port_file: Path) -> ChartRepoServer:
+    """Serve ``repo`` on the port of the last run when it is free, else on any."""
+    try:
+        server = ChartRepoServer(repo, port=int(port_file.read_text()))
+    except (OSError, ValueError):
+        server = ChartRepoServer(repo)
+    port_file.write_text(str(server.port))
+    return server
+
+
+def start_sources(
+    state_dir: Path, registry: str, helm: str, examples: Path, progress: Callable[[str], None] = lambda _m: None,
+) -> DemoSources:
+    """Publish the example charts and serve the HTTP repository (see the module docstring). Raises DemoError."""
+    work = state_dir / "demo"
+    env = helm_env(work / "helm")
+    repo = work / "repo"
+    archives, made = package_charts(helm, env, examples / "charts", repo)
+    if made or not (repo / "index.yaml").is_file():
+        _helm(helm, env, "repo", "index", str(repo))  # relative URLs: the index does not name the port
+    server = _serve(repo, work / "repo.port")
+    try:
+        pushed = push_charts(helm, env, archives, registry)
+        packages = write_examples(examples, work / "examples", server.url, registry)
+    except DemoError:
+        server.stop()
+        raise
+    except OSError as exc:
+        server.stop()
+        raise DemoError(f"copying the examples to {work / 'examples'}: {exc}") from None
+    progress(f"chart repository {server.url} ({len(archives)} charts{', new: ' + ', '.join(made) if made else ''}); "
+             f"OCI registry oci://{registry}/{NAMESPACE} ({', '.join(pushed) + ' pushed' if pushed else 'up to date'})")
+    return DemoSources(packages, server.url, registry, server, made, pushed)
