@@ -39,7 +39,8 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
         # Both sources serve every example chart.
         with urllib.request.urlopen(f"{sources.charts_url}/index.yaml", timeout=10) as resp:
             index = yaml.safe_load(resp.read())
-        assert {n: [e["version"] for e in v] for n, v in index["entries"].items()} == {n: [v] for n, v in charts.items()}
+        served = {n: [e["version"] for e in v] for n, v in index["entries"].items()}
+        assert served == {n: [v] for n, v in charts.items()}
         with urllib.request.urlopen(f"{sources.charts_url}/{index['entries']['web'][0]['urls'][0]}") as resp:
             assert resp.status == 200 and resp.read()[:2] == b"\x1f\x8b"  # a gzip archive
         for name, version in charts.items():
@@ -54,7 +55,8 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
                 "--log-file", str(tmp_path / "log")]
         first = helmdeck(*args)
         assert first.returncode == 0, first.stdout + first.stderr
-        results = {r["release"]: r["state"] for r in map(json.loads, first.stdout.splitlines()) if r["type"] == "result"}
+        lines = map(json.loads, first.stdout.splitlines())
+        results = {r["release"]: r["state"] for r in lines if r["type"] == "result"}
         assert results == dict.fromkeys(("flaky", "settings", "web", "web-oci", "settings-http"), "InSync")
         deployed = releases(helm)
         assert deployed["web-oci"][0] == f"web-{charts['web']}"
