@@ -23,7 +23,8 @@ concept exists::
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
       rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
       uninstall: {keepHistory, disableHooks, disableWait}
-      driftDetection: {mode: disabled|warn|enabled}
+      driftDetection: {mode: disabled|warn|enabled, ignore: [{paths, target}]}  # engine.spec.drift
+      postRenderers: [{kustomize: {patches, images}}]  # and commonMetadata: engine.spec.postrender
       dependsOn: [{name, namespace}] # packages Ready first (engine.order)
       valuesFrom: [{kind, name, valuesKey, targetPath, optional}]  # ConfigMaps/Secrets (engine.spec.values_from)
 
@@ -50,6 +51,8 @@ from engine.fields import PackageError as PackageError
 from engine.fields import parse_duration as parse_duration
 from engine.order import Dependency, check_dependencies, parse_depends_on
 from engine.resolve.chart import is_chart
+from engine.spec.drift import IgnoreRule, parse_drift_detection
+from engine.spec.postrender import SPEC_FIELDS, Rendering, parse_rendering
 from engine.spec.values_from import ValuesReference, parse_values_from
 
 if TYPE_CHECKING:  # engine.sources imports this module
@@ -190,6 +193,8 @@ class PackageSpec:
     rollback: RollbackSpec = RollbackSpec()
     uninstall: UninstallSpec = UninstallSpec()
     drift_detection: str = "disabled"
+    drift_ignore: tuple[IgnoreRule, ...] = ()  # spec.driftDetection.ignore (engine.spec.drift)
+    rendering: Rendering = dataclasses.field(default_factory=Rendering)  # postRenderers, commonMetadata
     depends_on: tuple[Dependency, ...] = ()
     values_from: tuple[ValuesReference, ...] = ()  # merged after valuesFiles, before values
     # A chart from a repository (engine.sources): the parsed form, then the request linked to its source;
@@ -340,6 +345,7 @@ def load_package(file: Path) -> PackageSpec:
     max_history = doc.integer(spec.get("maxHistory"), "spec.maxHistory")
     if max_history is not None and max_history < 0:
         raise doc.error("spec.maxHistory", "must not be negative", "use 0 for unlimited")
+    drift = parse_drift_detection(spec.get("driftDetection"), doc, DRIFT_MODES)
     extra: dict[str, Any] = {
         "install": _install(doc, spec.get("install")),
         "upgrade": _upgrade(doc, spec.get("upgrade")),
@@ -349,9 +355,8 @@ def load_package(file: Path) -> PackageSpec:
         "uninstall": UninstallSpec(**doc.flags(
             doc.mapping(spec.get("uninstall"), "spec.uninstall", _UNINSTALL_FLAGS), "spec.uninstall",
             _UNINSTALL_FLAGS)),
-        "drift_detection": doc.choice(
-            doc.mapping(spec.get("driftDetection"), "spec.driftDetection", ("mode",)).get("mode"),
-            "spec.driftDetection.mode", DRIFT_MODES, "disabled"),
+        "drift_detection": drift.mode, "drift_ignore": drift.ignore,
+        "rendering": parse_rendering(spec, doc),
         "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
         "storage_namespace": storage_ns,
         "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
@@ -378,7 +383,7 @@ def load_package(file: Path) -> PackageSpec:
 _SPEC_FIELDS = (
     "chart", "chartRef", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
-    "dependsOn", "valuesFrom",
+    "dependsOn", "valuesFrom", *SPEC_FIELDS,
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,9 @@ from kubernetes import client
 
 from engine import labels
 from engine.helm import Helm, UpgradeOptions
-from engine.helm.postrender import StampError, main, parse_labels, stamp
+from engine.helm.postrender import StampError, main, parse_labels, render, stamp
 from engine.helm.postrender_plugin import PLUGIN_NAME, install
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, helm_binary
 
 OURS = {labels.ORIGIN_NAME: "web", labels.ORIGIN_NAMESPACE: "demo"}
 
@@ -133,6 +134,49 @@ def test_stamped_objects_equal_the_input_plus_labels(docs: list[dict[str, Any]],
         meta = dict(doc["metadata"], labels={**doc["metadata"].get("labels", {}), **OURS})
         want.append(dict(doc, metadata=meta))
     assert out == want
+
+
+def test_annotations_go_beside_labels_in_every_shape() -> None:
+    text = ("kind: A\n---\nkind: B\nmetadata:\n---\nkind: C\nmetadata:\n  name: c\n  labels: {x: y}\n"
+            "---\nkind: D\nmetadata:\n  annotations:\n    old: v\n    note: before\n")
+    out = objects(stamp(text, {"a": "b"}, {"note": "after: colon", "n": "1"}))
+    want_ann = {"note": "after: colon", "n": "1"}
+    assert out[0]["metadata"] == {"labels": {"a": "b"}, "annotations": want_ann}
+    assert out[1]["metadata"] == {"labels": {"a": "b"}, "annotations": want_ann}
+    assert out[2]["metadata"] == {"name": "c", "labels": {"x": "y", "a": "b"}, "annotations": want_ann}
+    assert out[3]["metadata"] == {"annotations": {"old": "v", **want_ann}, "labels": {"a": "b"}}
+    assert stamp(text, {}, {}) == text
+
+
+def test_kustomize_steps_then_common_metadata_then_our_labels(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the kustomization directories go
+    kustomize = str(helm_binary("kustomize"))
+    text = ("# Source: flaky/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\n"
+            "metadata:\n  name: app\nspec:\n  replicas: 1\n  template:\n    metadata:\n"
+            "      labels: {app: web}\n    spec:\n      containers:\n        - name: app\n"
+            "          image: busybox:1.36\n")
+    config = {
+        "kustomize": kustomize,
+        "postRenderers": [
+            {"kustomize": {"patches": [{"patch": "- {op: replace, path: /spec/replicas, value: 4}",
+                                        "target": {"kind": "Deployment", "name": "ap+"}}]}},
+            {"kustomize": {"images": [{"name": "busybox", "newTag": "1.37"}]}},
+        ],
+        "commonMetadata": {"labels": {"team": "web", labels.ORIGIN_NAME: "theirs"}, "annotations": {"o": "ops"}},
+    }
+    (deploy,) = objects(render(text, OURS, config))
+    assert deploy["spec"]["replicas"] == 4
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox:1.37"
+    assert deploy["metadata"]["labels"] == {"team": "web", **OURS}  # helmdeck's own label wins
+    assert deploy["metadata"]["annotations"] == {"o": "ops"}
+    assert "team" not in deploy["spec"]["template"]["metadata"]["labels"]  # metadata only, as Flux's
+    assert render("# nothing rendered\n", OURS, config) == "# nothing rendered\n"
+    bad = {"kustomize": kustomize, "postRenderers": [{"kustomize": {"patches": [
+        {"patch": "- {op: replace, path: /spec/nothing/here, value: 1}", "target": {"kind": "Deployment"}}]}}]}
+    with pytest.raises(StampError, match="kustomize build failed"):
+        render(text, OURS, bad)
+    assert not list(Path(tmp_path).glob("helmdeck-kustomize-*"))
 
 
 # -- real helm ------------------------------------------------------------------------------------

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.reconcile import conditions as cond
 from engine.reconcile.correct_drift import HELM_FIELD_MANAGER, CorrectClusterDrift
 from engine.reconcile.drift import DriftItem
+from engine.spec.drift import IgnoreRule
+from engine.spec.selector import Selector
 from tests.fake_helm import offline_context, request
 
 
@@ -14,12 +18,16 @@ class FakeDetector:
     def __init__(self, items: list[DriftItem]):
         self.items = items
         self.corrected: list[tuple[str, str]] = []
+        self.ignore: tuple[IgnoreRule, ...] = ()
 
-    def detect(self, manifest: str, namespace: str) -> list[DriftItem]:
+    def detect(self, manifest: str, namespace: str, ignore: Sequence[IgnoreRule] = ()) -> list[DriftItem]:
+        self.ignore = tuple(ignore)
         return list(self.items)
 
-    def correct(self, manifest: str, namespace: str, items: list[DriftItem], manager: str) -> list[str]:
+    def correct(self, manifest: str, namespace: str, items: list[DriftItem], manager: str,
+                ignore: Sequence[IgnoreRule] = ()) -> list[str]:
         self.corrected.append((namespace, manager))
+        self.ignore = tuple(ignore)
         return [i.describe() for i in items]
 
 
@@ -43,3 +51,12 @@ async def test_no_drift_left_is_success_without_changes() -> None:
     detector = FakeDetector([])
     out = await CorrectClusterDrift(ctx, detector).reconcile(request())  # type: ignore[arg-type]
     assert out.ok and out.message == "no drift left to correct" and detector.corrected == []
+
+
+async def test_the_package_ignore_rules_reach_detection_and_correction() -> None:
+    ctx, helm, _ = offline_context()
+    helm.store(1, "deployed")
+    detector = FakeDetector([_item()])
+    rules = (IgnoreRule(("/spec/replicas",), Selector(kind="Deployment")),)
+    out = await CorrectClusterDrift(ctx, detector).reconcile(request(drift_ignore=rules))  # type: ignore[arg-type]
+    assert out.ok and detector.ignore == rules

@@ -1,17 +1,28 @@
-"""helmdeck's post-renderer: stamp labels on every object helm rendered.
+"""helmdeck's post-renderer: the user's kustomize steps, then commonMetadata, then helmdeck's labels.
 
 helm pipes the rendered manifests (a multi-document YAML stream) through a
-post-renderer and applies what comes out. This one adds
-``metadata.labels[key] = value`` for each ``key=value`` argument to every
-object, including each item of a ``*List`` kind, and leaves every other byte
-as helm wrote it: the stream is parsed only to find *where* the labels go
+post-renderer and applies what comes out. This one runs, in order (as Flux's
+``BuildPostRenderers``):
+
+1. each ``spec.postRenderers[].kustomize`` step with the real kustomize
+   (``kustomize build`` of a temporary directory, mode 0700, removed after:
+   the input as ``helm-output.yaml`` and a kustomization with the step's
+   ``patches`` and ``images``);
+2. ``spec.commonMetadata``: its labels and annotations on every object's metadata;
+3. helmdeck's labels (``KEY=VALUE`` arguments), which win over commonMetadata's.
+
+Steps 2 and 3 set ``metadata.labels`` / ``metadata.annotations`` on every
+object, including each item of a ``*List`` kind, and leave every other byte as
+the input had it: the stream is parsed only to find *where* the entries go
 (PyYAML node marks), then the text is edited at those offsets. Comments,
 ``# Source:`` lines, document separators, empty documents, quoting and key
-order stay as they were, so the checksum of the output changes only with the
-labels.
+order stay as they were, so without kustomize steps the checksum of the output
+changes only with the labels. The user's settings come as ``--config=PATH``,
+a JSON file ``{"kustomize": binary, "postRenderers": [...], "commonMetadata":
+{...}}`` (:mod:`engine.spec.postrender`'s document).
 
-This file runs as a standalone script (``python -I postrender.py KEY=VALUE...``,
-stdin to stdout), copied into a helmdeck-owned directory by
+This file runs as a standalone script (``python -I postrender.py [--config=PATH]
+KEY=VALUE...``, stdin to stdout), copied into a helmdeck-owned directory by
 :mod:`engine.helm.postrender_plugin`; it must import nothing but the standard
 library and PyYAML.
 """
@@ -20,9 +31,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -33,6 +49,8 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _NULL_TAG = "tag:yaml.org,2002:null"
+CONFIG_FLAG = "--config="
+KUSTOMIZE_TIMEOUT = 120.0
 
 
 class StampError(ValueError):
@@ -61,16 +79,18 @@ def parse_labels(args: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def stamp(text: str, labels: Mapping[str, str]) -> str:
-    """Return ``text`` with ``labels`` set on every object of the YAML stream.
+def stamp(text: str, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> str:
+    """Return ``text`` with ``labels`` (and ``annotations``) set on every object of the YAML stream.
 
     Documents that are empty, comments only or not a mapping pass through
-    unchanged; ``*List`` kinds get the labels on each item (not on the list).
-    An existing label with one of the keys is overwritten. Raises StampError
-    when ``text`` is not YAML or an object's ``metadata.labels`` is not a
-    mapping.
+    unchanged; ``*List`` kinds get them on each item (not on the list).
+    An existing entry with one of the keys is overwritten. Raises StampError
+    when ``text`` is not YAML or an object's ``metadata.labels`` (or
+    ``annotations``) is not a mapping.
     """
-    if not labels:
+    fields = {name: {k: _quote(v) for k, v in values.items()}
+              for name, values in (("labels", labels), ("annotations", annotations or {})) if values}
+    if not fields:
         return text
     try:
         docs = list(yaml.compose_all(text, Loader=_Loader))
@@ -80,7 +100,7 @@ def stamp(text: str, labels: Mapping[str, str]) -> str:
     seen: set[int] = set()
     for doc in docs:
         if isinstance(doc, MappingNode):
-            edits += _object_edits(doc, text, labels, seen)
+            edits += _object_edits(doc, text, fields, seen)
     out = text
     # An aliased labels mapping yields the same edit twice; apply it once.
     for edit in sorted(set(edits), key=lambda e: e.start, reverse=True):
@@ -108,8 +128,10 @@ def _flow(items: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{_quote(k)}: {v}" for k, v in items.items()) + "}"
 
 
-def _object_edits(obj: MappingNode, text: str, labels: Mapping[str, str], seen: set[int]) -> list[_Edit]:
-    """The edits that label ``obj`` (or each item of a ``*List``); ``seen`` skips aliased nodes met before."""
+def _object_edits(obj: MappingNode, text: str, fields: Mapping[str, Mapping[str, str]],
+                  seen: set[int]) -> list[_Edit]:
+    """The edits that set ``fields`` (``labels``/``annotations`` -> key -> quoted value) on ``obj`` (or on
+    each item of a ``*List``); ``seen`` skips aliased nodes met before."""
     if id(obj) in seen:
         return []
     seen.add(id(obj))
@@ -120,33 +142,45 @@ def _object_edits(obj: MappingNode, text: str, labels: Mapping[str, str], seen: 
         if isinstance(items[1], SequenceNode):
             for item in items[1].value:
                 if isinstance(item, MappingNode):
-                    edits += _object_edits(item, text, labels, seen)
+                    edits += _object_edits(item, text, fields, seen)
         return edits
-    quoted = {k: _quote(v) for k, v in labels.items()}
+    whole = {name: _flow(values) for name, values in fields.items()}
     meta = _get(obj, "metadata")
     if meta is None:
-        return [_insert_entries(obj, {"metadata": _flow({"labels": _flow(quoted)})}, text)]
+        return [_insert_entries(obj, {"metadata": _flow(whole)}, text)]
     if _is_null(meta[1]):
-        return [_replace(meta[1], _flow({"labels": _flow(quoted)}), text)]
+        return [_replace(meta[1], _flow(whole), text)]
     if not isinstance(meta[1], MappingNode):
         raise StampError(f"metadata is not a mapping at line {meta[1].start_mark.line + 1}")
-    current = _get(meta[1], "labels")
-    if current is None:
-        return [_insert_entries(meta[1], {"labels": _flow(quoted)}, text)]
-    if _is_null(current[1]):
-        return [_replace(current[1], _flow(quoted), text)]
-    if not isinstance(current[1], MappingNode):
-        raise StampError(f"metadata.labels is not a mapping at line {current[1].start_mark.line + 1}")
+    out: list[_Edit] = []
+    absent: dict[str, str] = {}
+    for name, values in fields.items():
+        current = _get(meta[1], name)
+        if current is None:
+            absent[name] = whole[name]
+        elif _is_null(current[1]):
+            out.append(_replace(current[1], whole[name], text))
+        elif not isinstance(current[1], MappingNode):
+            raise StampError(f"metadata.{name} is not a mapping at line {current[1].start_mark.line + 1}")
+        else:
+            out += _mapping_edits(current[1], values, text)
+    if absent:
+        out.append(_insert_entries(meta[1], absent, text))
+    return out
+
+
+def _mapping_edits(mapping: MappingNode, values: Mapping[str, str], text: str) -> list[_Edit]:
+    """Overwrite the keys ``mapping`` has, add the others."""
     out: list[_Edit] = []
     missing: dict[str, str] = {}
-    for key, value in quoted.items():
-        found = _get(current[1], key)
+    for key, value in values.items():
+        found = _get(mapping, key)
         if found is None:
             missing[key] = value
         else:
             out.append(_replace(found[1], value, text))
     if missing:
-        out.append(_insert_entries(current[1], missing, text))
+        out.append(_insert_entries(mapping, missing, text))
     return out
 
 
@@ -172,22 +206,59 @@ def _replace(node: Node, new: str, text: str) -> _Edit:
     return _Edit(start, end, new + trailing)
 
 
+def kustomize(text: str, step: Mapping[str, Any], binary: str) -> str:
+    """``text`` through one kustomize step (``patches`` / ``images`` of a kustomization) with the real
+    ``kustomize build``, in a temporary directory (mode 0700) removed afterwards. Raises StampError
+    with kustomize's message when it fails."""
+    if not any(isinstance(d, dict) for d in yaml.load_all(text, Loader=_Loader)):
+        return text  # nothing rendered: kustomize would refuse an input without objects
+    work = Path(tempfile.mkdtemp(prefix="helmdeck-kustomize-"))
+    try:
+        (work / "helm-output.yaml").write_text(text, encoding="utf-8")
+        kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                         "resources": ["helm-output.yaml"], **step}
+        (work / "kustomization.yaml").write_text(json.dumps(kustomization), encoding="utf-8")
+        try:
+            proc = subprocess.run([binary, "build", str(work)], capture_output=True, timeout=KUSTOMIZE_TIMEOUT,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise StampError(f"cannot run kustomize {binary}: {exc}") from None
+        if proc.returncode != 0:
+            message = proc.stderr.decode("utf-8", "replace").strip().replace(str(work) + "/", "")
+            raise StampError(f"kustomize build failed: {message}")
+        return proc.stdout.decode("utf-8")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def render(text: str, labels: Mapping[str, str], config: Mapping[str, Any]) -> str:
+    """The whole post-render: kustomize steps, then commonMetadata, then ``labels`` (which win)."""
+    for entry in config.get("postRenderers") or ():
+        text = kustomize(text, entry.get("kustomize") or {}, str(config.get("kustomize") or "kustomize"))
+    common = config.get("commonMetadata") or {}
+    return stamp(text, {**(common.get("labels") or {}), **labels}, common.get("annotations") or {})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Post-renderer entry point: labels from ``argv``, manifests stdin → stdout.
+    """Post-renderer entry point: ``--config=PATH`` and labels from ``argv``, manifests stdin → stdout.
 
     Exits 0 on success, 2 on bad arguments, 1 when the manifests cannot be
-    stamped (helm then fails the action with this message).
+    post-rendered (helm then fails the action with this message).
     """
     args = sys.argv[1:] if argv is None else argv
     try:
-        labels = parse_labels(args)
-    except StampError as exc:
+        labels = parse_labels([a for a in args if not a.startswith(CONFIG_FLAG)])
+        config: dict[str, Any] = {}
+        for arg in args:
+            if arg.startswith(CONFIG_FLAG):
+                config = json.loads(Path(arg[len(CONFIG_FLAG):]).read_text(encoding="utf-8"))
+    except (StampError, OSError, ValueError) as exc:
         print(f"helmdeck post-renderer: {exc}", file=sys.stderr)
         return 2
     try:
         # Bytes in and out: helm speaks UTF-8 whatever the locale says.
-        out = stamp(sys.stdin.buffer.read().decode("utf-8"), labels)
-    except (StampError, UnicodeDecodeError) as exc:
+        out = render(sys.stdin.buffer.read().decode("utf-8"), labels, config)
+    except (StampError, UnicodeDecodeError, yaml.YAMLError) as exc:
         print(f"helmdeck post-renderer: {exc}", file=sys.stderr)
         return 1
     sys.stdout.buffer.write(out.encode("utf-8"))

@@ -17,11 +17,18 @@ the repository nor the user's helm plugin directory: helm 4 reaches the
 plugin through ``HELM_PLUGINS`` set for helmdeck's own helm runs only.
 ``<digest>`` covers the Python interpreter and the files' contents, so
 helmdeck installs with different interpreters or versions never share one.
+
+A package's own post-rendering (kustomize steps, commonMetadata) goes to the
+script as ``--config=<cache>/postrender/configs/<digest>.json``: the settings
+and the kustomize binary, content-addressed (written once, never changed, so
+concurrent renders share it safely), in a directory only this user can read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import shlex
 import shutil
 import sys
@@ -29,9 +36,11 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.helm import postrender
 from engine.helm.cli import PostRenderer
+from engine.helm.kustomize import find_kustomize
 from engine.paths import cache_root
 
 PLUGIN_NAME = "helmdeck-labels"
@@ -62,14 +71,31 @@ class PostRendererLayout:
         """helm 3's ``--post-renderer`` path."""
         return self.plugins_dir / PLUGIN_NAME / WRAPPER
 
-    def renderer(self, labels: Mapping[str, str]) -> PostRenderer:
-        """A :class:`PostRenderer` stamping ``labels`` (``key -> value``) on every object, sorted by key."""
-        return PostRenderer(
-            executable=self.executable,
-            plugin_name=PLUGIN_NAME,
-            plugins_dir=self.plugins_dir,
-            args=tuple(f"{k}={v}" for k, v in sorted(labels.items())),
-        )
+    def renderer(self, labels: Mapping[str, str], config: Mapping[str, Any] | None = None) -> PostRenderer:
+        """A :class:`PostRenderer` stamping ``labels`` (``key -> value``) on every object, sorted by key,
+        after the package's own post-rendering ``config`` (:meth:`engine.spec.postrender.Rendering.document`;
+        empty or None: none). Raises KustomizeMissing when ``config`` has kustomize steps and no
+        kustomize is found, OSError when the config cannot be written."""
+        args = tuple(f"{k}={v}" for k, v in sorted(labels.items()))
+        if config:
+            args = (f"{postrender.CONFIG_FLAG}{self._config_file(config)}", *args)
+        return PostRenderer(executable=self.executable, plugin_name=PLUGIN_NAME, plugins_dir=self.plugins_dir,
+                            args=args)
+
+    def _config_file(self, config: Mapping[str, Any]) -> Path:
+        data = dict(config)
+        if data.get("postRenderers"):
+            data["kustomize"] = str(find_kustomize())
+        body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        folder = self.plugins_dir.parent.parent / "configs"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / f"{hashlib.sha256(body).hexdigest()[:32]}.json"
+        if not path.is_file():
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".config-")  # mode 0600
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(body)
+            Path(tmp).replace(path)
+        return path
 
 
 def _files(python: str) -> dict[str, tuple[bytes, int]]:

@@ -116,7 +116,8 @@ class AtomicRelease:
         if latest is None:
             return []
         record = await asyncio.to_thread(self.ctx.observer.load_release, ns, release, latest.version)
-        return await asyncio.to_thread(self.detector.detect, str(record.get("manifest") or ""), ns)
+        return await asyncio.to_thread(self.detector.detect, str(record.get("manifest") or ""), ns,
+                                       req.spec.drift_ignore)
 
     async def _render_checksum(self, req: Request) -> None:
         """Render once per pass for the manifest checksum; "" when it cannot render (then nothing

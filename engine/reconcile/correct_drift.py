@@ -18,7 +18,8 @@ HELM_FIELD_MANAGER = "helm"
 
 @dataclass
 class CorrectClusterDrift(Reconciler):
-    """Type ``drift correction``: re-applies (server-side, forced) only the drifted objects."""
+    """Type ``drift correction``: re-applies (server-side, forced) only the drifted objects; paths the
+    package's ignore rules name keep their live values."""
 
     name = "correct-drift"
     type = "drift correction"
@@ -32,12 +33,13 @@ class CorrectClusterDrift(Reconciler):
             raise ActionFailed(f"release {release_ref(req, None)} is not in storage")
         record = await asyncio.to_thread(self.ctx.observer.load_release, ns, release, latest.version)
         manifest = str(record.get("manifest") or "")
-        items = await asyncio.to_thread(self.detector.detect, manifest, ns)
+        items = await asyncio.to_thread(self.detector.detect, manifest, ns, req.spec.drift_ignore)
         if not items:
             return outcome(self.name, True, "no drift left to correct", latest)
         self.started("; ".join(i.describe() for i in items))
         try:
-            fixed = await asyncio.to_thread(self.detector.correct, manifest, ns, items, HELM_FIELD_MANAGER)
+            fixed = await asyncio.to_thread(self.detector.correct, manifest, ns, items, HELM_FIELD_MANAGER,
+                                            req.spec.drift_ignore)
         except Exception as exc:  # API errors of any kind end up in the event, not a crash
             raise ActionFailed(self.failed(
                 req, f"drift correction failed for {release_ref(req, latest.version)}: {exc}")) from exc

@@ -6,11 +6,19 @@ whatever the dry run would change is drift. Status, managed fields,
 resourceVersion and generation are ignored, and so are fields the manifest
 does not set (a separate field manager never removes another's fields).
 An object that does not exist is drift too.
+
+Ignore rules (``spec.driftDetection.ignore``, :mod:`engine.spec.drift`) leave
+their JSON pointers out of the comparison, removed from both the live object
+and the dry-run result, and correction re-applies those paths with their live
+values, so an autoscaler's ``/spec/replicas`` is neither drift nor reset. An
+object labelled or annotated ``driftDetection: disabled`` (Flux's key or
+helmdeck's), in the manifest or live, is skipped. As Flux's ``jsondiff``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +27,8 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from engine.monitor.manifest import manifest_bodies
+from engine.spec import pointer
+from engine.spec.drift import IgnoreRule, detection_disabled, ignored_paths
 
 FIELD_MANAGER = "helmdeck-drift"
 _IGNORED_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
@@ -75,45 +85,77 @@ class DriftDetector:
     def _resource(self, obj: dict[str, Any]) -> Any:
         return self._client().resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
 
-    def detect(self, manifest: str, namespace: str) -> list[DriftItem]:
-        """Every drifted object of ``manifest`` (objects without a namespace get ``namespace``)."""
+    def _placed(self, obj: dict[str, Any], namespace: str) -> tuple[Any, str, str, dict[str, Any]]:
+        """The API resource, namespace ("" for cluster-scoped), name and a copy of ``obj`` with that namespace."""
+        res = self._resource(obj)
+        meta = obj.get("metadata") or {}
+        ns = str(meta.get("namespace") or namespace) if res.namespaced else ""
+        placed = copy.deepcopy(obj)
+        if ns:
+            placed.setdefault("metadata", {})["namespace"] = ns
+        return res, ns, str(meta.get("name", "")), placed
+
+    def detect(self, manifest: str, namespace: str, ignore: Sequence[IgnoreRule] = ()) -> list[DriftItem]:
+        """Every drifted object of ``manifest`` (objects without a namespace get ``namespace``), leaving out
+        what ``ignore`` names and the objects that opt out."""
         items = []
         for obj in manifest_bodies(manifest):
-            item = self._check(obj, namespace)
+            item = self._check(obj, namespace, ignore)
             if item is not None:
                 items.append(item)
         return items
 
-    def _check(self, obj: dict[str, Any], namespace: str) -> DriftItem | None:
+    def _check(self, obj: dict[str, Any], namespace: str, ignore: Sequence[IgnoreRule]) -> DriftItem | None:
         try:
-            res = self._resource(obj)
+            res, ns, name, placed = self._placed(obj, namespace)
         except ResourceNotFoundError:
             return None  # a kind the cluster does not serve: helm would have failed; not drift
-        meta = obj.get("metadata") or {}
-        name = str(meta.get("name", ""))
-        ns = str(meta.get("namespace") or namespace) if res.namespaced else ""
+        paths = ignored_paths(ignore, placed)
+        if detection_disabled(obj) or "" in paths:
+            return None
         dyn = self._client()
         try:
             live = dyn.get(res, name=name, namespace=ns or None).to_dict()
         except NotFoundError:
             return DriftItem(obj["apiVersion"], obj["kind"], ns, name, absent=True)
+        if detection_disabled(live):
+            return None
         dry = dyn.server_side_apply(res, body=obj, name=name, namespace=ns or None,
                                     field_manager=FIELD_MANAGER, force_conflicts=True, dry_run="All").to_dict()
-        fields = tuple(_diff(_strip(live), _strip(dry)))
+        live, dry = _strip(live), _strip(dry)
+        for path in paths:
+            pointer.remove(live, path)
+            pointer.remove(dry, path)
+        fields = tuple(_diff(live, dry))
         return DriftItem(obj["apiVersion"], obj["kind"], ns, name, absent=False, fields=fields) if fields else None
 
-    def correct(self, manifest: str, namespace: str, items: list[DriftItem], field_manager: str) -> list[str]:
-        """Re-apply the drifted objects with ``field_manager`` (forced); return what was applied."""
+    def correct(self, manifest: str, namespace: str, items: list[DriftItem], field_manager: str,
+                ignore: Sequence[IgnoreRule] = ()) -> list[str]:
+        """Re-apply the drifted objects with ``field_manager`` (forced), ignored paths at their live values;
+        return what was applied."""
         wanted = {(i.kind, i.namespace, i.name) for i in items}
         done = []
         for obj in manifest_bodies(manifest):
-            res = self._resource(obj)
-            meta = obj.get("metadata") or {}
-            name = str(meta.get("name", ""))
-            ns = str(meta.get("namespace") or namespace) if res.namespaced else ""
+            res, ns, name, body = self._placed(obj, namespace)
             if (obj["kind"], ns, name) not in wanted:
                 continue
-            self._client().server_side_apply(res, body=obj, name=name, namespace=ns or None,
+            paths = [p for p in ignored_paths(ignore, body) if p and pointer.has(body, p)]
+            if paths:
+                self._keep_live(body, res, ns, name, paths)
+            self._client().server_side_apply(res, body=body, name=name, namespace=ns or None,
                                              field_manager=field_manager, force_conflicts=True)
             done.append(f"{obj['kind']}/{ns}/{name}" if ns else f"{obj['kind']}/{name}")
         return done
+
+    def _keep_live(self, body: dict[str, Any], res: Any, ns: str, name: str, paths: list[str]) -> None:
+        """Set ``paths`` of ``body`` to their live values (removed when live has none), so applying it
+        leaves them as they are."""
+        try:
+            live = self._client().get(res, name=name, namespace=ns or None).to_dict()
+        except NotFoundError:
+            return  # created afresh: as the manifest says
+        for path in paths:
+            if pointer.has(live, path):
+                pointer.replace(body, path, copy.deepcopy(pointer.get(live, path)))
+            else:
+                pointer.remove(body, path)

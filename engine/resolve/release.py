@@ -28,6 +28,7 @@ from engine.resolve.chart import Chart, ChartError, load_chart
 from engine.resolve.loader import YamlLimitError, load_yaml, values_limits
 from engine.resolve.strvals import Path as ValuesPath
 from engine.resolve.values_from import ValuesError, leaf_paths
+from engine.spec.postrender import Rendering
 from engine.storage.observation import canonical_json
 
 
@@ -52,15 +53,21 @@ ValuesFrom = Callable[[PackageSpec], Sequence[ValuesLayer]]
 
 @dataclass(frozen=True)
 class PostRenderSettings:
-    """What helmdeck's post-renderer does to every rendered resource: the labels it stamps
-    (package origin, and in maintenance the maintenance label). The user's kustomize patches,
-    images and commonMetadata will join here."""
+    """What the post-render does to every rendered resource: the package's own ``rendering``
+    (kustomize steps, commonMetadata), then the labels helmdeck stamps (``stamp``: package
+    origin, and in maintenance the maintenance label), which win on a collision."""
 
     stamp: tuple[tuple[str, str], ...] = ()
+    rendering: Rendering = field(default_factory=Rendering)
 
     @property
     def labels(self) -> dict[str, str]:
         return dict(self.stamp)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The post-renderer's config for the package's own rendering (``{}``: none)."""
+        return self.rendering.document()
 
 
 @dataclass(frozen=True)
@@ -84,11 +91,11 @@ class ResolvedRelease:
 
 
 def post_render_settings(spec: PackageSpec) -> PostRenderSettings:
-    """The labels the post-renderer stamps on every resource of ``spec``'s release."""
+    """The post-rendering of ``spec``'s release: its own, then the labels helmdeck stamps on every resource."""
     stamp = {labels.ORIGIN_NAME: spec.name, labels.ORIGIN_NAMESPACE: spec.namespace}
     if spec.maintenance:
         stamp[labels.RESOURCE_MAINTENANCE] = "true"
-    return PostRenderSettings(tuple(sorted(stamp.items())))
+    return PostRenderSettings(tuple(sorted(stamp.items())), spec.rendering)
 
 
 def values_digest(values: Mapping[str, Any]) -> str:
@@ -97,9 +104,15 @@ def values_digest(values: Mapping[str, Any]) -> str:
 
 
 def spec_digest(chart_digest: str, digest_of_values: str, post_render: PostRenderSettings) -> str:
-    """32 hex characters over chart content, values and post-render settings (fits a label value)."""
+    """32 hex characters over chart content, values and post-render settings (fits a label value).
+
+    A package without post-renderers or commonMetadata digests as before they existed, so adding
+    the fields to helmdeck changed no release's digest."""
     stamp = ",".join(f"{k}={v}" for k, v in post_render.stamp)
-    return labels.label_digest(f"{chart_digest}\0{digest_of_values}\0{stamp}".encode())
+    text = f"{chart_digest}\0{digest_of_values}\0{stamp}"
+    if post_render.rendering.canonical:
+        text += "\0" + post_render.rendering.canonical
+    return labels.label_digest(text.encode())
 
 
 class ResolveCache:

@@ -150,7 +150,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         if state.status == st.IN_SYNC and spec.drift_detection != "disabled" and latest is not None \
                 and controller.detector is not None:
             deployed = await engine.manifest(spec.key, latest.version)
-            items = await asyncio.to_thread(controller.detector.detect, deployed, spec.namespace)
+            items = await asyncio.to_thread(controller.detector.detect, deployed, spec.namespace, spec.drift_ignore)
             drifted = tuple(i.ref for i in items)
             if drifted:
                 plural = "s" if len(drifted) != 1 else ""

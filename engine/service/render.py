@@ -2,7 +2,8 @@
 
 A render depends on the chart's files, the values, helmdeck's own code (the
 post-renderer), helm's version, the release name and namespace, and the
-labels the post-renderer stamps (package origin, maintenance). The cache
+labels the post-renderer stamps (package origin, maintenance) and the
+package's own post-renderers and commonMetadata. The cache
 key holds digests of all of them, so an unchanged package costs no
 ``helm template`` and any change to a chart file or a value misses. Entries
 live in memory only: rendered manifests may hold secrets.
@@ -42,6 +43,7 @@ class RenderKey:
     namespace: str
     release: str
     stamped: tuple[tuple[str, str], ...]
+    rendering: str = ""  # the package's own post-rendering, canonical JSON (engine.spec.postrender)
 
 
 @dataclass(frozen=True)

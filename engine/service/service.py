@@ -24,16 +24,17 @@ from kubernetes.client.exceptions import ApiException
 
 from engine import labels
 from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions
+from engine.helm.kustomize import KustomizeMissing
 from engine.helm.options import upgrade_options
 from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.monitor.discovery import Discovery
 from engine.monitor.monitor import ExpectedObject, expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
-from engine.package import PackageSpec
+from engine.package import PackageError, PackageSpec
 from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
 from engine.resolve.chart import is_chart
-from engine.resolve.release import ResolvedRelease, post_render_settings, resolve
+from engine.resolve.release import PostRenderSettings, ResolvedRelease, post_render_settings, resolve
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
 from engine.service.records import Driver, ReleaseRecord, ReleaseStore
 from engine.service.render import (
@@ -197,7 +198,7 @@ class ReleaseService:
         release_labels = labels.release_labels(
             package=package.name, spec_digest=resolved.spec_digest, maintenance=bool(package.maintenance),
             package_set=extra.get(labels.PACKAGE_SET), manifest_checksum=checksum, extra=dict(extra))
-        renderer = (await self._post_renderer()).renderer(resolved.post_render.labels)
+        renderer = await self._renderer(resolved.spec, resolved.post_render)
         opts = upgrade_options(package, labels=release_labels, post_renderer=renderer,
                                force_conflicts=force_conflicts, install=True)
         if not install:
@@ -250,13 +251,13 @@ class ReleaseService:
     async def _render(self, namespace: str, resolved: ResolvedRelease) -> Rendered:
         package = resolved.spec
         key = RenderKey(resolved.chart.digest, resolved.values_digest, self._version, str(await self.helm.version()),
-                        namespace, package.release_name, resolved.post_render.stamp)
+                        namespace, package.release_name, resolved.post_render.stamp,
+                        resolved.post_render.rendering.canonical)
         cached = self.render_cache.get(key)
         if cached is not None:
             return cached
-        layout = await self._post_renderer()
         manifest = await self.helm.template(package.release_name, namespace, resolved.chart.path, resolved.values,
-                                            post_renderer=layout.renderer(resolved.post_render.labels),
+                                            post_renderer=await self._renderer(resolved.spec, resolved.post_render),
                                             is_upgrade=True)
         rendered = Rendered(manifest, manifest_checksum(manifest))
         self.render_cache.put(key, rendered)
@@ -266,6 +267,15 @@ class ReleaseService:
         if self._layout is None:
             self._layout = await asyncio.to_thread(install)
         return self._layout
+
+    async def _renderer(self, package: PackageSpec, settings: PostRenderSettings) -> PostRenderer:
+        """The one post-renderer of render, upgrade and the reconcile actions (its config file is written
+        off the event loop). Raises PackageError on ``spec.postRenderers`` when kustomize is absent."""
+        layout = await self._post_renderer()
+        try:
+            return await asyncio.to_thread(layout.renderer, settings.labels, settings.config)
+        except KustomizeMissing as exc:
+            raise PackageError(package.file, "spec.postRenderers", exc.message) from None
 
     # -- delete and cleanup ---------------------------------------------------------------
     async def delete(self, namespace: str, name: str, options: UninstallOptions | None = None) -> bool:
@@ -371,9 +381,9 @@ class ReleaseService:
 
     # -- hooks for the reconcile runtime ----------------------------------------------------
     async def post_renderer_for(self, package: PackageSpec) -> PostRenderer:
-        """The post-renderer :meth:`upgrade` uses for ``package`` (its origin and maintenance labels)."""
-        layout = await self._post_renderer()
-        return layout.renderer(post_render_settings(package).labels)
+        """The post-renderer :meth:`upgrade` uses for ``package`` (its own post-rendering, then its origin
+        and maintenance labels)."""
+        return await self._renderer(package, post_render_settings(package))
 
     async def checksum(self, namespace: str, package: PackageSpec) -> str:
         """The manifest checksum :meth:`upgrade` would store for ``package`` (cached render).
