@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from engine.helm.errors import HelmError, HelmMissing, HelmTooOld, classify
+from engine.helm.postrender import ERRORS_ENV
 from engine.kube import KubeTarget
 
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
@@ -148,7 +149,7 @@ class UpgradeOptions(ReleaseOptions):
 
 
 # Each option field and the helm flags it becomes (``o``: the options, ``m``: helm's major version): the one
-# mapping for every action. The post-renderer's flags come with its environment (_with_post_renderer).
+# mapping for every action. The post-renderer's flags come with its environment (_post_rendering).
 _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "timeout": lambda o, m: ["--timeout", go_duration(o.timeout)],
     "install": lambda o, m: _flag("--install", o.install),
@@ -291,8 +292,7 @@ class Helm:
         major = await self._major()
         args = [action, release, str(chart), *self._common(namespace), "--output", "json",
                 *_option_flags(opts, major)]
-        args, env = _with_post_renderer(args, opts.post_renderer, major)
-        with _values_file(values) as vf:
+        with _post_rendering(args, opts.post_renderer, major) as (args, env), _values_file(values) as vf:
             out = await self._run(action, [*args, "--values", str(vf)], opts.timeout + _PROCESS_GRACE, env)
         return _json_object(out)
 
@@ -348,8 +348,7 @@ class Helm:
         for api in api_versions:
             args += ["--api-versions", api]
         args += _flag("--is-upgrade", is_upgrade)
-        args, env = _with_post_renderer(args, post_renderer, major)
-        with _values_file(values) as vf:
+        with _post_rendering(args, post_renderer, major) as (args, env), _values_file(values) as vf:
             return await self._run("template", [*args, "--values", str(vf)], 120, env)
 
     async def history(self, release: str, namespace: str) -> list[dict[str, Any]]:
@@ -377,11 +376,31 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
             continue
 
 
-def _with_post_renderer(args: list[str], renderer: PostRenderer | None, major: int) -> tuple[list[str], dict[str, str]]:
-    """``args`` plus the post-renderer flags, and the environment the run needs (helm 4's HELM_PLUGINS)."""
+@contextlib.contextmanager
+def _post_rendering(args: list[str], renderer: PostRenderer | None,
+                    major: int) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """``args`` plus the post-renderer flags, and the environment the run needs (helm 4's HELM_PLUGINS).
+
+    helm 4 drops a failing post-renderer plugin's stderr (it says only "exited with error") and helm 3
+    puts it after its "Error:" line, so the post-renderer also writes its message to a private file
+    named in ``ERRORS_ENV``; a HelmError raised inside the block gets that message added."""
     if renderer is None:
-        return args, {}
-    return [*args, *renderer.flags(major)], renderer.env(major)
+        yield args, {}
+        return
+    args, env = [*args, *renderer.flags(major)], renderer.env(major)
+    fd, name = tempfile.mkstemp(prefix=f"postrender-{os.getpid()}-", suffix=".txt", dir=values_dir())
+    os.close(fd)
+    path = Path(name)
+    try:
+        yield args, {**env, ERRORS_ENV: name}
+    except HelmError as exc:
+        detail = path.read_text(errors="replace").strip()
+        if not detail:
+            raise
+        raise type(exc)(f"{exc.message}: {detail}", action=exc.action, tail=(*exc.tail, detail),
+                        returncode=exc.returncode) from None
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _flag(flag: str, on: bool) -> list[str]:

@@ -64,7 +64,8 @@ _PATTERNS: tuple[tuple[type[HelmError], re.Pattern[str]], ...] = (
     (RenderError, re.compile(r"parse error|template: |yaml: |error converting YAML|"
                              r"unable to build kubernetes objects from (release|new release) manifest|"
                              r"values don't meet the specifications|execution error at|"
-                             r"chart requires kubeVersion|validation: chart\.metadata", re.I)),
+                             r"chart requires kubeVersion|validation: chart\.metadata|"
+                             r"error while running post render", re.I)),
     (ReleaseNotFound, re.compile(r"release: not found|has no deployed releases|release .* not found|"
                                  r"no revision for release|release has no \d+ version", re.I)),
 )

@@ -30,6 +30,7 @@ library and PyYAML.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -50,6 +51,8 @@ _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NA
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _NULL_TAG = "tag:yaml.org,2002:null"
 CONFIG_FLAG = "--config="
+# helm 4 drops a failing plugin's stderr: the message also goes to the file this variable names (engine.helm.cli).
+ERRORS_ENV = "HELMDECK_POSTRENDER_ERRORS"
 KUSTOMIZE_TIMEOUT = 120.0
 
 
@@ -260,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = render(sys.stdin.buffer.read().decode("utf-8"), labels, config)
     except (StampError, UnicodeDecodeError, yaml.YAMLError) as exc:
         print(f"helmdeck post-renderer: {exc}", file=sys.stderr)
+        if os.environ.get(ERRORS_ENV):
+            Path(os.environ[ERRORS_ENV]).write_text(f"helmdeck post-renderer: {exc}\n", encoding="utf-8")
         return 1
     sys.stdout.buffer.write(out.encode("utf-8"))
     sys.stdout.buffer.flush()
