@@ -14,6 +14,7 @@ from engine import labels
 from engine.helm import Helm
 from engine.kube import KubeTarget
 from engine.reconcile import state as st
+from engine.runtime.plan import plan_package
 from engine.spec.drift import IgnoreRule
 from engine.spec.selector import Selector
 from tests.reconcile_harness import Scenario
@@ -89,8 +90,11 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     assert deploy.spec is not None and deploy.spec.template.metadata is not None
     assert "team" not in (deploy.spec.template.metadata.labels or {})
 
-    # A changed post-renderer is a spec change: one upgrade, then at rest.
+    # A changed post-renderer is a spec change: plan sees it, then one upgrade, then at rest.
     sc.write("{message: hi}", post_renderers("1.38"))
+    planned = await plan_package(sc.engine, sc.engine.book.spec(sc.key))
+    assert planned.action == "upgrade" and planned.changed == ("Deployment/app",)
+    assert "busybox:1.38" in await sc.engine.diff(sc.key)
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["upgrade"] and sc.revisions()[0] == (2, "deployed")
     assert _image(apps.read_namespaced_deployment("app", sc.namespace)) == "busybox:1.38"
@@ -136,6 +140,8 @@ async def test_ignored_paths_do_not_drift_and_others_are_corrected(sc: Scenario,
     assert [(i.kind, i.fields) for i in unruled] == [("Deployment", ("spec.replicas",))]  # drift without the rule
     rules = (IgnoreRule(("/spec/replicas",), Selector(kind="Deployment")),)
     assert detector.detect(manifest, sc.namespace, rules) == []
+    planned = await plan_package(sc.engine, sc.engine.book.spec(sc.key))
+    assert planned.drifted == () and planned.action is None
     at_rest = await sc.run()
     assert at_rest.outcomes == () and at_rest.state == st.IN_SYNC
 
