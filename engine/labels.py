@@ -17,6 +17,7 @@ SPEC_DIGEST = "helmdeck.dev/spec-digest"
 PACKAGE_SET = "helmdeck.dev/package-set"  # which package set (folder) manages it: cleanup's scope
 MANIFEST_CHECKSUM = "helmdeck.dev/manifest-checksum"
 MAINTENANCE = "helmdeck.dev/maintenance"  # "true" / "false"
+POST_RENDER_DIGEST = "helmdeck.dev/post-render-digest"  # the package's own post-rendering, when it has any
 
 # On every rendered resource (stamped by the post-renderer).
 ORIGIN_NAME = "helmdeck.dev/package-name"
@@ -34,7 +35,7 @@ def label_digest(data: bytes) -> str:
 
 def release_labels(
     *, package: str, spec_digest: str, maintenance: bool, package_set: str | None = None,
-    manifest_checksum: str | None = None, extra: dict[str, str] | None = None,
+    manifest_checksum: str | None = None, extra: dict[str, str] | None = None, post_render_digest: str = "",
 ) -> dict[str, str]:
     """The release labels (helm ``--labels``) of a package's install or upgrade: the one place they
     are built. ``extra`` labels come first; helmdeck's own keys win over them."""
@@ -45,4 +46,6 @@ def release_labels(
         out[PACKAGE_SET] = package_set
     if manifest_checksum:
         out[MANIFEST_CHECKSUM] = manifest_checksum
+    if post_render_digest:  # as Flux's observedPostRenderersDigest: plan names a post-rendering change
+        out[POST_RENDER_DIGEST] = post_render_digest
     return out

@@ -77,6 +77,9 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     assert "image: busybox:1.37" in rendered and "patched-by: kustomize" in rendered
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["install"] and result.state == st.IN_SYNC
+    latest = sc.latest()
+    assert latest is not None and latest.label_map[labels.POST_RENDER_DIGEST] == sc.engine.book.spec(
+        sc.key).rendering.digest != ""
     deploy = apps.read_namespaced_deployment("app", sc.namespace)
     cm = core_api.read_namespaced_config_map("app", sc.namespace)
     assert _image(deploy) == "busybox:1.37"
@@ -94,6 +97,7 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     sc.write("{message: hi}", post_renderers("1.38"))
     planned = await plan_package(sc.engine, sc.engine.book.spec(sc.key))
     assert planned.action == "upgrade" and planned.changed == ("Deployment/app",)
+    assert planned.reasons == ("post-renderers or commonMetadata changed",)
     assert "busybox:1.38" in await sc.engine.diff(sc.key)
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["upgrade"] and sc.revisions()[0] == (2, "deployed")

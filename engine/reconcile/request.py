@@ -54,7 +54,8 @@ class Request:
         """helm ``--labels`` for this request's install or upgrade (:func:`engine.labels.release_labels`)."""
         return labels.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
                                      maintenance=bool(self.spec.maintenance), package_set=self.package_set,
-                                     manifest_checksum=self.manifest_checksum)
+                                     manifest_checksum=self.manifest_checksum,
+                                     post_render_digest=self.spec.rendering.digest)
 
     def active_remediation(self) -> InstallSpec | UpgradeSpec | None:
         """The remediation of the last attempted release action (Flux's GetActiveRemediation)."""

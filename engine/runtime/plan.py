@@ -19,6 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine import labels
 from engine.helm import HelmError
 from engine.order import dependency_order
 from engine.package import PackageError, PackageSpec
@@ -195,7 +196,8 @@ async def _deployed_values(engine: Engine, latest: Observation | None) -> dict[s
 
 def _reasons(req: Request, state: st.ReleaseState, latest: Observation | None,
              deployed_values: dict[str, Any] | None) -> list[str]:
-    """Why, in the operator's words: ``chart 0.1.0 → 0.2.0``, ``values changed``, else the state's reason."""
+    """Why, in the operator's words: ``chart 0.1.0 → 0.2.0``, ``values changed``, ``post-renderers or
+    commonMetadata changed``, else the state's reason."""
     out = []
     if latest is not None and state.status == st.OUT_OF_SYNC and not state.reason.endswith("maintenance"):
         if latest.chart_name != req.chart.name:
@@ -204,6 +206,8 @@ def _reasons(req: Request, state: st.ReleaseState, latest: Observation | None,
             out.append(f"chart {latest.chart_version} → {req.chart.version}")
         if deployed_values is not None and _canonical(deployed_values) != _canonical(req.values):
             out.append("values changed")
+        if latest.label_map.get(labels.POST_RENDER_DIGEST, "") != req.spec.rendering.digest:
+            out.append("post-renderers or commonMetadata changed")
         if not out and state.reason.startswith("values or chart files changed"):
             out.append("chart files changed")
     return out or [state.reason]

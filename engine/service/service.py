@@ -197,7 +197,8 @@ class ReleaseService:
         package = resolved.spec
         release_labels = labels.release_labels(
             package=package.name, spec_digest=resolved.spec_digest, maintenance=bool(package.maintenance),
-            package_set=extra.get(labels.PACKAGE_SET), manifest_checksum=checksum, extra=dict(extra))
+            package_set=extra.get(labels.PACKAGE_SET), manifest_checksum=checksum, extra=dict(extra),
+            post_render_digest=package.rendering.digest)
         renderer = await self._renderer(resolved.spec, resolved.post_render)
         opts = upgrade_options(package, labels=release_labels, post_renderer=renderer,
                                force_conflicts=force_conflicts, install=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from engine import labels
 from engine.fields import Fields, type_name
 from engine.spec.selector import KEY, LABEL_VALUE, Selector, parse_selector
 
@@ -98,6 +99,12 @@ class Rendering:
     def canonical(self) -> str:
         """Canonical JSON of :meth:`document` (``""`` when empty): the spec digest's input."""
         return json.dumps(self.document(), sort_keys=True, separators=(",", ":")) if not self.empty else ""
+
+    @property
+    def digest(self) -> str:
+        """32 hex characters of :attr:`canonical` (``""`` when empty): the release label
+        ``helmdeck.dev/post-render-digest``."""
+        return labels.label_digest(self.canonical.encode()) if not self.empty else ""
 
 
 def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:
