@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,6 +93,16 @@ def api_client(target: KubeTarget) -> client.ApiClient:
         return cast(client.ApiClient, api)
     except (ConfigException, OSError, TypeError) as exc:
         raise KubeConfigError(f"cannot load kubeconfig {target.describe()}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def impersonating(api: client.ApiClient, user: str) -> client.ApiClient:
+    """A client of ``api``'s cluster and credentials that acts as ``user`` (Kubernetes impersonation:
+    the ``Impersonate-User`` header, as kubectl's ``--as``); one per (client, user), kept. The
+    credentials need the ``impersonate`` verb on that user."""
+    out: Any = client.ApiClient(configuration=api.configuration)
+    out.default_headers.update({**api.default_headers, "Impersonate-User": user})
+    return cast(client.ApiClient, out)
 
 
 def watch_lines(resp: Any) -> Iterator[bytes]:

@@ -16,9 +16,10 @@ concept exists::
       interval: 10m                 # periodic reconcile
       maxHistory: 5                 # revisions helm keeps (0 = unlimited)
       suspend: false
-      storageNamespace: ""          # only "" or metadata.namespace: helm's CLI stores a release there
-      install: {createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, remediation: {retries}}
-      upgrade: {force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
+      storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
+      targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.spec)
+      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, remediation: {retries}}
+      upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
       rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
@@ -51,7 +52,9 @@ from engine.fields import PackageError as PackageError
 from engine.fields import parse_duration as parse_duration
 from engine.order import Dependency, check_dependencies, parse_depends_on
 from engine.resolve.chart import is_chart
+from engine.spec.crds import CrdPolicy, parse_crds
 from engine.spec.drift import IgnoreRule, parse_drift_detection
+from engine.spec.identity import default_release_name, parse_identity
 from engine.spec.postrender import SPEC_FIELDS, Rendering, parse_rendering
 from engine.spec.values_from import ValuesReference, parse_values_from
 
@@ -197,20 +200,28 @@ class PackageSpec:
     rendering: Rendering = dataclasses.field(default_factory=Rendering)  # postRenderers, commonMetadata
     depends_on: tuple[Dependency, ...] = ()
     values_from: tuple[ValuesReference, ...] = ()  # merged after valuesFiles, before values
+    target_namespace: str = ""  # engine.spec.identity
+    service_account_name: str = ""
+    crds: CrdPolicy = dataclasses.field(default_factory=CrdPolicy)  # engine.spec.crds
     # A chart from a repository (engine.sources): the parsed form, then the request linked to its source;
     # chart_path is then where the resolved archive is found (engine.sources.current).
     chart_source: ChartTemplate | SourceRef | None = None
     chart_request: ChartRequest | None = None
 
     @property
+    def release_namespace(self) -> str:
+        """Namespace of the release and its resources: ``targetNamespace``, else the package's."""
+        return self.target_namespace or self.namespace
+
+    @property
     def storage_ns(self) -> str:
-        """Namespace of the release's storage records."""
-        return self.storage_namespace or self.namespace
+        """Namespace of the release's storage records (and helmdeck's status object)."""
+        return self.storage_namespace or self.release_namespace
 
     @property
     def key(self) -> tuple[str, str]:
-        """``(namespace, release name)``: the release this package drives."""
-        return (self.namespace, self.release_name)
+        """``(release namespace, release name)``: the release this package drives."""
+        return (self.release_namespace, self.release_name)
 
     @property
     def values(self) -> dict[str, Any]:
@@ -303,12 +314,13 @@ def load_package(file: Path) -> PackageSpec:
         raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
                         "point spec.chart at a chart directory or a packaged .tgz")
     release_name = doc.string(spec.get("releaseName"), "spec.releaseName")
+    identity = parse_identity(doc, spec, namespace)
     if release_name:
         if len(release_name) > MAX_RELEASE_NAME:
             raise doc.error("spec.releaseName", f"is {len(release_name)} characters long",
                             f"use at most {MAX_RELEASE_NAME} characters")
     else:
-        release_name = shorten_release_name(name)
+        release_name = shorten_release_name(default_release_name(name, identity["target_namespace"]))
     if not _RELEASE_NAME.match(release_name):
         raise doc.error("spec.releaseName", f"{release_name!r} is not a valid release name",
                         "use lower-case letters, digits, '-' and '.'")
@@ -331,13 +343,6 @@ def load_package(file: Path) -> PackageSpec:
     if maintenance not in MAINTENANCE_STATES:
         raise doc.error("spec.maintenance", f"unknown mode {maintenance!r}",
                         f'use "" or {NO_RESOURCE_RECONCILIATION}')
-    storage_ns = doc.string(spec.get("storageNamespace"), "spec.storageNamespace")
-    if storage_ns and storage_ns != namespace:
-        # Flux sets it through the Helm SDK; helm's CLI (which helmdeck runs) has no such option: its
-        # --namespace (or HELM_NAMESPACE) is both the release's and its storage's namespace.
-        raise doc.error("spec.storageNamespace", f"{storage_ns!r} differs from metadata.namespace {namespace!r}: "
-                        "helm's CLI stores a release in its own namespace, so the field cannot be honoured",
-                        "remove spec.storageNamespace (helm stores the release in metadata.namespace)")
     timeout = doc.duration(spec.get("timeout"), "spec.timeout")
     interval = doc.duration(spec.get("interval"), "spec.interval")
     if interval is not None and interval <= 0:
@@ -358,17 +363,13 @@ def load_package(file: Path) -> PackageSpec:
         "drift_detection": drift.mode, "drift_ignore": drift.ignore,
         "rendering": parse_rendering(spec, doc),
         "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
-        "storage_namespace": storage_ns,
         "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
                                        name=name),
         "values_from": parse_values_from(spec.get("valuesFrom"), file=file, lines=doc.lines),
+        "crds": parse_crds(doc, spec), **identity,
     }
-    if timeout is not None:
-        extra["timeout"] = timeout
-    if interval is not None:
-        extra["interval"] = interval
-    if max_history is not None:
-        extra["max_history"] = max_history
+    extra.update({k: v for k, v in (("timeout", timeout), ("interval", interval), ("max_history", max_history))
+                  if v is not None})
     try:
         values_json = json.dumps(values, sort_keys=True)
     except (TypeError, ValueError) as exc:
@@ -383,7 +384,7 @@ def load_package(file: Path) -> PackageSpec:
 _SPEC_FIELDS = (
     "chart", "chartRef", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
     "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
-    "dependsOn", "valuesFrom", *SPEC_FIELDS,
+    "dependsOn", "valuesFrom", "targetNamespace", "serviceAccountName", *SPEC_FIELDS,
 )
 
 
@@ -411,7 +412,7 @@ def _retries(doc: _Doc, remediation: dict[str, Any], path: str) -> dict[str, Any
 
 
 def _install(doc: _Doc, raw: Any) -> InstallSpec:
-    section = doc.mapping(raw, "spec.install", (*_INSTALL_FLAGS, "remediation"))
+    section = doc.mapping(raw, "spec.install", (*_INSTALL_FLAGS, "remediation", "crds"))
     remediation = doc.mapping(section.get("remediation"), "spec.install.remediation",
                               ("retries", "remediateLastFailure"))
     return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS),
@@ -419,7 +420,7 @@ def _install(doc: _Doc, raw: Any) -> InstallSpec:
 
 
 def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
-    section = doc.mapping(raw, "spec.upgrade", (*_UPGRADE_FLAGS, "remediation"))
+    section = doc.mapping(raw, "spec.upgrade", (*_UPGRADE_FLAGS, "remediation", "crds"))
     remediation = doc.mapping(section.get("remediation"), "spec.upgrade.remediation",
                               ("retries", "strategy", "remediateLastFailure"))
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")

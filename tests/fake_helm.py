@@ -92,7 +92,8 @@ class FakeHelm:
             self.store(latest.version, "uninstalled")
         self._done()
 
-    async def test(self, release_: str, namespace: str, *, timeout: float = 300.0, filters: Any = ()) -> str:
+    async def test(self, release_: str, namespace: str, *, timeout: float = 300.0, filters: Any = (),
+                   kube_as_user: str = "") -> str:
         self.calls.append(("test", filters))
         latest = self._latest()
         if latest is not None:

@@ -86,6 +86,7 @@ class ActionOptions:
     timeout: float = 300.0
     wait: bool = True
     disable_hooks: bool = False
+    kube_as_user: str = ""  # the user helm impersonates (spec.serviceAccountName), "" for none
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class ReleaseOptions(ActionOptions):
     create_namespace: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
+    skip_crds: bool = False  # the CRD policy (engine.helm.crds.helm_skips)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,8 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "max_history": lambda o, m: [] if o.max_history is None else ["--history-max", str(o.max_history)],
     "labels": lambda o, m: _labels(o.labels),
     "post_renderer": lambda o, m: [],
+    "skip_crds": lambda o, m: _flag("--skip-crds", o.skip_crds),
+    "kube_as_user": lambda o, m: ["--kube-as-user", o.kube_as_user] if o.kube_as_user else [],
 }
 
 
@@ -317,8 +321,10 @@ class Helm:
 
     async def test(
         self, release: str, namespace: str, *, timeout: float = 300.0, filters: Sequence[str] = (),
+        kube_as_user: str = "",
     ) -> str:
-        """``helm test``; ``filters`` are helm's ``name=x`` / ``!name=x``. Returns helm's output.
+        """``helm test``; ``filters`` are helm's ``name=x`` / ``!name=x``; ``kube_as_user`` the user to
+        impersonate ("" none). Returns helm's output.
 
         Raises HelmError when a test fails or times out (storage records the
         hooks' phases either way).
@@ -326,6 +332,7 @@ class Helm:
         args = ["test", release, *self._common(namespace), "--timeout", go_duration(timeout)]
         if filters:
             args += ["--filter", ",".join(filters)]
+        args += _FLAGS["kube_as_user"](ActionOptions(kube_as_user=kube_as_user), 0)
         return await self._run("test", args, timeout + _PROCESS_GRACE)
 
     async def template(

@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from engine.helm.cli import InstallOptions, PostRenderer, RollbackOptions, UninstallOptions, UpgradeOptions
+from engine.helm.crds import helm_skips
 from engine.package import PackageSpec
+from engine.spec.identity import service_account_user
+
+
+def kube_user(spec: PackageSpec | None) -> str:
+    """The user helm impersonates for ``spec``: its ``serviceAccountName`` in the package's namespace
+    (as Flux), "" for none (helm acts as the kubeconfig's user)."""
+    if spec is None or not spec.service_account_name:
+        return ""
+    return service_account_user(spec.namespace, spec.service_account_name)
 
 
 def install_options(
@@ -24,6 +34,7 @@ def install_options(
         timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not spec.install.disable_wait_for_jobs,
         create_namespace=spec.install.create_namespace, disable_hooks=spec.install.disable_hooks,
         replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
+        skip_crds=helm_skips(spec.crds.install), kube_as_user=kube_user(spec),
     )
 
 
@@ -42,6 +53,7 @@ def upgrade_options(
         reuse_values=spec.upgrade.preserve_values, reset_values=not spec.upgrade.preserve_values,
         disable_hooks=section.disable_hooks, max_history=spec.max_history, labels=dict(labels),
         post_renderer=post_renderer, force_conflicts=force_conflicts,
+        skip_crds=helm_skips(spec.crds.for_action(install)), kube_as_user=kube_user(spec),
     )
 
 
@@ -53,11 +65,12 @@ def rollback_options(spec: PackageSpec | None, *, timeout: float | None = None) 
     return RollbackOptions(
         timeout=timeout or spec.timeout, wait=wait, wait_for_jobs=wait and not spec.rollback.disable_wait_for_jobs,
         force=spec.rollback.force, recreate=spec.rollback.recreate, cleanup_on_fail=spec.rollback.cleanup_on_fail,
-        disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history,
+        disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history, kube_as_user=kube_user(spec),
     )
 
 
 def uninstall_options(spec: PackageSpec) -> UninstallOptions:
     """``helm uninstall`` for ``spec``."""
     return UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
-                            keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks)
+                            keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks,
+                            kube_as_user=kube_user(spec))

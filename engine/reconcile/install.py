@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from engine.helm.crds import prepare_crds
 from engine.helm.options import install_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
@@ -23,4 +24,8 @@ class Install(ReleaseReconciler):
         # Helm refuses a name still held by an uninstalled release unless told to replace it.
         opts = install_options(req.spec, labels=req.release_labels, post_renderer=req.post_renderer,
                                replace=before is not None and before.status == "uninstalled")
-        return lambda: self.ctx.helm.install(release, ns, req.chart.path, req.values, opts)
+        async def call() -> object:
+            await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.install, install=True,
+                               timeout=req.spec.timeout)
+            return await self.ctx.helm.install(release, ns, req.chart.path, req.values, opts)
+        return call

@@ -69,7 +69,7 @@ class Maintenance(Reconciler):
         async with ObservedReleases(self.ctx, req) as seen:
             try:
                 extra = {k: v for k, v in req.release_labels.items() if k in _PASSED_LABELS}
-                result = await self.service.upgrade(spec.namespace, spec, release_labels=extra)
+                result = await self.service.upgrade(spec.release_namespace, spec, release_labels=extra)
             except (HelmError, PackageError) as exc:
                 message = f"entering maintenance failed: {exc}"
                 self.ctx.events(self.name, "failed", message, getattr(exc, "tail", ()))

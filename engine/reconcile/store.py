@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine import labels
+from engine.kube import impersonating
 from engine.reconcile.status import EngineStatus
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,9 @@ class StatusStore:
             log.warning("ignoring unreadable engine status %s/%s: %s", namespace, object_name(release), exc)
             return None
 
-    def save(self, namespace: str, release: str, package: str, status: EngineStatus) -> None:
-        """Create or replace the status object (skipped when it holds this status already).
-        Raises ApiException on API errors."""
+    def save(self, namespace: str, release: str, package: str, status: EngineStatus, *, as_user: str = "") -> None:
+        """Create or replace the status object (skipped when it holds this status already), as ``as_user``
+        when given (the package's ServiceAccount, impersonated). Raises ApiException on API errors."""
         text = status.to_json()
         if self._known.get((namespace, release)) == (package, text):
             return
@@ -92,12 +93,13 @@ class StatusStore:
             "data": {DATA_KEY: text},
         }
         self._known.pop((namespace, release), None)  # unknown until the write succeeded
+        core: Any = client.CoreV1Api(impersonating(self._core.api_client, as_user)) if as_user else self._core
         try:
-            self._core.replace_namespaced_config_map(object_name(release), namespace, body)
+            core.replace_namespaced_config_map(object_name(release), namespace, body)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            self._core.create_namespaced_config_map(namespace, body)
+            core.create_namespaced_config_map(namespace, body)
         self._known[(namespace, release)] = (package, text)
 
     def delete(self, namespace: str, release: str) -> None:

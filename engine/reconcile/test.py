@@ -6,6 +6,7 @@ against the active remediation unless the package ignores test failures.
 
 from __future__ import annotations
 
+from engine.helm.options import kube_user
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import Reconciler, count_failure, observed_run, outcome, release_ref
 from engine.reconcile.errors import ActionFailed
@@ -27,7 +28,8 @@ class Test(Reconciler):
         self.started("running helm test")
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused,
-            lambda: self.ctx.helm.test(release, ns, timeout=timeout, filters=spec.test.helm_filters()))
+            lambda: self.ctx.helm.test(release, ns, timeout=timeout, filters=spec.test.helm_filters(),
+                                       kube_as_user=kube_user(spec)))
         current = seen.newest
         if current is None:
             raise ActionFailed(f"helm test: release {release_ref(req, None)} is not in storage")

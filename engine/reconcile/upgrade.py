@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from engine.helm.crds import prepare_crds
 from engine.helm.options import upgrade_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
@@ -20,4 +21,8 @@ class Upgrade(ReleaseReconciler):
     def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
         opts = upgrade_options(req.spec, labels=req.release_labels, post_renderer=req.post_renderer,
                                force_conflicts=req.force_conflicts)
-        return lambda: self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
+        async def call() -> object:
+            await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,
+                               timeout=req.spec.timeout)
+            return await self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
+        return call

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
+from engine.helm.options import kube_user
 from engine.listeners import Listeners
 from engine.monitor.status import MonitorStatus
 from engine.package import PackageSpec
@@ -376,6 +377,7 @@ class ReleaseBook:
             return
         ns = spec.storage_ns if spec else key[0]
         try:
-            await asyncio.to_thread(self.store.save, ns, key[1], spec.name if spec else "", status)
+            await asyncio.to_thread(self.store.save, ns, key[1], spec.name if spec else "", status,
+                                    as_user=kube_user(spec))
         except Exception as exc:  # keep reconciling; the next pass writes again
             log.warning("cannot persist engine status of %s/%s: %s", key[0], key[1], exc)

@@ -30,6 +30,8 @@ from kubernetes import client
 
 from engine import labels
 from engine.helm import Helm, HelmError
+from engine.helm.options import kube_user, uninstall_options
+from engine.kube import impersonating
 from engine.monitor.status import MonitorStatus
 from engine.order import Dependency, PackageId, dependency_order, package_id, waiting_for
 from engine.package import PackageError, PackageSpec
@@ -160,7 +162,7 @@ class PackageController:
                          "(run with --prune to uninstall such releases)")
         if self.prune and self.gate.acting and update.removed:
             gone = [before_specs[k] for k in update.removed if k in before_specs]
-            self.tasks.spawn(self._prune_all([s.key for s in reversed(dependency_order(gone))]))
+            self.tasks.spawn(self._prune_all(list(reversed(dependency_order(gone)))))
         for key in old | set(book.packages):
             book.refresh(key)
         book.emit(PackageProblems(tuple(update.errors)))
@@ -175,17 +177,18 @@ class PackageController:
                 for key in update.changed:
                     self.queue.add(key)
 
-    async def _prune_all(self, keys: list[ReleaseKey]) -> None:
-        for key in keys:  # one at a time: dependents before their dependencies
-            await self._prune(key)
+    async def _prune_all(self, specs: list[PackageSpec]) -> None:
+        for spec in specs:  # one at a time: dependents before their dependencies
+            await self._prune(spec)
 
-    async def _prune(self, key: ReleaseKey) -> None:
+    async def _prune(self, spec: PackageSpec) -> None:
+        key = spec.key
         status = self.book.status(key)
         if status is None or status.history.latest() is None:
             return
         ns, release = key
         try:
-            await self.helm.uninstall(release, ns)
+            await self.helm.uninstall(release, ns, uninstall_options(spec))
             self.book.log(key, "prune", "succeeded", "package file removed: release uninstalled")
         except HelmError as exc:
             self.book.log(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
@@ -361,7 +364,14 @@ class PackageController:
     async def checksum(self, req: Request) -> str:
         """The action context's ``checksum``: the manifest checksum of ``req``'s render (the release
         service's render cache). Raises PackageError, HelmError."""
-        return await self.service.checksum(req.spec.namespace, req.spec)
+        return await self.service.checksum(req.spec.release_namespace, req.spec)
+
+    def _detector(self, spec: PackageSpec) -> DriftDetector | None:
+        """The drift detector reading as the package's ServiceAccount (impersonated), if it names one."""
+        user = kube_user(spec)
+        if self.detector is None or not user or self.ctx.api is None:
+            return self.detector
+        return DriftDetector(impersonating(self.ctx.api, user))  # the client is kept per user (engine.kube)
 
     def context(self, key: ReleaseKey) -> ActionContext:
         """The action context whose events go to ``key``'s log."""
@@ -402,7 +412,7 @@ class PackageController:
             if req.spec.maintenance:
                 result = await Maintenance(self.context(key), self.service).reconcile(req)
             else:
-                result = await AtomicRelease(self.context(key), self.detector).reconcile(req)
+                result = await AtomicRelease(self.context(key), self._detector(req.spec)).reconcile(req)
             last = result.outcomes[-1] if result.outcomes else None
             book.set_status(key, dataclasses.replace(req.status, last=last or req.status.last), state=result.state,
                             show=False)

@@ -263,7 +263,7 @@ class Operations:
         except SourceError as exc:
             field = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
             raise PackageError(spec.file, field, str(exc), "check the repository and the version range") from None
-        return await self.service.render(spec.namespace, spec)
+        return await self.service.render(spec.release_namespace, spec)
 
     async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change: the deployed manifest against the desired render, per object

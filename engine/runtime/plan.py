@@ -130,7 +130,7 @@ async def make_plan(engine: Engine) -> Plan:
 
 async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     """One package's plan (see :class:`PackagePlan`); a failure is its ``error``, never raised."""
-    base = PackagePlan(spec.namespace, spec.release_name, spec.name, spec.file.name, st.UNKNOWN, None)
+    base = PackagePlan(spec.release_namespace, spec.release_name, spec.name, spec.file.name, st.UNKNOWN, None)
     controller = engine.controller
     waiting = controller.waiting(spec)
     try:
@@ -144,14 +144,15 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         state = st.determine_state(req, latest)
         desired = None
         if state.render:  # the spec changed: render once, as the decision does
-            desired = await engine.service.render(spec.namespace, spec)
-            req.manifest_checksum = await engine.service.checksum(spec.namespace, spec)
+            desired = await engine.service.render(spec.release_namespace, spec)
+            req.manifest_checksum = await engine.service.checksum(spec.release_namespace, spec)
             state = st.determine_state(req, latest)
         drifted: tuple[str, ...] = ()
         if state.status == st.IN_SYNC and spec.drift_detection != "disabled" and latest is not None \
                 and controller.detector is not None:
             deployed = await engine.manifest(spec.key, latest.version)
-            items = await asyncio.to_thread(controller.detector.detect, deployed, spec.namespace, spec.drift_ignore)
+            items = await asyncio.to_thread(controller.detector.detect, deployed, spec.release_namespace,
+                                            spec.drift_ignore)
             drifted = tuple(i.ref for i in items)
             if drifted:
                 plural = "s" if len(drifted) != 1 else ""
@@ -161,7 +162,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         objects: tuple[tuple[str, ...], ...] = ((), (), ())
         if action in (na.INSTALL, na.UPGRADE):
             if desired is None:
-                desired = await engine.service.render(spec.namespace, spec)
+                desired = await engine.service.render(spec.release_namespace, spec)
             before = await engine.manifest(spec.key, latest.version) if latest is not None else ""
             objects = object_changes(before, desired)
     except (PackageError, PackageNotHelm, HelmError) as exc:

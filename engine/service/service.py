@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine import labels
 from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions
+from engine.helm.crds import prepare_crds
 from engine.helm.kustomize import KustomizeMissing
 from engine.helm.options import upgrade_options
 from engine.helm.postrender_plugin import PostRendererLayout, install
@@ -89,6 +90,7 @@ class ReleaseService:
         latest: Callable[[str, str], ReleaseRecord | None] | None = None,
     ):
         self.helm = helm
+        self._api = api
         self.namespaces = list(namespaces) if namespaces else None
         self._monitored: dict[Key, int] = {}  # revision each monitor was built from
         self.render_cache = RenderCache(render_cache_size)
@@ -204,6 +206,8 @@ class ReleaseService:
                                force_conflicts=force_conflicts, install=True)
         if not install:
             opts = dataclasses.replace(opts, create_namespace=False)
+        await prepare_crds(self._api, resolved.chart.path, package.crds.for_action(install), install=install,
+                           timeout=package.timeout)
         with self._monitors.quiet(key):
             await self.helm.upgrade(key[1], key[0], resolved.chart.path, resolved.values, opts)
 

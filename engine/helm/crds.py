@@ -1,0 +1,206 @@
+"""The CustomResourceDefinitions of a chart's ``crds/`` folders, created or applied by helmdeck per the
+package's CRD policy (:mod:`engine.spec.crds`), as Flux's ``internal/action/crds.go``.
+
+helm itself only creates missing CRDs on install (``--skip-crds`` turns that off) and never touches
+them on upgrade. helmdeck does the rest before helm runs: ``Create`` on an upgrade creates the
+missing ones, ``CreateReplace`` applies every one server-side (field manager ``helmdeck``, conflicts
+forced, as Flux replaces them). Then it waits until each is Established, within the package's
+timeout. A CRD is never deleted: one that left the chart stays in the cluster.
+
+Reading is bounded: :data:`MAX_CRD_BYTES` of ``crds/`` files in all, subcharts at most
+:data:`MAX_DEPTH` deep (directories under ``charts/`` and packaged ``charts/*.tgz``), each file
+parsed with the safe loader. As helm's ``Chart.CRDObjects``, only ``.yaml``, ``.yml`` and ``.json``
+files count; every subchart is read, whether its condition enables it or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.helm.errors import HelmError
+from engine.spec.crds import CREATE, CREATE_REPLACE, SKIP
+
+MAX_CRD_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 5
+FIELD_MANAGER = "helmdeck"
+_SUFFIXES = (".yaml", ".yml", ".json")
+_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class CrdError(HelmError):
+    """The chart's CRDs could not be read, created, applied or did not become Established."""
+
+
+def needs_helmdeck(policy: str, *, install: bool) -> bool:
+    """Does helmdeck act on CRDs itself for this policy? ``CreateReplace`` always; ``Create`` on an
+    upgrade only (on an install helm creates the missing ones); ``Skip`` never."""
+    return policy == CREATE_REPLACE or (policy == CREATE and not install)
+
+
+def helm_skips(policy: str) -> bool:
+    """Does helm get ``--skip-crds``? Unless the policy is ``Create`` (then helm creates them on install)."""
+    return policy != CREATE
+
+
+class _Budget:
+    def __init__(self, chart: Path):
+        self.chart = chart
+        self.left = MAX_CRD_BYTES
+
+    def take(self, size: int, name: str) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise CrdError(f"{self.chart}: the crds/ files exceed {MAX_CRD_BYTES} bytes (at {name})", action="crds")
+
+
+def chart_crds(chart: Path) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions in ``crds/`` of ``chart`` (a directory or ``.tgz``) and its
+    subcharts, in file order (chart first). Raises CrdError (unreadable, over the bound, bad YAML)."""
+    budget = _Budget(chart)
+    try:
+        if chart.is_dir():
+            texts = list(_dir_files(chart, budget, 0))
+        else:
+            with tarfile.open(chart, "r:gz") as tar:
+                texts = list(_tar_files(tar, budget, 0))
+    except (OSError, tarfile.TarError) as exc:
+        raise CrdError(f"cannot read the CRDs of {chart}: {exc}", action="crds") from None
+    out = []
+    for name, text in texts:
+        try:
+            docs = list(yaml.load_all(text, Loader=_Loader))
+        except yaml.YAMLError as exc:
+            raise CrdError(f"{chart}: {name} is not valid YAML: {exc}", action="crds") from None
+        out += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return out
+
+
+def _dir_files(root: Path, budget: _Budget, depth: int) -> Iterator[tuple[str, str]]:
+    crds = root / "crds"
+    if crds.is_dir():
+        for file in sorted(p for p in crds.rglob("*") if p.suffix in _SUFFIXES and p.is_file()):
+            budget.take(file.stat().st_size, str(file))
+            yield str(file.relative_to(root)), file.read_text(errors="replace")
+    charts = root / "charts"
+    if depth >= MAX_DEPTH or not charts.is_dir():
+        return
+    for sub in sorted(charts.iterdir()):
+        if (sub / "Chart.yaml").is_file():
+            yield from _dir_files(sub, budget, depth + 1)
+        elif sub.suffix == ".tgz" and sub.is_file():
+            budget.take(sub.stat().st_size, str(sub))
+            with tarfile.open(sub, "r:gz") as tar:
+                yield from _tar_files(tar, budget, depth + 1)
+
+
+def _tar_files(tar: tarfile.TarFile, budget: _Budget, depth: int) -> Iterator[tuple[str, str]]:
+    """``crds/`` files of a packaged chart (``<chart>/crds/...``) and of its subcharts, by path: subchart
+    directories inside the archive (``<chart>/charts/<sub>/...``) and packaged ones (``charts/<sub>.tgz``)."""
+    for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+        rest, level = PurePosixPath(member.name).parts[1:], depth
+        while len(rest) >= 3 and rest[0] == "charts":  # into a subchart directory
+            rest, level = rest[2:], level + 1
+        if level > MAX_DEPTH:
+            continue
+        if len(rest) >= 2 and rest[0] == "crds" and PurePosixPath(member.name).suffix in _SUFFIXES:
+            yield member.name, _read(tar, member, budget).decode(errors="replace")
+        elif len(rest) == 2 and rest[0] == "charts" and rest[1].endswith(".tgz") and level < MAX_DEPTH:
+            with tarfile.open(fileobj=io.BytesIO(_read(tar, member, budget)), mode="r:gz") as sub:
+                yield from _tar_files(sub, budget, level + 1)
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, budget: _Budget) -> bytes:
+    budget.take(member.size, member.name)
+    fh = tar.extractfile(member)
+    return fh.read() if fh is not None else b""
+
+
+async def prepare_crds(api: client.ApiClient | None, chart: Path, policy: str, *, install: bool,
+                       timeout: float) -> None:
+    """What helmdeck does with ``chart``'s CRDs before helm installs (``install``) or upgrades it under
+    ``policy`` (nothing when :func:`needs_helmdeck` says so, or without a cluster client). Raises CrdError."""
+    if api is None or not needs_helmdeck(policy, install=install):
+        return
+    crds = await asyncio.to_thread(chart_crds, chart)
+    if crds:
+        await asyncio.to_thread(apply_crds, api, crds, policy, timeout)
+
+
+def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], policy: str, timeout: float) -> list[str]:
+    """Create (``Create``: the missing ones) or server-side apply (``CreateReplace``) ``crds``, then wait
+    until each is Established, ``timeout`` seconds at most. Returns the CRD names acted on (created or
+    applied). Never deletes one. Synchronous (run it in a thread). Raises CrdError, naming the CRD."""
+    if policy == SKIP or not crds:
+        return []
+    deadline = time.monotonic() + timeout
+    acted: list[str] = []
+    for crd in crds:
+        name = str((crd.get("metadata") or {}).get("name") or "")
+        if not name:
+            raise CrdError("a CustomResourceDefinition in crds/ has no metadata.name", action="crds")
+        try:
+            if policy == CREATE_REPLACE:
+                _request(api, "PATCH", f"{_PATH}/{name}", crd,
+                         [("fieldManager", FIELD_MANAGER), ("force", "true")], "application/apply-patch+yaml")
+            else:
+                _request(api, "POST", _PATH, crd, [("fieldManager", FIELD_MANAGER)], "application/json")
+        except ApiException as exc:
+            if policy == CREATE and exc.status == 409:
+                continue  # present already: Create leaves it as it is
+            raise CrdError(f"CustomResourceDefinition {name}: {_reason(exc)}", action="crds") from None
+        acted.append(name)
+    for name in (str(c["metadata"]["name"]) for c in crds):
+        _wait_established(api, name, deadline)
+    return acted
+
+
+def _request(api: client.ApiClient, method: str, path: str, body: dict[str, Any], query: list[tuple[str, str]],
+             content_type: str) -> None:
+    request = api.param_serialize(method, path, query_params=query, body=json.dumps(body),
+                                  header_params={"Content-Type": content_type, "Accept": "application/json"},
+                                  auth_settings=["BearerToken"])
+    resp: Any = api.call_api(*request, _request_timeout=30)
+    data = resp.read()
+    if not 200 <= resp.status <= 299:
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+        raise ApiException(status=resp.status, reason=text)
+
+
+def _wait_established(api: client.ApiClient, name: str, deadline: float) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    while True:
+        try:
+            crd = ext.read_custom_resource_definition(name)
+        except ApiException as exc:
+            raise CrdError(f"CustomResourceDefinition {name}: {_reason(exc)}", action="crds") from None
+        conditions = (crd.status.conditions if crd.status else None) or []
+        if any(c.type == "Established" and c.status == "True" for c in conditions):
+            return
+        if time.monotonic() >= deadline:
+            raise CrdError(f"CustomResourceDefinition {name} is not Established after the package timeout",
+                           action="crds")
+        time.sleep(0.2)
+
+
+def _reason(exc: ApiException) -> str:
+    """The API server's message (a Status object's ``message``), else the status code and reason."""
+    for text in (exc.body, exc.reason):
+        try:
+            message = json.loads(text or "").get("message")
+        except (ValueError, AttributeError, TypeError):
+            continue
+        if message:
+            return str(message)
+    return f"{exc.status} {exc.reason}"

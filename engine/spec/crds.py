@@ -1,0 +1,43 @@
+"""Flux's CRD policy: ``spec.install.crds`` (default ``Create``) and ``spec.upgrade.crds`` (default ``Skip``).
+
+``Skip``: no CRD from the chart's ``crds/`` folders is created or changed (helm ``--skip-crds``).
+``Create``: the missing ones are created, existing ones left as they are (helm's own behaviour on
+install; on upgrade helm never touches ``crds/``, so helmdeck creates the missing ones).
+``CreateReplace``: helmdeck applies every CRD of ``crds/`` (chart and subcharts) server-side and
+helm skips them. Either way helmdeck waits for them to be Established and never deletes a CRD
+(as Flux's ``internal/action/crds.go``). The applying lives in :mod:`engine.helm.crds`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.fields import Fields
+
+SKIP = "Skip"
+CREATE = "Create"
+CREATE_REPLACE = "CreateReplace"
+POLICIES = (SKIP, CREATE, CREATE_REPLACE)
+
+
+@dataclass(frozen=True)
+class CrdPolicy:
+    """The CRD policy of each release action: ``install`` and ``upgrade``, each one of :data:`POLICIES`."""
+
+    install: str = CREATE
+    upgrade: str = SKIP
+
+    def for_action(self, install: bool) -> str:
+        """The policy of an install (``install``) or of an upgrade."""
+        return self.install if install else self.upgrade
+
+
+def parse_crds(doc: Fields, spec: dict[str, Any]) -> CrdPolicy:
+    """``spec.install.crds`` and ``spec.upgrade.crds``; raises PackageError on another value."""
+    def policy(section: str, default: str) -> str:
+        raw = spec.get(section)
+        value = raw.get("crds") if isinstance(raw, dict) else None
+        return doc.choice(value, f"spec.{section}.crds", POLICIES, default)
+
+    return CrdPolicy(install=policy("install", CREATE), upgrade=policy("upgrade", SKIP))
