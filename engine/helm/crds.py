@@ -108,7 +108,9 @@ def _dir_files(root: Path, budget: _Budget, depth: int) -> Iterator[tuple[str, s
 def _tar_files(tar: tarfile.TarFile, budget: _Budget, depth: int) -> Iterator[tuple[str, str]]:
     """``crds/`` files of a packaged chart (``<chart>/crds/...``) and of its subcharts, by path: subchart
     directories inside the archive (``<chart>/charts/<sub>/...``) and packaged ones (``charts/<sub>.tgz``)."""
-    for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+    # The chart's own crds/ first, then its subcharts (as helm's CRDObjects, and as a chart directory reads).
+    for member in sorted((m for m in tar.getmembers() if m.isfile()),
+                         key=lambda m: (PurePosixPath(m.name).parts[1:2] == ("charts",), m.name)):
         rest, level = PurePosixPath(member.name).parts[1:], depth
         while len(rest) >= 3 and rest[0] == "charts":  # into a subchart directory
             rest, level = rest[2:], level + 1
@@ -168,7 +170,9 @@ def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], policy: str, t
 
 def _request(api: client.ApiClient, method: str, path: str, body: dict[str, Any], query: list[tuple[str, str]],
              content_type: str) -> None:
-    request = api.param_serialize(method, path, query_params=query, body=json.dumps(body),
+    # The client encodes a JSON body itself; an apply patch (YAML, of which JSON is a subset) goes as text.
+    encoded = body if content_type == "application/json" else json.dumps(body)
+    request = api.param_serialize(method, path, query_params=query, body=encoded,
                                   header_params={"Content-Type": content_type, "Accept": "application/json"},
                                   auth_settings=["BearerToken"])
     resp: Any = api.call_api(*request, _request_timeout=30)
