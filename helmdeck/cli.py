@@ -347,7 +347,7 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
         await engine.start(reconcile=False)
         try:
             if report_access(engine.access()):
-                raise _Refused(f"cannot {what} {spec.namespace}/{spec.release_name}: its release storage "
+                raise _Refused(f"cannot {what} {spec.release_namespace}/{spec.release_name}: its release storage "
                                "cannot be read")
             if what == "diff":
                 return str(await engine.diff(spec.key, reveal=args.show_secrets))
@@ -362,7 +362,7 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if what == "diff" and not out:
-        print(f"{spec.namespace}/{spec.release_name}: an upgrade would change nothing", file=sys.stderr)
+        print(f"{spec.release_namespace}/{spec.release_name}: an upgrade would change nothing", file=sys.stderr)
     sys.stdout.write(out)
     return EXIT_CHANGES if what == "diff" and out else 0
 

@@ -104,7 +104,7 @@ class ChartVersions:
         exact = _exact(self.request(key), version)
         artifact = await self.controller.charts.resolve(exact)
         spec = dataclasses.replace(self.book.spec(key), chart_path=artifact.path, chart_request=exact)
-        desired = await self.operations.service.render(spec.namespace, spec)
+        desired = await self.operations.service.render(spec.release_namespace, spec)
         return await self.operations.diff_against(key, desired, reveal=reveal)
 
     def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
