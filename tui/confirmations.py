@@ -9,6 +9,7 @@ import textwrap
 from dataclasses import dataclass
 
 from engine.monitor.manifest import ManifestObject
+from engine.runtime.chart_versions import Pin
 from engine.runtime.state import CleanupItem, ReleaseView
 from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
@@ -78,6 +79,30 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
     title = f"{verb} in maintenance?" if view.maintenance else f"{verb}?"
     shown = Details("What the upgrade would change (deployed → desired)", diff, diff=True) if diff else None
     return Confirmation(title, "\n".join(lines), verb, shown)
+
+
+def pin(view: ReleaseView, version: str, in_range: bool | None, planned: Pin, diff: str | None,
+        no_diff_reason: str | None) -> Confirmation:
+    """Pin the chart to ``version`` in the package file, then reconcile (the version picker)."""
+    deployed = view.observation.chart_version if view.observation is not None else ""
+    where = {True: "inside", False: "outside", None: "not comparable with"}[in_range]
+    items = [f"{planned.file.name}: {planned.kind} {planned.field}: {planned.before} → {planned.after} "
+             "(one value edited in place; comments and layout kept);",
+             f"deployed now: {deployed or 'nothing'}; {version} is "
+             f"{where} the range {planned.before};",
+             "then the package is reconciled: the release is upgraded to the pinned version."]
+    if planned.shared:
+        items.append(f"the {planned.kind} is shared: the pin moves {', '.join(planned.shared)} too.")
+    if view.suspended:
+        items.append("the package is suspended: the pin applies when it is resumed (s).")
+    lines = [f"Pin the chart of {_name(view)} to {version}.\n", _bullets(*items)]
+    if diff is None:
+        lines.append(f"\nWhat the upgrade changes cannot be shown: {no_diff_reason}.")
+    elif not diff:
+        lines.append(f"\nThe manifests {version} renders equal the deployed ones.")
+    shown = Details(f"What upgrading to {version} would change (deployed → {version})", diff, diff=True) \
+        if diff else None
+    return Confirmation(f"Pin {version}?", "\n".join(lines), "Pin and reconcile", shown)
 
 
 def maintenance(view: ReleaseView, entering: bool) -> Confirmation:

@@ -16,6 +16,7 @@ from engine.events import KubeEvent, belongs
 from engine.inspect import PodRow, object_yaml
 from engine.masking import Masker
 from engine.monitor.manifest import ManifestObject
+from engine.runtime.chart_versions import Pin, VersionList
 from engine.runtime.diff import revision_diff
 from engine.runtime.engine import Engine
 from engine.runtime.owners import Owner
@@ -216,6 +217,25 @@ class EngineClient:
     async def flux(self, key: ReleaseKey, action: str) -> str:
         """Flux's action ("reconcile", "suspend", "resume") on the HelmRelease owning ``key``."""
         return await self.engine.flux(key, action)
+
+    # -- chart versions (the version picker) ------------------------------------------
+    async def versions(self, key: ReleaseKey) -> VersionList:
+        """The versions ``key``'s repository offers, newest first (deployed and range marked)."""
+        return await self.engine.versions.list(key)
+
+    def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
+        """The file edit pinning ``key``'s chart to ``version`` (nothing written). Raises PinError."""
+        return self.engine.versions.plan_pin(key, version)
+
+    async def version_diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
+        """What upgrading ``key`` to chart ``version`` would change ("" = nothing), masked unless ``reveal``."""
+        return await self.engine.versions.diff(key, version, reveal=reveal)
+
+    async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | None]:
+        """Pin ``key``'s chart to ``version`` in its package file, then reconcile it (a suspended package
+        waits for its resume): the edit and the pass's outcome (None: nothing ran)."""
+        pinned = await self.engine.versions.pin(key, version)
+        return pinned, await self.engine.reconcile(key)
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Make a release stuck in a pending state actionable again."""

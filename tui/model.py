@@ -17,6 +17,7 @@ from engine.runtime.state import RELEASE_STATES, ReleaseKey, ReleaseView
 from engine.storage.observation import PENDING_STATUSES
 from tui import format as fmt
 from tui.format import Tone
+from tui.sources import chart_cell
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
     return {
         "namespace": Cell(view.namespace),
         "name": Cell(view.name),
-        "chart": Cell(f"{obs.chart_name}@{obs.chart_version}" if obs else "-"),
+        "chart": Cell(*chart_cell(view)),
         "app_version": Cell((obs.app_version or "-") if obs else "-"),
         "revision": Cell(str(obs.version) if obs else "-"),
         "status": Cell(*fmt.helm_status_text(view)),

@@ -24,6 +24,7 @@ from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, Release
 from tui import confirmations
 from tui.confirmations import Confirmation
 from tui.engine_client import EngineClient
+from tui.sources import picker_rows, picker_title
 from tui.widgets.overview import previous_snapshot
 
 Severity = Literal["information", "warning", "error"]
@@ -232,6 +233,37 @@ async def _flux(ctx: Context) -> Step | Notice:
                 lambda said: Notice(str(said).capitalize()))
 
 
+# -- chart versions -----------------------------------------------------------------------
+async def _versions(ctx: Context) -> Step | Notice:
+    listed = await ctx.client.versions(ctx.key)
+    if not listed.rows:
+        return Notice(f"{listed.source} offers no version of the chart", severity="warning")
+    initial = next((i for i, r in enumerate(listed.rows) if r.deployed), 0)
+    picked = await ctx.pick(picker_title(ctx.ref, listed), list(zip(picker_rows(listed), range(len(listed.rows)),
+                                                                       strict=True)), initial)
+    if picked is None:
+        return Notice("")
+    row = listed.rows[picked]
+    planned = ctx.client.plan_pin(ctx.key, row.version)
+    diff, reason = None, None
+    try:
+        diff = await ctx.client.version_diff(ctx.key, row.version)
+    except (ActionRefused, NotAvailable) as exc:  # the preview is optional: say why it is missing
+        reason = str(exc)
+    except Exception as exc:  # likewise, and still offer the pin
+        reason = f"the diff failed ({exc})"
+    view = ctx.client.release(ctx.key) or ctx.view
+    assert view is not None
+
+    def report(done: tuple[Any, ActionOutcome | None]) -> Report:
+        return done[1] or Notice(f"{ctx.ref}: {planned.file.name} pins {row.version}; nothing ran yet"
+                                 + (" (suspended)" if view.suspended else ""))
+
+    return Step(f"Pin {ctx.ref} to {row.version}", lambda: ctx.client.pin(ctx.key, row.version), report,
+                confirmations.pin(view, row.version, row.in_range, planned, diff, reason),
+                f"Pinning {ctx.ref} to {row.version} and reconciling …")
+
+
 # -- cleanup ------------------------------------------------------------------------------
 def _cleanup_report(items: list[CleanupItem]) -> Notice:
     removed = [f"{i.namespace}/{i.name}" for i in items if i.result == "removed"]
@@ -290,6 +322,9 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("flux", "F", "Flux",
               "For a release a Flux HelmRelease owns: request a reconcile, or suspend / resume the HelmRelease",
               _flux),
+    Operation("versions", "v", "Version",
+              "Pick a chart version from the package's repository (newest first, deployed and range marked); "
+              "shows what upgrading to it changes, then pins it in the package file and reconciles", _versions),
     Operation("cleanup", "c", "Cleanup",
               "Uninstall helmdeck-managed releases no package declares; lists them and asks first", _cleanup,
               per_release=False, preview="Cleanup (dry run)"),

@@ -11,6 +11,7 @@ from engine.runtime.owners import owner_of
 from engine.runtime.state import ReleaseView
 from engine.storage.observation import Observation
 from tui import format as fmt
+from tui.sources import newer_line, source_line, update_text
 from tui.widgets.header_bar import TONE_STYLE
 
 Part = str | tuple[str, str]
@@ -45,8 +46,13 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     parts += _row("Release", f"{view.namespace}/{view.name}",
                   f"   package {pkg.name} ({pkg.file.name})" if pkg else "   no package declares it")
     parts += _row("Owner", owner_of(view).text)
+    if pkg is not None:
+        parts += _row("Source", source_line(pkg))
     if obs is not None:
         parts += _row("Chart", f"{obs.chart_name}@{obs.chart_version}   app version {obs.app_version or '-'}")
+        if view.chart_update is not None:
+            parts += _row("Newer", (update_text(view.chart_update), TONE_STYLE["warn"]),
+                          f"   {newer_line(view.chart_update)}")
         parts += _row("Revision", f"{obs.version}  ", _toned(fmt.helm_status_text(view)),
                       f"   last deployed {fmt.helm_time_text(obs.last_deployed)} UTC ({fmt.age_text(view, now)} ago)")
         if obs.description:

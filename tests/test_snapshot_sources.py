@@ -1,0 +1,55 @@
+"""Snapshot tests of charts from repositories (tests/fixtures_sources.py): the CHART column's short form and
+newer-version marker, the Overview's source line, the version picker (v) and its pin confirmation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+
+from engine.masking import Masker
+from engine.runtime.diff import unified
+from tests.fixtures import fixed_clock
+from tests.fixtures_sources import SHOP_WEB, sources_engine
+from tests.test_snapshots import MAIN, TALL
+from tui.app import HelmdeckApp
+from tui.widgets.release_table import ReleaseTable
+
+
+def app() -> HelmdeckApp:
+    engine = sources_engine()
+    engine.gate.online = True  # as operators see it: the gate answers as for a connected engine
+
+    async def diff(_key: tuple[str, str], version: str, *, reveal: bool = False) -> str:
+        return unified("replicas: 2\nimage: web:2.0.0\n", f"replicas: 2\nimage: web:{version}\n",
+                       "deployed (revision 1)", f"chart {version}")
+
+    engine.versions.diff = diff  # type: ignore[assignment,method-assign]  # rendering needs helm and the archive
+    return HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
+                       masker=Masker(b"snapshots"))
+
+
+def _open(*keys: str) -> Any:
+    async def run(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(SHOP_WEB)
+        await pilot.press(*keys)
+        await pilot.pause(0.3)
+
+    return run
+
+
+def test_chart_column_marks_newer_versions(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MAIN)
+
+
+def test_overview_shows_the_source(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=TALL, run_before=_open("enter"))
+
+
+def test_version_picker(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=TALL, run_before=_open("v"))
+
+
+def test_pin_confirmation(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=TALL, run_before=_open("v", "up", "up", "enter"))

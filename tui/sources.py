@@ -1,0 +1,78 @@
+"""Where a chart comes from, as the views show it: the Overview's source line, the CHART cell, the picker's rows.
+
+Plain text over engine value types (a package's :class:`~engine.sources.ChartRequest`, a release's
+:class:`~engine.sources.updates.ChartUpdate`, the picker's :class:`~engine.runtime.chart_versions.VersionList`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from engine.package import PackageSpec
+from engine.runtime.chart_versions import VersionList
+from engine.runtime.state import ReleaseView
+from engine.sources.spec import OCIRepositorySpec
+from engine.sources.updates import ChartUpdate
+from tui.format import Tone
+
+
+def source_line(pkg: PackageSpec) -> str:
+    """``HelmRepository demo/charts https://… chart web, range ^0.1``, ``OCIRepository demo/web oci://… ref
+    semver '~1.0'`` or ``local ../charts/web`` (relative to the package file)."""
+    request = pkg.chart_request
+    if request is None:
+        return f"local {os.path.relpath(pkg.chart_path, pkg.file.parent)}"
+    source = request.source
+    kind = "OCIRepository" if isinstance(source, OCIRepositorySpec) else "HelmRepository"
+    where = f"{kind} {source.namespace}/{source.name} {source.url}"
+    if isinstance(source, OCIRepositorySpec):
+        return f"{where}  ref {source.reference.describe()}"
+    return f"{where}  chart {request.chart}, range {request.version or '*'}"
+
+
+def update_text(update: ChartUpdate) -> str:
+    """``↑0.3.0`` (the range selects it: the next reconcile installs it) or ``↑1.0.0 (out of range)``."""
+    return f"↑{update.version}" if update.in_range else f"↑{update.version} (out of range)"
+
+
+def chart_cell(view: ReleaseView) -> tuple[str, Tone]:
+    """The CHART column: ``web@0.2.0``, from a repository ``charts/web@0.2.0`` (helm's repo/chart), and the
+    newer-version marker; a version inside the range is a warning (an upgrade is due)."""
+    obs = view.observation
+    if obs is None:
+        return "-", "plain"
+    request = view.package.chart_request if view.package is not None else None
+    text = f"{request.source.name}/{obs.chart_name}@{obs.chart_version}" if request is not None \
+        else f"{obs.chart_name}@{obs.chart_version}"
+    update = view.chart_update
+    if update is None:
+        return text, "plain"
+    return f"{text} {update_text(update)}", "warn" if update.in_range else "plain"
+
+
+def newer_line(update: ChartUpdate) -> str:
+    """The Overview's sentence about newer versions."""
+    if update.in_range:
+        return f"{update.version} is inside the range: the next reconcile installs it"
+    inside = f"; {update.in_range_version} is, and the next reconcile installs it" if update.in_range_version else ""
+    return f"{update.version} is outside the range (pick it with v to pin it){inside}"
+
+
+def picker_title(ref: str, listed: VersionList) -> str:
+    """The picker's heading: what, from where, the range, what is deployed, and the column names."""
+    return (f"Pin the chart of {ref} to a version\n{listed.source}\n"
+            f"range {listed.range} · deployed {listed.deployed or 'nothing'}\n\n"
+            f"  {'VERSION':<{_width(listed)}}  {'APP VERSION':<14} {'CREATED':<10}  RANGE")
+
+
+def _width(listed: VersionList) -> int:
+    return max([len("VERSION"), *(len(r.version) for r in listed.rows)])
+
+
+def picker_rows(listed: VersionList) -> list[str]:
+    """One line per version, newest first: ``● 0.2.0  app-0.2.0  2026-11-30  in range  deployed``."""
+    width = _width(listed)
+    marks = {True: "in range", False: "out of range", None: "?"}
+    return [f"{'●' if r.deployed else ' '} {r.version:<{width}}  {r.app_version or '-':<14} "
+            f"{r.created[:10] or '-':<10}  {marks[r.in_range]:<12}{'  deployed' if r.deployed else ''}".rstrip()
+            for r in listed.rows]
