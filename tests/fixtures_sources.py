@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.runtime import Engine
-from engine.runtime.state import ReleaseKey
+from engine.runtime.state import Condition, ReleaseKey
 from engine.sources import ChartRequest, ChartVersionInfo
 from engine.sources.updates import available
 from engine.storage.observer import Observer
-from tests.fixtures import set_engine_status, storage_secret
+from tests.fixtures import FIXED_NOW, set_engine_status, storage_secret
 
 SOURCES_PACKAGES = Path(__file__).resolve().parent / "data" / "sources-packages"
 SHOP_WEB: ReleaseKey = ("shop", "web")
@@ -45,7 +45,9 @@ def sources_engine() -> Engine:
     observer.apply_object(storage_secret("api", "shop", 1, "deployed", "api", "1.0.0", "5.2.0", {},
                                          "2026-11-30T09:12:00Z", "Install complete"))
     for key in (SHOP_WEB, SHOP_API):
-        set_engine_status(engine, key, state="InSync", ready=True)
+        ready = Condition("Ready", "True", "InstallSucceeded", "Helm install succeeded for revision 1",
+                          FIXED_NOW - 50 * 60)
+        set_engine_status(engine, key, state="InSync", conditions=(ready,))
         request = engine.packages[key].chart_request
         assert request is not None
         engine.book.set_offered(key, available(request, tuple(v.version for v in OFFERED[_chart(request)])))
