@@ -1,4 +1,4 @@
-"""The label-stamping post-renderer: text edits (pure) and real helm 3 and 4 runs."""
+"""The post-renderer: text edits (pure), kustomize steps with the real kustomize, and real helm 3 and 4 runs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kubernetes import client
 
 from engine import labels
 from engine.helm import Helm, UpgradeOptions
+from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.helm.postrender import StampError, main, parse_labels, render, stamp
 from engine.helm.postrender_plugin import PLUGIN_NAME, install
 from tests.conftest import EXAMPLES, helm_binary
@@ -213,3 +214,19 @@ def test_wrapper_runs_standalone(tmp_path: Path) -> None:
     proc = subprocess.run([str(layout.executable), "a=b"], input=b"kind: A\n", capture_output=True,
                           timeout=30, check=True, env={"PATH": "/usr/bin:/bin"})
     assert objects(proc.stdout.decode()) == [{"kind": "A", "metadata": {"labels": {"a": "b"}}}]
+
+
+def test_which_kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    own = helm_binary("kustomize")  # helmdeck's pinned build, in the real cache
+    on_path = tmp_path / "bin" / "kustomize"
+    on_path.parent.mkdir()
+    on_path.write_text("#!/bin/sh\n")
+    on_path.chmod(0o755)
+    assert find_kustomize({"HELMDECK_KUSTOMIZE": str(on_path)}) == on_path  # explicit first
+    assert find_kustomize({"PATH": str(on_path.parent)}) == own  # then the pinned build, before PATH
+    monkeypatch.setenv("HELMDECK_CACHE", str(tmp_path / "empty-cache"))
+    assert find_kustomize({"PATH": str(on_path.parent)}) == on_path
+    with pytest.raises(KustomizeMissing, match="make build"):
+        find_kustomize({"PATH": ""})
+    with pytest.raises(KustomizeMissing, match="HELMDECK_KUSTOMIZE"):
+        find_kustomize({"HELMDECK_KUSTOMIZE": "/nowhere/kustomize", "PATH": str(on_path.parent)})
