@@ -237,6 +237,20 @@ def dependency_order(specs: Iterable[PackageSpec]) -> list[PackageSpec]:
     return [by_id[p] for p in topological(by_id, lambda p: (d.id for d in by_id[p].depends_on))]
 
 
+def removal_order(keys: Iterable[PackageId], package: Callable[[PackageId], str],
+                  depends_on: Callable[[PackageId], Iterable[str]]) -> list[PackageId]:
+    """``keys`` (releases) with every dependent before its dependencies: the order of removal. ``package(k)``
+    is the ``namespace/name`` of the package that drove ``k``, ``depends_on(k)`` what that package depended
+    on (as persisted; a release without either is ordered by name alone)."""
+    keys = list(keys)
+    by_package: dict[str, list[PackageId]] = {}
+    for key in keys:
+        by_package.setdefault(package(key), []).append(key)
+    by_package.pop("", None)
+    order = topological(keys, lambda k: [d for dep in depends_on(k) for d in by_package.get(dep, ())])
+    return order[::-1]
+
+
 def waiting_for(spec: PackageSpec, ready: Callable[[PackageId], bool | None]) -> list[Dependency]:
     """The dependencies of ``spec`` not Ready now (``ready(id)``: True, False, or None for no such package)."""
     return [d for d in spec.depends_on if ready(d.id) is not True]

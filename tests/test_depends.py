@@ -162,3 +162,23 @@ def test_prune_uninstalls_dependents_before_their_dependencies(
         proc.wait(timeout=60)
     assert [(e["release"], e["outcome"]) for e in seen] == [("m-db", "succeeded"), ("a-app", "succeeded"),
                                                             ("z-base", "succeeded")]
+
+
+def test_cleanup_uninstalls_dependents_before_their_dependencies(
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
+) -> None:
+    # As the prune test: "a-app" sorts first and depends on "z-base"; "m-db" depends on "a-app".
+    pkgs = package(tmp_path / "p", "z-base", namespace, "{message: base}")
+    package(pkgs, "a-app", namespace, "{message: app}", depends=("z-base",))
+    package(pkgs, "m-db", namespace, "{message: db}", depends=("a-app",))
+    args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
+    installed = helmdeck("reconcile", "--once", "--no-lease", "--json", *args)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    for name in ("z-base", "a-app", "m-db"):  # the files go; what they depended on stays in the status
+        (pkgs / f"{name}.yaml").unlink()
+    proc = helmdeck("cleanup", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    removed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("removed")]
+    assert removed == [f"{namespace}/m-db", f"{namespace}/a-app", f"{namespace}/z-base"], proc.stdout
+    # cleanup removes one release at a time and lists them in that order; all are gone.
+    assert not core_api.list_namespaced_secret(namespace, label_selector="owner=helm").items

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.order import dependency_order, find_cycles, topological
+from engine.order import dependency_order, find_cycles, removal_order, topological
 from engine.package import PackageError, load_package, load_packages
 
 CHART = Path(__file__).resolve().parent.parent / "examples" / "charts" / "settings"
@@ -114,3 +114,12 @@ def test_the_overview_says_what_a_package_waits_for(tmp_path: Path) -> None:
     ready = Condition("Ready", "True", "InstallSucceeded", "installed")
     text = str(overview_content(ReleaseView("ns", "web", package=web, ready=True, conditions=(ready,)), [], 0.0))
     assert "Depends on   ns/base\n" in text
+
+
+def test_removal_order_puts_dependents_before_their_dependencies() -> None:
+    packages = {("ns", "a-app"): "ns/a-app", ("ns", "m-db"): "ns/m-db", ("ns", "z-base"): "ns/z-base",
+                ("other", "free"): ""}
+    depends = {("ns", "a-app"): ("ns/z-base",), ("ns", "m-db"): ("ns/a-app", "gone/pkg")}
+    order = removal_order(packages, packages.__getitem__, lambda k: depends.get(k, ()))
+    assert order.index(("ns", "m-db")) < order.index(("ns", "a-app")) < order.index(("ns", "z-base"))
+    assert sorted(order) == sorted(packages)

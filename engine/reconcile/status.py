@@ -57,6 +57,8 @@ class EngineStatus:
     spec digest that revision ``adopted_revision`` stands for although its
     release label says otherwise: a changed spec that rendered the same
     manifest (Deckhouse's smart upgrade) is recorded here instead of making a revision.
+    ``package`` (``namespace/name``) and ``depends_on`` (its ``dependsOn``, the same form) are the
+    package's as last persisted: they order a cleanup after its file is gone (engine.order).
     """
 
     history: History = field(default_factory=History)
@@ -70,6 +72,8 @@ class EngineStatus:
     maintenance: str | None = None
     adopted_spec_digest: str = ""
     adopted_revision: int = 0
+    package: str = ""
+    depends_on: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         """Serialise (stable key order) for the persisted status object."""
@@ -86,6 +90,8 @@ class EngineStatus:
             "maintenance": self.maintenance,
             "adoptedSpecDigest": self.adopted_spec_digest,
             "adoptedRevision": self.adopted_revision,
+            "package": self.package,
+            "dependsOn": list(self.depends_on),
         }
         return json.dumps(doc, sort_keys=True, indent=1)
 
@@ -109,6 +115,8 @@ class EngineStatus:
                 maintenance=doc.get("maintenance"),
                 adopted_spec_digest=str(doc.get("adoptedSpecDigest", "")),
                 adopted_revision=int(doc.get("adoptedRevision", 0)),
+                package=str(doc.get("package", "")),
+                depends_on=tuple(str(d) for d in doc.get("dependsOn") or ()),
             )
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed engine status: {exc}") from exc

@@ -376,6 +376,9 @@ class ReleaseBook:
         if self.store is None or status is None or not self._writable():
             return
         ns = spec.storage_ns if spec else key[0]
+        if spec is not None:  # who it is and what it depends on outlive its file (cleanup's order)
+            status = self._statuses[key] = dataclasses.replace(
+                status, package=f"{spec.namespace}/{spec.name}", depends_on=tuple(str(d) for d in spec.depends_on))
         try:
             await asyncio.to_thread(self.store.save, ns, key[1], spec.name if spec else "", status,
                                     as_user=kube_user(spec))

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import labels
 from engine.masking import Masker
+from engine.order import removal_order
 from engine.package import PackageError, PackageSpec, deep_merge
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ActionContext, ActionReconciler
@@ -227,7 +228,8 @@ class Operations:
         keep = {f"{ns}/{name}" for ns, name in self.book.packages}
         package_set = self.controller.package_set
         scope = {labels.PACKAGE_SET: package_set} if package_set else None
-        report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run, selector=scope)
+        report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run, selector=scope,
+                                            order=self._removal_order)
         items = [CleanupItem(*_split(ref), "would-remove" if dry_run else "removed") for ref in report.removed]
         items += [CleanupItem(*_split(ref), "failed", why) for ref, why in report.failed]
         items += [CleanupItem(*_split(ref), "skipped", why) for ref, why in report.skipped]
@@ -236,6 +238,13 @@ class Operations:
                 self.book.log((item.namespace, item.name), "cleanup", "succeeded" if item.result == "removed"
                               else "failed", item.message or f"cleanup {item.result} the release")
         return items
+
+    def _removal_order(self, keys: list[ReleaseKey]) -> list[ReleaseKey]:
+        """Dependents before their dependencies, from the packages' ``dependsOn`` as last persisted."""
+        def status(key: ReleaseKey) -> EngineStatus:
+            return self.book.status(key) or EngineStatus()
+
+        return removal_order(keys, lambda k: status(k).package, lambda k: status(k).depends_on)
 
     # -- monitors ------------------------------------------------------------------------
     def pause_monitor(self, key: ReleaseKey) -> int:

@@ -302,7 +302,7 @@ class ReleaseService:
 
     async def cleanup(
         self, keep: Collection[str], ignore_namespaces: Collection[str] = (), *, dry_run: bool = False,
-        selector: Mapping[str, str] | None = None,
+        selector: Mapping[str, str] | None = None, order: Callable[[list[Key]], list[Key]] | None = None,
     ) -> CleanupReport:
         """Uninstall helmdeck-managed releases that no longer belong, as nelm's ``Service.Cleanup``.
 
@@ -313,10 +313,14 @@ class ReleaseService:
         Releases not managed by helmdeck are never listed, so never touched;
         ``selector`` narrows the set further (e.g. to one package set's releases).
         One failure does not stop the rest; a dry run reports the same set
-        as removed without uninstalling. Raises ApiException only when
+        as removed without uninstalling. ``order`` sorts the releases (keys) before
+        they are removed one at a time (the engine's: dependents first). Raises ApiException only when
         storage cannot be listed.
         """
         records = await asyncio.to_thread(self._store.managed, self.namespaces, selector)
+        if order is not None:
+            by_key = {(rec.namespace, rec.name): rec for rec in records}
+            records = [by_key[key] for key in order(list(by_key))]
         removed: list[str] = []
         failed: list[tuple[str, str]] = []
         skipped: list[tuple[str, str]] = []
