@@ -46,6 +46,7 @@ class Bench:
     helm: Helm
     folder: Path
     namespace: str
+    registry: str | None = None  # host:port of the local cluster's OCI registry
 
     def chart(self) -> Path:
         root = self.folder / "chart"
@@ -92,7 +93,7 @@ def bench_setup(cluster_dir: Path | None) -> Iterator[Bench]:
                    "HELM_DATA_HOME": str(home / "data")}
             helm = Helm(build.binary("helm4"), target, env)
             try:
-                yield Bench(target, api, core, helm, Path(tmp), namespace)
+                yield Bench(target, api, core, helm, Path(tmp), namespace, cluster.registry)
             finally:
                 core.delete_namespace(namespace, propagation_policy="Background")
         finally:
