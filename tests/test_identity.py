@@ -81,7 +81,7 @@ def grant(rbac: client.RbacAuthorizationV1Api, namespace: str, account: str) -> 
 
 
 def test_a_service_account_installs_within_its_rights_and_is_refused_outside_them(
-    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, other_namespace: str,
+    any_helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, other_namespace: str,
     tmp_path: Path,
 ) -> None:
     core_api.create_namespaced_service_account(namespace, client.V1ServiceAccount(
@@ -91,7 +91,7 @@ def test_a_service_account_installs_within_its_rights_and_is_refused_outside_the
 
     inside = write_package(tmp_path / "in", namespace, "  serviceAccountName: deployer\n")
     proc = helmdeck("reconcile", "--once", "--no-lease", "--json",
-                    *cluster_args(helm, kube_target, namespace, inside, tmp_path / "log"))
+                    *cluster_args(any_helm, kube_target, namespace, inside, tmp_path / "log"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert results(proc.stdout)[f"{namespace}/app"]["state"] == "InSync"
     assert core_api.read_namespaced_config_map("app", namespace).data == {"message": "hi"}
@@ -99,7 +99,7 @@ def test_a_service_account_installs_within_its_rights_and_is_refused_outside_the
     outside = write_package(tmp_path / "out", namespace,
                             f"  serviceAccountName: deployer\n  targetNamespace: {other_namespace}\n")
     refused = helmdeck("reconcile", "--once", "--no-lease", "--json",
-                       *cluster_args(helm, kube_target, namespace, outside, tmp_path / "log2"))
+                       *cluster_args(any_helm, kube_target, namespace, outside, tmp_path / "log2"))
     assert refused.returncode != 0, refused.stdout
     result = results(refused.stdout)[f"{other_namespace}/{other_namespace}-app"]
     assert result["state"] != "InSync"
