@@ -1,8 +1,10 @@
 """Pilot test of the version picker (v) on the real local cluster, real helm and a real HTTP chart repository:
-a package deployed at 0.1.0 from its range is pinned to 0.2.0 (outside the range) from the app."""
+a package deployed at 0.1.0 from its range is pinned to 0.2.0 (outside the range) from the app; and the
+engine side for a chart from the local OCI registry."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,10 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
-from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, write
+from engine.runtime import Engine
+from engine.sources.updates import ChartUpdate
+from localcluster.cluster import LocalCluster
+from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, push_oci, write
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.picker import PickerScreen
@@ -83,3 +88,45 @@ async def test_version_picker_pins_a_version_outside_the_range_and_the_release_f
     assert stored(core_api, namespace, "web") == [(1, "superseded"), (2, "deployed")]
     # One value changed in place: the comments and the layout stay.
     assert (pkgs / "web.yaml").read_text() == text.replace('"~0.1"', '"0.2.0"')
+
+
+async def test_oci_versions_diff_and_pin_through_the_engine(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
+    helm_home: dict[str, str],
+) -> None:
+    """The picker's engine side for an OCIRepository: the tags listed and marked, a version's diff rendered
+    from its tag, the pin written to the OCIRepository's ref.semver, and the release following it."""
+    h = helm.binary
+    base = f"{local_cluster.registry}/pin-{uuid.uuid4().hex[:8]}"
+    for version in ("1.0.0", "1.0.1", "2.0.0"):
+        push_oci(h, package_chart(h, tmp_path, version, marker=f"o-{version}"), base, env=helm_home)
+    pkgs = tmp_path / "packages"
+    source = (f"apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\n"
+              f"metadata: {{name: web, namespace: {namespace}}}\n"
+              f"spec:\n  url: oci://{base}/web\n  insecure: true\n  ref:\n    semver: '~1.0'   # patches\n")
+    write(pkgs, "source.yaml", source)
+    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\n"
+          f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
+          "  timeout: 1m\n")
+    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    key = (namespace, "web")
+    await engine.start(reconcile=False)
+    try:
+        first = await engine.reconcile(key)
+        assert first is not None and first.ok, first
+        view = engine.release(key)  # the tag list the pass resolved ~1.0 from also marks the row
+        assert view is not None and view.chart_update == ChartUpdate("2.0.0", False, "")
+        listed = await engine.versions.list(key)
+        assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
+            ("2.0.0", False, False), ("1.0.1", True, True), ("1.0.0", True, False)]
+        diff = await engine.versions.diff(key, "2.0.0")
+        assert "-  marker: 'o-1.0.1'" in diff and "+  marker: 'o-2.0.0'" in diff
+        pinned = await engine.versions.pin(key, "2.0.0")
+        assert (pinned.file.name, pinned.field, pinned.before) == ("source.yaml", "spec.ref.semver", "~1.0")
+        assert (pkgs / "source.yaml").read_text() == source.replace("'~1.0'", "'2.0.0'")
+        done = await engine.reconcile(key)
+        assert done is not None and done.ok, done
+        obs = engine.observer.latest(*key)
+        assert obs is not None and (obs.version, obs.chart_version) == (2, "2.0.0")
+    finally:
+        await engine.stop()
