@@ -173,6 +173,11 @@ def test_kustomize_steps_then_common_metadata_then_our_labels(tmp_path: Path,
     assert deploy["metadata"]["annotations"] == {"o": "ops"}
     assert "team" not in deploy["spec"]["template"]["metadata"]["labels"]  # metadata only, as Flux's
     assert render("# nothing rendered\n", OURS, config) == "# nothing rendered\n"
+    hook = "---\napiVersion: batch/v1\nkind: Job\nmetadata: {generateName: hook-}\nspec: {}\n"
+    deploy2, job = objects(render(text + hook, OURS, config))  # kustomize would refuse the unnamed Job
+    assert deploy2 == deploy and job["metadata"] == {"generateName": "hook-", "labels": {"team": "web", **OURS},
+                                                     "annotations": {"o": "ops"}}
+    assert objects(render(hook, OURS, config))[0]["metadata"]["generateName"] == "hook-"
     bad = {"kustomize": kustomize, "postRenderers": [{"kustomize": {"patches": [
         {"patch": "- {op: replace, path: /spec/nothing/here, value: 1}", "target": {"kind": "Deployment"}}]}}]}
     with pytest.raises(StampError, match="kustomize build failed"):

@@ -212,9 +212,16 @@ def _replace(node: Node, new: str, text: str) -> _Edit:
 def kustomize(text: str, step: Mapping[str, Any], binary: str) -> str:
     """``text`` through one kustomize step (``patches`` / ``images`` of a kustomization) with the real
     ``kustomize build``, in a temporary directory (mode 0700) removed afterwards. Raises StampError
-    with kustomize's message when it fails."""
-    if not any(isinstance(d, dict) for d in yaml.load_all(text, Loader=_Loader)):
-        return text  # nothing rendered: kustomize would refuse an input without objects
+    with kustomize's message when it fails.
+
+    kustomize refuses objects without ``metadata.name`` (hooks with ``generateName``), and could not
+    select them anyway: they pass by it unchanged, after its output."""
+    docs = [d for d in yaml.load_all(text, Loader=_Loader) if isinstance(d, dict)]
+    unnamed = [d for d in docs if not _named(d)]
+    if len(unnamed) == len(docs):
+        return text  # nothing kustomize could take: it would refuse an input without objects
+    if unnamed:
+        text = yaml.safe_dump_all([d for d in docs if _named(d)], sort_keys=False)
     work = Path(tempfile.mkdtemp(prefix="helmdeck-kustomize-"))
     try:
         (work / "helm-output.yaml").write_text(text, encoding="utf-8")
@@ -229,9 +236,16 @@ def kustomize(text: str, step: Mapping[str, Any], binary: str) -> str:
         if proc.returncode != 0:
             message = proc.stderr.decode("utf-8", "replace").strip().replace(str(work) + "/", "")
             raise StampError(f"kustomize build failed: {message}")
-        return proc.stdout.decode("utf-8")
+        out = proc.stdout.decode("utf-8")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return out + "---\n" + yaml.safe_dump_all(unnamed, sort_keys=False) if unnamed else out
+
+
+def _named(doc: Mapping[str, Any]) -> bool:
+    """Can kustomize take ``doc``: an object with ``metadata.name``, or a ``*List`` (it takes the items)?"""
+    meta = doc.get("metadata")
+    return bool(isinstance(meta, dict) and meta.get("name")) or str(doc.get("kind", "")).endswith("List")
 
 
 def render(text: str, labels: Mapping[str, str], config: Mapping[str, Any]) -> str:
