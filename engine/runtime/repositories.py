@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from engine.runtime.state import ReleaseKey
-from engine.sources import ChartRequest, SourceError
+from engine.sources import ChartRequest, SourceError, SourceSpec
 
 if TYPE_CHECKING:
     from engine.runtime.controller import PackageController
@@ -39,6 +40,7 @@ class RepositoryRefresh:
     def __init__(self, controller: PackageController, tick: float = TICK):
         self.controller = controller
         self.tick = tick
+        self._failed: dict[SourceSpec, float] = {}  # loop time of a repository's last failed refresh
 
     async def run(self) -> None:
         """Loop until cancelled (the engine's background tasks)."""
@@ -57,22 +59,38 @@ class RepositoryRefresh:
         return out
 
     async def check(self) -> list[ReleaseKey]:
-        """One look at the due repositories; returns the packages queued (a new version or digest)."""
+        """One look at the due repositories, each on its own (a slow one delays no other); returns the
+        packages queued (a new version or digest)."""
         charts = self.controller.charts
         by_request = self.requests()
-        # Due before anything is asked: the first request to a repository makes it fresh for the rest.
-        due = [r for r in by_request if charts.due(r) <= 0]
+        now = asyncio.get_running_loop().time()
+        # Due before anything is asked: the first request to a repository makes it fresh for the rest. A
+        # repository that failed waits its interval too (a failure leaves its answer stale).
+        due: defaultdict[SourceSpec, list[ChartRequest]] = defaultdict(list)
+        for request in by_request:
+            source = request.source
+            if charts.due(request) <= 0 and now - self._failed.get(source, -math.inf) >= source.interval:
+                due[source].append(request)
+        changed = await asyncio.gather(*(self._changed(source, requests) for source, requests in due.items()))
         queued: list[ReleaseKey] = []
-        for request in due:
-            try:
-                changed = await charts.changed(request)
-            except SourceError as exc:  # the package's own pass reports it, with Flux's reason
-                log.debug("refreshing %s: %s", request.describe(), exc)
-                continue
-            if changed:
-                for key in by_request[request]:
-                    self.controller.book.log(key, "source", "info",
-                                             f"{request.source.describe()} offers a new chart: reconciling")
-                    self.controller.queue.add(key)
-                    queued.append(key)
+        for request in (r for found in changed for r in found):
+            for key in by_request[request]:
+                self.controller.book.log(key, "source", "info",
+                                         f"{request.source.describe()} offers a new chart: reconciling")
+                self.controller.queue.add(key)
+                queued.append(key)
         return queued
+
+    async def _changed(self, source: SourceSpec, requests: list[ChartRequest]) -> list[ChartRequest]:
+        """The requests of ``source`` that now select another chart; the first failure ends the look."""
+        found = []
+        for request in requests:
+            try:
+                if await self.controller.charts.changed(request):
+                    found.append(request)
+            except SourceError as exc:  # the package's own pass reports it, with Flux's reason
+                self._failed[source] = asyncio.get_running_loop().time()
+                log.debug("refreshing %s: %s", source.describe(), exc)
+                return found
+        self._failed.pop(source, None)
+        return found
