@@ -54,6 +54,7 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path: Path) -> None
     demo = run(venv / "bin" / "helmdeck", "demo", "--help", cwd=outside, env=env)
     examples = site / "helmdeck" / "examples" / "packages"
     assert f"(default: the examples, {examples})" in demo  # the help names the installed examples
+    assert (examples.parent / "sources" / "web-oci.yaml").is_file()  # the demo's packages from repositories
     # The installed code finds its data in the venv, not in the source tree.
     probe = ("from pathlib import Path; import helmdeck.cli, tui.themes, engine.package as p;"
              "from tui.themes import SHIPPED_DIR, load_themes;"
