@@ -143,3 +143,27 @@ def test_chart_crds_reads_crds_of_packaged_charts_and_subcharts(tmp_path: Path) 
         names = [c["metadata"]["name"] for c in chart_crds(source)]
         assert names == ["gadgets.x.helmdeck.dev", "widgets.x.helmdeck.dev", "widgets.y.helmdeck.dev"], source
     assert json.dumps(chart_crds(chart)) == json.dumps(chart_crds(archive))
+
+
+@pytest.mark.parametrize("policy", ["CreateReplace", "Skip"])
+def test_the_install_crd_policy(
+    policy: str, helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, group: str,
+    tmp_path: Path,
+) -> None:
+    chart = write_chart(tmp_path, group, "0.2.0")
+    pkgs = tmp_path / "p"
+    pkgs.mkdir()
+    (pkgs / "app.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {chart}\n  timeout: 30s\n  install:\n    crds: {policy}\n")
+    proc = helmdeck("reconcile", "--once", "--no-lease", "--json",
+                    *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ext = client.ApiextensionsV1Api(core_api.api_client)
+    if policy == "Skip":  # helm --skip-crds: none created
+        assert schema_fields(ext, f"widgets.{group}") is None and schema_fields(ext, f"gadgets.{group}") is None
+    else:  # applied by helmdeck (its field manager), not by helm
+        found = read(ext, f"widgets.{group}") or {}
+        managers = {m["manager"] for m in found["metadata"]["managedFields"]}
+        assert "helmdeck" in managers and "helm" not in managers, managers
+        assert schema_fields(ext, f"gadgets.{group}") == {"kind"}

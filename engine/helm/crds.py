@@ -29,6 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm.errors import HelmError
+from engine.kube import impersonating
 from engine.spec.crds import CREATE, CREATE_REPLACE, SKIP
 
 MAX_CRD_BYTES = 16 * 1024 * 1024
@@ -130,14 +131,15 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, budget: _Budget) -> byt
 
 
 async def prepare_crds(api: client.ApiClient | None, chart: Path, policy: str, *, install: bool,
-                       timeout: float) -> None:
+                       timeout: float, as_user: str = "") -> None:
     """What helmdeck does with ``chart``'s CRDs before helm installs (``install``) or upgrades it under
-    ``policy`` (nothing when :func:`needs_helmdeck` says so, or without a cluster client). Raises CrdError."""
+    ``policy`` (nothing when :func:`needs_helmdeck` says so, or without a cluster client), as ``as_user``
+    when given (the package's ServiceAccount, impersonated, as helm). Raises CrdError."""
     if api is None or not needs_helmdeck(policy, install=install):
         return
     crds = await asyncio.to_thread(chart_crds, chart)
     if crds:
-        await asyncio.to_thread(apply_crds, api, crds, policy, timeout)
+        await asyncio.to_thread(apply_crds, impersonating(api, as_user) if as_user else api, crds, policy, timeout)
 
 
 def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], policy: str, timeout: float) -> list[str]:

@@ -366,7 +366,7 @@ class PackageController:
         service's render cache). Raises PackageError, HelmError."""
         return await self.service.checksum(req.spec.release_namespace, req.spec)
 
-    def _detector(self, spec: PackageSpec) -> DriftDetector | None:
+    def detector_for(self, spec: PackageSpec) -> DriftDetector | None:
         """The drift detector reading as the package's ServiceAccount (impersonated), if it names one."""
         user = kube_user(spec)
         if self.detector is None or not user or self.ctx.api is None:
@@ -412,7 +412,7 @@ class PackageController:
             if req.spec.maintenance:
                 result = await Maintenance(self.context(key), self.service).reconcile(req)
             else:
-                result = await AtomicRelease(self.context(key), self._detector(req.spec)).reconcile(req)
+                result = await AtomicRelease(self.context(key), self.detector_for(req.spec)).reconcile(req)
             last = result.outcomes[-1] if result.outcomes else None
             book.set_status(key, dataclasses.replace(req.status, last=last or req.status.last), state=result.state,
                             show=False)

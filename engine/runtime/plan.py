@@ -148,11 +148,11 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             req.manifest_checksum = await engine.service.checksum(spec.release_namespace, spec)
             state = st.determine_state(req, latest)
         drifted: tuple[str, ...] = ()
+        detector = controller.detector_for(spec)  # as the package's ServiceAccount, if it names one
         if state.status == st.IN_SYNC and spec.drift_detection != "disabled" and latest is not None \
-                and controller.detector is not None:
+                and detector is not None:
             deployed = await engine.manifest(spec.key, latest.version)
-            items = await asyncio.to_thread(controller.detector.detect, deployed, spec.release_namespace,
-                                            spec.drift_ignore)
+            items = await asyncio.to_thread(detector.detect, deployed, spec.release_namespace, spec.drift_ignore)
             drifted = tuple(i.ref for i in items)
             if drifted:
                 plural = "s" if len(drifted) != 1 else ""
