@@ -28,6 +28,7 @@ kind: HelmRepository
 metadata: {{name: charts, namespace: {ns}}}
 spec:
   url: {url}   # served by the test
+  interval: 1s
 ---
 apiVersion: helmdeck.dev/v1alpha1
 kind: Package
@@ -66,14 +67,18 @@ async def test_version_picker_pins_a_version_outside_the_range_and_the_release_f
         await wait_for(lambda: chart() == "charts/web@0.1.0 ↑0.2.0 (out of range)"
                        and cell(app, key, "status") == "✔ deployed", 60, seen=chart)
         assert stored(core_api, namespace, "web") == [(1, "deployed")]
+        # A newer version published while the app runs: the repository's refresh marks the row.
+        publish_http(helm.binary, package_chart(helm.binary, tmp_path, "0.3.0", marker="m-0.3.0"), repo)
+        await wait_for(lambda: chart() == "charts/web@0.1.0 ↑0.3.0 (out of range)", 30, seen=chart)
         await select(app, key)
         await pilot.press("v")
         await wait_for(lambda: isinstance(app.screen, PickerScreen), 30)
         await pilot.pause()
         assert isinstance(app.screen, PickerScreen)
         labels = [label for label, _ in app.screen._choices]
-        assert labels[0].split()[:2] == ["0.2.0", "app-0.2.0"] and "out of range" in labels[0]
-        assert labels[1].startswith("● 0.1.0") and labels[1].endswith("deployed")
+        assert [label.split()[0] for label in labels] == ["0.3.0", "0.2.0", "●"]
+        assert labels[1].split()[:2] == ["0.2.0", "app-0.2.0"] and "out of range" in labels[1]
+        assert labels[2].startswith("● 0.1.0") and labels[2].endswith("deployed")
         await pilot.press("up", "enter")  # the picker starts on the deployed version
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen), 60)
         assert isinstance(app.screen, ConfirmScreen)
@@ -82,7 +87,8 @@ async def test_version_picker_pins_a_version_outside_the_range_and_the_release_f
         assert dialog.details is not None and "+  marker: 'm-0.2.0'" in dialog.details.text  # rendered from 0.2.0
         await pilot.pause()
         await pilot.press("y")
-        await wait_for(lambda: chart() == "charts/web@0.2.0" and cell(app, key, "status") == "✔ deployed"
+        await wait_for(lambda: chart() == "charts/web@0.2.0 ↑0.3.0 (out of range)"
+                       and cell(app, key, "status") == "✔ deployed"
                        and cell(app, key, "revision") == "2", 60, seen=lambda: row(app, key))
         assert cell(app, key, "action") == "✔ upgrade"
     assert stored(core_api, namespace, "web") == [(1, "superseded"), (2, "deployed")]

@@ -8,7 +8,9 @@ all the packages that use it, and without pulling. A package whose request now
 selects another version (or OCI digest) than its last pass resolved is queued at
 once, whatever its own package interval; the pass then pulls and upgrades. The
 limit of one request per repository per interval is the chart source's own
-(:meth:`engine.sources.ChartSource.due`), shared with the passes.
+(:meth:`engine.sources.ChartSource.due`), shared with the passes. What a repository
+offers also refreshes its packages' newer-version markers
+(:meth:`ReleaseBook.set_offered`), a version outside the range included.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ class RepositoryRefresh:
             if charts.due(request) <= 0 and now - self._failed.get(source, -math.inf) >= source.interval:
                 due[source].append(request)
         changed = await asyncio.gather(*(self._changed(source, requests) for source, requests in due.items()))
+        for requests in due.values():  # what each repository offers now: the rows' newer-version markers
+            for request in requests:
+                offered = charts.available(request)
+                for key in by_request[request]:
+                    self.controller.book.set_offered(key, offered)
         queued: list[ReleaseKey] = []
         for request in (r for found in changed for r in found):
             for key in by_request[request]:
