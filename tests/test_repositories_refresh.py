@@ -33,15 +33,20 @@ class Charts:
             raise SourceUnreachable("cannot reach http://down", repository="down")
         return request in self.new
 
+    def available(self, request: ChartRequest) -> str:
+        return f"offered by {request.source.name}"  # what the rows' newer-version markers get
+
 
 def controller(charts: Charts, packages: dict[tuple[str, str], ChartRequest]) -> Any:
     queued: list[tuple[str, str]] = []
     logged: list[str] = []
+    offered: dict[tuple[str, str], str] = {}
     specs = {k: SimpleNamespace(chart_request=r) for k, r in packages.items()}
     specs[("ns", "local")] = SimpleNamespace(chart_request=None)
     return SimpleNamespace(
-        charts=charts, queue=SimpleNamespace(add=queued.append), queued=queued, logged=logged,
-        book=SimpleNamespace(packages=specs, log=lambda key, action, outcome, message: logged.append(message)))
+        charts=charts, queue=SimpleNamespace(add=queued.append), queued=queued, logged=logged, offered=offered,
+        book=SimpleNamespace(packages=specs, log=lambda key, action, outcome, message: logged.append(message),
+                             set_offered=offered.__setitem__))
 
 
 def test_packages_of_a_changed_request_are_queued_and_a_failing_repository_waits() -> None:
@@ -57,6 +62,7 @@ def test_packages_of_a_changed_request_are_queued_and_a_failing_repository_waits
     assert ctl.logged[0] == "HelmRepository ns/good (http://good) offers a new chart: reconciling"
     # One failure of a repository ends its look: the second request of DOWN was not asked.
     assert charts.asked.count(down) + charts.asked.count(down2) == 1
+    assert ctl.offered[("ns", "c")] == "offered by good" and ("ns", "local") not in ctl.offered
 
     charts.new = set()
     charts.asked.clear()
