@@ -9,9 +9,10 @@ from textual.pilot import Pilot
 
 from engine.masking import Masker
 from engine.runtime.diff import unified
-from tests.fixtures import fixed_clock
+from tests.fixtures import WEB, fixed_clock
 from tests.fixtures_sources import SHOP_WEB, sources_engine
 from tests.test_snapshots import MAIN, TALL
+from tests.test_snapshots import app as local_app
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
 
@@ -53,3 +54,16 @@ def test_version_picker(snap_compare: Any) -> None:
 
 def test_pin_confirmation(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=TALL, run_before=_open("v", "up", "up", "enter"))
+
+
+async def test_v_on_a_local_chart_is_refused_in_the_gates_words() -> None:
+    shown = local_app()
+    async with shown.run_test(size=TALL) as pilot:
+        await pilot.pause()
+        shown.query_one(ReleaseTable).select(WEB)
+        await pilot.press("v")
+        await pilot.pause()
+        said = [str(n.message) for n in shown._notifications]
+        assert said == ["Version: helmdeck-demo/web uses a local chart: versions are listed for a chart from a "
+                        "HelmRepository or OCIRepository"]
+        assert shown.screen is shown.get_default_screen()  # no picker
