@@ -340,7 +340,7 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
     setup_logging(args.log_level, args.log_file)
     spec = _find_package(args)
     args.packages = spec.file.parent
-    args.namespaces, args.all_namespaces, args.no_lease = [spec.release_namespace], False, True
+    args.namespaces, args.all_namespaces, args.no_lease = sorted({spec.namespace, spec.release_namespace}), False, True
     engine = _engine(args, readonly=True, watch=False, monitors=False)
 
     async def run() -> str:

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, make_engine: Any) -> int:
               "spec.chartRef to an OCIRepository)", file=sys.stderr)
         return EXIT_FAILED
     args.packages = spec.file.parent
-    args.namespaces, args.all_namespaces, args.no_lease = [spec.release_namespace], False, True
+    args.namespaces, args.all_namespaces, args.no_lease = sorted({spec.namespace, spec.release_namespace}), False, True
     engine = make_engine(args, readonly=True, watch=False, monitors=False)
 
     async def collect() -> tuple[list[Any], str]:

@@ -67,6 +67,11 @@ def test_a_package_with_a_target_namespace_installs_its_release_there(
     rows = {f"{r['namespace']}/{r['name']}": r for r in json.loads(status.stdout)}
     row = rows[f"{other_namespace}/{release}"]
     assert row["package"] == "app" and row["state"] == "InSync" and row["revision"] == 1, row
+    # diff compares the release in the target namespace with the render: nothing would change.
+    diff = helmdeck("diff", str(pkgs / "app.yaml"), "--kubeconfig", str(kube_target.kubeconfig), "--helm",
+                    helm.binary, "--log-file", str(tmp_path / "log"))
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    assert f"{other_namespace}/{release}: an upgrade would change nothing" in diff.stderr
 
 
 def grant(rbac: client.RbacAuthorizationV1Api, namespace: str, account: str) -> None:
