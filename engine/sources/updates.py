@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.sources.semver import Range, SemverError, Version, sort_newest_first
+from engine.sources.semver import Range, SemverError, Version
 from engine.sources.spec import OCIRepositorySpec
 
 if TYPE_CHECKING:
@@ -49,37 +49,73 @@ def range_text(request: ChartRequest) -> str:
     return request.version or "*"
 
 
-def in_range(request: ChartRequest, version: str) -> bool | None:
-    """Whether ``version`` is inside what ``request`` asks for, with Helm's semver rules; None when that
-    cannot be said (an OCIRepository pinned to a digest, or an unparseable version)."""
+def _wanted(request: ChartRequest) -> tuple[str, str]:
+    """``("tag", tag)``, ``("digest", "")`` or ``("range", text)``: how ``request`` selects a version."""
     source = request.source
     if isinstance(source, OCIRepositorySpec):
         ref = source.reference
         if ref.digest:
-            return None
+            return "digest", ""
         if not ref.semver:
-            return version == (ref.tag or "latest").replace("_", "+")
-        text = ref.semver
-    else:
-        text = request.version
-    if version == text:  # Helm takes an exact match first
-        return True
+            return "tag", (ref.tag or "latest").replace("_", "+")
+        return "range", ref.semver
+    return "range", request.version
+
+
+@functools.lru_cache(maxsize=1024)
+def _range(text: str) -> Range | None:
     try:
-        return Range.parse(text or "*").allows(Version.parse(version))
+        return Range.parse(text or "*")
     except SemverError:
         return None
+
+
+def _inside(how: str, text: str, version: Version | None, raw: str) -> bool | None:
+    if how == "digest":
+        return None
+    if how == "tag" or raw == text:  # Helm takes an exact match first
+        return raw == text
+    rng = _range(text)
+    return None if rng is None or version is None else rng.allows(version)
+
+
+def in_range(request: ChartRequest, version: str) -> bool | None:
+    """Whether ``version`` is inside what ``request`` asks for, with Helm's semver rules; None when that
+    cannot be said (an OCIRepository pinned to a digest, or an unparseable version or range)."""
+    how, text = _wanted(request)
+    try:
+        parsed: Version | None = Version.parse(version)
+    except SemverError:
+        parsed = None
+    return _inside(how, text, parsed, version)
+
+
+@functools.lru_cache(maxsize=256)
+def _newest_first(versions: tuple[str, ...]) -> tuple[tuple[Version, str], ...]:
+    """``versions`` that parse, newest first, each with its parsed form (one parse per repository answer)."""
+    parsed = []
+    for raw in versions:
+        try:
+            parsed.append((Version.parse(raw), raw))
+        except SemverError:
+            continue
+    parsed.sort(key=lambda p: p[0], reverse=True)
+    return tuple(parsed)
 
 
 @functools.lru_cache(maxsize=1024)
 def available(request: ChartRequest, versions: tuple[str, ...]) -> AvailableVersions | None:
     """The newest release among ``versions`` and the newest inside ``request``'s range; None when no version
-    parses. Pre-releases count as newest only when the repository has nothing else (as ``helm search``)."""
-    ordered = sort_newest_first(versions)
+    parses. Pre-releases count as newest only when the repository has nothing else (as ``helm search``).
+    The versions are parsed and sorted once per repository answer, whatever the number of packages."""
+    ordered = _newest_first(versions)
     if not ordered:
         return None
-    stable = [v for v in ordered if not Version.parse(v).pre]
-    inside = next((v for v in ordered if in_range(request, v)), "")
-    return AvailableVersions((stable or ordered)[0], inside)
+    newest = next((raw for v, raw in ordered if not v.pre), ordered[0][1])
+    how, text = _wanted(request)
+    exact = next((raw for _, raw in ordered if raw == text), "") if how == "range" else ""
+    inside = exact or next((raw for v, raw in ordered if _inside(how, text, v, raw)), "")
+    return AvailableVersions(newest, inside)
 
 
 @functools.lru_cache(maxsize=4096)
