@@ -15,7 +15,12 @@ The rule (also shown on the help screen):
   ConfigMap's ``DB_PASSWORD: ...``);
 * booleans and nulls are never masked (they carry no secret);
 * in free text (a chart's NOTES), every value the rules above mask in the
-  release's values wherever it appears, PEM private key blocks and URL passwords.
+  release's values wherever it appears, PEM private key blocks and URL passwords;
+* every value that came from a Secret (``spec.valuesFrom``), whatever its key:
+  in values by its path (``secret_paths``), and in every text (manifests,
+  diffs, notes, live objects, the event log) wherever the value (or its
+  base64) appears — the engine :meth:`Masker.remember` s them when it reads
+  the Secret (values under 4 characters only by path).
 
 A masked value reads ``•••••• #1a2b``: the tag is an HMAC of the value
 under a key made fresh for each app run, so two masked values differ
@@ -25,10 +30,13 @@ while nothing about the value can be recovered from it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
 import secrets
+import threading
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import yaml
@@ -42,6 +50,8 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _PEM_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 _MASKED = "•••••• #"
 _PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
+_MIN_REMEMBERED = 4  # shorter texts are masked by path only: replacing "on" in every text would mangle it
+_MAX_REMEMBERED = 4096
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s\"']+:)([^@/\s\"']+)(@)", re.IGNORECASE)
 
 
@@ -96,14 +106,47 @@ class Masker:
 
     def __init__(self, key: bytes | None = None):
         self._key = key if key is not None else secrets.token_bytes(32)
+        self._lock = threading.Lock()
+        self._known: dict[str, None] = {}  # remembered secret texts, oldest first
+        self._pattern: re.Pattern[str] | None = None
+
+    def remember(self, texts: Iterable[str]) -> None:
+        """Mask each of ``texts`` (and its base64) wherever it appears from now on (values that came
+        from Secrets). Texts under 4 characters are skipped; at most the newest 4096 are kept."""
+        with self._lock:
+            before = len(self._known)
+            for text in texts:
+                for form in (text, base64.b64encode(text.encode()).decode()):
+                    if len(form) >= _MIN_REMEMBERED and form not in self._known:
+                        self._known[form] = None
+            if len(self._known) == before:
+                return
+            while len(self._known) > _MAX_REMEMBERED:
+                del self._known[next(iter(self._known))]
+            ordered = sorted(self._known, key=len, reverse=True)  # longest first: a secret holding another
+            self._pattern = re.compile("|".join(re.escape(t) for t in ordered))
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every remembered secret masked (see :meth:`remember`)."""
+        pattern = self._pattern
+        if pattern is None or not text:
+            return text
+        return pattern.sub(lambda m: self.mask(m.group(0)), text)
+
+    def _known_text(self, value: object) -> bool:
+        return isinstance(value, str | int | float) and not isinstance(value, bool) and str(value) in self._known
 
     def mask(self, value: object) -> str:
         """The masked form of one value: ``•••••• #`` and 4 hex of an HMAC."""
         tag = hmac.new(self._key, repr(value).encode(), hashlib.sha256).hexdigest()[:4]
         return f"{_MASKED}{tag}"
 
-    def mask_values(self, values: Any, *, under_secret: bool = False) -> Any:
-        """A copy of ``values`` (a YAML-like tree) with secret values replaced by :meth:`mask`."""
+    def mask_values(self, values: Any, *, under_secret: bool = False,
+                    secret_paths: Iterable[Sequence[str | int]] = ()) -> Any:
+        """A copy of ``values`` (a YAML-like tree) with secret values replaced by :meth:`mask`; everything
+        at ``secret_paths`` (keys and list indices: values that came from Secrets) is masked too."""
+        for path in secret_paths:
+            values = _at_path(values, tuple(path), lambda v: self.mask_values(v, under_secret=True))
         if isinstance(values, dict):
             out: dict[Any, Any] = {}
             for k, v in values.items():
@@ -120,10 +163,10 @@ class Masker:
             return [self.mask_values(v, under_secret=under_secret) for v in values]
         if isinstance(values, str) and (under_secret or _PEM_PRIVATE.search(values)):
             return self.mask(values)
-        if isinstance(values, str) and _URL_PASSWORD.search(values):
-            return self.mask_url_passwords(values)
-        if under_secret and _maskable(values):
+        if (under_secret and _maskable(values)) or self._known_text(values):
             return self.mask(values)
+        if isinstance(values, str):
+            return self.scrub(self.mask_url_passwords(values))
         return values
 
     def mask_url_passwords(self, text: str) -> str:
@@ -142,13 +185,14 @@ class Masker:
         for secret in sorted(found, key=len, reverse=True):
             text = text.replace(secret, self.mask(secret))
         text = _PEM_BLOCK.sub(lambda m: self.mask(m.group(0)), text)
-        return self.mask_url_passwords(text)
+        return self.scrub(self.mask_url_passwords(text))
 
-    def values_yaml(self, values: dict[str, Any], *, reveal: bool) -> str:
-        """Values as YAML, masked unless ``reveal``; ``{}`` for none."""
+    def values_yaml(self, values: dict[str, Any], *, reveal: bool,
+                    secret_paths: Iterable[Sequence[str | int]] = ()) -> str:
+        """Values as YAML, masked unless ``reveal`` (``secret_paths`` as :meth:`mask_values`); ``{}`` for none."""
         if not values:
             return "{}\n"
-        shown = values if reveal else self.mask_values(values)
+        shown = values if reveal else self.mask_values(values, secret_paths=secret_paths)
         return yaml.safe_dump(shown, sort_keys=True, allow_unicode=True, default_flow_style=False)
 
     def mask_manifest(self, manifest: str) -> str:
@@ -165,7 +209,7 @@ class Masker:
             if sep:
                 out.append(sep.group(0))
                 pos = sep.end()
-        return "".join(out)
+        return self.scrub("".join(out))
 
     def _mask_document(self, doc: str) -> str:
         doc = self.mask_url_passwords(doc)
@@ -215,3 +259,15 @@ class Masker:
                     line = f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{self.mask(bare)}"
             out.append(line)
         return "\n".join(out)
+
+
+def _at_path(values: Any, path: tuple[str | int, ...], change: Any) -> Any:
+    """A copy of ``values`` with ``change(v)`` in place of the value ``v`` at ``path`` (unchanged when absent)."""
+    if not path:
+        return change(values)
+    head, rest = path[0], path[1:]
+    if isinstance(values, dict) and head in values:
+        return {**values, head: _at_path(values[head], rest, change)}
+    if isinstance(values, list) and isinstance(head, int) and 0 <= head < len(values):
+        return [*values[:head], _at_path(values[head], rest, change), *values[head + 1:]]
+    return values

@@ -121,3 +121,22 @@ def test_size_limit_and_alias_bombs_are_refused(tmp_path: Path, monkeypatch: pyt
         f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True))
     with pytest.raises(ValuesError, match="aliases expand past"):
         compose(spec, objects(spec, big={"values.yaml": bomb.encode()}))
+
+
+def test_masker_masks_secret_sourced_values_by_path_and_remembered_text() -> None:
+    from engine.masking import Masker
+
+    masker = Masker(b"k" * 32)
+    values = {"settings": {"greeting": "hi", "motd": "open-sesame", "color": "blue"}, "l": ["a", "b"]}
+    shown = masker.mask_values(values, secret_paths=[("settings", "greeting"), ("l",), ("absent", "x")])
+    assert shown["settings"]["greeting"] == masker.mask("hi")  # short: masked by its path
+    assert shown["l"] == [masker.mask("a"), masker.mask("b")] and shown["settings"]["color"] == "blue"
+    assert shown["settings"]["motd"] == "open-sesame"
+    masker.remember(["open-sesame", "ab"])
+    assert masker.mask_values(values)["settings"]["motd"] == masker.mask("open-sesame")
+    manifest = "kind: ConfigMap\ndata:\n  motd: \"say open-sesame\"\n  b64: b3Blbi1zZXNhbWU=\n  short: ab\n"
+    masked = masker.mask_manifest(manifest)
+    assert "open-sesame" not in masked and "b3Blbi1zZXNhbWU=" not in masked and "short: ab" in masked
+    assert masker.mask("open-sesame") in masked
+    assert "open-sesame" not in masker.mask_text("NOTES: open-sesame", {})
+    assert masker.scrub("no secret here") == "no secret here"

@@ -142,11 +142,21 @@ class EngineClient:
     # -- texts shown (masked unless revealed) ----------------------------------------
     async def manifest_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
         manifest = await self.engine.manifest(key, revision)
+        if not reveal:
+            await self._remember(key, revision)
         return manifest if reveal else self.masker.mask_manifest(manifest)
 
     async def values_text(self, key: ReleaseKey, revision: int, *, computed: bool, reveal: bool = False) -> str:
+        """A revision's values as YAML; secrets masked unless ``reveal``, values from Secrets
+        (``valuesFrom``) by their path whatever their key."""
         values = await self.engine.values(key, revision, computed=computed)
-        return self.masker.values_yaml(values, reveal=reveal)
+        return self.masker.values_yaml(values, reveal=reveal, secret_paths=self.engine.values_sources.secret_paths(key))
+
+    async def _remember(self, key: ReleaseKey, revision: int) -> None:
+        """The masker learns the Secret-sourced values ``revision`` was deployed with (they may be older
+        than the Secret now), so texts of that revision mask them too."""
+        if self.engine.values_sources.secret_paths(key):
+            self.engine.values_sources.remember(key, await self.engine.values(key, revision))
 
     async def notes_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
         """The chart's NOTES Helm stored for ``revision`` (``info.notes``), its values' secrets masked unless
@@ -158,13 +168,18 @@ class EngineClient:
             return ""
         if reveal:
             return notes
+        await self._remember(key, revision)
         return self.masker.mask_text(notes, await self.engine.values(key, revision, computed=True))
 
     async def revision_diff(self, key: ReleaseKey, before: int, after: int, *, reveal: bool = False) -> str:
         """Manifests and user values of two stored revisions compared ("" = equal)."""
         sides = [(rev, await self.engine.manifest(key, rev), await self.engine.values(key, rev, computed=False))
                  for rev in (before, after)]
-        return revision_diff(sides[0], sides[1], self.masker, reveal=reveal)
+        if not reveal:
+            for rev in (before, after):
+                await self._remember(key, rev)
+        return revision_diff(sides[0], sides[1], self.masker, reveal=reveal,
+                             secret_paths=self.engine.values_sources.secret_paths(key))
 
     async def desired_diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change now (a unified diff, "" = nothing), secrets masked unless ``reveal``."""

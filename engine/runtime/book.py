@@ -106,6 +106,8 @@ class ReleaseBook:
         self._cancelled: set[ReleaseKey] = set()
         self._subscribers: Listeners[[EngineEvent]] = Listeners("engine subscriber")
         self._said: dict[type, EngineEvent] = {}
+        # Masks the secrets the engine knows in what the book keeps and says (set to the engine's masker's scrub).
+        self.scrub: Callable[[str], str] = lambda text: text
 
     # -- subscribers ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -188,6 +190,9 @@ class ReleaseBook:
         once it let go, so a state shown as settled never belongs to a release
         still held (a write seen while held is taken for the action's own).
         """
+        if any(self.scrub(c.message) != c.message for c in status.conditions):  # e.g. helm echoing a value
+            status = dataclasses.replace(status, conditions=tuple(
+                dataclasses.replace(c, message=self.scrub(c.message)) for c in status.conditions))
         self._statuses[key] = status
         if state is not KEEP:
             self._set_state(key, state if isinstance(state, str) else None)
@@ -232,7 +237,10 @@ class ReleaseBook:
         self.add_event(ReconcileEvent(time.time(), key, pkg.name if pkg else "", action, outcome, message, tail))
 
     def add_event(self, event: ReconcileEvent) -> None:
-        """Add ``event`` as it is to its release's log and announce it (:class:`EventLogged`)."""
+        """Add ``event`` to its release's log (known secrets masked) and announce it (:class:`EventLogged`)."""
+        message, tail = self.scrub(event.message), tuple(self.scrub(line) for line in event.tail)
+        if message != event.message or tail != event.tail:
+            event = dataclasses.replace(event, message=message, tail=tail)
         key = event.key
         self._events.setdefault(key, deque(maxlen=EVENT_LOG_SIZE)).append(event)
         view = self._views.get(key)

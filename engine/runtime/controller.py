@@ -52,6 +52,7 @@ from engine.runtime.queue import RunResult, WorkQueue
 from engine.runtime.source import PackageSource, SourceUpdate
 from engine.runtime.state import EngineEvent, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
 from engine.runtime.tasks import Background
+from engine.runtime.values_sources import ValuesSources
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import ChartSource, SourceError
@@ -117,6 +118,7 @@ class PackageController:
     prune: bool = False
     package_set: str | None = None
     monitors: bool = True
+    values: ValuesSources | None = None  # spec.valuesFrom's objects, read before each resolution
     package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
@@ -283,6 +285,11 @@ class PackageController:
             self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
             self.queue.add(key)
 
+    def trigger(self, key: ReleaseKey) -> None:
+        """Something a package reads changed (a valuesFrom object): reconcile it now, when acting."""
+        if key in self.book.packages and self.gate.acting and self.auto:
+            self.queue.add(key)
+
     def on_monitor(self, namespace: str, name: str, status: MonitorStatus) -> None:
         self.book.set_monitor((namespace, name), status)
 
@@ -325,7 +332,9 @@ class PackageController:
 
     async def locate(self, spec: PackageSpec) -> None:
         """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when
-        new; no request within the repository's interval). No-op for a local chart. Raises SourceError."""
+        new; no request within the repository's interval), and read its valuesFrom objects. Raises SourceError."""
+        if self.values is not None:
+            await self.values.fetch(spec)
         if spec.chart_request is not None:
             artifact = await self.charts.resolve(spec.chart_request)
             self.book.set_offered(spec.key, self.charts.available(spec.chart_request))  # the row's marker
@@ -351,7 +360,7 @@ class PackageController:
         renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
         await self.locate(spec)
-        resolved = await asyncio.to_thread(resolve, spec)
+        resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
         req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
                                     package_set=self.package_set)
         req.post_renderer = await self.service.post_renderer_for(spec)
@@ -402,8 +411,8 @@ class PackageController:
             try:
                 req = await self._request(key, force)
             except (PackageError, PackageNotHelm, SourceError) as exc:
-                # The release is left as it is; a source failure carries Flux's reason.
-                reason = exc.reason if isinstance(exc, SourceError) else cond.INVALID_PACKAGE
+                # The release is left as it is; a source or valuesFrom failure carries Flux's reason.
+                reason = getattr(exc, "reason", None) or cond.INVALID_PACKAGE  # ValuesError too
                 status = book.status(key) or EngineStatus()
                 conds = cond.set_condition(status.conditions, cond.READY, False, reason, str(exc))
                 book.set_status(key, dataclasses.replace(status, conditions=conds))

@@ -9,6 +9,7 @@ but its value never does.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -84,13 +85,14 @@ def manifest_diff(
 
 def revision_diff(
     before: tuple[int, str, dict[str, Any]], after: tuple[int, str, dict[str, Any]], masker: Masker,
-    *, reveal: bool = False,
+    *, reveal: bool = False, secret_paths: Sequence[Sequence[str | int]] = (),
 ) -> str:
     """Manifest and user-values diff between two stored revisions, each ``(revision, manifest, values)``;
-    "" when both are equal. Secrets masked unless ``reveal``."""
+    "" when both are equal. Secrets masked unless ``reveal`` (``secret_paths``: values from Secrets)."""
     (a, a_manifest, a_values), (b, b_manifest, b_values) = before, after
     if not reveal:
         a_manifest, b_manifest = masker.mask_manifest(a_manifest), masker.mask_manifest(b_manifest)
     return (unified(a_manifest, b_manifest, f"manifest (revision {a})", f"manifest (revision {b})")
-            + unified(masker.values_yaml(a_values, reveal=reveal), masker.values_yaml(b_values, reveal=reveal),
+            + unified(masker.values_yaml(a_values, reveal=reveal, secret_paths=secret_paths),
+                      masker.values_yaml(b_values, reveal=reveal, secret_paths=secret_paths),
                       f"values (revision {a})", f"values (revision {b})"))

@@ -54,6 +54,7 @@ from engine.runtime.state import (
     ReleaseView,
 )
 from engine.runtime.tasks import Background
+from engine.runtime.values_sources import ValuesSources
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
 from engine.storage.observer import Observer
@@ -112,9 +113,10 @@ class Engine:
                                 store=StatusStore(api) if online else None, writable=lambda: self.gate.acting)
         self.gate = ActionGate(self.book, self.observer.latest, readonly=readonly, online=online,
                                leader=lease is None)
+        self.values_sources = ValuesSources(self._api, self.book, self.masker, self._on_loop)  # spec.valuesFrom
         self.service = ReleaseService(helm, api, on_absent=lambda ns, n: self.controller.on_absent(ns, n),
                                       on_status=lambda ns, n, s: self.controller.on_monitor(ns, n, s),
-                                      namespaces=namespaces,
+                                      namespaces=namespaces, values_from=self.values_sources.layers,
                                       latest=lambda ns, n: ReleaseRecord.from_observation(self.observer.latest(ns, n)))
         driver = self.observer.driver
         ctx = ActionContext(helm=helm, observer=self.observer, api=self._api, driver=driver,
@@ -123,7 +125,8 @@ class Engine:
                             checksum=lambda req: self.controller.checksum(req))
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
-            self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors)
+            self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors,
+            values=self.values_sources)
         self._inspector = Inspector(self._api) if self._api is not None else None
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
@@ -162,6 +165,7 @@ class Engine:
         self.book.refresh_all()
         if self.controller.source is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())
+            self.tasks.spawn(self.values_sources.run(self.controller.trigger))  # referenced objects changing
         if self.elector is not None:
             self.elector.start()
             with contextlib.suppress(TimeoutError):

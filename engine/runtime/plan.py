@@ -15,6 +15,7 @@ never values: nothing secret is in it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -135,7 +136,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     waiting = controller.waiting(spec)
     try:
         await controller.locate(spec)
-        resolved = await asyncio.to_thread(resolve, spec)
+        resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=engine.service.values_from))
     except (PackageError, SourceError) as exc:
         return _replace(base, error=str(exc))
     req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())

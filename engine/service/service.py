@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -35,7 +36,13 @@ from engine.monitor.watch import WatchHub
 from engine.package import PackageError, PackageSpec
 from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
 from engine.resolve.chart import is_chart
-from engine.resolve.release import PostRenderSettings, ResolvedRelease, post_render_settings, resolve
+from engine.resolve.release import (
+    PostRenderSettings,
+    ResolvedRelease,
+    ValuesFrom,
+    post_render_settings,
+    resolve,
+)
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
 from engine.service.records import Driver, ReleaseRecord, ReleaseStore
 from engine.service.render import (
@@ -71,7 +78,8 @@ class ReleaseService:
 
     ``namespaces`` limits :meth:`cleanup` to those namespaces (None: all).
     ``driver`` is helm's storage driver. ``post_renderer`` defaults to the
-    layout installed in helmdeck's cache directory on first use.
+    layout installed in helmdeck's cache directory on first use. ``values_from`` is the resolution's
+    valuesFrom hook (:mod:`engine.runtime.values_sources`: objects read beforehand).
     """
 
     def __init__(
@@ -88,9 +96,11 @@ class ReleaseService:
         monitor_sync_timeout: float = 10.0,
         watch_timeout: int = 300,
         latest: Callable[[str, str], ReleaseRecord | None] | None = None,
+        values_from: ValuesFrom | None = None,
     ):
         self.helm = helm
         self._api = api
+        self.values_from = values_from
         self.namespaces = list(namespaces) if namespaces else None
         self._monitored: dict[Key, int] = {}  # revision each monitor was built from
         self.render_cache = RenderCache(render_cache_size)
@@ -139,7 +149,7 @@ class ReleaseService:
         mode = MaintenanceState(package.maintenance)
         async with self._lock(key):
             reported = self._monitors.take_report(key)
-            resolved = await asyncio.to_thread(resolve, package)
+            resolved = await self._resolve(package)
             latest = await self._latest(key)
             if latest is not None and in_maintenance(package.maintenance, latest.status, dict(latest.labels)):
                 self._monitors.remove(key)
@@ -251,7 +261,10 @@ class ReleaseService:
         RenderError (and other HelmError subclasses).
         """
         _require_chart(package.chart_path)
-        return (await self._render(namespace, await asyncio.to_thread(resolve, package))).manifest
+        return (await self._render(namespace, await self._resolve(package))).manifest
+
+    async def _resolve(self, package: PackageSpec) -> ResolvedRelease:
+        return await asyncio.to_thread(functools.partial(resolve, package, values_from=self.values_from))
 
     async def _render(self, namespace: str, resolved: ResolvedRelease) -> Rendered:
         package = resolved.spec
@@ -400,7 +413,7 @@ class ReleaseService:
         Raises PackageNotHelm, PackageError, RenderError.
         """
         _require_chart(package.chart_path)
-        return (await self._render(namespace, await asyncio.to_thread(resolve, package))).checksum
+        return (await self._render(namespace, await self._resolve(package))).checksum
 
     async def refresh_monitor(self, namespace: str, name: str) -> None:
         """Monitor the latest deployed revision of ``namespace/name`` (after an action outside

@@ -1,0 +1,278 @@
+"""``spec.valuesFrom`` at run time: reading the referenced ConfigMaps and Secrets, watching them.
+
+The resolution stage stays plain (:mod:`engine.resolve.values_from`
+composes, no I/O): before a package is resolved, :meth:`ValuesSources.fetch`
+reads each object it refers to (a GET each, off the event loop; NotFound is
+kept apart from every other error, so ``optional`` ignores NotFound only),
+and :meth:`ValuesSources.layers` — the ``values_from`` hook the controller,
+the release service and ``plan`` give to :func:`engine.resolve.resolve` —
+composes them from what was read. Values that came from a Secret are handed
+to the engine's :class:`~engine.masking.Masker` as they are composed, so they
+are masked in every text shown or logged.
+
+Reacting to changes (:meth:`ValuesSources.run`): one metadata-only
+list+watch per (kind, namespace) that some package refers to — shared by
+every package, whatever their number (helm's own release Secrets are left
+out by label) — and a change, creation or deletion of a referenced object
+queues every package referring to it at once. Flux watches only objects
+labelled ``reconcile.fluxcd.io/watch: Enabled``; helmdeck watches every
+referenced object. The content is read again by the pass (its spec digest
+covers it: an unchanged object renders nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.masking import Masker
+from engine.monitor import rest
+from engine.monitor.stream import Gone, WatchThread
+from engine.package import PackageSpec
+from engine.resolve.release import CACHE as RESOLVED
+from engine.resolve.release import ValuesLayer
+from engine.resolve.strvals import Path as ValuesPath
+from engine.resolve.values_from import ObjectData, ObjectKey, compose, object_keys
+from engine.runtime.book import ReleaseBook
+from engine.runtime.state import EngineEvent, PackageProblems, ReleaseKey
+
+log = logging.getLogger(__name__)
+
+OnLoop = Callable[..., None]
+_PLURAL = {"ConfigMap": "configmaps", "Secret": "secrets"}
+_NOT_HELM = "owner!=helm"  # helm's release storage is no values source: not watched
+
+
+class ValuesSources:
+    """The objects ``valuesFrom`` refers to, as last read; see the module docstring.
+
+    ``api`` None (offline): nothing is read, and a package with ``valuesFrom`` does not resolve.
+    """
+
+    def __init__(self, api: client.ApiClient | None, book: ReleaseBook, masker: Masker, on_loop: OnLoop):
+        self._api = api
+        self._book = book
+        self._masker = masker
+        self._on_loop = on_loop
+        self._lock = threading.Lock()
+        self._objects: dict[ObjectKey, ObjectData] = {}
+        self._watches: dict[tuple[str, str], _ReferenceWatch] = {}
+        self._enqueue: Callable[[ReleaseKey], None] | None = None
+        book.scrub = masker.scrub  # the event log and conditions never show a value read from a Secret
+
+    # -- reading ----------------------------------------------------------------------
+    async def fetch(self, spec: PackageSpec) -> None:
+        """Read every object ``spec.valuesFrom`` refers to now (no-op without references or offline)."""
+        if not spec.values_from or self._api is None:
+            return
+        read = await asyncio.gather(*(asyncio.to_thread(self._read, key) for key in object_keys(spec)))
+        with self._lock:
+            for obj in read:
+                self._objects[obj.key] = obj
+
+    def _read(self, key: ObjectKey) -> ObjectData:
+        kind, namespace, name = key
+        assert self._api is not None
+        try:
+            body = rest.get_json(self._api, f"/api/v1/namespaces/{namespace}/{_PLURAL[kind]}/{name}")
+        except ApiException as exc:
+            if exc.status == 404:
+                return ObjectData(kind, namespace, name)
+            return ObjectData(kind, namespace, name, error=f"{exc.reason or 'error'} ({exc.status})")
+        except Exception as exc:  # the cluster unreachable, say: the pass fails and names it
+            return ObjectData(kind, namespace, name, error=f"{type(exc).__name__}: {exc}")
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        if kind == "Secret":
+            data = {k: base64.b64decode(v) for k, v in (body.get("data") or {}).items() if isinstance(v, str)}
+        else:
+            data = {k: v.encode() for k, v in (body.get("data") or {}).items() if isinstance(v, str)}
+        return ObjectData(kind, namespace, name, data, version=version)
+
+    def layers(self, spec: PackageSpec) -> Sequence[ValuesLayer]:
+        """The ``values_from`` hook of :func:`engine.resolve.resolve`: ``spec``'s valuesFrom composed from
+        the objects as last read (no I/O). Raises ValuesError (e.g. a required object missing)."""
+        if not spec.values_from:
+            return ()
+        with self._lock:
+            objects = {k: self._objects[k] for k in object_keys(spec) if k in self._objects}
+        composed = compose(spec, objects)
+        self._masker.remember(_texts(composed.values, composed.secret_paths))
+        return (ValuesLayer(composed.values, "spec.valuesFrom", secret_paths=composed.secret_paths,
+                            digest=composed.digest),)
+
+    def secret_paths(self, key: ReleaseKey) -> tuple[ValuesPath, ...]:
+        """The paths of ``key``'s values that came from Secrets (its last resolution; none when unknown)."""
+        spec = self._book.packages.get(key)
+        resolved = RESOLVED.last(spec) if spec is not None else None
+        return resolved.secret_paths if resolved is not None else ()
+
+    def remember(self, key: ReleaseKey, values: Mapping[str, Any]) -> None:
+        """Have the masker mask what ``values`` (e.g. a stored revision's) hold at ``key``'s secret paths:
+        a revision deployed from an older Secret shows its old values masked too."""
+        self._masker.remember(_texts(values, self.secret_paths(key)))
+
+    # -- watching ---------------------------------------------------------------------
+    async def run(self, enqueue: Callable[[ReleaseKey], None]) -> None:
+        """Watch the referenced objects until cancelled; a change queues the packages referring to the
+        object (``enqueue``). The watches follow the packages as they are reloaded."""
+        if self._api is None:
+            return
+        self._enqueue = enqueue
+        unsubscribe = self._book.subscribe(self._on_packages)
+        self._sync()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            unsubscribe()
+            self._enqueue = None
+            with self._lock:
+                watches, self._watches = list(self._watches.values()), {}
+            for watch in watches:
+                watch.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.to_thread(lambda: [w.join(5.0) for w in watches])
+
+    def watched(self) -> list[tuple[str, str]]:
+        """The (kind, namespace) pairs watched now."""
+        with self._lock:
+            return sorted(self._watches)
+
+    def _on_packages(self, event: EngineEvent) -> None:
+        if isinstance(event, PackageProblems):  # the packages were (re)loaded
+            self._sync()
+
+    def _sync(self) -> None:
+        """One watch per (kind, namespace) the packages refer to; the others stop."""
+        if self._api is None or self._enqueue is None:
+            return
+        wanted = {(kind, ns) for spec in self._book.packages.values() for kind, ns, _ in object_keys(spec)}
+        with self._lock:
+            gone = [w for k, w in self._watches.items() if k not in wanted]
+            self._watches = {k: w for k, w in self._watches.items() if k in wanted}
+            for kind, ns in sorted(wanted - set(self._watches)):
+                watch = _ReferenceWatch(self._api, kind, ns, lambda k, n, names: self._on_loop(self._changed,
+                                                                                                  k, n, names))
+                self._watches[(kind, ns)] = watch
+                watch.start()
+        for watch in gone:
+            watch.stop()
+
+    def _changed(self, kind: str, namespace: str, names: frozenset[str]) -> None:
+        """Objects changed (on the engine's loop): queue every package referring to one of them."""
+        enqueue = self._enqueue
+        if enqueue is None:
+            return
+        for key, spec in list(self._book.packages.items()):
+            hit = sorted({ref.name for ref in spec.values_from if ref.kind == kind} & names)
+            if hit and spec.namespace == namespace:
+                objects = ", ".join(f"{kind} {namespace}/{name}" for name in hit)
+                self._book.log(key, "valuesFrom", "info", f"{objects} changed: reconciling")
+                enqueue(key)
+
+
+def _texts(values: Any, paths: Sequence[ValuesPath]) -> list[str]:
+    """The scalar texts at ``paths`` in ``values`` (and below them)."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            out.append(str(value))
+
+    for path in paths:
+        node: Any = values
+        for seg in path:
+            inside = isinstance(node, list) and isinstance(seg, int) and seg < len(node)
+            if inside or (isinstance(node, dict) and seg in node):
+                node = node[seg]
+            else:
+                node = None
+                break
+        walk(node)
+    return out
+
+
+class _ReferenceWatch(WatchThread):
+    """A metadata-only list+watch of one kind in one namespace; ``changed(kind, namespace, names)`` is
+    called (in the watch thread) with the names created, changed or deleted after the first list."""
+
+    def __init__(self, api: client.ApiClient, kind: str, namespace: str,
+                 changed: Callable[[str, str, frozenset[str]], None], watch_timeout: int = 300):
+        super().__init__(f"helmdeck-values-{kind.lower()}-{namespace}", f"watch {kind}s in {namespace} (valuesFrom)")
+        self._api = api
+        self._kind = kind
+        self._namespace = namespace
+        self._path = f"/api/v1/namespaces/{namespace}/{_PLURAL[kind]}"
+        self._changed = changed
+        self._timeout = watch_timeout
+        self._versions: dict[str, str] = {}
+        self._listed = False
+
+    def _run(self) -> None:
+        rv: str | None = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._relist()
+                rv = self._watch(rv)
+                self._healthy()
+            except Gone:
+                rv = None
+            except Exception as exc:  # keep watching (from rv) whatever the transport threw
+                if not self._retry(exc):
+                    break
+
+    def _relist(self) -> str:
+        fresh: dict[str, str] = {}
+        token, meta = "", dict[str, Any]()
+        while True:
+            query = [("labelSelector", _NOT_HELM), ("limit", "500")] + ([("continue", token)] if token else [])
+            body = rest.get_json(self._api, self._path, query, accept=rest.METADATA_LIST)
+            for obj in body.get("items") or ():
+                m = obj.get("metadata") or {}
+                fresh[str(m.get("name", ""))] = str(m.get("resourceVersion", ""))
+            meta = body.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        changed = frozenset(n for n in self._versions.keys() | fresh.keys() if self._versions.get(n) != fresh.get(n))
+        self._versions = fresh
+        if self._listed and changed:
+            self._changed(self._kind, self._namespace, changed)
+        self._listed = True
+        return str(meta.get("resourceVersion", ""))
+
+    def _watch(self, rv: str) -> str:
+        query = [("watch", "true"), ("resourceVersion", rv), ("labelSelector", _NOT_HELM),
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self._timeout))]
+        try:
+            resp = rest.get(self._api, self._path, query, accept=rest.METADATA, timeout=(10, self._timeout + 30))
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone() from None
+            raise
+        return self._stream(resp, rv, self._apply)
+
+    def _apply(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        name, version = str(meta.get("name", "")), str(meta.get("resourceVersion", ""))
+        if etype == "DELETED":
+            self._versions.pop(name, None)
+        elif self._versions.get(name) == version:
+            return
+        else:
+            self._versions[name] = version
+        self._changed(self._kind, self._namespace, frozenset((name,)))
