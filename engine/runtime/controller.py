@@ -170,9 +170,11 @@ class PackageController:
         book.emit(PackageProblems(tuple(update.errors)))
 
     async def watch(self) -> None:
-        """Apply every change of the packages folder; changed packages reconcile at once."""
+        """Apply every change of the packages folder (and of valuesFrom objects): changed packages reconcile at once."""
         if self.source is None:
             return
+        if self.values is not None:
+            self.tasks.spawn(self.values.run(self))
         async for update in self.source.watch():
             self.apply_source(update)
             if self.gate.acting:
@@ -283,11 +285,6 @@ class PackageController:
             return  # uninstalled or being uninstalled, or the operator holds the package
         if key in self.book.packages and self.gate.acting and self.auto:
             self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
-            self.queue.add(key)
-
-    def trigger(self, key: ReleaseKey) -> None:
-        """Something a package reads changed (a valuesFrom object): reconcile it now, when acting."""
-        if key in self.book.packages and self.gate.acting and self.auto:
             self.queue.add(key)
 
     def on_monitor(self, namespace: str, name: str, status: MonitorStatus) -> None:

@@ -113,7 +113,7 @@ class Engine:
                                 store=StatusStore(api) if online else None, writable=lambda: self.gate.acting)
         self.gate = ActionGate(self.book, self.observer.latest, readonly=readonly, online=online,
                                leader=lease is None)
-        self.values_sources = ValuesSources(self._api, self.book, self.masker, self._on_loop)  # spec.valuesFrom
+        self.values_sources = ValuesSources(self._api, self.book, self.masker)  # spec.valuesFrom's objects
         self.service = ReleaseService(helm, api, on_absent=lambda ns, n: self.controller.on_absent(ns, n),
                                       on_status=lambda ns, n, s: self.controller.on_monitor(ns, n, s),
                                       namespaces=namespaces, values_from=self.values_sources.layers,
@@ -165,7 +165,6 @@ class Engine:
         self.book.refresh_all()
         if self.controller.source is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())
-            self.tasks.spawn(self.values_sources.run(self.controller.trigger))  # referenced objects changing
         if self.elector is not None:
             self.elector.start()
             with contextlib.suppress(TimeoutError):
@@ -207,11 +206,8 @@ class Engine:
         await asyncio.gather(*self._monitor_tasks, return_exceptions=True)
 
     async def wait_for_lease(self) -> bool:
-        """Wait until this instance leads, or the holder proves alive for a lease duration; True if leading.
-
-        A lease left by a killed instance expires after its duration, so a
-        new instance takes over then.
-        """
+        """Wait until this instance leads, or the holder proves alive for a lease duration; True if leading
+        (a lease left by a killed instance expires after its duration: a new instance takes over then)."""
         if self.elector is None or self.lease_config is None:
             return self.acting
         with contextlib.suppress(TimeoutError):

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -44,9 +44,11 @@ from engine.resolve.values_from import ObjectData, ObjectKey, compose, object_ke
 from engine.runtime.book import ReleaseBook
 from engine.runtime.state import EngineEvent, PackageProblems, ReleaseKey
 
+if TYPE_CHECKING:  # the controller holds this collaborator
+    from engine.runtime.controller import PackageController
+
 log = logging.getLogger(__name__)
 
-OnLoop = Callable[..., None]
 _PLURAL = {"ConfigMap": "configmaps", "Secret": "secrets"}
 _NOT_HELM = "owner!=helm"  # helm's release storage is no values source: not watched
 
@@ -57,15 +59,15 @@ class ValuesSources:
     ``api`` None (offline): nothing is read, and a package with ``valuesFrom`` does not resolve.
     """
 
-    def __init__(self, api: client.ApiClient | None, book: ReleaseBook, masker: Masker, on_loop: OnLoop):
+    def __init__(self, api: client.ApiClient | None, book: ReleaseBook, masker: Masker):
         self._api = api
         self._book = book
         self._masker = masker
-        self._on_loop = on_loop
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._objects: dict[ObjectKey, ObjectData] = {}
         self._watches: dict[tuple[str, str], _ReferenceWatch] = {}
-        self._enqueue: Callable[[ReleaseKey], None] | None = None
+        self._controller: PackageController | None = None
         book.scrub = masker.scrub  # the event log and conditions never show a value read from a Secret
 
     # -- reading ----------------------------------------------------------------------
@@ -120,19 +122,20 @@ class ValuesSources:
         self._masker.remember(_texts(values, self.secret_paths(key)))
 
     # -- watching ---------------------------------------------------------------------
-    async def run(self, enqueue: Callable[[ReleaseKey], None]) -> None:
+    async def run(self, controller: PackageController) -> None:
         """Watch the referenced objects until cancelled; a change queues the packages referring to the
-        object (``enqueue``). The watches follow the packages as they are reloaded."""
+        object on ``controller``'s queue (when it acts). The watches follow the packages as they are reloaded."""
         if self._api is None:
             return
-        self._enqueue = enqueue
+        self._controller = controller
+        self._loop = asyncio.get_running_loop()
         unsubscribe = self._book.subscribe(self._on_packages)
         self._sync()
         try:
             await asyncio.Event().wait()
         finally:
             unsubscribe()
-            self._enqueue = None
+            self._controller = None
             with self._lock:
                 watches, self._watches = list(self._watches.values()), {}
             for watch in watches:
@@ -151,31 +154,38 @@ class ValuesSources:
 
     def _sync(self) -> None:
         """One watch per (kind, namespace) the packages refer to; the others stop."""
-        if self._api is None or self._enqueue is None:
+        if self._api is None or self._controller is None:
             return
         wanted = {(kind, ns) for spec in self._book.packages.values() for kind, ns, _ in object_keys(spec)}
         with self._lock:
             gone = [w for k, w in self._watches.items() if k not in wanted]
             self._watches = {k: w for k, w in self._watches.items() if k in wanted}
             for kind, ns in sorted(wanted - set(self._watches)):
-                watch = _ReferenceWatch(self._api, kind, ns, lambda k, n, names: self._on_loop(self._changed,
-                                                                                                  k, n, names))
+                watch = _ReferenceWatch(self._api, kind, ns, self._from_thread)
                 self._watches[(kind, ns)] = watch
                 watch.start()
         for watch in gone:
             watch.stop()
 
+    def _from_thread(self, kind: str, namespace: str, names: frozenset[str]) -> None:
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the engine stopped
+                loop.call_soon_threadsafe(self._changed, kind, namespace, names)
+
     def _changed(self, kind: str, namespace: str, names: frozenset[str]) -> None:
         """Objects changed (on the engine's loop): queue every package referring to one of them."""
-        enqueue = self._enqueue
-        if enqueue is None:
+        controller = self._controller
+        if controller is None:
             return
         for key, spec in list(self._book.packages.items()):
             hit = sorted({ref.name for ref in spec.values_from if ref.kind == kind} & names)
             if hit and spec.namespace == namespace:
                 objects = ", ".join(f"{kind} {namespace}/{name}" for name in hit)
-                self._book.log(key, "valuesFrom", "info", f"{objects} changed: reconciling")
-                enqueue(key)
+                acting = controller.gate.acting and controller.auto
+                self._book.log(key, "valuesFrom", "info", f"{objects} changed" + (": reconciling" if acting else ""))
+                if acting:
+                    controller.queue.add(key)
 
 
 def _texts(values: Any, paths: Sequence[ValuesPath]) -> list[str]:
