@@ -89,8 +89,8 @@ async def test_version_picker_pins_a_version_outside_the_range_and_the_release_f
         await pilot.press("y")
         await wait_for(lambda: chart() == "charts/web@0.2.0 ↑0.3.0 (out of range)"
                        and cell(app, key, "status") == "✔ deployed"
-                       and cell(app, key, "revision") == "2", 60, seen=lambda: row(app, key))
-        assert cell(app, key, "action") == "✔ upgrade"
+                       and cell(app, key, "revision") == "2" and cell(app, key, "action") == "✔ upgrade", 60,
+                       seen=lambda: row(app, key))
     assert stored(core_api, namespace, "web") == [(1, "superseded"), (2, "deployed")]
     # One value changed in place: the comments and the layout stay.
     assert (pkgs / "web.yaml").read_text() == text.replace('"~0.1"', '"0.2.0"')
