@@ -84,8 +84,9 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
     secret(core_api, namespace, "motd", {"text": MOTD})
     pkgs = tmp_path / "p"
     package(pkgs, namespace, "app", FULL, values="{settings: {inline: yes-inline, color: red}}")
+    package(pkgs, namespace, "second", "    - {kind: Secret, name: creds}\n")  # the same Secret, the same watch
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
-    key = (namespace, "app")
+    key, second = (namespace, "app"), (namespace, "second")
     templates: list[str] = []
     real_template = engine.service.helm.template
 
@@ -97,7 +98,7 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
     await engine.start()
     try:
         await until(lambda: revision(engine, key) == 1 and engine.release(key) is not None
-                    and engine.release(key).state == st.IN_SYNC)  # type: ignore[union-attr]
+                    and engine.release(key).state == st.IN_SYNC and revision(engine, second) == 1)  # type: ignore[union-attr]
         # Merge order: valuesFrom in list order, then inline values; targetPath sets one value.
         assert deployed_settings(core_api, namespace, "app") == {
             "color": "red", "greeting": GREETING, "level": "debug", "motd": MOTD, "inline": "yes-inline",
@@ -106,8 +107,8 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
 
         # A Secret change reconciles within seconds, from the watch (the interval is 10 minutes).
         secret(core_api, namespace, "creds", {"values.yaml": "settings: {greeting: s3cr3t-changed}\n"}, replace=True)
-        took = await until(lambda: revision(engine, key) == 2, timeout=15)
-        assert took < 10
+        took = await until(lambda: revision(engine, key) == 2 and revision(engine, second) == 2, timeout=15)
+        assert took < 10  # both packages referring to it
         assert deployed_settings(core_api, namespace, "app")["greeting"] == "s3cr3t-changed"
         assert any(e.action == "valuesFrom" and f"Secret {namespace}/creds changed" in e.message
                    for e in engine.events(key))
