@@ -14,12 +14,20 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube import KubeTarget, api_client
+from engine.masking import Masker
+from engine.package import load_package
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
+from engine.resolve.values_from import ValuesError
 from engine.runtime import Engine
+from engine.runtime.book import ReleaseBook
+from engine.runtime.values_sources import ValuesSources
+from engine.storage.observer import Observer
+from localcluster.cluster import LocalCluster
 from tests.reconcile_harness import EXAMPLES
 from tests.test_cli import cluster_args, helmdeck
+from tests.test_observer_rbac import service_account_target
 
 pytestmark = pytest.mark.cluster
 
@@ -213,3 +221,22 @@ def test_secret_values_are_masked_in_render_diff_and_plan(
     assert f"Secret {namespace}/motd not found" in failed.stdout + failed.stderr
     obs = json.loads(helmdeck("status", "-o", "json", *args).stdout)
     assert [r for r in obs if r.get("name") == "app"]
+
+
+async def test_optional_ignores_not_found_only_a_refused_read_still_fails(
+    local_cluster: LocalCluster, core_api: client.CoreV1Api, kube_target: KubeTarget, namespace: str,
+    tmp_path: Path,
+) -> None:
+    rbac = client.RbacAuthorizationV1Api(api_client(kube_target))
+    blind = service_account_target(local_cluster, core_api, rbac, namespace, "blind", [], tmp_path)
+    pkgs = tmp_path / "p"
+    package(pkgs, namespace, "app", "    - {kind: Secret, name: creds, optional: true}\n")
+    spec = load_package(pkgs / "app.yaml")
+    for target, problem in ((kube_target, None), (blind, f"cannot read Secret {namespace}/creds: Forbidden (403)")):
+        sources = ValuesSources(api_client(target), ReleaseBook(Observer(None)), Masker())
+        await sources.fetch(spec)
+        if problem is None:
+            assert sources.layers(spec)[0].values == {}  # NotFound, optional: skipped
+        else:
+            with pytest.raises(ValuesError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+                sources.layers(spec)
