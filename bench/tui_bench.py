@@ -1,18 +1,23 @@
-"""The app under load: 1,000 releases and a stream of engine events; is it still responsive?
+"""The app on the real local cluster: 300 and 1,000 releases, 100 storage writes per second.
 
-Runs the real app headless (Textual's test driver renders every frame, it
-only skips writing to a terminal) over a fixed engine (tests/fixtures.py),
-pushes ReleaseUpdated events at a fixed rate through the engine's own
-refresh, presses keys meanwhile, and prints:
+Release records are created directly as Secrets (as the storage benches do, bench/storage_common.py);
+the app runs headless over a real engine (Textual's test driver renders every frame, it only skips
+writing to a terminal). Prints p50/p99 of:
 
-* event → table: from the engine emitting an update to the row's cells being written
-  (rows are redrawn at most every 0.25 s, see ReleaseTable.upsert);
-* key → frame: from a key press to the first frame showing the moved cursor;
-* frame time: how long composing one frame takes, and frames per second;
-* loop lag: how late a 5 ms timer fires on the app's event loop;
-* filter key → table: from a keystroke in the filter to the refiltered table's first frame.
+* first full table: from building the engine to the first frame of the whole sorted table, at 300
+  and 1,000 releases, with where the time goes (storage listed and decoded, views made, rows in the
+  table, sorted and drawn); against ``helm list -A`` on the same releases in the same run;
+* storage write → row drawn: a writer process creates new revisions (100/s, half of them of rows on
+  screen); from the write's start to the first frame whose row shows that revision (or a later one);
+  write → table: the same to the engine's view reaching the table, for every row;
+* key → frame: a cursor key to the first frame showing the moved cursor, during the writes;
+* loop lag: how late a 5 ms timer fires on the app's event loop, during the writes;
+* filter keystroke → table: a keystroke in the ``/`` line to the first frame of the refiltered table.
 
-    .venv/bin/python -m bench.tui_bench [--releases 1000] [--rate 100] [--seconds 10]
+    .venv/bin/python -m bench.tui_bench [--releases 1000] [--startup-releases 300] [--rate 100]
+        [--seconds 10] [--kubeconfig FILE | --cluster-dir DIR] [--fixed]
+
+``--fixed`` runs the older bench over a fixed engine without a cluster (bench/tui_fixed.py).
 """
 
 from __future__ import annotations
@@ -20,102 +25,213 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from engine.runtime.state import ActionOutcome, EngineEvent, ReleaseKey, ReleaseUpdated, RunningAction
-from tests.fixtures import bulk_engine, set_engine_status
+from bench import tui_fixed
+from bench.storage_common import (
+    add_cluster_args,
+    bench_cluster,
+    core_api,
+    ensure_namespace,
+    release_record,
+    secret_body,
+)
+from bench.tui_fixed import Samples, _timed
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from engine.runtime import Engine
+from engine.runtime.state import ReleaseView
+from localcluster import build
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
 
+NAMESPACES = 10
+SIZE = (160, 50)
+ON_SCREEN = 30  # rows at the top of the table that half of the writes go to
 
-@dataclasses.dataclass
-class Samples:
-    """Durations in seconds, reported in milliseconds."""
-
-    name: str
-    values: list[float] = dataclasses.field(default_factory=list)
-
-    def line(self) -> str:
-        if not self.values:
-            return f"{self.name:<22} no samples"
-        ms = sorted(v * 1000 for v in self.values)
-        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-        return (f"{self.name:<22} n={len(ms):<6} p50={statistics.median(ms):7.2f} ms  p99={p99:7.2f} ms  "
-                f"max={ms[-1]:7.2f} ms")
+Rid = str  # "namespace/name", the table's row key
 
 
-def _timed(target: Any, method: str, sink: Callable[[float, float], None]) -> None:
-    """Wrap ``target.method`` (an instance attribute shadows the class's) to report (start, duration)."""
-    original = getattr(target, method)
+def names(count: int) -> list[tuple[str, str]]:
+    """The bench's releases: ``rel-<i>`` spread over :data:`NAMESPACES` namespaces."""
+    return [(f"bench-tui-{i % NAMESPACES:02d}", f"rel-{i}") for i in range(count)]
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+
+def seed(target: KubeTarget, count: int) -> dict[Rid, int]:
+    """Create the first ``count`` releases that are missing (one revision each); return every bench
+    release's latest stored revision by row key."""
+    core = core_api(target)
+    latest: dict[Rid, int] = {}
+    for i in range(NAMESPACES):
+        ns = f"bench-tui-{i:02d}"
+        ensure_namespace(core, ns)
+        for s in core.list_namespaced_secret(ns, label_selector="owner=helm").items:
+            labels = (s.metadata.labels if s.metadata else None) or {}
+            rid = f"{ns}/{labels.get('name')}"
+            latest[rid] = max(latest.get(rid, 0), int(labels.get("version", "0")))
+    missing = [(ns, name) for ns, name in names(count) if f"{ns}/{name}" not in latest]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: core.create_namespaced_secret(k[0], secret_body(release_record(k[1], k[0], 1, 1))),
+                      missing))
+    latest.update({f"{ns}/{name}": 1 for ns, name in missing})
+    return latest
+
+
+def helm_list_seconds(target: KubeTarget, runs: int = 3) -> float:
+    """Median wall time of ``helm list -A --max 0`` (every release, helm 4)."""
+    cmd = [str(build.binary("helm4")), "list", "-A", "--max", "0", "-o", "json", *target.helm_args()]
+    took = []
+    for _ in range(runs):
         start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            sink(start, time.perf_counter() - start)
-
-    setattr(target, method, wrapper)
+        subprocess.run(cmd, check=True, capture_output=True)
+        took.append(time.perf_counter() - start)
+    return statistics.median(took)
 
 
-async def measure(releases: int, rate: float, seconds: float) -> dict[str, Samples]:
-    """Run one storm; returns every sample set by name."""
-    engine = bulk_engine(releases)
-    keys: list[ReleaseKey] = [v.key for v in engine.releases()]
-    app = HelmdeckApp(engine, context="bench", start_engine=False)
-    out = {name: Samples(name) for name in ("startup", "event → table", "upsert", "key → frame", "frame time",
-                                            "loop lag", "filter key → table")}
-    emitted: dict[int, float] = {}
+def _writer(kubeconfig: Path, rate: float) -> None:
+    """``--write-plan`` (a process of its own, as helm is): create each revision the JSON plan on stdin names
+    (``[namespace, name, revision]``) at ``rate`` per second; print ``[namespace, name, revision, monotonic
+    start]`` of each write as JSON."""
+    plan = json.load(sys.stdin)
+    core = core_api(KubeTarget(kubeconfig))
+    done: list[tuple[str, str, int, float]] = []
+    begin = time.monotonic()
 
-    def on_event(event: EngineEvent) -> None:
-        if isinstance(event, ReleaseUpdated):
-            emitted[id(event.view)] = time.perf_counter()
+    def write(item: tuple[int, list[Any]]) -> None:
+        i, (ns, name, version) = item
+        delay = begin + i / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        start = time.monotonic()
+        core.create_namespaced_secret(ns, secret_body(release_record(name, ns, version, version)))
+        done.append((ns, name, version, start))
 
-    engine.subscribe(on_event)
-    started = time.perf_counter()
-    async with app.run_test(size=(200, 50)) as pilot:
-        await pilot.pause()
-        out["startup"].values.append(time.perf_counter() - started)
-        table = app.query_one(ReleaseTable)
-        assert table.row_count == releases, table.row_count
-        screen = app.screen
-        frame_count = 0
-        waiting_key: list[tuple[float, int]] = []  # at most one (pressed at, expected cursor row)
-        key_shown = asyncio.Event()
+    with ThreadPoolExecutor(8) as pool:  # writes are scheduled, not sequential: one slow write delays none
+        list(pool.map(write, enumerate(plan)))
+    json.dump(done, sys.stdout)
 
-        def frame(start: float, took: float) -> None:
-            nonlocal frame_count
-            frame_count += 1
-            out["frame time"].values.append(took)
-            if waiting_key and table.cursor_row == waiting_key[0][1]:
-                out["key → frame"].values.append(start + took - waiting_key.pop()[0])
-                key_shown.set()
 
-        _timed(screen, "_compositor_refresh", frame)
-        original_upsert, original_flush = table.upsert, table.flush
+class Probe:
+    """Hooks into the app: frames, upserts, and the first full sorted table."""
 
-        def upsert(view: Any) -> None:
-            start = time.perf_counter()
-            original_upsert(view)
-            out["upsert"].values.append(time.perf_counter() - start)
+    def __init__(self, app: HelmdeckApp, table: ReleaseTable, expected: int, marks: Callable[[str], None]):
+        self.table, self.expected, self.mark = table, expected, marks
+        self.frames = 0
+        self.full_at: float | None = None
+        self.full = asyncio.Event()
+        self.seen: dict[tuple[Rid, int], float] = {}  # (row, revision) -> when its view reached the table
+        self.watch_rows: list[Rid] = []
+        self.drawn: dict[Rid, list[tuple[int, float]]] = {}  # row -> (revision shown, frame end)
+        self.on_frame: list[Callable[[float], None]] = []
+        _timed(app.screen, "_compositor_refresh", self._frame)
+        upsert = table.upsert
 
-        def flush() -> None:
-            # The views about to be drawn; older snapshots of the same release are never drawn.
-            drawn = [id(table._views[rid]) for rid in table._dirty if rid in table._views]
-            original_flush()
-            now = time.perf_counter()
-            for ident in drawn:
-                sent = emitted.pop(ident, None)
-                if sent is not None:
-                    out["event → table"].values.append(now - sent)
+        def seen(view: ReleaseView) -> None:
+            self.mark("first view reached the table")
+            obs = view.observation
+            if obs is not None:
+                self.seen.setdefault((f"{view.namespace}/{view.name}", obs.version), time.monotonic())
+            upsert(view)
 
-        table.upsert = upsert  # type: ignore[method-assign]
-        table.flush = flush  # type: ignore[method-assign]
+        table.upsert = seen  # type: ignore[method-assign]
 
+    def settled(self) -> bool:
+        """Every expected row is in the table, sorted, nothing pending."""
+        table = self.table
+        return (table.row_count >= self.expected and table._resort_timer is None and not table._dirty
+                and not table.busy)
+
+    def _frame(self, _start: float, _took: float) -> None:
+        end = time.monotonic()
+        self.frames += 1
+        if self.table.row_count >= self.expected:
+            self.mark("every row in the table (a frame)")
+        if self.full_at is None and self.settled():
+            self.full_at = end
+            self.full.set()
+        for rid in self.watch_rows:
+            shown = self.table.plain_cell(_key(rid), "revision")
+            if shown and shown.isdigit():
+                history = self.drawn.setdefault(rid, [])
+                if not history or history[-1][0] != int(shown):
+                    history.append((int(shown), end))
+        for hook in self.on_frame:
+            hook(end)
+
+
+def _key(rid: Rid) -> tuple[str, str]:
+    ns, _, name = rid.partition("/")
+    return ns, name
+
+
+async def launch(target: KubeTarget, expected: int) -> tuple[HelmdeckApp, Probe, dict[str, float], Any]:
+    """Build the engine and app and wait for the first full table; returns the phase times (seconds
+    from the start) and the running test context (exit it to stop)."""
+    marks: dict[str, float] = {}
+    t0 = time.monotonic()
+    engine = Engine(target, Helm(str(build.binary("helm4")), target), None)
+
+    def mark(name: str) -> Callable[[float, float], None]:
+        def sink(_start: float, _took: float) -> None:
+            marks.setdefault(name, time.monotonic() - t0)
+        return sink
+
+    _timed(engine.observer, "wait_synced", mark("storage listed and decoded"))
+    _timed(engine.book, "refresh_all", mark("views made"))
+    _timed(engine.book, "load_statuses", mark("engine statuses read"))
+    marks["engine built"] = time.monotonic() - t0
+    app = HelmdeckApp(engine, context="bench")
+    ctx = app.run_test(size=SIZE)
+    await ctx.__aenter__()
+    probe = Probe(app, app.query_one(ReleaseTable), expected, lambda name: mark(name)(0, 0))
+    marks["app mounted"] = time.monotonic() - t0
+    try:
+        await asyncio.wait_for(probe.full.wait(), 120)
+    except TimeoutError:
+        await ctx.__aexit__(None, None, None)
+        raise RuntimeError(f"the table never showed {expected} rows (has {probe.table.row_count})") from None
+    assert probe.full_at is not None
+    marks["full sorted table drawn"] = probe.full_at - t0
+    return app, probe, marks, ctx
+
+
+def _print_marks(count: int, marks: dict[str, float], helm_list: float) -> None:
+    full = marks["full sorted table drawn"]
+    print(f"== first full table at {count} releases: {full * 1000:.0f} ms "
+          f"(helm list -A: {helm_list * 1000:.0f} ms, ratio {full / helm_list:.2f})")
+    for name, at in sorted(marks.items(), key=lambda kv: kv[1]):
+        print(f"  {at * 1000:7.0f} ms  {name}")
+
+
+async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate: float,
+                seconds: float) -> dict[str, Samples]:
+    """The app at ``releases`` under ``rate`` storage writes/s for ``seconds``; every sample set."""
+    out = {n: Samples(n) for n in ("write → row drawn", "write → table", "key → frame", "loop lag",
+                                   "filter key → table")}
+    app, probe, marks, ctx = await launch(target, releases)
+    _print_marks(releases, marks, helm_list_seconds(target))
+    table = probe.table
+    try:
+        on_screen = [str(r.key.value) for r in table.ordered_rows[:ON_SCREEN]]
+        probe.watch_rows = on_screen
+        every = [f"{ns}/{name}" for ns, name in names(releases)]
+        versions = dict(latest)
+        plan = []
+        for i in range(int(rate * seconds)):
+            rid = on_screen[(i // 2) % len(on_screen)] if i % 2 == 0 else every[(i * 7919) % len(every)]
+            versions[rid] += 1
+            plan.append((*_key(rid), versions[rid]))
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.tui_bench", "--write-plan", "--kubeconfig", str(target.kubeconfig),
+            "--rate", str(rate), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         running = True
 
         async def lag() -> None:
@@ -124,80 +240,105 @@ async def measure(releases: int, rate: float, seconds: float) -> dict[str, Sampl
                 await asyncio.sleep(0.005)
                 out["loop lag"].values.append(time.perf_counter() - t - 0.005)
 
-        async def storm() -> int:
-            sent = 0
-            begin = time.perf_counter()
-            while (elapsed := time.perf_counter() - begin) < seconds:
-                while sent < elapsed * rate:
-                    key = keys[(sent * 7919) % len(keys)]  # scattered over the table
-                    view = engine.release(key)
-                    assert view is not None
-                    if sent % 2:
-                        set_engine_status(engine, key, running=RunningAction("upgrade", time.time(), 300),
-                                          ready=None)
-                    else:
-                        set_engine_status(engine, key, running=None, ready=not view.ready,
-                                          last=ActionOutcome("upgrade", sent % 3 != 0, "bench", at=time.time()))
-                    sent += 1
-                await asyncio.sleep(0.002)
-            return sent
-
         async def typist() -> None:
             while running:
                 await asyncio.sleep(0.2)
-                row = table.cursor_row + 1 if table.cursor_row < 30 else 0
-                key_shown.clear()
-                waiting_key.append((time.perf_counter(), row))
+                row = table.cursor_row + 1 if table.cursor_row < ON_SCREEN else 0
+                shown = asyncio.Event()
+                pressed = time.monotonic()
+
+                def check(end: float, row: int = row, shown: asyncio.Event = shown, pressed: float = pressed) -> None:
+                    if not shown.is_set() and table.cursor_row == row:
+                        out["key → frame"].values.append(end - pressed)
+                        shown.set()
+
+                probe.on_frame.append(check)
                 app.simulate_key("down" if row else "home")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(key_shown.wait(), 2.0)
-                waiting_key.clear()
+                    await asyncio.wait_for(shown.wait(), 2.0)
+                probe.on_frame.remove(check)
 
-        lag_task = asyncio.create_task(lag())
-        typist_task = asyncio.create_task(typist())
-        frames_before = frame_count
-        t0 = time.perf_counter()
-        sent = await storm()
+        tasks = [asyncio.create_task(lag()), asyncio.create_task(typist())]
+        stdout, _ = await writer.communicate(json.dumps(plan).encode())
+        done: list[tuple[str, str, int, float]] = json.loads(stdout)
+        await asyncio.sleep(1.0)  # the last writes reach the screen
         running = False
-        await asyncio.gather(lag_task, typist_task)
-        await pilot.pause()
-        # Filter keystrokes (after the storm): from the key to the first frame of the refiltered table.
-        rebuilt = asyncio.Event()
-        _timed(table, "_rebuild", lambda _s, _t: rebuilt.set())
-        await pilot.press("slash")
-        for key in [*"rel-1", *["backspace"] * 5]:
-            rebuilt.clear()
-            pressed = time.perf_counter()
-            app.simulate_key(key)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(rebuilt.wait(), 2.0)
-                await pilot.pause()
-                out["filter key → table"].values.append(time.perf_counter() - pressed)
-        duration = time.perf_counter() - t0
-        table.flush()
-        print(f"{releases} releases, {sent} events in {seconds:.0f}s ({sent / seconds:.0f}/s), "
-              f"{(frame_count - frames_before) / duration:.1f} frames/s")
+        await asyncio.gather(*tasks)
+        for ns, name, version, start in done:
+            rid = f"{ns}/{name}"
+            reached = [t for (r, v), t in probe.seen.items() if r == rid and v >= version]
+            if reached:
+                out["write → table"].values.append(min(reached) - start)
+            if rid in probe.drawn:
+                frames = [t for v, t in probe.drawn[rid] if v >= version]
+                if frames:
+                    out["write → row drawn"].values.append(min(frames) - start)
+        print(f"  {len(done)} writes in {seconds:.0f} s ({len(done) / seconds:.0f}/s), "
+              f"{sum(1 for _ns, n, _v, _s in done if f'{_ns}/{n}' in on_screen)} of rows on screen")
+        await filter_keys(app, probe, out["filter key → table"])
+    finally:
+        await ctx.__aexit__(None, None, None)
     return out
+
+
+async def filter_keys(app: HelmdeckApp, probe: Probe, sink: Samples) -> None:
+    """Type ``rel-1`` in the filter and erase it: each keystroke to the first frame of the table it gives."""
+    table = probe.table
+    app.simulate_key("slash")
+    await asyncio.sleep(0.3)
+    typed = ""
+    for key in [*"rel-1", *["backspace"] * 5]:
+        typed = typed[:-1] if key == "backspace" else typed + key
+        shown = asyncio.Event()
+        pressed = time.monotonic()
+
+        def check(end: float, typed: str = typed, shown: asyncio.Event = shown, pressed: float = pressed) -> None:
+            if not shown.is_set() and table.row_filter.text.source == typed and not table.busy:
+                sink.values.append(end - pressed)
+                shown.set()
+
+        probe.on_frame.append(check)
+        app.simulate_key("minus" if key == "-" else key)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(shown.wait(), 5.0)
+        probe.on_frame.remove(check)
+        await asyncio.sleep(0.1)
+
+
+async def first_table(target: KubeTarget, count: int) -> None:
+    _app, _probe, marks, ctx = await launch(target, count)
+    await ctx.__aexit__(None, None, None)
+    _print_marks(count, marks, helm_list_seconds(target))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--releases", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=100.0, help="engine events per second")
+    parser.add_argument("--startup-releases", type=int, default=300)
+    parser.add_argument("--rate", type=float, default=100.0, help="storage writes (engine events with --fixed) per s")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--fixed", action="store_true", help="the older bench over a fixed engine, no cluster")
+    parser.add_argument("--write-plan", action="store_true", help=argparse.SUPPRESS)  # the writer process
+    add_cluster_args(parser)
     args = parser.parse_args()
-    print("== idle (no events)")
-    idle = asyncio.run(measure(args.releases, 0.0, min(args.seconds, 5.0)))
-    for s in idle.values():
-        print("  " + s.line())
-    print(f"== storm ({args.rate:.0f} events/s)")
-    busy = asyncio.run(measure(args.releases, args.rate, args.seconds))
-    for s in busy.values():
-        print("  " + s.line())
-    for name in ("key → frame", "loop lag"):
-        if idle[name].values and busy[name].values:
-            ratio = statistics.median(busy[name].values) / max(statistics.median(idle[name].values), 1e-6)
-            print(f"  {name}: storm/idle p50 ratio {ratio:.1f}")
+    if args.write_plan:
+        _writer(args.kubeconfig, args.rate)
+        return
+    if args.fixed:
+        tui_fixed.main(args)
+        return
+    with bench_cluster(args) as target:
+        latest = seed(target, args.startup_releases)
+        if len(latest) <= args.startup_releases:  # a fresh cluster: only the first releases exist yet
+            asyncio.run(first_table(target, args.startup_releases))
+        else:
+            print(f"(more than {args.startup_releases} bench releases exist already: no first-table figure at "
+                  f"{args.startup_releases}; use a fresh --cluster-dir)")
+        latest = seed(target, args.releases)
+        busy = asyncio.run(storm(target, latest, args.releases, args.rate, args.seconds))
+        print(f"== {args.releases} releases, {args.rate:.0f} storage writes/s")
+        for s in busy.values():
+            print("  " + s.line())
 
 
 if __name__ == "__main__":

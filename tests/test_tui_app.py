@@ -31,7 +31,7 @@ from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
 from tui.settings import Settings
 from tui.widgets.header_bar import HeaderBar
-from tui.widgets.release_table import ReleaseTable
+from tui.widgets.release_table import FILL_STEP, ReleaseTable
 from tui.widgets.text_view import TextView
 
 SIZE = (160, 30)
@@ -149,6 +149,44 @@ async def test_sort_keys_and_header_click() -> None:
         assert table.order.column == "revision"
 
 
+async def test_a_filter_keystroke_fills_the_table_in_steps_from_kept_search_texts() -> None:
+    engine = bulk_engine(1000)
+    app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        await pilot.pause()
+        while table.busy:
+            await pilot.pause(0.05)
+        assert table.row_count == 1000
+        made: list[Any] = []
+        steps: list[int] = []
+        take, step = table._take, table._fill_step
+
+        def counted_take(*args: Any) -> Any:
+            made.append(args)
+            return take(*args)
+
+        def counted_step(*args: Any) -> None:
+            step(*args)
+            steps.append(table.row_count)
+
+        table._take = counted_take  # type: ignore[method-assign,assignment]
+        table._fill_step = counted_step  # type: ignore[method-assign,assignment]
+        await pilot.press("slash", "s")  # every release matches "s": the whole table again
+        assert table.row_filter.text.source == "s" and not made  # no cells made: the kept texts are searched
+        assert steps[0] == FILL_STEP  # the keystroke's own work: one step; the rest follows between frames
+        while table.busy:
+            await pilot.pause(0.05)
+        assert table.row_count == 1000
+        names = [str(r.key.value) for r in table.ordered_rows]
+        assert names[:3] == ["team-00/svc-0000", "team-00/svc-0010", "team-00/svc-0020"]
+        await pilot.press("v", "c", "minus", "0", "0", "9")  # "svc-009": svc-0090 … svc-0099
+        while table.busy:
+            await pilot.pause(0.05)
+        assert sorted(str(r.key.value).split("/")[1] for r in table.ordered_rows) == [
+            f"svc-{i:04d}" for i in range(90, 100)]
+
+
 async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -181,8 +219,9 @@ async def test_unavailable_actions_are_shown_disabled_and_say_why() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         keys = footer(app)
-        assert keys["Suspend"]
-        assert keys["Unlock"] is False and keys["Cleanup"] is False and keys["Upgrade"] is False
+        assert keys["Suspend"] and keys["Context"] and keys["Help"]
+        assert keys["Test"] is False and keys["Upgrade"] is False
+        assert "Unlock" not in keys and "Cleanup" not in keys  # rarer: help and the palette list them
         await pilot.press("l", "c")
         why = app.engine.gate.why_not("unlock")  # the gate's own words, shown as they are
         assert why and why == app.engine.gate.why_not("cleanup")

@@ -18,7 +18,18 @@ from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
 from tui import confirmations
 from tui import format as fmt
 from tui.manifest import objects
-from tui.model import RowFilter, SortOrder, TextFilter, cells, namespaces, natural_key, quick_match, state_counts
+from tui.model import (
+    Cell,
+    RowFilter,
+    SortOrder,
+    TextFilter,
+    cells,
+    namespaces,
+    natural_key,
+    quick_match,
+    search_text,
+    state_counts,
+)
 from tui.screens.help import HelpFacts, help_content
 from tui.settings import Settings
 from tui.themes import SHIPPED_DIR, ThemeError, load_theme_file, load_themes
@@ -68,6 +79,14 @@ def test_helm_times_with_nanoseconds_and_offsets() -> None:
 def shown(filter_: RowFilter) -> list[str]:
     pred = filter_.predicate(FIXED_NOW)
     return sorted(name for (_, name), v in views().items() if pred(v))
+
+
+def test_plain_text_filters_are_substring_tests_of_the_lower_cased_search_text() -> None:
+    match = TextFilter("Helmdeck-DEMO").compile()
+    row = search_text({"namespace": Cell("helmdeck-demo"), "name": Cell("Web")})
+    assert row == "helmdeck-demo\tweb" and match(row)
+    assert TextFilter("!web").compile()(row) is False
+    assert TextFilter("w.b").compile()(row)  # regex syntax: the regex engine
 
 
 def test_text_filter_is_a_regex_or_literal_text_when_invalid_and_can_exclude() -> None:

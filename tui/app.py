@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -65,9 +66,9 @@ class HelmdeckApp(App[None]):
     TITLE = "helmdeck"
     BINDINGS = [
         *operation_bindings(),
+        Binding("C", "context", "Context", tooltip="Switch the cluster context (as k9s's :ctx)"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
-        Binding("C", "context", "Context", show=False, tooltip="Switch the cluster context (as k9s's :ctx)"),
     ]
 
     def __init__(
@@ -96,6 +97,8 @@ class HelmdeckApp(App[None]):
         self._main = MainScreen(self.client, self.signals, clock, context)
         self._kube_context = context
         self._contexts = contexts
+        self._events: deque[EngineEvent] = deque()
+        self._events_posted = False
         self._unsubscribe = self.client.subscribe(self._on_engine_event)
         self._register_themes()
 
@@ -219,10 +222,16 @@ class HelmdeckApp(App[None]):
 
     # -- engine events ------------------------------------------------------------------
     def _on_engine_event(self, event: EngineEvent) -> None:
-        self.post_message(EngineMessage(event))
+        # Appended before the flag is read: either a drain under way takes it, or a new message is posted.
+        self._events.append(event)
+        if not self._events_posted:
+            self._events_posted = True
+            self.post_message(EngineMessage())
 
-    def on_engine_message(self, message: EngineMessage) -> None:
-        self.signals.publish(message.event)
+    def on_engine_message(self, _message: EngineMessage) -> None:
+        self._events_posted = False
+        while self._events:
+            self.signals.publish(self._events.popleft())
 
     def _lease_changed(self, _lease: LeaseChanged) -> None:
         self.refresh_bindings()

@@ -30,11 +30,13 @@ class Cell:
 
 @dataclass(frozen=True)
 class Column:
-    """A release table column: key, header label and how rows sort by it."""
+    """A release table column: key, header label, how rows sort by it, and its width in cells (one
+    trailing space included: the columns are laid out without padding)."""
 
     key: str
     label: str
     sort_value: Callable[[ReleaseView, float], tuple[object, ...]]
+    width: int
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -75,23 +77,24 @@ def _state(view: ReleaseView, _now: float) -> tuple[object, ...]:
     return (order, *_names(view))
 
 
+# Widths fit a 160-column terminal with the scroll bar (158 cells); longer texts end in "…".
 COLUMNS: tuple[Column, ...] = (
-    Column("namespace", "NAMESPACE", lambda v, _n: _names(v)),
-    Column("name", "NAME", lambda v, _n: (natural_key(v.name), natural_key(v.namespace))),
-    Column("chart", "CHART", _text_of("chart")),
-    Column("app_version", "APP VER", _text_of("app_version")),
-    Column("revision", "REV", _revision),
-    Column("status", "HELM STATUS", _text_of("status")),
-    Column("state", "STATE", _state),
-    Column("ready", "READY", _text_of("ready")),
-    Column("monitor", "MONITOR", _text_of("monitor")),
+    Column("namespace", "NAMESPACE", lambda v, _n: _names(v), 14),
+    Column("name", "NAME", lambda v, _n: (natural_key(v.name), natural_key(v.namespace)), 17),
+    Column("chart", "CHART", _text_of("chart"), 16),
+    Column("app_version", "APP VER", _text_of("app_version"), 8),
+    Column("revision", "REV", _revision, 4),
+    Column("status", "HELM STATUS", _text_of("status"), 18),
+    Column("state", "STATE", _state, 12),
+    Column("ready", "READY", _text_of("ready"), 6),
+    Column("monitor", "MONITOR", _text_of("monitor"), 12),
     # Most warnings first when ascending: what needs a look comes up.
-    Column("warnings", "WARN", lambda v, _n: (-v.warnings, *_names(v))),
-    Column("maintenance", "MAINT", _text_of("maintenance")),
-    Column("suspended", "SUSP", _text_of("suspended")),
-    Column("owner", "OWNER", _text_of("owner")),
-    Column("action", "LAST ACTION", _text_of("action")),
-    Column("age", "AGE", _age),
+    Column("warnings", "WARN", lambda v, _n: (-v.warnings, *_names(v)), 5),
+    Column("maintenance", "MAINT", _text_of("maintenance"), 6),
+    Column("suspended", "SUSP", _text_of("suspended"), 6),
+    Column("owner", "OWNER", _text_of("owner"), 9),
+    Column("action", "LAST ACTION", _text_of("action"), 19),
+    Column("age", "AGE", _age, 6),
 )
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 _BY_KEY = {c.key: c for c in COLUMNS}
@@ -158,6 +161,9 @@ def quick_match(view: ReleaseView, quick: QuickFilter) -> bool:
     return True
 
 
+_REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+
+
 @dataclass(frozen=True)
 class TextFilter:
     """What the ``/`` filter matches against a row's text.
@@ -187,12 +193,15 @@ class TextFilter:
         return None
 
     def compile(self) -> Callable[[str], bool]:
-        """A predicate over a row's joined text."""
+        """A predicate over a row's joined text, lower-cased (:func:`search_text`)."""
+        inverted = self.inverted
+        if not _REGEX_SYNTAX.intersection(self.pattern):  # plain text: a substring test, no regex engine
+            needle = self.pattern.lower()
+            return lambda text: (needle in text) != inverted
         try:
             rx = re.compile(self.pattern, re.IGNORECASE)
         except re.error:
             rx = re.compile(re.escape(self.pattern), re.IGNORECASE)
-        inverted = self.inverted
         return lambda text: (rx.search(text) is not None) != inverted
 
 
@@ -210,16 +219,22 @@ class RowFilter:
 
     def predicate(self, now: float) -> Callable[[ReleaseView], bool]:
         """A function deciding whether one release is shown."""
+        match = self.matcher()
+        return lambda view: match(view, search_text(cells(view, now)))
+
+    def matcher(self) -> Callable[[ReleaseView, str], bool]:
+        """Whether one release is shown, given its :func:`search_text` (kept per row by the table, so a
+        keystroke in the filter costs a substring test per release, not its cells)."""
         text_match = self.text.compile()
 
-        def shown(view: ReleaseView) -> bool:
+        def shown(view: ReleaseView, text: str) -> bool:
             if self.namespace is not None and view.namespace != self.namespace:
                 return False
             if not quick_match(view, self.quick):
                 return False
             if not self.text.source:
                 return True
-            return text_match(row_text(view, now))
+            return text_match(text)
 
         return shown
 
@@ -236,6 +251,11 @@ class RowFilter:
 def row_text(view: ReleaseView, now: float) -> str:
     """Every cell's text of a row, tab-separated: what the text filter searches."""
     return "\t".join(c.text for c in cells(view, now).values())
+
+
+def search_text(row: dict[str, Cell]) -> str:
+    """A row's cells as the text filter searches them: tab-separated, lower-cased."""
+    return "\t".join(c.text for c in row.values()).lower()
 
 
 # -- sorting -------------------------------------------------------------------

@@ -334,6 +334,11 @@ OPERATIONS: tuple[Operation, ...] = (
 BY_NAME = {o.name: o for o in OPERATIONS}
 
 
+# The footer has room for 160 columns: these rarer actions are left out of it (help and the palette list
+# every key), so Context, Help and Quit stay visible.
+FOOTER_HIDDEN = frozenset({"monitor", "unlock", "cleanup"})
+
+
 def operation_bindings() -> list[Binding]:
     """Footer bindings for every operation, each followed by a hidden fallback on the same keys.
 
@@ -343,6 +348,7 @@ def operation_bindings() -> list[Binding]:
     """
     out: list[Binding] = []
     for o in OPERATIONS:
-        out.append(Binding(o.keys, f"operation('{o.name}')", o.label, tooltip=o.summary))
+        out.append(Binding(o.keys, f"operation('{o.name}')", o.label, tooltip=o.summary,
+                           show=o.name not in FOOTER_HIDDEN))
         out.append(Binding(o.keys, f"refuse('{o.name}')", show=False))
     return out

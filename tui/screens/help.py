@@ -28,13 +28,14 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("Release detail", (
         ("1 … 8", "Overview, History, Values, Manifest, Diff, Resources, Events, Notes"),
         ("enter", "History: show that revision in Values, Manifest and Notes; Resources: open the object "
-                  "(live YAML, events, pods and logs; r refreshes, x reveals secrets)"),
+                  "(live YAML, events, pods and logs; r refreshes, x reveals secrets, escape goes back)"),
         ("r", "History: roll back to the highlighted revision (elsewhere: pick one)"),
         ("a", "Values: user-supplied or computed values"),
         ("x", "Values, Manifest, Diff, Notes: reveal or mask secrets"),
         ("escape", "back to the release list"),
     )),
     ("Anywhere", (
+        ("C", "switch the cluster context: the kubeconfig's contexts, as k9s's :ctx (filter and sort stay)"),
         ("ctrl+p", "command palette: every action, and Theme to change the theme"),
         ("?", "this help"),
         ("q", "quit"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from rich.cells import cell_len
 from rich.color import ColorParseError
 from rich.style import Style
 from rich.text import Text
@@ -15,20 +14,28 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
-from tui.model import COLUMNS, Cell, RowFilter, SortOrder, cells, key_of, row_id
+from tui.model import COLUMNS, Cell, RowFilter, SortOrder, cells, key_of, row_id, search_text
 
 # Theme variables that colour each tone; "plain" cells keep the table's colour.
 TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning", "bad": "text-error",
                                    "busy": "text-accent"}
 # Re-sorting after a sort-column change waits this long, so a burst of events costs one sort.
 RESORT_DELAY = 0.3
-FLUSH_INTERVAL = 0.25
+# Rows are redrawn at most this often: a burst of storage events costs one redraw, and a write still
+# reaches the screen well within 0.2 s (bench/tui_bench.py).
+FLUSH_INTERVAL = 0.05
+# Rows added per step when the table is refilled (filter, namespace, quick filter, start-up): the first
+# step, a screenful and more, is drawn at once; the rest follow between frames, so a keystroke's work
+# does not grow with the number of releases.
+FILL_STEP = 120
 ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
 CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
+# Each cell's text fits its column less one blank cell (none after the last column).
+WIDTHS = {c.key: c.width - (c is not COLUMNS[-1]) for c in COLUMNS}
 
 
 class ReleaseTable(DataTable[Text]):
@@ -45,11 +52,21 @@ class ReleaseTable(DataTable[Text]):
         """The shown rows or their order changed: the header recounts and names the order."""
 
     def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *, id: str | None = None):
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        # No cell padding: each column's fixed width holds one trailing space (tui.model.COLUMNS).
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=0)
         self._cursor_moved = False
         self._clock = clock
-        self._views: dict[str, ReleaseView] = {row_id(v.key): v for v in views}
+        self._views: dict[str, ReleaseView] = {}
+        # Per release, made when its view changes: its cells, what the filter searches, its sort key.
+        self._cells: dict[str, dict[str, Cell]] = {}
+        self._search: dict[str, str] = {}
+        self._sort_keys: dict[str, tuple[object, ...]] = {}
         self._shown: dict[str, dict[str, Cell]] = {}
+        self._fill: list[str] = []  # rows still to add (sorted, reversed: the next one last)
+        self._fill_set: set[str] = set()
+        self._fill_timer: Timer | None = None
+        for view in views:
+            self._take(row_id(view.key), view, clock())
         self._styles: dict[Tone, Style] = {}
         self._resort_timer: Timer | None = None
         self._flush_timer: Timer | None = None
@@ -68,11 +85,16 @@ class ReleaseTable(DataTable[Text]):
     def shown_count(self) -> int:
         return len(self._shown)
 
+    @property
+    def busy(self) -> bool:
+        """Changes wait to be drawn (for benches and tests: the table is not yet what the views say)."""
+        return bool(self._dirty or self._fill)
+
     def on_mount(self) -> None:
         self._styles = self._tone_styles()
         for col in COLUMNS:
-            self.add_column(self._header(col.key, col.label), key=col.key)
-        self._rebuild()
+            self.add_column(self._header(col.key, col.label), key=col.key, width=col.width)
+        self._refill()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
 
     # -- feeding -----------------------------------------------------------------
@@ -92,6 +114,18 @@ class ReleaseTable(DataTable[Text]):
         self._views.pop(rid, None)
         self._mark(rid)
 
+    def _take(self, rid: str, view: ReleaseView, now: float) -> dict[str, Cell]:
+        """Remember ``view``'s cells, search text and sort key (once per change, not per keystroke)."""
+        self._views[rid] = view
+        row = self._cells[rid] = cells(view, now)
+        self._search[rid] = search_text(row)
+        self._sort_keys[rid] = self.order.key(view, now)
+        return row
+
+    def _forget(self, rid: str) -> None:
+        for table in (self._cells, self._search, self._sort_keys):
+            table.pop(rid, None)
+
     def flush(self) -> None:
         """Apply every pending release change to the rows now."""
         if self._flush_timer is not None:
@@ -100,19 +134,36 @@ class ReleaseTable(DataTable[Text]):
         self._last_flush = time.monotonic()
         dirty, self._dirty = self._dirty, set()
         now = self._clock()
-        shown = self.row_filter.predicate(now)
+        shown = self.row_filter.matcher()
+        new_rows = 0
         for rid in dirty:
             view = self._views.get(rid)
-            visible = view is not None and shown(view)
+            if view is None:
+                self._forget(rid)
+            else:
+                self._take(rid, view, now)
+                new_rows += rid not in self._shown and shown(view, self._search[rid])
+        if new_rows > FILL_STEP:
+            # Many releases at once (start-up, a context switch): one sorted fill, no re-sort after.
+            self._refill()
+            return
+        for rid in dirty:
+            view = self._views.get(rid)
+            if view is None:
+                if rid in self._shown:
+                    self._remove_row(rid)
+                continue
+            row = self._cells[rid]
+            visible = shown(view, self._search[rid])
             if rid in self._shown:
-                if view is not None and visible:
+                if visible:
                     if self._on_screen(rid):
-                        self._update_row(rid, cells(view, now))
+                        self._update_row(rid, dict(row))
                     # else: drawn when it scrolls into view (see _draw_on_screen)
                 else:
                     self._remove_row(rid)
-            elif view is not None and visible:
-                self._add_row(rid, cells(view, now))
+            elif visible and rid not in self._fill_set:  # a row still to fill is added with its latest cells
+                self._add_row(rid, dict(row))
                 self._schedule_resort()
         if dirty:
             self.post_message(self.Changed())
@@ -136,6 +187,7 @@ class ReleaseTable(DataTable[Text]):
                 continue
             new = cells(view, now)
             self._update_cells(rid, {k: new[k] for k in ("age", "action")})
+            self._cells[rid] = new
 
     # -- reading -----------------------------------------------------------------
     def selected_key(self) -> ReleaseKey | None:
@@ -166,7 +218,9 @@ class ReleaseTable(DataTable[Text]):
     def _rows_on_screen(self) -> list[str]:
         top = int(self.scroll_y)
         end = min(self.row_count, top + self.size.height + ON_SCREEN_MARGIN)
-        return [str(self.ordered_rows[i].key.value) for i in range(max(0, top - ON_SCREEN_MARGIN), end)]
+        # By index, not DataTable.ordered_rows: that list is remade (every row) after any cell update.
+        keys = (self._row_locations.get_key(i) for i in range(max(0, top - ON_SCREEN_MARGIN), end))
+        return [str(k.value) for k in keys if k is not None]
 
     def _on_screen(self, rid: str) -> bool:
         index = self.get_row_index(rid)
@@ -175,11 +229,10 @@ class ReleaseTable(DataTable[Text]):
 
     def _draw_on_screen(self) -> None:
         """Bring the rows now on screen up to date (only their differing cells are written)."""
-        now = self._clock()
         for rid in self._rows_on_screen():
-            view = self._views.get(rid)
-            if view is not None:  # a removed release's row goes at the next flush
-                self._update_row(rid, cells(view, now))
+            row = self._cells.get(rid)
+            if row is not None and rid in self._shown:  # a removed release's row goes at the next flush
+                self._update_row(rid, dict(row))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.has_focus and event.cursor_row != 0:
@@ -195,11 +248,13 @@ class ReleaseTable(DataTable[Text]):
 
     # -- reactive watchers -------------------------------------------------------
     def watch_row_filter(self) -> None:
-        self._rebuild()
+        self._refill()
 
     def watch_order(self) -> None:
         for col in COLUMNS:
             self.columns[ColumnKey(col.key)].label = Text(self._header(col.key, col.label))
+        now, order = self._clock(), self.order
+        self._sort_keys = {rid: order.key(view, now) for rid, view in self._views.items()}
         self._resort()
         self.post_message(self.Changed())  # the header names the sort order
 
@@ -208,7 +263,7 @@ class ReleaseTable(DataTable[Text]):
         self._styles = self._tone_styles()
         for rid, row in self._shown.items():
             for col, cell in row.items():
-                self.update_cell(rid, col, self._text(cell))
+                self.update_cell(rid, col, self._text(cell, WIDTHS[col]))
 
     # -- internals ---------------------------------------------------------------
     def _header(self, key: str, label: str) -> str:
@@ -245,12 +300,19 @@ class ReleaseTable(DataTable[Text]):
             self._cell_cache[key] = lines
         return lines
 
-    def _text(self, cell: Cell) -> Text:
-        return Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
+    def _text(self, cell: Cell, width: int) -> Text:
+        text = Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
+        text.truncate(width, overflow="ellipsis")
+        return text
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # Every column has a fixed width and every row one line: nothing to measure. DataTable would
+        # measure every cell of every new row (4,500 measurements for 300 rows at start-up).
+        super()._update_dimensions(())
 
     def _add_row(self, rid: str, row: dict[str, Cell]) -> None:
         self._shown[rid] = row
-        self.add_row(*(self._text(row[c.key]) for c in COLUMNS), key=rid)
+        self.add_row(*(self._text(row[c.key], WIDTHS[c.key]) for c in COLUMNS), key=rid)
 
     def _remove_row(self, rid: str) -> None:
         del self._shown[rid]
@@ -267,26 +329,43 @@ class ReleaseTable(DataTable[Text]):
         for col, cell in new.items():
             if current[col] != cell:
                 current[col] = cell
-                # Only widen: a narrower value would make DataTable re-measure the whole column
-                # (every row), which under an event storm costs more than the whole frame.
-                wider = cell_len(cell.text) > self.columns[ColumnKey(col)].content_width
-                self.update_cell(rid, col, self._text(cell), update_width=wider)
+                self.update_cell(rid, col, self._text(cell, WIDTHS[col]))  # fixed widths: nothing to measure
                 sort_changed = sort_changed or col == self.order.column
         return sort_changed
 
-    def _rebuild(self) -> None:
+    def _refill(self) -> None:
+        """Show the rows the filter keeps, in order: the first :data:`FILL_STEP` now, the rest in steps.
+
+        The filter runs over the kept search texts and sort keys (no cells are made), so the work done
+        before the first frame is one substring test per release plus one step of rows.
+        """
         self._dirty.clear()  # every row is redrawn from the latest views
         selected = self.selected_key()
+        if self._fill_timer is not None:
+            self._fill_timer.stop()
+            self._fill_timer = None
         self.clear()
         self._shown = {}
-        now = self._clock()
-        shown = self.row_filter.predicate(now)
-        order = self.order
-        for view in sorted(self._views.values(), key=lambda v: order.key(v, now), reverse=order.reverse):
-            if shown(view):
-                self._add_row(row_id(view.key), cells(view, now))
-        if selected is not None:
-            self.select(selected)
+        shown, views, search = self.row_filter.matcher(), self._views, self._search
+        keys = self._sort_keys
+        rows = sorted((rid for rid, view in views.items() if shown(view, search[rid])), key=keys.__getitem__,
+                      reverse=not self.order.reverse)
+        self._fill, self._fill_set = rows, set(rows)
+        self._fill_step(selected)
+
+    def _fill_step(self, selected: ReleaseKey | None) -> None:
+        self._fill_timer = None
+        shown = self.row_filter.matcher()
+        for _ in range(min(FILL_STEP, len(self._fill))):
+            rid = self._fill.pop()
+            self._fill_set.discard(rid)
+            view = self._views.get(rid)
+            if view is not None and rid not in self._shown and shown(view, self._search[rid]):
+                self._add_row(rid, dict(self._cells[rid]))
+        if selected is not None and self.select(selected):
+            selected = None  # found: the operator may move on while the rest is added
+        if self._fill:
+            self._fill_timer = self.set_timer(0.001, lambda: self._fill_step(selected))
         self.post_message(self.Changed())
 
     def _schedule_resort(self) -> None:
@@ -296,14 +375,12 @@ class ReleaseTable(DataTable[Text]):
     def _resort(self) -> None:
         self._resort_timer = None
         selected = self.selected_key()
-        now = self._clock()
-        order = self.order
-        views = self._views
+        keys = self._sort_keys
 
         def by_model(names: tuple[Text, Text]) -> tuple[object, ...]:
-            return order.key(views[f"{names[0].plain}/{names[1].plain}"], now)
+            return keys[f"{names[0].plain}/{names[1].plain}"]
 
-        self.sort("namespace", "name", key=by_model, reverse=order.reverse)
+        self.sort("namespace", "name", key=by_model, reverse=self.order.reverse)
         if selected is not None and self._cursor_moved:
             self.select(selected)  # the operator's row stays under the cursor
         elif self.row_count:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label
@@ -15,6 +16,12 @@ from tui.engine_client import EngineClient, ObjectRef
 from tui.format import monitor_text, ready_text
 
 COLUMNS = (("resource", "RESOURCE"), ("present", "PRESENT"), ("ready", "READY"), ("reason", "REASON"))
+
+
+class ObjectTable(DataTable[Text]):
+    """The objects; ``enter`` (named in the footer) opens the highlighted one's drill-down."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Open")]
 
 
 class ResourcesPane(Vertical):
@@ -29,7 +36,7 @@ class ResourcesPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label(classes="pane-status")
-        yield DataTable[Text](cursor_type="row", zebra_stripes=True)
+        yield ObjectTable(cursor_type="row", zebra_stripes=True)
 
     class Open(Message):
         """The operator asked for the drill-down of one object (``enter`` on its row)."""
