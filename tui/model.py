@@ -80,11 +80,11 @@ def _state(view: ReleaseView, _now: float) -> tuple[object, ...]:
 # Widths fit a 160-column terminal with the scroll bar (158 cells); longer texts end in "…".
 COLUMNS: tuple[Column, ...] = (
     Column("namespace", "NAMESPACE", lambda v, _n: _names(v), 14),
-    Column("name", "NAME", lambda v, _n: (natural_key(v.name), natural_key(v.namespace)), 17),
-    Column("chart", "CHART", _text_of("chart"), 16),
-    Column("app_version", "APP VER", _text_of("app_version"), 8),
+    Column("name", "NAME", lambda v, _n: (natural_key(v.name), natural_key(v.namespace)), 15),
+    Column("chart", "CHART", _text_of("chart"), 21),
+    Column("app_version", "APP", _text_of("app_version"), 7),
     Column("revision", "REV", _revision, 4),
-    Column("status", "HELM STATUS", _text_of("status"), 18),
+    Column("status", "HELM STATUS", _text_of("status"), 17),
     Column("state", "STATE", _state, 12),
     Column("ready", "READY", _text_of("ready"), 6),
     Column("monitor", "MONITOR", _text_of("monitor"), 12),
@@ -93,7 +93,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("maintenance", "MAINT", _text_of("maintenance"), 6),
     Column("suspended", "SUSP", _text_of("suspended"), 6),
     Column("owner", "OWNER", _text_of("owner"), 9),
-    Column("action", "LAST ACTION", _text_of("action"), 19),
+    Column("action", "LAST ACTION", _text_of("action"), 18),
     Column("age", "AGE", _age, 6),
 )
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
