@@ -28,6 +28,7 @@ from localcluster.cluster import LocalCluster
 from tests.reconcile_harness import EXAMPLES
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_observer_rbac import service_account_target
+from tui.engine_client import EngineClient
 
 pytestmark = pytest.mark.cluster
 
@@ -129,7 +130,15 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
         await asyncio.sleep(2.0)
         assert revision(engine, key) == 2 and len(templates) == before
 
-        # Secret values are masked whatever their key, in values, manifests and diffs.
+        # Secret values are masked whatever their key, in values, manifests and diffs: the app's panes
+        # (through its one door to the engine), revision 1 included, deployed from the older Secret.
+        app = EngineClient(engine)
+        panes = [await app.values_text(key, 2, computed=True), await app.manifest_text(key, 1),
+                 await app.revision_diff(key, 1, 2), await app.desired_diff(key)]
+        for text in panes:
+            assert GREETING not in text and "s3cr3t-changed" not in text and MOTD not in text
+        assert "•••••• #" in panes[0] and "yes-inline" in panes[0] and "greeting" in panes[2]
+        assert GREETING in await app.manifest_text(key, 1, reveal=True)
         shown = engine.masker.values_yaml(await engine.values(key, 2), reveal=False,
                                           secret_paths=engine.values_sources.secret_paths(key))
         assert "s3cr3t-changed" not in shown and MOTD not in shown and "yes-inline" in shown
