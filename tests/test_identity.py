@@ -100,6 +100,11 @@ def test_a_service_account_installs_within_its_rights_and_is_refused_outside_the
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert results(proc.stdout)[f"{namespace}/app"]["state"] == "InSync"
     assert core_api.read_namespaced_config_map("app", namespace).data == {"message": "hi"}
+    # The monitor reads as the ServiceAccount too (its own watches): it sees the release's objects.
+    status = helmdeck("status", "-o", "json", *cluster_args(any_helm, kube_target, namespace, inside,
+                                                            tmp_path / "log"))
+    row = next(r for r in json.loads(status.stdout) if r["name"] == "app")
+    assert row["monitor"] == {"state": "active", "paused": 0, "absent": []} and row["ready"] is True, row
 
     outside = write_package(tmp_path / "out", namespace,
                             f"  serviceAccountName: deployer\n  targetNamespace: {other_namespace}\n")

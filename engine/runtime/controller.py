@@ -128,6 +128,7 @@ class PackageController:
     def __post_init__(self) -> None:
         self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency, is_suspended=self.book.suspended)
         self.book.subscribe(self._on_event)
+        self.service.identity = lambda ns, name: kube_user(self.book.packages.get((ns, name)))  # monitors
 
     # -- packages ----------------------------------------------------------------
     def load_packages(self) -> None:

@@ -36,15 +36,22 @@ StatusCallback = Callable[[str, str, MonitorStatus], None]
 
 
 class MonitorRegistry:
-    """The monitors of one release service, by ``(namespace, release name)``. Thread-safe."""
+    """The monitors of one release service, by ``(namespace, release name)``. Thread-safe.
+
+    ``hub`` serves the monitors of helmdeck's own identity; ``hub_as(user)`` builds the hub of a
+    monitor that reads as ``user`` (a package's ServiceAccount, impersonated), one per user, kept.
+    """
 
     def __init__(
         self,
         hub: WatchHub,
         on_absent: AbsentCallback | None = None,
         on_status: StatusCallback | None = None,
+        hub_as: Callable[[str], WatchHub] | None = None,
     ):
         self._hub = hub
+        self._hubs: dict[str, WatchHub] = {"": hub}
+        self._hub_as = hub_as
         self._on_absent = on_absent
         self._on_status = on_status
         self._lock = threading.RLock()
@@ -67,13 +74,18 @@ class MonitorRegistry:
         with self._lock:
             return self._monitors.get(key)
 
-    def replace(self, key: Key, objects: Sequence[ExpectedObject]) -> ReleaseMonitor:
-        """Start a monitor of ``objects`` for ``key``, replacing (and closing) any previous one.
+    def replace(self, key: Key, objects: Sequence[ExpectedObject], user: str = "") -> ReleaseMonitor:
+        """Start a monitor of ``objects`` for ``key``, replacing (and closing) any previous one; it
+        reads as ``user`` when given (and a ``hub_as`` was), else as helmdeck.
 
         The new monitor joins its watches before the old one leaves them, so
         shared watches are not restarted in between. The pause count stays.
         """
-        monitor = ReleaseMonitor(key, objects, self._hub, self._changed)
+        with self._lock:
+            if user and self._hub_as is not None and user not in self._hubs:
+                self._hubs[user] = self._hub_as(user)
+            hub = self._hubs.get(user, self._hub)
+        monitor = ReleaseMonitor(key, objects, hub, self._changed)
         with self._lock:
             old = self._monitors.get(key)
             self._monitors[key] = monitor
@@ -104,7 +116,9 @@ class MonitorRegistry:
             self._reported.clear()
         for monitor in monitors:
             monitor.close()
-        return self._hub.stop(timeout)
+        with self._lock:
+            hubs = list(self._hubs.values())
+        return all([hub.stop(timeout) for hub in hubs])
 
     # -- pause counters -------------------------------------------------------------
     def pause(self, key: Key) -> int:

@@ -29,6 +29,7 @@ from engine.helm.crds import prepare_crds
 from engine.helm.kustomize import KustomizeMissing
 from engine.helm.options import upgrade_options
 from engine.helm.postrender_plugin import PostRendererLayout, install
+from engine.kube import impersonating
 from engine.monitor.discovery import Discovery
 from engine.monitor.monitor import ExpectedObject, expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
@@ -74,7 +75,8 @@ class ReleaseService:
 
     ``latest(namespace, name)`` reads a release's latest revision; by default
     the service reads storage itself (labels only), an engine passes its
-    observer's view so the latest revision is read one way.
+    observer's view so the latest revision is read one way. ``identity(namespace, name)``
+    (an attribute) is the user a release's monitor reads as ("" helmdeck's own; a package's ServiceAccount).
 
     ``namespaces`` limits :meth:`cleanup` to those namespaces (None: all).
     ``driver`` is helm's storage driver. ``post_renderer`` defaults to the
@@ -107,7 +109,11 @@ class ReleaseService:
         self._store = ReleaseStore(api, driver)
         self._latest_view = latest
         self._discovery = Discovery(api)
-        self._monitors = MonitorRegistry(WatchHub(api, watch_timeout=watch_timeout), on_absent, on_status)
+        self._monitors = MonitorRegistry(
+            WatchHub(api, watch_timeout=watch_timeout), on_absent, on_status,
+            hub_as=lambda user: WatchHub(impersonating(api, user), watch_timeout=watch_timeout))
+        # The user a release's monitor reads as ("" helmdeck's own): the engine's controller sets it.
+        self.identity: Callable[[str, str], str] | None = None
         self._layout = post_renderer
         self._sync_timeout = monitor_sync_timeout
         self._locks: dict[Key, asyncio.Lock] = {}
@@ -238,7 +244,7 @@ class ReleaseService:
         except (ApiException, StorageDecodeError, yaml.YAMLError) as exc:
             log.warning("cannot monitor %s/%s revision %d: %s", key[0], key[1], revision, exc)
             return
-        monitor = self._monitors.replace(key, objects)
+        monitor = self._monitors.replace(key, objects, self.identity(*key) if self.identity else "")
         self._monitored[key] = revision
         # Wait on the loop, not in a worker thread: hundreds of monitors starting at once must not
         # hold the thread pool every other blocking call (resolution, storage reads) needs.
