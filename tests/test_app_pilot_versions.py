@@ -64,12 +64,12 @@ async def test_version_picker_pins_a_version_outside_the_range_and_the_release_f
 
     async with app.run_test(size=SIZE) as pilot:
         # Installed from the range; the row says 0.2.0 exists, outside the range.
-        await wait_for(lambda: chart() == "charts/web@0.1.0 ↑0.2.0 (out of range)"
+        await wait_for(lambda: chart() == "web@0.1.0 ⇡0.2.0"
                        and cell(app, key, "status") == "✔ deployed", 60, seen=chart)
         assert stored(core_api, namespace, "web") == [(1, "deployed")]
         # A newer version published while the app runs: the repository's refresh marks the row.
         publish_http(helm.binary, package_chart(helm.binary, tmp_path, "0.3.0", marker="m-0.3.0"), repo)
-        await wait_for(lambda: chart() == "charts/web@0.1.0 ↑0.3.0 (out of range)", 30, seen=chart)
+        await wait_for(lambda: chart() == "web@0.1.0 ⇡0.3.0", 30, seen=chart)
         await select(app, key)
         await pilot.press("v")
         await wait_for(lambda: isinstance(app.screen, PickerScreen), 30)
@@ -87,7 +87,7 @@ async def test_version_picker_pins_a_version_outside_the_range_and_the_release_f
         assert dialog.details is not None and "+  marker: 'm-0.2.0'" in dialog.details.text  # rendered from 0.2.0
         await pilot.pause()
         await pilot.press("y")
-        await wait_for(lambda: chart() == "charts/web@0.2.0 ↑0.3.0 (out of range)"
+        await wait_for(lambda: chart() == "web@0.2.0 ⇡0.3.0"
                        and cell(app, key, "status") == "✔ deployed"
                        and cell(app, key, "revision") == "2" and cell(app, key, "action") == "✔ upgrade", 60,
                        seen=lambda: row(app, key))

@@ -31,23 +31,32 @@ def source_line(pkg: PackageSpec) -> str:
 
 
 def update_text(update: ChartUpdate) -> str:
-    """``↑0.3.0`` (the range selects it: the next reconcile installs it) or ``↑1.0.0 (out of range)``."""
-    return f"↑{update.version}" if update.in_range else f"↑{update.version} (out of range)"
+    """``↑0.3.0 (in range)`` (the next reconcile installs it) or ``⇡1.0.0 (out of range)``."""
+    return f"{update_mark(update)} ({'in range' if update.in_range else 'out of range'})"
 
 
-def chart_cell(view: ReleaseView) -> tuple[str, Tone]:
-    """The CHART column: ``web@0.2.0``, from a repository ``charts/web@0.2.0`` (helm's repo/chart), and the
-    newer-version marker; a version inside the range is a warning (an upgrade is due)."""
+def update_mark(update: ChartUpdate) -> str:
+    """The row's short marker: ``↑0.3.0`` inside the range, ``⇡1.0.0`` outside it (pin it with v)."""
+    return f"{'↑' if update.in_range else '⇡'}{update.version}"
+
+
+def chart_cell(view: ReleaseView, room: int = 20) -> tuple[str, Tone]:
+    """The CHART column: ``web@0.2.0``, from a repository ``charts/web@0.2.0`` (helm's repo/chart), then the
+    newer-version marker (:func:`update_mark`); the ``repo/`` goes first when the text would not fit in
+    ``room`` cells. A version inside the range is a warning (an upgrade is due)."""
     obs = view.observation
     if obs is None:
         return "-", "plain"
     request = view.package.chart_request if view.package is not None else None
-    text = f"{request.source.name}/{obs.chart_name}@{obs.chart_version}" if request is not None \
-        else f"{obs.chart_name}@{obs.chart_version}"
+    chart = f"{obs.chart_name}@{obs.chart_version}"
+    text = f"{request.source.name}/{chart}" if request is not None else chart
     update = view.chart_update
     if update is None:
         return text, "plain"
-    return f"{text} {update_text(update)}", "warn" if update.in_range else "plain"
+    mark = update_mark(update)
+    if len(text) + 1 + len(mark) > room:
+        text = chart
+    return f"{text} {mark}", "warn" if update.in_range else "plain"
 
 
 def newer_line(update: ChartUpdate) -> str:

@@ -24,6 +24,8 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         *((str(i), f"quick filter {q}: {QUICK_FILTER_HELP[q]}") for i, q in enumerate(QUICK_FILTERS)),
         ("n", "show one namespace, or all"),
         ("o / O", "sort by the next column / reverse the order (or click a column header)"),
+        ("↑ / ⇡", "in CHART: the repository offers a newer chart version inside the package's range (the next "
+                  "reconcile installs it) / outside it (v pins it); the Overview names the source"),
     )),
     ("Release detail", (
         ("1 … 8", "Overview, History, Values, Manifest, Diff, Resources, Events, Notes"),
