@@ -14,6 +14,7 @@ from engine.sources.spec import HelmRepositorySpec, OCIReference, OCIRepositoryS
 from engine.sources.updates import AvailableVersions, ChartUpdate, available, in_range, newer
 from engine.storage.observer import Observer
 from tests.fixtures import EXAMPLES, storage_secret
+from tui.engine_client import EngineClient
 
 HTTP = HelmRepositorySpec(Path("charts.yaml"), "charts", "demo", "https://charts.example.com")
 OCI = OCIRepositorySpec(Path("oci.yaml"), "web", "demo", "oci://registry.example.com/web",
@@ -128,3 +129,14 @@ def test_the_row_marks_a_newer_version_from_what_the_repository_offered(tmp_path
     engine.book.set_offered(("demo", "web"), available(request, ("0.1.0", "0.1.4", "1.0.0")))
     view = engine.release(("demo", "web"))
     assert view is not None and view.chart_update == ChartUpdate("1.0.0", False, "0.1.4")
+
+
+async def test_a_pin_while_an_action_runs_is_written_and_queued(tmp_path: Path) -> None:
+    (tmp_path / "web.yaml").write_text(PACKAGES)
+    engine = _engine(tmp_path)
+    key = ("demo", "web")
+    async with engine.book.running(key, "test", 60):
+        pinned, outcome = await EngineClient(engine).pin(key, "0.2.0")
+    assert pinned.after == "0.2.0" and '"0.2.0"' in (tmp_path / "web.yaml").read_text()
+    assert outcome == "test is already running on demo/web"
+    assert key in engine.controller.queue.queued()

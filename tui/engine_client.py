@@ -18,7 +18,7 @@ from engine.masking import Masker
 from engine.monitor.manifest import ManifestObject
 from engine.runtime.chart_versions import Pin, VersionList
 from engine.runtime.diff import revision_diff
-from engine.runtime.engine import Engine
+from engine.runtime.engine import ActionRefused, Engine
 from engine.runtime.owners import Owner
 from engine.runtime.state import (
     AccessProblems,
@@ -246,11 +246,16 @@ class EngineClient:
         """What upgrading ``key`` to chart ``version`` would change ("" = nothing), masked unless ``reveal``."""
         return await self.engine.versions.diff(key, version, reveal=reveal)
 
-    async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | None]:
+    async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | str | None]:
         """Pin ``key``'s chart to ``version`` in its package file, then reconcile it (a suspended package
-        waits for its resume): the edit and the pass's outcome (None: nothing ran)."""
+        waits for its resume): the edit and the pass's outcome (None: nothing ran; a text: why it could not
+        run now, the package is then queued)."""
         pinned = await self.engine.versions.pin(key, version)
-        return pinned, await self.engine.reconcile(key)
+        try:
+            return pinned, await self.engine.reconcile(key)
+        except ActionRefused as exc:  # an action runs on it: the pin is written, the next pass takes it
+            self.engine.controller.queue.add(key)
+            return pinned, str(exc)
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Make a release stuck in a pending state actionable again."""

@@ -255,9 +255,11 @@ async def _versions(ctx: Context) -> Step | Notice:
     view = ctx.client.release(ctx.key) or ctx.view
     assert view is not None
 
-    def report(done: tuple[Any, ActionOutcome | None]) -> Report:
-        return done[1] or Notice(f"{ctx.ref}: {planned.file.name} pins {row.version}; nothing ran yet"
-                                 + (" (suspended)" if view.suspended else ""))
+    def report(done: tuple[Any, ActionOutcome | str | None]) -> Report:
+        pinned = f"{ctx.ref}: {planned.file.name} pins {row.version}"
+        if isinstance(done[1], str):
+            return Notice(f"{pinned}; not reconciled now ({done[1]}): queued", severity="warning")
+        return done[1] or Notice(f"{pinned}; nothing ran yet" + (" (suspended)" if view.suspended else ""))
 
     return Step(f"Pin {ctx.ref} to {row.version}", lambda: ctx.client.pin(ctx.key, row.version), report,
                 confirmations.pin(view, row.version, row.in_range, planned, diff, reason),
