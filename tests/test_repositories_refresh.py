@@ -68,3 +68,12 @@ def test_packages_of_a_changed_request_are_queued_and_a_failing_repository_waits
     charts.asked.clear()
     assert asyncio.run(refresh.check()) == []
     assert set(charts.asked) == {web1, web2}  # DOWN waits its interval
+
+
+def test_a_follower_refreshes_the_markers_and_queues_nothing() -> None:
+    web = ChartRequest(GOOD, "web", "~1.0")
+    charts = Charts(new={web})
+    ctl = controller(charts, {("ns", "a"): web})
+    assert asyncio.run(RepositoryRefresh(ctl).check(queue=False)) == []
+    assert ctl.queued == [] and ctl.logged == []
+    assert ctl.offered == {("ns", "a"): "offered by good"}

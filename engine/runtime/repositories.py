@@ -36,7 +36,8 @@ TICK = 1.0
 class RepositoryRefresh:
     """Refreshes the repositories of ``controller``'s packages and queues the packages whose chart changed.
 
-    Idle while the controller does not reconcile on its own (``reconcile --once``, a follower, read-only).
+    Idle while the controller does not reconcile on its own (``reconcile --once``); a follower or a
+    read-only instance refreshes the newer-version markers only (it queues nothing).
     """
 
     def __init__(self, controller: PackageController, tick: float = TICK):
@@ -49,8 +50,8 @@ class RepositoryRefresh:
         while True:
             await asyncio.sleep(self.tick)
             ctl = self.controller
-            if ctl.auto and ctl.gate.acting:
-                await self.check()
+            if ctl.auto:
+                await self.check(queue=ctl.gate.acting)
 
     def requests(self) -> dict[ChartRequest, list[ReleaseKey]]:
         """The chart requests of the loaded packages, each with the packages that make it."""
@@ -60,9 +61,9 @@ class RepositoryRefresh:
                 out[spec.chart_request].append(key)
         return out
 
-    async def check(self) -> list[ReleaseKey]:
+    async def check(self, *, queue: bool = True) -> list[ReleaseKey]:
         """One look at the due repositories, each on its own (a slow one delays no other); returns the
-        packages queued (a new version or digest)."""
+        packages queued (a new version or digest; none without ``queue``)."""
         charts = self.controller.charts
         by_request = self.requests()
         now = asyncio.get_running_loop().time()
@@ -80,7 +81,7 @@ class RepositoryRefresh:
                 for key in by_request[request]:
                     self.controller.book.set_offered(key, offered)
         queued: list[ReleaseKey] = []
-        for request in (r for found in changed for r in found):
+        for request in (r for found in changed for r in found if queue):
             for key in by_request[request]:
                 self.controller.book.log(key, "source", "info",
                                          f"{request.source.describe()} offers a new chart: reconciling")
