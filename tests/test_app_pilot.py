@@ -275,8 +275,9 @@ async def test_maintenance_key_on_and_off(
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Enter maintenance?"
         await pilot.press("y")
-        await wait_for(lambda: cell(app, key, "maintenance") == "✎ on" and cell(app, key, "revision") == "2",
-                       seen=lambda: row(app, key))
+        # Revision 2 is stored (pending-upgrade) before helm applies the objects: wait until it is deployed.
+        await wait_for(lambda: cell(app, key, "maintenance") == "✎ on" and cell(app, key, "revision") == "2"
+                       and cell(app, key, "status") == "✔ deployed", seen=lambda: row(app, key))
         cm = core_api.read_namespaced_config_map("cfg", namespace)
         assert cm.metadata is not None and (cm.metadata.labels or {}).get("helmdeck.dev/maintenance") == "true", \
             [(e.action, e.outcome, e.message[:80]) for e in app.engine.events(key)]
@@ -290,8 +291,8 @@ async def test_maintenance_key_on_and_off(
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title == "Leave maintenance?"
         await pilot.press("y")
-        await wait_for(lambda: cell(app, key, "maintenance") == "-" and cell(app, key, "revision") == "3",
-                       seen=lambda: row(app, key))
+        await wait_for(lambda: cell(app, key, "maintenance") == "-" and cell(app, key, "revision") == "3"
+                       and cell(app, key, "status") == "✔ deployed", seen=lambda: row(app, key))
     assert stored(core_api, namespace, "cfg")[-1] == (3, "deployed")
     cm = core_api.read_namespaced_config_map("cfg", namespace)
     assert (cm.data or {})["a"] == "b" and cm.metadata is not None

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from rich.color import ColorParseError
 from rich.style import Style
 from rich.text import Text
+from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.message import Message
@@ -376,11 +377,11 @@ class ReleaseTable(DataTable[Text]):
         self._resort_timer = None
         selected = self.selected_key()
         keys = self._sort_keys
-
-        def by_model(names: tuple[Text, Text]) -> tuple[object, ...]:
-            return keys[f"{names[0].plain}/{names[1].plain}"]
-
-        self.sort("namespace", "name", key=by_model, reverse=self.order.reverse)
+        # As DataTable.sort, by the row keys' kept sort keys (the cells may be cut short with "…").
+        ordered = sorted(self._row_locations, key=lambda rk: keys[str(rk.value)], reverse=self.order.reverse)
+        self._row_locations = TwoWayDict({rk: i for i, rk in enumerate(ordered)})
+        self._update_count += 1
+        self.refresh()
         if selected is not None and self._cursor_moved:
             self.select(selected)  # the operator's row stays under the cursor
         elif self.row_count:
