@@ -17,6 +17,7 @@ from engine.sources.updates import ChartUpdate
 from localcluster.cluster import LocalCluster
 from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, push_oci, write
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
+from tui.app import HelmdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.picker import PickerScreen
 
@@ -136,3 +137,29 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
         assert obs is not None and (obs.version, obs.chart_version) == (2, "2.0.0")
     finally:
         await engine.stop()
+
+
+async def test_a_read_only_app_marks_newer_versions_and_refuses_v(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, repo: ChartRepoServer,
+) -> None:
+    for version in ("0.1.0", "0.2.0"):
+        publish_http(helm.binary, package_chart(helm.binary, tmp_path, version), repo)
+    pkgs = tmp_path / "packages"
+    write(pkgs, "web.yaml", PACKAGE.format(ns=namespace, url=repo.url))
+    installer = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    await installer.start(reconcile=False)
+    try:
+        done = await installer.reconcile((namespace, "web"))
+        assert done is not None and done.ok, done
+    finally:
+        await installer.stop()
+    app = HelmdeckApp(Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True), context="test")
+    key = (namespace, "web")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "chart") == "web@0.1.0 ⇡0.2.0", 30, seen=lambda: cell(app, key, "chart"))
+        await select(app, key)
+        await pilot.press("v")
+        await pilot.pause()
+        assert [str(n.message) for n in app._notifications] == [
+            "Version: helmdeck runs read-only: actions are disabled"]
+        assert not isinstance(app.screen, PickerScreen)

@@ -258,11 +258,12 @@ class ChartSource:
     async def changed(self, request: ChartRequest) -> bool:
         """Does the repository now select another version (or, for OCI, digest) than the last
         :meth:`resolve` of ``request`` gave? Asks the repository only when its answer is older than the
-        interval, and pulls nothing; False for a request never resolved. Raises as :meth:`resolve`."""
+        interval, and pulls nothing; False for a request never resolved (asked all the same: what it offers
+        serves :meth:`available`, e.g. for a read-only instance, which resolves nothing). Raises as
+        :meth:`resolve`."""
         before = self._chosen.get(request)
-        if before is None:
-            return False
-        return (await self._select(request)).choice != before
+        selected = await self._select(request)
+        return before is not None and selected.choice != before
 
     def last(self, request: ChartRequest) -> ChartArtifact | None:
         """The artifact the last successful :meth:`resolve` of ``request`` gave (no I/O): what keeps serving
