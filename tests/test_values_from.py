@@ -211,9 +211,11 @@ def test_secret_values_are_masked_in_render_diff_and_plan(
     reconcile = helmdeck("reconcile", "--once", "--no-lease", *args)
     assert reconcile.returncode == 0, reconcile.stdout + reconcile.stderr
     assert helmdeck("plan", *args).returncode == 0
+    assert state_of(args, "app") == st.IN_SYNC  # status reads the objects too: its verdict counts them
 
     secret(core_api, namespace, "creds", {"values.yaml": "settings: {greeting: s3cr3t-next-greeting}\n"},
            replace=True)
+    assert state_of(args, "app") == st.OUT_OF_SYNC
     plan = helmdeck("plan", *args)
     assert plan.returncode == 2 and "values changed" in plan.stdout, plan.stdout + plan.stderr
     diff = helmdeck("diff", "app", *args)
@@ -228,8 +230,19 @@ def test_secret_values_are_masked_in_render_diff_and_plan(
     failed = helmdeck("reconcile", "--once", "--no-lease", "--json", *args)
     assert failed.returncode != 0
     assert f"Secret {namespace}/motd not found" in failed.stdout + failed.stderr
-    obs = json.loads(helmdeck("status", "-o", "json", *args).stdout)
-    assert [r for r in obs if r.get("name") == "app"]
+    row = status_row(args, "app")
+    assert row["revision"] == 1 and row["ready"] is False  # the release is left as it is
+    ready = next(c for c in row["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "ValuesError" and f"Secret {namespace}/motd not found" in ready["message"]
+
+
+def status_row(args: list[str], release: str) -> dict[str, Any]:
+    rows = json.loads(helmdeck("status", "-o", "json", *args).stdout)
+    return dict(next(r for r in rows if r["name"] == release))
+
+
+def state_of(args: list[str], release: str) -> str:
+    return str(status_row(args, release)["state"])
 
 
 async def test_optional_ignores_not_found_only_a_refused_read_still_fails(

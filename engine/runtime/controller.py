@@ -137,9 +137,11 @@ class PackageController:
             self.apply_source(self.source.load())
 
     async def load(self) -> None:
-        """:meth:`load_packages` off the event loop."""
+        """:meth:`load_packages` off the event loop (and the objects of valuesFrom read)."""
         if self.source is not None:
             self.apply_source(await asyncio.to_thread(self.source.load))
+            if self.values is not None:
+                await self.values.warm(self.book.packages.values())
 
     def apply_source(self, update: SourceUpdate) -> None:
         """Take a (re)load of the package source: new specs, problems, changed and removed packages
@@ -409,12 +411,12 @@ class PackageController:
             try:
                 req = await self._request(key, force)
             except (PackageError, PackageNotHelm, SourceError) as exc:
-                # The release is left as it is; a source or valuesFrom failure carries Flux's reason.
-                reason = getattr(exc, "reason", None) or cond.INVALID_PACKAGE  # ValuesError too
+                reason = getattr(exc, "reason", None) or cond.INVALID_PACKAGE  # Flux's: SourceError, ValuesError
                 status = book.status(key) or EngineStatus()
                 conds = cond.set_condition(status.conditions, cond.READY, False, reason, str(exc))
-                book.set_status(key, dataclasses.replace(status, conditions=conds))
+                book.set_status(key, dataclasses.replace(status, conditions=conds))  # the release is left as it is
                 book.log(key, "reconcile", "failed", str(exc))
+                await book.persist(key)  # a viewer and the next start see why
                 return PassResult("Failed", "error", str(exc))
             if req.spec.maintenance:
                 result = await Maintenance(self.context(key), self.service).reconcile(req)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -36,9 +37,9 @@ from kubernetes.client.exceptions import ApiException
 from engine.masking import Masker
 from engine.monitor import rest
 from engine.monitor.stream import Gone, WatchThread
-from engine.package import PackageSpec
+from engine.package import PackageError, PackageSpec
 from engine.resolve.release import CACHE as RESOLVED
-from engine.resolve.release import ValuesLayer
+from engine.resolve.release import ValuesLayer, resolve
 from engine.resolve.strvals import Path as ValuesPath
 from engine.resolve.values_from import ObjectData, ObjectKey, compose, object_keys
 from engine.runtime.book import ReleaseBook
@@ -97,6 +98,17 @@ class ValuesSources:
         else:
             data = {k: v.encode() for k, v in (body.get("data") or {}).items() if isinstance(v, str)}
         return ObjectData(kind, namespace, name, data, version=version)
+
+    async def warm(self, specs: Iterable[PackageSpec]) -> None:
+        """Read the objects of every package of ``specs`` with valuesFrom and resolve it (a problem is left
+        to its pass), so the first verdicts — and those of an engine that does not act — count them."""
+        todo = [spec for spec in specs if spec.values_from]
+        if not todo or self._api is None:
+            return
+        await asyncio.gather(*(self.fetch(spec) for spec in todo))
+        for spec in todo:
+            with contextlib.suppress(PackageError):
+                await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.layers))
 
     def layers(self, spec: PackageSpec) -> Sequence[ValuesLayer]:
         """The ``values_from`` hook of :func:`engine.resolve.resolve`: ``spec``'s valuesFrom composed from
@@ -186,6 +198,12 @@ class ValuesSources:
                 self._book.log(key, "valuesFrom", "info", f"{objects} changed" + (": reconciling" if acting else ""))
                 if acting:
                     controller.queue.add(key)
+                else:  # no pass will look: the view's verdict is made again from the objects as they are now
+                    controller.tasks.spawn(self._review(key, spec))
+
+    async def _review(self, key: ReleaseKey, spec: PackageSpec) -> None:
+        await self.warm([spec])
+        self._book.set_state(key, None)
 
 
 def _texts(values: Any, paths: Sequence[ValuesPath]) -> list[str]:
