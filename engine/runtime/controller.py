@@ -118,7 +118,7 @@ class PackageController:
     prune: bool = False
     package_set: str | None = None
     monitors: bool = True
-    values: ValuesSources | None = None  # spec.valuesFrom's objects, read before each resolution
+    values: ValuesSources  # spec.valuesFrom's objects, read before each resolution
     package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
@@ -140,8 +140,7 @@ class PackageController:
         """:meth:`load_packages` off the event loop (and the objects of valuesFrom read)."""
         if self.source is not None:
             self.apply_source(await asyncio.to_thread(self.source.load))
-            if self.values is not None:
-                await self.values.warm(self.book.packages.values())
+            await self.values.warm(self.book.packages.values())
 
     def apply_source(self, update: SourceUpdate) -> None:
         """Take a (re)load of the package source: new specs, problems, changed and removed packages
@@ -176,8 +175,7 @@ class PackageController:
         """Apply every change of the packages folder (and of valuesFrom objects): changed packages reconcile at once."""
         if self.source is None:
             return
-        if self.values is not None:
-            self.tasks.spawn(self.values.run(self))
+        self.tasks.spawn(self.values.run(self))
         async for update in self.source.watch():
             self.apply_source(update)
             if self.gate.acting:
@@ -333,8 +331,7 @@ class PackageController:
     async def locate(self, spec: PackageSpec) -> None:
         """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when
         new; no request within the repository's interval), and read its valuesFrom objects. Raises SourceError."""
-        if self.values is not None:
-            await self.values.fetch(spec)
+        await self.values.fetch(spec)
         if spec.chart_request is not None:
             artifact = await self.charts.resolve(spec.chart_request)
             self.book.set_offered(spec.key, self.charts.available(spec.chart_request))  # the row's marker

@@ -285,7 +285,7 @@ class Operations:
         when equal), secrets masked unless ``reveal``."""
         latest = self.observer.latest(*key)
         deployed = await self.manifest(key, latest.version) if latest is not None else ""
-        if latest is not None and self.controller.values is not None:  # Secret values it was deployed with
+        if latest is not None:  # the masker learns the Secret values it was deployed with
             self.controller.values.remember(key, await self.values(key, latest.version))
         return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",
                              None if reveal else self.masker)
