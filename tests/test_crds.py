@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
-from engine.helm.crds import chart_crds
+from engine.helm.crds import CrdError, chart_crds
 from engine.kube import KubeTarget
 from tests.test_cli import cluster_args, helmdeck
 
@@ -143,6 +143,15 @@ def test_chart_crds_reads_crds_of_packaged_charts_and_subcharts(tmp_path: Path) 
         names = [c["metadata"]["name"] for c in chart_crds(source)]
         assert names == ["gadgets.x.helmdeck.dev", "widgets.x.helmdeck.dev", "widgets.y.helmdeck.dev"], source
     assert json.dumps(chart_crds(chart)) == json.dumps(chart_crds(archive))
+
+
+def test_chart_crds_refuses_an_alias_bomb_naming_the_file(tmp_path: Path) -> None:
+    chart = write_chart(tmp_path / "src", "x.helmdeck.dev", "0.1.0")
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    (chart / "crds" / "bomb.yaml").write_text("\n".join(lines) + "\n")
+    with pytest.raises(CrdError, match=r"crds/bomb.yaml:\d+: aliases expand past"):
+        chart_crds(chart)
 
 
 @pytest.mark.parametrize("policy", ["CreateReplace", "Skip"])

@@ -9,8 +9,9 @@ timeout. A CRD is never deleted: one that left the chart stays in the cluster.
 
 Reading is bounded: :data:`MAX_CRD_BYTES` of ``crds/`` files in all, subcharts at most
 :data:`MAX_DEPTH` deep (directories under ``charts/`` and packaged ``charts/*.tgz``), each file
-parsed with the safe loader. As helm's ``Chart.CRDObjects``, only ``.yaml``, ``.yml`` and ``.json``
-files count; every subchart is read, whether its condition enables it or not.
+parsed by the bounded loader (nesting and alias expansion limited, as package files). As helm's
+``Chart.CRDObjects``, only ``.yaml``, ``.yml`` and ``.json`` files count; every subchart is read,
+whether its condition enables it or not.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm.errors import HelmError
 from engine.kube import impersonating
+from engine.resolve.loader import Limits, YamlLimitError, parse_documents
 from engine.spec.crds import CREATE, CREATE_REPLACE, SKIP
 
 MAX_CRD_BYTES = 16 * 1024 * 1024
@@ -37,7 +38,6 @@ MAX_DEPTH = 5
 FIELD_MANAGER = "helmdeck"
 _SUFFIXES = (".yaml", ".yml", ".json")
 _PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CrdError(HelmError):
@@ -79,11 +79,12 @@ def chart_crds(chart: Path) -> list[dict[str, Any]]:
     except (OSError, tarfile.TarError) as exc:
         raise CrdError(f"cannot read the CRDs of {chart}: {exc}", action="crds") from None
     out = []
+    limits = Limits(MAX_CRD_BYTES)
     for name, text in texts:
         try:
-            docs = list(yaml.load_all(text, Loader=_Loader))
-        except yaml.YAMLError as exc:
-            raise CrdError(f"{chart}: {name} is not valid YAML: {exc}", action="crds") from None
+            docs = [p.data for p in parse_documents(text, Path(name), limits)]
+        except YamlLimitError as exc:
+            raise CrdError(f"{chart}: {exc}", action="crds") from None
         out += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
     return out
 
