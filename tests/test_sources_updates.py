@@ -14,6 +14,7 @@ from engine.sources.spec import HelmRepositorySpec, OCIReference, OCIRepositoryS
 from engine.sources.updates import AvailableVersions, ChartUpdate, available, in_range, newer
 from engine.storage.observer import Observer
 from tests.fixtures import EXAMPLES, storage_secret
+from tests.test_sources_pin import FILE
 from tui.engine_client import EngineClient
 
 HTTP = HelmRepositorySpec(Path("charts.yaml"), "charts", "demo", "https://charts.example.com")
@@ -43,27 +44,7 @@ def test_available_and_newer_name_the_newest_and_whether_the_range_holds_it() ->
     assert available(request, ("junk",)) is None
 
 
-PACKAGES = """# The shop's charts.
-apiVersion: helmdeck.dev/v1alpha1
-kind: HelmRepository
-metadata: {name: charts, namespace: demo}
-spec:
-  url: https://charts.example.com   # the team's repository
----
-apiVersion: helmdeck.dev/v1alpha1
-kind: Package
-metadata:
-  name: web   # the shop front
-  namespace: demo
-spec:
-  chart:
-    spec:
-      chart: web
-      version: "^0.1"   # any 0.1.x
-      sourceRef: {kind: HelmRepository, name: charts}
-  values:
-    replicas: 2   # two is enough
-"""
+PACKAGES = FILE  # a HelmRepository and a Package with range ^1.2.0, comments on most lines
 
 OCI_FILES = {
     "source.yaml": "apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\nmetadata: {name: web, namespace: demo}\n"
@@ -87,12 +68,12 @@ async def test_pin_edits_the_version_in_place_and_reloads_the_package(tmp_path: 
     (tmp_path / "web.yaml").write_text(PACKAGES)
     engine = _engine(tmp_path)
     key = ("demo", "web")
-    pinned = await engine.versions.pin(key, "0.2.0")
-    assert (pinned.before, pinned.after, pinned.field) == ("^0.1", "0.2.0", "spec.chart.spec.version")
-    assert (tmp_path / "web.yaml").read_text() == PACKAGES.replace('"^0.1"', '"0.2.0"')
+    pinned = await engine.versions.pin(key, "2.0.0")
+    assert (pinned.before, pinned.after, pinned.field) == ("^1.2.0", "2.0.0", "spec.chart.spec.version")
+    assert (tmp_path / "web.yaml").read_text() == PACKAGES.replace('"^1.2.0"', '"2.0.0"')
     request = engine.packages[key].chart_request
-    assert request is not None and request.version == "0.2.0"
-    assert any(e.action == "pin" and "^0.1 -> 0.2.0" in e.message for e in engine.events(key))
+    assert request is not None and request.version == "2.0.0"
+    assert any(e.action == "pin" and "^1.2.0 -> 2.0.0" in e.message for e in engine.events(key))
 
 
 async def test_pin_of_an_oci_chart_edits_the_shared_oci_repository_and_names_who_shares_it(tmp_path: Path) -> None:
@@ -121,14 +102,14 @@ def test_the_row_marks_a_newer_version_from_what_the_repository_offered(tmp_path
     (tmp_path / "web.yaml").write_text(PACKAGES)
     observer = Observer(None)
     engine = Engine.offline(tmp_path, observer=observer)
-    observer.apply_object(storage_secret("web", "demo", 1, "deployed", "web", "0.1.0", "1.0", {},
+    observer.apply_object(storage_secret("web", "demo", 1, "deployed", "web", "1.2.0", "1.0", {},
                                          "2026-11-30T09:00:00Z"))
     engine.book.refresh(("demo", "web"))
     request = engine.packages[("demo", "web")].chart_request
     assert request is not None
-    engine.book.set_offered(("demo", "web"), available(request, ("0.1.0", "0.1.4", "1.0.0")))
+    engine.book.set_offered(("demo", "web"), available(request, ("1.2.0", "1.4.0", "2.0.0")))
     view = engine.release(("demo", "web"))
-    assert view is not None and view.chart_update == ChartUpdate("1.0.0", False, "0.1.4")
+    assert view is not None and view.chart_update == ChartUpdate("2.0.0", False, "1.4.0")
 
 
 async def test_a_pin_while_an_action_runs_is_written_and_queued(tmp_path: Path) -> None:
@@ -136,7 +117,7 @@ async def test_a_pin_while_an_action_runs_is_written_and_queued(tmp_path: Path) 
     engine = _engine(tmp_path)
     key = ("demo", "web")
     async with engine.book.running(key, "test", 60):
-        pinned, outcome = await EngineClient(engine).pin(key, "0.2.0")
-    assert pinned.after == "0.2.0" and '"0.2.0"' in (tmp_path / "web.yaml").read_text()
+        pinned, outcome = await EngineClient(engine).pin(key, "2.0.0")
+    assert pinned.after == "2.0.0" and '"2.0.0"' in (tmp_path / "web.yaml").read_text()
     assert outcome == "test is already running on demo/web"
     assert key in engine.controller.queue.queued()

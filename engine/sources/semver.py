@@ -315,8 +315,8 @@ def newest_match(candidates: Iterable[str], range_text: str) -> str | None:
     return best[1] if best else None
 
 
-def sort_newest_first(candidates: Iterable[str]) -> list[str]:
-    """Parseable versions, newest first (ties keep their order); others dropped."""
+def parsed_newest_first(candidates: Iterable[str]) -> list[tuple[Version, str]]:
+    """Parseable versions with their parsed form, newest first (ties keep their order); others dropped."""
     parsed: list[tuple[Version, str]] = []
     for item in candidates:
         try:
@@ -324,4 +324,9 @@ def sort_newest_first(candidates: Iterable[str]) -> list[str]:
         except SemverError:
             continue
     parsed.sort(key=lambda p: p[0], reverse=True)
-    return [item for _, item in parsed]
+    return parsed
+
+
+def sort_newest_first(candidates: Iterable[str]) -> list[str]:
+    """Parseable versions, newest first (ties keep their order); others dropped."""
+    return [item for _, item in parsed_newest_first(candidates)]

@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.sources.semver import Range, SemverError, Version
+from engine.sources.semver import Range, SemverError, Version, parsed_newest_first
 from engine.sources.spec import OCIRepositorySpec
 
 if TYPE_CHECKING:
@@ -93,14 +93,7 @@ def in_range(request: ChartRequest, version: str) -> bool | None:
 @functools.lru_cache(maxsize=256)
 def _newest_first(versions: tuple[str, ...]) -> tuple[tuple[Version, str], ...]:
     """``versions`` that parse, newest first, each with its parsed form (one parse per repository answer)."""
-    parsed = []
-    for raw in versions:
-        try:
-            parsed.append((Version.parse(raw), raw))
-        except SemverError:
-            continue
-    parsed.sort(key=lambda p: p[0], reverse=True)
-    return tuple(parsed)
+    return tuple(parsed_newest_first(versions))
 
 
 @functools.lru_cache(maxsize=1024)
