@@ -30,6 +30,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", self.target + "/file")
             self.end_headers()
+        elif self.path.startswith("/to-"):  # /to-file:///etc/hostname: a redirect to another scheme
+            self.send_response(302)
+            self.send_header("Location", self.path.removeprefix("/to-"))
+            self.end_headers()
         elif self.path == "/big":
             self.send_response(200)
             self.end_headers()
@@ -84,6 +88,18 @@ def test_limits_and_refusals(
         source_http.get(f"{url}/denied", what="repo")
     with pytest.raises(SourceUnreachable, match="repo: cannot reach"):
         source_http.get(f"http://127.0.0.1:{free_port()}/index.yaml", what="repo", timeout=5)
+
+
+@pytest.mark.parametrize("location", ["file:///etc/hostname", "data:text/plain,entries:%20{}", "ftp://127.0.0.1/x"])
+def test_a_redirect_leaves_http_never(
+    servers: tuple[str, list[tuple[str, str | None]], str, list[tuple[str, str | None]]], location: str,
+) -> None:
+    """urllib would follow file:, data: and ftp: redirects (a server could have a local file read as its index);
+    helm follows http and https only."""
+    url = servers[0]
+    scheme = location.split(":", 1)[0]
+    with pytest.raises(SourceInvalid, match=f"repo: .*/to-.* redirects to a {scheme}: URL, not http"):
+        source_http.get(f"{url}/to-{location}", what="repo")
 
 
 class _TokenRegistry(http.server.BaseHTTPRequestHandler):

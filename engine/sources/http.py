@@ -75,7 +75,7 @@ def get(
         except urllib.error.HTTPError as exc:
             status, hdrs = exc.code, _headers(exc.headers)
             if status in (301, 302, 303, 307, 308) and hdrs.get("location"):
-                current = urljoin(current, hdrs["location"])
+                current = _redirect(current, hdrs["location"], what)
                 continue
             if status in ok:
                 return Response(current, status, hdrs, _read(exc, max_bytes, what))
@@ -99,6 +99,17 @@ def get(
         with resp:
             return Response(current, resp.status, _headers(resp.headers), _read(resp, max_bytes, what))
     raise SourceInvalid(f"{what}: more than {MAX_REDIRECTS} redirects from {_safe(url)}", repository=what)
+
+
+def _redirect(current: str, location: str, what: str) -> str:
+    """Where a redirect from ``current`` leads. Raises SourceInvalid unless it is an http(s) URL:
+    urllib's opener would also follow ``file:``, ``data:`` and ``ftp:`` (a server could make helmdeck
+    read a local file as its index), while helm (Go's net/http) follows only http and https."""
+    target = urljoin(current, location)
+    if urlsplit(target).scheme not in ("http", "https"):
+        raise SourceInvalid(f"{what}: {_safe(current)} redirects to a {urlsplit(target).scheme}: URL, "
+                            "not http(s); fix spec.url or the server", repository=what)
+    return target
 
 
 def _read(resp: object, max_bytes: int, what: str) -> bytes:
