@@ -72,6 +72,14 @@ def test_post_renderers_and_common_metadata_parse_in_order(tmp_path: Path) -> No
      "spec.postRenderers[0].kustomize.patches[0].patch", 10, "must name its object"),
     ("  postRenderers:\n    - kustomize:\n        patches: [{patch: '[', target: {kind: A}}]\n",
      "spec.postRenderers[0].kustomize.patches[0].patch", 10, "is not YAML"),
+    # bounded as the file around it: too deep (was a RecursionError stopping every package) or an alias bomb
+    pytest.param("  postRenderers:\n    - kustomize:\n        patches: [{patch: '" + "[" * 20000 + "]" * 20000
+                 + "', target: {kind: A}}]\n", "spec.postRenderers[0].kustomize.patches[0].patch", 10,
+                 "nesting depth", id="patch-too-deep"),
+    pytest.param("  postRenderers:\n    - kustomize:\n        patches: [{patch: \"a: &a [x,x,x,x,x,x,x,x,x,x]\\n"
+                 + "".join(f"{c}: &{c} [{','.join([f'*{p}'] * 10)}]\\n" for p, c in zip("abcdef", "bcdefg"))
+                 + "kind: A\", target: {kind: A}}]\n", "spec.postRenderers[0].kustomize.patches[0].patch", 10,
+                 "aliases expand", id="patch-alias-bomb"),
     ("  postRenderers:\n    - kustomize:\n        patches:\n          - patch: 'kind: A'\n"
      "            target: {name: 'web('}\n",
      "spec.postRenderers[0].kustomize.patches[0].target.name", 12, "not a regular expression"),

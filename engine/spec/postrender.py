@@ -27,10 +27,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from engine import labels
 from engine.fields import Fields, type_name
+from engine.resolve.loader import YamlLimitError, package_limits, parse_text
 from engine.spec.selector import KEY, LABEL_VALUE, Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
@@ -159,10 +158,10 @@ def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
 
 def _check_patch(text: str, target: Selector | None, path: str, doc: Fields) -> None:
     """A patch must be YAML: a mapping (strategic merge) or a list of operations (JSON 6902, needs a target)."""
-    try:
-        body = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise doc.error(path, f"is not YAML ({str(exc).splitlines()[0]})", "fix the patch text") from None
+    try:  # bounded, as the file around it: a deep or alias-bombed patch is refused, never a crash
+        body = parse_text(text, doc.file, package_limits()).data
+    except YamlLimitError as exc:
+        raise doc.error(path, f"is not YAML ({exc.problem})", exc.fix or "fix the patch text") from None
     if isinstance(body, list):
         if target is None:
             raise doc.error(path, "is a JSON 6902 patch without a target",
