@@ -77,7 +77,8 @@ def test_post_renderers_and_common_metadata_parse_in_order(tmp_path: Path) -> No
                  + "', target: {kind: A}}]\n", "spec.postRenderers[0].kustomize.patches[0].patch", 10,
                  "nesting depth", id="patch-too-deep"),
     pytest.param("  postRenderers:\n    - kustomize:\n        patches: [{patch: \"a: &a [x,x,x,x,x,x,x,x,x,x]\\n"
-                 + "".join(f"{c}: &{c} [{','.join([f'*{p}'] * 10)}]\\n" for p, c in zip("abcdef", "bcdefg"))
+                 + "".join(f"{c}: &{c} [{','.join([f'*{p}'] * 10)}]\\n" for p, c in zip("abcdef", "bcdefg",
+                                                                                         strict=True))
                  + "kind: A\", target: {kind: A}}]\n", "spec.postRenderers[0].kustomize.patches[0].patch", 10,
                  "aliases expand", id="patch-alias-bomb"),
     ("  postRenderers:\n    - kustomize:\n        patches:\n          - patch: 'kind: A'\n"
