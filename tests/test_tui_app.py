@@ -166,12 +166,12 @@ async def test_a_filter_keystroke_fills_the_table_in_steps_from_kept_search_text
             made.append(args)
             return take(*args)
 
-        def counted_step(*args: Any) -> None:
-            step(*args)
+        def counted_step(*args: Any, **kwargs: Any) -> None:
+            step(*args, **kwargs)
             steps.append(table.row_count)
 
         table._take = counted_take  # type: ignore[method-assign,assignment]
-        table._fill_step = counted_step  # type: ignore[method-assign,assignment]
+        table._fill_step = counted_step  # type: ignore[method-assign]
         await pilot.press("slash", "s")  # every release matches "s": the whole table again
         assert table.row_filter.text.source == "s" and not made  # no cells made: the kept texts are searched
         assert steps[0] == FILL_STEP  # the keystroke's own work: one step; the rest follows between frames

@@ -28,7 +28,6 @@ from tui.model import (
     SortOrder,
     TextFilter,
     namespaces,
-    state_counts,
 )
 from tui.screens.base import EngineScreen
 from tui.screens.picker import PickerScreen
@@ -129,17 +128,16 @@ class MainScreen(EngineScreen):
             return  # nothing to do, or shutting down / recomposing
         self._header_dirty = False
         table = self.query_one(ReleaseTable)
-        views = table.views
         header = self.query_one(HeaderBar)
-        header.counts = state_counts(views)
-        header.total = len(views)
+        header.counts = table.state_counts  # kept by the table per change: no pass over every release
+        header.total = table.total
         header.shown = table.shown_count
         order = table.order
         label = order.column.replace("_", " ")
         header.view = f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
         now = self._clock()
         header.running = tuple(f"⟳ {fmt.progress_text(v.running, now)} {v.namespace}/{v.name}"
-                               for v in views if v.running is not None)
+                               for v in table.running() if v.running is not None)
 
     # -- actions -----------------------------------------------------------------
     def action_open_detail(self) -> None:

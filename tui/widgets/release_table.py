@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from rich.color import ColorParseError
@@ -11,6 +12,8 @@ from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.cache import LRUCache
+from textual.coordinate import Coordinate
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -33,6 +36,7 @@ FLUSH_INTERVAL = 0.05
 # step, a screenful and more, is drawn at once; the rest follow between frames, so a keystroke's work
 # does not grow with the number of releases.
 FILL_STEP = 120
+FILL_SLICE = 0.03
 ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
 CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
 # Each cell's text fits its column less one blank cell (none after the last column).
@@ -65,6 +69,10 @@ class ReleaseTable(DataTable[Text]):
         self._shown: dict[str, dict[str, Cell]] = {}
         self._fill: list[str] = []  # rows still to add (sorted, reversed: the next one last)
         self._fill_set: set[str] = set()
+        self.applied: RowFilter | None = None  # the filter whose first screenful of rows is in the table
+        self._counts: Counter[str] = Counter()  # for the header: releases per state, kept per change
+        self._counted: dict[str, str] = {}
+        self._running_rids: set[str] = set()
         self._fill_timer: Timer | None = None
         for view in views:
             self._take(row_id(view.key), view, clock())
@@ -115,9 +123,35 @@ class ReleaseTable(DataTable[Text]):
         self._views.pop(rid, None)
         self._mark(rid)
 
+    @property
+    def total(self) -> int:
+        """How many releases the table knows (shown or not)."""
+        return len(self._views)
+
+    @property
+    def state_counts(self) -> Counter[str]:
+        """Releases per engine state (``-``: none), as of the last flush; kept per change, not recounted."""
+        return +self._counts
+
+    def running(self) -> list[ReleaseView]:
+        """The releases with an action running, as of the last flush."""
+        return [self._views[rid] for rid in sorted(self._running_rids) if rid in self._views]
+
+    def _count(self, rid: str, view: ReleaseView | None) -> None:
+        old = self._counted.pop(rid, None)
+        if old is not None:
+            self._counts[old] -= 1
+        self._running_rids.discard(rid)
+        if view is not None:
+            state = self._counted[rid] = view.state or "-"
+            self._counts[state] += 1
+            if view.running is not None:
+                self._running_rids.add(rid)
+
     def _take(self, rid: str, view: ReleaseView, now: float) -> dict[str, Cell]:
         """Remember ``view``'s cells, search text and sort key (once per change, not per keystroke)."""
         self._views[rid] = view
+        self._count(rid, view)
         row = self._cells[rid] = cells(view, now)
         self._search[rid] = search_text(row)
         self._sort_keys[rid] = self.order.key(view, now)
@@ -126,6 +160,7 @@ class ReleaseTable(DataTable[Text]):
     def _forget(self, rid: str) -> None:
         for table in (self._cells, self._search, self._sort_keys):
             table.pop(rid, None)
+        self._count(rid, None)
 
     def flush(self) -> None:
         """Apply every pending release change to the rows now."""
@@ -317,6 +352,25 @@ class ReleaseTable(DataTable[Text]):
         text.truncate(width, overflow="ellipsis")
         return text
 
+    # Every row is one line, so a row's y is its index. DataTable sums the heights of the rows above
+    # from its row list, which it remakes (every row) after any cell update: per event and per key.
+    def _get_cell_region(self, coordinate: Coordinate) -> Region:
+        if not self.is_valid_coordinate(coordinate):
+            return Region(0, 0, 0, 0)
+        row_index, column_index = coordinate
+        columns = self.ordered_columns
+        x = sum(c.get_render_width(self) for c in columns[:column_index]) + self._row_label_column_width
+        return Region(x, self._row_y(row_index), columns[column_index].get_render_width(self), 1)
+
+    def _get_row_region(self, row_index: int) -> Region:
+        if not self.is_valid_row_index(row_index):
+            return Region(0, 0, 0, 0)
+        width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
+        return Region(0, self._row_y(row_index), max(self.size.width, width), 1)
+
+    def _row_y(self, row_index: int) -> int:
+        return row_index + (self.header_height if self.show_header else 0)
+
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         # Every column has a fixed width and every row one line: nothing to measure. DataTable would
         # measure every cell of every new row (4,500 measurements for 300 rows at start-up).
@@ -364,11 +418,16 @@ class ReleaseTable(DataTable[Text]):
                       reverse=not self.order.reverse)
         self._fill, self._fill_set = rows, set(rows)
         self._fill_step(selected)
+        self.applied = self.row_filter
 
-    def _fill_step(self, selected: ReleaseKey | None) -> None:
+    def _fill_step(self, selected: ReleaseKey | None, first: bool = True) -> None:
         self._fill_timer = None
         shown = self.row_filter.matcher()
-        for _ in range(min(FILL_STEP, len(self._fill))):
+        # The first step is a screenful and more; later ones (between frames) last FILL_SLICE seconds each.
+        until = time.perf_counter() + FILL_SLICE
+        for i in range(len(self._fill)):
+            if i >= FILL_STEP and (first or time.perf_counter() > until):
+                break
             rid = self._fill.pop()
             self._fill_set.discard(rid)
             view = self._views.get(rid)
@@ -377,7 +436,7 @@ class ReleaseTable(DataTable[Text]):
         if selected is not None and self.select(selected):
             selected = None  # found: the operator may move on while the rest is added
         if self._fill:
-            self._fill_timer = self.set_timer(0.001, lambda: self._fill_step(selected))
+            self._fill_timer = self.set_timer(0.001, lambda: self._fill_step(selected, first=False))
         self.post_message(self.Changed())
 
     def _schedule_resort(self) -> None:
