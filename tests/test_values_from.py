@@ -262,3 +262,26 @@ async def test_optional_ignores_not_found_only_a_refused_read_still_fails(
         else:
             with pytest.raises(ValuesError, match=problem.replace("(", r"\(").replace(")", r"\)")):
                 sources.layers(spec)
+
+
+async def test_a_read_only_viewer_counts_the_objects_and_sees_a_change_as_out_of_sync(
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
+) -> None:
+    secret(core_api, namespace, "creds", {"values.yaml": f"settings: {{greeting: {GREETING}}}\n"})
+    pkgs = tmp_path / "p"
+    package(pkgs, namespace, "app", "    - {kind: Secret, name: creds}\n")
+    done = helmdeck("reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs,
+                                                                       tmp_path / "log"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True)
+    key = (namespace, "app")
+    await engine.start()
+    try:
+        await until(lambda: engine.release(key) is not None
+                    and engine.release(key).state == st.IN_SYNC)  # type: ignore[union-attr]
+        secret(core_api, namespace, "creds", {"values.yaml": "settings: {greeting: s3cr3t-other}\n"}, replace=True)
+        await until(lambda: engine.release(key).state == st.OUT_OF_SYNC, timeout=10)  # type: ignore[union-attr]
+        assert revision(engine, key) == 1  # it acts on nothing
+        assert any(e.message == f"Secret {namespace}/creds changed" for e in engine.events(key))
+    finally:
+        await engine.stop()

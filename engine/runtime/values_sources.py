@@ -161,8 +161,14 @@ class ValuesSources:
             return sorted(self._watches)
 
     def _on_packages(self, event: EngineEvent) -> None:
-        if isinstance(event, PackageProblems):  # the packages were (re)loaded
-            self._sync()
+        if not isinstance(event, PackageProblems):  # the packages were (re)loaded
+            return
+        self._sync()
+        controller = self._controller
+        if controller is not None and not (controller.gate.acting and controller.auto):
+            for key, spec in list(self._book.packages.items()):  # no pass will resolve a new or changed one
+                if spec.values_from and RESOLVED.last(spec) is None:
+                    controller.tasks.spawn(self._review(key, spec))
 
     def _sync(self) -> None:
         """One watch per (kind, namespace) the packages refer to; the others stop."""
@@ -179,17 +185,22 @@ class ValuesSources:
         for watch in gone:
             watch.stop()
 
-    def _from_thread(self, kind: str, namespace: str, names: frozenset[str]) -> None:
+    def _from_thread(self, kind: str, namespace: str, versions: dict[str, str | None]) -> None:
         loop = self._loop
         if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop closed: the engine stopped
-                loop.call_soon_threadsafe(self._changed, kind, namespace, names)
+                loop.call_soon_threadsafe(self._changed, kind, namespace, versions)
 
-    def _changed(self, kind: str, namespace: str, names: frozenset[str]) -> None:
-        """Objects changed (on the engine's loop): queue every package referring to one of them."""
+    def _changed(self, kind: str, namespace: str, versions: dict[str, str | None]) -> None:
+        """Objects seen by the watch (on the engine's loop), by name: their resourceVersion, None when gone.
+        Those not as last read (the first list included: a change between the read and the watch's start
+        counts) queue every package referring to them."""
         controller = self._controller
         if controller is None:
             return
+        with self._lock:
+            names = {name for name, version in versions.items() if not _as_read(
+                self._objects.get((kind, namespace, name)), version)}
         for key, spec in list(self._book.packages.items()):
             hit = sorted({ref.name for ref in spec.values_from if ref.kind == kind} & names)
             if hit and spec.namespace == namespace:
@@ -204,6 +215,15 @@ class ValuesSources:
     async def _review(self, key: ReleaseKey, spec: PackageSpec) -> None:
         await self.warm([spec])
         self._book.set_state(key, None)
+
+
+def _as_read(obj: ObjectData | None, version: str | None) -> bool:
+    """Is ``version`` (None: absent) what was read last for the object? Never read: not known to differ."""
+    if obj is None:
+        return True
+    if obj.error:
+        return False
+    return obj.version == version if obj.data is not None else version is None
 
 
 def _texts(values: Any, paths: Sequence[ValuesPath]) -> list[str]:
@@ -234,11 +254,12 @@ def _texts(values: Any, paths: Sequence[ValuesPath]) -> list[str]:
 
 
 class _ReferenceWatch(WatchThread):
-    """A metadata-only list+watch of one kind in one namespace; ``changed(kind, namespace, names)`` is
-    called (in the watch thread) with the names created, changed or deleted after the first list."""
+    """A metadata-only list+watch of one kind in one namespace; ``changed(kind, namespace, versions)`` is
+    called (in the watch thread) with the objects listed first, then those created, changed or deleted
+    (name -> resourceVersion, None when deleted)."""
 
     def __init__(self, api: client.ApiClient, kind: str, namespace: str,
-                 changed: Callable[[str, str, frozenset[str]], None], watch_timeout: int = 300):
+                 changed: Callable[[str, str, dict[str, str | None]], None], watch_timeout: int = 300):
         super().__init__(f"helmdeck-values-{kind.lower()}-{namespace}", f"watch {kind}s in {namespace} (valuesFrom)")
         self._api = api
         self._kind = kind
@@ -247,7 +268,6 @@ class _ReferenceWatch(WatchThread):
         self._changed = changed
         self._timeout = watch_timeout
         self._versions: dict[str, str] = {}
-        self._listed = False
 
     def _run(self) -> None:
         rv: str | None = None
@@ -276,11 +296,11 @@ class _ReferenceWatch(WatchThread):
             token = str(meta.get("continue") or "")
             if not token:
                 break
-        changed = frozenset(n for n in self._versions.keys() | fresh.keys() if self._versions.get(n) != fresh.get(n))
+        changed = {n: fresh.get(n) for n in self._versions.keys() | fresh.keys()
+                   if self._versions.get(n) != fresh.get(n)}
         self._versions = fresh
-        if self._listed and changed:
+        if changed:
             self._changed(self._kind, self._namespace, changed)
-        self._listed = True
         return str(meta.get("resourceVersion", ""))
 
     def _watch(self, rv: str) -> str:
@@ -303,4 +323,4 @@ class _ReferenceWatch(WatchThread):
             return
         else:
             self._versions[name] = version
-        self._changed(self._kind, self._namespace, frozenset((name,)))
+        self._changed(self._kind, self._namespace, {name: None if etype == "DELETED" else version})
