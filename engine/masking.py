@@ -144,23 +144,30 @@ class Masker:
     def mask_values(self, values: Any, *, under_secret: bool = False,
                     secret_paths: Iterable[Sequence[str | int]] = ()) -> Any:
         """A copy of ``values`` (a YAML-like tree) with secret values replaced by :meth:`mask`; everything
-        at ``secret_paths`` (keys and list indices: values that came from Secrets) is masked too."""
-        for path in secret_paths:
-            values = _at_path(values, tuple(path), lambda v: self.mask_values(v, under_secret=True))
+        at ``secret_paths`` (keys and list indices: values that came from Secrets) is masked too.
+
+        One walk over ``values`` whatever the number of paths (they are looked up in a tree of their
+        segments): a values layer of 10,000s of Secret-sourced leaves masks in about the time of its size."""
+        return self._masked(values, under_secret, _path_tree(secret_paths))
+
+    def _masked(self, values: Any, under_secret: bool, paths: dict[Any, Any] | None) -> Any:
+        if paths is not None and _WHOLE in paths:
+            paths, under_secret = None, True  # a value from a Secret: masked whole
         if isinstance(values, dict):
             out: dict[Any, Any] = {}
             for k, v in values.items():
                 name = str(k)
+                sub = paths.get(k) if paths else None
                 if isinstance(v, dict | list):
                     hidden = under_secret or is_secret_map(name) or is_secret_key(name)
-                    out[k] = self.mask_values(v, under_secret=hidden)
-                elif (under_secret or is_secret_key(name)) and _maskable(v):
+                    out[k] = self._masked(v, hidden, sub)
+                elif (under_secret or is_secret_key(name) or (sub is not None and _WHOLE in sub)) and _maskable(v):
                     out[k] = self.mask(v)
                 else:
-                    out[k] = self.mask_values(v, under_secret=under_secret)
+                    out[k] = self._masked(v, under_secret, sub)
             return out
         if isinstance(values, list):
-            return [self.mask_values(v, under_secret=under_secret) for v in values]
+            return [self._masked(v, under_secret, paths.get(i) if paths else None) for i, v in enumerate(values)]
         if isinstance(values, str) and (under_secret or _PEM_PRIVATE.search(values)):
             return self.mask(values)
         if (under_secret and _maskable(values)) or self._known_text(values):
@@ -261,13 +268,15 @@ class Masker:
         return "\n".join(out)
 
 
-def _at_path(values: Any, path: tuple[str | int, ...], change: Any) -> Any:
-    """A copy of ``values`` with ``change(v)`` in place of the value ``v`` at ``path`` (unchanged when absent)."""
-    if not path:
-        return change(values)
-    head, rest = path[0], path[1:]
-    if isinstance(values, dict) and head in values:
-        return {**values, head: _at_path(values[head], rest, change)}
-    if isinstance(values, list) and isinstance(head, int) and 0 <= head < len(values):
-        return [*values[:head], _at_path(values[head], rest, change), *values[head + 1:]]
-    return values
+_WHOLE = object()  # in a path tree: the value here is masked whole
+
+
+def _path_tree(paths: Iterable[Sequence[str | int]]) -> dict[Any, Any] | None:
+    """``secret_paths`` as nested dicts of their segments (``_WHOLE`` where a path ends); None for none."""
+    root: dict[Any, Any] = {}
+    for path in paths:
+        node = root
+        for segment in path:
+            node = node.setdefault(segment, {})
+        node[_WHOLE] = True
+    return root or None
