@@ -84,6 +84,7 @@ class ReleaseTable(DataTable[Text]):
         # Rendered cells by what they show. DataTable keys its own cell cache by a counter every
         # update_cell bumps, so under an event storm each frame re-rendered every visible cell.
         self._cell_cache: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(CELL_CACHE_SIZE)
+        self._texts: LRUCache[tuple[Cell, int], Text] = LRUCache(CELL_CACHE_SIZE)
 
     @property
     def views(self) -> list[ReleaseView]:
@@ -306,6 +307,7 @@ class ReleaseTable(DataTable[Text]):
     def restyle(self) -> None:
         """Re-colour every cell from the current theme."""
         self._styles = self._tone_styles()
+        self._texts.clear()
         for rid, row in self._shown.items():
             for col, cell in row.items():
                 self.update_cell(rid, col, self._text(cell, WIDTHS[col]))
@@ -348,8 +350,13 @@ class ReleaseTable(DataTable[Text]):
         return lines
 
     def _text(self, cell: Cell, width: int) -> Text:
-        text = Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
-        text.truncate(width, overflow="ellipsis")
+        # Shared by equal cells (DataTable only reads them): a refill re-adds rows without making texts.
+        key = (cell, width)
+        text = self._texts.get(key)
+        if text is None:
+            text = Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
+            text.truncate(width, overflow="ellipsis")
+            self._texts[key] = text
         return text
 
     # Every row is one line, so a row's y is its index. DataTable sums the heights of the rows above
