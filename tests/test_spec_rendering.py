@@ -3,6 +3,7 @@ file, line, field and fix), target selection, JSON pointers, ignored paths and t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,17 @@ def test_ignored_paths_and_the_opt_out() -> None:
         for where in ("annotations", "labels"):
             assert detection_disabled({"metadata": {where: {key: "Disabled"}}})
     assert not detection_disabled({"metadata": {"annotations": {"helmdeck.dev/driftDetection": "enabled"}}})
+
+
+def test_ignored_paths_of_many_rules_stay_linear() -> None:
+    """10,000 one-path rules (a generated package): each path was looked up in the list so far, about
+    0.7 s per object per drift check; now a few milliseconds."""
+    rules = [IgnoreRule((f"/spec/x{i}", "/spec/replicas")) for i in range(10_000)]
+    start = time.perf_counter()
+    for _ in range(5):
+        paths = ignored_paths(rules, DEPLOY)
+    assert time.perf_counter() - start < 1.5, "ignored_paths must not scan its result per path"
+    assert paths[:3] == ("/spec/x0", "/spec/replicas", "/spec/x1") and len(paths) == 10_001
 
 
 def test_post_rendering_is_part_of_the_spec_digest() -> None:

@@ -91,8 +91,8 @@ def detection_disabled(obj: Mapping[str, Any] | None) -> bool:
 def ignored_paths(rules: Sequence[IgnoreRule], obj: Mapping[str, Any]) -> tuple[str, ...]:
     """The pointers to leave out for ``obj`` (a manifest object with its namespace set): those of every
     rule whose target matches, in rule order, each once."""
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered and each once, without a scan per path (10,000 rules stay linear)
     for rule in rules:
         if rule.target is None or rule.target.matches(obj):
-            out += [p for p in rule.paths if p not in out]
+            out.update(dict.fromkeys(rule.paths))
     return tuple(out)
