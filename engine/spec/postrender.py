@@ -16,7 +16,7 @@
       annotations: {owner: ops@example.com}
 
 As Flux's ``BuildPostRenderers``: the kustomize steps run first, then
-commonMetadata, then helmdeck's own labels (which win on a key collision).
+commonMetadata, then helmdeck's own labels (:data:`STAMPED`: commonMetadata may not name them).
 :attr:`Rendering.canonical` goes into the spec digest, so any change is a spec
 change (an upgrade).
 """
@@ -33,6 +33,8 @@ from engine.resolve.loader import YamlLimitError, package_limits, parse_text
 from engine.spec.selector import KEY, LABEL_VALUE, Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
+# The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.
+STAMPED = frozenset({labels.ORIGIN_NAME, labels.ORIGIN_NAMESPACE, labels.RESOURCE_MAINTENANCE})
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,9 @@ def _metadata(raw: Any, path: str, doc: Fields, labels: bool) -> tuple[tuple[str
                             "use [prefix/]name: a DNS subdomain prefix and at most 63 letters, digits, '-', '_', '.'")
         if not isinstance(value, str):
             raise doc.error(where, f"must be a string, not {type_name(value)}", "quote the value")
+        if labels and key in STAMPED:
+            raise doc.error(where, f"{key} is helmdeck's own label (stamped on every object, over any value)",
+                            "remove it, or use a label key of your own")
         if labels and not LABEL_VALUE.match(value):
             raise doc.error(where, f"{value!r} is not a label value",
                             "use at most 63 letters, digits, '-', '_' and '.', starting and ending alphanumeric")
