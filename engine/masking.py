@@ -41,6 +41,8 @@ from typing import Any
 
 import yaml
 
+from engine.resolve.loader import Dumper
+
 SECRET_WORDS = frozenset({
     "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "privatekey",
     "credential", "credentials", "dsn",
@@ -200,7 +202,7 @@ class Masker:
         if not values:
             return "{}\n"
         shown = values if reveal else self.mask_values(values, secret_paths=secret_paths)
-        return yaml.safe_dump(shown, sort_keys=True, allow_unicode=True, default_flow_style=False)
+        return yaml.dump(shown, Dumper=Dumper, sort_keys=True, allow_unicode=True, default_flow_style=False)
 
     def mask_manifest(self, manifest: str) -> str:
         """``manifest`` with the ``data``/``stringData`` values of each Secret masked.

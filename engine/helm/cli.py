@@ -29,6 +29,7 @@ import yaml
 from engine.helm.errors import HelmError, HelmMissing, HelmTooOld, classify
 from engine.helm.postrender import ERRORS_ENV
 from engine.kube import KubeTarget
+from engine.resolve.loader import Dumper
 
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 # Slack on top of helm's own --timeout before we stop waiting for the process.
@@ -459,7 +460,7 @@ def _values_file(values: Mapping[str, Any]) -> Iterator[Path]:
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w") as fh:
-            yaml.safe_dump(dict(values), fh, sort_keys=True)
+            yaml.dump(dict(values), fh, Dumper=Dumper, sort_keys=True)
         yield path
     finally:
         path.unlink(missing_ok=True)
