@@ -137,6 +137,7 @@ class Probe:
         self.watch_rows: list[Rid] = []
         self.drawn: dict[Rid, list[tuple[int, float]]] = {}  # row -> (revision shown, frame end)
         self.on_frame: list[Callable[[float], None]] = []
+        self.frame_times: list[float] = []
         _timed(app.screen, "_compositor_refresh", self._frame)
         upsert = table.upsert
 
@@ -155,9 +156,10 @@ class Probe:
         return (table.row_count >= self.expected and table._resort_timer is None and not table._dirty
                 and not table.busy)
 
-    def _frame(self, _start: float, _took: float) -> None:
+    def _frame(self, _start: float, took: float) -> None:
         end = time.monotonic()
         self.frames += 1
+        self.frame_times.append(took)
         if self.table.row_count >= self.expected:
             self.mark("every row in the table (a frame)")
         if self.full_at is None and self.settled():
@@ -220,7 +222,7 @@ def _print_marks(count: int, marks: dict[str, float], helm_list: float) -> None:
 async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate: float,
                 seconds: float) -> dict[str, Samples]:
     """The app at ``releases`` under ``rate`` storage writes/s for ``seconds``; every sample set."""
-    out = {n: Samples(n) for n in ("write → row drawn", "write → table", "key → frame", "loop lag",
+    out = {n: Samples(n) for n in ("write → row drawn", "write → table", "key → frame", "frame time", "loop lag",
                                    "filter key → table")}
     app, probe, marks, ctx = await launch(target, releases)
     _print_marks(releases, marks, helm_list_seconds(target))
@@ -271,9 +273,11 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
                 probe.on_frame.remove(check)
 
         tasks = [asyncio.create_task(lag()), asyncio.create_task(typist())]
+        probe.frame_times = out["frame time"].values  # frames during the writes
         stdout, _ = await writer.communicate()
         done: list[tuple[str, str, int, float]] = json.loads(stdout)
         await asyncio.sleep(1.0)  # the last writes reach the screen
+        probe.frame_times = []
         running = False
         await asyncio.gather(*tasks)
         for ns, name, version, start in done:

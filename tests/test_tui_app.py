@@ -76,13 +76,13 @@ async def test_live_event_changes_only_the_affected_cells(monkeypatch: pytest.Mo
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(ReleaseTable)
         written: list[tuple[str, str]] = []
-        original = table.update_cell
+        original = table._write_cell
 
-        def spy(row: Any, column: Any, value: Any, **kw: Any) -> None:
-            written.append((str(row), str(column)))
-            original(row, column, value, **kw)
+        def spy(row: str, column: str, value: Any) -> None:
+            written.append((row, column))
+            original(row, column, value)
 
-        monkeypatch.setattr(table, "update_cell", spy)
+        monkeypatch.setattr(table, "_write_cell", spy)
         set_engine_status(app.engine, WEB, ready=True)
         await pilot.pause()
         assert written == [("helmdeck-demo/web", "ready")]
@@ -95,13 +95,13 @@ async def test_rows_off_screen_are_written_when_they_scroll_into_view(monkeypatc
         table = app.query_one(ReleaseTable)
         last = table.views[-1].key  # sorted by namespace then name: the last row is far below
         written: list[str] = []
-        original = table.update_cell
+        original = table._write_cell
 
-        def spy(row: Any, column: Any, value: Any, **kw: Any) -> None:
+        def spy(row: str, column: str, value: Any) -> None:
             written.append(f"{row}:{column}")
-            original(row, column, value, **kw)
+            original(row, column, value)
 
-        monkeypatch.setattr(table, "update_cell", spy)
+        monkeypatch.setattr(table, "_write_cell", spy)
         set_engine_status(app.engine, last, state="Locked")
         await pilot.pause(0.5)
         assert written == []  # nothing on screen changed: no cell write, no redraw

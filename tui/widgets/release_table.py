@@ -395,6 +395,13 @@ class ReleaseTable(DataTable[Text]):
         if self._update_cells(rid, row):
             self._schedule_resort()
 
+    def _write_cell(self, rid: str, col: str, text: Text) -> None:
+        """As DataTable.update_cell without re-measuring (fixed widths), repainting only the row:
+        update_cell repaints the whole table, every visible line, for each cell written."""
+        self._data[RowKey(rid)][ColumnKey(col)] = text
+        self._update_count += 1
+        self.refresh_row(self.get_row_index(rid))
+
     def _update_cells(self, rid: str, new: dict[str, Cell]) -> bool:
         """Write only the cells that differ; True when the sort column was among them."""
         current = self._shown[rid]
@@ -402,7 +409,7 @@ class ReleaseTable(DataTable[Text]):
         for col, cell in new.items():
             if current[col] != cell:
                 current[col] = cell
-                self.update_cell(rid, col, self._text(cell, WIDTHS[col]))  # fixed widths: nothing to measure
+                self._write_cell(rid, col, self._text(cell, WIDTHS[col]))
                 sort_changed = sort_changed or col == self.order.column
         return sort_changed
 
