@@ -76,3 +76,18 @@ def test_chart_files_are_read_from_the_archive(tmp_path: Path) -> None:
     assert chart_file(archive, "values-missing.yaml") is None
     with pytest.raises(PullFailed, match="over 4 bytes"):
         chart_file(archive, "values-prod.yaml", max_bytes=4)
+
+
+def test_a_pulled_chart_yaml_is_read_bounded(tmp_path: Path) -> None:
+    """A 233-byte archive whose Chart.yaml names itself with an alias bomb took 40 s and 4 GB to read."""
+    bomb = ("l0: &l0 [" + ",".join(["xxxxxxxxxx"] * 10) + "]\n"
+            + "".join(f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 8))
+            + "name: *l7\nversion: 0.1.0\n")
+    archive = tmp_path / "bomb-0.1.0.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("bomb/Chart.yaml")
+        info.size = len(bomb)
+        tar.addfile(info, io.BytesIO(bomb.encode()))
+    with pytest.raises(PullFailed, match=r"repo: bomb-0.1.0.tgz has an unreadable Chart.yaml .*bomb/Chart.yaml:6: "
+                                         r"aliases expand past"):
+        chart_meta(archive, "repo")
