@@ -90,6 +90,8 @@ def test_post_renderers_and_common_metadata_parse_in_order(tmp_path: Path) -> No
      "spec.postRenderers[0].kustomize.patches[0].target.labelSelector", 12, "not a selector requirement"),
     ("  postRenderers:\n    - kustomize:\n        images: [{name: busybox}]\n",
      "spec.postRenderers[0].kustomize.images[0]", 10, "changes nothing"),
+    ("  postRenderers:\n    - kustomize:\n        images: [{name: busybox, newName: \"evil\\nimage\"}]\n",
+     "spec.postRenderers[0].kustomize.images[0].newName", 10, "space or control character"),
     ("  commonMetadata: {labels: {team: 1}}\n", "spec.commonMetadata.labels.team", 8, "must be a string"),
     ("  commonMetadata: {labels: {team: 'a b'}}\n", "spec.commonMetadata.labels.team", 8, "not a label value"),
     ("  commonMetadata: {labels: {helmdeck.dev/package-name: x}}\n",

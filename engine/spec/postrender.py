@@ -152,6 +152,10 @@ def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
         name = doc.string(entry.get("name"), f"{where}.name", required=True,
                           fix="name the image to replace, as the chart writes it (e.g. busybox)")
         new = [doc.string(entry.get(f), f"{where}.{f}") for f in ("newName", "newTag", "digest")]
+        for field, text in zip(("name", "newName", "newTag", "digest"), (name, *new), strict=True):
+            if any(c.isspace() or not c.isprintable() for c in text):
+                raise doc.error(f"{where}.{field}", f"{text!r} holds a space or control character",
+                                "write an image reference such as registry.example.com/web, 1.27 or sha256:<hex>")
         if not any(new):
             raise doc.error(where, "changes nothing", "set newName, newTag or digest")
         images.append(Image(name, *new))
