@@ -338,7 +338,7 @@ BY_NAME = {o.name: o for o in OPERATIONS}
 
 # The footer has room for 160 columns: these rarer actions are left out of it (help and the palette list
 # every key), so Context, Help and Quit stay visible.
-FOOTER_HIDDEN = frozenset({"monitor", "unlock", "cleanup"})
+FOOTER_HIDDEN = frozenset({"monitor", "unlock", "cleanup", "flux"})
 
 
 def operation_bindings() -> list[Binding]:
