@@ -97,10 +97,12 @@ def parse_values_from(raw: Any, *, file: Path, lines: Mapping[str, int]) -> tupl
 
 def _check_target(doc: Fields, target: str, path: str) -> None:
     fix = "write a path as helm's --set does, e.g. db.password, hosts[0].name or a\\.b"
-    if len(target) > 250 or not _TARGET.match(target):
-        raise doc.error(path, f"{target!r} is not a target path", fix)
-    try:
+    if len(target) > 250:
+        raise doc.error(path, f"is {len(target)} characters long", "use at most 250 (Flux's limit)")
+    try:  # first: its message says where and why (an index over the maximum, an empty key)
         parse_path(target)
     except PathError as exc:
         raise doc.error(path, f"{target!r}: {exc}", fix) from None
-
+    if not _TARGET.match(target):
+        raise doc.error(path, f"{target!r} is not a target path: only ASCII letters, digits, '_', '-', '.', '\\', "
+                        "'/' and [index] of at most 5 digits (Flux's pattern)", fix)
