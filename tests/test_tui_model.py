@@ -10,6 +10,7 @@ import yaml
 
 from engine.masking import Masker, is_secret_key
 from engine.monitor.status import MonitorStatus, ResourceStatus
+from engine.reconcile.conditions import Condition
 from engine.runtime.diff import unified
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
 from engine.storage.helmtime import helm_time
@@ -110,6 +111,19 @@ def test_failed_quick_filter_counts_a_failed_last_action() -> None:
     view = dataclasses.replace(views()[WEB], state=None, last=ActionOutcome("test", False, "tests failed"))
     assert quick_match(view, "failed")
     assert not quick_match(dataclasses.replace(view, running=RunningAction("test", 0, 1)), "failed")
+
+
+def test_failed_quick_filter_counts_a_package_that_cannot_be_resolved() -> None:
+    """A valuesFrom Secret that is missing or bad stops the pass before any action: no state, no last action,
+    only Ready False with its reason; the failed filter showed none of them."""
+    view = dataclasses.replace(views()[WEB], state=None, observation=None, last=None)
+    assert not quick_match(view, "failed")
+    for reason in ("ValuesError", "InvalidPackage", "SourceNotReady"):
+        stuck = dataclasses.replace(view, conditions=(Condition("Ready", "False", reason, "Secret ns/x not found"),))
+        assert quick_match(stuck, "failed")
+        assert not quick_match(dataclasses.replace(stuck, running=RunningAction("reconcile", 0, 1)), "failed")
+    waiting = dataclasses.replace(view, conditions=(Condition("Ready", "False", "DependencyNotReady", "waits"),))
+    assert not quick_match(waiting, "failed")
 
 
 def sorted_names(order: SortOrder) -> list[str]:

@@ -138,19 +138,27 @@ QuickFilter = Literal["all", "failed", "pending", "drifted", "maintenance"]
 QUICK_FILTERS: tuple[QuickFilter, ...] = ("all", "failed", "pending", "drifted", "maintenance")
 QUICK_FILTER_HELP: dict[QuickFilter, str] = {
     "all": "every release",
-    "failed": "Helm status failed, engine state Failed or Stalled, or the last action failed",
+    "failed": "Helm status failed, engine state Failed or Stalled, the last action failed, or the package "
+              "cannot be resolved (Ready False: ValuesError, InvalidPackage, a source error)",
     "pending": "Helm status pending-*, engine state Locked, or an action running",
     "drifted": "engine state Drifted or OutOfSync, or the monitor reports absent resources",
     "maintenance": "packages in maintenance mode (NoResourceReconciliation)",
 }
 
 
+# Ready's reasons when a pass stops before any action: the package cannot be resolved (the controller's
+# resolution failure, Flux's reasons); such a package has no state and no last action to show it failed.
+UNRESOLVED_REASONS = frozenset({"ValuesError", "InvalidPackage", "ArtifactFailed", "SourceNotReady"})
+
+
 def quick_match(view: ReleaseView, quick: QuickFilter) -> bool:
     """Whether ``view`` belongs to the quick filter ``quick``."""
     obs = view.observation
     if quick == "failed":
+        ready = view.condition("Ready")
+        unresolved = ready is not None and ready.status == "False" and ready.reason in UNRESOLVED_REASONS
         return ((obs is not None and obs.status == "failed") or view.state in ("Failed", "Stalled")
-                or (view.last is not None and not view.last.ok and view.running is None))
+                or (view.running is None and (unresolved or (view.last is not None and not view.last.ok))))
     if quick == "pending":
         return ((obs is not None and obs.status in PENDING_STATUSES) or view.state == "Locked"
                 or view.running is not None)
