@@ -28,7 +28,8 @@ class Gone(Exception):
 
 
 class WatchThread:
-    """The thread of one list+watch; subclasses give :meth:`_run` (the loop) and ``what`` (for the log)."""
+    """The thread of one list+watch; subclasses give :meth:`_relist` and :meth:`_watch` (or their own
+    :meth:`_run` loop) and ``what`` (for the log)."""
 
     def __init__(self, name: str, what: str):
         self.last_error: str | None = None
@@ -60,11 +61,37 @@ class WatchThread:
         return self._thread.is_alive()
 
     def _run(self) -> None:
+        """List, then watch from the list's resourceVersion until stopped; 410 Gone lists again, any other
+        failure waits the backoff and watches again from the last resourceVersion seen."""
+        rv: str | None = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._relist()
+                    self._listed()
+                rv = self._watch(rv)
+                self._healthy()
+            except Gone:
+                rv = None
+            except Exception as exc:  # keep watching (from rv) whatever the transport threw
+                if not self._retry(exc):
+                    break
+
+    def _relist(self) -> str:
+        """List the objects (replacing what is known); returns the list's resourceVersion."""
         raise NotImplementedError
+
+    def _watch(self, rv: str) -> str:
+        """One watch request from ``rv``; returns the last resourceVersion seen."""
+        raise NotImplementedError
+
+    def _listed(self) -> None:
+        """After each list (the first one makes the state meaningful)."""
 
     def _healthy(self) -> None:
         """A watch ended well: the next failure waits the first backoff again."""
         self._backoff = _FIRST_BACKOFF
+        self.last_error = None
 
     def _retry(self, exc: Exception) -> bool:
         """After a failure: record it, wait the backoff (doubling, up to 5 s); False when stopping instead."""

@@ -71,21 +71,8 @@ class SharedWatch(WatchThread):
             return self._objects.get(name)
 
     # -- the loop ------------------------------------------------------------------
-    def _run(self) -> None:
-        rv: str | None = None
-        while not self._stop.is_set():
-            try:
-                if rv is None:
-                    rv = self._relist()
-                    self.synced.set()
-                rv = self._watch(rv)
-                self._healthy()
-                self.last_error = None
-            except Gone:
-                rv = None
-            except Exception as exc:  # keep watching (from rv) whatever the transport threw
-                if not self._retry(exc):
-                    break
+    def _listed(self) -> None:
+        self.synced.set()
 
     def _state(self, obj: dict[str, Any]) -> Readiness:
         return assess(self.key.type.group, self.key.type.kind, obj) if self.full else PRESENT

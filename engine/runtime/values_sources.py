@@ -269,20 +269,6 @@ class _ReferenceWatch(WatchThread):
         self._timeout = watch_timeout
         self._versions: dict[str, str] = {}
 
-    def _run(self) -> None:
-        rv: str | None = None
-        while not self._stop.is_set():
-            try:
-                if rv is None:
-                    rv = self._relist()
-                rv = self._watch(rv)
-                self._healthy()
-            except Gone:
-                rv = None
-            except Exception as exc:  # keep watching (from rv) whatever the transport threw
-                if not self._retry(exc):
-                    break
-
     def _relist(self) -> str:
         fresh: dict[str, str] = {}
         token, meta = "", dict[str, Any]()
