@@ -330,6 +330,24 @@ async def test_help_lists_every_action_with_its_availability() -> None:
         assert "secretName stays visible" in text
 
 
+async def test_help_says_availability_for_the_selected_release() -> None:
+    """Help said Unlock, Cancel, Flux and Version were available on a release where each is refused."""
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        key = app.screen.selected_release()  # type: ignore[attr-defined]
+        assert key is not None
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = str(app.screen.query_one(TextView).query_one(".text-body").render())
+        assert f"Actions  on {key[0]}/{key[1]}" in text
+        for name, label in (("unlock", "Unlock"), ("cancel", "Cancel")):
+            reason = app.engine.gate.why_not(name, key)
+            assert reason is not None and f"{label:<13}disabled: {reason}" in text.replace("\n" + " " * 26, " ")
+        assert "local chart" in text.split("Version", 1)[1].split("\n", 1)[0]  # v: a local chart has no versions
+        assert "Suspend      available" in text
+
+
 async def test_theme_choice_is_remembered_and_bad_themes_fall_back(tmp_path: Path) -> None:
     settings = Settings(tmp_path / "helmdeck")
     settings.themes_dir.mkdir(parents=True)

@@ -279,7 +279,7 @@ class HelmdeckApp(App[None]):
         if self.client.readonly:
             return
         for op in OPERATIONS:
-            reason = self.client.why_not(op.name)
+            reason = self._reason(op, screen)
             text = op.summary if reason is None else f"Unavailable: {reason}"
             yield SystemCommand(f"{op.label} ({op.key_display})", text, partial(self._palette_action, op.name))
 
@@ -289,11 +289,25 @@ class HelmdeckApp(App[None]):
         else:
             self.action_refuse(name)
 
+    def _selected(self, screen: Screen[Any]) -> ReleaseKey | None:
+        selected = screen.selected_release() if isinstance(screen, SelectsRelease) else None
+        return selected if selected is not None and self.client.release(selected) is not None else None
+
+    def _reason(self, op: Operation, screen: Screen[Any]) -> str | None:
+        """Why ``op`` may not run now on the release selected on ``screen`` (the gate, then the operation's
+        precheck, as the runner asks them), for help and the palette; None: it may."""
+        key = self._selected(screen) if op.per_release else None
+        if key is None:
+            return self.client.why_not(op.name)
+        ctx = Context(self.client, key, self.client.release(key), self.clock(), None, self._pick)
+        return self.client.why_not(op.name, key) or op.precheck(ctx)
+
     def action_help(self) -> None:
-        reasons = {op.name: self.client.why_not(op.name) for op in OPERATIONS}
+        reasons = {op.name: self._reason(op, self.screen) for op in OPERATIONS}
         settings = str(self.settings.directory) if self.settings else None
+        key = self._selected(self.screen)
         self.push_screen(HelpScreen(HelpFacts(reasons, self.client.readonly, self._log_hint(), settings,
-                                              self.theme)))
+                                              self.theme, f"{key[0]}/{key[1]}" if key else "")))
 
     # -- the one runner ------------------------------------------------------------------
     def _log_hint(self) -> str:

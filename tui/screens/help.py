@@ -71,11 +71,14 @@ class HelpFacts:
     log_file: str
     settings_dir: str | None  # None: this run reads and writes no settings
     theme: str
+    release: str = ""  # the selected release the availability is for ("" none: only the run-wide rules)
 
 
 def help_content(facts: HelpFacts) -> Content:
     """The whole help text, readable without colour."""
     parts: list[str | tuple[str, str]] = [("Actions", "bold $text-primary")]
+    if facts.release:
+        parts.append(f"  on {facts.release}")
     if facts.readonly:
         parts.append(("  read-only mode: every action is removed and refused", "$text-warning"))
     parts.append("\n")
@@ -86,7 +89,7 @@ def help_content(facts: HelpFacts) -> Content:
         elif reason is None:
             state = ("available", "$text-success")
         else:
-            state = (f"disabled: {reason}", "$text-warning")
+            state = (textwrap.fill(f"disabled: {reason}", WIDTH - 26, subsequent_indent=" " * 26), "$text-warning")
         parts += [(f"  {a.key_display:<11}", "bold"), f"{a.label:<13}", state, "\n", _indented(a.summary)]
     for title, rows in NAVIGATION:
         parts.append((f"\n{title}\n", "bold $text-primary"))
