@@ -179,3 +179,25 @@ def test_values_are_written_by_libyaml_and_read_back_the_same(tmp_path: Path) ->
     with _values_file(values) as path:
         assert yaml.safe_load(path.read_text()) == values and path.stat().st_mode & 0o777 == 0o600
     assert yaml.safe_load(Masker(b"k" * 32).values_yaml(values, reveal=True)) == values
+
+
+def test_every_remembered_secret_stays_masked_and_scrubbing_stays_fast() -> None:
+    """20,000 remembered values (a large Secret) are all masked, the first as well as the last (a cap of
+    4,096 let the oldest show again), overlapping ones whole, and one scrub of 100 kB stays well under a
+    second here (an alternation of that many texts took about 45 s); the bound is loose, a guard on the
+    complexity, not a speed target."""
+    from engine.masking import Masker
+
+    masker = Masker(b"k" * 32)
+    secrets = [f"s3cret-{i:05d}-{'x' * (i % 7)}" for i in range(20_000)]
+    masker.remember(secrets)
+    masker.remember(["s3cret-00001-x-and-more", "L" * 500 + "-long-one"])
+    text = ("filler text " * 8_000) + secrets[0] + " " + secrets[-1] + " s3cret-00001-x-and-more " + "L" * 500
+    text += "-long-one"
+    start = time.perf_counter()
+    scrubbed = masker.scrub(text)
+    elapsed = time.perf_counter() - start
+    assert secrets[0] not in scrubbed and secrets[-1] not in scrubbed and "-long-one" not in scrubbed
+    assert masker.mask("s3cret-00001-x-and-more") in scrubbed  # the longer secret masked whole
+    assert masker.mask(secrets[0]) in scrubbed and scrubbed.startswith("filler text ")
+    assert elapsed < 5.0, f"scrub must not try every secret at each position ({elapsed:.1f} s)"

@@ -9,6 +9,7 @@ diffs) are masked here, by the engine's masking rule, unless revealed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -156,7 +157,9 @@ class EngineClient:
         """The masker learns the Secret-sourced values ``revision`` was deployed with (they may be older
         than the Secret now), so texts of that revision mask them too."""
         if self.engine.values_sources.secret_paths(key):
-            self.engine.values_sources.remember(key, await self.engine.values(key, revision))
+            values = await self.engine.values(key, revision)
+            # Off the event loop: a large Secret's values make a large pattern to compile.
+            await asyncio.to_thread(self.engine.values_sources.remember, key, values)
 
     async def notes_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
         """The chart's NOTES Helm stored for ``revision`` (``info.notes``), its values' secrets masked unless
