@@ -11,6 +11,7 @@ import yaml
 from engine.masking import Masker, is_secret_key
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.reconcile.conditions import Condition
+from engine.reconcile.status import EngineStatus
 from engine.runtime.diff import unified
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
 from engine.storage.helmtime import helm_time
@@ -113,17 +114,29 @@ def test_failed_quick_filter_counts_a_failed_last_action() -> None:
     assert not quick_match(dataclasses.replace(view, running=RunningAction("test", 0, 1)), "failed")
 
 
-def test_failed_quick_filter_counts_a_package_that_cannot_be_resolved() -> None:
-    """A valuesFrom Secret that is missing or bad stops the pass before any action: no state, no last action,
-    only Ready False with its reason; the failed filter showed none of them."""
-    view = dataclasses.replace(views()[WEB], state=None, observation=None, last=None)
-    assert not quick_match(view, "failed")
-    for reason in ("ValuesError", "InvalidPackage", "SourceNotReady"):
-        stuck = dataclasses.replace(view, conditions=(Condition("Ready", "False", reason, "Secret ns/x not found"),))
-        assert quick_match(stuck, "failed")
-        assert not quick_match(dataclasses.replace(stuck, running=RunningAction("reconcile", 0, 1)), "failed")
-    waiting = dataclasses.replace(view, conditions=(Condition("Ready", "False", "DependencyNotReady", "waits"),))
-    assert not quick_match(waiting, "failed")
+def test_a_package_that_cannot_be_resolved_shows_failed_and_a_failed_resolve() -> None:
+    """A missing valuesFrom Secret or a source error stops the pass before any action. The book's view says
+    so (STATE Failed, LAST ACTION ✖ resolve, the reason in its message): it showed ``-`` twice and counted
+    as "no state"; the failed filter counts it."""
+    book = fixed_engine().book
+    key = WEB  # Drifted, its last action a good one
+    before = ActionOutcome("upgrade", True, "upgraded", revision=2)
+    for reason in ("ValuesError", "InvalidPackage", "SourceNotReady", "ArtifactFailed"):
+        ready = Condition("Ready", "False", reason, "Secret demo/x not found")
+        book.set_status(key, EngineStatus(conditions=(ready,), last=before))
+        view = book.view(key)
+        assert view is not None and view.state == "Failed" and view.last is not None
+        assert (view.last.action, view.last.ok) == ("resolve", False)
+        assert view.last.message == f"{reason}: Secret demo/x not found"
+        row = cells(view, FIXED_NOW)
+        assert (row["state"].text, row["action"].text) == ("✖ Failed", "✖ resolve")
+        assert state_counts([view]) == {"Failed": 1}
+        assert quick_match(view, "failed")
+    for ready in (Condition("Ready", "False", "DependencyNotReady", "waits"), Condition("Ready", "True", "ok")):
+        book.set_status(key, EngineStatus(conditions=(ready,), last=before))
+        view = book.view(key)
+        assert view is not None and view.state == "Drifted" and view.last == before
+        assert not quick_match(view, "failed")
 
 
 def sorted_names(order: SortOrder) -> list[str]:

@@ -146,19 +146,13 @@ QUICK_FILTER_HELP: dict[QuickFilter, str] = {
 }
 
 
-# Ready's reasons when a pass stops before any action: the package cannot be resolved (the controller's
-# resolution failure, Flux's reasons); such a package has no state and no last action to show it failed.
-UNRESOLVED_REASONS = frozenset({"ValuesError", "InvalidPackage", "ArtifactFailed", "SourceNotReady"})
-
-
 def quick_match(view: ReleaseView, quick: QuickFilter) -> bool:
     """Whether ``view`` belongs to the quick filter ``quick``."""
     obs = view.observation
     if quick == "failed":
-        ready = view.condition("Ready")
-        unresolved = ready is not None and ready.status == "False" and ready.reason in UNRESOLVED_REASONS
+        # A package that cannot be resolved is Failed with a failed "resolve" last action (engine.runtime.book).
         return ((obs is not None and obs.status == "failed") or view.state in ("Failed", "Stalled")
-                or (view.running is None and (unresolved or (view.last is not None and not view.last.ok))))
+                or (view.running is None and view.last is not None and not view.last.ok))
     if quick == "pending":
         return ((obs is not None and obs.status in PENDING_STATUSES) or view.state == "Locked"
                 or view.running is not None)

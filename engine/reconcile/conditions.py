@@ -55,6 +55,9 @@ INVALID_PACKAGE = "InvalidPackage"
 DEPENDENCY_NOT_READY = "DependencyNotReady"  # Flux's reason: a dependsOn package is not Ready
 RECONCILE_ERROR = "ReconcileError"
 UNLOCKED = "Unlocked"
+# Ready's reasons when a pass stops before any action because the package cannot be resolved (the
+# controller's resolution failure; Flux's ValuesError, and source-controller's ArtifactFailed/SourceNotReady).
+UNRESOLVED_REASONS = frozenset({"ValuesError", INVALID_PACKAGE, "ArtifactFailed", "SourceNotReady"})
 
 
 def set_condition(

@@ -27,7 +27,8 @@ from engine.listeners import Listeners
 from engine.monitor.status import MonitorStatus
 from engine.package import PackageSpec
 from engine.reconcile import conditions as cond
-from engine.reconcile.status import EngineStatus
+from engine.reconcile.state import FAILED
+from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
 from engine.runtime.state import (
     EngineEvent,
@@ -284,6 +285,10 @@ class ReleaseBook:
                 last=status.last,
                 ready=None if ready is None or ready.status == "Unknown" else ready.status == "True",
             )
+            if ready is not None and ready.status == "False" and ready.reason in cond.UNRESOLVED_REASONS:
+                # The pass stopped before any action: say so in STATE and LAST ACTION, not only in Ready.
+                fields.update(state=FAILED, last=ActionOutcome(
+                    "resolve", False, f"{ready.reason}: {ready.message}", at=ready.last_transition))
         state = self._states.get(key)
         if state is None and pkg is not None:
             # Until a pass decides (or after storage changed under it): a quick verdict, kept so that
@@ -291,7 +296,7 @@ class ReleaseBook:
             state = self._quick_state(key, obs)
             if state is not None:
                 self._states[key] = state
-        fields["state"] = state if pkg is not None or status is not None else None
+        fields.setdefault("state", state if pkg is not None or status is not None else None)
         fields.update(changes)
         new = dataclasses.replace(base, **fields)
         if new != cur:
