@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -93,3 +94,20 @@ def test_cancel_needs_a_running_action_and_stops_its_holder() -> None:
         assert gate.why_not("cancel", SETTINGS) is not None and not engine.book.busy(SETTINGS)
 
     asyncio.run(scenario())
+
+
+def test_flux_needs_a_release_a_flux_helmrelease_owns() -> None:
+    """Help, the palette and the footer ask the gate: Flux's actions were offered on every release and
+    refused only once pressed."""
+    engine = fixed_engine()
+    gate = online_gate(engine)
+    assert gate.why_not("flux", WEB) == "helmdeck-demo/web is not owned by a Flux HelmRelease"  # a package's
+    assert gate.why_not("flux", LEGACY) == "legacy/legacy-api is not owned by a Flux HelmRelease"  # nobody's
+    view = engine.book.view(LEGACY)
+    assert view is not None and view.observation is not None
+    # As the observer decodes a manifest carrying Flux's labels (flux_owner does not take part in equality).
+    engine.book._views[LEGACY] = dataclasses.replace(
+        view, observation=dataclasses.replace(view.observation, flux_owner="flux-system/legacy"))
+    assert gate.why_not("flux", LEGACY) is None
+    with pytest.raises(ActionRefused, match="not owned by a Flux HelmRelease"):
+        gate.check("flux", WEB)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
+from engine.runtime.owners import owner_of
 from engine.runtime.state import ReleaseKey
 from engine.storage.observation import Observation
 
@@ -56,6 +57,10 @@ def not_pending_reason(key: ReleaseKey) -> str:
 
 def no_package_reason(key: ReleaseKey) -> str:
     return f"no package declares release {key[0]}/{key[1]}"
+
+
+def not_flux_reason(key: ReleaseKey) -> str:
+    return f"{key[0]}/{key[1]} is not owned by a Flux HelmRelease"
 
 
 def local_chart_reason(key: ReleaseKey) -> str:
@@ -110,6 +115,10 @@ class ActionGate:
             return no_package_reason(key)
         if action == "versions" and self._book.packages[key].chart_request is None:
             return local_chart_reason(key)
+        if action == "flux":
+            view = self._book.view(key)
+            if view is None or owner_of(view).kind != "flux":
+                return not_flux_reason(key)
         if action == "unlock" and not is_pending(self._latest(*key)):
             return not_pending_reason(key)
         if action == "cancel" and not self._book.busy(key):
