@@ -12,6 +12,7 @@ from engine.masking import Masker, is_secret_key
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import EngineStatus
+from engine.runtime.chart_versions import Pin
 from engine.runtime.diff import unified
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
 from engine.storage.helmtime import helm_time
@@ -350,3 +351,15 @@ def test_help_names_the_log_and_settings_files() -> None:
     without = str(help_content(dataclasses.replace(facts, settings_dir=None, readonly=True)))
     assert "settings   none in this run (theme: helmdeck-light)" in without
     assert "Upgrade      removed (read-only)" in without
+
+
+def test_pin_confirmation_says_an_upgrade_only_when_the_version_is_not_deployed() -> None:
+    view = views()[WEB]
+    assert view.observation is not None
+    deployed = view.observation.chart_version
+    planned = Pin(Path("web.yaml"), "OCIRepository", "spec.ref.semver", "~0.2", deployed, (), "")
+    same = " ".join(confirmations.pin(view, deployed, True, planned, "", None).body.split())  # unwrapped
+    assert f"{deployed} is deployed already, so the pin only holds it there (no upgrade)" in same
+    assert "upgraded" not in same
+    other = " ".join(confirmations.pin(view, "9.9.9", False, planned, "", None).body.split())
+    assert "the release is upgraded to 9.9.9." in other

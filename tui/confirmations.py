@@ -90,7 +90,9 @@ def pin(view: ReleaseView, version: str, in_range: bool | None, planned: Pin, di
              "(one value edited in place; comments and layout kept);",
              f"deployed now: {deployed or 'nothing'}; {version} is "
              f"{where} the range {planned.before};",
-             "then the package is reconciled: the release is upgraded to the pinned version."]
+             f"then the package is reconciled: {version} is deployed already, so the pin only holds it there "
+             "(no upgrade)." if version == deployed else
+             f"then the package is reconciled: the release is upgraded to {version}."]
     if planned.shared:
         items.append(f"the {planned.kind} is shared: the pin moves {', '.join(planned.shared)} too.")
     if view.suspended:

@@ -95,7 +95,7 @@ class ChartVersions:
         deployed = obs.chart_version if obs is not None else ""
         rows = tuple(VersionRow(i.version, i.app_version, i.created, in_range(request, i.version),
                                 bool(deployed) and i.version == deployed) for i in infos)
-        return VersionList(request.describe(), range_text(request), deployed, rows)
+        return VersionList(request.origin(), range_text(request), deployed, rows)
 
     async def diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
         """What upgrading ``key`` to chart ``version`` would change (unified diff, "" = nothing), secrets masked

@@ -56,6 +56,13 @@ class ChartRequest:
             return self.source.reference.describe()
         return f"chart {self.chart!r} in range {self.version!r}"
 
+    def origin(self) -> str:
+        """Where the chart comes from, without the version asked: the OCIRepository, or ``chart 'web' from``
+        the HelmRepository (the version picker's heading says the range on its own line)."""
+        if isinstance(self.source, OCIRepositorySpec):
+            return self.source.describe()
+        return f"chart {self.chart!r} from {self.source.describe()}"
+
     def describe(self) -> str:
         if isinstance(self.source, OCIRepositorySpec):
             return f"{self.source.describe()}, {self.source.reference.describe()}"
