@@ -4,7 +4,7 @@ HTTP chart repository, and the packages folder that pulls from them.
 :func:`start_sources` (``helmdeck demo`` calls it once the cluster is up):
 
 1. packages each chart of ``examples/charts`` (``helm package``) into ``<cluster dir>/demo/repo/``,
-   once per chart version;
+   once per chart version, and web a second time at a newer version (:data:`NEWER`);
 2. indexes that folder (``helm repo index``, relative URLs, only when a chart was added) and serves it
    on 127.0.0.1 from a thread of the demo's process (:class:`localcluster.chartrepo.ChartRepoServer`),
    on the port it had last time when free, until :meth:`DemoSources.stop` (at the demo's exit);
@@ -38,6 +38,9 @@ from localcluster.chartrepo import ChartRepoServer
 
 NAMESPACE = "helmdeck-demo"  # the examples' namespace; also the path of the charts in the registry
 INTERVAL = "30s"  # the demo repositories' spec.interval
+# Charts also published at a newer (version, appVersion): web 0.3.0 is outside web-oci's range ~0.2, so its row
+# shows the newer-version marker and the version picker (v) has two versions to pick from.
+NEWER = {"web": ("0.3.0", "1.28")}
 
 
 class DemoError(RuntimeError):
@@ -91,15 +94,23 @@ def chart_dirs(charts: Path) -> list[tuple[str, str, Path]]:
     return out
 
 
+def published(charts: Path) -> list[tuple[str, str, Path, str]]:
+    """``(name, version, directory, appVersion)`` of every archive the demo publishes: each chart of ``charts``
+    at its own version (appVersion ``""``: the chart's), then the :data:`NEWER` ones."""
+    own = [(name, version, directory, "") for name, version, directory in chart_dirs(charts)]
+    return own + [(name, NEWER[name][0], directory, NEWER[name][1]) for name, _, directory, _ in own if name in NEWER]
+
+
 def package_charts(helm: str, env: dict[str, str], charts: Path, repo: Path) -> tuple[list[Path], list[str]]:
-    """Every chart of ``charts`` packaged into ``repo`` (once per version); returns the archives and the
-    ``name-version`` of those packaged now."""
+    """Every archive of :func:`published` packaged into ``repo`` (once per version); returns the archives and
+    the ``name-version`` of those packaged now."""
     repo.mkdir(parents=True, exist_ok=True)
     archives, made = [], []
-    for name, version, directory in chart_dirs(charts):
+    for name, version, directory, app_version in published(charts):
         archive = repo / f"{name}-{version}.tgz"
         if not archive.is_file():
-            _helm(helm, env, "package", str(directory), "-d", str(repo))
+            again = ["--version", version, "--app-version", app_version] if app_version else []
+            _helm(helm, env, "package", str(directory), "-d", str(repo), *again)
             made.append(f"{name}-{version}")
         archives.append(archive)
     return archives, made

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
-from helmdeck.demo import NAMESPACE, chart_dirs, oci_tags, start_sources
+from helmdeck.demo import NAMESPACE, NEWER, chart_dirs, oci_tags, published, start_sources
 from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES, run_helm
 from tests.sources_fixtures import helmdeck
@@ -40,12 +40,13 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
         with urllib.request.urlopen(f"{sources.charts_url}/index.yaml", timeout=10) as resp:
             index = yaml.safe_load(resp.read())
         served = {n: [e["version"] for e in v] for n, v in index["entries"].items()}
-        assert served == {n: [v] for n, v in charts.items()}
+        newer = NEWER["web"][0]
+        assert served == {n: [newer, v] if n == "web" else [v] for n, v in charts.items()}  # newest first
         with urllib.request.urlopen(f"{sources.charts_url}/{index['entries']['web'][0]['urls'][0]}") as resp:
             assert resp.status == 200 and resp.read()[:2] == b"\x1f\x8b"  # a gzip archive
-        for name, version in charts.items():
+        for name, version, _, _ in published(EXAMPLES / "charts"):
             assert version in oci_tags(local_cluster.registry, f"{NAMESPACE}/{name}")
-        assert sorted(sources.packaged) == sorted(f"{n}-{v}" for n, v in charts.items())
+        assert sorted(sources.packaged) == sorted([*(f"{n}-{v}" for n, v in charts.items()), f"web-{newer}"])
         repositories = (sources.packages / "repositories.yaml").read_text()
         assert f"url: '{sources.charts_url}'" in repositories
         assert f"oci://{local_cluster.registry}/{NAMESPACE}/web" in repositories
@@ -65,6 +66,12 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
                                      "--packages", str(sources.packages), "-n", NAMESPACE).stdout)
         assert {r["name"]: r["ready"] for r in status if r["name"] in ("web-oci", "settings-http")} == \
             {"web-oci": True, "settings-http": True}
+        # The newer web is outside web-oci's range ~0.2: offered (the row's marker, v), not installed.
+        offered = json.loads(helmdeck("versions", "web-oci", "-o", "json", "--kubeconfig",
+                                      str(kube_target.kubeconfig), "--helm", helm.binary, "-n", NAMESPACE,
+                                      "--packages", str(sources.packages)).stdout)
+        assert [(v["version"], v["appVersion"], v["inRange"], v["deployed"]) for v in offered["versions"]] == \
+            [(newer, NEWER["web"][1], False, False), (charts["web"], "1.27", True, True)]
     finally:
         sources.stop()
 
