@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.resolve import loader
 from engine.sources.cache import ChartMeta, chart_file, chart_meta
 from engine.sources.errors import PullFailed, SourceInvalid
 from engine.sources.index import MAX_NODES, newest_first, parse_index
@@ -54,6 +55,32 @@ def test_deep_nesting_and_size_are_refused(monkeypatch: pytest.MonkeyPatch) -> N
         parse_index(b"entries: " + b"[" * 100 + b"]" * 100, "repo")
     monkeypatch.setenv("HELMDECK_MAX_INDEX_BYTES", "100")
     with pytest.raises(SourceInvalid, match="HELMDECK_MAX_INDEX_BYTES"):
+        parse_index(INDEX, "repo")
+
+
+def test_too_many_nodes_are_refused_before_composing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Over 1 MiB: counted on the parser's events; nothing may be composed.
+    raw = ("entries:\n  c:\n" + "".join(f"  - {{name: c, version: 0.0.{i}, urls: [u{i}]}}\n"
+                                        for i in range(25_000))).encode()
+    assert len(raw) > loader.EVENT_CHECK_CHARS
+    monkeypatch.setenv("HELMDECK_MAX_INDEX_NODES", "1000")
+
+    def composed(*_: object) -> None:
+        raise AssertionError("composed before the node count was checked")
+
+    with monkeypatch.context() as m:
+        m.setattr(loader, "_loading", composed)
+        with pytest.raises(SourceInvalid, match=r"HelmRepository ns/big: index\.yaml at line \d+: more than 1000 "
+                                                r"nodes \(set HELMDECK_MAX_INDEX_NODES to raise the limit\)"):
+            parse_index(raw, "HelmRepository ns/big")
+    monkeypatch.setenv("HELMDECK_MAX_INDEX_NODES", "300000")
+    assert len(parse_index(raw, "HelmRepository ns/big").entries["c"]) == 25_000
+
+
+def test_a_small_index_over_the_node_limit_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELMDECK_MAX_INDEX_NODES", "10")
+    with pytest.raises(SourceInvalid,
+                       match=r"repo: index\.yaml at line \d+: more than 10 nodes \(set HELMDECK_MAX_INDEX_NODES"):
         parse_index(INDEX, "repo")
 
 

@@ -7,6 +7,9 @@ Every file helmdeck reads as YAML goes through :func:`load_yaml`:
   nesting depth and counts what aliases would expand to, so a "billion laughs"
   file is refused in milliseconds ("aliases expand past N nodes", with its line)
   before anything is built;
+- a text over 1 MiB (``EVENT_CHECK_CHARS``) is counted on the same events even without
+  aliases: composing holds every node with its marks (a 48 MB, 8-million-node file took
+  3.7 GB and minutes), so a file with too many nodes is refused before any is built;
 - only then is the document composed and constructed, with libyaml
   (``yaml.CSafeLoader``; the pure-Python ``SafeLoader`` only if libyaml is missing).
 
@@ -39,6 +42,9 @@ Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Dumper: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 _MIB = 1024 * 1024
+# Texts longer than this are counted on the parser's events before composing (composed nodes cost
+# hundreds of bytes each); shorter ones are composed and their tree checked: one parse instead of two.
+EVENT_CHECK_CHARS = _MIB
 _SERIALS = itertools.count(1)
 
 
@@ -52,7 +58,8 @@ class Limits:
     """Bounds on one YAML file: ``max_bytes`` on disk, ``max_nodes`` nodes and ``max_chars`` scalar
     characters once aliases are expanded, ``max_depth`` levels of nesting.
 
-    ``env`` names the environment variable that raises ``max_bytes`` (said in the error).
+    ``env`` names the environment variable that raises ``max_bytes``, ``nodes_env`` the one that raises
+    ``max_nodes`` (each said in its error).
     """
 
     max_bytes: int
@@ -60,6 +67,7 @@ class Limits:
     max_nodes: int = 1_000_000
     max_chars: int = 64 * _MIB
     max_depth: int = 64
+    nodes_env: str = ""
 
 
 def package_limits() -> Limits:
@@ -110,6 +118,7 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
     sizes: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, expanded scalar characters)
     stack: list[tuple[str | None, int, int]] = []  # open collections: (anchor, nodes, chars) at their start
     nodes = chars = 0
+    aliased = False
     try:
         for event in yaml.parse(text, Loader=Loader):
             if isinstance(event, yaml.ScalarEvent):
@@ -134,8 +143,13 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
                                          _line(event), "define the anchor (&name) before its aliases")
                 nodes += size[0]
                 chars += size[1]
+                aliased = True
             else:
                 continue
+            if nodes > limits.max_nodes and not aliased:
+                raise YamlLimitError(file, f"more than {limits.max_nodes} nodes", _line(event),
+                                     f"set {limits.nodes_env} to raise the limit" if limits.nodes_env
+                                     else "split the file")
             if nodes > limits.max_nodes:
                 raise YamlLimitError(file, f"aliases expand past {limits.max_nodes} nodes", _line(event),
                                      "write the values out or use fewer nested aliases")
@@ -158,7 +172,8 @@ def check_tree(node: yaml.Node, file: Path, limits: Limits) -> None:
                                  current.start_mark.line + 1, "flatten the structure")
         if count > limits.max_nodes:
             raise YamlLimitError(file, f"more than {limits.max_nodes} nodes", current.start_mark.line + 1,
-                                 "split the values")
+                                 f"set {limits.nodes_env} to raise the limit" if limits.nodes_env
+                                 else "split the values")
         if isinstance(current, yaml.SequenceNode):
             stack.extend((item, depth + 1) for item in current.value)
         elif isinstance(current, yaml.MappingNode):
@@ -170,16 +185,17 @@ def check_tree(node: yaml.Node, file: Path, limits: Limits) -> None:
 def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
     """Check, compose and construct one YAML document. Raises YamlLimitError.
 
-    A text with anchors is first checked on the parser's events (:func:`check_events`), so that
-    nothing is composed before its aliases are known to stay within the limits; one without is
-    composed and its tree checked (:func:`check_tree`): one parse instead of two.
+    A text with anchors, or over ``EVENT_CHECK_CHARS``, is first checked on the parser's events
+    (:func:`check_events`), so that nothing is composed before its node count and expanded aliases are
+    known to stay within the limits; a short one without is composed and its tree checked
+    (:func:`check_tree`): one parse instead of two.
     """
-    anchors = "&" in text
-    if anchors:
-        check_events(text, file, limits)  # before composing: aliases must not expand past the limits
+    counted = _count_events(text)
+    if counted:
+        check_events(text, file, limits)  # before composing: aliases and node count within the limits
     with _loading(text, file) as loader:
         node = loader.get_single_node()
-        if node is not None and not anchors:
+        if node is not None and not counted:
             check_tree(node, file, limits)  # no aliases: the composed tree is as big as the file
         data = loader.construct_document(node) if node is not None else None
     return Parsed(data, node)
@@ -188,8 +204,8 @@ def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
 def parse_documents(text: str, file: Path, limits: Limits) -> tuple[Parsed, ...]:
     """Check, compose and construct every document of a YAML stream (empty ones dropped; one empty
     ``Parsed`` for an empty file). The limits apply to the whole stream. Raises YamlLimitError."""
-    anchors = "&" in text
-    if anchors:
+    counted = _count_events(text)
+    if counted:
         check_events(text, file, limits)  # the whole stream: anchors in one document, aliases summed
     with _loading(text, file) as loader:
         nodes: list[yaml.Node] = []
@@ -197,10 +213,15 @@ def parse_documents(text: str, file: Path, limits: Limits) -> tuple[Parsed, ...]
             node = loader.get_node()
             if node is not None:
                 nodes.append(node)
-        if not anchors and nodes:
+        if not counted and nodes:
             check_tree(yaml.SequenceNode("tag:yaml.org,2002:seq", nodes), file, limits)  # counted together
         out = [Parsed(loader.construct_document(node), node) for node in nodes]
     return tuple(out) or (Parsed(None, None),)
+
+
+def _count_events(text: str) -> bool:
+    """Whether ``text`` is checked on its events before composing: it may hold aliases, or is long."""
+    return "&" in text or len(text) > EVENT_CHECK_CHARS
 
 
 @contextlib.contextmanager

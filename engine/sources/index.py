@@ -5,8 +5,11 @@ when an earlier copy exists (a 304 keeps it). The parsed entries (as JSON,
 quick to read back) and the validators are kept under ``<cache>/sources/index/``
 so a restarted helmdeck asks conditionally too and parses no YAML on a 304.
 Parsing goes through the bounded loader (:mod:`engine.resolve.loader`): a size
-limit (``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), nesting and alias-expansion
-limits, libyaml.
+limit (``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), a node limit counted on the
+parser's events before anything is composed (``HELMDECK_MAX_INDEX_NODES``, default
+3 million: a real entry is about 60 nodes, so ~50,000 entries; composed nodes cost
+about 500 bytes each, so the limit also bounds memory near 1.5 GB), nesting and
+alias-expansion limits, libyaml.
 """
 
 from __future__ import annotations
@@ -28,13 +31,17 @@ from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
 from engine.sources.semver import SemverError, Version
 
-MAX_NODES = 10_000_000  # nodes once aliases are expanded
+MAX_NODES = 3_000_000  # nodes once aliases are expanded (see the module docstring)
 MAX_DEPTH = 64
 
 
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
 def max_index_bytes() -> int:
-    raw = os.environ.get("HELMDECK_MAX_INDEX_BYTES", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else 64 * 1024 * 1024
+    return _env_int("HELMDECK_MAX_INDEX_BYTES", 64 * 1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -59,10 +66,11 @@ class Index:
 
 
 def index_limits() -> Limits:
-    """Bounds on an index: ``HELMDECK_MAX_INDEX_BYTES`` (64 MiB), 10 million nodes once aliases are
-    expanded, 64 levels of nesting."""
+    """Bounds on an index: ``HELMDECK_MAX_INDEX_BYTES`` (64 MiB), ``HELMDECK_MAX_INDEX_NODES`` (3 million)
+    nodes once aliases are expanded, 64 levels of nesting."""
     size = max_index_bytes()
-    return Limits(size, "HELMDECK_MAX_INDEX_BYTES", max_nodes=MAX_NODES, max_chars=2 * size, max_depth=MAX_DEPTH)
+    return Limits(size, "HELMDECK_MAX_INDEX_BYTES", max_nodes=_env_int("HELMDECK_MAX_INDEX_NODES", MAX_NODES),
+                  max_chars=2 * size, max_depth=MAX_DEPTH, nodes_env="HELMDECK_MAX_INDEX_NODES")
 
 
 def parse_index(raw: bytes, what: str) -> Index:
@@ -78,7 +86,8 @@ def parse_index(raw: bytes, what: str) -> Index:
         raise SourceInvalid(f"{what}: index.yaml is not UTF-8 (byte {exc.start})", repository=what) from None
     except YamlLimitError as exc:
         where = f" at line {exc.line}" if exc.line else ""
-        raise SourceInvalid(f"{what}: index.yaml{where}: {exc.problem}", repository=what) from None
+        fix = f" ({exc.fix})" if exc.fix else ""
+        raise SourceInvalid(f"{what}: index.yaml{where}: {exc.problem}{fix}", repository=what) from None
     if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
         raise SourceInvalid(f"{what}: index.yaml has no entries mapping; is this a Helm repository?",
                             repository=what)
