@@ -7,11 +7,12 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from engine.kube import KubeTarget, api_client
 from engine.monitor.discovery import Discovery, ResourceType
-from engine.monitor.manifest import ManifestObject, manifest_objects
+from engine.monitor.manifest import ManifestLimitError, ManifestObject, load_document, manifest_objects, split_manifest
 from engine.monitor.monitor import UNSERVED, ExpectedObject, ReleaseMonitor, expected_objects
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
 from engine.monitor.status import MonitorStatus, ResourceStatus
@@ -97,6 +98,29 @@ def test_manifest_objects_expand_lists_and_skip_the_rest() -> None:
     assert manifest_objects(text) == [
         ManifestObject("v1", "ConfigMap", "", "a"), ManifestObject("v1", "Secret", "o", "s"),
     ]
+
+
+def _alias_bomb() -> str:
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata: {name: bomb}", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    return "\n".join(lines) + "\n"
+
+
+def test_manifest_alias_bombs_and_deep_nesting_are_refused() -> None:
+    deep = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + "[" * 10_000 + "]" * 10_000 + "\n"
+    good = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\n"
+    started = time.monotonic()
+    with pytest.raises(ManifestLimitError, match=r"rendered manifest:\d+: aliases expand past 1000000 nodes"):
+        manifest_objects(good + _alias_bomb())
+    with pytest.raises(ManifestLimitError, match=r"rendered manifest:\d+: .*nesting"):
+        manifest_objects(good + deep)
+    assert time.monotonic() - started < 10
+    # A yaml.YAMLError: the diff and the app skip or report it as any bad document.
+    assert issubclass(ManifestLimitError, yaml.YAMLError)
+    # Deep but real: a CRD schema nests 100 levels of properties and parses as yaml.safe_load does.
+    schema = "x: " + "{properties: " * 90 + "{}" + "}" * 90
+    text = good + "apiVersion: v1\nkind: CustomResourceDefinition\nmetadata: {name: crd}\n" + schema + "\n"
+    assert [load_document(t) for t in split_manifest(text)] == list(yaml.safe_load_all(text))
 
 
 # -- against the cluster -------------------------------------------------------------------------------

@@ -221,6 +221,28 @@ def test_wrapper_runs_standalone(tmp_path: Path) -> None:
     assert objects(proc.stdout.decode()) == [{"kind": "A", "metadata": {"labels": {"a": "b"}}}]
 
 
+def test_alias_bombs_and_deep_nesting_are_refused_visibly(tmp_path: Path) -> None:
+    lines = ["kind: A", "metadata: {name: bomb}", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    bomb = "kind: B\n---\n" + "\n".join(lines) + "\n"
+    deep = "kind: C\ndata: " + "[" * 10_000 + "]" * 10_000 + "\n"
+    with pytest.raises(StampError, match=r"rendered manifests:\d+: aliases expand past 2000000 nodes"):
+        stamp(bomb, OURS)
+    with pytest.raises(StampError, match=r"rendered manifests:2: .*nesting"):
+        stamp(deep, OURS)
+    # The plugin (a copy of the script and the loader, outside helmdeck's tree) says it on stderr, exit 1.
+    layout = install(tmp_path)
+    proc = subprocess.run([str(layout.executable), "a=b"], input=bomb.encode(), capture_output=True, timeout=30,
+                          check=False, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 1 and b"aliases expand past 2000000 nodes" in proc.stderr and not proc.stdout
+    # A normal stream (comments, an anchor, a List) still gets its labels and nothing else.
+    text = "# Source: a\nkind: A\nmetadata: {name: a}\nx: &x [1]\ny: *x\n---\nkind: List\nitems:\n- {kind: B}\n"
+    assert objects(stamp(text, {"a": "b"})) == [
+        {"kind": "A", "metadata": {"name": "a", "labels": {"a": "b"}}, "x": [1], "y": [1]},
+        {"kind": "List", "items": [{"kind": "B", "metadata": {"labels": {"a": "b"}}}]},
+    ]
+
+
 def test_which_kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = helm_binary("kustomize")  # helmdeck's pinned build, in the real cache
     on_path = tmp_path / "bin" / "kustomize"

@@ -21,10 +21,14 @@ changes only with the labels. The user's settings come as ``--config=PATH``,
 a JSON file ``{"kustomize": binary, "postRenderers": [...], "commonMetadata":
 {...}}`` (:mod:`engine.spec.postrender`'s document).
 
-This file runs as a standalone script (``python -I postrender.py [--config=PATH]
+The stream is parsed by the bounded loader (:mod:`engine.resolve.loader`, within
+``RENDER_LIMITS``): a chart's templates can emit an alias bomb or a 10,000-level
+nesting, which is refused with a StampError (helm shows it as the action's error).
+
+This file runs as a standalone script (``python -E -s postrender.py [--config=PATH]
 KEY=VALUE...``, stdin to stdout), copied into a helmdeck-owned directory by
-:mod:`engine.helm.postrender_plugin`; it must import nothing but the standard
-library and PyYAML.
+:mod:`engine.helm.postrender_plugin` with a copy of the loader beside it; it must
+import nothing but the standard library, PyYAML and that loader.
 """
 
 from __future__ import annotations
@@ -44,7 +48,12 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from engine.resolve.loader import Limits, Parsed, YamlLimitError, parse_documents
+
+_MIB = 1024 * 1024
+# The whole rendered stream: 2 million nodes and 256 MiB of scalars once aliases are expanded (a chart with
+# large CRDs renders a few hundred thousand), 200 levels of nesting (a CRD's openAPIV3Schema nests deep).
+RENDER_LIMITS = Limits(256 * _MIB, max_nodes=2_000_000, max_chars=256 * _MIB, max_depth=200)
 # Kubernetes label syntax (apimachinery validation): optional DNS-subdomain prefix, 63-character name/value.
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
@@ -95,20 +104,26 @@ def stamp(text: str, labels: Mapping[str, str], annotations: Mapping[str, str] |
               for name, values in (("labels", labels), ("annotations", annotations or {})) if values}
     if not fields:
         return text
-    try:
-        docs = list(yaml.compose_all(text, Loader=_Loader))
-    except yaml.YAMLError as exc:
-        raise StampError(f"rendered manifests are not valid YAML: {exc}") from None
     edits: list[_Edit] = []
     seen: set[int] = set()
-    for doc in docs:
-        if isinstance(doc, MappingNode):
-            edits += _object_edits(doc, text, fields, seen)
+    for parsed in _parse(text):
+        if isinstance(parsed.node, MappingNode):
+            edits += _object_edits(parsed.node, text, fields, seen)
     out = text
     # An aliased labels mapping yields the same edit twice; apply it once.
     for edit in sorted(set(edits), key=lambda e: e.start, reverse=True):
         out = out[: edit.start] + edit.new + out[edit.end :]
     return out
+
+
+def _parse(text: str) -> tuple[Parsed, ...]:
+    """Every document of a rendered stream within ``RENDER_LIMITS``. Raises StampError."""
+    try:
+        return parse_documents(text, Path("rendered manifests"), RENDER_LIMITS)
+    except YamlLimitError as exc:
+        if exc.problem.startswith("YAML error"):
+            raise StampError(f"rendered manifests are not valid YAML: {exc}") from None
+        raise StampError(str(exc)) from None  # "rendered manifests:LINE: <limit> (fix)"
 
 
 def _get(mapping: MappingNode, key: str) -> tuple[ScalarNode, Node] | None:
@@ -216,7 +231,7 @@ def kustomize(text: str, step: Mapping[str, Any], binary: str) -> str:
 
     kustomize refuses objects without ``metadata.name`` (hooks with ``generateName``), and could not
     select them anyway: they pass by it unchanged, after its output."""
-    docs = [d for d in yaml.load_all(text, Loader=_Loader) if isinstance(d, dict)]
+    docs = [p.data for p in _parse(text) if isinstance(p.data, dict)]
     unnamed = [d for d in docs if not _named(d)]
     if len(unnamed) == len(docs):
         return text  # nothing kustomize could take: it would refuse an input without objects

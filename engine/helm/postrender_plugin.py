@@ -11,6 +11,7 @@ and ``runtimeConfig.platformCommand``; the command sees
         plugin.yaml            the helm 4 plugin
         helmdeck-postrender    sh wrapper (helm 3's executable, helm 4's command)
         postrender.py          a copy of engine/helm/postrender.py
+        engine/resolve/loader.py   a copy of the bounded YAML loader it imports
 
 ``<cache>`` is :func:`engine.paths.cache_root` (the same rule as the local cluster's binaries), never
 the repository nor the user's helm plugin directory: helm 4 reaches the
@@ -42,6 +43,7 @@ from engine.helm import postrender
 from engine.helm.cli import PostRenderer
 from engine.helm.kustomize import find_kustomize
 from engine.paths import cache_root
+from engine.resolve import loader
 
 PLUGIN_NAME = "helmdeck-labels"
 PLUGIN_VERSION = "1.0.0"
@@ -101,11 +103,15 @@ class PostRendererLayout:
 def _files(python: str) -> dict[str, tuple[bytes, int]]:
     """File name -> (content, mode) of the plugin directory."""
     script = Path(postrender.__file__).read_bytes()
-    # -I: ignore PYTHON* variables and the user's site directory; the interpreter's own packages (PyYAML) stay.
-    wrapper = f'#!/bin/sh\nexec {shlex.quote(python)} -I "$(dirname "$0")/postrender.py" "$@"\n'
+    # -E -s: ignore PYTHON* variables and the user's site directory; the interpreter's own packages (PyYAML)
+    # stay, and the script's directory (helmdeck's own, with the loader's copy) comes first on sys.path.
+    wrapper = f'#!/bin/sh\nexec {shlex.quote(python)} -E -s "$(dirname "$0")/postrender.py" "$@"\n'
     return {
         "plugin.yaml": (_PLUGIN_YAML.encode(), 0o644),
         "postrender.py": (script, 0o644),
+        "engine/__init__.py": (b"", 0o644),
+        "engine/resolve/__init__.py": (b"", 0o644),
+        "engine/resolve/loader.py": (Path(loader.__file__).read_bytes(), 0o644),
         WRAPPER: (wrapper.encode(), 0o755),
     }
 
@@ -130,6 +136,7 @@ def install(root: Path | None = None, python: str | None = None) -> PostRenderer
         plugin_dir = staging / "plugins" / PLUGIN_NAME
         plugin_dir.mkdir(parents=True)
         for name, (content, mode) in files.items():
+            (plugin_dir / name).parent.mkdir(parents=True, exist_ok=True)
             (plugin_dir / name).write_bytes(content)
             (plugin_dir / name).chmod(mode)
         try:

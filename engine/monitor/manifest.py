@@ -3,7 +3,10 @@
 Helm stores a release's manifest as YAML documents joined by ``---`` lines
 (Helm's ``releaseutil.SplitManifests`` splits on the same separator). The
 monitor, drift detection, the upgrade diff and the app all read manifests
-through this module.
+through this module. Each document goes through the bounded loader
+(:mod:`engine.resolve.loader`): a chart's templates can emit anything, so an
+alias bomb or a 10,000-level nesting is refused (:class:`ManifestLimitError`)
+before it is built.
 """
 
 from __future__ import annotations
@@ -11,12 +14,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from engine.resolve.loader import Limits, YamlLimitError, parse_text
+
 _SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_MIB = 1024 * 1024
+
+
+def manifest_limits() -> Limits:
+    """Bounds on one rendered document: 1 million nodes and 64 MiB of scalars once aliases are expanded,
+    200 levels of nesting (a CRD's openAPIV3Schema nests deep; Kubernetes objects need no more)."""
+    return Limits(64 * _MIB, max_nodes=1_000_000, max_chars=64 * _MIB, max_depth=200)
+
+
+class ManifestLimitError(yaml.YAMLError):
+    """A rendered document over :func:`manifest_limits` or not YAML: a ``yaml.YAMLError``, so callers that
+    skip or report a bad document handle it as before."""
 
 
 @dataclass(frozen=True, order=True)
@@ -40,9 +57,13 @@ def split_manifest(manifest: str) -> list[str]:
     return [doc for doc in _SEPARATOR.split(manifest) if doc.strip()]
 
 
-def load_document(text: str) -> Any:
-    """One document parsed (libyaml when available). Raises yaml.YAMLError."""
-    return yaml.load(text, Loader=_Loader)
+def load_document(text: str, what: str = "rendered manifest") -> Any:
+    """One document parsed within :func:`manifest_limits` (libyaml when available). Raises ManifestLimitError
+    (a yaml.YAMLError) naming ``what``, the line and the limit."""
+    try:
+        return parse_text(text, Path(what), manifest_limits()).data
+    except YamlLimitError as exc:
+        raise ManifestLimitError(str(exc)) from None
 
 
 def manifest_bodies(manifest: str) -> Iterator[dict[str, Any]]:

@@ -17,6 +17,9 @@ Package files may hold several documents (a Package with its HelmRepository, say
 :func:`load_documents` reads them all, with the limits applied to the whole file
 (size, node count and alias expansion summed over its documents).
 
+This module imports only the standard library and PyYAML: the post-renderer plugin
+(:mod:`engine.helm.postrender_plugin`) runs a copy of it outside helmdeck's tree.
+
 A parsed file is cached by path and its stat signature (device, inode, size,
 mtime), so each file is parsed once per change, however often it is asked for.
 Cached documents are shared: callers must not mutate them.
