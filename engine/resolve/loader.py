@@ -250,6 +250,8 @@ def _syntax(file: Path, exc: yaml.YAMLError) -> YamlLimitError:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     fix = "fix the YAML syntax"
+    if "nesting depth" in problem:  # libyaml's own bound (1,000 levels) met before ours is checked
+        fix = "flatten the structure"
     if "another document" in problem or "expected a single document" in problem:
         fix = "write one document per file (no '---' between documents)"
     return YamlLimitError(file, f"YAML error: {problem}", mark.line + 1 if mark is not None else None, fix)
