@@ -151,7 +151,9 @@ class EngineClient:
         """A revision's values as YAML; secrets masked unless ``reveal``, values from Secrets
         (``valuesFrom``) by their path whatever their key."""
         values = await self.engine.values(key, revision, computed=computed)
-        return self.masker.values_yaml(values, reveal=reveal, secret_paths=self.engine.values_sources.secret_paths(key))
+        paths = self.engine.values_sources.secret_paths(key)
+        # Off the event loop: dumping and masking ~1 MB of values takes seconds.
+        return await asyncio.to_thread(self.masker.values_yaml, values, reveal=reveal, secret_paths=paths)
 
     async def _remember(self, key: ReleaseKey, revision: int) -> None:
         """The masker learns the Secret-sourced values ``revision`` was deployed with (they may be older
