@@ -102,11 +102,11 @@ def run(args: argparse.Namespace, make_engine: Any) -> int:
         return EXIT_FAILED
     items = rows(request, infos, deployed)
     if args.output == "json":
-        print(json.dumps({"package": f"{spec.namespace}/{spec.name}", "source": request.describe(),
+        print(json.dumps({"package": f"{spec.namespace}/{spec.name}", "source": request.origin(),
                           "range": range_text(request), "deployed": deployed or None, "versions": items},
                          indent=2))
         return 0
-    print(f"{spec.namespace}/{spec.name}: {request.describe()}; range {range_text(request)}; "
+    print(f"{spec.namespace}/{spec.name}: {request.origin()}; range {range_text(request)}; "
           f"deployed {deployed or 'none'}")
     print(table(items) if items else "no versions")
     return 0
