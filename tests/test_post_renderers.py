@@ -24,7 +24,8 @@ pytestmark = pytest.mark.cluster
 
 def post_renderers(tag: str) -> str:
     """A JSON 6902 patch on the Deployment, a strategic merge patch on the ConfigMap, an image override,
-    and commonMetadata with a label that collides with helmdeck's own."""
+    a patch setting helmdeck's own label (helmdeck's wins; commonMetadata may not name it), and
+    commonMetadata."""
     return f"""\
   postRenderers:
     - kustomize:
@@ -37,12 +38,12 @@ def post_renderers(tag: str) -> str:
           - patch: |
               apiVersion: v1
               kind: ConfigMap
-              metadata: {{name: app}}
+              metadata: {{name: app, labels: {{{labels.ORIGIN_NAME}: not-the-package}}}}
               data: {{extra: from-a-patch}}
     - kustomize:
         images: [{{name: busybox, newTag: "{tag}"}}]
   commonMetadata:
-    labels: {{team: web, {labels.ORIGIN_NAME}: not-the-package}}
+    labels: {{team: web}}
     annotations: {{owner: ops}}
 """
 
@@ -88,7 +89,7 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     assert cm.data == {"message": "hi", "extra": "from-a-patch"}
     for meta in (deploy.metadata, cm.metadata):
         assert (meta.labels or {}).get("team") == "web" and (meta.annotations or {}).get("owner") == "ops"
-        assert (meta.labels or {})[labels.ORIGIN_NAME] == "app"  # helmdeck's own label wins
+        assert (meta.labels or {})[labels.ORIGIN_NAME] == "app"  # helmdeck's own label wins over the patch
     # commonMetadata is for the objects' metadata, not their pod templates (as Flux's).
     assert deploy.spec is not None and deploy.spec.template.metadata is not None
     assert "team" not in (deploy.spec.template.metadata.labels or {})
