@@ -8,6 +8,7 @@ release update) and where the count goes (``ReleaseView.warnings``).
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,14 @@ class ReleaseEvents:
         book.subscribe(self._track)
 
     def watch(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
-        """Call ``callback`` on the engine's loop with each Event of ``namespace``; returns the unsubscribe."""
-        return self.hub.subscribe(namespace, lambda event, _gone: self._on_loop(callback, event))
+        """Call ``callback`` on the engine's loop with each Event of ``namespace``; returns the unsubscribe.
+
+        The callback runs in the context variables of the caller of ``watch`` (a copy per call), not the
+        watch thread's: an app's screen subscribes and its callbacks need the app's context (Textual's
+        timers made without it fail when the app shuts down)."""
+        context = contextvars.copy_context()
+        return self.hub.subscribe(
+            namespace, lambda event, _gone: self._on_loop(context.copy().run, callback, event))
 
     def recent(self, namespace: str) -> list[KubeEvent]:
         """The recent Events of ``namespace`` kept (at most engine.events.KEEP), oldest first."""
