@@ -40,19 +40,24 @@ spec:
 RUNNING = UNSCHEDULABLE.replace('      nodeSelector: {helmdeck.dev/no-such-node: "true"}\n', "")
 
 
+def one_deployment(tmp_path: Path, name: str, namespace: str, template: str, extra: str = "") -> Path:
+    """A packages folder with one package ``name`` whose chart is ``template``; ``extra`` is more spec."""
+    chart = tmp_path / name
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: 0.1.0\n")
+    (chart / "templates" / "deployment.yaml").write_text(template)
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    (packages / f"{name}.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {chart}\n{extra}")
+    return packages
+
+
 async def test_the_drill_down_of_a_running_deployment_shows_its_container_logs(
     helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path
 ) -> None:
-    chart = tmp_path / "talker"
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: talker\nversion: 0.1.0\n")
-    (chart / "templates" / "deployment.yaml").write_text(RUNNING)
-    packages = tmp_path / "packages"
-    packages.mkdir()
-    (packages / "talker.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: talker\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n")
-    app = make_app(kube_target, helm, namespace, packages)
+    app = make_app(kube_target, helm, namespace, one_deployment(tmp_path, "talker", namespace, RUNNING))
     key = (namespace, "talker")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 120, seen=lambda: cell(app, key, "status"))
@@ -73,15 +78,7 @@ async def test_the_drill_down_of_a_running_deployment_shows_its_container_logs(
 async def test_a_deployment_that_cannot_schedule_shows_failed_scheduling_in_events(
     helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path
 ) -> None:
-    chart = tmp_path / "stuck"
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: stuck\nversion: 0.1.0\n")
-    (chart / "templates" / "deployment.yaml").write_text(UNSCHEDULABLE)
-    packages = tmp_path / "packages"
-    packages.mkdir()
-    (packages / "stuck.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: stuck\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n  install:\n    disableWait: true\n")
+    packages = one_deployment(tmp_path, "stuck", namespace, UNSCHEDULABLE, extra="  install:\n    disableWait: true\n")
     app = make_app(kube_target, helm, namespace, packages)
     key = (namespace, "stuck")
     async with app.run_test(size=SIZE) as pilot:
