@@ -46,8 +46,11 @@ def cell(app: HelmdeckApp, key: tuple[str, str], column: str) -> str | None:
 
 
 def row(app: HelmdeckApp, key: tuple[str, str]) -> dict[str, str | None]:
-    """Every cell of a release's row, for failure messages."""
-    return {c: cell(app, key, c) for c in ("revision", "status", "action", "suspended")}
+    """Every cell of a release's row and the app's notifications, for failure messages."""
+    seen: dict[str, str | None] = {c: cell(app, key, c) for c in ("revision", "status", "action", "suspended")}
+    notes = [f"{n.title}: {n.message}" for n in getattr(app, "_notifications", ())]  # Textual keeps them privately
+    seen["notifications"] = " | ".join(notes) or None
+    return seen
 
 
 def stored(core_api: client.CoreV1Api, namespace: str, name: str) -> list[tuple[int, str]]:

@@ -156,20 +156,20 @@ async def test_switching_context_shows_each_ones_releases(
         app = HelmdeckApp(build("one"), context="one", contexts=switch)
         first, second = (namespace, "first"), (other, "second")
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: cell(app, first, "status") == "✔ deployed", seen=lambda: row(app, first))
+            await wait_for(lambda: cell(app, first, "status") == "✔ deployed", 90, seen=lambda: row(app, first))
             await pilot.press("slash", *"s", "enter")  # a filter that both releases match: it stays
             await pilot.press("C")
             await wait_for(lambda: isinstance(app.screen, PickerScreen))
             await pilot.pause()
             await pilot.press("down", "enter")
-            await wait_for(lambda: cell(app, second, "status") == "✔ deployed", seen=lambda: row(app, second))
+            await wait_for(lambda: cell(app, second, "status") == "✔ deployed", 90, seen=lambda: row(app, second))
             assert cell(app, first, "status") is None  # the first context's release is gone
             assert getattr(app.screen.query_one("#filter"), "value", None) == "s"  # the filter stayed
             await pilot.press("C")
             await wait_for(lambda: isinstance(app.screen, PickerScreen))
             await pilot.pause()
             await pilot.press("up", "enter")
-            await wait_for(lambda: cell(app, first, "status") == "✔ deployed", seen=lambda: row(app, first))
+            await wait_for(lambda: cell(app, first, "status") == "✔ deployed", 90, seen=lambda: row(app, first))
             assert cell(app, second, "status") is None
     finally:
         core_api.delete_namespace(other)
