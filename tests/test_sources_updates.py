@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,22 @@ def test_available_and_newer_name_the_newest_and_whether_the_range_holds_it() ->
     inside = available(ChartRequest(HTTP, "web", "*"), ("0.1.0", "0.3.0"))
     assert newer("0.1.0", inside) == ChartUpdate("0.3.0", True, "0.3.0")
     assert available(request, ("junk",)) is None
+
+
+def test_semver_filter_drops_tags_from_the_marker_as_from_the_resolution() -> None:
+    """Flux's ref.semverFilter: a tag it does not match is neither offered nor inside the range (the resolution
+    never selects it); build metadata is matched in its tag form (``_``)."""
+    versions = ("1.0.0", "1.1.0-rc.1", "1.1.0", "2.0.0", "1.2.0-rc.2")
+    every = ChartRequest(dataclasses.replace(OCI, reference=OCIReference(semver=">=1.0.0-0")))
+    rc = ChartRequest(dataclasses.replace(OCI, reference=OCIReference(semver=">=1.0.0-0", semver_filter="-rc")))
+    assert newer("1.1.0-rc.1", available(every, versions)) == ChartUpdate("2.0.0", True, "2.0.0")
+    assert available(rc, versions) == AvailableVersions("1.2.0-rc.2", "1.2.0-rc.2")
+    assert newer("1.1.0-rc.1", available(rc, versions)) == ChartUpdate("1.2.0-rc.2", True, "1.2.0-rc.2")
+    assert [in_range(rc, v) for v in ("2.0.0", "1.2.0-rc.2")] == [False, True]
+    assert [in_range(every, v) for v in ("2.0.0", "1.2.0-rc.2")] == [True, True]
+    assert available(rc, ("1.0.0", "2.0.0")) is None  # nothing the filter admits: nothing offered
+    built = ChartRequest(dataclasses.replace(OCI, reference=OCIReference(semver="^1.0", semver_filter="_b$")))
+    assert available(built, ("1.0.0+b", "1.0.1+c", "1.0.2")) == AvailableVersions("1.0.0+b", "1.0.0+b")
 
 
 PACKAGES = FILE  # a HelmRepository and a Package with range ^1.2.0, comments on most lines
@@ -96,6 +113,17 @@ def test_a_digest_reference_is_not_pinned_in_place(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(OCI_FILES["a.yaml"])
     with pytest.raises(PinError, match="selects the digest"):
         _engine(tmp_path).versions.plan_pin(("demo", "a"), "1.0.0")
+
+
+def test_a_pin_the_semver_filter_would_drop_is_refused(tmp_path: Path) -> None:
+    filtered = OCI_FILES["source.yaml"].replace("semver: '~1.0'  # patch releases",
+                                                "semver: '~1.0'\n    semverFilter: '-rc'")
+    (tmp_path / "source.yaml").write_text(filtered)
+    (tmp_path / "a.yaml").write_text(OCI_FILES["a.yaml"])
+    engine = _engine(tmp_path)
+    with pytest.raises(PinError, match=r"does not match spec\.ref\.semverFilter '-rc'"):
+        engine.versions.plan_pin(("demo", "a"), "1.0.1")
+    assert engine.versions.plan_pin(("demo", "a"), "1.0.1-rc.1").text == filtered.replace("'~1.0'", "'1.0.1-rc.1'")
 
 
 def test_the_row_marks_a_newer_version_from_what_the_repository_offered(tmp_path: Path) -> None:

@@ -116,6 +116,9 @@ class ChartVersions:
             ref = source.reference
             if ref.digest:
                 raise PinError(f"{source.describe()} selects the digest {ref.digest}: edit its spec.ref by hand")
+            if ref.semver and not ref.admits_version(version):  # the resolution would never select it
+                raise PinError(f"{source.describe()}: the tag of {version} does not match spec.ref.semverFilter "
+                               f"{ref.semver_filter!r}; change the filter by hand")
             field, before, after = (("semver", ref.semver, version) if ref.semver
                                     else ("tag", ref.tag, version.replace("+", "_")))
             file, kind, name = source.file, "OCIRepository", source.name

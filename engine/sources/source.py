@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -193,9 +192,8 @@ class ChartSource:
         if not isinstance(tags, list):
             tags = await registry.tags(location.repository)
             self._oci_seen[(location.url, "")] = (self.clock(), tags)
-        if isinstance(source, OCIRepositorySpec) and source.reference.semver_filter:
-            pattern = re.compile(source.reference.semver_filter)
-            tags = [t for t in tags if pattern.search(t)]
+        if isinstance(source, OCIRepositorySpec):
+            tags = [t for t in tags if source.reference.admits(t)]
         by_version = {tag_to_version(t): t for t in tags}
         try:
             picked = newest_match(by_version, version)
@@ -331,7 +329,8 @@ class ChartSource:
     async def versions(self, request: ChartRequest) -> list[ChartVersionInfo]:
         """Every version the repository offers for the request's chart, newest first (pre-releases too).
 
-        For OCI, the newest ``MAX_LISTED`` tags are described (app version, creation time). Raises as
+        For OCI, the newest ``MAX_LISTED`` tags an OCIRepository's ``ref.semverFilter`` admits
+        (:meth:`OCIReference.admits`) are described (app version, creation time). Raises as
         :meth:`resolve`, except NoMatchingVersion for an empty list.
         """
         source = request.source
@@ -349,6 +348,8 @@ class ChartSource:
         try:
             tags = await registry.tags(location.repository)
             self._oci_seen[(location.url, "")] = (self.clock(), tags)
+            if isinstance(source, OCIRepositorySpec):  # tags its semverFilter drops are not offered
+                tags = [t for t in tags if source.reference.admits(t)]
             for tag in sort_newest_first(tag_to_version(t) for t in tags)[:MAX_LISTED]:
                 manifest = await registry.manifest(location.repository, tag.replace("+", "_"))
                 config = await registry.chart_config(location.repository, manifest.config_digest)

@@ -27,6 +27,7 @@ The parsers take the document's data and a map of dotted field paths to line num
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +106,17 @@ class OCIReference:
     semver_filter: str = ""
     tag: str = ""
 
+    def admits(self, tag: str) -> bool:
+        """Whether ``tag`` (as the registry lists it, ``_`` for ``+``) is a candidate at all: with
+        ``semver_filter`` only tags it matches (searched anywhere in the tag, as Go's ``MatchString``), as
+        Flux's OCIRepository reconciler drops the others before semver selection. The one rule for the
+        resolution, the newer-version marker and the version picker."""
+        return not self.semver_filter or _compiled(self.semver_filter).search(tag) is not None
+
+    def admits_version(self, version: str) -> bool:
+        """:meth:`admits` for a chart version (``+`` as helm pushes it: ``1.0.0+b`` is the tag ``1.0.0_b``)."""
+        return self.admits(version.replace("+", "_"))
+
     def describe(self) -> str:
         if self.digest:
             return f"digest {self.digest}"
@@ -112,6 +124,11 @@ class OCIReference:
             only = f" (tags matching {self.semver_filter!r})" if self.semver_filter else ""
             return f"semver {self.semver!r}{only}"
         return f"tag {self.tag or 'latest'}"
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)  # checked at load (_oci_reference)
 
 
 @dataclass(frozen=True)

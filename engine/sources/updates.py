@@ -3,7 +3,8 @@
 Pure functions over version strings, with Helm's semver rules (:mod:`engine.sources.semver`):
 
 - :func:`in_range` / :func:`range_text`: whether a version is inside what a request asks for
-  (``spec.chart.spec.version``, or an OCIRepository's ``ref``);
+  (``spec.chart.spec.version``, or an OCIRepository's ``ref``); :func:`admitted`: whether the source
+  considers a version at all (an OCIRepository's ``ref.semverFilter``, the resolution's rule);
 - :func:`available`: from every version a repository lists, the newest release and the newest version
   inside the range (:class:`AvailableVersions`; computed once per repository answer, not per event);
 - :func:`newer`: given the deployed version, what is newer (:class:`ChartUpdate`, the row marker); cached,
@@ -49,6 +50,14 @@ def range_text(request: ChartRequest) -> str:
     return request.version or "*"
 
 
+def admitted(request: ChartRequest, version: str) -> bool:
+    """Whether ``request``'s source considers ``version`` at all: False only for a tag an OCIRepository's
+    ``ref.semverFilter`` drops (:meth:`OCIReference.admits`, the resolution's rule), which is neither offered
+    nor inside the range."""
+    source = request.source
+    return not isinstance(source, OCIRepositorySpec) or source.reference.admits_version(version)
+
+
 def _wanted(request: ChartRequest) -> tuple[str, str]:
     """``("tag", tag)``, ``("digest", "")`` or ``("range", text)``: how ``request`` selects a version."""
     source = request.source
@@ -81,8 +90,11 @@ def _inside(how: str, text: str, version: Version | None, raw: str) -> bool | No
 
 def in_range(request: ChartRequest, version: str) -> bool | None:
     """Whether ``version`` is inside what ``request`` asks for, with Helm's semver rules; None when that
-    cannot be said (an OCIRepository pinned to a digest, or an unparseable version or range)."""
+    cannot be said (an OCIRepository pinned to a digest, or an unparseable version or range). A tag the
+    OCIRepository's ``ref.semverFilter`` drops is not inside (:func:`admitted`)."""
     how, text = _wanted(request)
+    if how == "range" and not admitted(request, version):
+        return False
     try:
         parsed: Version | None = Version.parse(version)
     except SemverError:
@@ -100,8 +112,9 @@ def _newest_first(versions: tuple[str, ...]) -> tuple[tuple[Version, str], ...]:
 def available(request: ChartRequest, versions: tuple[str, ...]) -> AvailableVersions | None:
     """The newest release among ``versions`` and the newest inside ``request``'s range; None when no version
     parses. Pre-releases count as newest only when the repository has nothing else (as ``helm search``).
+    Tags an OCIRepository's ``ref.semverFilter`` drops are not offered (:func:`admitted`, as the resolution).
     The versions are parsed and sorted once per repository answer, whatever the number of packages."""
-    ordered = _newest_first(versions)
+    ordered = tuple(p for p in _newest_first(versions) if admitted(request, p[1]))
     if not ordered:
         return None
     newest = next((raw for v, raw in ordered if not v.pre), ordered[0][1])

@@ -1,0 +1,96 @@
+"""An OCIRepository's ``ref`` on the local cluster and its real OCI registry: a version pinned by tag
+(``ref.tag``, build metadata written in its tag form) moves the release to that version, and
+``ref.semverFilter`` is honoured alike by the resolution, the row's newer-version marker and the
+version picker's list."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine.helm import Helm
+from engine.kube import KubeTarget
+from engine.runtime import Engine
+from localcluster.cluster import LocalCluster
+from tests.sources_fixtures import package_chart, push_oci, write
+
+pytestmark = pytest.mark.cluster
+
+
+def _folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
+    """An OCIRepository ``web`` at ``oci://base/web`` with ``ref`` (YAML lines under ``ref:``) and a Package
+    using it; returns the OCIRepository's file text."""
+    source = (f"apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\n"
+              f"metadata: {{name: web, namespace: {namespace}}}\n"
+              f"spec:\n  url: oci://{base}/web\n  insecure: true   # the local registry\n  ref:\n{ref}")
+    write(pkgs, "source.yaml", source)
+    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\n"
+          f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
+          "  timeout: 1m\n")
+    return source
+
+
+async def test_a_tag_pin_moves_the_release_to_that_tag(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
+    helm_home: dict[str, str],
+) -> None:
+    h = helm.binary
+    base = f"{local_cluster.registry}/tag-{uuid.uuid4().hex[:8]}"
+    for version in ("1.0.0", "1.1.0+b.2"):  # helm pushes 1.1.0+b.2 as the tag 1.1.0_b.2
+        push_oci(h, package_chart(h, tmp_path, version, marker=f"t-{version}"), base, env=helm_home)
+    pkgs = tmp_path / "packages"
+    source = _folder(pkgs, namespace, base, "    tag: 1.0.0   # the tested one\n")
+    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    key = (namespace, "web")
+    await engine.start(reconcile=False)
+    try:
+        first = await engine.reconcile(key)
+        assert first is not None and first.ok, first
+        listed = await engine.versions.list(key)
+        assert listed.range == "tag 1.0.0"
+        assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
+            ("1.1.0+b.2", False, False), ("1.0.0", True, True)]
+        pinned = await engine.versions.pin(key, "1.1.0+b.2")
+        assert (pinned.file.name, pinned.field, pinned.before, pinned.after) == (
+            "source.yaml", "spec.ref.tag", "1.0.0", "1.1.0_b.2")
+        assert (pkgs / "source.yaml").read_text() == source.replace("tag: 1.0.0 ", "tag: 1.1.0_b.2 ")
+        done = await engine.reconcile(key)
+        assert done is not None and done.ok, done
+        obs = engine.observer.latest(*key)
+        assert obs is not None and (obs.version, obs.status, obs.chart_version) == (2, "deployed", "1.1.0+b.2")
+        view = engine.release(key)
+        assert view is not None and view.chart_update is None
+    finally:
+        await engine.stop()
+
+
+async def test_semver_filter_selects_lists_and_marks_only_the_tags_it_matches(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
+    helm_home: dict[str, str],
+) -> None:
+    h = helm.binary
+    base = f"{local_cluster.registry}/filter-{uuid.uuid4().hex[:8]}"
+    for version in ("1.0.0-rc.1", "1.0.0", "1.1.0-rc.1", "2.0.0"):
+        push_oci(h, package_chart(h, tmp_path, version, marker=f"f-{version}"), base, env=helm_home)
+    pkgs = tmp_path / "packages"
+    _folder(pkgs, namespace, base, "    semver: '>=1.0.0-0'\n    semverFilter: '-rc'   # release candidates\n")
+    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    key = (namespace, "web")
+    await engine.start(reconcile=False)
+    try:
+        first = await engine.reconcile(key)
+        assert first is not None and first.ok, first
+        obs = engine.observer.latest(*key)
+        assert obs is not None and obs.chart_version == "1.1.0-rc.1"  # 2.0.0 is newer, but no candidate
+        view = engine.release(key)  # the tag list the pass resolved from marks the row: nothing newer
+        assert view is not None and view.chart_update is None
+        listed = await engine.versions.list(key)
+        assert listed.range == "semver '>=1.0.0-0' (tags matching '-rc')"
+        assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
+            ("1.1.0-rc.1", True, True), ("1.0.0-rc.1", True, False)]
+        view = engine.release(key)
+        assert view is not None and view.chart_update is None
+    finally:
+        await engine.stop()
