@@ -105,7 +105,7 @@ def test_flux_needs_a_release_a_flux_helmrelease_owns() -> None:
     assert gate.why_not("flux", LEGACY) == "legacy/legacy-api is not owned by a Flux HelmRelease"  # nobody's
     view = engine.book.view(LEGACY)
     assert view is not None and view.observation is not None
-    # As the observer decodes a manifest carrying Flux's labels (flux_owner does not take part in equality).
+    # As the observer decodes a manifest carrying Flux's labels.
     engine.book._views[LEGACY] = dataclasses.replace(
         view, observation=dataclasses.replace(view.observation, flux_owner="flux-system/legacy"))
     assert gate.why_not("flux", LEGACY) is None

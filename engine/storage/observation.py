@@ -120,9 +120,10 @@ class Observation:
     chart_description: str = ""
     kube_version: str = ""
     resource_version: str = field(default="", compare=False)
-    # "namespace/name" of the Flux HelmRelease whose labels the manifest's objects carry ("" if none);
-    # derived from the manifest, which ``manifest_digest`` already compares.
-    flux_owner: str = field(default="", compare=False)
+    # "namespace/name" of the Flux HelmRelease whose labels the manifest's objects carry ("" if none).
+    # Compared, though derived from the manifest: a view differing only in its owner is a change the
+    # app shows (OWNER, Overview). Not in digest_doc: the manifest digest there covers it.
+    flux_owner: str = ""
 
     @property
     def release_key(self) -> tuple[str, str]:
