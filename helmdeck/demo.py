@@ -7,7 +7,8 @@ HTTP chart repository, and the packages folder that pulls from them.
    once per chart version, and web a second time at a newer version (:data:`NEWER`);
 2. indexes that folder (``helm repo index``, relative URLs, only when a chart was added) and serves it
    on 127.0.0.1 from a thread of the demo's process (:class:`localcluster.chartrepo.ChartRepoServer`),
-   on the port it had last time when free, until :meth:`DemoSources.stop` (at the demo's exit);
+   on the port it had last time when free, until :meth:`DemoSources.stop` (at the demo's exit); its URL is
+   recorded in ``<cluster dir>/chartrepo.json``, which ``helmdeck cluster status`` shows while the demo lives;
 3. pushes each archive to ``oci://<registry>/helmdeck-demo/<chart>`` (``helm push --plain-http``) unless
    the registry already has that version's tag;
 4. copies the examples (``charts/``, ``values/``, ``packages/`` and the packages of ``sources/``) to
@@ -173,12 +174,13 @@ def write_examples(examples: Path, dest: Path, charts_url: str, registry: str) -
     return packages
 
 
-def _serve(repo: Path, port_file: Path) -> ChartRepoServer:
-    """Serve ``repo`` on the port of the last run when it is free, else on any."""
+def _serve(repo: Path, port_file: Path, record: Path) -> ChartRepoServer:
+    """Serve ``repo`` on the port of the last run when it is free, else on any; recorded in ``record`` for
+    ``helmdeck cluster status`` while this process serves it."""
     try:
-        server = ChartRepoServer(repo, port=int(port_file.read_text()))
+        server = ChartRepoServer(repo, port=int(port_file.read_text()), record=record)
     except (OSError, ValueError):
-        server = ChartRepoServer(repo)
+        server = ChartRepoServer(repo, record=record)
     port_file.write_text(str(server.port))
     return server
 
@@ -193,7 +195,7 @@ def start_sources(
     archives, made = package_charts(helm, env, examples / "charts", repo)
     if made or not (repo / "index.yaml").is_file():
         _helm(helm, env, "repo", "index", str(repo))  # relative URLs: the index does not name the port
-    server = _serve(repo, work / "repo.port")
+    server = _serve(repo, work / "repo.port", state_dir / "chartrepo.json")
     try:
         pushed = push_charts(helm, env, archives, registry)
         packages = write_examples(examples, work / "examples", server.url, registry)

@@ -1,7 +1,10 @@
 """A small HTTP chart repository: serves a folder made by ``helm repo index`` on 127.0.0.1.
 
 The demo runs one (in its own process, stopped at exit) beside the local
-cluster's OCI registry; tests and benchmarks run their own. GET only, with an
+cluster's OCI registry, and records it in the cluster directory (``record``:
+its URL and the PID + start time of the process serving it) so that
+``helmdeck cluster status`` shows it while that process lives (:func:`serving`);
+tests and benchmarks run their own. GET only, with an
 ``ETag`` and ``Last-Modified`` on every file and a 304 for a matching
 ``If-None-Match`` (as chart repositories on object storage answer), optional
 basic auth, and counters of the requests seen.
@@ -13,8 +16,12 @@ import base64
 import email.utils
 import hashlib
 import http.server
+import json
+import os
 import threading
 from pathlib import Path
+
+from localcluster.process import proc_start_time
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -60,14 +67,28 @@ class _Server(http.server.ThreadingHTTPServer):
     not_modified: int
 
 
+def serving(record: Path) -> str | None:
+    """The URL a :class:`ChartRepoServer` recorded in ``record``, while the process that serves it lives
+    (checked by PID and start time, so a reused PID does not count); None without a live record."""
+    try:
+        data = json.loads(record.read_text())
+        url, pid, started = str(data["url"]), int(data["pid"]), int(data["startTime"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return url if proc_start_time(pid) == started else None
+
+
 class ChartRepoServer:
     """Serves ``folder`` on ``127.0.0.1:port`` (0: any free port) from a daemon thread until :meth:`stop`;
-    ``auth=(user, password)`` requires basic auth. ``url`` is ``http://127.0.0.1:<port>``.
+    ``auth=(user, password)`` requires basic auth. ``url`` is ``http://127.0.0.1:<port>``. With ``record``,
+    the URL and this process's PID and start time are written there (JSON: ``url``, ``pid``, ``startTime``)
+    and removed at :meth:`stop` (:func:`serving` reads it).
 
-    Raises OSError when ``port`` is taken.
+    Raises OSError when ``port`` is taken or ``record`` cannot be written.
     """
 
-    def __init__(self, folder: Path, auth: tuple[str, str] | None = None, *, port: int = 0):
+    def __init__(self, folder: Path, auth: tuple[str, str] | None = None, *, port: int = 0,
+                 record: Path | None = None):
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._srv = _Server(("127.0.0.1", port), _Handler)
@@ -79,6 +100,13 @@ class ChartRepoServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._srv.serve_forever, daemon=True)
         self._thread.start()
+        self._record = record
+        if record is not None:
+            try:
+                _write_record(record, self.url)
+            except OSError:
+                self.stop()
+                raise
 
     @property
     def requests(self) -> list[str]:
@@ -93,3 +121,12 @@ class ChartRepoServer:
     def stop(self) -> None:
         self._srv.shutdown()
         self._srv.server_close()
+        if self._record is not None and serving(self._record) == self.url:  # another run's record stays
+            self._record.unlink(missing_ok=True)
+
+
+def _write_record(record: Path, url: str) -> None:
+    pid = os.getpid()
+    tmp = record.with_name(f".{record.name}.{pid}")
+    tmp.write_text(json.dumps({"url": url, "pid": pid, "startTime": proc_start_time(pid)}))
+    tmp.replace(record)

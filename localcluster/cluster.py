@@ -9,6 +9,7 @@ Layout of a cluster's state directory (default
     etcd/          etcd data (kept across down/up)
     registry.yml   the local OCI registry's configuration
     registry/      its blobs (kept across down/up)
+    chartrepo.json the HTTP chart repository a running ``helmdeck demo`` serves (URL, PID + start time)
     kwok.yaml      kwok's configuration: a ClusterLogs serving container-logs.log for every container
     container-logs.log  the log lines every fake container serves (CRI log format), written by ``up``
     logs/<component>.log
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import build, registry
+from localcluster.chartrepo import serving
 from localcluster.pki import Pki, ensure_pki, write_kubeconfig
 from localcluster.process import ProcessRecord, free_port, http_ok, port_open, proc_start_time, stop_processes
 from localcluster.state import ORDER, ClusterStatus, Ports
@@ -71,6 +73,7 @@ class LocalCluster:
         self.logs_dir = self.state_dir / "logs"
         self.kubeconfig = self.state_dir / "kubeconfig"
         self._state_file = self.state_dir / "state.json"
+        self.chartrepo_record = self.state_dir / "chartrepo.json"
 
     # -- state -------------------------------------------------------------
     def _load(self) -> tuple[Ports, dict[str, ProcessRecord]]:
@@ -159,6 +162,7 @@ class LocalCluster:
             ready=ready,
             versions=versions,
             registry=self.registry,
+            chartrepo=serving(self.chartrepo_record),
         )
 
     # -- up ----------------------------------------------------------------

@@ -36,6 +36,8 @@ class ClusterStatus:
     ready: bool = False
     versions: dict[str, str] = field(default_factory=dict)
     registry: str | None = None  # host:port of the local OCI registry (plain HTTP, no auth)
+    chartrepo: str | None = None  # URL of the HTTP chart repository a running demo serves
+
 
     def lines(self) -> list[str]:
         out = [
@@ -44,6 +46,7 @@ class ClusterStatus:
             f"kubeconfig: {self.kubeconfig}",
             f"server:     {self.server or '-'}",
             f"registry:   {self.registry or '-'}",
+            f"chartrepo:  {self.chartrepo or '-'}",
         ]
         for comp in ORDER:
             mark = "running" if self.running.get(comp) else "stopped"
@@ -53,13 +56,15 @@ class ClusterStatus:
 
     def to_json(self) -> dict[str, Any]:
         """What ``helmdeck cluster status -o json`` prints: ``kubeconfig``, ``server``, ``registry``
-        (``host:port``), ``ready``, ``directory``, and per component ``running`` and ``logs``."""
+        (``host:port``), ``chartrepo`` (the demo's HTTP chart repository URL while the demo runs, else null),
+        ``ready``, ``directory``, and per component ``running`` and ``logs``."""
         return {
             "ready": self.ready,
             "directory": str(self.state_dir),
             "kubeconfig": str(self.kubeconfig),
             "server": self.server,
             "registry": self.registry,
+            "chartrepo": self.chartrepo,
             "running": dict(self.running),
             "versions": dict(self.versions),
             "logs": {c: str(p) for c, p in self.logs.items()},

@@ -1,6 +1,7 @@
 """The demo's chart sources (helmdeck/demo.py) on the local cluster: the example charts published to its
-OCI registry and to an HTTP chart repository, the demo's packages (two of them pulling from those) reconciled
-to Ready, and a second start publishing nothing and upgrading nothing."""
+OCI registry and to an HTTP chart repository (shown by ``helmdeck cluster status`` while served), the demo's
+packages (two of them pulling from those) reconciled to Ready, and a second start publishing nothing and
+upgrading nothing."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
     state = tmp_path / "cluster"
     sources = start_sources(state, local_cluster.registry, helm.binary, EXAMPLES)
     try:
+        # `helmdeck cluster status` names the HTTP repository while the demo serves it.
+        shown = json.loads(helmdeck("cluster", "status", "-o", "json", "--cluster-dir", str(state)).stdout)
+        assert shown["chartrepo"] == sources.charts_url
         # Both sources serve every example chart.
         with urllib.request.urlopen(f"{sources.charts_url}/index.yaml", timeout=10) as resp:
             index = yaml.safe_load(resp.read())
@@ -74,6 +78,7 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
             [(newer, NEWER["web"][1], False, False), (charts["web"], "1.27", True, True)]
     finally:
         sources.stop()
+    assert LocalCluster(state).status().chartrepo is None
 
     # A second start: nothing packaged or pushed, the same port, the same index; nothing upgrades.
     index_before = (state / "demo" / "repo" / "index.yaml").read_bytes()
