@@ -1,10 +1,22 @@
-"""Unit tests of helm's --set path syntax and the bounded path setter (engine.resolve.strvals)."""
+"""Unit tests of helm's --set syntax as Flux's targetPath uses it (engine.resolve.strvals): paths, values
+(commas, lists, escapes, types, quotes) and setting them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from engine.resolve.strvals import MAX_INDEX, PathError, format_path, parse_path, set_path, typed_value
+from engine.resolve.strvals import (
+    MAX_INDEX,
+    MAX_PADDING,
+    PathError,
+    apply,
+    format_path,
+    parse_assignments,
+    parse_path,
+    target_assignments,
+)
 
 
 @pytest.mark.parametrize(("path", "segments"), [
@@ -42,35 +54,82 @@ def test_parse_path_refuses(path: str, problem: str) -> None:
         parse_path(path)
 
 
-def test_set_path_creates_maps_and_pads_lists_without_touching_the_input() -> None:
-    values = {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}]}
-    out = set_path(values, parse_path("a.b.c"), "v")
-    assert out == {"a": {"keep": 1, "b": {"old": True, "c": "v"}}, "l": [{"x": 1}]}
-    assert values == {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}]}  # copied along the path
-    out = set_path(values, parse_path("l[2].name"), "n")
-    assert out["l"] == [{"x": 1}, None, {"name": "n"}] and values["l"] == [{"x": 1}]
-    assert set_path({}, parse_path("l[0].y"), 2) == {"l": [{"y": 2}]}
-    assert set_path({"l": [{"x": 1}]}, parse_path("l[0].y"), 2) == {"l": [{"x": 1, "y": 2}]}
-    assert set_path({}, parse_path("m[1][0]"), "z") == {"m": [None, ["z"]]}
-    assert set_path({"a": None}, parse_path("a.b"), 1) == {"a": {"b": 1}}
-    assert set_path({"a": {"b": {"deep": 1}}}, parse_path("a.b"), "flat") == {"a": {"b": "flat"}}
+def target(path: str, value: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    return apply(values or {}, target_assignments(path, value))
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    # Flux's own ReplacePathValue cases (fluxcd/pkg chartutil values_test.go), then helm's --set rules.
+    ("value", {"name": "value"}),
+    ("{a,b,c}", {"name": ["a", "b", "c"]}),
+    ("value1\\,value2", {"name": "value1,value2"}),
+    ("true", {"name": True}),
+    ('"true"', {"name": "true"}),
+    ("a,other=b", {"name": "a", "other": "b"}),  # a comma starts another assignment, at the top
+    ("a,", {"name": "a"}),  # a trailing comma is ignored
+    ("x,deep.er[1]=2", {"name": "x", "deep": {"er": [None, 2]}}),
+    ("{a,1,true}", {"name": ["a", 1, True]}),
+    ("{a,b},c=d", {"name": ["a", "b"], "c": "d"}),
+    ("a.b.c", {"name": "a.b.c"}),  # dots in a value are kept
+    ("1.5", {"name": "1.5"}), ("007", {"name": "007"}), ("0", {"name": 0}), ("-7", {"name": -7}),
+    ("+7", {"name": 7}), ("NULL", {"name": None}), ("False", {"name": False}),
+    ("99999999999999999999", {"name": "99999999999999999999"}),
+    ("42\n", {"name": "42\n"}),  # a trailing newline: a string
+    ("a=b", {"name": "a=b"}), ("x[0]", {"name": "x[0]"}),
+    ("C:\\\\dir", {"name": "C:\\dir"}), ("a\\b", {"name": "ab"}), ("s3cr3t\\", {"name": "s3cr3t"}),
+    ("'42'", {"name": "42"}), ("'a,b=c'", {"name": "a", "b": "c"}),  # quoted: --set-string, still split
+    ("'{x,7}'", {"name": ["x", "7"]}), ("\"'x'\"", {"name": "x"}), ("'x\"", {"name": "'x\""}),
+    ("\"", {"name": ""}), ("", {"name": ""}), ("{}", {"name": [""]}),
+])
+def test_target_values_as_flux_replace_path_value(value: str, expected: dict[str, Any]) -> None:
+    got = target("name", value)
+    assert got == expected
+    assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+
+
+def test_target_paths_with_escaped_dots_and_indices() -> None:
+    assert target("nodeSelector.kubernetes\\.io/role", "master") == {"nodeSelector": {"kubernetes.io/role": "master"}}
+    assert target("merge.at[2]", "value") == {"merge": {"at": [None, None, "value"]}}
+    assert target("m[1][0]", "z") == {"m": [None, ["z"]]}
+    assert target("a.b", "v", {"a": {"keep": 1}}) == {"a": {"keep": 1, "b": "v"}}
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("a,b", "key 'b' has no value"),
+    ("a,b,c", "cannot end with ,"),
+    ("{a,b", "list must terminate with '}'"),
+    ("a,x[y]=1", "not a number"),
+    ("a,x[-1]=1", "negative -1 index not allowed"),
+    (f"a,x[{MAX_INDEX + 1}]=1", "greater than maximum supported index"),
+    ("a,x[0]y=1", "unexpected data at end of array index"),
+    ("a," + ".".join(["k"] * 32) + "=1", "maximum supported nested level of 30"),
+])
+def test_target_values_helm_refuses(value: str, problem: str) -> None:
+    with pytest.raises(PathError, match=problem.replace("[", r"\[")):
+        target_assignments("name", value)
+
+
+def test_setting_goes_as_helms_parser() -> None:
+    values = {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}, "s"]}
+    out = apply(values, parse_assignments("a.b.c=v,l[2].name=n,l[1].k=2"))
+    assert out == {"a": {"keep": 1, "b": {"old": True, "c": "v"}}, "l": [{"x": 1}, {"k": 2}, {"name": "n"}]}
+    assert values == {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}, "s"]}  # copied along the path
+    assert apply({"a": {"b": {"deep": 1}}}, parse_assignments("a.b=flat")) == {"a": {"b": "flat"}}
+    assert apply({"l": [None]}, parse_assignments("l[0][1]=x")) == {"l": [[None, "x"]]}
 
 
 @pytest.mark.parametrize(("values", "path", "problem"), [
     ({"a": "text"}, "a.b", "a holds a str, not a map"),
+    ({"a": None}, "a.b", "a holds null, not a map"),  # Go's type assertion of a nil fails in helm
     ({"a": {"b": 1}}, "a[0]", "a holds a map, not a list"),
-    ({"l": ["s"]}, "l[0].x", r"l\[0\] holds a str, not a map"),
+    ({"l": ["s"]}, "l[0][0]", r"l\[0\] holds a str, not a list"),
 ])
-def test_set_path_refuses_to_go_through_another_type(values: dict[str, object], path: str, problem: str) -> None:
+def test_setting_refuses_to_go_through_another_type(values: dict[str, Any], path: str, problem: str) -> None:
     with pytest.raises(PathError, match=problem):
-        set_path(values, parse_path(path), 1)
+        apply(values, parse_assignments(f"{path}=1"))
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("true", True), ("FALSE", False), ("null", None), ("0", 0), ("42", 42), ("-7", -7),
-    ("007", "007"), ("1.5", "1.5"), ("'42'", "42"), ('"true"', "true"), ("a,b", "a,b"), ("{a,b}", "{a,b}"),
-    ("s3cr3t\\", "s3cr3t\\"), ("", ""), ("99999999999999999999", "99999999999999999999"), ("'x\"", "'x\""),
-])
-def test_typed_value_as_flux(text: str, value: object) -> None:
-    assert typed_value(text) == value
-    assert type(typed_value(text)) is type(value)
+def test_list_padding_is_bounded() -> None:
+    many = ",".join(f"k{i}[{MAX_INDEX}]=1" for i in range(MAX_PADDING // MAX_INDEX + 1))
+    with pytest.raises(PathError, match="padded"):
+        apply({}, parse_assignments(many))

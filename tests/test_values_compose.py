@@ -74,13 +74,16 @@ def test_composes_in_order_with_target_paths_and_remembers_secret_paths(tmp_path
     got = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, y: 1}\nreplicas: 1\n"},
                                 creds={"values.yaml": b"a: {y: 2}\ndb: {user: u, password: hunter22}\n"},
                                 token={"t": b"tok-123"}, replicas={"n": b"3"}, gone=None))
-    assert got.values == {"a": {"x": 1, "y": 2}, "replicas": 3, "db": {"user": "u", "password": "hunter22"},
-                          "api": {"tokens": [None, "tok-123"]}}
+    assert got.values == {"a": {"x": 1, "y": 2}, "replicas": 1, "db": {"user": "u", "password": "hunter22"}}
+    assert [t.assignments for t in got.targets] == [((("api", "tokens", 1), "tok-123"),), ((("replicas",), 3),)]
     assert got.secret_paths == (("a", "y"), ("db", "user"), ("db", "password"), ("api", "tokens", 1))
-    # Through resolve: after valuesFiles, before inline values (which win).
-    layer = ValuesLayer(got.values, "spec.valuesFrom", secret_paths=got.secret_paths, digest=got.digest)
+    # Through resolve: after valuesFiles, before inline values (which win), except targetPath values: set
+    # last, over inline values too (Flux's "target path precedence over all").
+    layer = ValuesLayer(got.values, "spec.valuesFrom", secret_paths=got.secret_paths, digest=got.digest,
+                        targets=got.targets)
     resolved = ResolveCache().resolve(spec, lambda s: [layer])
-    assert resolved.values["replicas"] == 9 and resolved.values["db"]["password"] == "hunter22"
+    assert resolved.values["replicas"] == 3 and resolved.values["db"]["password"] == "hunter22"
+    assert resolved.values["api"] == {"tokens": [None, "tok-123"]}
     assert resolved.secret_paths == got.secret_paths
     again = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, y: 1}\nreplicas: 1\n"},
                                   creds={"values.yaml": b"a: {y: 2}\ndb: {user: u, password: other}\n"},
@@ -201,3 +204,29 @@ def test_every_remembered_secret_stays_masked_and_scrubbing_stays_fast() -> None
     assert masker.mask("s3cret-00001-x-and-more") in scrubbed  # the longer secret masked whole
     assert masker.mask(secrets[0]) in scrubbed and scrubbed.startswith("filler text ")
     assert elapsed < 5.0, f"scrub must not try every secret at each position ({elapsed:.1f} s)"
+
+
+def test_target_path_values_win_over_inline_values_and_are_parsed_as_flux(tmp_path: Path) -> None:
+    # Flux's "target path precedence over all": the list item set by targetPath survives the inline list.
+    spec = load_package(write(tmp_path, "    - {kind: Secret, name: key, valuesKey: k,"
+                                        " targetPath: 'nested.configuration[0]'}\n"
+                                        "    - {kind: ConfigMap, name: values}\n"
+                                        "    - {kind: ConfigMap, name: flags, valuesKey: f, targetPath: flags}\n",
+                              values="{nested: {configuration: [list, item, option]}}"))
+    got = compose(spec, objects(spec, key={"k": b"value"}, flags={"f": b"{a\\,b,on}"},
+                                values={"values.yaml": b"flat: value\nnested: {configuration: [one, two, three]}\n"}))
+    resolved = ResolveCache().resolve(spec, lambda s: [ValuesLayer(got.values, "v", digest=got.digest,
+                                                                    targets=got.targets)])
+    assert resolved.values["nested"] == {"configuration": ["value", "item", "option"]}
+    assert resolved.values["flat"] == "value" and resolved.values["flags"] == ["a,b", "on"]
+    with pytest.raises(ValuesError, match="Secret demo/key key 'k' is not a value") as err:
+        compose(spec, objects(spec, key={"k": b"x,hidden"}, flags={"f": b"1"}, values={"values.yaml": b"{}"}))
+    assert "hidden" not in str(err.value) and err.value.field == "spec.valuesFrom[0]" and "\\," in err.value.fix
+    with pytest.raises(ValuesError, match=r"key 'oops' has no value"):  # a ConfigMap's text may be shown
+        compose(spec, objects(spec, key={"k": b"1"}, flags={"f": b"1,oops"}, values={"values.yaml": b"{}"}))
+    through = compose(spec, objects(spec, key={"k": b"1"}, flags={"f": b"1,flat.x=2"},
+                                    values={"values.yaml": b"flat: value\n"}))
+    with pytest.raises(ValuesError, match="flat holds a str, not a map") as err:
+        ResolveCache().resolve(spec, lambda s: [ValuesLayer(through.values, "v", digest=through.digest,
+                                                            targets=through.targets)])
+    assert err.value.field == "spec.valuesFrom[2]"

@@ -27,7 +27,7 @@ from engine.package import PackageError, PackageSpec, deep_merge
 from engine.resolve.chart import Chart, ChartError, load_chart
 from engine.resolve.loader import YamlLimitError, load_yaml, values_limits
 from engine.resolve.strvals import Path as ValuesPath
-from engine.resolve.values_from import ValuesError, leaf_paths
+from engine.resolve.values_from import TargetValue, ValuesError, apply_targets, leaf_paths
 from engine.spec.postrender import Rendering
 from engine.storage.observation import canonical_json
 
@@ -37,7 +37,8 @@ class ValuesLayer:
     """Values from a source other than files and inline values (``valuesFrom``: ConfigMaps and Secrets).
 
     ``origin`` names it for errors; ``secret`` marks all its leaves for masking, ``secret_paths`` some
-    of them. ``digest`` (when given) stands for its content: resolutions are cached by it.
+    of them. ``digest`` (when given) stands for its content: resolutions are cached by it. ``targets``
+    (targetPath values) are set after every other value, inline ``values`` included, as Flux.
     """
 
     values: Mapping[str, Any]
@@ -45,6 +46,7 @@ class ValuesLayer:
     secret: bool = False
     secret_paths: tuple[ValuesPath, ...] = ()
     digest: str = ""
+    targets: tuple[TargetValue, ...] = ()
 
 
 # valuesFrom plugs in here: given the spec, the layers merged after valuesFiles and before inline values.
@@ -167,6 +169,8 @@ class ResolveCache:
             merged = deep_merge(merged, layer.values)
             secret += leaf_paths(layer.values) if layer.secret else layer.secret_paths
         merged = deep_merge(merged, spec.values)
+        for layer in layers:
+            merged = apply_targets(spec, merged, layer.targets)
         try:
             vdigest = values_digest(merged)
         except (TypeError, ValueError) as exc:

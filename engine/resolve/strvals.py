@@ -1,19 +1,33 @@
-"""Helm's ``--set`` path syntax, and setting one value at such a path (``valuesFrom[].targetPath``).
+"""Helm's ``--set`` syntax: paths, and ``key=value`` assignments as a ``valuesFrom[].targetPath`` sets them.
 
 A path is keys joined by ``.``; a ``\\`` escapes the next character (``a\\.b``
 is the one key ``a.b``); ``[n]`` after a key indexes a list (``hosts[0].name``,
 ``matrix[1][2]``), as helm's ``strvals`` reads the left side of ``--set``.
 Bounds as helm's: at most :data:`MAX_INDEX` for an index, :data:`MAX_DEPTH`
-nested names. Setting pads a list with nulls up to the index, creates missing
-maps and lists, and refuses to go through a value of another type (helm's
-parser fails there too).
+nested names.
 
-:func:`typed_value` types a value as Flux's ``ReplacePathValue`` does for a
-``targetPath``: a value in quotes is the string inside them; else ``true`` /
-``false`` / ``null`` (any case) and decimal integers not starting with ``0``
-become a boolean, null or integer; anything else stays a string. Unlike
-``--set``, the value is taken whole: it is never split at commas nor read as a
-``{a,b}`` list, and backslashes in it are kept.
+A ``targetPath`` value is set as Flux's ``ReplacePathValue`` (fluxcd/pkg
+``chartutil``) sets it: the text ``<targetPath>=<value>`` goes through helm's
+``--set`` parser (``strvals.ParseInto``), so, exactly as with ``--set``:
+
+- a ``,`` ends the value and starts another assignment: ``a,b=c`` sets the
+  path to ``a`` and also ``b`` (at the top of the values) to ``c``; ``a,b``
+  is an error (key "b" has no value); a trailing ``,`` is ignored;
+- ``{x,y}`` is a list; ``\\`` escapes the next character (``a\\,b`` is ``a,b``);
+  ``.``, ``=``, ``[`` and ``]`` in a value are kept as they are;
+- the value is typed as ``--set`` types it: ``true``/``false``/``null`` (any
+  case), ``0`` and decimal 64-bit integers not starting with ``0``; anything
+  else (``1.5``, ``007``, ``yes``, a trailing newline) stays a string;
+- a value wholly in quotes (starting and ending with ``'``, or with ``"``) has
+  every quote character trimmed from both ends and is parsed as
+  ``--set-string``: commas, lists and escapes as above, never typed.
+
+:func:`apply` sets the assignments as helm's parser does: missing maps and
+lists are created, a list is padded with nulls up to the index, a list item
+that is not a map becomes an empty map when a key is set inside it, and going
+through any other value (a null included: Go's type assertion fails) is an
+error. Bounds beyond helm's: at most :data:`MAX_DEPTH` nested list indices
+and :data:`MAX_PADDING` null cells padded per value.
 """
 
 from __future__ import annotations
@@ -24,9 +38,12 @@ from typing import Any
 MAX_INDEX = 65536  # helm's strvals.MaxIndex
 MAX_DEPTH = 30  # helm's strvals.MaxNestedNameLevel: nested names (dots) in one path
 _INT64 = 2**63
+MAX_PADDING = 1 << 18  # null cells padded into lists per value: an index near MAX_INDEX per comma adds up
 
 Segment = str | int
 Path = tuple[Segment, ...]
+Assignment = tuple[Path, Any]
+"""One value set by a ``--set`` argument: its path and its (typed) value."""
 
 
 class PathError(ValueError):
@@ -89,55 +106,182 @@ def format_path(path: Path) -> str:
     return out
 
 
-def typed_value(text: str) -> Any:
-    """The value Flux sets at a ``targetPath`` for ``text`` (see the module docstring)."""
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text.strip("'\"")  # as Flux: the quote characters around it are trimmed
-    lower = text.lower()
-    if lower in ("true", "false"):
-        return lower == "true"
-    if lower == "null":
-        return None
-    if text == "0":
-        return 0
-    if text and text[0] != "0" and (text[1:] if text[0] in "+-" else text).isdigit() and text.isascii():
-        number = int(text)
-        if -_INT64 <= number < _INT64:
-            return number
-    return text
+def target_assignments(target_path: str, value: str) -> list[Assignment]:
+    """What Flux's ``ReplacePathValue(values, target_path, value)`` sets (see the module docstring).
+    Raises PathError."""
+    quoted = len(value) >= 1 and ((value[0] == value[-1] == "'") or (value[0] == value[-1] == '"'))
+    if quoted:
+        value = value.strip("'\"")  # as Go's strings.Trim(value, `'"`): every quote at both ends
+    return parse_assignments(f"{target_path}={value}", strings=quoted)
 
 
-def set_path(values: Mapping[str, Any], path: Path, value: Any) -> dict[str, Any]:
-    """A copy of ``values`` with ``value`` at ``path`` (the maps and lists along the path are copied,
-    the rest shared). Raises PathError when the path goes through a value that is not a map or list."""
+def parse_assignments(text: str, *, strings: bool = False) -> list[Assignment]:
+    """The assignments of a helm ``--set`` argument (``--set-string`` when ``strings``), in order:
+    ``a.b=1,c[0]={x,y}`` -> ``[(("a", "b"), 1), (("c", 0), ["x", "y"])]``. Raises PathError with helm's
+    reasons. Malformed pieces helm ignores at the very end (``a[``, ``a.``) are ignored too."""
+    return _Parser(text, strings).parse()
+
+
+class _Parser:
+    """A reader of helm's ``strvals`` grammar (keys, indices, values, lists) producing assignments."""
+
+    def __init__(self, text: str, strings: bool):
+        self.text, self.pos, self.strings = text, 0, strings
+
+    def until(self, stops: str) -> tuple[str, str]:
+        """The characters up to one of ``stops`` (consumed; ``""`` at the end), ``\\`` escaping the next
+        (a lone ``\\`` at the end is dropped, as helm)."""
+        out: list[str] = []
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            ch = text[self.pos]
+            self.pos += 1
+            if ch in stops:
+                return "".join(out), ch
+            if ch == "\\":
+                if self.pos == n:
+                    break
+                ch = text[self.pos]
+                self.pos += 1
+            out.append(ch)
+        return "".join(out), ""
+
+    def parse(self) -> list[Assignment]:
+        out: list[Assignment] = []
+        while self.pos < len(self.text):
+            got = self.key()
+            if got is None:
+                break
+            path, value = got
+            if all(seg != "" for seg in path):  # helm's set() ignores an empty key
+                out.append((path, value))
+        return out
+
+    def key(self) -> tuple[Path, Any] | None:
+        """One assignment; None at the end of the text (what helm's parser treats as done)."""
+        path: list[Segment] = []
+        names = indices = 0
+        while True:
+            k, last = self.until("=[,.")
+            if not last:
+                if k:
+                    raise PathError(f"key {k!r} has no value")
+                return None
+            path.append(k)
+            if last == ",":
+                raise PathError(f"key {k!r} has no value (cannot end with ,)")
+            if last == "=":
+                return tuple(path), self.value()
+            if last == ".":
+                names += 1
+                if names > MAX_DEPTH:
+                    raise PathError(f"value name nested level is greater than maximum supported nested level "
+                                    f"of {MAX_DEPTH}")
+                continue
+            while True:  # "[": one index or more, then "=", "." or the end
+                digits, closed = self.until("]")
+                if not closed:
+                    return None
+                index = _index(digits)
+                indices += 1
+                if indices > MAX_DEPTH:
+                    raise PathError(f"more than {MAX_DEPTH} list indices in one key")
+                path.append(index)
+                rest, last = self.until("[.=")
+                if rest:
+                    raise PathError(f"unexpected data at end of array index: {rest!r}")
+                if not last:
+                    return None
+                if last == "=":
+                    return tuple(path), self.value()
+                if last == ".":
+                    break
+            # "." after an index: the keys go on (helm does not count this dot as a nested name)
+
+    def value(self) -> Any:
+        if self.pos < len(self.text) and self.text[self.pos] == "{":
+            self.pos += 1
+            items: list[Any] = []
+            while True:
+                item, last = self.until(",}")
+                if not last:
+                    raise PathError("list must terminate with '}'")
+                items.append(self.typed(item))
+                if last == "}":
+                    if self.pos < len(self.text) and self.text[self.pos] == ",":
+                        self.pos += 1
+                    return items
+        text, _ = self.until(",")
+        return self.typed(text)
+
+    def typed(self, text: str) -> Any:
+        """As helm's ``typedVal``: every value a string under ``--set-string``."""
+        if self.strings:
+            return text
+        lower = text.lower()
+        if lower in ("true", "false"):
+            return lower == "true"
+        if lower == "null":
+            return None
+        if text == "0":
+            return 0
+        if text and text[0] != "0" and text.isascii():
+            digits = text[1:] if text[0] in "+-" else text
+            if digits.isdigit() and -_INT64 <= int(text) < _INT64:
+                return int(text)
+        return text
+
+
+def _index(digits: str) -> int:
+    """A list index as Go's ``strconv.Atoi`` reads it, within helm's bounds."""
+    body = digits[1:] if digits[:1] in ("+", "-") else digits
+    if not body or not body.isascii() or not body.isdigit():
+        raise PathError(f"error parsing index: {digits!r} is not a number")
+    index = int(digits)
+    if index < 0:
+        raise PathError(f"negative {index} index not allowed")
+    if index > MAX_INDEX:
+        raise PathError(f"index of {index} is greater than maximum supported index of {MAX_INDEX}")
+    return index
+
+
+def apply(values: Mapping[str, Any], assignments: list[Assignment]) -> dict[str, Any]:
+    """A copy of ``values`` with ``assignments`` set in order, as helm's ``--set`` parser sets them (the maps
+    and lists along each path are copied, the rest shared). Raises PathError naming the path."""
     root: dict[str, Any] = dict(values)
-    parent: Any = root
-    for depth, seg in enumerate(path):
-        last = depth == len(path) - 1
-        if isinstance(seg, int):
-            while len(parent) <= seg:
-                parent.append(None)
-        current = parent[seg] if isinstance(seg, int) else parent.get(seg)
-        if last:
-            parent[seg] = value
-            break
-        want_list = isinstance(path[depth + 1], int)
-        child: Any
-        if current is None:
-            child = [] if want_list else {}
-        elif want_list and isinstance(current, list):
-            child = list(current)
-        elif not want_list and isinstance(current, Mapping):
-            child = dict(current)
-        else:
-            where = format_path(path[:depth + 1])
-            raise PathError(f"{where} holds {_kind(current)}, not a {'list' if want_list else 'map'}")
-        parent[seg] = child
-        parent = child
+    padded = 0
+    for path, value in assignments:
+        parent: Any = root
+        for depth, seg in enumerate(path):
+            if isinstance(seg, int) and seg >= len(parent):
+                padded += seg + 1 - len(parent)
+                if padded > MAX_PADDING:
+                    raise PathError(f"lists padded with more than {MAX_PADDING} nulls")
+                parent.extend([None] * (seg + 1 - len(parent)))
+            if depth == len(path) - 1:
+                parent[seg] = value
+                break
+            current = parent[seg] if isinstance(seg, int) else parent.get(seg)
+            present = isinstance(seg, int) or seg in parent
+            want_list = isinstance(path[depth + 1], int)
+            child: Any
+            if want_list and isinstance(current, list):
+                child = list(current)
+            elif not want_list and isinstance(current, Mapping):
+                child = dict(current)
+            elif not present or (isinstance(seg, int) and (not want_list or current is None)):
+                child = [] if want_list else {}  # helm: a list item that is no map is replaced by one
+            else:
+                where = format_path(path[:depth + 1])
+                raise PathError(f"{where} holds {_kind(current)}, not a {'list' if want_list else 'map'}")
+            parent[seg] = child
+            parent = child
     return root
 
 
 def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, Mapping):
         return "a map"
     if isinstance(value, list):

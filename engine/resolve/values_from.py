@@ -7,8 +7,11 @@ Pure: the runtime reads the ConfigMaps and Secrets
 
 - every object is in the package's namespace;
 - without ``targetPath`` the key's content is YAML, merged over the entries
-  before it; with it, the content is one value set at that path
-  (:mod:`engine.resolve.strvals`: helm's ``--set`` path syntax, Flux's typing);
+  before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
+  reads its argument (:mod:`engine.resolve.strvals`, as Flux's
+  ``ReplacePathValue``: commas split, ``{a,b}`` lists, typing, quotes) and set
+  after everything else, inline ``values`` included — Flux's "target path
+  precedence over all" (:class:`TargetValue`, :func:`apply_targets`);
 - a missing object, or a missing key in an object that exists, is an error
   (:class:`ValuesError`, Flux's Ready reason ``ValuesError``) unless the
   entry is ``optional``; ``optional`` never hides another read error
@@ -25,13 +28,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.fields import PackageError, type_name
 from engine.resolve.loader import YamlLimitError, parse_text, values_limits
+from engine.resolve.strvals import Assignment, PathError, apply, target_assignments
 from engine.resolve.strvals import Path as ValuesPath
-from engine.resolve.strvals import PathError, parse_path, set_path, typed_value
 from engine.spec.values_from import ValuesReference
 
 if TYPE_CHECKING:
@@ -70,13 +74,27 @@ class ObjectData:
 
 
 @dataclass(frozen=True)
-class Composed:
-    """What ``valuesFrom`` gives: ``values`` (to merge after valuesFiles), the ``secret_paths`` of values that
-    came from Secrets, and ``digest`` over every input (equal digests, equal values)."""
+class TargetValue:
+    """The value of one ``targetPath`` entry: helm ``--set`` assignments set after all other values.
+    ``field``/``line`` name the entry, ``what`` the object and key (never the content)."""
 
-    values: Mapping[str, Any] = field(repr=False)
+    field: str
+    line: int
+    what: str
+    assignments: tuple[Assignment, ...] = dataclass_field(repr=False)
+    secret: bool = False
+
+
+@dataclass(frozen=True)
+class Composed:
+    """What ``valuesFrom`` gives: ``values`` (the entries without targetPath, to merge after valuesFiles),
+    ``targets`` (to set last, in order: :func:`apply_targets`), the ``secret_paths`` of values that came
+    from Secrets, and ``digest`` over every input (equal digests, equal values)."""
+
+    values: Mapping[str, Any] = dataclass_field(repr=False)
     secret_paths: tuple[ValuesPath, ...]
     digest: str
+    targets: tuple[TargetValue, ...] = ()
 
 
 def object_keys(spec: PackageSpec) -> list[ObjectKey]:
@@ -90,6 +108,7 @@ def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Compo
 
     result: dict[str, Any] = {}
     secret: list[ValuesPath] = []
+    targets: list[TargetValue] = []
     digest = hashlib.sha256()
     limit = values_limits()
     for ref in spec.values_from:
@@ -119,20 +138,36 @@ def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Compo
                          "store the values as UTF-8 YAML") from None
         digest.update(f"{ref}\0{len(raw)}\0".encode() + raw)
         if ref.target_path:
-            path = parse_path(ref.target_path)  # checked at load
             try:
-                result = set_path(result, path, typed_value(text))
+                assignments = tuple(target_assignments(ref.target_path, text))
             except PathError as exc:
-                raise _error(spec, ref, f"cannot set {what} key {ref.values_key!r} at {ref.target_path}: {exc}",
-                             "fix targetPath or the values before it") from None
+                detail = str(exc) if ref.kind == "ConfigMap" else "its text is not shown"  # a Secret's stays hidden
+                raise _error(spec, ref, f"{what} key {ref.values_key!r} is not a value helm's --set syntax can set "
+                             f"at {ref.target_path}, as Flux reads it ({detail})",
+                             "escape each ',' in the value as '\\,' (a ',' starts another key=value)") from None
+            targets.append(TargetValue(ref.field, ref.line, f"{what} key {ref.values_key!r}", assignments,
+                                       ref.kind == "Secret"))
             if ref.kind == "Secret":
-                secret.append(path)
+                secret += [path for path, _ in assignments]
             continue
         data = _parse(text, spec, ref)
         result = deep_merge(result, data)
         if ref.kind == "Secret":
             secret += leaf_paths(data)
-    return Composed(result, tuple(dict.fromkeys(secret)), digest.hexdigest())
+    return Composed(result, tuple(dict.fromkeys(secret)), digest.hexdigest(), tuple(targets))
+
+
+def apply_targets(spec: PackageSpec, values: Mapping[str, Any], targets: tuple[TargetValue, ...]) -> dict[str, Any]:
+    """``values`` (everything else composed, inline values included) with each targetPath value set, in order.
+    Raises ValuesError naming the entry when a path goes through a value of another type."""
+    out = dict(values)
+    for target in targets:
+        try:
+            out = apply(out, list(target.assignments))
+        except PathError as exc:
+            raise ValuesError(spec.file, target.field, f"cannot set {target.what}: {exc}",
+                              "fix targetPath, or the values it goes through", target.line or None) from None
+    return out
 
 
 def leaf_paths(values: Mapping[str, Any], prefix: ValuesPath = ()) -> list[ValuesPath]:

@@ -118,9 +118,13 @@ class ValuesSources:
         with self._lock:
             objects = {k: self._objects[k] for k in object_keys(spec) if k in self._objects}
         composed = compose(spec, objects)
-        self._masker.remember(_texts(composed.values, composed.secret_paths))
+        texts = _texts(composed.values, composed.secret_paths)
+        for target in composed.targets:
+            if target.secret:
+                texts += _texts({"v": [value for _, value in target.assignments]}, [("v",)])
+        self._masker.remember(texts)
         return (ValuesLayer(composed.values, "spec.valuesFrom", secret_paths=composed.secret_paths,
-                            digest=composed.digest),)
+                            digest=composed.digest, targets=composed.targets),)
 
     def secret_paths(self, key: ReleaseKey) -> tuple[ValuesPath, ...]:
         """The paths of ``key``'s values that came from Secrets (its last resolution; none when unknown)."""
