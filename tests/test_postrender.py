@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from engine import labels
 from engine.helm import Helm, UpgradeOptions
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.helm.postrender import StampError, main, parse_labels, render, stamp
-from engine.helm.postrender_plugin import PLUGIN_NAME, install
+from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs
 from tests.conftest import EXAMPLES, helm_binary
 
 OURS = {labels.ORIGIN_NAME: "web", labels.ORIGIN_NAMESPACE: "demo"}
@@ -257,3 +259,39 @@ def test_which_kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         find_kustomize({"PATH": ""})
     with pytest.raises(KustomizeMissing, match="HELMDECK_KUSTOMIZE"):
         find_kustomize({"HELMDECK_KUSTOMIZE": "/nowhere/kustomize", "PATH": str(on_path.parent)})
+
+
+def test_config_files_are_bounded_by_last_use_and_count(tmp_path: Path) -> None:
+    layout = install(tmp_path)
+    common = {"commonMetadata": {"labels": {"team": "web"}}}
+    first = Path(layout.renderer(OURS, common).args[0].split("=", 1)[1])
+    folder = first.parent
+    now = time.time()
+    stale = folder / ("a" * 32 + ".json")  # unused for longer than the age cap
+    stale.write_text("{}")
+    os.utime(stale, (now - CONFIG_MAX_AGE - 60,) * 2)
+    crash = folder / ".config-left"  # a temporary file a crashed writer left
+    crash.write_text("")
+    os.utime(crash, (now - CONFIG_MAX_AGE - 60,) * 2)
+    old = []
+    for i in range(CONFIG_MAX_FILES + 5):  # more than the count cap, idle for two hours
+        f = folder / f"{i:032x}.json"
+        f.write_text("{}")
+        os.utime(f, (now - 7200 - i,) * 2)
+        old.append(f)
+    os.utime(first, (now - 7200 + 10,) * 2)
+    # Reusing a config touches it: it is the most recently used one now.
+    assert layout.renderer(OURS, common).args[0] == f"--config={first}"
+    assert first.stat().st_mtime > now - 5
+    new = Path(layout.renderer(OURS, {"commonMetadata": {"labels": {"team": "db"}}}).args[0].split("=", 1)[1])
+    left = {p.name for p in folder.iterdir()}
+    assert new.name in left and first.name in left
+    assert stale.name not in left and crash.name not in left
+    assert len(left) == CONFIG_MAX_FILES
+    assert old[0].name in left and old[-1].name not in left  # the least recently used went
+    assert prune_configs(folder) == []  # nothing more to prune
+    for i in range(10):  # over the count, but all used a minute ago: a render may be reading any of them
+        (folder / f"{i:031x}z.json").write_text("{}")
+    for f in folder.iterdir():
+        os.utime(f, (now - 60,) * 2)
+    assert len(list(folder.iterdir())) > CONFIG_MAX_FILES and prune_configs(folder) == []

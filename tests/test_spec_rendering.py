@@ -92,6 +92,16 @@ def test_post_renderers_and_common_metadata_parse_in_order(tmp_path: Path) -> No
      "spec.postRenderers[0].kustomize.images[0]", 10, "changes nothing"),
     ("  postRenderers:\n    - kustomize:\n        images: [{name: busybox, newName: \"evil\\nimage\"}]\n",
      "spec.postRenderers[0].kustomize.images[0].newName", 10, "space or control character"),
+    pytest.param("  postRenderers:\n" + "    - kustomize: {images: [{name: a, newTag: '1'}]}\n" * 11,
+                 "spec.postRenderers", 8, "11 steps, over the limit of 10", id="too-many-steps"),
+    pytest.param("  postRenderers:\n    - kustomize:\n        patches:\n"
+                 + "          - {patch: 'kind: A', target: {kind: A}}\n" * 101,
+                 "spec.postRenderers[0].kustomize.patches", 10, "101 patches, over the limit of 100 per step",
+                 id="too-many-patches"),
+    pytest.param("  postRenderers:\n    - kustomize:\n        images:\n"
+                 + "          - {name: a, newTag: '1'}\n" * 101,
+                 "spec.postRenderers[0].kustomize.images", 10, "101 images, over the limit of 100 per step",
+                 id="too-many-images"),
     ("  commonMetadata: {labels: {team: 1}}\n", "spec.commonMetadata.labels.team", 8, "must be a string"),
     ("  commonMetadata: {labels: {team: 'a b'}}\n", "spec.commonMetadata.labels.team", 8, "not a label value"),
     ("  commonMetadata: {labels: {helmdeck.dev/package-name: x}}\n",

@@ -23,6 +23,11 @@ A package's own post-rendering (kustomize steps, commonMetadata) goes to the
 script as ``--config=<cache>/postrender/configs/<digest>.json``: the settings
 and the kustomize binary, content-addressed (written once, never changed, so
 concurrent renders share it safely), in a directory only this user can read.
+Each use touches the file; writing a new one prunes the folder (every helmdeck
+of this user shares it, whatever its packages, so nothing is removed for not
+being in one's own packages): files unused for :data:`CONFIG_MAX_AGE`, then the
+least recently used beyond :data:`CONFIG_MAX_FILES`, never one used within
+:data:`CONFIG_IN_USE` (a render may be reading it).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +50,10 @@ from engine.helm.cli import PostRenderer
 from engine.helm.kustomize import find_kustomize
 from engine.paths import cache_root
 from engine.resolve import loader
+
+CONFIG_MAX_AGE = 7 * 86400.0  # seconds since last use
+CONFIG_MAX_FILES = 256
+CONFIG_IN_USE = 3600.0  # seconds: a file used this recently is never removed
 
 PLUGIN_NAME = "helmdeck-labels"
 PLUGIN_VERSION = "1.0.0"
@@ -92,12 +102,46 @@ class PostRendererLayout:
         folder = self.plugins_dir.parent.parent / "configs"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = folder / f"{hashlib.sha256(body).hexdigest()[:32]}.json"
-        if not path.is_file():
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".config-")  # mode 0600
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-            Path(tmp).replace(path)
+        try:
+            os.utime(path)  # in use: the pruning below goes by last use
+            return path
+        except FileNotFoundError:
+            pass
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".config-")  # mode 0600
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(body)
+        Path(tmp).replace(path)
+        prune_configs(folder, keep=path)
         return path
+
+
+def prune_configs(folder: Path, keep: Path | None = None, now: float | None = None) -> list[Path]:
+    """Remove from ``folder`` the config files (and left-over temporary ones) unused for
+    :data:`CONFIG_MAX_AGE`, then the least recently used beyond :data:`CONFIG_MAX_FILES`, sparing ``keep``
+    and any used within :data:`CONFIG_IN_USE`. Returns what was removed; errors (a file removed by
+    another helmdeck meanwhile) are skipped."""
+    now = time.time() if now is None else now
+    found: list[tuple[float, Path]] = []
+    for entry in folder.iterdir():
+        if entry == keep or not (entry.suffix == ".json" or entry.name.startswith(".config-")):
+            continue
+        try:
+            found.append((entry.stat().st_mtime, entry))
+        except OSError:
+            continue
+    found.sort(reverse=True)  # most recently used first
+    room = CONFIG_MAX_FILES - (keep is not None)  # ``keep`` counts too
+    removed = []
+    for rank, (used, entry) in enumerate(found):
+        idle = now - used
+        if idle < CONFIG_IN_USE or (idle < CONFIG_MAX_AGE and rank < room):
+            continue
+        try:
+            entry.unlink()
+            removed.append(entry)
+        except OSError:
+            continue
+    return removed
 
 
 def _files(python: str) -> dict[str, tuple[bytes, int]]:

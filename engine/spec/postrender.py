@@ -15,6 +15,9 @@
       labels: {team: web}
       annotations: {owner: ops@example.com}
 
+Bounded: at most :data:`MAX_STEPS` steps, :data:`MAX_PATCHES` patches and
+:data:`MAX_IMAGES` images per step (each step is one kustomize run per render).
+
 As Flux's ``BuildPostRenderers``: the kustomize steps run first, then
 commonMetadata, then helmdeck's own labels (:data:`STAMPED`: commonMetadata may not name them).
 :attr:`Rendering.canonical` goes into the spec digest, so any change is a spec
@@ -35,6 +38,9 @@ from engine.spec.selector import KEY, LABEL_VALUE, Selector, parse_selector
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
 # The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.
 STAMPED = frozenset({labels.ORIGIN_NAME, labels.ORIGIN_NAMESPACE, labels.RESOURCE_MAINTENANCE})
+MAX_STEPS = 10  # kustomize runs per render: each is a process over the whole manifest
+MAX_PATCHES = 100  # per step
+MAX_IMAGES = 100  # per step
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,9 @@ def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:
     if raw is not None and not isinstance(raw, list):
         raise doc.error("spec.postRenderers", f"must be a list, not {type_name(raw)}",
                         "write a list of {kustomize: {patches, images}}")
+    if raw and len(raw) > MAX_STEPS:
+        raise doc.error("spec.postRenderers", f"has {len(raw)} steps, over the limit of {MAX_STEPS}",
+                        "merge them: one kustomize step takes many patches and images, applied in order")
     steps = []
     for i, item in enumerate(raw or []):
         path = f"spec.postRenderers[{i}]"
@@ -137,7 +146,13 @@ def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
     section = doc.mapping(raw, path, ("patches", "images"), required=True,
                           fix="write {patches: [...], images: [...]} (Flux v2 has no patchesStrategicMerge)")
     patches = []
-    for i, item in enumerate(_list(section.get("patches"), f"{path}.patches", doc, "{patch, target}")):
+    raw_patches = _list(section.get("patches"), f"{path}.patches", doc, "{patch, target}")
+    raw_images = _list(section.get("images"), f"{path}.images", doc, "{name, newName, newTag, digest}")
+    for field, items, limit in (("patches", raw_patches, MAX_PATCHES), ("images", raw_images, MAX_IMAGES)):
+        if len(items) > limit:
+            raise doc.error(f"{path}.{field}", f"has {len(items)} {field}, over the limit of {limit} per step",
+                            f"combine {field} for the same objects, or spread them over more steps")
+    for i, item in enumerate(raw_patches):
         where = f"{path}.patches[{i}]"
         entry = doc.mapping(item, where, ("patch", "target"), required=True, fix="write {patch: ..., target: ...}")
         text = doc.string(entry.get("patch"), f"{where}.patch", required=True,
@@ -146,7 +161,7 @@ def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
         _check_patch(text, target, f"{where}.patch", doc)
         patches.append(Patch(text, target))
     images = []
-    for i, item in enumerate(_list(section.get("images"), f"{path}.images", doc, "{name, newName, newTag, digest}")):
+    for i, item in enumerate(raw_images):
         where = f"{path}.images[{i}]"
         entry = doc.mapping(item, where, ("name", "newName", "newTag", "digest"), required=True)
         name = doc.string(entry.get("name"), f"{where}.name", required=True,
