@@ -37,6 +37,8 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("escape", "back to the release list"),
     )),
     ("Anywhere", (
+        ("home / end", "first / last row of a table (release list, History, Resources); the top / bottom of a "
+                       "text"),
         ("C", "switch the cluster context: the kubeconfig's contexts, as k9s's :ctx (filter and sort stay)"),
         ("ctrl+p", "command palette: every action, and Theme to change the theme"),
         ("?", "this help"),

@@ -8,12 +8,13 @@ from textual.widgets import DataTable
 
 from engine.storage.observation import Observation
 from tui.format import helm_time_text, status_symbol
+from tui.widgets.row_table import RowTable
 
 COLUMNS = (("revision", "REV"), ("updated", "UPDATED (UTC)"), ("status", "STATUS"), ("chart", "CHART"),
            ("app_version", "APP VER"), ("description", "DESCRIPTION"))
 
 
-class HistoryTable(DataTable[Text]):
+class HistoryTable(RowTable):
     """Rows keyed by revision number; enter shows that revision in the Values and Manifest tabs."""
 
     class RevisionChosen(Message):

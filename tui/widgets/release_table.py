@@ -23,6 +23,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
 from tui.model import COLUMNS, Cell, RowFilter, SortOrder, cells, key_of, row_id, search_text
+from tui.widgets.row_table import RowTable
 
 # Theme variables that colour each tone; "plain" cells keep the table's colour.
 TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning", "bad": "text-error",
@@ -43,7 +44,7 @@ CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
 WIDTHS = {c.key: c.width - (c is not COLUMNS[-1]) for c in COLUMNS}
 
 
-class ReleaseTable(DataTable[Text]):
+class ReleaseTable(RowTable):
     """Every release the engine reports, filtered by :attr:`row_filter`, sorted by :attr:`order`.
 
     Keeps every view it was given (shown or not) so a filter change needs no
@@ -279,6 +280,14 @@ class ReleaseTable(DataTable[Text]):
             row = self._cells.get(rid)
             if row is not None and rid in self._shown:  # a removed release's row goes at the next flush
                 self._update_row(rid, dict(row))
+
+    def action_scroll_bottom(self) -> None:
+        """End: the last row of the whole list, so the rows still to fill are added first."""
+        while self._fill:
+            if self._fill_timer is not None:
+                self._fill_timer.stop()
+            self._fill_step(None, first=False)
+        super().action_scroll_bottom()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.has_focus and event.cursor_row != 0:

@@ -14,11 +14,12 @@ from engine.monitor.status import MonitorStatus
 from engine.runtime.state import ReleaseKey
 from tui.engine_client import EngineClient, ObjectRef
 from tui.format import monitor_text, ready_text
+from tui.widgets.row_table import RowTable
 
 COLUMNS = (("resource", "RESOURCE"), ("present", "PRESENT"), ("ready", "READY"), ("reason", "REASON"))
 
 
-class ObjectTable(DataTable[Text]):
+class ObjectTable(RowTable):
     """The objects; ``enter`` (named in the footer) opens the highlighted one's drill-down."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Open")]
