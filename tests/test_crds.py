@@ -176,3 +176,82 @@ def test_the_install_crd_policy(
         managers = {m["manager"] for m in found["metadata"]["managedFields"]}
         assert "helmdeck" in managers and "helm" not in managers, managers
         assert schema_fields(ext, f"gadgets.{group}") == {"kind"}
+
+
+def write_umbrella(root: Path, group: str) -> Path:
+    """Chart ``umbrella`` (no CRDs of its own) with subcharts ``front`` (widgets: condition ``front.enabled``, true
+    by the subchart's own default), ``back`` (gadgets: condition ``back.enabled``, false by the umbrella's
+    values) and ``tagged`` (things: tag ``extras``, false by default), plus ``loose`` (dongles: undeclared,
+    always in); ``back`` is packaged, the others directories."""
+    import tarfile
+
+    chart = root / "umbrella"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "charts").mkdir()
+    (chart / "Chart.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v2", "name": "umbrella", "version": "0.1.0", "dependencies": [
+            {"name": "front", "version": "0.1.0", "condition": "front.enabled"},
+            {"name": "back", "version": "0.1.0", "condition": "back.enabled,global.back"},
+            {"name": "tagged", "version": "0.1.0", "tags": ["extras"]}]}))
+    (chart / "values.yaml").write_text("back: {enabled: false}\ntags: {extras: false}\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n"
+        "data: {extras: {{ .Values.tags.extras | quote }}}\n")  # a tag change changes the manifest
+    for sub, plural in (("front", "widgets"), ("back", "gadgets"), ("tagged", "things"), ("loose", "dongles")):
+        src = (root / "src" / sub) if sub == "back" else (chart / "charts" / sub)
+        (src / "crds").mkdir(parents=True)
+        (src / "Chart.yaml").write_text(f"apiVersion: v2\nname: {sub}\nversion: 0.1.0\n")
+        (src / "values.yaml").write_text("enabled: true\n")
+        (src / "crds" / f"{plural}.yaml").write_text(yaml.safe_dump(crd(group, plural, ["size"])))
+    with tarfile.open(chart / "charts" / "back-0.1.0.tgz", "w:gz") as tar:
+        tar.add(root / "src" / "back", arcname="back")
+    return chart
+
+
+def test_crds_of_subcharts_disabled_by_condition_or_tags_are_left_out(tmp_path: Path) -> None:
+    import tarfile
+
+    chart = write_umbrella(tmp_path, "x.helmdeck.dev")
+    archive = tmp_path / "umbrella-0.1.0.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(chart, arcname="umbrella")
+    cases: list[tuple[dict[str, Any] | None, list[str]]] = [
+        (None, ["dongles", "widgets"]),  # the charts' defaults: off and tagged are disabled
+        ({"front": {"enabled": False}}, ["dongles"]),
+        ({"back": {"enabled": True}, "tags": {"extras": True}}, ["dongles", "widgets", "gadgets", "things"]),
+        ({"back": {"enabled": None}, "global": {"back": True}}, ["dongles", "widgets", "gadgets"]),  # next path
+        ({"back": {"enabled": "yes"}}, ["dongles", "widgets", "gadgets"]),  # not a boolean: no say (enabled)
+        ({"tagged": {"enabled": True}}, ["dongles", "widgets"]),  # no condition: the false tag decides
+    ]
+    for source in (chart, archive):
+        for values, plurals in cases:
+            names = [c["metadata"]["name"] for c in chart_crds(source, values)]
+            assert names == [f"{p}.x.helmdeck.dev" for p in plurals], (source, values)
+
+
+def test_create_replace_applies_crds_of_enabled_subcharts_only(
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, group: str, tmp_path: Path,
+) -> None:
+    chart = write_umbrella(tmp_path, group)
+    pkgs = tmp_path / "p"
+    pkgs.mkdir()
+    ext = client.ApiextensionsV1Api(core_api.api_client)
+    try:
+        for values in ("{}", "{tags: {extras: true}}"):
+            (pkgs / "app.yaml").write_text(
+                f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
+                f"spec:\n  chart: {chart}\n  timeout: 30s\n  values: {values}\n"
+                "  install: {crds: CreateReplace}\n  upgrade: {crds: CreateReplace}\n")
+            proc = helmdeck("reconcile", "--once", "--no-lease", "--json",
+                            *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            present = {p for p in ("widgets", "gadgets", "things", "dongles") if read(ext, f"{p}.{group}")}
+            # The disabled subchart's CRD (gadgets) is never applied; things once its tag turns true.
+            assert present == ({"widgets", "dongles"} if values == "{}" else {"widgets", "dongles", "things"})
+    finally:
+        for plural in ("things", "dongles"):
+            try:
+                ext.delete_custom_resource_definition(f"{plural}.{group}")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise

@@ -7,36 +7,35 @@ missing ones, ``CreateReplace`` applies every one server-side (field manager ``h
 forced, as Flux replaces them). Then it waits until each is Established, within the package's
 timeout. A CRD is never deleted: one that left the chart stays in the cluster.
 
-Reading is bounded: :data:`MAX_CRD_BYTES` of ``crds/`` files in all, subcharts at most
-:data:`MAX_DEPTH` deep (directories under ``charts/`` and packaged ``charts/*.tgz``), each file
+Reading is bounded: :data:`MAX_CRD_BYTES` of chart files in all, subcharts at most
+:data:`engine.helm.subcharts.MAX_DEPTH` deep (directories under ``charts/`` and packaged ``charts/*.tgz``), each file
 parsed by the bounded loader (nesting and alias expansion limited, as package files). As helm's
-``Chart.CRDObjects``, only ``.yaml``, ``.yml`` and ``.json`` files count; every subchart is read,
-whether its condition enables it or not.
+``Chart.CRDObjects``, only ``.yaml``, ``.yml`` and ``.json`` files count, and, as helm drops
+disabled dependencies first, only the subcharts the release's values enable
+(:mod:`engine.helm.subcharts`: ``condition`` and ``tags`` of ``Chart.yaml``'s dependencies).
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import tarfile
 import time
-from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm.errors import HelmError
+from engine.helm.subcharts import ChartTreeError, enabled_files, load_tree
 from engine.kube import impersonating
 from engine.resolve.loader import Limits, YamlLimitError, parse_documents
 from engine.spec.crds import CREATE, CREATE_REPLACE, SKIP
 
 MAX_CRD_BYTES = 16 * 1024 * 1024
-MAX_DEPTH = 5
 FIELD_MANAGER = "helmdeck"
-_SUFFIXES = (".yaml", ".yml", ".json")
 _PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
@@ -63,82 +62,39 @@ class _Budget:
     def take(self, size: int, name: str) -> None:
         self.left -= size
         if self.left < 0:
-            raise CrdError(f"{self.chart}: the crds/ files exceed {MAX_CRD_BYTES} bytes (at {name})", action="crds")
+            raise CrdError(f"{self.chart}: the chart's files exceed {MAX_CRD_BYTES} bytes (at {name})",
+                           action="crds")
 
 
-def chart_crds(chart: Path) -> list[dict[str, Any]]:
-    """The CustomResourceDefinitions in ``crds/`` of ``chart`` (a directory or ``.tgz``) and its
-    subcharts, in file order (chart first). Raises CrdError (unreadable, over the bound, bad YAML)."""
-    budget = _Budget(chart)
-    try:
-        if chart.is_dir():
-            texts = list(_dir_files(chart, budget, 0))
-        else:
-            with tarfile.open(chart, "r:gz") as tar:
-                texts = list(_tar_files(tar, budget, 0))
-    except (OSError, tarfile.TarError) as exc:
-        raise CrdError(f"cannot read the CRDs of {chart}: {exc}", action="crds") from None
-    out = []
+def chart_crds(chart: Path, values: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions in ``crds/`` of ``chart`` (a directory or ``.tgz``) and of the subcharts
+    ``values`` (the release's; None: the chart's defaults) enable, in file order (chart first), each name
+    once. Raises CrdError (unreadable, over the bound, bad YAML)."""
     limits = Limits(MAX_CRD_BYTES)
-    for name, text in texts:
+    try:
+        tree = load_tree(chart, _Budget(chart).take, limits)
+    except (OSError, tarfile.TarError, ChartTreeError) as exc:
+        raise CrdError(f"cannot read the CRDs of {chart}: {exc}", action="crds") from None
+    out: dict[str, dict[str, Any]] = {}
+    for name, text in enabled_files(tree, values or {}):
         try:
             docs = [p.data for p in parse_documents(text, Path(name), limits)]
         except YamlLimitError as exc:
             raise CrdError(f"{chart}: {exc}", action="crds") from None
-        out += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
-    return out
-
-
-def _dir_files(root: Path, budget: _Budget, depth: int) -> Iterator[tuple[str, str]]:
-    crds = root / "crds"
-    if crds.is_dir():
-        for file in sorted(p for p in crds.rglob("*") if p.suffix in _SUFFIXES and p.is_file()):
-            budget.take(file.stat().st_size, str(file))
-            yield str(file.relative_to(root)), file.read_text(errors="replace")
-    charts = root / "charts"
-    if depth >= MAX_DEPTH or not charts.is_dir():
-        return
-    for sub in sorted(charts.iterdir()):
-        if (sub / "Chart.yaml").is_file():
-            yield from _dir_files(sub, budget, depth + 1)
-        elif sub.suffix == ".tgz" and sub.is_file():
-            budget.take(sub.stat().st_size, str(sub))
-            with tarfile.open(sub, "r:gz") as tar:
-                yield from _tar_files(tar, budget, depth + 1)
-
-
-def _tar_files(tar: tarfile.TarFile, budget: _Budget, depth: int) -> Iterator[tuple[str, str]]:
-    """``crds/`` files of a packaged chart (``<chart>/crds/...``) and of its subcharts, by path: subchart
-    directories inside the archive (``<chart>/charts/<sub>/...``) and packaged ones (``charts/<sub>.tgz``)."""
-    # The chart's own crds/ first, then its subcharts (as helm's CRDObjects, and as a chart directory reads).
-    for member in sorted((m for m in tar.getmembers() if m.isfile()),
-                         key=lambda m: (PurePosixPath(m.name).parts[1:2] == ("charts",), m.name)):
-        rest, level = PurePosixPath(member.name).parts[1:], depth
-        while len(rest) >= 3 and rest[0] == "charts":  # into a subchart directory
-            rest, level = rest[2:], level + 1
-        if level > MAX_DEPTH:
-            continue
-        if len(rest) >= 2 and rest[0] == "crds" and PurePosixPath(member.name).suffix in _SUFFIXES:
-            yield member.name, _read(tar, member, budget).decode(errors="replace")
-        elif len(rest) == 2 and rest[0] == "charts" and rest[1].endswith(".tgz") and level < MAX_DEPTH:
-            with tarfile.open(fileobj=io.BytesIO(_read(tar, member, budget)), mode="r:gz") as sub:
-                yield from _tar_files(sub, budget, level + 1)
-
-
-def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, budget: _Budget) -> bytes:
-    budget.take(member.size, member.name)
-    fh = tar.extractfile(member)
-    return fh.read() if fh is not None else b""
+        for doc in docs:
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                out.setdefault(str((doc.get("metadata") or {}).get("name") or len(out)), doc)
+    return list(out.values())
 
 
 async def prepare_crds(api: client.ApiClient | None, chart: Path, policy: str, *, install: bool,
-                       timeout: float, as_user: str = "") -> None:
-    """What helmdeck does with ``chart``'s CRDs before helm installs (``install``) or upgrades it under
-    ``policy`` (nothing when :func:`needs_helmdeck` says so, or without a cluster client), as ``as_user``
-    when given (the package's ServiceAccount, impersonated, as helm). Raises CrdError."""
+                       timeout: float, values: Mapping[str, Any] | None = None, as_user: str = "") -> None:
+    """What helmdeck does with ``chart``'s CRDs before helm installs (``install``) or upgrades it with
+    ``values`` under ``policy`` (nothing when :func:`needs_helmdeck` says so, or without a cluster client),
+    as ``as_user`` when given (the package's ServiceAccount, impersonated, as helm). Raises CrdError."""
     if api is None or not needs_helmdeck(policy, install=install):
         return
-    crds = await asyncio.to_thread(chart_crds, chart)
+    crds = await asyncio.to_thread(chart_crds, chart, values)
     if crds:
         await asyncio.to_thread(apply_crds, impersonating(api, as_user) if as_user else api, crds, policy, timeout)
 

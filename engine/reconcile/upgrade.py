@@ -23,6 +23,6 @@ class Upgrade(ReleaseReconciler):
                                force_conflicts=req.force_conflicts)
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,
-                               timeout=req.spec.timeout, as_user=opts.kube_as_user)
+                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user)
             return await self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
         return call
