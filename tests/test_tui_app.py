@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,12 @@ from tests.fixtures import (
     set_engine_status,
 )
 from tui.app import HelmdeckApp
+from tui.messages import EngineMessage
+from tui.model import RowFilter, TextFilter
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
+from tui.screens.main import MainScreen
 from tui.settings import Settings
 from tui.widgets.header_bar import HeaderBar
 from tui.widgets.release_table import FILL_STEP, ReleaseTable
@@ -198,6 +202,40 @@ async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:
         set_engine_status(app.engine, WEB, state="InSync", monitor=MonitorStatus("active"))
         await pilot.pause(0.5)
         assert shown_names(app) == ["settings"]
+
+
+async def test_a_release_said_before_the_main_screen_subscribed_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine starts while the main screen mounts: an event the app publishes between the table's
+    # making and the screen's subscribing reached nobody (one row of 300 missing at start-up).
+    app, _ = make_app()
+    original = MainScreen.on_mount
+
+    def early(screen: MainScreen) -> None:
+        set_engine_status(app.engine, WEB, state="Locked")
+        app.on_engine_message(EngineMessage())  # published now, before the subscription
+        original(screen)
+
+    monkeypatch.setattr(MainScreen, "on_mount", early)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        assert app.query_one(ReleaseTable).plain_cell(WEB, "state") == "⧗ Locked"
+
+
+async def test_a_filter_keystroke_before_a_pending_redraw_shows_the_latest_views() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        await pilot.pause(0.2)
+        web = app.engine.release(WEB)
+        assert web is not None and web.observation is not None
+        table.upsert(replace(web, state="Drifted"))  # calm: drawn at once
+        table.upsert(replace(web, state="Locked"))  # within the redraw interval: waits
+        new = replace(web, name="web-2", observation=replace(web.observation, name="web-2"))
+        table.upsert(new)  # a new release, waiting too
+        table.row_filter = RowFilter(TextFilter("web"))  # refilled before the redraw
+        await pilot.pause(0.2)
+        assert table.plain_cell(WEB, "state") == "⧗ Locked"
+        assert table.plain_cell(new.key, "name") == "web-2"
 
 
 async def test_readonly_removes_every_action_key_and_refuses_them() -> None:

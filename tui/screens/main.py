@@ -79,6 +79,8 @@ class MainScreen(EngineScreen):
         self._signals.problems.subscribe(self, self._package_problems, immediate=True)
         self._signals.access.subscribe(self, self._access_problems, immediate=True)
         self._access_problems(self._client.access())  # published before this screen subscribed?
+        # The engine starts beside the mounting: releases said before the subscription would be missed.
+        self.query_one(ReleaseTable).sync(self._client.releases())
         self.set_interval(HEADER_REFRESH, self._refresh_header)
         self.set_interval(1.0, self.tick)
         self._refresh_header()

@@ -125,6 +125,17 @@ class ReleaseTable(RowTable):
         self._views.pop(rid, None)
         self._mark(rid)
 
+    def sync(self, views: Iterable[ReleaseView]) -> None:
+        """Catch up with every view the engine holds now: what changed since the table was made is
+        upserted, what is gone removed (one pass, at mount: an event said between the table's making and
+        its screen's subscribing was not seen)."""
+        now = {row_id(view.key): view for view in views}
+        for rid, view in now.items():
+            if self._views.get(rid) is not view:
+                self.upsert(view)
+        for rid in [rid for rid in self._views if rid not in now]:
+            self.remove_release(key_of(rid))
+
     @property
     def total(self) -> int:
         """How many releases the table knows (shown or not)."""
@@ -164,23 +175,28 @@ class ReleaseTable(RowTable):
             table.pop(rid, None)
         self._count(rid, None)
 
-    def flush(self) -> None:
-        """Apply every pending release change to the rows now."""
-        if self._flush_timer is not None:
-            self._flush_timer.stop()
-            self._flush_timer = None
-        self._last_flush = time.monotonic()
+    def _take_dirty(self) -> set[str]:
+        """Take every pending change's cells, search text and sort key; returns the rows taken."""
         dirty, self._dirty = self._dirty, set()
         now = self._clock()
-        shown = self.row_filter.matcher()
-        new_rows = 0
         for rid in dirty:
             view = self._views.get(rid)
             if view is None:
                 self._forget(rid)
             else:
                 self._take(rid, view, now)
-                new_rows += rid not in self._shown and shown(view, self._search[rid])
+        return dirty
+
+    def flush(self) -> None:
+        """Apply every pending release change to the rows now."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._last_flush = time.monotonic()
+        dirty = self._take_dirty()
+        shown = self.row_filter.matcher()
+        new_rows = sum(1 for rid in dirty if rid in self._views and rid not in self._shown
+                       and shown(self._views[rid], self._search[rid]))
         if new_rows > FILL_STEP:
             # Many releases at once (start-up, a context switch): one sorted fill, no re-sort after.
             self._refill()
@@ -428,7 +444,7 @@ class ReleaseTable(RowTable):
         The filter runs over the kept search texts and sort keys (no cells are made), so the work done
         before the first frame is one substring test per release plus one step of rows.
         """
-        self._dirty.clear()  # every row is redrawn from the latest views
+        self._take_dirty()  # every row is redrawn from the latest views
         selected = self.selected_key()
         if self._fill_timer is not None:
             self._fill_timer.stop()
