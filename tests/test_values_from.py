@@ -112,7 +112,7 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
         assert deployed_settings(core_api, namespace, "app") == {
             "color": "red", "greeting": GREETING, "level": "debug", "motd": MOTD, "inline": "yes-inline",
             "logLevel": "info", "featureFlags": "search,export"}  # the last two: the chart's defaults
-        assert engine.values_sources.watched() == [("ConfigMap", namespace), ("Secret", namespace)]
+        assert engine.values_sources.watched() == [("ConfigMap", namespace, ""), ("Secret", namespace, "")]
 
         # A Secret change reconciles within seconds, from the watch (the interval is 10 minutes).
         secret(core_api, namespace, "creds", {"values.yaml": "settings: {greeting: s3cr3t-changed}\n"}, replace=True)

@@ -59,7 +59,8 @@ class ValuesError(PackageError):
 @dataclass(frozen=True)
 class ObjectData:
     """One referenced object as read: ``data`` maps its keys to their bytes (a Secret's decoded), None
-    when the object does not exist; ``error`` is any other read failure (then ``data`` is None)."""
+    when the object does not exist; ``error`` is any other read failure (then ``data`` is None);
+    ``reader`` the user it was read as (a package's ServiceAccount, impersonated), "" for helmdeck."""
 
     kind: str
     namespace: str
@@ -67,6 +68,7 @@ class ObjectData:
     data: Mapping[str, bytes] | None = field(default=None, repr=False)
     error: str = ""
     version: str = ""
+    reader: str = ""
 
     @property
     def key(self) -> ObjectKey:
@@ -116,6 +118,11 @@ def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Compo
         obj = objects.get((ref.kind, spec.namespace, ref.name))
         if obj is None:
             raise _error(spec, ref, f"{what} has not been read", "run with a cluster (valuesFrom reads it)")
+        if obj.error and obj.reader:
+            account = f"ServiceAccount {spec.namespace}/{spec.service_account_name}"
+            raise _error(spec, ref, f"cannot read {what} as {obj.reader} (spec.serviceAccountName): {obj.error}",
+                         f"let {account} get, list and watch {ref.kind.lower()}s in {spec.namespace} (a Role "
+                         "and RoleBinding)")
         if obj.error:
             raise _error(spec, ref, f"cannot read {what}: {obj.error}",
                          f"let helmdeck get, list and watch {ref.kind.lower()}s in {spec.namespace}")

@@ -10,11 +10,17 @@ composes them from what was read. Values that came from a Secret are handed
 to the engine's :class:`~engine.masking.Masker` as they are composed, so they
 are masked in every text shown or logged.
 
+Identity: a package with ``spec.serviceAccountName`` has its objects read
+and watched as that ServiceAccount (Kubernetes impersonation, as helm's
+``--kube-as-user`` for the same package), so a ServiceAccount that may not
+read a Secret gets Ready=False naming the Secret and the ServiceAccount; the
+others as helmdeck itself. What was read is kept per identity.
+
 Reacting to changes (:meth:`ValuesSources.run`): one metadata-only
-list+watch per (kind, namespace) that some package refers to — shared by
-every package, whatever their number (helm's own release Secrets are left
-out by label) — and a change, creation or deletion of a referenced object
-queues every package referring to it at once. Flux watches only objects
+list+watch per (kind, namespace, identity) that some package refers to —
+shared by every package, whatever their number (helm's own release Secrets
+are left out by label) — and a change, creation or deletion of a referenced
+object queues every package referring to it (as that identity) at once. Flux watches only objects
 labelled ``reconcile.fluxcd.io/watch: Enabled``; helmdeck watches every
 referenced object. The content is read again by the pass (its spec digest
 covers it: an unchanged object renders nothing).
@@ -34,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.helm.options import kube_user
+from engine.kube import impersonating
 from engine.masking import Masker
 from engine.monitor import rest
 from engine.monitor.stream import Gone, WatchThread
@@ -52,6 +60,7 @@ log = logging.getLogger(__name__)
 
 _PLURAL = {"ConfigMap": "configmaps", "Secret": "secrets"}
 _NOT_HELM = "owner!=helm"  # helm's release storage is no values source: not watched
+WatchKey = tuple[str, str, str]  # (kind, namespace, identity: the impersonated user, "" for helmdeck's own)
 
 
 class ValuesSources:
@@ -66,38 +75,43 @@ class ValuesSources:
         self._masker = masker
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
-        self._objects: dict[ObjectKey, ObjectData] = {}
-        self._watches: dict[tuple[str, str], _ReferenceWatch] = {}
+        self._objects: dict[tuple[str, ObjectKey], ObjectData] = {}  # (identity, object): as read
+        self._watches: dict[WatchKey, _ReferenceWatch] = {}
         self._controller: PackageController | None = None
         book.scrub = masker.scrub  # the event log and conditions never show a value read from a Secret
 
     # -- reading ----------------------------------------------------------------------
     async def fetch(self, spec: PackageSpec) -> None:
-        """Read every object ``spec.valuesFrom`` refers to now (no-op without references or offline)."""
+        """Read every object ``spec.valuesFrom`` refers to now, as the package's identity (no-op without
+        references or offline)."""
         if not spec.values_from or self._api is None:
             return
-        read = await asyncio.gather(*(asyncio.to_thread(self._read, key) for key in object_keys(spec)))
+        user = kube_user(spec)
+        read = await asyncio.gather(*(asyncio.to_thread(self._read, key, user) for key in object_keys(spec)))
         with self._lock:
             for obj in read:
-                self._objects[obj.key] = obj
+                self._objects[(user, obj.key)] = obj
 
-    def _read(self, key: ObjectKey) -> ObjectData:
-        kind, namespace, name = key
+    def _client(self, user: str) -> client.ApiClient:
         assert self._api is not None
+        return impersonating(self._api, user) if user else self._api
+
+    def _read(self, key: ObjectKey, user: str) -> ObjectData:
+        kind, namespace, name = key
         try:
-            body = rest.get_json(self._api, f"/api/v1/namespaces/{namespace}/{_PLURAL[kind]}/{name}")
+            body = rest.get_json(self._client(user), f"/api/v1/namespaces/{namespace}/{_PLURAL[kind]}/{name}")
         except ApiException as exc:
             if exc.status == 404:
-                return ObjectData(kind, namespace, name)
-            return ObjectData(kind, namespace, name, error=f"{exc.reason or 'error'} ({exc.status})")
+                return ObjectData(kind, namespace, name, reader=user)
+            return ObjectData(kind, namespace, name, error=f"{exc.reason or 'error'} ({exc.status})", reader=user)
         except Exception as exc:  # the cluster unreachable, say: the pass fails and names it
-            return ObjectData(kind, namespace, name, error=f"{type(exc).__name__}: {exc}")
+            return ObjectData(kind, namespace, name, error=f"{type(exc).__name__}: {exc}", reader=user)
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         if kind == "Secret":
             data = {k: base64.b64decode(v) for k, v in (body.get("data") or {}).items() if isinstance(v, str)}
         else:
             data = {k: v.encode() for k, v in (body.get("data") or {}).items() if isinstance(v, str)}
-        return ObjectData(kind, namespace, name, data, version=version)
+        return ObjectData(kind, namespace, name, data, version=version, reader=user)
 
     async def warm(self, specs: Iterable[PackageSpec]) -> None:
         """Read the objects of every package of ``specs`` with valuesFrom and resolve it (a problem is left
@@ -115,8 +129,9 @@ class ValuesSources:
         the objects as last read (no I/O). Raises ValuesError (e.g. a required object missing)."""
         if not spec.values_from:
             return ()
+        user = kube_user(spec)
         with self._lock:
-            objects = {k: self._objects[k] for k in object_keys(spec) if k in self._objects}
+            objects = {k: self._objects[(user, k)] for k in object_keys(spec) if (user, k) in self._objects}
         composed = compose(spec, objects)
         texts = _texts(composed.values, composed.secret_paths)
         for target in composed.targets:
@@ -159,8 +174,8 @@ class ValuesSources:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.to_thread(lambda: [w.join(5.0) for w in watches])
 
-    def watched(self) -> list[tuple[str, str]]:
-        """The (kind, namespace) pairs watched now."""
+    def watched(self) -> list[WatchKey]:
+        """The (kind, namespace, identity) watched now (identity "": helmdeck's own)."""
         with self._lock:
             return sorted(self._watches)
 
@@ -175,39 +190,41 @@ class ValuesSources:
                     controller.tasks.spawn(self._review(key, spec))
 
     def _sync(self) -> None:
-        """One watch per (kind, namespace) the packages refer to; the others stop."""
+        """One watch per (kind, namespace, identity) the packages refer to; the others stop."""
         if self._api is None or self._controller is None:
             return
-        wanted = {(kind, ns) for spec in self._book.packages.values() for kind, ns, _ in object_keys(spec)}
+        wanted = {(kind, ns, kube_user(spec)) for spec in self._book.packages.values()
+                  for kind, ns, _ in object_keys(spec)}
         with self._lock:
             gone = [w for k, w in self._watches.items() if k not in wanted]
             self._watches = {k: w for k, w in self._watches.items() if k in wanted}
-            for kind, ns in sorted(wanted - set(self._watches)):
-                watch = _ReferenceWatch(self._api, kind, ns, self._from_thread)
-                self._watches[(kind, ns)] = watch
+            for kind, ns, user in sorted(wanted - set(self._watches)):
+                watch = _ReferenceWatch(self._client(user), (kind, ns, user), self._from_thread)
+                self._watches[(kind, ns, user)] = watch
                 watch.start()
         for watch in gone:
             watch.stop()
 
-    def _from_thread(self, kind: str, namespace: str, versions: dict[str, str | None]) -> None:
+    def _from_thread(self, watched: WatchKey, versions: dict[str, str | None]) -> None:
         loop = self._loop
         if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop closed: the engine stopped
-                loop.call_soon_threadsafe(self._changed, kind, namespace, versions)
+                loop.call_soon_threadsafe(self._changed, watched, versions)
 
-    def _changed(self, kind: str, namespace: str, versions: dict[str, str | None]) -> None:
+    def _changed(self, watched: WatchKey, versions: dict[str, str | None]) -> None:
         """Objects seen by the watch (on the engine's loop), by name: their resourceVersion, None when gone.
-        Those not as last read (the first list included: a change between the read and the watch's start
-        counts) queue every package referring to them."""
+        Those not as last read by the watch's identity (the first list included: a change between the read
+        and the watch's start counts) queue every package referring to them as that identity."""
         controller = self._controller
         if controller is None:
             return
+        kind, namespace, user = watched
         with self._lock:
             names = {name for name, version in versions.items() if not _as_read(
-                self._objects.get((kind, namespace, name)), version)}
+                self._objects.get((user, (kind, namespace, name))), version)}
         for key, spec in list(self._book.packages.items()):
             hit = sorted({ref.name for ref in spec.values_from if ref.kind == kind} & names)
-            if hit and spec.namespace == namespace:
+            if hit and spec.namespace == namespace and kube_user(spec) == user:
                 objects = ", ".join(f"{kind} {namespace}/{name}" for name in hit)
                 acting = controller.gate.acting and controller.auto
                 self._book.log(key, "valuesFrom", "info", f"{objects} changed" + (": reconciling" if acting else ""))
@@ -258,14 +275,17 @@ def _texts(values: Any, paths: Sequence[ValuesPath]) -> list[str]:
 
 
 class _ReferenceWatch(WatchThread):
-    """A metadata-only list+watch of one kind in one namespace; ``changed(kind, namespace, versions)`` is
-    called (in the watch thread) with the objects listed first, then those created, changed or deleted
-    (name -> resourceVersion, None when deleted)."""
+    """A metadata-only list+watch of one kind in one namespace, by ``api`` (as the watch key's identity);
+    ``changed(key, versions)`` is called (in the watch thread) with the objects listed first, then those
+    created, changed or deleted (name -> resourceVersion, None when deleted)."""
 
-    def __init__(self, api: client.ApiClient, kind: str, namespace: str,
-                 changed: Callable[[str, str, dict[str, str | None]], None], watch_timeout: int = 300):
-        super().__init__(f"helmdeck-values-{kind.lower()}-{namespace}", f"watch {kind}s in {namespace} (valuesFrom)")
+    def __init__(self, api: client.ApiClient, key: WatchKey,
+                 changed: Callable[[WatchKey, dict[str, str | None]], None], watch_timeout: int = 300):
+        kind, namespace, user = key
+        super().__init__(f"helmdeck-values-{kind.lower()}-{namespace}",
+                         f"watch {kind}s in {namespace} (valuesFrom{' as ' + user if user else ''})")
         self._api = api
+        self._key = key
         self._kind = kind
         self._namespace = namespace
         self._path = f"/api/v1/namespaces/{namespace}/{_PLURAL[kind]}"
@@ -290,7 +310,7 @@ class _ReferenceWatch(WatchThread):
                    if self._versions.get(n) != fresh.get(n)}
         self._versions = fresh
         if changed:
-            self._changed(self._kind, self._namespace, changed)
+            self._changed(self._key, changed)
         return str(meta.get("resourceVersion", ""))
 
     def _watch(self, rv: str) -> str:
@@ -313,4 +333,4 @@ class _ReferenceWatch(WatchThread):
             return
         else:
             self._versions[name] = version
-        self._changed(self._kind, self._namespace, {name: None if etype == "DELETED" else version})
+        self._changed(self._key, {name: None if etype == "DELETED" else version})
