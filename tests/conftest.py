@@ -4,6 +4,10 @@ The cluster is built from the cached Go binaries and started in a temporary
 state directory. Set ``HELMDECK_TEST_CLUSTER_DIR`` to reuse a directory (and
 ``HELMDECK_TEST_KEEP_CLUSTER=1`` to leave the cluster running afterwards,
 which makes repeated local runs start in a second).
+
+helmdeck's cache (pulled charts, index copies, the post-renderer) is a temporary
+directory per session (``session_cache``), never the user's; its ``bin/`` and
+``build/`` lead to the user's cache, so the Go binaries are built once for all.
 """
 
 from __future__ import annotations
@@ -26,6 +30,24 @@ from tests.sources_fixtures import ChartRepoServer
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 HELM_COMPONENTS = {"helm4": "helm4", "helm3": "helm3"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``$HELMDECK_CACHE`` for the session (the engine, helmdeck run as a command): a fresh directory whose
+    ``bin/`` and ``build/`` are links to the user's cache (the Go binaries are not built again)."""
+    binaries = build.cache_dir()  # before the change: the user's
+    cache = tmp_path_factory.mktemp("helmdeck-cache")
+    for sub in ("bin", "build"):
+        (binaries / sub).mkdir(parents=True, exist_ok=True)
+        (cache / sub).symlink_to(binaries / sub, target_is_directory=True)
+    before = os.environ.get("HELMDECK_CACHE")
+    os.environ["HELMDECK_CACHE"] = str(cache)
+    yield cache
+    if before is None:
+        os.environ.pop("HELMDECK_CACHE", None)
+    else:
+        os.environ["HELMDECK_CACHE"] = before
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def _folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
 
 async def test_a_tag_pin_moves_the_release_to_that_tag(
     helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
-    helm_home: dict[str, str],
+    helm_home: dict[str, str], session_cache: Path,
 ) -> None:
     h = helm.binary
     base = f"{local_cluster.registry}/tag-{uuid.uuid4().hex[:8]}"
@@ -60,6 +60,9 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
         assert done is not None and done.ok, done
         obs = engine.observer.latest(*key)
         assert obs is not None and (obs.version, obs.status, obs.chart_version) == (2, "deployed", "1.1.0+b.2")
+        request = engine.packages[key].chart_request
+        artifact = engine.controller.charts.last(request) if request is not None else None
+        assert artifact is not None and session_cache in artifact.path.parents  # the suite's cache, not the user's
         view = engine.release(key)
         assert view is not None and view.chart_update is None
     finally:
