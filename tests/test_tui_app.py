@@ -116,6 +116,27 @@ async def test_rows_off_screen_are_written_when_they_scroll_into_view(monkeypatc
         assert table.plain_cell(last, "state") == "⧗ Locked"
 
 
+async def test_a_frame_after_a_cell_write_finds_its_lines_by_index() -> None:
+    # DataTable remade its list of every row after each cell write to find a screen line's row (per event).
+    app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(ReleaseTable)
+        while table.busy:
+            await pilot.pause(0.05)
+        first = table.selected_key()
+        assert first is not None
+        table._ordered_row_cache.clear()
+        set_engine_status(app.engine, first, state="Locked")
+        await pilot.pause(0.2)
+        await pilot.press("down")
+        assert table.plain_cell(first, "state") == "⧗ Locked"
+        assert len(table._ordered_row_cache) == 0  # drawn and scrolled without the list of every row
+        assert table._get_offsets(0) == (table._header_row_key, 0)
+        assert table._get_offsets(2) == (table._row_locations.get_key(1), 0)
+        with pytest.raises(LookupError):
+            table._get_offsets(201)
+
+
 async def test_filters_quick_filters_and_namespaces() -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:

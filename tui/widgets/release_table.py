@@ -12,8 +12,6 @@ from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.cache import LRUCache
-from textual.coordinate import Coordinate
-from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -23,7 +21,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
 from tui.model import COLUMNS, Cell, RowFilter, SortOrder, cells, key_of, row_id, search_text
-from tui.widgets.row_table import RowTable
+from tui.widgets.line_table import LineTable
 
 # Theme variables that colour each tone; "plain" cells keep the table's colour.
 TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning", "bad": "text-error",
@@ -44,7 +42,7 @@ CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
 WIDTHS = {c.key: c.width - (c is not COLUMNS[-1]) for c in COLUMNS}
 
 
-class ReleaseTable(RowTable):
+class ReleaseTable(LineTable):
     """Every release the engine reports, filtered by :attr:`row_filter`, sorted by :attr:`order`.
 
     Keeps every view it was given (shown or not) so a filter change needs no
@@ -383,30 +381,6 @@ class ReleaseTable(RowTable):
             text.truncate(width, overflow="ellipsis")
             self._texts[key] = text
         return text
-
-    # Every row is one line, so a row's y is its index. DataTable sums the heights of the rows above
-    # from its row list, which it remakes (every row) after any cell update: per event and per key.
-    def _get_cell_region(self, coordinate: Coordinate) -> Region:
-        if not self.is_valid_coordinate(coordinate):
-            return Region(0, 0, 0, 0)
-        row_index, column_index = coordinate
-        columns = self.ordered_columns
-        x = sum(c.get_render_width(self) for c in columns[:column_index]) + self._row_label_column_width
-        return Region(x, self._row_y(row_index), columns[column_index].get_render_width(self), 1)
-
-    def _get_row_region(self, row_index: int) -> Region:
-        if not self.is_valid_row_index(row_index):
-            return Region(0, 0, 0, 0)
-        width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
-        return Region(0, self._row_y(row_index), max(self.size.width, width), 1)
-
-    def _row_y(self, row_index: int) -> int:
-        return row_index + (self.header_height if self.show_header else 0)
-
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        # Every column has a fixed width and every row one line: nothing to measure. DataTable would
-        # measure every cell of every new row (4,500 measurements for 300 rows at start-up).
-        super()._update_dimensions(())
 
     def _add_row(self, rid: str, row: dict[str, Cell]) -> None:
         self._shown[rid] = row
