@@ -30,6 +30,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", self.target + "/file")
             self.end_headers()
+        elif self.path == "/loop":  # a redirect to itself, for ever
+            self.send_response(302)
+            self.send_header("Location", "/loop")
+            self.end_headers()
         elif self.path.startswith("/to-"):  # /to-file:///etc/hostname: a redirect to another scheme
             self.send_response(302)
             self.send_header("Location", self.path.removeprefix("/to-"))
@@ -86,6 +90,9 @@ def test_limits_and_refusals(
         source_http.get(f"{url}/big", what="repo", max_bytes=1000)
     with pytest.raises(SourceAuthFailed, match="HTTP 403"):
         source_http.get(f"{url}/denied", what="repo")
+    with pytest.raises(SourceInvalid, match=r"repo: more than 5 redirects from http://127\.0\.0\.1:\d+/loop"):
+        source_http.get(f"{url}/loop", what="repo")
+    assert [p for p, _ in servers[1]].count("/loop") == 6  # the first request and five redirects, no more
     with pytest.raises(SourceUnreachable, match="repo: cannot reach"):
         source_http.get(f"http://127.0.0.1:{free_port()}/index.yaml", what="repo", timeout=5)
 

@@ -81,6 +81,10 @@ def test_oci_repository_ref_precedence_and_default_tag() -> None:
      "spec.ref.semver", 6, "semver range"),
     ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {tag: 'a b'}\n", "spec.ref.tag", 6,
      "letters"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {tag: \"1.0.0\\n\"}\n",
+     "spec.ref.tag", 6, "letters"),  # Python's $ would let the newline through
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {tag: 'v1.0-ü'}\n", "spec.ref.tag",
+     6, "letters"),
     ("kind: Bucket\nmetadata: {name: c}\nspec: {}\n", "kind", 2, "HelmRepository"),
 ])
 def test_source_errors_name_file_line_field_fix(body: str, field: str, line: int, fix: str) -> None:
@@ -111,6 +115,8 @@ def test_chart_template_defaults() -> None:
     ("chart: web\n      sourceRef: {name: c}\n      valuesFiles: [../x.yaml]", "spec.chart.spec.valuesFiles[0]",
      "relative to the chart"),
     ("chart: ../web\n      sourceRef: {name: c}", "spec.chart.spec.chart", "chart's name"),
+    ("chart: \"web\\n\"\n      sourceRef: {name: c}", "spec.chart.spec.chart", "chart's name"),
+    ("chart: wéb\n      sourceRef: {name: c}", "spec.chart.spec.chart", "chart's name"),
     ("chart: web", "spec.chart.spec.sourceRef", "HelmRepository"),
 ])
 def test_chart_template_errors(inner: str, field: str, fix: str) -> None:

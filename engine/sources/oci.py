@@ -1,8 +1,9 @@
 """Reading an OCI registry through its distribution API: tags, manifests, the chart's config.
 
-Only reads, bounded: at most ``MAX_TAGS`` tags over ``MAX_PAGES`` pages, manifests
-and config blobs of at most 4 MiB / 1 MiB. Authentication as registries ask for
-it: HTTP basic, or a bearer token from the realm of a ``WWW-Authenticate: Bearer``
+Only reads, bounded: at most ``HELMDECK_MAX_OCI_TAGS`` tags (default ``MAX_TAGS``) over
+at most ``MAX_PAGES`` pages of the tag list, refused with an error past that (a partial list
+could miss the newest version), manifests and config blobs of at most 4 MiB / 1 MiB.
+Authentication as registries ask for it: HTTP basic, or a bearer token from the realm of a ``WWW-Authenticate: Bearer``
 challenge (anonymous or with the basic credentials), as docker and helm do.
 Pulls themselves go through ``helm pull`` (:mod:`engine.sources.helm_pull`).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import ssl
 from collections.abc import Mapping
@@ -21,9 +23,10 @@ from urllib.parse import urlencode, urljoin, urlsplit
 from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import NoMatchingVersion, SourceAuthFailed, SourceInvalid
+from engine.sources.spec import OCI_TAG
 
-MAX_TAGS = 10_000
-MAX_PAGES = 20
+MAX_TAGS = 10_000  # default of HELMDECK_MAX_OCI_TAGS
+MAX_PAGES = 1_000  # of the tag list: registries page by 100 or 1,000 (the ``n`` asked for)
 CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 CHART_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 _MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
@@ -116,23 +119,39 @@ class Registry:
         self._token[scope] = token
 
     async def tags(self, repository: str) -> list[str]:
-        """The repository's tags (at most MAX_TAGS). NoMatchingVersion when the repository does not exist."""
+        """The repository's tags, every page of the list (``Link: <...>; rel="next"``); a tag outside the
+        distribution spec's grammar (:data:`OCI_TAG`: at most 128 characters, ASCII) is left out.
+
+        Raises NoMatchingVersion when the repository does not exist; SourceInvalid past
+        ``HELMDECK_MAX_OCI_TAGS`` tags or ``MAX_PAGES`` pages, or for pages that lead back to one already
+        read (a loop): a partial list could miss the newest version, so none is chosen from it.
+        """
         scope = f"repository:{repository}:pull"
         path = f"/v2/{repository}/tags/list?n=1000"
+        limit = max_tags()
+        where = f"{self.host}/{repository}"
+        read: set[str] = set()
         out: list[str] = []
         for _ in range(MAX_PAGES):
+            read.add(path)
             resp = await self._get(path, scope, max_bytes=4 * 1024 * 1024)
             if resp.status == 404:
-                raise NoMatchingVersion(f"{self.what}: no chart at {self.host}/{repository}", repository=self.what)
+                raise NoMatchingVersion(f"{self.what}: no chart at {where}", repository=self.what)
             body = _json(resp.body, self.what)
-            out += [str(t) for t in (body.get("tags") or []) if isinstance(t, str)]
-            if len(out) >= MAX_TAGS:
-                return out[:MAX_TAGS]
+            page = body.get("tags") or []
+            out += [t for t in page if isinstance(t, str) and OCI_TAG.match(t)] if isinstance(page, list) else []
+            if len(out) > limit:
+                raise SourceInvalid(f"{self.what}: {where} has more than {limit} tags (set HELMDECK_MAX_OCI_TAGS "
+                                    "to raise the limit, or select one with spec.ref.tag)", repository=self.what)
             link = _NEXT.search(resp.headers.get("link", ""))
             if not link:
                 return out
             path = urljoin(f"{self.scheme}://{self.host}/", link[1])
-        return out
+            if path in read:
+                raise SourceInvalid(f"{self.what}: the tag list of {where} pages in a loop (the registry's Link "
+                                    "header leads back to a page already read)", repository=self.what)
+        raise SourceInvalid(f"{self.what}: the tag list of {where} has more than {MAX_PAGES} pages",
+                            repository=self.what)
 
     async def manifest(self, repository: str, reference: str) -> ChartManifest:
         """The manifest of ``reference`` (tag or digest). NoMatchingVersion when absent; SourceInvalid when
@@ -159,6 +178,12 @@ class Registry:
         resp = await self._get(f"/v2/{repository}/blobs/{digest}", f"repository:{repository}:pull",
                                max_bytes=1024 * 1024)
         return _json(resp.body, self.what) if resp.status == 200 else {}
+
+
+def max_tags() -> int:
+    """``HELMDECK_MAX_OCI_TAGS`` (default ``MAX_TAGS``): the most tags a repository's list may have."""
+    raw = os.environ.get("HELMDECK_MAX_OCI_TAGS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_TAGS
 
 
 def _json(raw: bytes, what: str) -> dict[str, Any]:

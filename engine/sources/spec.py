@@ -48,11 +48,11 @@ DEFAULT_TIMEOUT = 60.0  # Flux's spec.timeout default for both kinds
 REPO_TYPES = ("default", "oci")
 RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+OCI_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # the distribution spec's tag grammar
+_CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def _oci_reference(fields: Fields, raw: Any) -> OCIReference:
             raise fields.error("spec.ref.semverFilter", f"not a regular expression ({exc})",
                                "write e.g. '.*-rc.*'") from None
     tag = fields.string(ref.get("tag"), "spec.ref.tag")
-    if tag and not _TAG.match(tag):
+    if tag and not OCI_TAG.match(tag):
         raise fields.error("spec.ref.tag", f"{tag!r} is not an OCI tag",
                            "use letters, digits, '_', '.' and '-' (at most 128)")
     if not (digest or semver or tag):

@@ -1,0 +1,92 @@
+"""Hostile chart sources, bounded with a clear error: an OCI registry listing 10,000 tags over 100 pages (as
+registries that page by 100), more tags than the limit, a tag list whose pages loop, tags outside the
+distribution grammar; served by a real HTTP server on 127.0.0.1 speaking the distribution API's tag list."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from engine.sources.credentials import Credentials
+from engine.sources.errors import SourceInvalid
+from engine.sources.oci import Registry
+from engine.sources.semver import sort_newest_first
+
+PAGE = 100  # this registry ignores n, as some page by 100 whatever is asked
+TAGS = {
+    "many": [f"{i // 100}.{i % 100}.0" for i in range(10_000)],  # the newest, 99.99.0, on the last page
+    "over": [f"0.0.{i}" for i in range(10_001)],
+    "odd": ["1.0.0", "1.0.0-ü", "2.0.0\n", "9" * 129, "x" * 128, "", "3.0.0 ", "_1"],
+}
+
+
+class _Registry(http.server.BaseHTTPRequestHandler):
+    requests = 0
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        type(self).requests += 1
+        parts = urlsplit(self.path)
+        repo = parts.path.removeprefix("/v2/").removesuffix("/tags/list")
+        start = int(parse_qs(parts.query).get("last", ["0"])[0])
+        headers = {}
+        if repo == "loop":  # always links to its first page again
+            tags, headers["Link"] = ["1.0.0"], f'</v2/loop/tags/list?n={PAGE}>; rel="next"'
+        else:
+            every = TAGS[repo]
+            tags = every[start:start + PAGE]
+            if start + PAGE < len(every):
+                headers["Link"] = f'</v2/{repo}/tags/list?n={PAGE}&last={start + PAGE}>; rel="next"'
+        body = json.dumps({"name": repo, "tags": [*tags, 5] if repo == "odd" else tags}).encode()
+        self.send_response(200)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield Registry(f"127.0.0.1:{srv.server_address[1]}", creds=Credentials(), plain_http=True, timeout=10,
+                       what="OCIRepository t/web")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+async def test_ten_thousand_tags_over_a_hundred_pages_are_all_read(registry: Registry) -> None:
+    start = time.monotonic()
+    tags = await registry.tags("many")
+    assert len(tags) == 10_000 and sort_newest_first(tags)[0] == "99.99.0"
+    assert registry.requests == 100 and time.monotonic() - start < 30
+
+
+async def test_more_tags_than_the_limit_are_refused_not_cut(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(SourceInvalid, match=r"has more than 10000 tags \(set HELMDECK_MAX_OCI_TAGS"):
+        await registry.tags("over")
+    monkeypatch.setenv("HELMDECK_MAX_OCI_TAGS", "20000")
+    assert len(await registry.tags("over")) == 10_001
+
+
+async def test_a_tag_list_whose_pages_loop_is_refused(registry: Registry) -> None:
+    with pytest.raises(SourceInvalid, match="pages in a loop"):
+        await registry.tags("loop")
+    assert registry.requests == 2
+
+
+async def test_tags_outside_the_distribution_grammar_are_left_out(registry: Registry) -> None:
+    assert await registry.tags("odd") == ["1.0.0", "x" * 128, "_1"]
