@@ -3,8 +3,9 @@
 Only reads, bounded: at most ``HELMDECK_MAX_OCI_TAGS`` tags (default ``MAX_TAGS``) over
 at most ``MAX_PAGES`` pages of the tag list, refused with an error past that (a partial list
 could miss the newest version), manifests and config blobs of at most 4 MiB / 1 MiB.
-Authentication as registries ask for it: HTTP basic, or a bearer token from the realm of a ``WWW-Authenticate: Bearer``
-challenge (anonymous or with the basic credentials), as docker and helm do.
+Authentication as registries ask for it: HTTP basic, or a bearer token from the
+realm of a ``WWW-Authenticate: Bearer`` challenge (anonymous or with the basic
+credentials), as docker and helm do.
 Pulls themselves go through ``helm pull`` (:mod:`engine.sources.helm_pull`).
 """
 
