@@ -104,7 +104,8 @@ def test_a_service_account_installs_within_its_rights_and_is_refused_outside_the
     status = helmdeck("status", "-o", "json", *cluster_args(any_helm, kube_target, namespace, inside,
                                                             tmp_path / "log"))
     row = next(r for r in json.loads(status.stdout) if r["name"] == "app")
-    assert row["monitor"] == {"state": "active", "paused": 0, "absent": []} and row["ready"] is True, row
+    assert row["monitor"] == {"state": "active", "paused": 0, "absent": [], "problem": None} \
+        and row["ready"] is True, row
 
     outside = write_package(tmp_path / "out", namespace,
                             f"  serviceAccountName: deployer\n  targetNamespace: {other_namespace}\n")

@@ -226,3 +226,23 @@ def test_a_watch_that_cannot_list_fails_fast(kube_target: KubeTarget, namespace:
     finally:
         mon.close()
         assert hub.stop(5)
+
+
+def test_a_monitor_problem_is_said_in_the_summary_the_overview_and_status() -> None:
+    from engine.runtime.report import table
+    from engine.runtime.state import ReleaseView
+    from tui.format import monitor_text
+    from tui.widgets.overview import overview_content
+
+    unknown = ResourceStatus("v1", "ConfigMap", "ns", "a", True, None, "cannot watch: forbidden (403)")
+    problem = 'cannot watch configmaps/ns: configmaps is forbidden: User "system:serviceaccount:ns:sa" (403)'
+    mon = MonitorStatus("active", 0, (unknown,), problem)
+    assert mon.summary() == "cannot watch" and mon.ready is None and mon.absent == ()
+    assert monitor_text(mon) == ("! cannot watch", "bad")
+    assert monitor_text(MonitorStatus("active", 0, (unknown,))) == ("● active", "ok")
+    text = str(overview_content(ReleaseView("ns", "web", monitor=mon), [], 0.0))
+    assert "! cannot watch" in text and problem in text
+    row = {"namespace": "ns", "name": "web", "package": None, "revision": 1, "status": "deployed", "state": None,
+           "ready": None, "maintenance": None, "suspended": False,
+           "monitor": {"state": "active", "paused": 0, "absent": [], "problem": problem}}
+    assert "cannot watch" in table([row])

@@ -74,13 +74,13 @@ def ready_text(ready: bool | None) -> tuple[str, Tone]:
 
 
 def monitor_text(monitor: MonitorStatus) -> tuple[str, Tone]:
-    """``● active``, ``‖ paused ×2``, ``! 3 absent``, ``○ off``."""
+    """``● active``, ``‖ paused ×2``, ``! 3 absent``, ``! cannot watch``, ``○ off``."""
     summary = monitor.summary()
     if monitor.state == "off":
         return f"○ {summary}", "plain"
     if monitor.state == "paused":
         return f"‖ {summary}", "warn"
-    if monitor.absent:
+    if monitor.absent or monitor.problem:
         return f"! {summary}", "bad"
     return f"● {summary}", "ok"
 

@@ -75,7 +75,7 @@ class ReleaseMonitor:
         self._watches: dict[WatchKey, SharedWatch] = {}
         self._names: dict[WatchKey, frozenset[str]] = {}
         self._closed = False
-        self._last: tuple[ResourceStatus, ...] | None = None
+        self._last: tuple[tuple[ResourceStatus, ...], str] | None = None
         for obj in self.objects:
             if obj.watch_key is not None:
                 self._names[obj.watch_key] = self._names.get(obj.watch_key, frozenset()) | {obj.name}
@@ -120,6 +120,17 @@ class ReleaseMonitor:
             time.sleep(0.01)
         return True
 
+    def problem(self) -> str:
+        """Why this monitor cannot see some of its objects ("" when it can): a watch that cannot list them,
+        or that the API server refuses (RBAC: its message names the user and the verb)."""
+        with self._lock:
+            watches = sorted(self._watches.items())
+        for wkey, watch in watches:
+            error = watch.last_error
+            if error and (watch.refused or not watch.synced.is_set()):
+                return f"cannot watch {wkey}: {error}"
+        return ""
+
     def resources(self) -> tuple[ResourceStatus, ...]:
         """The current status of every expected object, in manifest order."""
         with self._lock:
@@ -153,9 +164,10 @@ class ReleaseMonitor:
             if self._closed:
                 return
         with self._notify_lock:
-            if not self.synced:
+            problem = self.problem()
+            if not self.synced and not problem:
                 return
-            current = self.resources()
+            current = (self.resources(), problem)
             with self._lock:
                 if current == self._last or self._closed:
                     return

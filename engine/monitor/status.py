@@ -33,11 +33,13 @@ class ResourceStatus:
 
 @dataclass(frozen=True)
 class MonitorStatus:
-    """A release monitor's state: ``off`` (none), ``paused`` (counter > 0) or ``active``."""
+    """A release monitor's state: ``off`` (none), ``paused`` (counter > 0) or ``active``; ``problem`` says
+    why an active one cannot see some objects (a watch refused by RBAC, say), "" when it can."""
 
     state: MonitorState = "off"
     paused: int = 0
     resources: tuple[ResourceStatus, ...] = ()
+    problem: str = ""
 
     @property
     def absent(self) -> tuple[str, ...]:
@@ -56,10 +58,12 @@ class MonitorStatus:
         return True
 
     def summary(self) -> str:
-        """``active``, ``paused ×2``, ``3 absent``, ``off``."""
+        """``active``, ``paused ×2``, ``3 absent``, ``cannot watch``, ``off``."""
         if self.state == "off":
             return "off"
         if self.state == "paused":
             return f"paused ×{self.paused}"
+        if self.problem:
+            return "cannot watch"
         absent = len(self.absent)
         return f"{absent} absent" if absent else "active"

@@ -15,12 +15,26 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from engine.kube import watch_lines
 
 log = logging.getLogger(__name__)
 
 _FIRST_BACKOFF = 0.2
 _MAX_BACKOFF = 5.0
+
+
+def describe(exc: Exception) -> str:
+    """One line for a watch's failure: an API error as the server words it (a Status ``message``, which
+    names the user and the verb when refused) and its code, anything else as its type and text."""
+    if isinstance(exc, ApiException):
+        try:
+            message = json.loads(exc.body or "").get("message")
+        except (ValueError, AttributeError, TypeError):
+            message = None
+        return f"{message or exc.reason or 'error'} ({exc.status})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Gone(Exception):
@@ -33,6 +47,7 @@ class WatchThread:
 
     def __init__(self, name: str, what: str):
         self.last_error: str | None = None
+        self.refused = False  # the last failure was the API server refusing the credentials (401/403)
         self._what = what
         self._stop = threading.Event()
         self._response: Any = None
@@ -88,17 +103,25 @@ class WatchThread:
     def _listed(self) -> None:
         """After each list (the first one makes the state meaningful)."""
 
+    def _failed(self) -> None:
+        """After a failure unlike the one before (:attr:`last_error` says it), in the watch thread."""
+
     def _healthy(self) -> None:
         """A watch ended well: the next failure waits the first backoff again."""
         self._backoff = _FIRST_BACKOFF
         self.last_error = None
+        self.refused = False
 
     def _retry(self, exc: Exception) -> bool:
         """After a failure: record it, wait the backoff (doubling, up to 5 s); False when stopping instead."""
         if self._stop.is_set():
             return False
-        self.last_error = f"{type(exc).__name__}: {exc}"
+        before = self.last_error
+        self.last_error = describe(exc)
+        self.refused = isinstance(exc, ApiException) and exc.status in (401, 403)
         log.warning("%s failed: %s; retrying in %.1fs", self._what, self.last_error, self._backoff)
+        if self.last_error != before:
+            self._failed()
         self._stop.wait(self._backoff)
         self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
         return True

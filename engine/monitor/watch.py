@@ -73,6 +73,12 @@ class SharedWatch(WatchThread):
     # -- the loop ------------------------------------------------------------------
     def _listed(self) -> None:
         self.synced.set()
+        if self.last_error:  # listing again after failing: the monitors that said why they saw nothing
+            self._healthy()
+            self._notify(None)
+
+    def _failed(self) -> None:
+        self._notify(None)  # the monitors waiting on it say why they see nothing
 
     def _state(self, obj: dict[str, Any]) -> Readiness:
         return assess(self.key.type.group, self.key.type.kind, obj) if self.full else PRESENT
@@ -129,7 +135,7 @@ class SharedWatch(WatchThread):
 class WatchHub:
     """Starts, shares and stops :class:`SharedWatch` es by key. Thread-safe.
 
-    Uses its own ApiClient (same kubeconfig as ``api``) whose connection
+    Uses its own ApiClient (same kubeconfig and headers as ``api``) whose connection
     pool keeps one connection per open watch.
     """
 
@@ -137,6 +143,8 @@ class WatchHub:
         config = copy.copy(api.configuration)
         config.connection_pool_maxsize = _POOL_SIZE
         self._api = client.ApiClient(config)
+        # The headers too: an impersonating client (engine.kube.impersonating) acts as its user by one.
+        self._api.default_headers.update(api.default_headers)
         self._timeout = watch_timeout
         self._lock = threading.Lock()
         self._watches: dict[WatchKey, SharedWatch] = {}

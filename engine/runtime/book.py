@@ -218,7 +218,10 @@ class ReleaseBook:
             self._states[key] = state
 
     def set_monitor(self, key: ReleaseKey, status: MonitorStatus) -> None:
+        before = self._monitors.get(key)
         self._monitors[key] = status
+        if status.problem and (before is None or before.problem != status.problem):
+            self.log(key, "monitor", "failed", f"{status.problem}: absent or unready objects go unnoticed")
         self.refresh(key)
 
     def set_warnings(self, key: ReleaseKey, count: int) -> None:

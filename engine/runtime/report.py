@@ -47,7 +47,8 @@ def status_row(view: ReleaseView, unreadable: UnreadableRecord | None = None) ->
         "state": state,
         "ready": view.ready,
         "conditions": conditions,
-        "monitor": {"state": monitor.state, "paused": monitor.paused, "absent": list(monitor.absent)},
+        "monitor": {"state": monitor.state, "paused": monitor.paused, "absent": list(monitor.absent),
+                    "problem": monitor.problem or None},
         "maintenance": view.maintenance,
         "suspended": view.suspended,
         "failures": {"install": view.failures.install, "upgrade": view.failures.upgrade,
@@ -82,6 +83,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         monitor = mon["state"] if mon["state"] != "paused" else f"paused x{mon['paused']}"
         if mon["absent"]:
             monitor = f"{len(mon['absent'])} absent"
+        if mon.get("problem"):
+            monitor = "cannot watch"
         lines.append([
             r["namespace"], r["name"], r["package"] or "-", str(r["revision"] or "-"), r["status"] or "-",
             r["state"] or "-", {True: "True", False: "False", None: "Unknown"}[r["ready"]], monitor,

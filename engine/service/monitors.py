@@ -191,7 +191,8 @@ class MonitorRegistry:
             return MonitorStatus("off", paused)
         if paused:
             return MonitorStatus("paused", paused)
-        return MonitorStatus("active", 0, monitor.resources() if monitor.synced else ())
+        problem = monitor.problem()
+        return MonitorStatus("active", 0, monitor.resources() if monitor.synced or problem else (), problem)
 
     def _changed(self, monitor: ReleaseMonitor) -> None:
         key = monitor.key

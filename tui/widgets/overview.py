@@ -105,6 +105,8 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     mon = view.monitor
     parts.append(("\nMonitor", "bold $text-primary"))
     parts += ["   ", _toned(fmt.monitor_text(mon)), f"   pause counter {mon.paused}\n"]
+    if mon.problem:
+        parts.append((f"  {mon.problem}\n", TONE_STYLE["bad"]))
     if mon.resources:
         parts.append((f"  {'RESOURCE':<44} {'PRESENT':<8} {'READY':<7} REASON\n", "bold"))
         for r in mon.resources:

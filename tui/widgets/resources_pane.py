@@ -66,7 +66,8 @@ class ResourcesPane(Vertical):
         table = self.query_one(DataTable)
         summary = f"monitor {monitor_text(monitor)[0]} · pause counter {monitor.paused}"
         if monitor.resources:
-            status.update(summary + " · live readiness from the monitor")
+            status.update(summary + (f" · {monitor.problem}" if monitor.problem else
+                                     " · live readiness from the monitor"))
             table.clear()
             self._refs = {r.ref: (r.api_version, r.kind, r.namespace, r.name) for r in monitor.resources}
             for r in monitor.resources:
