@@ -7,15 +7,21 @@ import dataclasses
 
 import pytest
 from textual.widgets import Static
+from textual.widgets._footer import FooterKey
 
 from engine.masking import Masker
 from engine.storage.observation import Observation
 from tests.fixtures import LEGACY, WEB, bulk_engine, fixed_clock, fixed_engine
 from tui.app import HelmdeckApp
+from tui.layout import FULL, MARKER, MARKER_WIDTH, NARROW, fit, header_label
 from tui.model import RowFilter, TextFilter, natural_key
 from tui.screens.help import HelpFacts, help_content
+from tui.widgets.header_bar import HeaderBar
 from tui.widgets.history_table import HistoryTable
+from tui.widgets.key_footer import kept, rank
 from tui.widgets.release_table import FILL_STEP, ReleaseTable
+
+FULL_WIDTHS = dict(FULL.widths)
 
 
 def make_app() -> HelmdeckApp:
@@ -85,3 +91,49 @@ async def test_end_and_home_in_the_history_table() -> None:
 def test_help_names_home_and_end() -> None:
     facts = HelpFacts(reasons={}, readonly=False, log_file="-", settings_dir=None, theme="helmdeck-dark")
     assert "home / end first / last row of a table" in help_content(facts).plain
+
+
+def test_columns_narrow_first_then_the_least_needed_are_left_out() -> None:
+    assert fit(158) == FULL and fit(200) == FULL  # a 160-column terminal shows every column as before
+    at_120 = fit(118)
+    assert at_120.hidden == ("app_version", "owner", "age") and at_120.marker == "+3"
+    minimum = dict(NARROW)
+    previous: tuple[str, ...] = ()
+    for width in range(158, 30, -1):  # narrower never shows a column a wider table left out
+        layout = fit(width)
+        assert set(previous) <= set(layout.hidden)
+        previous = layout.hidden
+        used = sum(w for _, w in layout.widths) + (MARKER_WIDTH if layout.hidden else 0)
+        assert used <= width or [k for k, _ in layout.widths] == ["namespace", "name", "state"]
+        assert all(w >= minimum.get(k, FULL_WIDTHS[k]) for k, w in layout.widths)
+        assert {"namespace", "name", "state"} <= {k for k, _ in layout.widths}
+    assert header_label("HELM STATUS", "▲", 11) == "HELM STA… ▲"
+    assert header_label("NAME", "", 12) == "NAME"
+
+
+def test_the_footer_leaves_out_the_least_needed_keys_never_help_or_quit() -> None:
+    units = [(rank("open_detail"), 10), (rank("context"), 10), (rank("quick('all')"), 10), (rank("help"), 6),
+             (rank("quit"), 6)]
+    assert kept(units, 100) == [True] * 5
+    assert kept(units, 30) == [True, False, False, True, True]
+    assert kept(units, 5) == [False, False, False, True, True]  # help and quit even past the edge
+
+
+async def test_a_narrow_terminal_hides_columns_with_a_sign_and_keeps_help_and_quit() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        table = app.query_one(ReleaseTable)
+        table.select(LEGACY)
+        await pilot.pause(0.3)  # the footer is made again for the new row, then fitted
+        assert table.columns_fit.hidden == ("app_version", "owner", "age")
+        assert [str(c.key.value) for c in table.ordered_columns][-1] == MARKER
+        assert str(table.ordered_columns[-1].label) == "+3"
+        assert "+3 hidden: APP, OWNER, AGE" in str(app.screen.query_one(HeaderBar).render())
+        shown = {k.description for k in app.screen.query(FooterKey) if k.display and k.region.right <= 120}
+        assert {"Help", "Quit", "Details", "Upgrade", "Uninstall"} <= shown and "Context" not in shown
+        await pilot.resize_terminal(160, 40)
+        await pilot.pause(0.3)
+        assert table.columns_fit == FULL and len(table.columns) == len(FULL.widths)
+        assert table.selected_key() == LEGACY and table.plain_cell(LEGACY, "owner") == "-"
+        assert all(k.display for k in app.screen.query(FooterKey))

@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.color import ColorParseError as RichColorParseError
+from rich.style import Style
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
+
+from tui.format import Tone
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "themes"
 DEFAULT_THEME = "helmdeck-dark"
@@ -132,3 +136,20 @@ def load_themes(folders: Iterable[Path]) -> tuple[list[Theme], list[ThemeError]]
                 continue
             themes[theme.name] = theme
     return list(themes.values()), errors
+
+
+# Theme variables that colour each tone; "plain" text keeps the widget's colour.
+TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning", "bad": "text-error",
+                                   "busy": "text-accent"}
+
+
+def tone_styles(variables: dict[str, str]) -> dict[Tone, Style]:
+    """The Rich style of each tone under a theme's CSS ``variables`` (``App.theme_variables``)."""
+    out: dict[Tone, Style] = {}
+    for tone, var in TONE_VARIABLES.items():
+        if var in variables:
+            try:
+                out[tone] = Style(color=variables[var])
+            except RichColorParseError:  # a colour Rich cannot use here: plain text (symbols still tell)
+                continue
+    return out

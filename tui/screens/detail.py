@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from engine.events import KubeEvent, belongs
 from engine.runtime.state import EventLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
@@ -23,6 +23,7 @@ from tui.widgets.diff_pane import DiffPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.header_bar import TONE_STYLE
 from tui.widgets.history_table import HistoryTable
+from tui.widgets.key_footer import KeyFooter
 from tui.widgets.manifest_pane import ManifestPane
 from tui.widgets.notes_pane import NotesPane
 from tui.widgets.overview import OverviewPanel
@@ -101,7 +102,7 @@ class ReleaseDetailScreen(EngineScreen):
                 yield EventLog(id="event-log")
             with TabPane("Notes", id="notes"):
                 yield NotesPane(self._client, self.key, id="notes-pane")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(EventLog).show(self._client.events(self.key))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from engine.runtime.state import (
     AccessProblems,
@@ -27,12 +27,14 @@ from tui.model import (
     RowFilter,
     SortOrder,
     TextFilter,
+    column,
     namespaces,
 )
 from tui.screens.base import EngineScreen
 from tui.screens.picker import PickerScreen
 from tui.widgets.filter_input import FilterInput
 from tui.widgets.header_bar import HeaderBar
+from tui.widgets.key_footer import KeyFooter
 from tui.widgets.release_table import ReleaseTable
 
 QUICK = Binding.Group("Quick", compact=True)
@@ -69,7 +71,7 @@ class MainScreen(EngineScreen):
         yield header
         yield FilterInput(id="filter")
         yield ReleaseTable(self._clock, self._client.releases(), id="releases")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(ReleaseTable).focus()
@@ -136,7 +138,9 @@ class MainScreen(EngineScreen):
         header.shown = table.shown_count
         order = table.order
         label = order.column.replace("_", " ")
-        header.view = f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
+        hidden = table.columns_fit.hidden  # the table's "+N" column: which ones the width leaves out
+        header.view = (f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
+                       + (f" · +{len(hidden)} hidden: {', '.join(column(k).label for k in hidden)}" if hidden else ""))
         now = self._clock()
         header.running = tuple(f"⟳ {fmt.progress_text(v.running, now)} {v.namespace}/{v.name}"
                                for v in table.running() if v.running is not None)

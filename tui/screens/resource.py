@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Label, Static
+from textual.widgets import Label, Static
 
 from engine.events import KubeEvent
 from engine.inspect import LOG_LINES, PodRow
@@ -17,6 +17,7 @@ from tui.engine_client import EngineClient, ObjectRef
 from tui.messages import EngineSignals
 from tui.screens.base import EngineScreen
 from tui.widgets.event_log import kube_event_line
+from tui.widgets.key_footer import KeyFooter
 from tui.widgets.text_view import TextView
 
 LOG_PODS = 2  # pods whose logs are shown (the first, by name)
@@ -70,7 +71,7 @@ class ResourceScreen(EngineScreen):
                      id="resource-title")
         yield Label(classes="pane-status")
         yield TextView()
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.action_reload()

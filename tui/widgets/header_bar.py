@@ -36,10 +36,11 @@ class HeaderBar(Widget):
     counts: reactive[Counter[str]] = reactive(Counter, always_update=True)
     total: reactive[int] = reactive(0)
     shown: reactive[int] = reactive(0)
-    view: reactive[str] = reactive("")
-    running: reactive[tuple[str, ...]] = reactive(())
-    package_errors: reactive[tuple[str, ...]] = reactive(())
-    access: reactive[tuple[str, ...]] = reactive(())  # refused permissions, then a "note: ..." on scope
+    # These may add or remove a line (or wrap one): the screen is laid out again when they change.
+    view: reactive[str] = reactive("", layout=True)
+    running: reactive[tuple[str, ...]] = reactive((), layout=True)
+    package_errors: reactive[tuple[str, ...]] = reactive((), layout=True)
+    access: reactive[tuple[str, ...]] = reactive((), layout=True)  # refused permissions, then a scope note
 
     def render(self) -> Content:
         sep = ("  │  ", "$text-muted")

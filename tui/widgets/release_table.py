@@ -6,7 +6,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from rich.color import ColorParseError
 from rich.style import Style
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
@@ -20,12 +19,11 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
-from tui.model import COLUMNS, Cell, RowFilter, SortOrder, cells, key_of, row_id, search_text
+from tui.layout import FULL, MARKER, ColumnLayout, fit, header_label
+from tui.model import Cell, RowFilter, SortOrder, cells, column, key_of, row_id, search_text
+from tui.themes import tone_styles
 from tui.widgets.line_table import LineTable
 
-# Theme variables that colour each tone; "plain" cells keep the table's colour.
-TONE_VARIABLES: dict[Tone, str] = {"ok": "text-success", "warn": "text-warning", "bad": "text-error",
-                                   "busy": "text-accent"}
 # Re-sorting after a sort-column change waits this long, so a burst of events costs one sort.
 RESORT_DELAY = 0.3
 # Rows are redrawn at most this often: a burst of storage events costs one redraw, and a write still
@@ -38,8 +36,6 @@ FILL_STEP = 120
 FILL_SLICE = 0.03
 ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
 CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
-# Each cell's text fits its column less one blank cell (none after the last column).
-WIDTHS = {c.key: c.width - (c is not COLUMNS[-1]) for c in COLUMNS}
 
 
 class ReleaseTable(LineTable):
@@ -83,6 +79,8 @@ class ReleaseTable(LineTable):
         # Rendered cells by what they show. DataTable keys its own cell cache by a counter every
         # update_cell bumps, so under an event storm each frame re-rendered every visible cell.
         self._cell_cache: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(CELL_CACHE_SIZE)
+        self.columns_fit = FULL  # the columns the width shows (tui.layout)
+        self._widths = FULL.text_widths()  # per shown column, the cells its text may fill
         self._texts: LRUCache[tuple[Cell, int], Text] = LRUCache(CELL_CACHE_SIZE)
 
     @property
@@ -100,10 +98,8 @@ class ReleaseTable(LineTable):
         return bool(self._dirty or self._fill)
 
     def on_mount(self) -> None:
-        self._styles = self._tone_styles()
-        for col in COLUMNS:
-            self.add_column(self._header(col.key, col.label), key=col.key, width=col.width)
-        self._refill()
+        self._styles = tone_styles(self.app.theme_variables)
+        self._lay_out(FULL)
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
 
     # -- feeding -----------------------------------------------------------------
@@ -313,6 +309,9 @@ class ReleaseTable(LineTable):
             self._draw_on_screen()
 
     def on_resize(self) -> None:
+        layout = fit(self.size.width - self.styles.scrollbar_size_vertical)  # room kept for the scroll bar
+        if layout != self.columns_fit:
+            self._lay_out(layout)
         self._draw_on_screen()
 
     # -- reactive watchers -------------------------------------------------------
@@ -320,8 +319,8 @@ class ReleaseTable(LineTable):
         self._refill()
 
     def watch_order(self) -> None:
-        for col in COLUMNS:
-            self.columns[ColumnKey(col.key)].label = Text(self._header(col.key, col.label))
+        for key, _width in self.columns_fit.widths:
+            self.columns[ColumnKey(key)].label = Text(self._header(key))
         now, order = self._clock(), self.order
         self._sort_keys = {rid: order.key(view, now) for rid, view in self._views.items()}
         self._resort()
@@ -329,28 +328,27 @@ class ReleaseTable(LineTable):
 
     def restyle(self) -> None:
         """Re-colour every cell from the current theme."""
-        self._styles = self._tone_styles()
+        self._styles = tone_styles(self.app.theme_variables)
         self._texts.clear()
         for rid, row in self._shown.items():
-            for col, cell in row.items():
-                self.update_cell(rid, col, self._text(cell, WIDTHS[col]))
+            for col, width in self._widths.items():
+                self.update_cell(rid, col, self._text(row[col], width))
 
     # -- internals ---------------------------------------------------------------
-    def _header(self, key: str, label: str) -> str:
-        if key != self.order.column:
-            return label
-        return f"{label} {'▼' if self.order.reverse else '▲'}"
+    def _lay_out(self, layout: ColumnLayout) -> None:
+        """Show the columns ``layout`` keeps, then a marker column when it leaves some out; rows are re-added."""
+        selected = self.selected_key()
+        self.columns_fit, self._widths = layout, layout.text_widths()
+        self.clear(columns=True)
+        for key, width in layout.widths:
+            self.add_column(self._header(key), key=key, width=width)
+        if layout.hidden:
+            self.add_column(Text(layout.marker, style="reverse"), key=MARKER, width=len(layout.marker))
+        self._refill(selected)
 
-    def _tone_styles(self) -> dict[Tone, Style]:
-        variables = self.app.theme_variables
-        out: dict[Tone, Style] = {}
-        for tone, var in TONE_VARIABLES.items():
-            if var in variables:
-                try:
-                    out[tone] = Style(color=variables[var])
-                except ColorParseError:  # a theme colour Rich cannot use here: plain text (symbols still tell)
-                    continue
-        return out
+    def _header(self, key: str) -> str:
+        arrow = ("▼" if self.order.reverse else "▲") if key == self.order.column else ""
+        return header_label(column(key).label, arrow, self._widths[key])
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> SegmentLines:
@@ -384,7 +382,8 @@ class ReleaseTable(LineTable):
 
     def _add_row(self, rid: str, row: dict[str, Cell]) -> None:
         self._shown[rid] = row
-        self.add_row(*(self._text(row[c.key], WIDTHS[c.key]) for c in COLUMNS), key=rid)
+        texts = [self._text(row[col], width) for col, width in self._widths.items()]
+        self.add_row(*texts, *[Text()] * bool(self.columns_fit.hidden), key=rid)
 
     def _remove_row(self, rid: str) -> None:
         del self._shown[rid]
@@ -408,18 +407,20 @@ class ReleaseTable(LineTable):
         for col, cell in new.items():
             if current[col] != cell:
                 current[col] = cell
-                self._write_cell(rid, col, self._text(cell, WIDTHS[col]))
+                width = self._widths.get(col)
+                if width is not None:  # a column the width leaves out is not drawn
+                    self._write_cell(rid, col, self._text(cell, width))
                 sort_changed = sort_changed or col == self.order.column
         return sort_changed
 
-    def _refill(self) -> None:
+    def _refill(self, selected: ReleaseKey | None = None) -> None:
         """Show the rows the filter keeps, in order: the first :data:`FILL_STEP` now, the rest in steps.
 
         The filter runs over the kept search texts and sort keys (no cells are made), so the work done
         before the first frame is one substring test per release plus one step of rows.
         """
         self._take_dirty()  # every row is redrawn from the latest views
-        selected = self.selected_key()
+        selected = selected or self.selected_key()
         if self._fill_timer is not None:
             self._fill_timer.stop()
             self._fill_timer = None
