@@ -12,6 +12,8 @@ writing to a terminal). Prints p50/p99 of:
   write → table: the same to the engine's view reaching the table, for every row;
 * key → frame: a cursor key to the first frame showing the moved cursor, during the writes;
 * loop lag: how late a 5 ms timer fires on the app's event loop, during the writes;
+* gc pause: how long each of Python's cyclic collections took during the writes (full ones apart),
+  and the UI thread's CPU time per second of writes;
 * filter keystroke → table: a keystroke in the ``/`` line to the first frame of the refiltered table.
 
     .venv/bin/python -m bench.tui_bench [--releases 1000] [--startup-releases 300] [--rate 100]
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import statistics
 import subprocess
@@ -175,6 +178,19 @@ class Probe:
             hook(end)
 
 
+class GcPauses:
+    """A ``gc.callbacks`` entry: each collection's duration, full (generation 2) and young apart."""
+
+    def __init__(self, full: Samples, young: Samples):
+        self.full, self.young, self.began = full, young, 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.began = time.perf_counter()
+        else:
+            (self.full if info["generation"] == 2 else self.young).values.append(time.perf_counter() - self.began)
+
+
 def _key(rid: Rid) -> tuple[str, str]:
     ns, _, name = rid.partition("/")
     return ns, name
@@ -223,7 +239,7 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
                 seconds: float) -> dict[str, Samples]:
     """The app at ``releases`` under ``rate`` storage writes/s for ``seconds``; every sample set."""
     out = {n: Samples(n) for n in ("write → row drawn", "write → table", "key → frame", "frame time", "loop lag",
-                                   "filter key → table")}
+                                   "gc pause (full)", "gc pause (young)", "filter key → table")}
     app, probe, marks, ctx = await launch(target, releases)
     _print_marks(releases, marks, helm_list_seconds(target))
     table = probe.table
@@ -274,7 +290,12 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
 
         tasks = [asyncio.create_task(lag()), asyncio.create_task(typist())]
         probe.frame_times = out["frame time"].values  # frames during the writes
+        collections = GcPauses(out["gc pause (full)"], out["gc pause (young)"])
+        cpu, wall = time.thread_time(), time.monotonic()
+        gc.callbacks.append(collections)
         stdout, _ = await writer.communicate()
+        gc.callbacks.remove(collections)
+        cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
         done: list[tuple[str, str, int, float]] = json.loads(stdout)
         await asyncio.sleep(1.0)  # the last writes reach the screen
         probe.frame_times = []
@@ -290,7 +311,8 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
                 if frames:
                     out["write → row drawn"].values.append(min(frames) - start)
         print(f"  {len(done)} writes in {seconds:.0f} s ({len(done) / seconds:.0f}/s), "
-              f"{sum(1 for _ns, n, _v, _s in done if f'{_ns}/{n}' in on_screen)} of rows on screen")
+              f"{sum(1 for _ns, n, _v, _s in done if f'{_ns}/{n}' in on_screen)} of rows on screen; "
+              f"UI thread CPU {cpu / wall * 100:.0f}% of one core")
         await filter_keys(app, probe, out["filter key → table"])
     finally:
         await ctx.__aexit__(None, None, None)

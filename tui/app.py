@@ -12,7 +12,6 @@ a crash.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections import deque
@@ -21,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -31,6 +30,7 @@ from engine.masking import Masker
 from engine.runtime import Engine, EngineEvent, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey, ReleaseRemoved
+from tui.collector import Collector
 from tui.engine_client import ContextSwitch, EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
 from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings, owner_warned
@@ -101,6 +101,7 @@ class HelmdeckApp(App[None]):
         self._events: deque[EngineEvent] = deque()
         self._events_posted = False
         self._unsubscribe = self.client.subscribe(self._on_engine_event)
+        self._collector = Collector()
         self._register_themes()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -117,15 +118,20 @@ class HelmdeckApp(App[None]):
             self.notify(problem, title="Theme problem", severity="error", timeout=20)
         if self._start_engine:
             self.start_engine()
+        self.set_interval(60.0, self._collector.reclaim)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)):
+            self._collector.input_seen()
+        await super().on_event(event)
 
     @work(exclusive=True, group="engine", exit_on_error=False)
     async def start_engine(self) -> None:
         try:
             await self.client.start()
             # What start-up made (every release's view, the table's rows) lives as long as the app: out of
-            # the collector's full passes, which otherwise stall the event loop for up to ~0.7 s at 1,000
-            # releases (bench/tui_bench.py).
-            gc.freeze()
+            # the collector's full passes, which otherwise stall the event loop (tui/collector.py).
+            self._collector.start()
         except Exception as exc:  # the app stays up to show what it can, and says why
             log.exception("engine start failed")
             self.notify(f"{exc}\nDetails: {self._log_hint()}", title="Cannot start the engine",
@@ -144,6 +150,7 @@ class HelmdeckApp(App[None]):
 
     async def on_unmount(self) -> None:
         self._unsubscribe()
+        self._collector.stop()
         if self._start_engine:
             await self.client.stop()
 
