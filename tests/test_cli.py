@@ -86,7 +86,7 @@ def test_status_json(helm: Helm, kube_target: KubeTarget, namespace: str, tmp_pa
                                 "maintenance", "suspended")} == {
         "namespace": namespace, "name": "app", "package": "app", "revision": 1, "status": "deployed",
         "state": "InSync", "ready": True, "maintenance": "", "suspended": False}
-    assert row["monitor"] == {"state": "active", "paused": 0, "absent": []}
+    assert row["monitor"] == {"state": "active", "paused": 0, "absent": [], "problem": None}
     ready = [c for c in row["conditions"] if c["type"] == "Ready"]
     assert ready == [{"type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": ready[0]["message"]}]
     table = helmdeck("status", *cluster_args(helm, kube_target, namespace, pkgs, log))
