@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,67 @@ def test_a_small_index_over_the_node_limit_names_the_variable(monkeypatch: pytes
     with pytest.raises(SourceInvalid,
                        match=r"repo: index\.yaml at line \d+: more than 10 nodes \(set HELMDECK_MAX_INDEX_NODES"):
         parse_index(INDEX, "repo")
+
+
+def test_a_hundred_thousand_versions_of_one_chart_are_read_without_composing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the kept fields are built, on the parser's events: composing (the loader) is never reached, so
+    memory follows the entries kept, not the nodes (composing 25 MB of such entries took over 1 GB)."""
+    raw = ("apiVersion: v1\nentries:\n  web:\n" + "".join(
+        f"  - {{name: web, version: {i // 1000}.{i % 1000}.0, description: a web chart, urls: [web-{i}.tgz],"
+        f" maintainers: [{{name: ops}}]}}\n" for i in range(100_000))).encode()
+
+    def composed(*_: object) -> None:
+        raise AssertionError("the index was composed")
+
+    monkeypatch.setattr(loader, "_loading", composed)
+    start = time.monotonic()
+    index = parse_index(raw, "repo")
+    assert len(index.entries["web"]) == 100_000 and time.monotonic() - start < 60
+    assert newest_first(index.entries["web"])[0].version == "99.999.0"
+    monkeypatch.setenv("HELMDECK_MAX_INDEX_NODES", "100000")  # 15 nodes an entry: 1.5 million
+    with pytest.raises(SourceInvalid, match=r"line \d+: more than 100000 nodes \(set HELMDECK_MAX_INDEX_NODES"):
+        parse_index(raw, "repo")
+
+
+def test_fields_are_kept_as_written_and_odd_entries_left_out() -> None:
+    raw = """apiVersion: v1
+entries:
+  wéb/../x: [{version: 1.10, urls: [w.tgz, {a: b}, ~]}]
+  web:
+  - {version: 1.0.0, created: 2026-11-30T09:00:00.123456789Z, appVersion: ~, digest: [x]}
+  - {version: null}
+  - {version: [1]}
+  - {version: "null", urls: w.tgz}
+  notalist: {version: 1.0.0}
+  ? [complex, key]
+  : [{version: 9.9.9}]
+""".encode()
+    index = parse_index(raw, "repo")
+    assert set(index.entries) == {"wéb/../x", "web"}
+    odd = index.entries["wéb/../x"][0]
+    assert (odd.version, odd.urls) == ("1.10", ("w.tgz",))  # not the float 1.1
+    first, quoted = index.entries["web"]
+    assert (first.created, first.app_version, first.digest) == ("2026-11-30T09:00:00.123456789Z", "", "")
+    assert (quoted.version, quoted.urls) == ("null", ())  # a quoted string; urls must be a list
+
+
+def test_an_index_with_aliases_is_read_by_the_loader() -> None:
+    raw = b"entries:\n  web:\n  - {version: &v 1.0.0, appVersion: *v, urls: [w.tgz]}\n"
+    entry = parse_index(raw, "repo").entries["web"][0]
+    assert (entry.version, entry.app_version, entry.urls) == ("1.0.0", "1.0.0", ("w.tgz",))
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    (b"<html>not found</html>", "no entries mapping"),
+    (b"entries: [1, 2]", "no entries mapping"),
+    (b"entries:\n", "no entries mapping"),
+    (b"", "no entries mapping"),
+    (b"a: [unclosed", "line 2: YAML error"),
+    (b"entries: {}\n---\nentries: {}\n", "more than one document"),
+])
+def test_what_is_not_an_index_says_why(raw: bytes, says: str) -> None:
+    with pytest.raises(SourceInvalid, match=f"repo: index.yaml.*{says}"):
+        parse_index(raw, "repo")
 
 
 @pytest.mark.parametrize("raw", [b"<html>not found</html>", b"entries: [1, 2]", b"a: [unclosed"])

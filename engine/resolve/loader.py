@@ -160,7 +160,7 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
                 raise YamlLimitError(file, f"aliases expand past {limits.max_chars} characters", _line(event),
                                      "write the values out or use fewer nested aliases")
     except yaml.YAMLError as exc:
-        raise _syntax(file, exc) from None
+        raise syntax_error(file, exc) from None
 
 
 def check_tree(node: yaml.Node, file: Path, limits: Limits) -> None:
@@ -234,7 +234,7 @@ def _loading(text: str, file: Path) -> Iterator[Any]:
     try:
         yield loader
     except yaml.YAMLError as exc:
-        raise _syntax(file, exc) from None
+        raise syntax_error(file, exc) from None
     except RecursionError:
         raise YamlLimitError(file, "structure too deeply nested", None, "flatten the structure") from None
     finally:
@@ -246,7 +246,8 @@ def _line(event: yaml.Event) -> int | None:
     return mark.line + 1 if mark is not None else None
 
 
-def _syntax(file: Path, exc: yaml.YAMLError) -> YamlLimitError:
+def syntax_error(file: Path, exc: yaml.YAMLError) -> YamlLimitError:
+    """A YAML syntax error as YamlLimitError naming its line and a fix."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     fix = "fix the YAML syntax"

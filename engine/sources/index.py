@@ -4,12 +4,12 @@
 when an earlier copy exists (a 304 keeps it). The parsed entries (as JSON,
 quick to read back) and the validators are kept under ``<cache>/sources/index/``
 so a restarted helmdeck asks conditionally too and parses no YAML on a 304.
-Parsing goes through the bounded loader (:mod:`engine.resolve.loader`): a size
-limit (``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), a node limit counted on the
-parser's events before anything is composed (``HELMDECK_MAX_INDEX_NODES``, default
-3 million: a real entry is about 60 nodes, so ~50,000 entries; composed nodes cost
-about 500 bytes each, so the limit also bounds memory near 1.5 GB), nesting and
-alias-expansion limits, libyaml.
+Parsing reads the parser's events and builds only the fields kept
+(:mod:`engine.sources.index_events`), within the bounded loader's limits: a size limit
+(``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), a node limit (``HELMDECK_MAX_INDEX_NODES``,
+default 3 million: a real entry is about 60 nodes, so ~50,000 entries; it bounds the
+time, about 3 s per million nodes), nesting; an index with aliases goes through the
+loader itself (:mod:`engine.resolve.loader`, alias-expansion limits).
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.resolve.loader import Limits, YamlLimitError, parse_text
 from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
+from engine.sources.index_events import FIELDS, Aliased, Entry, NotAnIndex, read_entries
 from engine.sources.semver import SemverError, Version
 
 MAX_NODES = 3_000_000  # nodes once aliases are expanded (see the module docstring)
@@ -74,41 +76,64 @@ def index_limits() -> Limits:
 
 
 def parse_index(raw: bytes, what: str) -> Index:
-    """Parse an ``index.yaml`` with the bounded loader (:mod:`engine.resolve.loader`). Raises SourceInvalid
+    """Parse an ``index.yaml`` on the parser's events (:func:`engine.sources.index_events.read_entries`,
+    bounded as the loader; one with YAML aliases through the bounded loader itself). Raises SourceInvalid
     naming ``what``."""
     limits = index_limits()
     if len(raw) > limits.max_bytes:
         raise SourceInvalid(f"{what}: index.yaml is over {limits.max_bytes} bytes "
                             f"(set {limits.env} to raise the limit)", repository=what)
+    file = Path("index.yaml")
     try:
-        data = parse_text(raw.decode("utf-8"), Path("index.yaml"), limits).data
+        text = raw.decode("utf-8")
+        try:
+            charts = read_entries(text, file, limits)
+        except Aliased:  # helm writes none: the loader bounds what they expand to
+            charts = _composed(parse_text(text, file, limits).data)
     except UnicodeDecodeError as exc:
         raise SourceInvalid(f"{what}: index.yaml is not UTF-8 (byte {exc.start})", repository=what) from None
     except YamlLimitError as exc:
         where = f" at line {exc.line}" if exc.line else ""
         fix = f" ({exc.fix})" if exc.fix else ""
         raise SourceInvalid(f"{what}: index.yaml{where}: {exc.problem}{fix}", repository=what) from None
-    if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+    except NotAnIndex:
         raise SourceInvalid(f"{what}: index.yaml has no entries mapping; is this a Helm repository?",
-                            repository=what)
+                            repository=what) from None
     entries: dict[str, tuple[IndexEntry, ...]] = {}
-    for name, items in (data.get("entries") or {}).items():
-        if not isinstance(items, list):
-            continue
+    for name, items in charts.items():
         found = []
         for item in items:
-            if not isinstance(item, dict) or not isinstance(item.get("version"), str | int | float):
+            version = item.get("version")
+            if not isinstance(version, str):
                 continue
-            urls = item.get("urls") or []
             digest = str(item.get("digest") or "").removeprefix("sha256:")
+            urls = item.get("urls")
             found.append(IndexEntry(
-                name=str(name), version=str(item["version"]), app_version=str(item.get("appVersion") or ""),
-                created=str(item.get("created") or ""),
-                digest=digest if len(digest) == 64 else "",
-                urls=tuple(str(u) for u in urls if isinstance(u, str)),
+                name=name, version=version, app_version=str(item.get("appVersion") or ""),
+                created=str(item.get("created") or ""), digest=digest if len(digest) == 64 else "",
+                urls=urls if isinstance(urls, tuple) else (),
             ))
-        entries[str(name)] = tuple(found)
+        entries[name] = tuple(found)
     return Index(entries, hashlib.sha256(raw).hexdigest())
+
+
+def _composed(data: object) -> dict[str, list[Entry]]:
+    """The entries of a composed index, in :func:`read_entries`'s shape (scalars as text)."""
+    if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+        raise NotAnIndex
+    charts: dict[str, list[Entry]] = {}
+    for name, items in (data.get("entries") or {}).items():
+        if isinstance(items, list):
+            charts[str(name)] = [_scalars(item) for item in items if isinstance(item, dict)]
+    return charts
+
+
+def _scalars(item: dict[Any, Any]) -> Entry:
+    entry: Entry = {k: str(item[k]) if isinstance(item.get(k), str | int | float) else None
+                    for k in FIELDS if k != "urls" and k in item}
+    urls = item.get("urls")
+    entry["urls"] = tuple(u for u in urls if isinstance(u, str)) if isinstance(urls, list) else ()
+    return entry
 
 
 def newest_first(entries: tuple[IndexEntry, ...]) -> list[IndexEntry]:
