@@ -246,3 +246,18 @@ def test_a_monitor_problem_is_said_in_the_summary_the_overview_and_status() -> N
            "ready": None, "maintenance": None, "suspended": False,
            "monitor": {"state": "active", "paused": 0, "absent": [], "problem": problem}}
     assert "cannot watch" in table([row])
+
+
+def test_the_event_log_says_when_a_monitor_problem_starts_and_ends() -> None:
+    from engine.runtime.book import ReleaseBook
+    from engine.storage.observer import Observer
+
+    book = ReleaseBook(Observer(None))
+    key = ("ns", "web")
+    fine = MonitorStatus("active", 0, ())
+    bad = MonitorStatus("active", 0, (), "cannot watch configmaps/ns: forbidden (403)")
+    for status in (fine, bad, bad, fine, fine):
+        book.set_monitor(key, status)
+    said = [(e.outcome, e.message) for e in book.events(key) if e.action == "monitor"]
+    assert said == [("failed", "cannot watch configmaps/ns: forbidden (403): absent or unready objects go unnoticed"),
+                    ("info", "the monitor watches every object again")]

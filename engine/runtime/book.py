@@ -222,6 +222,8 @@ class ReleaseBook:
         self._monitors[key] = status
         if status.problem and (before is None or before.problem != status.problem):
             self.log(key, "monitor", "failed", f"{status.problem}: absent or unready objects go unnoticed")
+        elif before is not None and before.problem and not status.problem and status.state == "active":
+            self.log(key, "monitor", "info", "the monitor watches every object again")
         self.refresh(key)
 
     def set_warnings(self, key: ReleaseKey, count: int) -> None:
