@@ -7,12 +7,13 @@
         - kind: Secret              # or ConfigMap
           name: db-credentials      # in the package's namespace
           valuesKey: values.yaml    # the key of the object's data (default values.yaml)
-          targetPath: db.password   # optional: set the key's content at this path (helm's --set syntax)
+          targetPath: db.password   # optional: set <targetPath>=<content> as helm's --set does (as Flux)
           optional: false           # true: a missing object (or key) is skipped
 
 Without ``targetPath`` the key's content is YAML merged over the values
-before it; with it, the content is one value set at that path. Entries apply
-in order, after ``valuesFiles`` and before inline ``values``
+before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
+reads its argument and set after all other values (Flux's semantics). Entries
+apply in order, after ``valuesFiles`` and before inline ``values``
 (:mod:`engine.resolve.values_from` composes them). Load-time checks here:
 shape, kind, names and the path's syntax, each error naming file, line,
 field and fix.
