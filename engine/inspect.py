@@ -1,4 +1,5 @@
-"""One live object as ``kubectl get -o yaml`` / ``describe`` / ``logs`` show it: for the app's drill-down.
+"""One live object as ``kubectl get -o yaml`` / ``describe`` / ``logs`` show it: for the app's drill-down;
+and which kinds are namespaced, from the API server's discovery (the app places a manifest's objects).
 
 Reads only (GET). The YAML hides ``metadata.managedFields`` (as ``kubectl get``
 does since 1.21) and masks a Secret's ``data``/``stringData`` values and any
@@ -8,6 +9,7 @@ secret-looking value by the masking rule (:mod:`engine.masking`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +90,22 @@ class Inspector:
             if exc.status == 404:
                 raise KeyError(f"{kind}/{name} does not exist") from None
             raise
+
+    async def scopes(self, kinds: Iterable[tuple[str, str]]) -> dict[tuple[str, str], bool | None]:
+        """Per ``(apiVersion, kind)``: True when the API server serves it namespaced, False cluster-scoped,
+        None when it does not serve it; from discovery, read in a thread and cached per group version
+        (:class:`~engine.monitor.discovery.Discovery`: a kind not found is looked up again next time).
+
+        Raises ApiException or urllib3's errors when discovery cannot be read.
+        """
+        def read() -> dict[tuple[str, str], bool | None]:
+            out: dict[tuple[str, str], bool | None] = {}
+            for api_version, kind in sorted(set(kinds)):
+                rtype = self._discovery.resolve(api_version, kind)
+                out[(api_version, kind)] = rtype.namespaced if rtype is not None else None
+            return out
+
+        return await asyncio.to_thread(read)
 
     async def pods(self, obj: dict[str, Any]) -> list[PodRow] | None:
         """The pods a workload selects (None for other kinds)."""

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from engine.masking import Masker, is_secret_key
+from engine.monitor.manifest import manifest_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import EngineStatus
@@ -20,7 +21,7 @@ from engine.storage.observation import Observation
 from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
 from tui import confirmations
 from tui import format as fmt
-from tui.manifest import objects
+from tui.manifest import placed
 from tui.model import (
     Cell,
     RowFilter,
@@ -231,7 +232,8 @@ def test_manifest_objects_get_the_release_namespace_unless_cluster_scoped() -> N
     manifest = ("kind: Deployment\nmetadata: {name: a}\n---\nkind: ClusterRole\nmetadata: {name: r, namespace: x}\n"
                 "---\nkind: ConfigMapList\nitems:\n- kind: ConfigMap\n  metadata: {name: c, namespace: other}\n"
                 "---\n# only a comment\n")
-    assert [o.ref for o in objects(manifest, "ns")] == ["Deployment/ns/a", "ClusterRole/r", "ConfigMap/other/c"]
+    found = placed(manifest_objects(manifest), "ns", {})  # no discovery: the built-in list of cluster-scoped kinds
+    assert [o.ref for o in found] == ["Deployment/ns/a", "ClusterRole/r", "ConfigMap/other/c"]
 
 
 def test_unified_diff() -> None:
@@ -262,7 +264,8 @@ def test_cleanup_and_uninstall_dialogs_list_what_goes() -> None:
                                      CleanupItem("kube-system", "x", "skipped", "namespace ignored")])
     assert skipped.details == confirmations.Details("Releases that would be uninstalled", "a/one")
     assert "Left alone: kube-system/x (namespace ignored)." in skipped.body
-    u = confirmations.uninstall(views()[WEB], objects("kind: Service\nmetadata: {name: web}\n", "ns"), None)
+    service = placed(manifest_objects("kind: Service\nmetadata: {name: web}\n"), "ns", {})
+    u = confirmations.uninstall(views()[WEB], service, None)
     assert u.details == confirmations.Details("Resources deleted (1)", "Service/ns/web")
     broken = confirmations.uninstall(views()[WEB], None, "no such revision")
     assert "cannot be listed: no such revision" in broken.body

@@ -10,16 +10,18 @@ diffs) are masked here, by the engine's masking rule, unless revealed.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.events import KubeEvent, belongs
 from engine.inspect import PodRow, object_yaml
 from engine.masking import Masker
-from engine.monitor.manifest import ManifestObject
+from engine.monitor.manifest import ManifestObject, manifest_objects
 from engine.runtime.chart_versions import Pin, VersionList
 from engine.runtime.diff import revision_diff
-from engine.runtime.engine import ActionRefused, Engine
+from engine.runtime.engine import ActionRefused, Engine, NotAvailable
 from engine.runtime.owners import Owner
 from engine.runtime.state import (
     AccessProblems,
@@ -31,7 +33,10 @@ from engine.runtime.state import (
     ReleaseView,
 )
 from engine.storage.observation import Observation
-from tui.manifest import objects
+from tui.manifest import Scopes, kinds, placed
+
+log = logging.getLogger(__name__)
+DISCOVERY_RETRY = 60.0  # seconds the built-in scope list serves after discovery could not be read
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class EngineClient:
         self.masker = masker or engine.masker
         self._engine_masker = masker is None
         self._subscribers: dict[Callable[[EngineEvent], None], Callable[[], None]] = {}
+        self._discovery_retry = 0.0  # monotonic time before which discovery is not asked (it failed)
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
@@ -80,6 +86,7 @@ class EngineClient:
             unsubscribe()
             self._subscribers[callback] = engine.subscribe(callback)
         self.engine = engine
+        self._discovery_retry = 0.0
         if self._engine_masker:
             self.masker = engine.masker
         await engine.start()
@@ -116,8 +123,25 @@ class EngineClient:
         return self.engine.events(key)
 
     async def objects(self, key: ReleaseKey, revision: int) -> list[ManifestObject]:
-        """The objects the manifest of ``revision`` declares, placed in their namespaces."""
-        return objects(await self.engine.manifest(key, revision), key[0])
+        """The objects the manifest of ``revision`` declares, placed in their namespaces: each kind's scope
+        from the API server's discovery, else the built-in list (:mod:`tui.manifest`). Parsed off the loop.
+
+        Raises yaml.YAMLError when the manifest is not YAML, and what ``Engine.manifest`` raises.
+        """
+        found = await asyncio.to_thread(manifest_objects, await self.engine.manifest(key, revision))
+        return placed(found, key[0], await self._scopes(kinds(found)))
+
+    async def _scopes(self, wanted: set[tuple[str, str]]) -> Scopes:
+        if not wanted or time.monotonic() < self._discovery_retry:
+            return {}
+        try:
+            return await self.engine.inspector.scopes(wanted)
+        except NotAvailable:  # offline: the built-in list
+            return {}
+        except Exception as exc:  # the built-in list, and no discovery call (each may wait out a timeout) for a while
+            log.warning("discovery unreadable, cluster-scoped kinds from the built-in list: %s", exc)
+            self._discovery_retry = time.monotonic() + DISCOVERY_RETRY
+            return {}
 
     def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
         """Call ``callback`` (on the engine's loop) with each Kubernetes Event of ``namespace``; returns the
