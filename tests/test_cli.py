@@ -30,7 +30,7 @@ def flaky(folder: Path, namespace: str, values: str) -> Path:
     folder.mkdir(exist_ok=True)
     (folder / "app.yaml").write_text(
         f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: 20s\n  values: {values}\n")
+        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: 60s\n  values: {values}\n")
     return folder
 
 
