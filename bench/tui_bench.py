@@ -224,6 +224,10 @@ async def launch(target: KubeTarget, expected: int) -> tuple[HelmdeckApp, Probe,
         raise RuntimeError(f"the table never showed {expected} rows (has {probe.table.row_count})") from None
     assert probe.full_at is not None
     marks["full sorted table drawn"] = probe.full_at - t0
+    rows = [str(r.key.value) for r in probe.table.ordered_rows]
+    if rows != sorted(rows, key=probe.table._sort_keys.__getitem__):
+        await ctx.__aexit__(None, None, None)
+        raise RuntimeError("the full table is not sorted")
     return app, probe, marks, ctx
 
 

@@ -212,6 +212,40 @@ async def test_a_filter_keystroke_fills_the_table_in_steps_from_kept_search_text
             f"svc-{i:04d}" for i in range(90, 100)]
 
 
+async def test_releases_arriving_during_a_fill_join_it_and_the_table_ends_sorted() -> None:
+    # At start-up the storage list arrives in bursts: each one restarted the fill (four times at 1,000
+    # releases), and a row joining a fill under way was added below rows it sorts above.
+    engine = bulk_engine(400)
+    app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        while table.busy:
+            await pilot.pause(0.05)
+        refills: list[int] = []
+        refill = table._refill
+
+        def counted_refill(*args: Any) -> None:
+            refills.append(table.row_count)
+            refill(*args)
+
+        table._refill = counted_refill  # type: ignore[method-assign,assignment]
+        table.row_filter = RowFilter(TextFilter("svc"))  # every release again: a fill under way
+        assert len(refills) == 1 and table._fill
+        web = app.engine.release(table.views[0].key)
+        assert web is not None and web.observation is not None
+        for i in range(2 * FILL_STEP):  # a burst of new releases sorting first, then one sorting among them
+            name = f"svc-{i:03d}" if i else "svc-0000a"
+            table.upsert(replace(web, name=name, observation=replace(web.observation, name=name)))
+        table.flush()
+        assert len(refills) == 1  # joined the fill, not restarted it
+        while table.busy:
+            await pilot.pause(0.05)
+        keys = [str(r.key.value) for r in table.ordered_rows]
+        assert len(keys) == 400 + 2 * FILL_STEP
+        assert keys == sorted(keys, key=table._sort_keys.__getitem__)
+        assert "team-00/svc-0000a" in keys[:3]  # joined last, shown among the first
+
+
 async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:

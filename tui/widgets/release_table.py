@@ -64,6 +64,7 @@ class ReleaseTable(LineTable):
         self._shown: dict[str, dict[str, Cell]] = {}
         self._fill: list[str] = []  # rows still to add (sorted, reversed: the next one last)
         self._fill_set: set[str] = set()
+        self._fill_joined = False  # rows joined the fill under way: they may belong above rows already added
         self.applied: RowFilter | None = None  # the filter whose first screenful of rows is in the table
         self._counts: Counter[str] = Counter()  # for the header: releases per state, kept per change
         self._counted: dict[str, str] = {}
@@ -191,8 +192,8 @@ class ReleaseTable(LineTable):
         shown = self.row_filter.matcher()
         new_rows = sum(1 for rid in dirty if rid in self._views and rid not in self._shown
                        and shown(self._views[rid], self._search[rid]))
-        if new_rows > FILL_STEP:
-            # Many releases at once (start-up, a context switch): one sorted fill, no re-sort after.
+        if new_rows > FILL_STEP and not self._fill:
+            # Many releases at once (start-up, a context switch): one sorted fill; later bursts join it.
             self._refill()
             return
         added = False
@@ -212,14 +213,15 @@ class ReleaseTable(LineTable):
                 else:
                     self._remove_row(rid)
             elif visible and rid not in self._fill_set:  # a row still to fill is added with its latest cells
-                if self._fill:  # a fill is under way: the row joins it in order (no re-sort after)
+                if self._fill:  # a fill is under way: the row joins it (sorted below, re-sorted at its end)
                     self._fill.append(rid)
                     self._fill_set.add(rid)
-                    keys = self._sort_keys
-                    self._fill.sort(key=keys.__getitem__, reverse=not self.order.reverse)
+                    self._fill_joined = True
                 else:
                     self._add_row(rid, dict(row))
                     added = True
+        if self._fill_joined:
+            self._fill.sort(key=self._sort_keys.__getitem__, reverse=not self.order.reverse)
         if added:  # new releases are rare after start-up; in place at once (kept keys: ~1 ms per 1,000 rows)
             self._resort()
         if dirty:
@@ -430,7 +432,7 @@ class ReleaseTable(LineTable):
         keys = self._sort_keys
         rows = sorted((rid for rid, view in views.items() if shown(view, search[rid])), key=keys.__getitem__,
                       reverse=not self.order.reverse)
-        self._fill, self._fill_set = rows, set(rows)
+        self._fill, self._fill_set, self._fill_joined = rows, set(rows), False
         self._fill_step(selected)
         self.applied = self.row_filter
 
@@ -451,6 +453,9 @@ class ReleaseTable(LineTable):
             selected = None  # found: the operator may move on while the rest is added
         if self._fill:
             self._fill_timer = self.set_timer(0.001, lambda: self._fill_step(selected, first=False))
+        elif self._fill_joined:  # rows that joined may sort above rows added before them
+            self._fill_joined = False
+            self._resort()
         self.post_message(self.Changed())
 
     def _schedule_resort(self) -> None:
