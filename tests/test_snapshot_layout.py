@@ -8,6 +8,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from tests.fixtures import WEB
+from tests.test_snapshot_sources import app as sources_app
 from tests.test_snapshots import app
 from tui.widgets.release_table import ReleaseTable
 
@@ -28,3 +29,8 @@ def test_detail_at_120_columns(snap_compare: Any) -> None:
         await pilot.pause(0.3)
 
     assert snap_compare(app(), terminal_size=(120, 40), run_before=open_web)
+
+
+def test_chart_markers_kept_at_120_columns(snap_compare: Any) -> None:
+    """A narrowed CHART cell keeps its newer-version marker and cuts the chart before it."""
+    assert snap_compare(sources_app(), terminal_size=(120, 14))

@@ -13,7 +13,7 @@ from engine.masking import Masker
 from engine.storage.observation import Observation
 from tests.fixtures import LEGACY, WEB, bulk_engine, fixed_clock, fixed_engine
 from tui.app import HelmdeckApp
-from tui.layout import FULL, MARKER, MARKER_WIDTH, NARROW, fit, header_label
+from tui.layout import FULL, MARKER, MARKER_WIDTH, NARROW, fit, fit_text, header_label
 from tui.model import RowFilter, TextFilter, natural_key
 from tui.screens.help import HelpFacts, help_content
 from tui.widgets.header_bar import HeaderBar
@@ -109,6 +109,10 @@ def test_columns_narrow_first_then_the_least_needed_are_left_out() -> None:
         assert {"namespace", "name", "state"} <= {k for k, _ in layout.widths}
     assert header_label("HELM STATUS", "▲", 11) == "HELM STA… ▲"
     assert header_label("NAME", "", 12) == "NAME"
+    assert fit_text("charts/web@0.2.0 ↑0.3.0", 23) == "charts/web@0.2.0 ↑0.3.0"
+    assert fit_text("charts/web@0.2.0 ↑0.3.0", 16) == "web@0.2.0 ↑0.3.0"  # the repo/ goes first
+    assert fit_text("charts/web@0.2.0 ⇡1.0.0", 13) == "web@0… ⇡1.0.0"
+    assert fit_text("a long release name", 5) == "a long release name"  # no marker: the table cuts it
 
 
 def test_the_footer_leaves_out_the_least_needed_keys_never_help_or_quit() -> None:

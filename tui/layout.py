@@ -19,7 +19,7 @@ from tui.model import COLUMNS
 # blank included). The minimums keep the short texts whole ("✔ deployed", "✖ upgrade", "web@0.2.0") and
 # the headers NAMESPACE and HELM STATUS.
 NARROW: tuple[tuple[str, int], ...] = (
-    ("status", 12), ("action", 12), ("chart", 14), ("namespace", 12), ("name", 12),
+    ("status", 12), ("action", 12), ("namespace", 12), ("name", 12), ("chart", 14),
 )
 # Columns left out when narrowing is not enough, first to last. Never: NAMESPACE, NAME, STATE.
 DROP: tuple[str, ...] = (
@@ -56,6 +56,24 @@ def header_label(label: str, arrow: str, room: int) -> str:
     if len(label) + len(suffix) <= room:
         return label + suffix
     return label[:max(0, room - len(suffix) - 1)] + "…" + suffix
+
+
+# The newer-version marker that ends a CHART cell (tui.sources.update_mark): kept when the cell is cut short.
+UPDATE_MARKS = ("↑", "⇡")
+
+
+def fit_text(text: str, room: int) -> str:
+    """A cell's text for ``room`` cells: as it is, unless it ends in a newer-version marker (``web@0.2.0
+    ↑0.3.0``) and does not fit: then the marker stays and the chart before it is cut short, its ``repo/``
+    first (``web@0… ↑0.3.0``). Other texts are cut by the table, ending in "…"."""
+    if len(text) <= room:
+        return text
+    head, _, mark = text.rpartition(" ")
+    if not head or not mark.startswith(UPDATE_MARKS):
+        return text
+    head = head.rpartition("/")[2]
+    keep = room - len(mark) - 1
+    return f"{head if len(head) <= keep else head[:max(keep - 1, 0)] + '…'} {mark}"
 
 
 FULL = ColumnLayout(tuple((c.key, c.width) for c in COLUMNS))

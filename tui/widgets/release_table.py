@@ -19,7 +19,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
-from tui.layout import FULL, MARKER, ColumnLayout, fit, header_label
+from tui.layout import FULL, MARKER, ColumnLayout, fit, fit_text, header_label
 from tui.model import Cell, RowFilter, SortOrder, cells, column, key_of, row_id, search_text
 from tui.themes import tone_styles
 from tui.widgets.line_table import LineTable
@@ -377,7 +377,7 @@ class ReleaseTable(LineTable):
         key = (cell, width)
         text = self._texts.get(key)
         if text is None:
-            text = Text(cell.text, style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
+            text = Text(fit_text(cell.text, width), style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
             text.truncate(width, overflow="ellipsis")
             self._texts[key] = text
         return text
