@@ -88,9 +88,11 @@ async def test_end_and_home_in_the_history_table() -> None:
         assert history.highlighted_revision() == history.row_count
 
 
-def test_help_names_home_and_end() -> None:
+def test_help_names_home_and_end_and_the_hidden_columns_marker() -> None:
     facts = HelpFacts(reasons={}, readonly=False, log_file="-", settings_dir=None, theme="helmdeck-dark")
-    assert "home / end first / last row of a table" in help_content(facts).plain
+    text = help_content(facts).plain
+    assert "home / end first / last row of a table" in text
+    assert "+N         at the right of the table header: N columns do not fit the terminal" in text
 
 
 def test_columns_narrow_first_then_the_least_needed_are_left_out() -> None:

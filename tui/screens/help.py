@@ -24,6 +24,8 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         *((str(i), f"quick filter {q}: {QUICK_FILTER_HELP[q]}") for i, q in enumerate(QUICK_FILTERS)),
         ("n", "show one namespace, or all"),
         ("o / O", "sort by the next column / reverse the order (or click a column header)"),
+        ("+N", "at the right of the table header: N columns do not fit the terminal (the header line names "
+               "them; they go least needed first: APP, OWNER, AGE, SUSP, MONITOR, …); sort and filter still use them"),
         ("↑ / ⇡", "in CHART: the repository offers a newer chart version inside the package's range (the next "
                   "reconcile installs it) / outside it (v pins it); the Overview names the source"),
     )),
