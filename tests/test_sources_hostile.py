@@ -1,6 +1,7 @@
 """Hostile chart sources, bounded with a clear error: an OCI registry listing 10,000 tags over 100 pages (as
 registries that page by 100), more tags than the limit, a tag list whose pages loop, tags outside the
-distribution grammar; served by a real HTTP server on 127.0.0.1 speaking the distribution API's tag list."""
+distribution grammar (a real HTTP server on 127.0.0.1 speaking the distribution API's tag list); an HTTP
+repository whose index has 100,000 versions of one chart (localcluster's chart repository server)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,21 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from engine.helm import Helm
+from engine.kube import KubeTarget
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
 from engine.sources.oci import Registry
 from engine.sources.semver import sort_newest_first
+from engine.sources.source import MAX_LISTED_HTTP, ChartRequest, ChartSource
+from engine.sources.spec import HelmRepositorySpec
+from engine.sources.updates import AvailableVersions
+from localcluster.chartrepo import ChartRepoServer
 
 PAGE = 100  # this registry ignores n, as some page by 100 whatever is asked
 TAGS = {
@@ -90,3 +98,32 @@ async def test_a_tag_list_whose_pages_loop_is_refused(registry: Registry) -> Non
 
 async def test_tags_outside_the_distribution_grammar_are_left_out(registry: Registry) -> None:
     assert await registry.tags("odd") == ["1.0.0", "x" * 128, "_1"]
+
+
+async def test_an_index_of_a_hundred_thousand_versions_is_sorted_once_not_at_every_pass(tmp_path: Path) -> None:
+    """Parsing, sorting (and the marker's parse) and the disk copy run in worker threads, once per index: a
+    later pass, the marker and the picker's list cost the event loop milliseconds (each sorted the 100,000
+    versions on the loop again: over a second each)."""
+    lines = ["apiVersion: v1", "entries:", "  web:"]
+    lines += [f"  - {{version: {i // 1000}.{i % 1000}.0, urls: [web-{i}.tgz]}}" for i in range(100_000)]
+    server = ChartRepoServer(tmp_path / "repo")
+    (server.folder / "index.yaml").write_text("\n".join(lines) + "\n")
+    source = ChartSource(Helm("helm", KubeTarget(tmp_path / "none")), tmp_path / "cache")
+    repo = HelmRepositorySpec(Path("charts.yaml"), "charts", "demo", server.url, interval=3600)
+    try:
+        await source.changed(ChartRequest(repo, "web", "^99.0.0"))  # fetched, parsed and sorted
+        took = []
+        for wanted in ("~98.5", "*", "99.999.0", "^99.0.0"):
+            start = time.monotonic()
+            await source.changed(ChartRequest(repo, "web", wanted))
+            took.append(time.monotonic() - start)
+        start = time.monotonic()
+        offered = source.available(ChartRequest(repo, "web", "~98.5"))
+        listed = await source.versions(ChartRequest(repo, "web"))
+        took.append(time.monotonic() - start)
+    finally:
+        server.stop()
+    assert max(took) < 0.5, took
+    assert offered == AvailableVersions("99.999.0", "98.5.0")
+    assert len(listed) == MAX_LISTED_HTTP and listed[0].version == "99.999.0"
+    assert source.requests == 1

@@ -22,7 +22,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,38 @@ class IndexEntry:
 @dataclass(frozen=True)
 class Index:
     """A parsed index: chart name -> its entries (any order); ``digest`` is the sha256 hex of the index
-    as served."""
+    as served. :meth:`ordered` and :meth:`versions` are computed once per chart and index (100,000
+    versions take about a second to parse and sort: do the first call off the event loop)."""
 
     entries: Mapping[str, tuple[IndexEntry, ...]]
     digest: str = ""
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def ordered(self, chart: str) -> tuple[tuple[Version, IndexEntry], ...]:
+        """``chart``'s entries whose version parses, newest first (as helm sorts an index), each with its
+        parsed version."""
+        found = self._memo.get("ordered\0" + chart)
+        if found is None:
+            keyed = []
+            for e in self.entries.get(chart, ()):
+                try:
+                    keyed.append((Version.parse(e.version), e))
+                except SemverError:
+                    continue
+            keyed.sort(key=lambda p: p[0], reverse=True)
+            found = self._memo["ordered\0" + chart] = tuple(keyed)
+        return found
+
+    def is_ordered(self, chart: str) -> bool:
+        """Whether :meth:`ordered` of ``chart`` is computed already."""
+        return "ordered\0" + chart in self._memo
+
+    def versions(self, chart: str) -> tuple[str, ...]:
+        """``chart``'s versions as listed, one tuple per index (a cache key compared by identity first)."""
+        found = self._memo.get("versions\0" + chart)
+        if found is None:
+            found = self._memo["versions\0" + chart] = tuple(e.version for e in self.entries.get(chart, ()))
+        return found
 
 
 def index_limits() -> Limits:
@@ -138,14 +166,7 @@ def _scalars(item: dict[Any, Any]) -> Entry:
 
 def newest_first(entries: tuple[IndexEntry, ...]) -> list[IndexEntry]:
     """Entries whose version parses, newest first (as helm sorts an index)."""
-    keyed = []
-    for e in entries:
-        try:
-            keyed.append((Version.parse(e.version), e))
-        except SemverError:
-            continue
-    keyed.sort(key=lambda p: p[0], reverse=True)
-    return [e for _, e in keyed]
+    return [e for _, e in Index({"": entries}).ordered("")]
 
 
 @dataclass
@@ -220,7 +241,7 @@ class IndexStore:
         self, url: str, *, what: str, interval: float, timeout: float, creds: Credentials, pass_credentials: bool,
         force: bool,
     ) -> Index:
-        held = self._held.get(url) or self._from_disk(url)
+        held = self._held.get(url) or await asyncio.to_thread(self._from_disk, url)  # 100,000 entries: ~1 s
         now = self.clock()
         if held is not None and not force and now - held.checked < interval:
             return held.index
@@ -245,5 +266,5 @@ class IndexStore:
         index = await asyncio.to_thread(parse_index, resp.body, what)
         held = _Held(index, now, resp.headers.get("etag", ""), resp.headers.get("last-modified", ""))
         self._held[url] = held
-        self._to_disk(url, held)
+        await asyncio.to_thread(self._to_disk, url, held)
         return index

@@ -24,7 +24,7 @@ from engine.sources import helm_pull
 from engine.sources.cache import ChartCache, chart_meta
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
 from engine.sources.errors import NoMatchingVersion, SourceError
-from engine.sources.index import IndexEntry, IndexStore, newest_first
+from engine.sources.index import Index, IndexEntry, IndexStore
 from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
 from engine.sources.spec import (
@@ -35,9 +35,10 @@ from engine.sources.spec import (
     SourceSpec,
     find_source,
 )
-from engine.sources.updates import AvailableVersions, available
+from engine.sources.updates import AvailableVersions, available, prepare
 
 MAX_LISTED = 100  # versions() describes at most this many OCI tags (one manifest + config each)
+MAX_LISTED_HTTP = 1_000  # and lists at most this many versions of an HTTP repository's chart
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,9 @@ class ChartSource:
         what = source.describe()
         index = await self.indexes.get(source.url, what=what, interval=source.interval, timeout=source.timeout,
                                        creds=creds, pass_credentials=source.pass_credentials)
-        entries = index.entries.get(chart)
-        if not entries:
+        if not index.entries.get(chart):
             raise NoMatchingVersion(f"{what}: no chart {chart!r} in the index", repository=what)
-        picked = _pick(entries, version, what, chart)
+        picked = _pick(await _ordered(index, chart), version, what, chart)
         return _Choice(picked.version, picked.digest, app_version=picked.app_version), picked
 
     def _registry(self, source: SourceSpec, creds: Credentials, host: str) -> Registry:
@@ -320,14 +320,15 @@ class ChartSource:
         location = _oci_location(request)
         if location is None:
             index = self.indexes.cached(request.source.url)
-            found = tuple(e.version for e in index.entries.get(request.chart, ())) if index is not None else None
+            found = index.versions(request.chart) if index is not None else None
         else:
             tags = self._oci_seen.get((location.url, ""), (0, None))[1]
             found = tuple(tag_to_version(t) for t in tags) if isinstance(tags, list) else None
         return available(request, found) if found is not None else None
 
     async def versions(self, request: ChartRequest) -> list[ChartVersionInfo]:
-        """Every version the repository offers for the request's chart, newest first (pre-releases too).
+        """The versions the repository offers for the request's chart, newest first (pre-releases too): at
+        most ``MAX_LISTED_HTTP`` from an HTTP index.
 
         For OCI, the newest ``MAX_LISTED`` tags an OCIRepository's ``ref.semverFilter`` admits
         (:meth:`OCIReference.admits`) are described (app version, creation time). Raises as
@@ -342,7 +343,7 @@ class ChartSource:
             index = await self.indexes.get(source.url, what=what, interval=source.interval, timeout=source.timeout,
                                            creds=creds, pass_credentials=source.pass_credentials)
             return [ChartVersionInfo(e.version, e.app_version, e.created)
-                    for e in newest_first(index.entries.get(request.chart, ()))]
+                    for _, e in (await _ordered(index, request.chart))[:MAX_LISTED_HTTP]]
         registry = self._registry(source, creds, location.host)
         out = []
         try:
@@ -374,19 +375,31 @@ def request_for(
     return ChartRequest(source)
 
 
-def _pick(entries: tuple[IndexEntry, ...], version: str, what: str, chart: str) -> IndexEntry:
-    ordered = newest_first(entries)
-    for entry in ordered:
+async def _ordered(index: Index, chart: str) -> tuple[tuple[Version, IndexEntry], ...]:
+    """``index.ordered(chart)``, computed in a worker thread the first time (with the marker's parse of the
+    same versions, :func:`engine.sources.updates.prepare`): 100,000 versions take about a second."""
+    if not index.is_ordered(chart):
+        await asyncio.to_thread(_order, index, chart)
+    return index.ordered(chart)
+
+
+def _order(index: Index, chart: str) -> None:
+    index.ordered(chart)
+    prepare(index.versions(chart))
+
+
+def _pick(ordered: tuple[tuple[Version, IndexEntry], ...], version: str, what: str, chart: str) -> IndexEntry:
+    for _, entry in ordered:
         if entry.version == version:
             return entry  # an exact match first, as helm's index lookup
     try:
         rng = Range.parse(version or "*")
     except SemverError as exc:
         raise NoMatchingVersion(f"{what}: {exc}", repository=what) from None
-    for entry in ordered:
-        if rng.allows(Version.parse(entry.version)):
+    for parsed, entry in ordered:
+        if rng.allows(parsed):
             return entry
-    newest = ", ".join(e.version for e in ordered[:3]) or "none"
+    newest = ", ".join(e.version for _, e in ordered[:3]) or "none"
     raise NoMatchingVersion(f"{what}: no version of chart {chart!r} matches {version!r} (newest: {newest})",
                             repository=what)
 

@@ -108,13 +108,22 @@ def _newest_first(versions: tuple[str, ...]) -> tuple[tuple[Version, str], ...]:
     return tuple(parsed_newest_first(versions))
 
 
+def prepare(versions: tuple[str, ...]) -> None:
+    """Parse and sort ``versions`` for :func:`available` now (100,000 take about a second: call it in a worker
+    thread; :func:`available` of the same tuple then finds them)."""
+    _newest_first(versions)
+
+
 @functools.lru_cache(maxsize=1024)
 def available(request: ChartRequest, versions: tuple[str, ...]) -> AvailableVersions | None:
     """The newest release among ``versions`` and the newest inside ``request``'s range; None when no version
     parses. Pre-releases count as newest only when the repository has nothing else (as ``helm search``).
     Tags an OCIRepository's ``ref.semverFilter`` drops are not offered (:func:`admitted`, as the resolution).
     The versions are parsed and sorted once per repository answer, whatever the number of packages."""
-    ordered = tuple(p for p in _newest_first(versions) if admitted(request, p[1]))
+    ordered = _newest_first(versions)
+    source = request.source
+    if isinstance(source, OCIRepositorySpec) and source.reference.semver_filter:
+        ordered = tuple(p for p in ordered if admitted(request, p[1]))
     if not ordered:
         return None
     newest = next((raw for v, raw in ordered if not v.pre), ordered[0][1])
