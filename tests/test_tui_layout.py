@@ -11,7 +11,7 @@ from textual.widgets._footer import FooterKey
 
 from engine.masking import Masker
 from engine.storage.observation import Observation
-from tests.fixtures import LEGACY, WEB, bulk_engine, fixed_clock, fixed_engine
+from tests.fixtures import LEGACY, SETTINGS, WEB, bulk_engine, fixed_clock, fixed_engine, set_engine_status
 from tui.app import HelmdeckApp
 from tui.layout import FULL, MARKER, MARKER_WIDTH, NARROW, fit, fit_text, header_label
 from tui.model import RowFilter, TextFilter, natural_key
@@ -135,7 +135,9 @@ async def test_a_narrow_terminal_hides_columns_with_a_sign_and_keeps_help_and_qu
         assert table.columns_fit.hidden == ("app_version", "owner", "age")
         assert [str(c.key.value) for c in table.ordered_columns][-1] == MARKER
         assert str(table.ordered_columns[-1].label) == "+3"
-        assert "+3 hidden: APP, OWNER, AGE" in str(app.screen.query_one(HeaderBar).render())
+        header = app.screen.query_one(HeaderBar)
+        assert "+3 hidden: APP, OWNER, AGE" in str(header.render())
+        assert header.size.height == 4  # the view wraps onto a line of its own, above the running action
         shown = {k.description for k in app.screen.query(FooterKey) if k.display and k.region.right <= 120}
         assert {"Help", "Quit", "Details", "Upgrade", "Uninstall"} <= shown and "Context" not in shown
         await pilot.resize_terminal(160, 40)
@@ -143,3 +145,7 @@ async def test_a_narrow_terminal_hides_columns_with_a_sign_and_keeps_help_and_qu
         assert table.columns_fit == FULL and len(table.columns) == len(FULL.widths)
         assert table.selected_key() == LEGACY and table.plain_cell(LEGACY, "owner") == "-"
         assert all(k.display for k in app.screen.query(FooterKey))
+        assert header.size.height == 3
+        set_engine_status(app.engine, SETTINGS, running=None)
+        await pilot.pause(0.5)
+        assert not header.running and header.size.height == 2  # the running line went: the table moves up

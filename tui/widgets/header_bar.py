@@ -38,9 +38,13 @@ class HeaderBar(Widget):
     shown: reactive[int] = reactive(0)
     # These may add or remove a line (or wrap one): the screen is laid out again when they change.
     view: reactive[str] = reactive("", layout=True)
-    running: reactive[tuple[str, ...]] = reactive((), layout=True)
+    running: reactive[tuple[str, ...]] = reactive(())  # its progress changes each second: see watch_running
     package_errors: reactive[tuple[str, ...]] = reactive((), layout=True)
     access: reactive[tuple[str, ...]] = reactive((), layout=True)  # refused permissions, then a scope note
+
+    def watch_running(self, old: tuple[str, ...], new: tuple[str, ...]) -> None:
+        if bool(old) != bool(new):  # the running line comes or goes (not laid out again per progress tick)
+            self.refresh(layout=True)
 
     def render(self) -> Content:
         sep = ("  │  ", "$text-muted")
