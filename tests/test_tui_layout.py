@@ -20,6 +20,7 @@ from tui.widgets.header_bar import HeaderBar
 from tui.widgets.history_table import HistoryTable
 from tui.widgets.key_footer import kept, rank
 from tui.widgets.release_table import FILL_STEP, ReleaseTable
+from tui.widgets.resources_pane import ObjectTable
 
 FULL_WIDTHS = dict(FULL.widths)
 
@@ -74,7 +75,7 @@ async def test_end_and_home_go_to_the_last_and_first_row_even_while_the_table_fi
         assert table.selected_key() == keys[-1]
 
 
-async def test_end_and_home_in_the_history_table() -> None:
+async def test_end_and_home_in_the_history_and_resources_tables() -> None:
     app = make_app()
     async with app.run_test(size=(160, 30)) as pilot:
         app.query_one(ReleaseTable).select(WEB)
@@ -86,6 +87,14 @@ async def test_end_and_home_in_the_history_table() -> None:
         assert history.highlighted_revision() == 1  # newest first: the oldest is last
         await pilot.press("home")
         assert history.highlighted_revision() == history.row_count
+        await pilot.press("6")
+        await pilot.pause()
+        objects = app.screen.query_one(ObjectTable)
+        assert objects.has_focus and objects.row_count == 3
+        await pilot.press("end")
+        assert objects.cursor_row == 2
+        await pilot.press("home")
+        assert objects.cursor_row == 0
 
 
 def test_help_names_home_and_end_and_the_hidden_columns_marker() -> None:
