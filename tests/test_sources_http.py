@@ -30,6 +30,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", self.target + "/file")
             self.end_headers()
+        elif self.path == "/space":  # a Location urllib would refuse with a bare ValueError
+            self.send_response(302)
+            self.send_header("Location", "/a b\x01")
+            self.end_headers()
         elif self.path == "/loop":  # a redirect to itself, for ever
             self.send_response(302)
             self.send_header("Location", "/loop")
@@ -93,6 +97,8 @@ def test_limits_and_refusals(
     with pytest.raises(SourceInvalid, match=r"repo: more than 5 redirects from http://127\.0\.0\.1:\d+/loop"):
         source_http.get(f"{url}/loop", what="repo")
     assert [p for p, _ in servers[1]].count("/loop") == 6  # the first request and five redirects, no more
+    with pytest.raises(SourceInvalid, match="redirects to a URL with spaces or control characters"):
+        source_http.get(f"{url}/space", what="repo")
     with pytest.raises(SourceUnreachable, match="repo: cannot reach"):
         source_http.get(f"http://127.0.0.1:{free_port()}/index.yaml", what="repo", timeout=5)
 

@@ -85,6 +85,16 @@ def test_oci_repository_ref_precedence_and_default_tag() -> None:
      "spec.ref.tag", 6, "letters"),  # Python's $ would let the newline through
     ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://x/y\n  ref: {tag: 'v1.0-ü'}\n", "spec.ref.tag",
      6, "letters"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://host/päth/web\n", "spec.url", 5, "percent-encode"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: 'oci://host/Web Chart'\n", "spec.url", 5, "xn--"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://host/../web\n", "spec.url", 5, "charts/web"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://host/web:1.0\n", "spec.url", 5, "spec.ref"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://host\n", "spec.url", 5, "charts/web"),
+    ("kind: OCIRepository\nmetadata: {name: c}\nspec:\n  url: oci://host:99999/web\n", "spec.url", 5, ":5000"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: \"https://host/x\\n\"\n", "spec.url", 5, "encode"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: https://hóst/x\n", "spec.url", 5, "xn--"),
+    ("kind: HelmRepository\nmetadata: {name: c}\nspec:\n  url: https://h/" + "a" * 2048 + "\n", "spec.url", 5,
+     "shorten"),
     ("kind: Bucket\nmetadata: {name: c}\nspec: {}\n", "kind", 2, "HelmRepository"),
 ])
 def test_source_errors_name_file_line_field_fix(body: str, field: str, line: int, fix: str) -> None:

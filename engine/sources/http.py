@@ -102,13 +102,17 @@ def get(
 
 
 def _redirect(current: str, location: str, what: str) -> str:
-    """Where a redirect from ``current`` leads. Raises SourceInvalid unless it is an http(s) URL:
+    """Where a redirect from ``current`` leads. Raises SourceInvalid unless it is an http(s) URL without
+    spaces or control characters (urllib would raise a bare ValueError for those):
     urllib's opener would also follow ``file:``, ``data:`` and ``ftp:`` (a server could make helmdeck
     read a local file as its index), while helm (Go's net/http) follows only http and https."""
     target = urljoin(current, location)
     if urlsplit(target).scheme not in ("http", "https"):
         raise SourceInvalid(f"{what}: {_safe(current)} redirects to a {urlsplit(target).scheme}: URL, "
                             "not http(s); fix spec.url or the server", repository=what)
+    if any(c.isspace() or not c.isprintable() for c in target) or len(target) > 8192:
+        raise SourceInvalid(f"{what}: {_safe(current)} redirects to a URL with spaces or control characters "
+                            "(or over 8192 characters); fix the server", repository=what)
     return target
 
 

@@ -53,6 +53,10 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 OCI_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # the distribution spec's tag grammar
 _CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_HOST = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)\Z")  # name, IPv4, IPv6
+_OCI_PART = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+_OCI_NAME = re.compile(rf"^{_OCI_PART}(/{_OCI_PART})*\Z")  # the distribution spec's repository name
+MAX_URL = 2048
 
 
 @dataclass(frozen=True)
@@ -218,8 +222,15 @@ class Fields(BaseFields):
         return text
 
 
-def _url(fields: Fields, value: Any, path: str, schemes: tuple[str, ...]) -> str:
+def _url(fields: Fields, value: Any, path: str, schemes: tuple[str, ...], *, repository: bool = False) -> str:
+    """A repository URL of one of ``schemes``; for ``oci`` its path must be a repository name of the
+    distribution spec (required when ``repository``). Raises PackageError."""
     url = fields.string(value, path, required=True, fix=f"give the repository URL ({' or '.join(schemes)})")
+    if len(url) > MAX_URL:
+        raise fields.error(path, f"is over {MAX_URL} characters", "shorten the URL")
+    if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
+        raise fields.error(path, "holds a space, a control or a non-ASCII character",
+                           "percent-encode it (an internationalised host name in its xn-- form)")
     parts = urlsplit(url)
     if parts.scheme not in schemes or not parts.netloc:
         raise fields.error(path, f"{url!r} is not a {' or '.join(s + '://' for s in schemes)} URL",
@@ -229,6 +240,20 @@ def _url(fields: Fields, value: Any, path: str, schemes: tuple[str, ...]) -> str
         raise fields.error(path, "holds a user name or password", "remove it from the URL and use spec.secretRef")
     if parts.query or parts.fragment:
         raise fields.error(path, "must not have a query or fragment", "remove the part after '?' or '#'")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if not _HOST.match(parts.hostname or "") or port == 0 or parts.netloc.endswith(":"):
+        raise fields.error(path, f"{parts.netloc!r} is not a host name with an optional port (1-65535)",
+                           f"write e.g. {schemes[0]}://registry.example.com:5000/path")
+    name = parts.path.strip("/")
+    example = "write e.g. oci://registry.example.com/charts/web"
+    if parts.scheme == "oci" and repository and not name:
+        raise fields.error(path, "names no repository", example)
+    if parts.scheme == "oci" and name and not _OCI_NAME.match(name):
+        raise fields.error(path, f"{name!r} is not a repository name (lower-case letters, digits and . _ - "
+                           "between them, parts joined by /)", f"{example} (a tag or digest goes in spec.ref)")
     return url.rstrip("/")
 
 
@@ -263,7 +288,7 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
             insecure=fields.boolean(spec.get("insecure"), "spec.insecure"),
         )
     spec = fields.mapping(top.get("spec"), "spec", (*common, "ref"), required=True, fix="give spec.url")
-    url = _url(fields, spec.get("url"), "spec.url", ("oci",))
+    url = _url(fields, spec.get("url"), "spec.url", ("oci",), repository=True)
     return OCIRepositorySpec(
         file=file, name=name, namespace=namespace, url=url,
         reference=_oci_reference(fields, spec.get("ref")),
