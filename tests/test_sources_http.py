@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -34,6 +35,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", "/a b\x01")
             self.end_headers()
+        elif self.path == "/drip":  # a body of 1,000 bytes, one byte every 50 ms: each wait is short
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            try:
+                for _ in range(1000):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:
+                pass  # the client gave up
         elif self.path == "/loop":  # a redirect to itself, for ever
             self.send_response(302)
             self.send_header("Location", "/loop")
@@ -99,6 +111,10 @@ def test_limits_and_refusals(
     assert [p for p, _ in servers[1]].count("/loop") == 6  # the first request and five redirects, no more
     with pytest.raises(SourceInvalid, match="redirects to a URL with spaces or control characters"):
         source_http.get(f"{url}/space", what="repo")
+    start = time.monotonic()
+    with pytest.raises(SourceUnreachable, match=r"repo: the answer took longer than its timeout \(spec.timeout\)"):
+        source_http.get(f"{url}/drip", what="repo", timeout=1)
+    assert time.monotonic() - start < 10  # 50 s to drip it all
     with pytest.raises(SourceUnreachable, match="repo: cannot reach"):
         source_http.get(f"http://127.0.0.1:{free_port()}/index.yaml", what="repo", timeout=5)
 

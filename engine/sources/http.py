@@ -1,6 +1,7 @@
 """Bounded HTTP GETs for chart sources (stdlib ``urllib`` in a worker thread).
 
-Responses are read up to a byte limit; redirects are followed by hand (at most
+Responses are read up to a byte limit and within the timeout as a whole (a
+server dripping bytes, each wait short, meets it too); redirects are followed by hand (at most
 five) so that credentials go to another host only when the repository says so
 (Flux's ``passCredentials``). Failures become the typed errors of
 :mod:`engine.sources.errors`; no message holds a credential.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -63,6 +65,7 @@ def get(
     opener = _opener(ssl_context)
     host = urlsplit(url).netloc
     current = url
+    deadline = time.monotonic() + timeout  # for the whole answer: a server dripping bytes meets it too
     for _ in range(MAX_REDIRECTS + 1):
         req = urllib.request.Request(current, method=method)
         req.add_header("User-Agent", USER_AGENT)
@@ -78,7 +81,7 @@ def get(
                 current = _redirect(current, hdrs["location"], what)
                 continue
             if status in ok:
-                return Response(current, status, hdrs, _read(exc, max_bytes, what))
+                return Response(current, status, hdrs, _read(exc, max_bytes, what, deadline))
             if status in (401, 403):
                 raise SourceAuthFailed(f"{what}: access refused (HTTP {status}); check spec.secretRef",
                                        repository=what) from None
@@ -97,7 +100,7 @@ def get(
                                         repository=what) from None
             raise SourceUnreachable(f"{what}: cannot reach {_safe(current)} ({reason})", repository=what) from None
         with resp:
-            return Response(current, resp.status, _headers(resp.headers), _read(resp, max_bytes, what))
+            return Response(current, resp.status, _headers(resp.headers), _read(resp, max_bytes, what, deadline))
     raise SourceInvalid(f"{what}: more than {MAX_REDIRECTS} redirects from {_safe(url)}", repository=what)
 
 
@@ -116,15 +119,28 @@ def _redirect(current: str, location: str, what: str) -> str:
     return target
 
 
-def _read(resp: object, max_bytes: int, what: str) -> bytes:
-    read = getattr(resp, "read")  # noqa: B009 - HTTPResponse and HTTPError alike
+def _read(resp: object, max_bytes: int, what: str, deadline: float) -> bytes:
+    """The body, at most ``max_bytes``, read by the chunk the socket gives so that ``deadline`` (monotonic)
+    bounds the whole read: the socket's timeout only bounds each wait."""
+    fp = getattr(resp, "fp", None) if not hasattr(resp, "read1") else resp  # HTTPError wraps the response
+    read = getattr(fp, "read1", None) or getattr(resp, "read")  # noqa: B009 - HTTPResponse and HTTPError alike
+    chunks: list[bytes] = []
+    size = 0
     try:
-        data: bytes = read(max_bytes + 1)
+        while size <= max_bytes:
+            if time.monotonic() > deadline:
+                raise SourceUnreachable(f"{what}: the answer took longer than its timeout (spec.timeout)",
+                                        repository=what)
+            chunk: bytes = read(min(1 << 16, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
     except (TimeoutError, OSError) as exc:
         raise SourceUnreachable(f"{what}: connection lost while reading ({exc})", repository=what) from None
-    if len(data) > max_bytes:
+    if size > max_bytes:
         raise SourceInvalid(f"{what}: response larger than {max_bytes} bytes", repository=what)
-    return data
+    return b"".join(chunks)
 
 
 def _safe(url: str) -> str:
