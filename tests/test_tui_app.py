@@ -137,6 +137,24 @@ async def test_a_frame_after_a_cell_write_finds_its_lines_by_index() -> None:
             table._get_offsets(201)
 
 
+async def test_a_click_selects_the_row_under_the_pointer() -> None:
+    # Rendered cells are shared by equal cells of other rows; their segments carried the row index of
+    # the row that rendered them first, so a click on an equal cell selected that row.
+    app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(ReleaseTable)
+        while table.busy:
+            await pilot.pause(0.05)
+        await pilot.pause()
+        for line in (5, 3, 7):
+            assert await pilot.click(ReleaseTable, offset=(2, line))  # the NAMESPACE cell: equal on many rows
+            assert table.cursor_row == line - 1  # the header is line 0
+        table.scroll_to(y=50, animate=False)
+        await pilot.pause()
+        assert await pilot.click(ReleaseTable, offset=(2, 3))
+        assert table.cursor_row == 52
+
+
 async def test_filters_quick_filters_and_namespaces() -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:

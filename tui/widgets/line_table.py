@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.style import Style
+from textual import events
 from textual.coordinate import Coordinate
 from textual.geometry import Region, Spacing
 from textual.widgets.data_table import RowKey
@@ -59,6 +61,22 @@ class LineTable(RowTable):
 
     def _row_y(self, row_index: int) -> int:
         return row_index + (self.header_height if self.show_header else 0)
+
+    # Mouse: the row under the pointer is its line. A subclass may share rendered cells between equal
+    # cells of different rows (ReleaseTable), whose segments then name the row that rendered them first.
+    def _point(self, event: events.MouseEvent) -> None:
+        meta = event.style.meta
+        if meta.get("row", -1) >= 0:
+            row = event.y + int(self.scroll_y) - (self.header_height if self.show_header else 0)
+            if row != meta["row"]:
+                event.style = event.style + Style.from_meta({"row": row})
+
+    # Textual calls each class's own _on_ handler, this one before DataTable's: they only correct the event.
+    def _on_click(self, event: events.Click) -> None:  # type: ignore[override]
+        self._point(event)
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        self._point(event)
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         # Fixed widths and one line per row: nothing to measure. DataTable would measure every cell of
