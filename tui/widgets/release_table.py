@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ from tui.model import Cell, RowFilter, SortOrder, cells, column, key_of, row_id,
 from tui.themes import tone_styles
 from tui.widgets.line_table import LineTable
 
+log = logging.getLogger(__name__)
 # Re-sorting after a sort-column change waits this long, so a burst of events costs one sort.
 RESORT_DELAY = 0.3
 # Rows are redrawn at most this often: a burst of storage events costs one redraw, and a write still
@@ -233,7 +235,11 @@ class ReleaseTable(LineTable):
             return
         wait = self._last_flush + FLUSH_INTERVAL - time.monotonic()
         if wait <= 0:
-            self.flush()  # calm: show it at once
+            try:
+                self.flush()  # calm: show it at once
+            except Exception:  # called from an engine signal, whose errors Textual drops without a word
+                log.exception("release table: applying release changes failed")
+                raise
         else:
             self._flush_timer = self.set_timer(wait, self.flush)
 
