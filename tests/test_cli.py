@@ -26,11 +26,11 @@ def cluster_args(helm: Helm, target: KubeTarget, namespace: str, packages: Path,
             "--packages", str(packages), "--log-file", str(log)]
 
 
-def flaky(folder: Path, namespace: str, values: str) -> Path:
+def flaky(folder: Path, namespace: str, values: str, timeout: str = "20s") -> Path:
     folder.mkdir(exist_ok=True)
     (folder / "app.yaml").write_text(
         f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: 60s\n  values: {values}\n")
+        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: {timeout}\n  values: {values}\n")
     return folder
 
 
@@ -52,7 +52,7 @@ def test_reconcile_once_exit_codes_and_json_lines(
     core = client.CoreV1Api(api_client(kube_target))
     for i, (values, code, state) in enumerate(cases):
         ns = f"{namespace}-{i}"
-        pkgs = flaky(tmp_path / f"p{i}", ns, values)
+        pkgs = flaky(tmp_path / f"p{i}", ns, values, "60s")  # converges fast; 60 s on a loaded CI
         args = ["reconcile", "--once", "--json", "--no-lease", *cluster_args(helm, kube_target, ns, pkgs, log)]
         # The release namespace must exist (Flux's default: install.createNamespace false).
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
