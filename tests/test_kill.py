@@ -35,7 +35,8 @@ def test_kill_9_then_the_next_start_converges(
     log = tmp_path / "log"
     pkgs = flaky(tmp_path / "p", namespace, "{message: one}")
     args = cluster_args(helm, kube_target, namespace, pkgs, log)
-    assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == 0
+    first = helmdeck("reconcile", "--once", "--no-lease", *args)
+    assert first.returncode == 0, first.stdout + first.stderr + log.read_text()[-3000:]
     flaky(pkgs.parent / "p", namespace, "{message: two, hang: true}")
     (pkgs / "app.yaml").write_text((pkgs / "app.yaml").read_text().replace("timeout: 20s", "timeout: 3s"))
     proc = subprocess.Popen([sys.executable, "-m", "helmdeck", "reconcile", "--no-lease", *args],
