@@ -68,6 +68,8 @@ class ResourcesPane(Vertical):
         if monitor.resources:
             status.update(summary + (f" · {monitor.problem}" if monitor.problem else
                                      " · live readiness from the monitor"))
+            # A manifest listing still reading would add its rows over these (DuplicateKey): it is dropped.
+            self.workers.cancel_group(self, "resources")
             table.clear()
             self._refs = {r.ref: (r.api_version, r.kind, r.namespace, r.name) for r in monitor.resources}
             for r in monitor.resources:
@@ -88,8 +90,10 @@ class ResourcesPane(Vertical):
         try:
             found = await self._client.objects(self._key, revision)
         except Exception as exc:  # any failure is shown in place; the app goes on
+            table.clear()
             table.add_row(Text("-"), Text("-"), Text("-"), Text(f"cannot read the manifest: {exc}"))
             return
+        table.clear()  # rows added while this read ran are replaced, not doubled
         self._refs = {o.ref: (o.api_version, o.kind, o.namespace, o.name) for o in found}
         for o in found:
             table.add_row(Text(o.ref), Text("?"), Text("-"), Text("not monitored"), key=o.ref)
