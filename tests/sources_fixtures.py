@@ -154,3 +154,16 @@ def write(folder: Path, name: str, text: str) -> None:
     """Write ``text`` to ``folder/name``, making the folder."""
     folder.mkdir(exist_ok=True)
     (folder / name).write_text(text)
+
+
+def oci_folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
+    """An OCIRepository ``web`` at ``oci://base/web`` with ``ref`` (YAML lines under ``ref:``) and a Package
+    using it; returns the OCIRepository's file text."""
+    source = (f"apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\n"
+              f"metadata: {{name: web, namespace: {namespace}}}\n"
+              f"spec:\n  url: oci://{base}/web\n  insecure: true   # the local registry\n  ref:\n{ref}")
+    write(pkgs, "source.yaml", source)
+    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\n"
+          f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
+          "  timeout: 1m\n")
+    return source

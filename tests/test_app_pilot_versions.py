@@ -15,7 +15,7 @@ from engine.kube import KubeTarget
 from engine.runtime import Engine
 from engine.sources.updates import ChartUpdate
 from localcluster.cluster import LocalCluster
-from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, push_oci, write
+from tests.sources_fixtures import ChartRepoServer, oci_folder, package_chart, publish_http, push_oci, write
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tui.app import HelmdeckApp
 from tui.screens.confirm import ConfirmScreen
@@ -108,13 +108,7 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
     for version in ("1.0.0", "1.0.1", "2.0.0"):
         push_oci(h, package_chart(h, tmp_path, version, marker=f"o-{version}"), base, env=helm_home)
     pkgs = tmp_path / "packages"
-    source = (f"apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\n"
-              f"metadata: {{name: web, namespace: {namespace}}}\n"
-              f"spec:\n  url: oci://{base}/web\n  insecure: true\n  ref:\n    semver: '~1.0'   # patches\n")
-    write(pkgs, "source.yaml", source)
-    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\n"
-          f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
-          "  timeout: 1m\n")
+    source = oci_folder(pkgs, namespace, base, "    semver: '~1.0'   # patches\n")
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)

@@ -14,22 +14,9 @@ from engine.helm import Helm
 from engine.kube import KubeTarget
 from engine.runtime import Engine
 from localcluster.cluster import LocalCluster
-from tests.sources_fixtures import package_chart, push_oci, write
+from tests.sources_fixtures import oci_folder, package_chart, push_oci
 
 pytestmark = pytest.mark.cluster
-
-
-def _folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
-    """An OCIRepository ``web`` at ``oci://base/web`` with ``ref`` (YAML lines under ``ref:``) and a Package
-    using it; returns the OCIRepository's file text."""
-    source = (f"apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\n"
-              f"metadata: {{name: web, namespace: {namespace}}}\n"
-              f"spec:\n  url: oci://{base}/web\n  insecure: true   # the local registry\n  ref:\n{ref}")
-    write(pkgs, "source.yaml", source)
-    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\n"
-          f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
-          "  timeout: 1m\n")
-    return source
 
 
 async def test_a_tag_pin_moves_the_release_to_that_tag(
@@ -41,7 +28,7 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
     for version in ("1.0.0", "1.1.0+b.2"):  # helm pushes 1.1.0+b.2 as the tag 1.1.0_b.2
         push_oci(h, package_chart(h, tmp_path, version, marker=f"t-{version}"), base, env=helm_home)
     pkgs = tmp_path / "packages"
-    source = _folder(pkgs, namespace, base, "    tag: 1.0.0   # the tested one\n")
+    source = oci_folder(pkgs, namespace, base, "    tag: 1.0.0   # the tested one\n")
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
@@ -78,7 +65,7 @@ async def test_semver_filter_selects_lists_and_marks_only_the_tags_it_matches(
     for version in ("1.0.0-rc.1", "1.0.0", "1.1.0-rc.1", "2.0.0"):
         push_oci(h, package_chart(h, tmp_path, version, marker=f"f-{version}"), base, env=helm_home)
     pkgs = tmp_path / "packages"
-    _folder(pkgs, namespace, base, "    semver: '>=1.0.0-0'\n    semverFilter: '-rc'   # release candidates\n")
+    oci_folder(pkgs, namespace, base, "    semver: '>=1.0.0-0'\n    semverFilter: '-rc'   # release candidates\n")
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
