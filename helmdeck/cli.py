@@ -144,7 +144,7 @@ def _engine(
     from engine.kube import KubeConfigError, KubeTarget, current_context
     from engine.runtime import Engine
     from engine.runtime.engine import LeaseConfig
-    from engine.runtime.lease import lease_name_for
+    from engine.runtime.package_set import PackageSetNameError, package_set_for
     from helmdeck.access import scope_fallback
 
     target = KubeTarget(args.kubeconfig, args.context)
@@ -158,15 +158,21 @@ def _engine(
         raise SystemExit(EXIT_USAGE) from None
     lease = None
     readonly = args.readonly if readonly is None else readonly
+    name = getattr(args, "package_set", None)
+    try:
+        package_set = package_set_for(args.packages, name) if args.packages is not None else None
+    except PackageSetNameError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
     # A read-only instance never competes for the lease: it would block the one that acts.
-    if args.packages is not None and not getattr(args, "no_lease", True) and not readonly:
-        lease = LeaseConfig(lease_name_for(str(args.packages.resolve())), getattr(args, "lease_namespace", "default"))
+    if package_set is not None and not getattr(args, "no_lease", True) and not readonly:
+        lease = LeaseConfig(package_set.lease_name, getattr(args, "lease_namespace", "default"))
     engine = Engine(
         target, Helm(_helm(args), target), args.packages,
         namespaces=namespaces,
         readonly=readonly,
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
-        lease=lease, watch_packages=watch, monitors=monitors,
+        lease=lease, watch_packages=watch, monitors=monitors, package_set=name,
     )
     engine.scope_note = note
     return engine
@@ -400,13 +406,24 @@ def _cleanup(args: argparse.Namespace) -> int:
     args.no_lease = True  # an operator's one-off action, as with the helm CLI
     dry_run = args.dry_run or args.readonly
     engine = _engine(args, watch=False, monitors=False)
+    ignore = tuple(args.ignore_namespace)
 
     async def run() -> list[Any]:
         await engine.start(reconcile=False)
         try:
             if report_access(engine.access()):
                 raise _Refused("cannot clean up: releases in storage that cannot be read would be missed")
-            items: list[Any] = await engine.cleanup(dry_run=dry_run, ignore_namespaces=tuple(args.ignore_namespace))
+            listed: list[Any] = await engine.cleanup(dry_run=True, ignore_namespaces=ignore)
+            refs = [f"{i.namespace}/{i.name}" for i in listed if i.result == "would-remove"]
+            if dry_run or not refs:
+                return listed
+            if not args.yes:
+                _print_cleanup(listed)
+            if not _confirmed(args, f"Uninstall these {len(refs)} release(s) and their helm history?"):
+                raise _Refused("nothing uninstalled" if sys.stdin.isatty() else
+                               "cleanup uninstalls releases: with no terminal to ask on, pass --yes "
+                               "(or --dry-run to list them only)")
+            items: list[Any] = await engine.cleanup(ignore_namespaces=ignore, confirmed=refs)
             return items
         finally:
             await engine.stop()
@@ -416,9 +433,26 @@ def _cleanup(args: argparse.Namespace) -> int:
     except (ActionRefused, NotAvailable, _Refused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if not items:
-        print("nothing to clean up: every helmdeck-managed release is declared by a package")
+    if not any(i.result in ("would-remove", "removed", "failed") for i in items):
+        print("nothing to clean up: every release of this package set is declared by a package")
+    _print_cleanup(items)
+    return 1 if any(i.result == "failed" for i in items) else 0
+
+
+def _print_cleanup(items: list[Any]) -> None:
     for item in items:
         note = f" ({item.message})" if item.message else ""
         print(f"{item.result:<13} {item.namespace}/{item.name}{note}")
-    return 1 if any(i.result == "failed" for i in items) else 0
+
+
+def _confirmed(args: argparse.Namespace, question: str) -> bool:
+    """True with ``--yes``, or when the operator answers yes on a terminal; False without one."""
+    if getattr(args, "yes", False):
+        return True
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

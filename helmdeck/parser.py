@@ -41,6 +41,9 @@ def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
     flag(g, "-A", "--all-namespaces", action="store_true", default=False,
          help="all namespaces (the default)")
     flag(g, "--packages", type=Path, help="folder of package files")
+    flag(g, "--package-set", metavar="NAME",
+         help="name of the folder's package set: its releases' helmdeck.dev/package-set label and its Lease "
+              "(default: the folder's name and a digest of its path; give one to keep it when the folder moves)")
     flag(g, "--readonly", action="store_true", default=False,
          help="never change the cluster; refuse every action")
     flag(g, "--helm", help="helm binary (default: $HELMDECK_HELM, else helm on PATH, else helmdeck's own "
@@ -168,9 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
-                           description="Uninstall every helmdeck-managed release no package in --packages "
-                                       "declares (releases not managed by helmdeck are never touched).")
+                           description="Uninstall every release of the package set of --packages that no "
+                                       "package there declares (other sets' releases and releases not managed "
+                                       "by helmdeck are never touched). It lists them first and asks on a "
+                                       "terminal; without one it needs --yes.")
     clean.add_argument("--dry-run", action="store_true", help="only list what would be uninstalled")
+    clean.add_argument("-y", "--yes", action="store_true",
+                       help="uninstall without asking (needed when there is no terminal to ask on)")
     clean.add_argument("--ignore-namespace", action="append", default=[], metavar="NAMESPACE",
                        help="never clean up in this namespace (repeatable)")
     return parser

@@ -176,7 +176,11 @@ def test_cleanup_uninstalls_dependents_before_their_dependencies(
     assert installed.returncode == 0, installed.stdout + installed.stderr
     for name in ("z-base", "a-app", "m-db"):  # the files go; what they depended on stays in the status
         (pkgs / f"{name}.yaml").unlink()
-    proc = helmdeck("cleanup", *args)
+    # No terminal to ask on (stdin is not a tty): it refuses without --yes and removes nothing.
+    refused = helmdeck("cleanup", *args)
+    assert refused.returncode == 1 and "--yes" in refused.stderr, refused.stdout + refused.stderr
+    assert len(core_api.list_namespaced_secret(namespace, label_selector="owner=helm").items) == 3
+    proc = helmdeck("cleanup", "--yes", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     removed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("removed")]
     assert removed == [f"{namespace}/m-db", f"{namespace}/a-app", f"{namespace}/z-base"], proc.stdout

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from engine.kube import KubeTarget, api_client
-from engine.runtime.lease import LeaseElector, lease_name_for
+from engine.runtime.lease import LeaseElector
 
 pytestmark = pytest.mark.cluster
 
@@ -55,8 +55,3 @@ async def test_clean_stop_hands_over_at_once(kube_target: KubeTarget, namespace:
     await a.stop()  # releases
     await wait_until(lambda: b.leader, 3)  # well before the 10 s duration
     await b.stop()
-
-
-def test_lease_name_for() -> None:
-    assert lease_name_for("/srv/Platform Packages/") == "helmdeck-platform-packages"
-    assert lease_name_for("/") == "helmdeck-packages"

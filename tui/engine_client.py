@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from engine.events import KubeEvent, belongs
@@ -231,8 +231,9 @@ class EngineClient:
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.uninstall(key)
 
-    async def cleanup(self, *, dry_run: bool) -> list[CleanupItem]:
-        return await self.engine.cleanup(dry_run=dry_run)
+    async def cleanup(self, *, dry_run: bool, confirmed: Collection[str] | None = None) -> list[CleanupItem]:
+        """Cleanup's list (``dry_run``) or the removal of ``confirmed`` refs only (what the dialog listed)."""
+        return await self.engine.cleanup(dry_run=dry_run, confirmed=confirmed)
 
     async def pause_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter +1; returns the new count."""

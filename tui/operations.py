@@ -281,7 +281,9 @@ async def _cleanup(ctx: Context) -> Step | Notice:
     confirmation = confirmations.cleanup(items)
     if not any(i.result == "would-remove" for i in items):
         return Notice(confirmation.body, confirmation.title)  # nothing to confirm
-    return Step("Cleanup", lambda: ctx.client.cleanup(dry_run=False), _cleanup_report, confirmation)
+    listed = {f"{i.namespace}/{i.name}" for i in items if i.result == "would-remove"}
+    return Step("Cleanup", lambda: ctx.client.cleanup(dry_run=False, confirmed=listed), _cleanup_report,
+                confirmation)
 
 
 # -- uninstall ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from engine import labels
 from engine.helm import Helm, HelmError
@@ -38,7 +39,7 @@ from engine.package import PackageError, PackageSpec
 from engine.paths import cache_root
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.reconcile.action import ActionContext
+from engine.reconcile.action import ActionContext, ObservedReleases, record
 from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
@@ -48,6 +49,7 @@ from engine.resolve.release import CACHE as RESOLVED
 from engine.resolve.release import resolve
 from engine.runtime.book import ActionRefused, ReleaseBook
 from engine.runtime.gate import ActionGate, no_package_reason
+from engine.runtime.package_set import PackageSet
 from engine.runtime.queue import RunResult, WorkQueue
 from engine.runtime.source import PackageSource, SourceUpdate
 from engine.runtime.state import EngineEvent, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
@@ -61,7 +63,7 @@ from engine.sources.current import point
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
-from engine.storage.writer import unlock_release
+from engine.storage.writer import StorageWriteError, relabel_release, unlock_release
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,20 @@ def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observa
     return unlock
 
 
+# Relabels a release's records from one package-set label value to another; each record before and after.
+Relabel = Callable[[Observation, str, str], Awaitable[list[tuple[Observation, Observation]]]]
+
+
+def storage_relabeler(api: client.ApiClient, driver: Driver) -> Relabel:
+    """The controller's ``relabel``: set the package-set label of every record of ``obs``'s release
+    from ``old`` to ``new`` (engine.storage.writer.relabel_release, off the event loop)."""
+    async def relabel(obs: Observation, old: str, new: str) -> list[tuple[Observation, Observation]]:
+        storage_ns = obs.storage_key.namespace if obs.storage_key else obs.namespace
+        return await asyncio.to_thread(relabel_release, api, storage_ns, obs.name, labels.PACKAGE_SET, old, new,
+                                       driver=driver)
+    return relabel
+
+
 def verdict(result: PassResult, interval: float) -> RunResult:
     """What the work queue does after a pass (the one translation of a pass's ``next``)."""
     if result.state == cond.DEPENDENCY_NOT_READY:  # woken when a dependency turns Ready; this is the fallback
@@ -101,7 +117,8 @@ class PackageController:
     """Queue, triggers, prune and passes of one engine's packages (see the module docstring).
 
     ``source`` None: no packages folder (the engine only shows storage).
-    ``package_set`` labels this set's releases (cleanup removes only its own);
+    ``package_set`` labels this set's releases (cleanup removes only its own) and ``relabel`` adopts
+    the ones an older helmdeck labelled with the folder's base name (:meth:`_claim`);
     ``monitors`` False builds no resource monitors.
     """
 
@@ -116,7 +133,8 @@ class PackageController:
     _: dataclasses.KW_ONLY
     concurrency: int = 4
     prune: bool = False
-    package_set: str | None = None
+    package_set: PackageSet | None = None
+    relabel: Relabel | None = None
     monitors: bool = True
     values: ValuesSources  # spec.valuesFrom's objects, read before each resolution
     package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
@@ -359,13 +377,50 @@ class PackageController:
         await self.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
         req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
-                                    package_set=self.package_set)
+                                    package_set=self.package_set.identity if self.package_set else None)
         req.post_renderer = await self.service.post_renderer_for(spec)
         self.service.take_absent_report(*key)
         req.absent = tuple(r.ref for r in self.service.absent(*key))
         latest = self.ctx.observer.latest(*key)
         req.force_conflicts = latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true"
+        await self._claim(req, latest)
         return req
+
+    async def _claim(self, req: Request, latest: Observation | None) -> None:
+        """Make sure the release is this package set's before a pass acts on it.
+
+        A release labelled by another package set is refused (PackageError naming the set and the
+        fix): two folders never act on one release. One labelled with this folder's old identity
+        (an older helmdeck's ``helmdeck-<base name>``) is relabelled now, every record, without a
+        new revision; the history's snapshots of those records follow when they were ours (a
+        release changed outside helmdeck stays Unmanaged).
+        """
+        pset = self.package_set
+        label = latest.label_map.get(labels.PACKAGE_SET) if latest is not None else None
+        if pset is None or latest is None or not label or label == pset.identity:
+            return
+        ns, name = req.key
+        if not pset.adopts(label):
+            raise PackageError(
+                req.spec.file, "metadata.name",
+                f"release {ns}/{name} belongs to package set {label!r}, not to this folder's ({pset.identity!r})",
+                f"declare each release in one package set; if this folder is that set moved, "
+                f"run with --package-set {label}")
+        if self.relabel is None:
+            return
+        try:
+            async with ObservedReleases(self.ctx, req) as seen:
+                changed = await self.relabel(latest, label, pset.identity)
+        except (StorageWriteError, ApiException) as exc:  # retried on the next pass
+            self.book.log(req.key, "reconcile", "failed", f"relabelling the release for its package set: {exc}")
+            return
+        ours = {snap.version: snap.digest for snap in req.status.history}
+        after = {new.version: seen.observed.get(new.version, new) for old, new in changed
+                 if ours.get(old.version) == old.digest}
+        record(req, after)
+        self.book.log(req.key, "reconcile", "info",
+                      f"adopted: {len(changed)} storage record(s) relabelled from package set {label!r} "
+                      f"(an older helmdeck's name for this folder) to {pset.identity!r}")
 
     async def checksum(self, req: Request) -> str:
         """The action context's ``checksum``: the manifest checksum of ``req``'s render (the release

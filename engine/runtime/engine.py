@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,12 @@ from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.chart_versions import ChartVersions
-from engine.runtime.controller import PackageController, storage_unlocker
+from engine.runtime.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.gate import ACTIONS, OFFLINE, ActionGate
-from engine.runtime.lease import LeaseConfig, LeaseElector, lease_name_for
+from engine.runtime.lease import LeaseConfig, LeaseElector
 from engine.runtime.operations import Operations
 from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
+from engine.runtime.package_set import PackageSet, package_set_for
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.repositories import RepositoryRefresh
 from engine.runtime.source import PackageSource
@@ -72,6 +73,9 @@ class Engine:
     reconciles running at once; ``prune`` uninstalls the release of a
     removed package file (else it is reported as orphaned); ``lease`` makes
     this one of several instances of which only the lease holder acts.
+    ``package_set`` names the folder's package set (``--package-set``; default: its base name and a
+    digest of its resolved path, :mod:`engine.runtime.package_set`); raises PackageSetNameError
+    when it is not a valid name.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class Engine:
         watch_packages: bool = True,
         monitors: bool = True,
         online: bool = True,
+        package_set: str | None = None,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -101,8 +106,9 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
-        # Which package set labels its releases (cleanup removes only its own): the lease's name.
-        package_set = lease_name_for(str(packages_dir.resolve())) if packages_dir is not None else None
+        # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
+        self.package_set: PackageSet | None = (
+            package_set_for(packages_dir, package_set) if packages_dir is not None else None)
         source = PackageSource(packages_dir) if packages_dir is not None else None
         # The packages are read now: their storage namespaces are watched too.
         first = source.load() if source is not None else None
@@ -125,8 +131,8 @@ class Engine:
                             checksum=lambda req: self.controller.checksum(req))
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
-            self.tasks, concurrency=concurrency, prune=prune, package_set=package_set, monitors=monitors,
-            values=self.values_sources)
+            self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors,
+            values=self.values_sources, relabel=storage_relabeler(self._api, driver) if self._api else None)
         self._inspector = Inspector(self._api) if self._api is not None else None
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
@@ -342,7 +348,11 @@ class Engine:
         """``helm uninstall`` the release; its package (if any) is suspended."""
         return await self.operations.uninstall(key)
 
-    async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = ()) -> list[CleanupItem]:
-        """Uninstall every release of this package set no package declares (``dry_run``: list them only)."""
-        return await self.operations.cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces)
+    async def cleanup(
+        self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
+        confirmed: Collection[str] | None = None,
+    ) -> list[CleanupItem]:
+        """Uninstall every release of this package set no package declares (``dry_run``: list them only;
+        ``confirmed``: only these ``namespace/name`` refs, as listed to the operator). See Operations.cleanup."""
+        return await self.operations.cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces, confirmed=confirmed)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -217,22 +217,36 @@ class Operations:
         self.book.refresh(key, last=outcome)
         return outcome
 
-    async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = ()) -> list[CleanupItem]:
+    async def cleanup(
+        self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
+        confirmed: Collection[str] | None = None,
+    ) -> list[CleanupItem]:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only).
 
         Only releases labelled by this package set (``helmdeck.dev/package-set``)
         are considered: other sets' and unmanaged releases are never touched;
-        one failure does not stop the others.
+        one failure does not stop the others. ``confirmed`` (``namespace/name``
+        refs, as an operator approved a dry run's list) limits the removal to those: a release
+        that became removable since is skipped. Releases an older helmdeck labelled with this
+        folder's base name cannot be told apart from another folder's of the same name: they are
+        listed as skipped, never removed.
         """
         self.gate.check("cleanup-plan" if dry_run else "cleanup")
         keep = {f"{ns}/{name}" for ns, name in self.book.packages}
         package_set = self.controller.package_set
-        scope = {labels.PACKAGE_SET: package_set} if package_set else None
+        scope = {labels.PACKAGE_SET: package_set.identity} if package_set else None
         report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run, selector=scope,
-                                            order=self._removal_order)
+                                            order=self._removal_order, only=confirmed)
         items = [CleanupItem(*_split(ref), "would-remove" if dry_run else "removed") for ref in report.removed]
         items += [CleanupItem(*_split(ref), "failed", why) for ref, why in report.failed]
         items += [CleanupItem(*_split(ref), "skipped", why) for ref, why in report.skipped]
+        if package_set is not None and package_set.legacy != package_set.identity:
+            legacy = await self.service.cleanup(keep, ignore_namespaces, dry_run=True,
+                                                selector={labels.PACKAGE_SET: package_set.legacy})
+            items += [CleanupItem(*_split(ref), "skipped",
+                                  f"labelled {package_set.legacy!r} by an older helmdeck, which other folders of "
+                                  "that base name share: not removed (declare it here to adopt it, or uninstall "
+                                  "it with helm)") for ref in legacy.removed]
         for item in items:
             if item.result in ("removed", "failed"):
                 self.book.log((item.namespace, item.name), "cleanup", "succeeded" if item.result == "removed"

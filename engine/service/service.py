@@ -322,6 +322,7 @@ class ReleaseService:
     async def cleanup(
         self, keep: Collection[str], ignore_namespaces: Collection[str] = (), *, dry_run: bool = False,
         selector: Mapping[str, str] | None = None, order: Callable[[list[Key]], list[Key]] | None = None,
+        only: Collection[str] | None = None,
     ) -> CleanupReport:
         """Uninstall helmdeck-managed releases that no longer belong, as nelm's ``Service.Cleanup``.
 
@@ -333,7 +334,8 @@ class ReleaseService:
         ``selector`` narrows the set further (e.g. to one package set's releases).
         One failure does not stop the rest; a dry run reports the same set
         as removed without uninstalling. ``order`` sorts the releases (keys) before
-        they are removed one at a time (the engine's: dependents first). Raises ApiException only when
+        they are removed one at a time (the engine's: dependents first). ``only``, when given, is the
+        refs an operator confirmed: any other is skipped ("not confirmed"). Raises ApiException only when
         storage cannot be listed.
         """
         records = await asyncio.to_thread(self._store.managed, self.namespaces, selector)
@@ -350,6 +352,8 @@ class ReleaseService:
                 skipped.append((rec.ref, "namespace ignored"))
             elif rec.status == "uninstalled":
                 skipped.append((rec.ref, "already uninstalled"))
+            elif only is not None and rec.ref not in only:
+                skipped.append((rec.ref, "not confirmed (it became removable after the list was shown)"))
             elif dry_run:
                 removed.append(rec.ref)
             else:

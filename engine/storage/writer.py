@@ -1,4 +1,4 @@
-"""The one write helmdeck makes to Helm release storage: unlocking a stale release.
+"""The writes helmdeck makes to Helm release storage: unlocking a stale release, and relabelling one.
 
 A release whose latest revision stays ``pending-install``/``-upgrade``/
 ``-rollback`` (the helm process died mid-operation) blocks every later helm
@@ -12,6 +12,11 @@ other field, including those helmdeck does not know, is kept in order),
 labels ``status`` and ``modifiedAt`` updated, all other labels kept. The
 update carries the resourceVersion that was read (optimistic concurrency),
 so a record changed in between is never overwritten.
+
+:func:`relabel_release` changes one custom release label on every record of
+a release (helmdeck's package-set label, when an older helmdeck wrote another
+value). Helm's drivers read a release's custom labels from the object's labels
+(helm 3.13+), so the payload is left as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.storage.codec import (
+    OWNER_SELECTOR,
     Driver,
     MissingPayloadError,
     StorageKey,
@@ -133,3 +139,43 @@ def unlock_release(
             raise RecordNotFoundError(f"{key} was deleted while it was being unlocked") from None
         raise
     return decode_record(written, driver)
+
+
+def relabel_release(
+    api: client.ApiClient,
+    storage_namespace: str,
+    name: str,
+    label: str,
+    old: str,
+    new: str,
+    *,
+    driver: Driver | None = None,
+) -> list[tuple[Observation, Observation]]:
+    """Set custom label ``label`` from ``old`` to ``new`` on every record of release ``name``; return each
+    relabelled record's observation before and after, oldest revision first.
+
+    Only records carrying ``label=old`` are touched (server-side selector); each update carries the
+    resourceVersion it read. Raises :class:`StorageConflictError` when a record changed in between
+    (the records before it stay relabelled: calling again finishes the job), ``StorageDecodeError``
+    for an unreadable record and ``ApiException`` for other API errors (the caller needs ``list`` and
+    ``update`` on the driver's resource).
+    """
+    driver = driver or driver_from_env()
+    core = client.CoreV1Api(api)
+    listing: Any = core.list_namespaced_secret if driver == "secret" else core.list_namespaced_config_map
+    replace: Any = core.replace_namespaced_secret if driver == "secret" else core.replace_namespaced_config_map
+    selector = f"{OWNER_SELECTOR},name={name},{label}={old}"
+    items = json.loads(listing(storage_namespace, label_selector=selector, _preload_content=False).data)["items"]
+    done: list[tuple[Observation, Observation]] = []
+    for obj in sorted(items, key=lambda o: int(o["metadata"].get("labels", {}).get("version", "0") or 0)):
+        before = decode_record(obj, driver)
+        obj["metadata"]["labels"][label] = new
+        try:
+            written = json.loads(replace(obj["metadata"]["name"], storage_namespace, obj, _preload_content=False).data)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                raise StorageConflictError(f"{storage_namespace}/{obj['metadata']['name']} changed while it "
+                                           "was being relabelled") from None
+            raise
+        done.append((before, decode_record(written, driver)))
+    return done
