@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helmdeck.logs import setup_logging
 from helmdeck.parser import (
@@ -30,6 +30,9 @@ from helmdeck.parser import (
     build_parser,
     example_packages,
 )
+
+if TYPE_CHECKING:  # the engine is imported when a command needs it (``--help`` and ``cluster`` start fast)
+    from engine.runtime.engine import Engine
 
 __all__ = ["EXIT_CHANGES", "EXIT_CONVERGED", "EXIT_FAILED", "EXIT_NO_CHANGES", "EXIT_STALLED", "EXIT_USAGE",
            "build_parser", "example_packages", "main"]
@@ -138,7 +141,7 @@ def _demo(args: argparse.Namespace) -> int:
 # -- engine ------------------------------------------------------------------------
 def _engine(
     args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True, monitors: bool = True,
-) -> Any:
+) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
     from engine.kube import KubeConfigError, KubeTarget, current_context
@@ -246,7 +249,7 @@ def _reconcile(args: argparse.Namespace) -> int:
     return max(code, EXIT_FAILED) if engine.access().missing else code
 
 
-async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
+async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     from engine.reconcile import state as st
 
     stop = asyncio.Event()
@@ -262,12 +265,12 @@ async def _reconcile_async(engine: Any, args: argparse.Namespace) -> int:
         clean = await engine.stop(args.stop_deadline)
         return 0 if clean else EXIT_FAILED
     if not await engine.wait_for_lease():
-        print(f"error: {engine.gate.holder or 'another instance'} holds the engine lease; "
+        print(f"error: {engine.lease_holder or 'another instance'} holds the engine lease; "
               "nothing was reconciled", file=sys.stderr)
         await engine.stop()
         return EXIT_FAILED
     keys = sorted(engine.packages)
-    results = await engine.controller.settle(keys, args.wait, stop=stop)
+    results = await engine.settle(keys, args.wait, stop=stop)
     interrupted = stop.is_set() and len(results) < len(keys)
     await engine.stop(args.stop_deadline)
     codes = []
@@ -299,7 +302,7 @@ def _status(args: argparse.Namespace) -> int:
         await engine.start(reconcile=False)
         await engine.monitors_ready()  # monitors list their resources: absent ones are reported
         try:
-            unreadable = engine.observer.unreadable_releases()
+            unreadable = engine.unreadable_releases()
             return [status_row(v, unreadable.get(v.key)) for v in engine.releases()], engine.access()
         finally:
             await engine.stop()

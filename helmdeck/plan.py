@@ -10,19 +10,21 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helmdeck.logs import setup_logging
 from helmdeck.parser import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
 
 
 class _Refused(RuntimeError):
     """The plan cannot be made; the message says why."""
 
 
-def run(args: argparse.Namespace, make_engine: Callable[..., Any]) -> int:
+def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     """Print the plan of ``args.packages`` (text or ``-o json``) and return the exit code."""
-    from engine.runtime.plan import make_plan
     from helmdeck.access import report as report_access
 
     if args.packages is None:
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Any]) -> int:
         try:
             if report_access(engine.access()):
                 raise _Refused("cannot plan: release storage that cannot be read would be missed")
-            return await make_plan(engine)
+            return await engine.plan()
         finally:
             await engine.stop()
 

@@ -12,11 +12,15 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helmdeck.logs import setup_logging
 from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -67,7 +71,7 @@ def table(items: list[dict[str, Any]]) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 
 
-def run(args: argparse.Namespace, make_engine: Any) -> int:
+def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     """The command: exit 0 with the list, 1 for a local-chart package or a repository that fails
     (the message names the repository), 2 for usage errors. ``make_engine`` builds the read-only engine
     (for the deployed version and the cluster's Secrets)."""
@@ -89,9 +93,9 @@ def run(args: argparse.Namespace, make_engine: Any) -> int:
     async def collect() -> tuple[list[Any], str]:
         await engine.start(reconcile=False)
         try:
-            obs = engine.observer.latest(*spec.key)
-            infos = await engine.controller.charts.versions(request)
-            return infos, obs.chart_version if obs is not None else ""
+            stored = engine.history(spec.key)  # newest first: the latest stored revision's chart
+            infos = await engine.offered_versions(request)
+            return infos, stored[0].chart_version if stored else ""
         finally:
             await engine.stop()
 

@@ -71,7 +71,7 @@ class Scenario:
 
     def revisions(self) -> list[tuple[int, str]]:
         assert self.engine is not None
-        return [(o.version, o.status) for o in self.engine.operations.history(self.key)]
+        return [(o.version, o.status) for o in self.engine.history(self.key)]
 
     def helm_cli(self, *args: str) -> str:
         proc = subprocess.run([self.helm.binary, *args, "-n", self.namespace, *self.target.helm_args()],

@@ -286,7 +286,7 @@ async def test_maintenance_key_on_and_off(
             [(e.action, e.outcome, e.message[:80]) for e in app.engine.events(key)]
         core_api.patch_namespaced_config_map("cfg", namespace, {"data": {"a": "by hand"}})
         runs = app.engine.controller.queue.runs
-        app.engine.controller.queue.add(key)  # a pass in maintenance reconciles nothing
+        app.engine.enqueue(key)  # a pass in maintenance reconciles nothing
         await wait_for(lambda: app.engine.controller.queue.runs > runs)
         assert (core_api.read_namespaced_config_map("cfg", namespace).data or {})["a"] == "by hand"
         await wait_for(lambda: cell(app, key, "monitor") == "○ off", seen=lambda: cell(app, key, "monitor"))

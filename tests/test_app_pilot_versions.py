@@ -117,12 +117,12 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
         assert first is not None and first.ok, first
         view = engine.release(key)  # the tag list the pass resolved ~1.0 from also marks the row
         assert view is not None and view.chart_update == ChartUpdate("2.0.0", False, "")
-        listed = await engine.versions.list(key)
+        listed = await engine.chart_versions(key)
         assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
             ("2.0.0", False, False), ("1.0.1", True, True), ("1.0.0", True, False)]
-        diff = await engine.versions.diff(key, "2.0.0")
+        diff = await engine.version_diff(key, "2.0.0")
         assert "-  marker: 'o-1.0.1'" in diff and "+  marker: 'o-2.0.0'" in diff
-        pinned = await engine.versions.pin(key, "2.0.0")
+        pinned = await engine.pin(key, "2.0.0")
         assert (pinned.file.name, pinned.field, pinned.before) == ("source.yaml", "spec.ref.semver", "~1.0")
         assert (pkgs / "source.yaml").read_text() == source.replace("'~1.0'", "'2.0.0'")
         done = await engine.reconcile(key)

@@ -37,10 +37,10 @@ def test_a_follower_names_the_lease_holder() -> None:
 
 def test_offline_only_keeps_its_own_status() -> None:
     engine = fixed_engine()
-    assert engine.gate.why_not("suspend", WEB) is None
-    assert engine.gate.why_not("upgrade", WEB) == "not connected to a cluster"
+    assert engine.why_not("suspend", WEB) is None
+    assert engine.why_not("upgrade", WEB) == "not connected to a cluster"
     with pytest.raises(NotAvailable):
-        engine.gate.check("test", WEB)
+        engine.check("test", WEB)
 
 
 def test_package_pending_and_busy_rules() -> None:

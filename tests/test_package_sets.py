@@ -78,6 +78,7 @@ async def test_two_folders_with_one_base_name_each_lead_their_own_lease(
             "--packages", str(folder), "--lease-namespace", namespace, "--log-file", str(tmp_path / "log")])
         engines.append(_engine(args))
     first, second = engines
+    assert first.lease_config is not None and second.lease_config is not None
     assert first.lease_config.name != second.lease_config.name
     try:
         for engine in engines:

@@ -291,7 +291,7 @@ async def test_a_stale_pending_release_is_unlocked_and_a_fresh_one_left_alone(sc
     assert results[-1].state == st.IN_SYNC
     history = sc.revisions()
     assert history[0][1] == "deployed" and (history[0][0] - 1, "failed") in history
-    unlocked = next(o for o in sc.engine.operations.history(sc.key) if o.status == "failed") if sc.engine else None
+    unlocked = next(o for o in sc.engine.history(sc.key) if o.status == "failed") if sc.engine else None
     assert unlocked is not None and "unlocked by helmdeck" in unlocked.description
 
 

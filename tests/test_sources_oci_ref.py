@@ -35,11 +35,11 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
     try:
         first = await engine.reconcile(key)
         assert first is not None and first.ok, first
-        listed = await engine.versions.list(key)
+        listed = await engine.chart_versions(key)
         assert listed.range == "tag 1.0.0"
         assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
             ("1.1.0+b.2", False, False), ("1.0.0", True, True)]
-        pinned = await engine.versions.pin(key, "1.1.0+b.2")
+        pinned = await engine.pin(key, "1.1.0+b.2")
         assert (pinned.file.name, pinned.field, pinned.before, pinned.after) == (
             "source.yaml", "spec.ref.tag", "1.0.0", "1.1.0_b.2")
         assert (pkgs / "source.yaml").read_text() == source.replace("tag: 1.0.0 ", "tag: 1.1.0_b.2 ")
@@ -76,7 +76,7 @@ async def test_semver_filter_selects_lists_and_marks_only_the_tags_it_matches(
         assert obs is not None and obs.chart_version == "1.1.0-rc.1"  # 2.0.0 is newer, but no candidate
         view = engine.release(key)  # the tag list the pass resolved from marks the row: nothing newer
         assert view is not None and view.chart_update is None
-        listed = await engine.versions.list(key)
+        listed = await engine.chart_versions(key)
         assert listed.range == "semver '>=1.0.0-0' (tags matching '-rc')"
         assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
             ("1.1.0-rc.1", True, True), ("1.0.0-rc.1", True, False)]

@@ -85,7 +85,7 @@ async def test_pin_edits_the_version_in_place_and_reloads_the_package(tmp_path: 
     (tmp_path / "web.yaml").write_text(PACKAGES)
     engine = _engine(tmp_path)
     key = ("demo", "web")
-    pinned = await engine.versions.pin(key, "2.0.0")
+    pinned = await engine.pin(key, "2.0.0")
     assert (pinned.before, pinned.after, pinned.field) == ("^1.2.0", "2.0.0", "spec.chart.spec.version")
     assert (tmp_path / "web.yaml").read_text() == PACKAGES.replace('"^1.2.0"', '"2.0.0"')
     request = engine.packages[key].chart_request
@@ -97,14 +97,14 @@ async def test_pin_of_an_oci_chart_edits_the_shared_oci_repository_and_names_who
     for name, text in OCI_FILES.items():
         (tmp_path / name).write_text(text)
     engine = _engine(tmp_path)
-    planned = engine.versions.plan_pin(("demo", "a"), "1.1.0+build.1")
+    planned = engine.plan_pin(("demo", "a"), "1.1.0+build.1")
     assert planned.file == tmp_path / "source.yaml" and planned.field == "spec.ref.semver"
     assert planned.shared == ("demo/b",)
     assert planned.text == OCI_FILES["source.yaml"].replace("'~1.0'", "'1.1.0+build.1'")
     with pytest.raises(ActionRefused, match="uses a local chart"):
-        engine.versions.plan_pin(("demo", "local"), "1.0.0")
-    assert "uses a local chart" in (engine.gate.why_not("versions", ("demo", "local")) or "")
-    assert engine.gate.why_not("versions", ("demo", "a")) is None
+        engine.plan_pin(("demo", "local"), "1.0.0")
+    assert "uses a local chart" in (engine.why_not("versions", ("demo", "local")) or "")
+    assert engine.why_not("versions", ("demo", "a")) is None
 
 
 def test_a_digest_reference_is_not_pinned_in_place(tmp_path: Path) -> None:
@@ -122,8 +122,8 @@ def test_a_pin_the_semver_filter_would_drop_is_refused(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(OCI_FILES["a.yaml"])
     engine = _engine(tmp_path)
     with pytest.raises(PinError, match=r"does not match spec\.ref\.semverFilter '-rc'"):
-        engine.versions.plan_pin(("demo", "a"), "1.0.1")
-    assert engine.versions.plan_pin(("demo", "a"), "1.0.1-rc.1").text == filtered.replace("'~1.0'", "'1.0.1-rc.1'")
+        engine.plan_pin(("demo", "a"), "1.0.1")
+    assert engine.plan_pin(("demo", "a"), "1.0.1-rc.1").text == filtered.replace("'~1.0'", "'1.0.1-rc.1'")
 
 
 def test_the_row_marks_a_newer_version_from_what_the_repository_offered(tmp_path: Path) -> None:

@@ -334,8 +334,8 @@ async def test_unavailable_actions_are_shown_disabled_and_say_why() -> None:
         assert keys["Test"] is False and keys["Upgrade"] is False
         assert "Unlock" not in keys and "Cleanup" not in keys  # rarer: help and the palette list them
         await pilot.press("l", "c")
-        why = app.engine.gate.why_not("unlock")  # the gate's own words, shown as they are
-        assert why and why == app.engine.gate.why_not("cleanup")
+        why = app.engine.why_not("unlock")  # the gate's own words, shown as they are
+        assert why and why == app.engine.why_not("cleanup")
         assert notes.calls[0][0] == f"Unlock: {why}"
         assert notes.calls[1][0] == f"Cleanup: {why}"
         commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
@@ -348,7 +348,7 @@ async def test_release_refusals_are_the_gates() -> None:
     async with app.run_test(size=SIZE) as pilot:
         app.query_one(ReleaseTable).select(WEB)
         await pilot.press("l")  # web is deployed, not pending
-        assert notes.calls[-1][0] == f"Unlock: {app.engine.gate.why_not('unlock', WEB)}"
+        assert notes.calls[-1][0] == f"Unlock: {app.engine.why_not('unlock', WEB)}"
         assert "not pending" in notes.calls[-1][0]
         assert len(app.screen_stack) == 1
 
@@ -436,7 +436,7 @@ async def test_help_lists_every_action_with_its_availability() -> None:
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one(TextView).query_one(".text-body").render())
-        assert f"Unlock       disabled: {app.engine.gate.why_not('unlock')}" in text
+        assert f"Unlock       disabled: {app.engine.why_not('unlock')}" in text
         assert "D / ctrl+d Uninstall    disabled" in text and "s          Suspend      available" in text
         assert "secretName stays visible" in text
 
@@ -453,7 +453,7 @@ async def test_help_says_availability_for_the_selected_release() -> None:
         text = str(app.screen.query_one(TextView).query_one(".text-body").render())
         assert f"Actions  on {key[0]}/{key[1]}" in text
         for name, label in (("unlock", "Unlock"), ("cancel", "Cancel")):
-            reason = app.engine.gate.why_not(name, key)
+            reason = app.engine.why_not(name, key)
             assert reason is not None and f"{label:<13}disabled: {reason}" in text.replace("\n" + " " * 26, " ")
         assert "local chart" in text.split("Version", 1)[1].split("\n", 1)[0]  # v: a local chart has no versions
         assert "Suspend      available" in text

@@ -140,15 +140,15 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
         assert "•••••• #" in panes[0] and "yes-inline" in panes[0] and "greeting" in panes[2]
         assert GREETING in await app.manifest_text(key, 1, reveal=True)
         shown = engine.masker.values_yaml(await engine.values(key, 2), reveal=False,
-                                          secret_paths=engine.values_sources.secret_paths(key))
+                                          secret_paths=engine.secret_paths(key))
         assert "s3cr3t-changed" not in shown and MOTD not in shown and "yes-inline" in shown
-        assert engine.values_sources.secret_paths(key) == (("settings", "greeting"), ("settings", "motd"))
+        assert engine.secret_paths(key) == (("settings", "greeting"), ("settings", "motd"))
         manifest = engine.masker.mask_manifest(await engine.manifest(key, 2))
         assert "s3cr3t-changed" not in manifest and MOTD not in manifest and "debug" in manifest
         secret(core_api, namespace, "motd", {"text": "next-motd-value"}, replace=True)
         await until(lambda: revision(engine, key) == 3, timeout=15)
         rev_diff = engine.masker.values_yaml(await engine.values(key, 3), reveal=False,
-                                             secret_paths=engine.values_sources.secret_paths(key))
+                                             secret_paths=engine.secret_paths(key))
         assert "next-motd-value" not in rev_diff
     finally:
         await engine.stop()

@@ -98,15 +98,15 @@ class EngineClient:
     # -- availability ----------------------------------------------------------
     @property
     def readonly(self) -> bool:
-        return self.engine.gate.readonly
+        return self.engine.readonly
 
     def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
         """None when ``action`` may run now (on ``key``), else one sentence saying why not (the engine's gate)."""
-        return self.engine.gate.why_not(action, key)
+        return self.engine.why_not(action, key)
 
     def check(self, action: str, key: ReleaseKey | None = None) -> None:
         """Raise ActionRefused or NotAvailable with :meth:`why_not`'s sentence when ``action`` may not run now."""
-        self.engine.gate.check(action, key)
+        self.engine.check(action, key)
 
     # -- reading -----------------------------------------------------------------
     def releases(self) -> list[ReleaseView]:
@@ -117,7 +117,7 @@ class EngineClient:
 
     def history(self, key: ReleaseKey) -> list[Observation]:
         """Stored revisions, newest first."""
-        return self.engine.operations.history(key)
+        return self.engine.history(key)
 
     def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
         return self.engine.events(key)
@@ -135,7 +135,7 @@ class EngineClient:
         if not wanted or time.monotonic() < self._discovery_retry:
             return {}
         try:
-            return await self.engine.inspector.scopes(wanted)
+            return await self.engine.kind_scopes(wanted)
         except NotAvailable:  # offline: the built-in list
             return {}
         except Exception as exc:  # the built-in list, and no discovery call (each may wait out a timeout) for a while
@@ -146,23 +146,22 @@ class EngineClient:
     def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
         """Call ``callback`` (on the engine's loop) with each Kubernetes Event of ``namespace``; returns the
         unsubscribe function. The engine shares one watch per namespace."""
-        return self.engine.kube_events.watch(namespace, callback)
+        return self.engine.watch_kube_events(namespace, callback)
 
     def kube_events(self, namespace: str, objects: list[tuple[str, str, str]]) -> list[KubeEvent]:
         """The recent Kubernetes Events of ``objects`` (``(kind, namespace, name)``) and of what they own,
         oldest first (see :func:`engine.events.belongs`)."""
-        return [e for e in self.engine.kube_events.recent(namespace) if belongs(e, objects)]
+        return [e for e in self.engine.recent_kube_events(namespace) if belongs(e, objects)]
 
     async def live_object(self, ref: ObjectRef, *, reveal: bool = False) -> tuple[str, list[PodRow] | None]:
         """An object's live YAML (managedFields hidden, secrets masked unless ``reveal``) and, for a
         workload, its pods. Raises KeyError (absent) or NotAvailable (offline)."""
-        inspector = self.engine.inspector
-        obj = await inspector.get(*ref)
-        return object_yaml(obj, self.masker, reveal=reveal), await inspector.pods(obj)
+        obj = await self.engine.live_object(*ref)
+        return object_yaml(obj, self.masker, reveal=reveal), await self.engine.live_pods(obj)
 
     async def logs(self, namespace: str, pod: str, container: str) -> str:
         """A container's last log lines; RuntimeError("logs not served: ...") when the kubelet has none."""
-        return await self.engine.inspector.logs(namespace, pod, container)
+        return await self.engine.container_logs(namespace, pod, container)
 
     # -- texts shown (masked unless revealed) ----------------------------------------
     async def manifest_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
@@ -175,22 +174,22 @@ class EngineClient:
         """A revision's values as YAML; secrets masked unless ``reveal``, values from Secrets
         (``valuesFrom``) by their path whatever their key."""
         values = await self.engine.values(key, revision, computed=computed)
-        paths = self.engine.values_sources.secret_paths(key)
+        paths = self.engine.secret_paths(key)
         # Off the event loop: dumping and masking ~1 MB of values takes seconds.
         return await asyncio.to_thread(self.masker.values_yaml, values, reveal=reveal, secret_paths=paths)
 
     async def _remember(self, key: ReleaseKey, revision: int) -> None:
         """The masker learns the Secret-sourced values ``revision`` was deployed with (they may be older
         than the Secret now), so texts of that revision mask them too."""
-        if self.engine.values_sources.secret_paths(key):
+        if self.engine.secret_paths(key):
             values = await self.engine.values(key, revision)
             # Off the event loop: a large Secret's values make a large pattern to compile.
-            await asyncio.to_thread(self.engine.values_sources.remember, key, values)
+            await asyncio.to_thread(self.engine.remember_secret_values, key, values)
 
     async def notes_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
         """The chart's NOTES Helm stored for ``revision`` (``info.notes``), its values' secrets masked unless
         ``reveal`` ("" when the chart has none)."""
-        record = await self.engine.operations.release_record(key, revision)
+        record = await self.engine.release_record(key, revision)
         info = record.get("info")
         notes = info.get("notes") if isinstance(info, dict) else None
         if not isinstance(notes, str) or not notes:
@@ -208,7 +207,7 @@ class EngineClient:
             for rev in (before, after):
                 await self._remember(key, rev)
         return revision_diff(sides[0], sides[1], self.masker, reveal=reveal,
-                             secret_paths=self.engine.values_sources.secret_paths(key))
+                             secret_paths=self.engine.secret_paths(key))
 
     async def desired_diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change now (a unified diff, "" = nothing), secrets masked unless ``reveal``."""
@@ -226,7 +225,7 @@ class EngineClient:
         return await self.engine.test(key)
 
     async def suspend(self, key: ReleaseKey, suspended: bool) -> None:
-        self.engine.operations.suspend(key, suspended)
+        self.engine.suspend(key, suspended)
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.uninstall(key)
@@ -238,17 +237,17 @@ class EngineClient:
     async def pause_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter +1; returns the new count."""
         self.check("monitor", key)
-        return self.engine.operations.pause_monitor(key)
+        return self.engine.pause_monitor(key)
 
     async def resume_monitor(self, key: ReleaseKey) -> int:
         """The monitor's pause counter -1 (never below 0); returns the new count."""
         self.check("monitor", key)
-        return self.engine.operations.resume_monitor(key)
+        return self.engine.resume_monitor(key)
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> object:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode."""
         self.check("maintenance", key)
-        return await self.engine.operations.set_maintenance(key, mode)
+        return await self.engine.set_maintenance(key, mode)
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome:
         """Stop the action running on ``key``; its outcome is recorded cancelled."""
@@ -266,25 +265,25 @@ class EngineClient:
     # -- chart versions (the version picker) ------------------------------------------
     async def versions(self, key: ReleaseKey) -> VersionList:
         """The versions ``key``'s repository offers, newest first (deployed and range marked)."""
-        return await self.engine.versions.list(key)
+        return await self.engine.chart_versions(key)
 
     def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
         """The file edit pinning ``key``'s chart to ``version`` (nothing written). Raises PinError."""
-        return self.engine.versions.plan_pin(key, version)
+        return self.engine.plan_pin(key, version)
 
     async def version_diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
         """What upgrading ``key`` to chart ``version`` would change ("" = nothing), masked unless ``reveal``."""
-        return await self.engine.versions.diff(key, version, reveal=reveal)
+        return await self.engine.version_diff(key, version, reveal=reveal)
 
     async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | str | None]:
         """Pin ``key``'s chart to ``version`` in its package file, then reconcile it (a suspended package
         waits for its resume): the edit and the pass's outcome (None: nothing ran; a text: why it could not
         run now, the package is then queued)."""
-        pinned = await self.engine.versions.pin(key, version)
+        pinned = await self.engine.pin(key, version)
         try:
             return pinned, await self.engine.reconcile(key)
         except ActionRefused as exc:  # an action runs on it: the pin is written, the next pass takes it
-            self.engine.controller.queue.add(key)
+            self.engine.enqueue(key)
             return pinned, str(exc)
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:

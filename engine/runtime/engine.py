@@ -1,7 +1,7 @@
 """The engine: the one object the app and the CLI talk to.
 
 It builds its collaborators at construction, starts and stops them, and
-exposes their public API:
+delegates to them:
 
 - :class:`~engine.runtime.book.ReleaseBook`: every per-release state, the
   :class:`~engine.runtime.state.ReleaseView` rows and the events
@@ -10,40 +10,51 @@ exposes their public API:
 - :class:`~engine.runtime.controller.PackageController`: the work queue, its
   triggers and the passes (the atomic release loop, as Flux's helm-controller);
 - :class:`~engine.runtime.operations.Operations`: the operator's actions;
+- :class:`~engine.runtime.chart_versions.ChartVersions`, :class:`~engine.runtime.release_events.ReleaseEvents`,
+  :class:`~engine.runtime.values_sources.ValuesSources`, :class:`~engine.inspect.Inspector`;
 - the storage observer, the release service (monitors, render, cleanup) and,
   with a lease configured, the lease elector (only the holder acts).
 
+The app (``tui/``) and the command line (``helmdeck/``) use only the methods
+and properties of :class:`Engine` (docs/ARCHITECTURE.md, "The engine API the
+app uses"); the collaborator attributes are for the engine's own modules and
+for tests, and a test (tests/test_facade.py) keeps the app and the CLI off them.
+
 Actions raise :class:`ActionRefused` (cannot start now) or :class:`NotAvailable`
-(this engine cannot do it); :attr:`Engine.gate` says so in advance.
+(this engine cannot do it); :meth:`Engine.why_not` says so in advance.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from engine.events import KubeEvent
 from engine.helm import Helm
-from engine.inspect import Inspector
+from engine.inspect import Inspector, PodRow
 from engine.kube import KubeTarget, api_client
 from engine.masking import Masker
 from engine.package import PackageError, PackageSpec
 from engine.reconcile.action import ActionContext
+from engine.reconcile.atomic import PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
+from engine.resolve.strvals import Path as ValuesPath
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
-from engine.runtime.chart_versions import ChartVersions
+from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.gate import ACTIONS, OFFLINE, ActionGate
 from engine.runtime.lease import LeaseConfig, LeaseElector
 from engine.runtime.operations import Operations
 from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
 from engine.runtime.package_set import PackageSet, package_set_for
+from engine.runtime.plan import Plan, make_plan
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.repositories import RepositoryRefresh
 from engine.runtime.source import PackageSource
@@ -58,7 +69,10 @@ from engine.runtime.tasks import Background
 from engine.runtime.values_sources import ValuesSources
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
+from engine.sources.source import ChartRequest, ChartVersionInfo
+from engine.storage.observation import Observation
 from engine.storage.observer import Observer
+from engine.storage.records import UnreadableRecord
 
 __all__ = ["ACTIONS", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
@@ -221,8 +235,7 @@ class Engine:
                                    self.lease_config.duration + 2 * self.lease_config.retry)
         return self.acting
 
-    @property
-    def inspector(self) -> Inspector:
+    def _live(self) -> Inspector:
         """Live objects, their pods and container logs (the app's drill-down). Raises NotAvailable offline."""
         if self._inspector is None:
             raise NotAvailable("no cluster (offline): live objects cannot be read")
@@ -250,6 +263,27 @@ class Engine:
     def acting(self) -> bool:
         """True when this instance may change the cluster (not read-only, and holding the lease if any)."""
         return self.gate.acting
+
+    @property
+    def readonly(self) -> bool:
+        """True when every mutating action is refused (``--readonly``), whoever holds the lease."""
+        return self.gate.readonly
+
+    @property
+    def lease_holder(self) -> str:
+        """The identity of the other instance holding the engine lease ("" when none known, or this one)."""
+        return self.gate.holder
+
+    def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
+        """None when ``action`` (one of :data:`ACTIONS`) may run now on ``key`` (or at all, without a key),
+        else one sentence saying why not: read-only, lease held elsewhere, offline, no package, not
+        pending, busy... (the one wording of :class:`~engine.runtime.gate.ActionGate`)."""
+        return self.gate.why_not(action, key)
+
+    def check(self, action: str, key: ReleaseKey | None = None) -> None:
+        """Return when ``action`` may run now; else raise ActionRefused (cannot start now) or NotAvailable
+        (this engine cannot do it, e.g. offline) with :meth:`why_not`'s sentence."""
+        self.gate.check(action, key)
 
     @property
     def packages(self) -> dict[ReleaseKey, PackageSpec]:
@@ -300,6 +334,66 @@ class Engine:
         """What an upgrade would change (unified diff, "" = nothing), secrets masked unless ``reveal``."""
         return await self.operations.diff(key, reveal=reveal)
 
+    def history(self, key: ReleaseKey) -> list[Observation]:
+        """Every readable stored revision of ``key``, newest first ([] when none)."""
+        return self.operations.history(key)
+
+    async def release_record(self, key: ReleaseKey, revision: int) -> dict[str, Any]:
+        """The whole stored release JSON of one revision (manifest, chart, values, ``info.notes``, hooks),
+        loaded on demand in a thread. Raises KeyError when the revision is not stored."""
+        return await self.operations.release_record(key, revision)
+
+    def unreadable_releases(self) -> dict[ReleaseKey, UnreadableRecord]:
+        """The releases whose newest stored record cannot be decoded, with the typed reason."""
+        return self.observer.unreadable_releases()
+
+    def secret_paths(self, key: ReleaseKey) -> tuple[ValuesPath, ...]:
+        """The paths (tuples of keys and indexes) of ``key``'s values that came from Secrets through
+        ``spec.valuesFrom``, as of its last resolution (() when none or unknown)."""
+        return self.values_sources.secret_paths(key)
+
+    def remember_secret_values(self, key: ReleaseKey, values: Mapping[str, Any]) -> None:
+        """Have the engine's masker mask what ``values`` (e.g. a stored revision's user values) hold at
+        ``key``'s :meth:`secret_paths`: a revision deployed from an older Secret shows its old values
+        masked too. Blocking (compiles a pattern): call it in a thread for large values."""
+        self.values_sources.remember(key, values)
+
+    async def plan(self) -> Plan:
+        """The plan of every package (state, next action, why, object changes), dependencies first; acts
+        on nothing (:mod:`engine.runtime.plan`). Call it on a started engine."""
+        return await make_plan(self)
+
+    # -- Kubernetes Events and live objects (read-only) ---------------------------------
+    def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` on the engine's loop with each Kubernetes Event of ``namespace`` (one shared
+        watch per namespace; offline: only Events fed by hand); returns the unsubscribe function."""
+        return self.kube_events.watch(namespace, callback)
+
+    def recent_kube_events(self, namespace: str) -> list[KubeEvent]:
+        """The recent Kubernetes Events of ``namespace`` kept (at most ``engine.events.KEEP``), oldest first."""
+        return self.kube_events.recent(namespace)
+
+    async def live_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """The live object as the API server serves it (``namespace`` "" for a cluster-scoped kind).
+        Raises KeyError (absent, or its kind not served), NotAvailable (offline), ApiException."""
+        return await self._live().get(api_version, kind, namespace, name)
+
+    async def live_pods(self, obj: dict[str, Any]) -> list[PodRow] | None:
+        """The pods the workload ``obj`` (a live object) selects; None when its kind is not a workload.
+        Raises NotAvailable (offline), ApiException."""
+        return await self._live().pods(obj)
+
+    async def container_logs(self, namespace: str, pod: str, container: str) -> str:
+        """The last lines (``engine.inspect.LOG_LINES``) of a container's log. Raises RuntimeError("logs not
+        served: ...") when the kubelet has none, NotAvailable (offline)."""
+        return await self._live().logs(namespace, pod, container)
+
+    async def kind_scopes(self, kinds: Iterable[tuple[str, str]]) -> dict[tuple[str, str], bool | None]:
+        """Per ``(apiVersion, kind)``: True when served namespaced, False cluster-scoped, None not served
+        (API discovery, cached per group version). Raises NotAvailable (offline), ApiException or urllib3's
+        errors when discovery cannot be read."""
+        return await self._live().scopes(kinds)
+
     # -- acting (see engine.runtime.operations) ----------------------------------
     async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
         """Run one pass now; ``force`` upgrades even when in sync and lifts a suspension.
@@ -343,6 +437,64 @@ class Engine:
     async def unlock(self, key: ReleaseKey) -> ActionOutcome:
         """Mark ``key``'s pending release failed so it can move again."""
         return await self.operations.unlock(key)
+
+    def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
+        """Suspend (or with ``suspended`` False resume, which queues a pass) reconciliation of ``key``'s
+        package; kept in its engine status. Raises ActionRefused/NotAvailable as :meth:`check` ("suspend")."""
+        self.operations.suspend(key, suspended)
+
+    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
+        """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode and reconcile once (each
+        change costs exactly one upgrade); returns that pass. Raises ActionRefused/NotAvailable."""
+        return await self.operations.set_maintenance(key, mode)
+
+    def pause_monitor(self, key: ReleaseKey) -> int:
+        """The release monitor's pause counter +1 (as nelm's PauseMonitor); returns the new count.
+        Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
+        return self.operations.pause_monitor(key)
+
+    def resume_monitor(self, key: ReleaseKey) -> int:
+        """The release monitor's pause counter -1 (never below 0; at 0 it checks again); returns the new
+        count. Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
+        return self.operations.resume_monitor(key)
+
+    def enqueue(self, key: ReleaseKey) -> None:
+        """Queue a pass of ``key``'s package (deduplicated; after the running one, if any). Never raises."""
+        self.controller.queue.add(key)
+
+    async def settle(
+        self, keys: Iterable[ReleaseKey], deadline: float, *, stop: asyncio.Event | None = None,
+    ) -> dict[ReleaseKey, PassResult]:
+        """Pass each of ``keys`` until it rests, dependencies first, for at most ``deadline`` seconds
+        (``helmdeck reconcile --once``); returns the last pass of each key that finished (setting ``stop``
+        ends the wait: unfinished keys are missing). See PackageController.settle."""
+        return await self.controller.settle(keys, deadline, stop=stop)
+
+    # -- chart versions (the version picker, ``helmdeck versions``) ------------------------
+    async def chart_versions(self, key: ReleaseKey) -> VersionList:
+        """The versions ``key``'s repository offers, newest first, the deployed one and the range marked
+        (refreshes the row's newer-version marker). Raises ActionRefused (no package, local chart), SourceError."""
+        return await self.versions.list(key)
+
+    async def offered_versions(self, request: ChartRequest) -> list[ChartVersionInfo]:
+        """The versions the repository of ``request`` offers for its chart, newest first (nothing pulled;
+        the repository is asked at most once per interval). Raises SourceError."""
+        return await self.controller.charts.versions(request)
+
+    def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
+        """The file edit pinning ``key``'s chart to ``version`` (nothing written). Raises ActionRefused,
+        PinError (a digest-selecting OCIRepository, a field not editable in place), OSError."""
+        return self.versions.plan_pin(key, version)
+
+    async def version_diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
+        """What upgrading ``key`` to chart ``version`` would change (unified diff, "" = nothing), secrets
+        masked unless ``reveal``. Raises ActionRefused, NotAvailable, SourceError, PackageError, HelmError."""
+        return await self.versions.diff(key, version, reveal=reveal)
+
+    async def pin(self, key: ReleaseKey, version: str) -> Pin:
+        """Write :meth:`plan_pin`'s edit and reload the packages folder (the next pass deploys it); returns
+        the edit. Raises ActionRefused (read-only, lease, no package, local chart), PinError, OSError."""
+        return await self.versions.pin(key, version)
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         """``helm uninstall`` the release; its package (if any) is suspended."""
