@@ -58,7 +58,7 @@ def header_label(label: str, arrow: str, room: int) -> str:
     return label[:max(0, room - len(suffix) - 1)] + "…" + suffix
 
 
-# The newer-version marker that ends a CHART cell (tui.sources.update_mark): kept when the cell is cut short.
+# The newer-version marker that ends a CHART cell (tui.chart_origin.update_mark): kept when the cell is cut short.
 UPDATE_MARKS = ("↑", "⇡")
 
 

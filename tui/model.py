@@ -16,8 +16,8 @@ from engine.runtime.owners import owner_of
 from engine.runtime.state import RELEASE_STATES, ReleaseKey, ReleaseView
 from engine.storage.observation import PENDING_STATUSES
 from tui import format as fmt
+from tui.chart_origin import chart_cell
 from tui.format import Tone
-from tui.sources import chart_cell
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from engine.package import NO_RESOURCE_RECONCILIATION
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView
 from tui import confirmations
+from tui.chart_origin import picker_rows, picker_title
 from tui.confirmations import Confirmation
 from tui.engine_client import EngineClient
-from tui.sources import picker_rows, picker_title
 from tui.widgets.overview import previous_snapshot
 
 Severity = Literal["information", "warning", "error"]

@@ -11,7 +11,7 @@ from engine.runtime.owners import owner_of
 from engine.runtime.state import ReleaseView
 from engine.storage.observation import Observation
 from tui import format as fmt
-from tui.sources import newer_line, source_line, update_text
+from tui.chart_origin import newer_line, origin_line, update_text
 from tui.widgets.header_bar import TONE_STYLE
 
 Part = str | tuple[str, str]
@@ -47,7 +47,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
                   f"   package {pkg.name} ({pkg.file.name})" if pkg else "   no package declares it")
     parts += _row("Owner", owner_of(view).text)
     if pkg is not None:
-        parts += _row("Source", source_line(pkg))
+        parts += _row("Source", origin_line(pkg))
     if obs is not None:
         parts += _row("Chart", f"{obs.chart_name}@{obs.chart_version}   app version {obs.app_version or '-'}")
         if view.chart_update is not None:

@@ -16,7 +16,7 @@ from engine.sources.updates import ChartUpdate
 from tui.format import Tone
 
 
-def source_line(pkg: PackageSpec) -> str:
+def origin_line(pkg: PackageSpec) -> str:
     """``HelmRepository demo/charts https://… chart web, range ^0.1``, ``OCIRepository demo/web oci://… ref
     semver '~1.0'`` or ``local ../charts/web`` (relative to the package file)."""
     request = pkg.chart_request
