@@ -25,7 +25,7 @@ from engine.helm import Helm
 from engine.kube import KubeTarget, api_client
 from localcluster import build
 from localcluster.cluster import LocalCluster
-from tests.sources_fixtures import ChartRepoServer
+from tests.chart_sources import ChartRepoServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

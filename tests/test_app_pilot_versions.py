@@ -15,7 +15,7 @@ from engine.kube import KubeTarget
 from engine.runtime import Engine
 from engine.sources.updates import ChartUpdate
 from localcluster.cluster import LocalCluster
-from tests.sources_fixtures import ChartRepoServer, oci_folder, package_chart, publish_http, push_oci, write
+from tests.chart_sources import ChartRepoServer, oci_folder, package_chart, publish_http, push_oci, write
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tui.app import HelmdeckApp
 from tui.screens.confirm import ConfirmScreen

@@ -17,6 +17,8 @@ from tests.reconcile_harness import EXAMPLES
 
 
 def helmdeck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the helmdeck command line as a user would (output captured, at most ``timeout`` seconds); the
+    one runner of the tests."""
     return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True,
                           timeout=timeout, check=False)
 

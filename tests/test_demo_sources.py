@@ -18,7 +18,7 @@ from engine.kube import KubeTarget
 from helmdeck.demo import NAMESPACE, NEWER, chart_dirs, oci_tags, published, start_sources
 from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES, run_helm
-from tests.sources_fixtures import helmdeck
+from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
 
@@ -58,7 +58,7 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
         args = ["reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),
                 "--helm", helm.binary, "-n", NAMESPACE, "--packages", str(sources.packages),
                 "--log-file", str(tmp_path / "log")]
-        first = helmdeck(*args)
+        first = helmdeck(*args, timeout=300)
         assert first.returncode == 0, first.stdout + first.stderr
         lines = map(json.loads, first.stdout.splitlines())
         results = {r["release"]: r["state"] for r in lines if r["type"] == "result"}
@@ -86,7 +86,7 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
     try:
         assert (again.packaged, again.pushed, again.charts_url) == ([], [], sources.charts_url)
         assert (state / "demo" / "repo" / "index.yaml").read_bytes() == index_before
-        second = helmdeck(*args)
+        second = helmdeck(*args, timeout=300)
         assert second.returncode == 0, second.stdout + second.stderr
         assert releases(helm) == deployed
     finally:

@@ -1,4 +1,4 @@
-"""Snapshot tests of charts from repositories (tests/fixtures_sources.py): the CHART column's short form and
+"""Snapshot tests of charts from repositories (tests/chart_sources.py): the CHART column's short form and
 newer-version marker, the Overview's source line, the version picker (v) and its pin confirmation."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from textual.pilot import Pilot
 
 from engine.masking import Masker
 from engine.runtime.diff import unified
+from tests.chart_sources import SHOP_WEB, sources_engine
 from tests.fixtures import WEB, fixed_clock
-from tests.fixtures_sources import SHOP_WEB, sources_engine
 from tests.test_snapshots import MAIN, TALL
 from tests.test_snapshots import app as local_app
 from tui.app import HelmdeckApp

@@ -16,16 +16,16 @@ from engine.helm import Helm
 from engine.kube import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
-from tests.conftest import run_helm
-from tests.sources_fixtures import (
+from tests.chart_sources import (
     ChartRepoServer,
     CmdlineWatch,
-    helmdeck,
     package_chart,
     publish_http,
     push_oci,
     write,
 )
+from tests.conftest import run_helm
+from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
 
@@ -57,7 +57,7 @@ def test_http_and_oci_packages_install_and_upgrade_within_their_range(
     log = tmp_path / "helmdeck.log"
     args = ["reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),
             "--helm", h, "-n", namespace, "--packages", str(pkgs), "--log-file", str(log)]
-    first = helmdeck(*args)
+    first = helmdeck(*args, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
     assert chart_versions(helm, namespace) == {"web-http": "web-1.0.0", "web-oci": "web-1.0.0"}
     located = {e["release"]: e["message"] for e in map(json.loads, first.stdout.splitlines())
@@ -69,12 +69,12 @@ def test_http_and_oci_packages_install_and_upgrade_within_their_range(
     publish_http(h, package_chart(h, tmp_path, "1.1.0"), repo)
     push_oci(h, package_chart(h, tmp_path, "1.1.0", marker="oci"), base, env=helm_home)
     push_oci(h, package_chart(h, tmp_path, "3.0.0", marker="oci"), base, env=helm_home)
-    second = helmdeck(*args)
+    second = helmdeck(*args, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
     assert chart_versions(helm, namespace) == {"web-http": "web-1.0.5", "web-oci": "web-1.1.0"}
     # Re-pushing web-oci's tag with new content upgrades it (a new digest), at the same version.
     push_oci(h, package_chart(h, tmp_path, "1.1.0", marker="again"), base, env=helm_home)
-    third = helmdeck(*args)
+    third = helmdeck(*args, timeout=300)
     assert third.returncode == 0, third.stdout + third.stderr
     revisions = {r["name"]: r["revision"] for r in json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))}
     assert revisions == {"web-http": "2", "web-oci": "3"}
@@ -101,7 +101,7 @@ def test_unreachable_repository_fails_only_its_package(
     assert rendered.returncode == 0 and "kind: Deployment" in rendered.stdout, rendered.stderr
     refused = helmdeck("render", "--no-lease", *common, "broken")
     assert refused.returncode == 1 and "spec.chart" in refused.stderr and "cannot reach" in refused.stderr
-    proc = helmdeck("reconcile", "--once", "--json", "--no-lease", *common)
+    proc = helmdeck("reconcile", "--once", "--json", "--no-lease", *common, timeout=300)
     assert proc.returncode != 0
     assert chart_versions(helm, namespace) == {"ok": "web-1.0.0"}
     results = {r["release"]: r for r in map(json.loads, proc.stdout.splitlines()) if r["type"] == "result"}
@@ -129,7 +129,7 @@ def test_private_repository_credentials_reach_no_argument_and_no_log(
         with CmdlineWatch(password) as watch:
             proc = helmdeck("reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),
                             "--helm", helm.binary, "-n", namespace, "--packages", str(pkgs), "--log-file", str(log),
-                            "--log-level", "debug")
+                            "--log-level", "debug", timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert chart_versions(helm, namespace) == {"web": "web-1.0.0"}
         assert "pull" in watch.helm_runs and watch.leaks == []

@@ -16,8 +16,8 @@ import pytest
 
 from engine.helm import Helm
 from engine.kube import KubeTarget
+from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from tests.conftest import run_helm
-from tests.sources_fixtures import ChartRepoServer, package_chart, publish_http, write
 
 pytestmark = pytest.mark.cluster
 INTERVAL = 2.0

@@ -14,7 +14,7 @@ from engine.helm import Helm
 from engine.kube import KubeTarget
 from engine.runtime import Engine
 from localcluster.cluster import LocalCluster
-from tests.sources_fixtures import oci_folder, package_chart, push_oci
+from tests.chart_sources import oci_folder, package_chart, push_oci
 
 pytestmark = pytest.mark.cluster
 

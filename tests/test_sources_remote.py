@@ -25,8 +25,7 @@ from engine.sources.source import ChartRequest, ChartSource
 from engine.sources.spec import HelmRepositorySpec, OCIReference, OCIRepositorySpec
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
-from tests.conftest import helm_binary
-from tests.sources_fixtures import (
+from tests.chart_sources import (
     ChartRepoServer,
     CmdlineWatch,
     TestRegistry,
@@ -34,6 +33,7 @@ from tests.sources_fixtures import (
     publish_http,
     push_oci,
 )
+from tests.conftest import helm_binary
 
 pytestmark = pytest.mark.cluster
 FILE = Path("/pk/sources.yaml")

@@ -14,7 +14,8 @@ from engine.helm import Helm
 from engine.kube import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
-from tests.sources_fixtures import ChartRepoServer, helmdeck, package_chart, publish_http, push_oci, write
+from tests.chart_sources import ChartRepoServer, package_chart, publish_http, push_oci, write
+from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
 HEAD = "apiVersion: helmdeck.dev/v1alpha1\n"
@@ -55,7 +56,7 @@ def test_versions_lists_newest_first_marking_deployed_and_range(
     assert [v["inRange"] for v in before["versions"]] == [False, True, True]
     assert not any(v["deployed"] for v in before["versions"])
     done = helmdeck("reconcile", "--once", "--no-lease", *common[:-4], "--packages", str(pkgs),
-                    "--log-file", str(tmp_path / "log"))
+                    "--log-file", str(tmp_path / "log"), timeout=300)
     assert "web-http: InSync" in done.stdout and "web-oci: InSync" in done.stdout, done.stdout + done.stderr
     http = helmdeck("versions", *common, str(pkgs / "web-http.yaml"), "-o", "json")
     assert http.returncode == 0, http.stderr

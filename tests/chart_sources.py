@@ -1,4 +1,5 @@
-"""Real chart repositories for the source tests, all on 127.0.0.1.
+"""Chart sources for the tests: real chart repositories on 127.0.0.1, charts published to them, and a fixed
+engine whose packages take their charts from repositories.
 
 - :class:`ChartRepoServer` (:mod:`localcluster.chartrepo`): a small HTTP server serving a ``helm repo
   index`` folder, with optional basic auth, ETag / Last-Modified and 304s; it counts requests.
@@ -6,8 +7,18 @@
   htpasswd basic auth (bcrypt) and TLS (a CA made with ``cryptography``).
 - :func:`package_chart`, :func:`publish_http`, :func:`push_oci`: charts made from
   ``examples/charts/web`` with a chosen version and content, published with helm.
+- :func:`write`, :func:`oci_folder`: package folders using them.
 - :class:`CmdlineWatch`: samples every process's command line while a test acts, to catch
   a credential passed as an argument.
+- :func:`sources_engine`: fixed engine state with charts from repositories (tests/data/sources-packages), for
+  the snapshot tests of where a chart comes from: the Overview's source line, the CHART column's
+  newer-version marker, the picker. ``shop/web`` comes from a HelmRepository with range ``^0.2`` and has
+  0.2.0 deployed: its repository offers 0.2.1 (inside the range) and 0.3.0 (outside). ``shop/api`` comes
+  from an OCIRepository with semver ``~1.0`` and has 1.0.0 deployed: its registry offers 1.0.3 (inside).
+  What the repositories offer is given as the engine learns it after a resolve (``book.set_offered``);
+  their version lists as ``ChartSource.versions`` answers.
+
+The command line is run as a user would by :func:`tests.test_cli.helmdeck`.
 """
 
 from __future__ import annotations
@@ -16,20 +27,36 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import bcrypt
 
+from engine.runtime import Engine
+from engine.runtime.state import Condition, ReleaseKey
+from engine.sources import ChartRequest, ChartVersionInfo
+from engine.sources.updates import available
+from engine.storage.observer import Observer
 from localcluster import registry as local_registry
 from localcluster.chartrepo import ChartRepoServer as ChartRepoServer  # re-exported for the tests
 from localcluster.pki import ServingTls, serving_tls
 from localcluster.process import ProcessRecord, free_port, port_open, proc_start_time, stop_processes
+from tests.fixtures import FIXED_NOW, set_engine_status, storage_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB_CHART = ROOT / "examples" / "charts" / "web"
+SOURCES_PACKAGES = Path(__file__).resolve().parent / "data" / "sources-packages"
+SHOP_WEB: ReleaseKey = ("shop", "web")
+SHOP_API: ReleaseKey = ("shop", "api")
+OFFERED = {
+    "web": [ChartVersionInfo("0.3.0", "2.1.0", "2026-11-29T08:00:00Z"),
+            ChartVersionInfo("0.2.1", "2.0.1", "2026-11-20T08:00:00Z"),
+            ChartVersionInfo("0.2.0", "2.0.0", "2026-11-02T08:00:00Z"),
+            ChartVersionInfo("0.1.0", "1.9.0", "2026-10-01T08:00:00Z")],
+    "api": [ChartVersionInfo("1.0.3", "5.2.3", "2026-11-28T12:00:00Z"),
+            ChartVersionInfo("1.0.0", "5.2.0", "2026-11-01T12:00:00Z")],
+}
 
 
 def helm_run(helm: str, *args: str, env: dict[str, str] | None = None) -> str:
@@ -144,12 +171,6 @@ class CmdlineWatch:
         self._thread.join()
 
 
-def helmdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the helmdeck command line as a user would (captured, at most 300 s)."""
-    return subprocess.run([sys.executable, "-m", "helmdeck", *args], capture_output=True, text=True, timeout=300,
-                          check=False)
-
-
 def write(folder: Path, name: str, text: str) -> None:
     """Write ``text`` to ``folder/name``, making the folder."""
     folder.mkdir(exist_ok=True)
@@ -167,3 +188,30 @@ def oci_folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
           f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
           "  timeout: 1m\n")
     return source
+
+
+def _chart(request: ChartRequest) -> str:
+    return request.chart or request.source.name
+
+
+def sources_engine() -> Engine:
+    """An engine that is never started, with the two remote packages deployed and InSync."""
+    observer = Observer(None)
+    engine = Engine.offline(SOURCES_PACKAGES, observer=observer)
+    observer.apply_object(storage_secret("web", "shop", 1, "deployed", "web", "0.2.0", "2.0.0", {"replicas": 2},
+                                         "2026-11-30T09:10:00Z", "Install complete"))
+    observer.apply_object(storage_secret("api", "shop", 1, "deployed", "api", "1.0.0", "5.2.0", {},
+                                         "2026-11-30T09:12:00Z", "Install complete"))
+    for key in (SHOP_WEB, SHOP_API):
+        ready = Condition("Ready", "True", "InstallSucceeded", "Helm install succeeded for revision 1",
+                          FIXED_NOW - 50 * 60)
+        set_engine_status(engine, key, state="InSync", conditions=(ready,))
+        request = engine.packages[key].chart_request
+        assert request is not None
+        engine.book.set_offered(key, available(request, tuple(v.version for v in OFFERED[_chart(request)])))
+
+    async def versions(request: ChartRequest) -> list[ChartVersionInfo]:
+        return OFFERED[_chart(request)]
+
+    engine.controller.charts.versions = versions  # type: ignore[method-assign]
+    return engine
