@@ -86,7 +86,7 @@ async def main_async(bench: Bench) -> None:
             reconcile_once(bench, folder, bench.folder / "noop.log", stats_file)
             pstats.Stats(str(stats_file)).sort_stats("cumulative").print_stats(35)
         opts = UpgradeOptions(install=True, timeout=60, wait=False)
-        from engine.package import load_package
+        from engine.package.load import load_package
 
         start = time.perf_counter()
         for path in packages:

@@ -23,8 +23,9 @@ from typing import Any
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
-from engine.package import PackageSpec, load_package
+from engine.kube.client import KubeTarget, api_client
+from engine.package.load import load_package
+from engine.package.model import PackageSpec
 from localcluster import build
 from localcluster.cluster import LocalCluster
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from engine.helm import Helm
-from engine.sources.source import ChartRequest, ChartSource
-from engine.sources.spec import HelmRepositorySpec
+from engine.sources.repository import ChartRequest, HelmRepositorySpec
+from engine.sources.source import ChartSource
 from localcluster import build
 from localcluster import registry as local_registry
 from localcluster.process import free_port

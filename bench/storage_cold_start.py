@@ -28,7 +28,7 @@ from bench.storage_common import (
     release_record,
     secret_body,
 )
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage.observer import Observer
 from localcluster import build
 

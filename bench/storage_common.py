@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage.codec import encode_payload, record_name
 from localcluster.cluster import LocalCluster
 

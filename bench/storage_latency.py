@@ -24,7 +24,7 @@ from bench.storage_common import (
     release_record,
     secret_body,
 )
-from engine.kube import api_client
+from engine.kube.client import api_client
 from engine.storage.codec import record_name
 from engine.storage.observer import Observer, StorageChange
 

@@ -49,7 +49,7 @@ from bench.storage_common import (
 )
 from bench.tui_fixed import Samples, _timed
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime import Engine
 from engine.runtime.state import ReleaseView
 from localcluster import build

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime.state import AccessProblems
 
 log = logging.getLogger("helmdeck")
@@ -24,7 +24,7 @@ def scope_fallback(target: KubeTarget) -> tuple[list[str] | None, str]:
     Asks the API server (SelfSubjectAccessReview, which every authenticated user may create) rather than
     waiting for the watch to be refused. Raises KubeConfigError for an unreadable kubeconfig.
     """
-    from engine.kube import api_client, context_namespace
+    from engine.kube.client import api_client, context_namespace
     from engine.storage.observer import Observer
 
     api = api_client(target)

@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         raise _usage_error("--concurrency must be at least 1")
     if args.packages is not None and not args.packages.is_dir():
         raise _usage_error(f"--packages {args.packages} is not a directory")
-    from engine.kube import KubeConfigError
+    from engine.kube.client import KubeConfigError
 
     handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
                 "cleanup": _cleanup, "versions": _versions, "plan": _plan}
@@ -144,7 +144,7 @@ def _engine(
 ) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
-    from engine.kube import KubeConfigError, KubeTarget, current_context
+    from engine.kube.client import KubeConfigError, KubeTarget, current_context
     from engine.runtime import Engine
     from engine.runtime.engine import LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
@@ -202,7 +202,7 @@ def _helm(args: argparse.Namespace) -> str:
 
 
 def _app(args: argparse.Namespace) -> int:
-    from engine.kube import KubeTarget, contexts
+    from engine.kube.client import KubeTarget, contexts
     from tui.app import HelmdeckApp
     from tui.engine_client import ContextSwitch
     from tui.settings import Settings, config_dir
@@ -321,7 +321,8 @@ class _Refused(RuntimeError):
 
 def _find_package(args: argparse.Namespace) -> Any:
     """The spec PACKAGE names (a file, or a package name in --packages); exits with a message otherwise."""
-    from engine.package import PackageError, load_package, load_packages
+    from engine.base.fields import PackageError
+    from engine.package.load import load_package, load_packages
 
     candidate = Path(args.package)
     try:
@@ -342,8 +343,8 @@ def _find_package(args: argparse.Namespace) -> Any:
 
 def _one_package(args: argparse.Namespace, what: str) -> int:
     """``render`` or ``diff`` of one package, through a read-only engine on its namespace."""
+    from engine.base.fields import PackageError
     from engine.helm import HelmError
-    from engine.package import PackageError
     from engine.runtime.engine import ActionRefused, NotAvailable
     from helmdeck.access import report as report_access
 

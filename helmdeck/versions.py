@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 def _load(args: argparse.Namespace) -> Any:
     """The PackageSpec PACKAGE names, linked to its repository (its whole folder is read: the repository may
     be declared in another file). Exits with a message when there is none or its file has errors."""
-    from engine.package import PackageError, load_packages
+    from engine.base.fields import PackageError
+    from engine.package.load import load_packages
 
     candidate = Path(args.package)
     folder = candidate.resolve().parent if candidate.is_file() else args.packages

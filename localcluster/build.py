@@ -7,9 +7,8 @@ binaries are all present is not rebuilt, so a warm run takes well under a
 second; the Go module and build caches make a rebuild after a version bump
 incremental.
 
-The cache directory is ``$HELMDECK_CACHE``, else ``$XDG_CACHE_HOME/helmdeck``,
-else ``~/.cache/helmdeck``: outside the repository, so a fresh clone reuses it
-and a fresh machine rebuilds it.
+The cache directory is :func:`engine.base.paths.cache_root`: outside the repository, so a fresh clone
+reuses it and a fresh machine rebuilds it. The versions are pinned in :mod:`engine.base.tools`.
 
 Run as ``python -m localcluster.build [component ...]``.
 """
@@ -27,14 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-KUBERNETES_VERSION = "v1.34.4"
-ETCD_VERSION = "v3.6.16"
-KWOK_VERSION = "v0.7.0"
-HELM3_VERSION = "v3.22.0"
-HELM4_VERSION = "v4.3.2"
-REGISTRY_VERSION = "v3.1.2"
-# v5.8.x needs Go 1.27; v5.7.1 builds with Go 1.26.
-KUSTOMIZE_VERSION = "v5.7.1"
+from engine.base import tools
+from engine.base.paths import cache_root
+from engine.base.tools import (
+    ETCD_VERSION,
+    HELM3_VERSION,
+    HELM4_VERSION,
+    KUBERNETES_VERSION,
+    KUSTOMIZE_VERSION,
+    KWOK_VERSION,
+    REGISTRY_VERSION,
+)
 
 # Staging modules k8s.io/kubernetes requires at v0.0.0; each is served at
 # v0.<minor>.<patch> matching the kubernetes release (as its go.mod lists them).
@@ -50,23 +52,6 @@ _K8S_STAGING = (
 
 class BuildError(RuntimeError):
     """A component failed to build; the message names component, version and log."""
-
-
-def xdg_dir(explicit: str, xdg: str, fallback: str, *parts: str) -> Path:
-    """``$explicit`` when set, else ``$xdg`` (or ``~/fallback``) joined with ``parts``.
-
-    The XDG base directory rule, with helmdeck's own variable first; not created.
-    """
-    value = os.environ.get(explicit)
-    if value:
-        return Path(value)
-    base = os.environ.get(xdg)
-    return (Path(base) if base else Path.home() / fallback).joinpath(*parts)
-
-
-def cache_dir() -> Path:
-    """Return helmdeck's cache directory (see module docstring); not created."""
-    return xdg_dir("HELMDECK_CACHE", "XDG_CACHE_HOME", ".cache", "helmdeck")
 
 
 def _k8s_ldflags(version: str) -> list[str]:
@@ -123,10 +108,10 @@ class Component:
         return f"{self.name}-{self.version}"
 
     def bin_dir(self, root: Path | None = None) -> Path:
-        return (root or cache_dir()) / "bin" / self.key
+        return tools.bin_dir(self.name, self.version, root)
 
     def work_dir(self, root: Path | None = None) -> Path:
-        return (root or cache_dir()) / "build" / self.key
+        return (root or cache_root()) / "build" / self.key
 
     def path(self, binary: str, root: Path | None = None) -> Path:
         return self.bin_dir(root) / binary

@@ -34,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from engine.base.paths import xdg_dir
 from localcluster import build, registry
 from localcluster.chartrepo import serving
 from localcluster.pki import Pki, ensure_pki, write_kubeconfig
@@ -61,7 +62,7 @@ class ClusterError(RuntimeError):
 
 def default_state_dir() -> Path:
     """``$HELMDECK_CLUSTER_DIR``, else the XDG state directory (see module docstring)."""
-    return build.xdg_dir("HELMDECK_CLUSTER_DIR", "XDG_STATE_HOME", ".local/state", "helmdeck", "cluster")
+    return xdg_dir("HELMDECK_CLUSTER_DIR", "XDG_STATE_HOME", ".local/state", "helmdeck", "cluster")
 
 
 class LocalCluster:

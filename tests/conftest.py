@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from engine.base.paths import cache_root
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer
@@ -36,7 +37,7 @@ HELM_COMPONENTS = {"helm4": "helm4", "helm3": "helm3"}
 def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """``$HELMDECK_CACHE`` for the session (the engine, helmdeck run as a command): a fresh directory whose
     ``bin/`` and ``build/`` are links to the user's cache (the Go binaries are not built again)."""
-    binaries = build.cache_dir()  # before the change: the user's
+    binaries = cache_root()  # before the change: the user's
     cache = tmp_path_factory.mktemp("helmdeck-cache")
     for sub in ("bin", "build"):
         (binaries / sub).mkdir(parents=True, exist_ok=True)

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.helm import HelmError
-from engine.package import PackageSpec
+from engine.package.model import PackageSpec
 from engine.reconcile.action import ActionContext
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
-from engine.resolve.chart import Chart
+from engine.sources.chart import Chart
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.snapshot import History, Snapshot

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.monitor.status import MonitorStatus, ResourceStatus
-from engine.package import NO_RESOURCE_RECONCILIATION
+from engine.package.model import NO_RESOURCE_RECONCILIATION
 from engine.reconcile import conditions as cond
 from engine.reconcile.status import EngineStatus
 from engine.runtime import Engine

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.reconcile.atomic import PassResult
 from engine.runtime import Engine
 from engine.storage.observation import Observation

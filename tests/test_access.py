@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from helmdeck.cli import _engine, build_parser
 from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES, run_helm

@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from localcluster.cluster import CONTAINER_LOG_LINES
 from tests.test_app_pilot import SIZE, cell, make_app, select, wait_for
 from tui.screens.resource import ResourceScreen

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime import Engine
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_engine_flow import write_package

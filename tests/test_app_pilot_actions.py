@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget, contexts
+from engine.kube.client import KubeTarget, contexts
 from engine.runtime import Engine
 from engine.runtime.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
 from tests.conftest import EXAMPLES, run_helm

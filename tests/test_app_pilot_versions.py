@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime import Engine
 from engine.sources.updates import ChartUpdate
 from localcluster.cluster import LocalCluster

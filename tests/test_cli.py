@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from helmdeck.cli import EXIT_CONVERGED, EXIT_FAILED, EXIT_STALLED
 from tests.reconcile_harness import EXAMPLES
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from engine.base import tools
 from localcluster import build
 from localcluster.cluster import CONTAINER_LOG_LINES, FAKE_NODE, LocalCluster
 
@@ -20,7 +21,7 @@ def test_cluster_is_ready_with_stamped_version(local_cluster: LocalCluster, core
     status = local_cluster.status()
     assert status.ready, "\n".join(status.lines())
     assert all(status.running.values())
-    assert status.versions["kube-apiserver"] == build.KUBERNETES_VERSION
+    assert status.versions["kube-apiserver"] == tools.KUBERNETES_VERSION
     node = core_api.read_node(FAKE_NODE)
     assert node.status is not None and node.status.conditions
     ready = {c.type: c.status for c in node.status.conditions}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.package import shorten_release_name
+from engine.package.model import shorten_release_name
 from engine.storage import (
     MissingPayloadError,
     PayloadBase64Error,

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
 from engine.helm.crds import CrdError, chart_crds
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from tests.test_cli import cluster_args, helmdeck
 
 pytestmark = pytest.mark.cluster
@@ -65,7 +65,7 @@ def group(kube_target: KubeTarget) -> Iterator[str]:
 
 
 def _api(target: KubeTarget) -> client.ApiClient:
-    from engine.kube import api_client
+    from engine.kube.client import api_client
 
     return api_client(target)
 

@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from helmdeck.demo import NAMESPACE, NEWER, chart_dirs, oci_tags, published, start_sources
 from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES, run_helm

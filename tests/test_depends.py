@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime.controller import DEPENDENCY_RETRY
 from tests.test_cli import cluster_args, helmdeck
 

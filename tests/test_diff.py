@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.monitor.manifest import load_document, split_manifest
 from engine.runtime.diff import manifest_diff, revision_diff
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import labels
+from engine.base import labels
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime import Engine
 from tests.conftest import EXAMPLES
 

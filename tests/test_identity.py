@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from tests.test_cli import cluster_args, helmdeck
 
 pytestmark = pytest.mark.cluster

@@ -1,8 +1,8 @@
-"""Unit tests of engine.events: parsing core/v1 Events, which belong to a release, bounded memory."""
+"""Unit tests of engine.monitor.events: parsing core/v1 Events, which belong to a release, bounded memory."""
 
 from __future__ import annotations
 
-from engine.events import EventHub, NamespaceEvents, WarningCounter, belongs, parse_event
+from engine.monitor.events import EventHub, NamespaceEvents, WarningCounter, belongs, parse_event
 from tests.fixtures import kube_event
 
 

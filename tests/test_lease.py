@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.runtime.lease import LeaseElector
 
 pytestmark = pytest.mark.cluster

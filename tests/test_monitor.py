@@ -10,8 +10,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from engine.kube import KubeTarget, api_client
-from engine.monitor.discovery import Discovery, ResourceType
+from engine.kube.client import KubeTarget, api_client
+from engine.kube.discovery import Discovery, ResourceType
 from engine.monitor.manifest import ManifestLimitError, ManifestObject, load_document, manifest_objects, split_manifest
 from engine.monitor.monitor import UNSERVED, ExpectedObject, ReleaseMonitor, expected_objects
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object

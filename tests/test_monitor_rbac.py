@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
-from engine.monitor.discovery import ResourceType
+from engine.kube.client import KubeTarget, api_client
+from engine.kube.discovery import ResourceType
 from engine.monitor.monitor import ExpectedObject, ReleaseMonitor
 from engine.monitor.status import MonitorStatus
 from engine.monitor.watch import WatchHub

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage import encode_payload
 from engine.storage.codec import MAX_PAYLOAD_BYTES
 from engine.storage.observer import Observer, StorageChange

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage.observer import MissingPermission, Observer
 from localcluster.cluster import LocalCluster
 from tests.storage_cluster import wait_for

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage.codec import record_name
 from engine.storage.observer import Observer, StorageChange
 from localcluster.cluster import LocalCluster

@@ -1,4 +1,4 @@
-"""Unit tests of package ordering (engine.order): dependsOn parsing, load-time checks, the DAG."""
+"""Unit tests of package ordering (engine.package.order): dependsOn parsing, load-time checks, the DAG."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.order import dependency_order, find_cycles, removal_order, topological
-from engine.package import PackageError, load_package, load_packages
+from engine.base.fields import PackageError
+from engine.package.load import load_package, load_packages
+from engine.package.order import dependency_order, find_cycles, removal_order, topological
 
 CHART = Path(__file__).resolve().parent.parent / "examples" / "charts" / "settings"
 

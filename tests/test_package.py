@@ -6,16 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.package import (
-    PackageError,
-    deep_merge,
-    load_package,
-    load_packages,
-    parse_duration,
-    shorten_release_name,
-)
-from engine.resolve.chart import load_chart
+from engine.base.fields import PackageError, parse_duration
+from engine.package.load import load_package, load_packages
+from engine.package.model import shorten_release_name
 from engine.resolve.release import resolve
+from engine.resolve.values import deep_merge
+from engine.sources.chart import load_chart
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CHART = EXAMPLES / "charts" / "settings"

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
 from engine.runtime import Engine
 from helmdeck.cli import _engine

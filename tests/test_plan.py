@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_depends import EXAMPLES, package

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine import labels
+from engine.base import labels
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
+from engine.package.drift import IgnoreRule
+from engine.package.selector import Selector
 from engine.reconcile import state as st
 from engine.runtime.plan import plan_package
-from engine.spec.drift import IgnoreRule
-from engine.spec.selector import Selector
 from tests.reconcile_harness import Scenario
 
 pytestmark = pytest.mark.cluster

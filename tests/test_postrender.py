@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from engine import labels
+from engine.base import labels
 from engine.helm import Helm, UpgradeOptions
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.helm.postrender import StampError, main, parse_labels, render, stamp

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.package.drift import IgnoreRule
+from engine.package.selector import Selector
 from engine.reconcile import conditions as cond
 from engine.reconcile.correct_drift import HELM_FIELD_MANAGER, CorrectClusterDrift
 from engine.reconcile.drift import DriftItem
-from engine.spec.drift import IgnoreRule
-from engine.spec.selector import Selector
 from tests.fake_helm import offline_context, request
 
 

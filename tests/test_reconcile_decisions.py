@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from engine import labels
-from engine.package import InstallSpec, PackageSpec, TestSpec, UpgradeSpec
+from engine.base import labels
+from engine.package.model import InstallSpec, PackageSpec, TestSpec, UpgradeSpec
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
 from engine.reconcile.action import ActionContext
@@ -18,7 +18,7 @@ from engine.reconcile.atomic import AtomicRelease
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus, FailureCounts
-from engine.resolve.chart import Chart
+from engine.sources.chart import Chart
 from engine.storage.observation import Observation, observation_from_release
 from engine.storage.snapshot import History, Snapshot
 

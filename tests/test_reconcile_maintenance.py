@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine import labels
+from engine.base import labels
 from engine.helm import HelmError
-from engine.package import NO_RESOURCE_RECONCILIATION, PackageSpec
+from engine.package.model import NO_RESOURCE_RECONCILIATION, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.maintenance import IN_MAINTENANCE, Maintenance
 from tests.fake_helm import FakeHelm, offline_context, request

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from engine import labels
+from engine.base import labels
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.storage.codec import record_name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.package import TestSpec
+from engine.package.model import TestSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.status import EngineStatus
 from engine.reconcile.test import Test

@@ -13,11 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from engine.helm.options import install_options, rollback_options, upgrade_options
-from engine.package import PackageError, PackageSpec, load_package
-from engine.resolve import loader
-from engine.resolve.chart import load_chart
+from engine.base import loader
+from engine.base.fields import PackageError
+from engine.package.load import load_package
+from engine.package.model import PackageSpec
+from engine.reconcile.options import install_options, rollback_options, upgrade_options
 from engine.resolve.release import ResolveCache, resolve
+from engine.sources.chart import load_chart
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CHART = EXAMPLES / "charts" / "settings"

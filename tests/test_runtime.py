@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
 from engine.runtime import Engine, PackageProblems
 from engine.runtime.engine import ActionRefused, LeaseConfig

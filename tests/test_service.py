@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine import labels
+from engine.base import labels
 from engine.helm import Helm
 from engine.helm.postrender_plugin import PostRendererLayout, install
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.monitor.status import MonitorStatus
-from engine.package import PackageSpec, load_package
+from engine.package.load import load_package
+from engine.package.model import PackageSpec
 from engine.service import MaintenanceState, PackageNotHelm, ReleaseService
 from tests.conftest import helm_binary, run_helm
 

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from textual.pilot import Pilot
 
-from engine.inspect import PodRow, pod_rows
+from engine.monitor.inspect import PodRow, pod_rows
 from tests.fixtures import WEB
 from tests.test_snapshots import TALL, app
 from tui.app import HelmdeckApp
@@ -34,7 +34,7 @@ PODS = [
 
 
 class FixedInspector:
-    """Answers as :class:`engine.inspect.Inspector` from the objects above."""
+    """Answers as :class:`engine.monitor.inspect.Inspector` from the objects above."""
 
     async def get(self, _api_version: str, kind: str, _namespace: str, name: str) -> dict[str, Any]:
         return {"Deployment": DEPLOYMENT, "Secret": SECRET}[kind]

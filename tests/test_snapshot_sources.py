@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.runtime.diff import unified
 from tests.chart_sources import SHOP_WEB, sources_engine
 from tests.fixtures import WEB, fixed_clock

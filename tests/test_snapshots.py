@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.runtime.diff import unified
 from engine.runtime.engine import NotAvailable
 from engine.runtime.gate import OFFLINE

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.package import PackageError, PackageSpec, load_package
+from engine.base.fields import PackageError
+from engine.package.load import load_package
+from engine.package.model import PackageSpec
 from engine.resolve.release import ResolveCache
-from engine.sources.spec import ChartTemplate, SourceRef
+from engine.sources.repository import ChartTemplate, SourceRef
 
 FILES = {
     "Chart.yaml": "apiVersion: v2\nname: web\nversion: 1.0.0\n",

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
 from tests.chart_sources import (

@@ -16,13 +16,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
 from engine.sources.oci import Registry
+from engine.sources.repository import ChartRequest, HelmRepositorySpec
 from engine.sources.semver import sort_newest_first
-from engine.sources.source import MAX_LISTED_HTTP, ChartRequest, ChartSource
-from engine.sources.spec import HelmRepositorySpec
+from engine.sources.source import MAX_LISTED_HTTP, ChartSource
 from engine.sources.updates import AvailableVersions
 from localcluster.chartrepo import ChartRepoServer
 

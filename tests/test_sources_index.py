@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.resolve import loader
+from engine.base import loader
 from engine.sources.cache import ChartMeta, chart_file, chart_meta
 from engine.sources.errors import PullFailed, SourceInvalid
 from engine.sources.index import MAX_NODES, newest_first, parse_index

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from tests.conftest import run_helm
 

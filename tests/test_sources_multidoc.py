@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.package import PackageError, load_package, load_packages
-from engine.resolve.loader import Limits, YamlLimitError, parse_documents
-from engine.sources.spec import HelmRepositorySpec
+from engine.base.fields import PackageError
+from engine.base.loader import Limits, YamlLimitError, parse_documents
+from engine.package.load import load_package, load_packages
+from engine.sources.repository import HelmRepositorySpec
 
 HEAD = "apiVersion: helmdeck.dev/v1alpha1\n"
 REPO = HEAD + "kind: HelmRepository\nmetadata: {name: charts, namespace: team}\nspec:\n  url: https://charts.example.com\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.runtime import Engine
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import oci_folder, package_chart, push_oci

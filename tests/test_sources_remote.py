@@ -18,11 +18,11 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.helm.cli import values_dir
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.sources.credentials import kube_secret_reader
 from engine.sources.errors import NoMatchingVersion, SourceAuthFailed, SourceUnreachable
-from engine.sources.source import ChartRequest, ChartSource
-from engine.sources.spec import HelmRepositorySpec, OCIReference, OCIRepositorySpec
+from engine.sources.repository import ChartRequest, HelmRepositorySpec, OCIReference, OCIRepositorySpec
+from engine.sources.source import ChartSource
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
 from tests.chart_sources import (

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.package import PackageError
-from engine.sources.source import request_for
-from engine.sources.spec import (
+from engine.base.fields import PackageError
+from engine.sources.repository import (
     ChartTemplate,
     HelmRepositorySpec,
     OCIReference,
@@ -23,6 +22,7 @@ from engine.sources.spec import (
     parse_package_chart,
     parse_source,
 )
+from engine.sources.source import request_for
 
 FILE = Path("/pk/sources.yaml")
 

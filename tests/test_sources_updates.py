@@ -10,8 +10,7 @@ import pytest
 from engine.runtime import Engine
 from engine.runtime.engine import ActionRefused
 from engine.sources.pin import PinError
-from engine.sources.source import ChartRequest
-from engine.sources.spec import HelmRepositorySpec, OCIReference, OCIRepositorySpec
+from engine.sources.repository import ChartRequest, HelmRepositorySpec, OCIReference, OCIRepositorySpec
 from engine.sources.updates import AvailableVersions, ChartUpdate, available, in_range, newer
 from engine.storage.observer import Observer
 from tests.fixtures import EXAMPLES, storage_secret

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, push_oci, write

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import labels
+from engine.base import labels
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from helmdeck.cli import EXIT_CONVERGED, EXIT_FAILED
 from tests.reconcile_harness import EXAMPLES, Scenario
 

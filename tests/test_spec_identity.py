@@ -1,5 +1,5 @@
 """Unit tests of the CRD policy, targetNamespace and serviceAccountName fields and the helm flags they
-become (engine.spec.crds, engine.spec.identity, engine.helm.options)."""
+become (engine.package.crds, engine.package.identity, engine.reconcile.options)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.base.fields import PackageError
 from engine.helm.cli import _option_flags
 from engine.helm.crds import helm_skips, needs_helmdeck
-from engine.helm.options import install_options, rollback_options, uninstall_options, upgrade_options
-from engine.package import PackageError, load_package
-from engine.spec.crds import CrdPolicy
+from engine.package.crds import CrdPolicy
+from engine.package.load import load_package
+from engine.reconcile.options import install_options, rollback_options, uninstall_options, upgrade_options
 from tests.test_package import pkg, write
 
 

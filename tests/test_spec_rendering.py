@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from engine.package import PackageError, load_package
+from engine.base import pointer
+from engine.base.fields import PackageError
+from engine.package.drift import IgnoreRule, detection_disabled, ignored_paths
+from engine.package.load import load_package
+from engine.package.postrender import Image, Kustomize, Patch, Rendering
+from engine.package.selector import Selector, SelectorError, parse_label_selector
 from engine.resolve.release import PostRenderSettings, spec_digest
-from engine.spec import pointer
-from engine.spec.drift import IgnoreRule, detection_disabled, ignored_paths
-from engine.spec.postrender import Image, Kustomize, Patch, Rendering
-from engine.spec.selector import Selector, SelectorError, parse_label_selector
 from tests.test_package import pkg, write
 
 DEPLOY: dict[str, Any] = {

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.storage.codec import record_name
 from tests.test_cli import cluster_args, flaky
 

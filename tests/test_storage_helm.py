@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage import decode_payload, encode_payload
 from engine.storage.codec import Driver
 from engine.storage.observer import Observer

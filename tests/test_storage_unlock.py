@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
 from engine.storage.codec import Driver, record_name
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer

@@ -1,4 +1,4 @@
-"""Unit tests of helm's --set syntax as Flux's targetPath uses it (engine.resolve.strvals): paths, values
+"""Unit tests of helm's --set syntax as Flux's targetPath uses it (engine.base.strvals): paths, values
 (commas, lists, escapes, types, quotes) and setting them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine.resolve.strvals import (
+from engine.base.strvals import (
     MAX_INDEX,
     MAX_PADDING,
     PathError,

@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.monitor.status import MonitorStatus
 from engine.runtime.state import ReconcileEvent
 from tests.fixtures import (

@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.storage.observation import Observation
 from tests.fixtures import LEGACY, SETTINGS, WEB, bulk_engine, fixed_clock, fixed_engine, set_engine_status
 from tui.app import HelmdeckApp

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine.inspect import Inspector
-from engine.kube import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client
+from engine.monitor.inspect import Inspector
 from engine.monitor.manifest import manifest_objects
 from tests.fixtures import WEB, fixed_engine
 from tui.engine_client import EngineClient

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.masking import Masker, is_secret_key
+from engine.base.masking import Masker, is_secret_key
 from engine.monitor.manifest import manifest_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.reconcile.conditions import Condition

@@ -1,4 +1,4 @@
-"""Unit tests of spec.valuesFrom: parsing (engine.spec.values_from) and composition (engine.resolve.values_from),
+"""Unit tests of spec.valuesFrom: parsing (engine.package.values_from) and composition (engine.resolve.values),
 with objects given in memory (the cluster tests are tests/test_values_from.py)."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.package import PackageError, PackageSpec, load_package
-from engine.resolve.release import ResolveCache, ValuesLayer
-from engine.resolve.values_from import ObjectData, ValuesError, compose, leaf_paths
+from engine.base.fields import PackageError
+from engine.package.load import load_package
+from engine.package.model import PackageSpec
+from engine.resolve.release import ResolveCache
+from engine.resolve.values import ObjectData, ValuesError, ValuesLayer, compose, leaf_paths
 
 CHART = Path(__file__).resolve().parent.parent / "examples" / "charts" / "settings"
 
@@ -131,7 +133,7 @@ def test_size_limit_and_alias_bombs_are_refused(tmp_path: Path, monkeypatch: pyt
 
 
 def test_masker_masks_secret_sourced_values_by_path_and_remembered_text() -> None:
-    from engine.masking import Masker
+    from engine.base.masking import Masker
 
     masker = Masker(b"k" * 32)
     values = {"settings": {"greeting": "hi", "motd": "open-sesame", "color": "blue"}, "l": ["a", "b"]}
@@ -152,7 +154,7 @@ def test_masker_masks_secret_sourced_values_by_path_and_remembered_text() -> Non
 def test_masking_by_path_is_one_walk_whatever_the_number_of_paths() -> None:
     """A ~1 MB Secret of 16,500 keys gives 49,500 secret paths: masking them path by path copied the whole
     tree once per path (about 30 s, the app frozen on the Values tab); one walk takes about a second."""
-    from engine.masking import Masker
+    from engine.base.masking import Masker
 
     masker = Masker(b"k" * 32)
     values = {f"k{i}": {"name": f"value-{i}", "list": [1, 2, True], "nested": {"x": None, "y": "z"}}
@@ -174,8 +176,8 @@ def test_values_are_written_by_libyaml_and_read_back_the_same(tmp_path: Path) ->
     for 1 MB); what it writes reads back equal, awkward strings included."""
     import yaml
 
+    from engine.base.masking import Masker
     from engine.helm.cli import _values_file
-    from engine.masking import Masker
 
     values = {"s": ["yes", "0123", "null", "~", "1e3", "é ü 日本", "a: b", "- x", "#c", "multi\nline\n", "", " pad "],
               "n": {"i": 1, "f": 1.5, "b": False, "z": None}, "k": {f"k{i}": f"value-{i}" for i in range(2000)}}
@@ -189,7 +191,7 @@ def test_every_remembered_secret_stays_masked_and_scrubbing_stays_fast() -> None
     4,096 let the oldest show again), overlapping ones whole, and one scrub of 100 kB stays well under a
     second here (an alternation of that many texts took about 45 s); the bound is loose, a guard on the
     complexity, not a speed target."""
-    from engine.masking import Masker
+    from engine.base.masking import Masker
 
     masker = Masker(b"k" * 32)
     secrets = [f"s3cret-{i:05d}-{'x' * (i % 7)}" for i in range(20_000)]

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from engine.base.masking import Masker
 from engine.helm import Helm
-from engine.kube import KubeTarget, api_client
-from engine.masking import Masker
-from engine.package import load_package
+from engine.kube.client import KubeTarget, api_client
+from engine.package.load import load_package
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.resolve.values_from import ValuesError
+from engine.resolve.values import ValuesError
 from engine.runtime import Engine
 from engine.runtime.book import ReleaseBook
 from engine.runtime.values_sources import ValuesSources

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube import KubeTarget
+from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
 from engine.runtime import Engine
 from tests.test_identity import grant

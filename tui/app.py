@@ -26,7 +26,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.runtime import Engine, EngineEvent, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey, ReleaseRemoved

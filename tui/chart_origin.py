@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
-from engine.package import PackageSpec
+from engine.package.model import PackageSpec
 from engine.runtime.chart_versions import VersionList
 from engine.runtime.state import ReleaseView
-from engine.sources.spec import OCIRepositorySpec
+from engine.sources.repository import OCIRepositorySpec
 from engine.sources.updates import ChartUpdate
 from tui.format import Tone
 

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from engine.events import KubeEvent, belongs
-from engine.inspect import PodRow, object_yaml
-from engine.masking import Masker
+from engine.base.masking import Masker
+from engine.monitor.events import KubeEvent, belongs
+from engine.monitor.inspect import PodRow, object_yaml
 from engine.monitor.manifest import ManifestObject, manifest_objects
 from engine.runtime.chart_versions import Pin, VersionList
 from engine.runtime.diff import revision_diff
@@ -150,7 +150,7 @@ class EngineClient:
 
     def kube_events(self, namespace: str, objects: list[tuple[str, str, str]]) -> list[KubeEvent]:
         """The recent Kubernetes Events of ``objects`` (``(kind, namespace, name)``) and of what they own,
-        oldest first (see :func:`engine.events.belongs`)."""
+        oldest first (see :func:`engine.monitor.events.belongs`)."""
         return [e for e in self.engine.recent_kube_events(namespace) if belongs(e, objects)]
 
     async def live_object(self, ref: ObjectRef, *, reveal: bool = False) -> tuple[str, list[PodRow] | None]:

@@ -2,7 +2,7 @@
 
 Whether a kind is namespaced is the API server's answer (its discovery, which
 the engine reads off the event loop and caches per group version:
-:meth:`engine.inspect.Inspector.scopes`). Where discovery cannot be read
+:meth:`engine.monitor.inspect.Inspector.scopes`). Where discovery cannot be read
 (offline, the cluster unreachable) or does not serve the kind, the built-in
 list of cluster-scoped kinds below decides.
 """

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from textual.binding import Binding
 
-from engine.package import NO_RESOURCE_RECONCILIATION
+from engine.package.model import NO_RESOURCE_RECONCILIATION
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView
 from tui import confirmations

@@ -4,7 +4,7 @@ Works with helm 3.13+ and helm 4: the major version is detected once per
 binary and the package options are mapped onto each CLI's flags (helm 4
 spells ``--wait`` as ``--wait=watcher``, ``--atomic`` as
 ``--rollback-on-failure`` and ``--force`` as ``--force-replace``).
-Which package field sets which option is decided in :mod:`engine.helm.options`.
+Which package field sets which option is decided in :mod:`engine.reconcile.options`.
 Values reach helm through temporary files with mode 0600, removed afterwards.
 """
 
@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
+from engine.base.loader import Dumper
 from engine.helm.errors import HelmError, HelmMissing, HelmTooOld, classify
 from engine.helm.postrender import ERRORS_ENV
-from engine.kube import KubeTarget
-from engine.resolve.loader import Dumper
+from engine.kube.client import KubeTarget
 
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 # Slack on top of helm's own --timeout before we stop waiting for the process.

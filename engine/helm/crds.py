@@ -1,5 +1,5 @@
 """The CustomResourceDefinitions of a chart's ``crds/`` folders, created or applied by helmdeck per the
-package's CRD policy (:mod:`engine.spec.crds`), as Flux's ``internal/action/crds.go``.
+package's CRD policy (:mod:`engine.package.crds`), as Flux's ``internal/action/crds.go``.
 
 helm itself only creates missing CRDs on install (``--skip-crds`` turns that off) and never touches
 them on upgrade. helmdeck does the rest before helm runs: ``Create`` on an upgrade creates the
@@ -28,11 +28,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.base.loader import Limits, YamlLimitError, parse_documents
 from engine.helm.errors import HelmError
 from engine.helm.subcharts import ChartTreeError, enabled_files, load_tree
-from engine.kube import impersonating
-from engine.resolve.loader import Limits, YamlLimitError, parse_documents
-from engine.spec.crds import CREATE, CREATE_REPLACE, SKIP
+from engine.kube.client import impersonating
+from engine.package.crds import CREATE, CREATE_REPLACE, SKIP
 
 MAX_CRD_BYTES = 16 * 1024 * 1024
 FIELD_MANAGER = "helmdeck"

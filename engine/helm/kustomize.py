@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from engine.base import tools
 from engine.helm.errors import HelmError
 
 ENV_VAR = "HELMDECK_KUSTOMIZE"
@@ -20,12 +21,6 @@ ENV_VAR = "HELMDECK_KUSTOMIZE"
 
 class KustomizeMissing(HelmError):
     """No kustomize binary was found; the message says where helmdeck looked and the fixes."""
-
-
-def _cached() -> Path:
-    from localcluster import build  # lazy: the build's component table names the pinned version
-
-    return build.binary("kustomize")
 
 
 def find_kustomize(env: Mapping[str, str] | None = None) -> Path:
@@ -38,7 +33,7 @@ def find_kustomize(env: Mapping[str, str] | None = None) -> Path:
             raise KustomizeMissing(f"kustomize {explicit!r} given by ${ENV_VAR} not found or not executable; "
                                    f"fix ${ENV_VAR} or leave it unset")
         return Path(found).absolute()
-    cached = _cached()
+    cached = tools.kustomize()
     if os.access(cached, os.X_OK):
         return cached
     on_path = shutil.which("kustomize", path=env.get("PATH", ""))

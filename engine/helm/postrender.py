@@ -19,9 +19,9 @@ the input had it: the stream is parsed only to find *where* the entries go
 order stay as they were, so without kustomize steps the checksum of the output
 changes only with the labels. The user's settings come as ``--config=PATH``,
 a JSON file ``{"kustomize": binary, "postRenderers": [...], "commonMetadata":
-{...}}`` (:mod:`engine.spec.postrender`'s document).
+{...}}`` (:mod:`engine.package.postrender`'s document).
 
-The stream is parsed by the bounded loader (:mod:`engine.resolve.loader`, within
+The stream is parsed by the bounded loader (:mod:`engine.base.loader`, within
 ``RENDER_LIMITS``): a chart's templates can emit an alias bomb or a 10,000-level
 nesting, which is refused with a StampError (helm shows it as the action's error).
 
@@ -48,7 +48,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from engine.resolve.loader import Limits, Parsed, YamlLimitError, parse_documents
+from engine.base.loader import Limits, Parsed, YamlLimitError, parse_documents
 
 _MIB = 1024 * 1024
 # The whole rendered stream: 2 million nodes and 256 MiB of scalars once aliases are expanded (a chart with

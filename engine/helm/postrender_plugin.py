@@ -13,7 +13,7 @@ and ``runtimeConfig.platformCommand``; the command sees
         postrender.py          a copy of engine/helm/postrender.py
         engine/resolve/loader.py   a copy of the bounded YAML loader it imports
 
-``<cache>`` is :func:`engine.paths.cache_root` (the same rule as the local cluster's binaries), never
+``<cache>`` is :func:`engine.base.paths.cache_root` (the same rule as the local cluster's binaries), never
 the repository nor the user's helm plugin directory: helm 4 reaches the
 plugin through ``HELM_PLUGINS`` set for helmdeck's own helm runs only.
 ``<digest>`` covers the Python interpreter and the files' contents, so
@@ -45,11 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.base import loader
+from engine.base.paths import cache_root
 from engine.helm import postrender
 from engine.helm.cli import PostRenderer
 from engine.helm.kustomize import find_kustomize
-from engine.paths import cache_root
-from engine.resolve import loader
 
 CONFIG_MAX_AGE = 7 * 86400.0  # seconds since last use
 CONFIG_MAX_FILES = 256
@@ -85,7 +85,7 @@ class PostRendererLayout:
 
     def renderer(self, labels: Mapping[str, str], config: Mapping[str, Any] | None = None) -> PostRenderer:
         """A :class:`PostRenderer` stamping ``labels`` (``key -> value``) on every object, sorted by key,
-        after the package's own post-rendering ``config`` (:meth:`engine.spec.postrender.Rendering.document`;
+        after the package's own post-rendering ``config`` (:meth:`engine.package.postrender.Rendering.document`;
         empty or None: none). Raises KustomizeMissing when ``config`` has kustomize steps and no
         kustomize is found, OSError when the config cannot be written."""
         args = tuple(f"{k}={v}" for k, v in sorted(labels.items()))

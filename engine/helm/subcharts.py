@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from engine.resolve.loader import Limits, YamlLimitError, parse_text
+from engine.base.loader import Limits, YamlLimitError, parse_text
 
 MAX_DEPTH = 5
 SUFFIXES = (".yaml", ".yml", ".json")  # helm's Chart.CRDObjects: the files of crds/ that count

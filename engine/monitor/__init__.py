@@ -1,19 +1,16 @@
 """Live resource monitors: absence and readiness of a release's resources, from shared watches."""
 
-from engine.monitor.discovery import Discovery, ResourceType
 from engine.monitor.monitor import ExpectedObject, ReleaseMonitor, expected_objects
 from engine.monitor.readiness import Readiness, assess
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import SharedWatch, WatchHub, WatchKey
 
 __all__ = [
-    "Discovery",
     "ExpectedObject",
     "MonitorStatus",
     "Readiness",
     "ReleaseMonitor",
     "ResourceStatus",
-    "ResourceType",
     "SharedWatch",
     "WatchHub",
     "WatchKey",

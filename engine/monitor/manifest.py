@@ -4,7 +4,7 @@ Helm stores a release's manifest as YAML documents joined by ``---`` lines
 (Helm's ``releaseutil.SplitManifests`` splits on the same separator). The
 monitor, drift detection, the upgrade diff and the app all read manifests
 through this module. Each document goes through the bounded loader
-(:mod:`engine.resolve.loader`): a chart's templates can emit anything, so an
+(:mod:`engine.base.loader`): a chart's templates can emit anything, so an
 alias bomb or a 10,000-level nesting is refused (:class:`ManifestLimitError`)
 before it is built.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from engine.resolve.loader import Limits, YamlLimitError, parse_text
+from engine.base.loader import Limits, YamlLimitError, parse_text
 
 _SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
 _MIB = 1024 * 1024

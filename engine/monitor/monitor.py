@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine.monitor.discovery import Discovery, ResourceType
+from engine.kube.discovery import Discovery, ResourceType
 from engine.monitor.manifest import manifest_objects, place
 from engine.monitor.status import ResourceStatus
 from engine.monitor.watch import SharedWatch, WatchHub, WatchKey

@@ -25,11 +25,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.listeners import Listeners
-from engine.monitor import rest
-from engine.monitor.discovery import ResourceType
+from engine.base.listeners import Listeners
+from engine.kube import rest
+from engine.kube.discovery import ResourceType
+from engine.kube.stream import Gone, WatchThread
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
-from engine.monitor.stream import Gone, WatchThread
 
 # Watches hold a connection each; let the pool keep that many instead of discarding them.
 _POOL_SIZE = 1024
@@ -143,7 +143,7 @@ class WatchHub:
         config = copy.copy(api.configuration)
         config.connection_pool_maxsize = _POOL_SIZE
         self._api = client.ApiClient(config)
-        # The headers too: an impersonating client (engine.kube.impersonating) acts as its user by one.
+        # The headers too: an impersonating client (engine.kube.client.impersonating) acts as its user by one.
         self._api.default_headers.update(api.default_headers)
         self._timeout = watch_timeout
         self._lock = threading.Lock()

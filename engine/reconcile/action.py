@@ -21,9 +21,9 @@ from typing import Any, ClassVar, Literal, Protocol
 from kubernetes import client
 
 from engine.helm import HelmError, ReleaseNotFound
-from engine.helm.options import uninstall_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
+from engine.reconcile.options import uninstall_options
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.storage.codec import OWNER_SELECTOR

@@ -7,7 +7,7 @@ resourceVersion and generation are ignored, and so are fields the manifest
 does not set (a separate field manager never removes another's fields).
 An object that does not exist is drift too.
 
-Ignore rules (``spec.driftDetection.ignore``, :mod:`engine.spec.drift`) leave
+Ignore rules (``spec.driftDetection.ignore``, :mod:`engine.package.drift`) leave
 their JSON pointers out of the comparison, removed from both the live object
 and the dry-run result, and correction re-applies those paths with their live
 values, so an autoscaler's ``/spec/replicas`` is neither drift nor reset. An
@@ -26,9 +26,9 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from engine.base import pointer
 from engine.monitor.manifest import manifest_bodies
-from engine.spec import pointer
-from engine.spec.drift import IgnoreRule, detection_disabled, ignored_paths
+from engine.package.drift import IgnoreRule, detection_disabled, ignored_paths
 
 FIELD_MANAGER = "helmdeck-drift"
 _IGNORED_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from engine.helm.crds import prepare_crds
-from engine.helm.options import install_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
+from engine.reconcile.options import install_options
 from engine.reconcile.request import Request
 
 

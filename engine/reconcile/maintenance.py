@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine import labels
+from engine.base import labels
+from engine.base.fields import PackageError
 from engine.helm import HelmError
-from engine.package import PackageError, PackageSpec
+from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.reconcile.action import ObservedReleases, Reconciler, drop_conditions, record, set_conditions

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from engine.package import InstallSpec
+from engine.package.model import InstallSpec
 from engine.reconcile import state as st
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
 from engine.reconcile.request import Request

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import labels
+from engine.base import labels
 from engine.helm import PostRenderer
-from engine.package import InstallSpec, PackageSpec, UpgradeSpec
+from engine.package.model import InstallSpec, PackageSpec, UpgradeSpec
 from engine.reconcile.status import EngineStatus
-from engine.resolve.chart import Chart
 from engine.resolve.release import ResolvedRelease
+from engine.sources.chart import Chart
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Request:
 
     @property
     def release_labels(self) -> dict[str, str]:
-        """helm ``--labels`` for this request's install or upgrade (:func:`engine.labels.release_labels`)."""
+        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.labels.release_labels`)."""
         return labels.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
                                      maintenance=bool(self.spec.maintenance), package_set=self.package_set,
                                      manifest_checksum=self.manifest_checksum,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from engine.helm.options import rollback_options
 from engine.reconcile.action import Reconciler, newer, observed_run, outcome
+from engine.reconcile.options import rollback_options
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from engine.helm.options import rollback_options
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import Reconciler, newer, not_deployed, observed_run, outcome, release_ref
 from engine.reconcile.errors import ActionFailed, MissingRollbackTarget
+from engine.reconcile.options import rollback_options
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
 

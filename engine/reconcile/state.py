@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from engine import labels
+from engine.base import labels
 from engine.reconcile.request import Request
 from engine.storage.helmtime import helm_time as helm_time  # re-exported: next_action asks it here
 from engine.storage.observation import PENDING_STATUSES, Observation

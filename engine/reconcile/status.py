@@ -58,7 +58,7 @@ class EngineStatus:
     release label says otherwise: a changed spec that rendered the same
     manifest (Deckhouse's smart upgrade) is recorded here instead of making a revision.
     ``package`` (``namespace/name``) and ``depends_on`` (its ``dependsOn``, the same form) are the
-    package's as last persisted: they order a cleanup after its file is gone (engine.order).
+    package's as last persisted: they order a cleanup after its file is gone (engine.package.order).
     """
 
     history: History = field(default_factory=History)

@@ -19,8 +19,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine import labels
-from engine.kube import impersonating
+from engine.base import labels
+from engine.kube.client import impersonating
 from engine.reconcile.status import EngineStatus
 
 log = logging.getLogger(__name__)

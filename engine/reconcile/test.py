@@ -6,10 +6,10 @@ against the active remediation unless the package ignores test failures.
 
 from __future__ import annotations
 
-from engine.helm.options import kube_user
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import Reconciler, count_failure, observed_run, outcome, release_ref
 from engine.reconcile.errors import ActionFailed
+from engine.reconcile.options import kube_user
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
 

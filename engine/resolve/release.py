@@ -18,39 +18,19 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import labels
-from engine.package import PackageError, PackageSpec, deep_merge
-from engine.resolve.chart import Chart, ChartError, load_chart
-from engine.resolve.loader import YamlLimitError, load_yaml, values_limits
-from engine.resolve.strvals import Path as ValuesPath
-from engine.resolve.values_from import TargetValue, ValuesError, apply_targets, leaf_paths
-from engine.spec.postrender import Rendering
+from engine.base import labels
+from engine.base.fields import PackageError
+from engine.base.loader import YamlLimitError, load_yaml, values_limits
+from engine.base.strvals import Path as ValuesPath
+from engine.package.model import PackageSpec
+from engine.package.postrender import Rendering
+from engine.resolve.values import ValuesError, ValuesFrom, compose_values
+from engine.sources.chart import Chart, ChartError, load_chart
 from engine.storage.observation import canonical_json
-
-
-@dataclass(frozen=True)
-class ValuesLayer:
-    """Values from a source other than files and inline values (``valuesFrom``: ConfigMaps and Secrets).
-
-    ``origin`` names it for errors; ``secret`` marks all its leaves for masking, ``secret_paths`` some
-    of them. ``digest`` (when given) stands for its content: resolutions are cached by it. ``targets``
-    (targetPath values) are set after every other value, inline ``values`` included, as Flux.
-    """
-
-    values: Mapping[str, Any]
-    origin: str
-    secret: bool = False
-    secret_paths: tuple[ValuesPath, ...] = ()
-    digest: str = ""
-    targets: tuple[TargetValue, ...] = ()
-
-
-# valuesFrom plugs in here: given the spec, the layers merged after valuesFiles and before inline values.
-ValuesFrom = Callable[[PackageSpec], Sequence[ValuesLayer]]
 
 
 @dataclass(frozen=True)
@@ -153,24 +133,7 @@ class ResolveCache:
                 self._by_input.move_to_end(key)
                 self._last[spec] = hit
                 return hit
-        from engine.sources.chart_values import chart_values  # the chart digest in ``key`` covers them
-
-        merged: dict[str, Any] = {}
-        for data in chart_values(spec):
-            merged = deep_merge(merged, data)
-        for i, parsed in enumerate(files):
-            data = parsed.data if parsed.data is not None else {}
-            if not isinstance(data, dict):
-                raise PackageError(spec.file, f"spec.valuesFiles[{i}]",
-                                   f"{spec.values_files[i]} must hold a mapping, not {type(data).__name__}")
-            merged = deep_merge(merged, data)
-        secret: list[ValuesPath] = []
-        for layer in layers:
-            merged = deep_merge(merged, layer.values)
-            secret += leaf_paths(layer.values) if layer.secret else layer.secret_paths
-        merged = deep_merge(merged, spec.values)
-        for layer in layers:
-            merged = apply_targets(spec, merged, layer.targets)
+        merged, secret = compose_values(spec, files, layers)  # chart values: the chart digest in ``key``
         try:
             vdigest = values_digest(merged)
         except (TypeError, ValueError) as exc:

@@ -22,11 +22,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from engine.helm.options import kube_user
-from engine.listeners import Listeners
+from engine.base.listeners import Listeners
 from engine.monitor.status import MonitorStatus
-from engine.package import PackageSpec
+from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
+from engine.reconcile.options import kube_user
 from engine.reconcile.state import FAILED
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
@@ -227,7 +227,7 @@ class ReleaseBook:
         self.refresh(key)
 
     def set_warnings(self, key: ReleaseKey, count: int) -> None:
-        """The number of recent Kubernetes Warning events of ``key``'s objects (engine.events)."""
+        """The number of recent Kubernetes Warning events of ``key``'s objects (engine.monitor.events)."""
         self._warnings[key] = count
         self.refresh(key)
 

@@ -26,8 +26,7 @@ from engine.runtime.gate import ActionGate, local_chart_reason, no_package_reaso
 from engine.runtime.operations import Operations
 from engine.runtime.state import ReleaseKey
 from engine.sources.pin import PinError, document_index, set_scalar
-from engine.sources.source import ChartRequest
-from engine.sources.spec import OCIReference, OCIRepositorySpec
+from engine.sources.repository import ChartRequest, OCIReference, OCIRepositorySpec
 from engine.sources.updates import available, in_range, range_text
 
 

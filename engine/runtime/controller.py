@@ -29,20 +29,22 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine import labels
+from engine.base import labels
+from engine.base.fields import PackageError
+from engine.base.paths import cache_root
 from engine.helm import Helm, HelmError
-from engine.helm.options import kube_user, uninstall_options
-from engine.kube import impersonating
+from engine.kube.client import impersonating
 from engine.monitor.status import MonitorStatus
-from engine.order import Dependency, PackageId, dependency_order, package_id, waiting_for
-from engine.package import PackageError, PackageSpec
-from engine.paths import cache_root
+from engine.package.depends import Dependency, PackageId
+from engine.package.model import PackageSpec
+from engine.package.order import dependency_order, package_id, waiting_for
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.reconcile.action import ActionContext, ObservedReleases, record
 from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
+from engine.reconcile.options import kube_user, uninstall_options
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import CACHE as RESOLVED
@@ -432,7 +434,7 @@ class PackageController:
         user = kube_user(spec)
         if self.detector is None or not user or self.ctx.api is None:
             return self.detector
-        return DriftDetector(impersonating(self.ctx.api, user))  # the client is kept per user (engine.kube)
+        return DriftDetector(impersonating(self.ctx.api, user))  # the client is kept per user (engine.kube.client)
 
     def context(self, key: ReleaseKey) -> ActionContext:
         """The action context whose events go to ``key``'s log."""

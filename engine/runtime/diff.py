@@ -1,7 +1,7 @@
 """Diffs the operator reads: what an upgrade would change, and what changed between two revisions.
 
 The one place diffs are made, and where their secrets are masked: with a
-:class:`~engine.masking.Masker`, secrets are masked (engine.masking's rule)
+:class:`~engine.base.masking.Masker`, secrets are masked (engine.base.masking's rule)
 before the comparison, so a changed secret still shows as a changed line
 but its value never does.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from engine.masking import Masker
+from engine.base.masking import Masker
 from engine.monitor.manifest import load_document, object_of, split_manifest
 
 

@@ -11,7 +11,7 @@ delegates to them:
   triggers and the passes (the atomic release loop, as Flux's helm-controller);
 - :class:`~engine.runtime.operations.Operations`: the operator's actions;
 - :class:`~engine.runtime.chart_versions.ChartVersions`, :class:`~engine.runtime.release_events.ReleaseEvents`,
-  :class:`~engine.runtime.values_sources.ValuesSources`, :class:`~engine.inspect.Inspector`;
+  :class:`~engine.runtime.values_sources.ValuesSources`, :class:`~engine.monitor.inspect.Inspector`;
 - the storage observer, the release service (monitors, render, cleanup) and,
   with a lease configured, the lease elector (only the holder acts).
 
@@ -34,18 +34,19 @@ from typing import Any
 
 from kubernetes import client
 
-from engine.events import KubeEvent
+from engine.base.fields import PackageError
+from engine.base.masking import Masker
+from engine.base.strvals import Path as ValuesPath
 from engine.helm import Helm
-from engine.inspect import Inspector, PodRow
-from engine.kube import KubeTarget, api_client
-from engine.masking import Masker
-from engine.package import PackageError, PackageSpec
+from engine.kube.client import KubeTarget, api_client
+from engine.monitor.events import KubeEvent
+from engine.monitor.inspect import Inspector, PodRow
+from engine.package.model import PackageSpec
 from engine.reconcile.action import ActionContext
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
-from engine.resolve.strvals import Path as ValuesPath
 from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.controller import PackageController, storage_relabeler, storage_unlocker
@@ -69,7 +70,8 @@ from engine.runtime.tasks import Background
 from engine.runtime.values_sources import ValuesSources
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
-from engine.sources.source import ChartRequest, ChartVersionInfo
+from engine.sources.repository import ChartRequest
+from engine.sources.source import ChartVersionInfo
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import UnreadableRecord
@@ -370,7 +372,7 @@ class Engine:
         return self.kube_events.watch(namespace, callback)
 
     def recent_kube_events(self, namespace: str) -> list[KubeEvent]:
-        """The recent Kubernetes Events of ``namespace`` kept (at most ``engine.events.KEEP``), oldest first."""
+        """The recent Kubernetes Events of ``namespace`` kept (at most ``engine.monitor.events.KEEP``), oldest first."""
         return self.kube_events.recent(namespace)
 
     async def live_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
@@ -384,7 +386,7 @@ class Engine:
         return await self._live().pods(obj)
 
     async def container_logs(self, namespace: str, pod: str, container: str) -> str:
-        """The last lines (``engine.inspect.LOG_LINES``) of a container's log. Raises RuntimeError("logs not
+        """The last lines (``engine.monitor.inspect.LOG_LINES``) of a container's log. Raises RuntimeError("logs not
         served: ...") when the kubelet has none, NotAvailable (offline)."""
         return await self._live().logs(namespace, pod, container)
 

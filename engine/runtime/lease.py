@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine import labels
+from engine.base import labels
 
 log = logging.getLogger(__name__)
 

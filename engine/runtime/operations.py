@@ -16,10 +16,11 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from engine import labels
-from engine.masking import Masker
-from engine.order import removal_order
-from engine.package import PackageError, PackageSpec, deep_merge
+from engine.base import labels
+from engine.base.fields import PackageError
+from engine.base.masking import Masker
+from engine.package.model import PackageSpec
+from engine.package.order import removal_order
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ActionContext, ActionReconciler
 from engine.reconcile.atomic import PassResult
@@ -30,8 +31,8 @@ from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.test import Test
 from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.unlock import Unlock
-from engine.resolve.chart import Chart
 from engine.resolve.release import CACHE as RESOLVED
+from engine.resolve.values import deep_merge
 from engine.runtime.book import ReleaseBook
 from engine.runtime.controller import PackageController
 from engine.runtime.diff import manifest_diff
@@ -39,6 +40,7 @@ from engine.runtime.gate import ActionGate
 from engine.runtime.state import CleanupItem, ReleaseKey
 from engine.runtime.tasks import Background
 from engine.sources import SourceError, SourceRef
+from engine.sources.chart import Chart
 from engine.storage.observation import Observation
 from engine.storage.writer import ReleaseNotPendingError
 

@@ -20,10 +20,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine import labels
+from engine.base import labels
+from engine.base.fields import PackageError
 from engine.helm import HelmError
-from engine.order import dependency_order
-from engine.package import PackageError, PackageSpec
+from engine.package.model import PackageSpec
+from engine.package.order import dependency_order
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked

@@ -1,7 +1,7 @@
 """Kubernetes Events as the engine shows them: per-namespace watches and each release's Warning count.
 
 The watches themselves (one shared list+watch per namespace, bounded) are
-:mod:`engine.events`; this collaborator ties them to the release book: which
+:mod:`engine.monitor.events`; this collaborator ties them to the release book: which
 objects a release counts Warnings for (its monitored resources, a few per
 release update) and where the count goes (``ReleaseView.warnings``).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from engine.events import EventHub, KubeEvent, WarningCounter
+from engine.monitor.events import EventHub, KubeEvent, WarningCounter
 from engine.runtime.book import ReleaseBook
 from engine.runtime.state import EngineEvent, ReleaseRemoved, ReleaseUpdated
 
@@ -44,7 +44,7 @@ class ReleaseEvents:
             namespace, lambda event, _gone: self._on_loop(context.copy().run, callback, event))
 
     def recent(self, namespace: str) -> list[KubeEvent]:
-        """The recent Events of ``namespace`` kept (at most engine.events.KEEP), oldest first."""
+        """The recent Events of ``namespace`` kept (at most engine.monitor.events.KEEP), oldest first."""
         return self.hub.recent(namespace)
 
     def feed(self, obj: dict[str, Any]) -> None:

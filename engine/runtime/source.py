@@ -25,7 +25,9 @@ from pathlib import Path
 import anyio
 import watchfiles
 
-from engine.package import PackageError, PackageSpec, load_packages
+from engine.base.fields import PackageError
+from engine.package.load import load_packages
+from engine.package.model import PackageSpec
 from engine.resolve.release import resolve
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.base.fields import PackageError
 from engine.monitor.status import MonitorStatus
-from engine.package import PackageError, PackageSpec
+from engine.package.model import PackageSpec
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.sources.updates import ChartUpdate
@@ -45,7 +46,7 @@ class ReleaseView:
     ``ready`` summarises the Ready condition (None = unknown).
     ``maintenance`` is the effective mode (``""`` or ``NoResourceReconciliation``);
     ``suspended`` is set by the package file or by a hand rollback/suspend.
-    ``warnings`` counts the recent Kubernetes Warning events of its objects (see :mod:`engine.events`).
+    ``warnings`` counts the recent Kubernetes Warning events of its objects (see :mod:`engine.monitor.events`).
     ``chart_update`` is a newer chart version its repository offers than the deployed one (None: none known).
     """
 

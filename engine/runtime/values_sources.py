@@ -1,13 +1,13 @@
 """``spec.valuesFrom`` at run time: reading the referenced ConfigMaps and Secrets, watching them.
 
-The resolution stage stays plain (:mod:`engine.resolve.values_from`
+The resolution stage stays plain (:mod:`engine.resolve.values`
 composes, no I/O): before a package is resolved, :meth:`ValuesSources.fetch`
 reads each object it refers to (a GET each, off the event loop; NotFound is
 kept apart from every other error, so ``optional`` ignores NotFound only),
 and :meth:`ValuesSources.layers` — the ``values_from`` hook the controller,
-the release service and ``plan`` give to :func:`engine.resolve.resolve` —
+the release service and ``plan`` give to :func:`engine.resolve.release.resolve` —
 composes them from what was read. Values that came from a Secret are handed
-to the engine's :class:`~engine.masking.Masker` as they are composed, so they
+to the engine's :class:`~engine.base.masking.Masker` as they are composed, so they
 are masked in every text shown or logged.
 
 Identity: a package with ``spec.serviceAccountName`` has its objects read
@@ -40,16 +40,17 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.helm.options import kube_user
-from engine.kube import impersonating
-from engine.masking import Masker
-from engine.monitor import rest
-from engine.monitor.stream import Gone, WatchThread
-from engine.package import PackageError, PackageSpec
+from engine.base.fields import PackageError
+from engine.base.masking import Masker
+from engine.base.strvals import Path as ValuesPath
+from engine.kube import rest
+from engine.kube.client import impersonating
+from engine.kube.stream import Gone, WatchThread
+from engine.package.model import PackageSpec
+from engine.reconcile.options import kube_user
 from engine.resolve.release import CACHE as RESOLVED
-from engine.resolve.release import ValuesLayer, resolve
-from engine.resolve.strvals import Path as ValuesPath
-from engine.resolve.values_from import ObjectData, ObjectKey, compose, object_keys
+from engine.resolve.release import resolve
+from engine.resolve.values import ObjectData, ObjectKey, ValuesLayer, compose, object_keys
 from engine.runtime.book import ReleaseBook
 from engine.runtime.state import EngineEvent, PackageProblems, ReleaseKey
 
@@ -125,7 +126,7 @@ class ValuesSources:
                 await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.layers))
 
     def layers(self, spec: PackageSpec) -> Sequence[ValuesLayer]:
-        """The ``values_from`` hook of :func:`engine.resolve.resolve`: ``spec``'s valuesFrom composed from
+        """The ``values_from`` hook of :func:`engine.resolve.release.resolve`: ``spec``'s valuesFrom composed from
         the objects as last read (no I/O). Raises ValuesError (e.g. a required object missing)."""
         if not spec.values_from:
             return ()

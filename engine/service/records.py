@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from kubernetes import client
 
-from engine import labels
-from engine.monitor import rest
+from engine.base import labels
+from engine.kube import rest
 from engine.storage.codec import (
     OWNER_SELECTOR,
     RECORD_PREFIX,

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import metadata
 
-from engine import labels
+from engine.base import labels
 
 
 def helmdeck_version() -> str:
@@ -43,7 +43,7 @@ class RenderKey:
     namespace: str
     release: str
     stamped: tuple[tuple[str, str], ...]
-    rendering: str = ""  # the package's own post-rendering, canonical JSON (engine.spec.postrender)
+    rendering: str = ""  # the package's own post-rendering, canonical JSON (engine.package.postrender)
 
 
 @dataclass(frozen=True)

@@ -23,27 +23,22 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine import labels
+from engine.base import labels
+from engine.base.fields import PackageError
 from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions
 from engine.helm.crds import prepare_crds
 from engine.helm.kustomize import KustomizeMissing
-from engine.helm.options import upgrade_options
 from engine.helm.postrender_plugin import PostRendererLayout, install
-from engine.kube import impersonating
-from engine.monitor.discovery import Discovery
+from engine.kube.client import impersonating
+from engine.kube.discovery import Discovery
 from engine.monitor.monitor import ExpectedObject, expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
-from engine.package import PackageError, PackageSpec
+from engine.package.model import PackageSpec
+from engine.reconcile.options import upgrade_options
 from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
-from engine.resolve.chart import is_chart
-from engine.resolve.release import (
-    PostRenderSettings,
-    ResolvedRelease,
-    ValuesFrom,
-    post_render_settings,
-    resolve,
-)
+from engine.resolve.release import PostRenderSettings, ResolvedRelease, post_render_settings, resolve
+from engine.resolve.values import ValuesFrom
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
 from engine.service.records import Driver, ReleaseRecord, ReleaseStore
 from engine.service.render import (
@@ -54,6 +49,7 @@ from engine.service.render import (
     manifest_checksum,
 )
 from engine.service.types import CleanupReport, MaintenanceState, PackageNotHelm, UpgradeAction, UpgradeResult
+from engine.sources.chart import is_chart
 from engine.storage.codec import StorageDecodeError
 
 log = logging.getLogger(__name__)

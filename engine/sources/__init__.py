@@ -1,6 +1,6 @@
 """Chart sources as Flux's source-controller has them: HTTP Helm repositories and OCI registries.
 
-- :mod:`engine.sources.spec`: ``HelmRepository`` / ``OCIRepository`` documents and a Package's
+- :mod:`engine.sources.repository`: ``HelmRepository`` / ``OCIRepository`` documents and a Package's
   ``spec.chart.spec`` / ``spec.chartRef`` (parse functions for the package loader);
 - :mod:`engine.sources.source`: :class:`ChartSource` resolves a :class:`ChartRequest` to a local
   chart archive (:class:`ChartArtifact`) and lists versions; every pull is ``helm pull``;
@@ -18,9 +18,9 @@ from engine.sources.errors import (
     SourceInvalid,
     SourceUnreachable,
 )
-from engine.sources.source import ChartArtifact, ChartRequest, ChartSource, ChartVersionInfo, request_for
-from engine.sources.spec import (
+from engine.sources.repository import (
     SOURCE_KINDS,
+    ChartRequest,
     ChartTemplate,
     HelmRepositorySpec,
     OCIReference,
@@ -33,6 +33,7 @@ from engine.sources.spec import (
     parse_package_chart,
     parse_source,
 )
+from engine.sources.source import ChartArtifact, ChartSource, ChartVersionInfo, request_for
 
 __all__ = [
     "SOURCE_KINDS",

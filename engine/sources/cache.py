@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.resolve.loader import YamlLimitError, chart_limits, parse_text
+from engine.base.loader import YamlLimitError, chart_limits, parse_text
 from engine.sources.errors import PullFailed
 
 _MAX_CHART_YAML = 1024 * 1024

@@ -7,7 +7,7 @@ archive in the content-addressed store. Everything that reads ``chart_path``
 (render, diff, upgrade) sees the last resolved chart, and the path is absent
 until the first resolution.
 
-The cache directory is :func:`engine.paths.cache_root` (the same folder
+The cache directory is :func:`engine.base.paths.cache_root` (the same folder
 ``localcluster.build`` keeps its binaries in).
 """
 
@@ -17,7 +17,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from engine.paths import cache_root
+from engine.base.paths import cache_root
 
 
 def current_path(package_file: Path, namespace: str, name: str, root: Path | None = None) -> Path:

@@ -9,7 +9,7 @@ Parsing reads the parser's events and builds only the fields kept
 (``HELMDECK_MAX_INDEX_BYTES``, default 64 MiB), a node limit (``HELMDECK_MAX_INDEX_NODES``,
 default 3 million: a real entry is about 60 nodes, so ~50,000 entries; it bounds the
 time, about 3 s per million nodes), nesting; an index with aliases goes through the
-loader itself (:mod:`engine.resolve.loader`, alias-expansion limits).
+loader itself (:mod:`engine.base.loader`, alias-expansion limits).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.resolve.loader import Limits, YamlLimitError, parse_text
+from engine.base.loader import Limits, YamlLimitError, parse_text
 from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid

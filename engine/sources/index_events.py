@@ -4,7 +4,7 @@ Composing a whole index holds every node with its marks: a 25 MB index of 100,00
 1 GB and a minute. :func:`read_entries` walks the parser's events once instead (libyaml, C speed) and
 keeps, per entry, ``version``, ``appVersion``, ``created``, ``digest`` and ``urls``, as written (a
 scalar's text: ``1.10`` stays ``1.10``, a timestamp stays RFC 3339); every other field is skipped
-without being built. The loader's bounds (:class:`engine.resolve.loader.Limits`) are counted on the
+without being built. The loader's bounds (:class:`engine.base.loader.Limits`) are counted on the
 events: nodes (``HELMDECK_MAX_INDEX_NODES``) and nesting depth. helm writes indexes without YAML
 aliases; an index with one is left to the bounded loader, which limits what aliases expand to.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.resolve.loader import Limits, Loader, YamlLimitError, syntax_error
+from engine.base.loader import Limits, Loader, YamlLimitError, syntax_error
 
 FIELDS = ("version", "appVersion", "created", "digest", "urls")
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))  # YAML 1.1's plain nulls, as PyYAML resolves them

@@ -24,7 +24,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import NoMatchingVersion, SourceAuthFailed, SourceInvalid
-from engine.sources.spec import OCI_TAG
+from engine.sources.repository import OCI_TAG
 
 MAX_TAGS = 10_000  # default of HELMDECK_MAX_OCI_TAGS
 MAX_PAGES = 1_000  # of the tag list: registries page by 100 or 1,000 (the ``n`` asked for)

@@ -26,8 +26,8 @@ from engine.sources.credentials import Credentials, SecretReader, load_credentia
 from engine.sources.errors import NoMatchingVersion, SourceError
 from engine.sources.index import Index, IndexEntry, IndexStore
 from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
-from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
-from engine.sources.spec import (
+from engine.sources.repository import (
+    ChartRequest,
     ChartTemplate,
     HelmRepositorySpec,
     OCIRepositorySpec,
@@ -35,38 +35,11 @@ from engine.sources.spec import (
     SourceSpec,
     find_source,
 )
+from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
 from engine.sources.updates import AvailableVersions, available, prepare
 
 MAX_LISTED = 100  # versions() describes at most this many OCI tags (one manifest + config each)
 MAX_LISTED_HTTP = 1_000  # and lists at most this many versions of an HTTP repository's chart
-
-
-@dataclass(frozen=True)
-class ChartRequest:
-    """What a package asks for: a chart (by name, in a HelmRepository) and a version range, or the chart an
-    OCIRepository's ``ref`` selects (``chart`` and ``version`` unused)."""
-
-    source: SourceSpec
-    chart: str = ""
-    version: str = "*"
-
-    def wanted(self) -> str:
-        """What is asked for, in a few words: ``chart 'web' in range '^1.0'`` or the OCI reference."""
-        if isinstance(self.source, OCIRepositorySpec):
-            return self.source.reference.describe()
-        return f"chart {self.chart!r} in range {self.version!r}"
-
-    def origin(self) -> str:
-        """Where the chart comes from, without the version asked: the OCIRepository, or ``chart 'web' from``
-        the HelmRepository (the version picker's heading says the range on its own line)."""
-        if isinstance(self.source, OCIRepositorySpec):
-            return self.source.describe()
-        return f"chart {self.chart!r} from {self.source.describe()}"
-
-    def describe(self) -> str:
-        if isinstance(self.source, OCIRepositorySpec):
-            return f"{self.source.describe()}, {self.source.reference.describe()}"
-        return f"chart {self.chart!r} version {self.version!r} from {self.source.describe()}"
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from engine.sources.repository import ChartRequest, OCIRepositorySpec
 from engine.sources.semver import Range, SemverError, Version, parsed_newest_first
-from engine.sources.spec import OCIRepositorySpec
-
-if TYPE_CHECKING:
-    from engine.sources.source import ChartRequest
 
 
 @dataclass(frozen=True)

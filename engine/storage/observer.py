@@ -37,8 +37,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.kube import watch_lines
-from engine.listeners import Listeners
+from engine.base.listeners import Listeners
+from engine.kube.client import watch_lines
 from engine.storage.access import Denied, MissingPermission, check_access, describe
 from engine.storage.codec import (
     OWNER_SELECTOR,

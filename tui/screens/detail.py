@@ -12,7 +12,7 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static, TabbedContent, TabPane
 
-from engine.events import KubeEvent, belongs
+from engine.monitor.events import KubeEvent, belongs
 from engine.runtime.state import EventLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
 from tui import format as fmt
 from tui.engine_client import EngineClient

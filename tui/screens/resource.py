@@ -11,8 +11,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Label, Static
 
-from engine.events import KubeEvent
-from engine.inspect import LOG_LINES, PodRow
+from engine.monitor.events import KubeEvent
+from engine.monitor.inspect import LOG_LINES, PodRow
 from tui.engine_client import EngineClient, ObjectRef
 from tui.messages import EngineSignals
 from tui.screens.base import EngineScreen

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import RichLog
 
-from engine.events import KubeEvent
+from engine.monitor.events import KubeEvent
 from engine.runtime.state import ReconcileEvent
 from tui.format import unix_time
 

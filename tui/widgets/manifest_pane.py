@@ -1,4 +1,4 @@
-"""The detail screen's Manifest tab: what Helm stored for one revision, secrets masked (engine.masking)."""
+"""The detail screen's Manifest tab: what Helm stored for one revision, secrets masked (engine.base.masking)."""
 
 from __future__ import annotations
 

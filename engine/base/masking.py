@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from engine.resolve.loader import Dumper
+from engine.base.loader import Dumper
 
 SECRET_WORDS = frozenset({
     "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "privatekey",

@@ -2,7 +2,7 @@
 
 A file of the packages folder may hold several documents: one Package at most, and
 any number of ``HelmRepository`` / ``OCIRepository`` documents. The package loader
-(:func:`engine.package.load_packages`) asks :func:`read_sources` for each file's
+(:func:`engine.package.model.load_packages`) asks :func:`read_sources` for each file's
 sources (and whether it holds a Package, read by :func:`package_document`) and,
 once every file is read, :func:`link` turns each remote Package's chart form into
 a :class:`ChartRequest` against the sources found.
@@ -16,11 +16,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from engine.fields import lines_by_path
-from engine.package import PackageError, PackageSpec
-from engine.resolve.loader import Parsed, YamlLimitError, load_documents, package_limits
+from engine.base.fields import PackageError, lines_by_path
+from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
+from engine.package.model import PackageSpec
+from engine.sources.repository import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
 from engine.sources.source import request_for
-from engine.sources.spec import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
 
 
 def _documents(file: Path) -> tuple[Parsed, ...]:
@@ -51,7 +51,7 @@ def package_document(file: Path) -> Parsed:
 
 def read_sources(file: Path) -> tuple[list[SourceSpec], bool]:
     """The source documents of ``file`` (HelmRepository / OCIRepository, in file order) and whether it holds
-    anything else (a Package, for :func:`engine.package.load_package`). Raises PackageError naming the file,
+    anything else (a Package, for :func:`engine.package.model.load_package`). Raises PackageError naming the file,
     line and field of the first bad source document."""
     docs = _documents(file)
     sources = [parse_source(d.data, file=file, lines=_lines(d)) for d in docs if _is_source(d)]

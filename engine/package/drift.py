@@ -6,7 +6,7 @@
       mode: enabled                     # disabled | warn | enabled
       ignore:
         - paths: ["/spec/replicas"]     # RFC 6901 JSON pointers; "" ignores the whole object
-          target: {kind: Deployment}    # optional selector (engine.spec.selector)
+          target: {kind: Deployment}    # optional selector (engine.package.selector)
 
 As Flux's (fluxcd/pkg ``jsondiff``): an object's ignored paths are those of
 every rule whose target matches it (a rule without a target matches every
@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.fields import Fields, type_name
-from engine.spec.pointer import PointerError, tokens
-from engine.spec.selector import Selector, parse_selector
+from engine.base.fields import Fields, type_name
+from engine.base.pointer import PointerError, tokens
+from engine.package.selector import Selector, parse_selector
 
 # Flux's v2.DriftDetectionMetadataKey, and helmdeck's own; the value is compared without case.
 DISABLE_KEYS = ("helm.toolkit.fluxcd.io/driftDetection", "helmdeck.dev/driftDetection")

@@ -1,17 +1,27 @@
-"""Composing ``spec.valuesFrom`` (as Flux's ``ChartValuesFromReferences``) from the objects as read.
+"""Values composition, the one place it happens (DESIGN, "Resolution"), in this order:
 
-Pure: the runtime reads the ConfigMaps and Secrets
-(:mod:`engine.runtime.values_sources`) and hands them over as
-:class:`ObjectData`; :func:`compose` makes the one values layer merged after
-``valuesFiles`` and before inline ``values``. Flux's semantics:
+1. a remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart archive, Flux's HelmChart
+   field: :func:`chart_values`);
+2. ``spec.valuesFiles`` in order (parsed by the bounded loader, values limits);
+3. the ``valuesFrom`` layers (ConfigMaps and Secrets, read beforehand by the runtime: :class:`ValuesLayer`);
+4. inline ``spec.values``;
+5. last, every ``targetPath`` value, as Flux's "target path precedence over all".
+
+Maps merge recursively, anything else replaces (:func:`deep_merge`, as helm's ``-f``).
+:func:`compose_values` applies the order; the runtime builds the ``valuesFrom`` layers with
+:func:`compose`.
+
+``spec.valuesFrom`` (as Flux's ``ChartValuesFromReferences``): the runtime reads the ConfigMaps and
+Secrets (:mod:`engine.runtime.drive.values_objects`) and hands them over as :class:`ObjectData`;
+:func:`compose` makes the one layer merged after ``valuesFiles`` and before inline ``values``.
+Flux's semantics:
 
 - every object is in the package's namespace;
 - without ``targetPath`` the key's content is YAML, merged over the entries
   before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
-  reads its argument (:mod:`engine.resolve.strvals`, as Flux's
+  reads its argument (:mod:`engine.base.strvals`, as Flux's
   ``ReplacePathValue``: commas split, ``{a,b}`` lists, typing, quotes) and set
-  after everything else, inline ``values`` included — Flux's "target path
-  precedence over all" (:class:`TargetValue`, :func:`apply_targets`);
+  after everything else (:class:`TargetValue`, :func:`apply_targets`);
 - a missing object, or a missing key in an object that exists, is an error
   (:class:`ValuesError`, Flux's Ready reason ``ValuesError``) unless the
   entry is ``optional``; ``optional`` never hides another read error
@@ -26,20 +36,21 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import field as dataclass_field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engine.fields import PackageError, type_name
-from engine.resolve.loader import YamlLimitError, parse_text, values_limits
-from engine.resolve.strvals import Assignment, PathError, apply, target_assignments
-from engine.resolve.strvals import Path as ValuesPath
-from engine.spec.values_from import ValuesReference
-
-if TYPE_CHECKING:
-    from engine.package import PackageSpec
+from engine.base.fields import PackageError, type_name
+from engine.base.loader import Parsed, YamlLimitError, parse_text, values_limits
+from engine.base.strvals import Assignment, PathError, apply, target_assignments
+from engine.base.strvals import Path as ValuesPath
+from engine.package.model import PackageSpec
+from engine.package.values_from import ValuesReference
+from engine.sources.cache import chart_file
+from engine.sources.errors import SourceError
+from engine.sources.repository import ChartTemplate
 
 ObjectKey = tuple[str, str, str]
 """``(kind, namespace, name)`` of a referenced ConfigMap or Secret."""
@@ -99,6 +110,96 @@ class Composed:
     targets: tuple[TargetValue, ...] = ()
 
 
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``over`` onto ``base``: maps merge recursively, anything else replaces (as helm's -f)."""
+    out = dict(base)
+    for key, value in over.items():
+        cur = out.get(key)
+        if isinstance(cur, Mapping) and isinstance(value, Mapping):
+            out[key] = deep_merge(cur, value)
+        else:
+            out[key] = value
+    return out
+@dataclass(frozen=True)
+class ValuesLayer:
+    """Values from a source other than files and inline values (``valuesFrom``: ConfigMaps and Secrets).
+
+    ``origin`` names it for errors; ``secret`` marks all its leaves for masking, ``secret_paths`` some
+    of them. ``digest`` (when given) stands for its content: resolutions are cached by it. ``targets``
+    (targetPath values) are set after every other value, inline ``values`` included, as Flux.
+    """
+
+    values: Mapping[str, Any]
+    origin: str
+    secret: bool = False
+    secret_paths: tuple[ValuesPath, ...] = ()
+    digest: str = ""
+    targets: tuple[TargetValue, ...] = ()
+
+
+# valuesFrom plugs in here: given the spec, the layers merged after valuesFiles and before inline values.
+ValuesFrom = Callable[[PackageSpec], Sequence[ValuesLayer]]
+
+
+def compose_values(spec: PackageSpec, files: Sequence[Parsed],
+                   layers: Sequence[ValuesLayer]) -> tuple[dict[str, Any], list[ValuesPath]]:
+    """``spec``'s values in the module docstring's order from its parsed ``valuesFiles`` (``files``, in
+    order) and its ``valuesFrom`` ``layers``; with the paths of values that came from Secrets. Blocking
+    (a remote chart's own values files are read from its archive). Raises PackageError (a file not
+    holding a mapping, a chart values file missing or malformed) and ValuesError (a targetPath)."""
+    merged: dict[str, Any] = {}
+    for data in chart_values(spec):
+        merged = deep_merge(merged, data)
+    for i, parsed in enumerate(files):
+        data = parsed.data if parsed.data is not None else {}
+        if not isinstance(data, dict):
+            raise PackageError(spec.file, f"spec.valuesFiles[{i}]",
+                               f"{spec.values_files[i]} must hold a mapping, not {type(data).__name__}")
+        merged = deep_merge(merged, data)
+    secret: list[ValuesPath] = []
+    for layer in layers:
+        merged = deep_merge(merged, layer.values)
+        secret += leaf_paths(layer.values) if layer.secret else layer.secret_paths
+    merged = deep_merge(merged, spec.values)
+    for layer in layers:
+        merged = apply_targets(spec, merged, layer.targets)
+    return merged, secret
+
+
+def chart_values(spec: PackageSpec) -> list[dict[str, Any]]:
+    """The values of the chart files ``spec.chart.spec.valuesFiles`` names, in order (empty for any other
+    chart form). Blocking (reads the archive at ``spec.chart_path``). Raises PackageError naming the
+    entry: missing (without ``ignoreMissingValuesFiles``), over the values size limit, malformed, or not
+    a mapping."""
+    form = spec.chart_source
+    if not isinstance(form, ChartTemplate) or not form.values_files:
+        return []
+    limits = values_limits()
+    out: list[dict[str, Any]] = []
+    for i, rel in enumerate(form.values_files):
+        field = f"spec.chart.spec.valuesFiles[{i}]"
+        try:
+            raw = chart_file(spec.chart_path, rel, limits.max_bytes, what=f"chart {form.chart!r}")
+        except SourceError as exc:
+            raise PackageError(spec.file, field, str(exc), f"set {limits.env} to raise the limit") from None
+        if raw is None:
+            if form.ignore_missing_values_files:
+                continue
+            raise PackageError(spec.file, field, f"{rel} is not in chart {form.chart!r}",
+                               "give a path relative to the chart's folder, or set ignoreMissingValuesFiles: true")
+        try:
+            parsed = parse_text(raw.decode("utf-8"), Path(f"{form.chart}/{rel}"), limits)
+        except UnicodeDecodeError:
+            raise PackageError(spec.file, field, f"{rel} in the chart is not UTF-8 text") from None
+        except YamlLimitError as exc:
+            raise PackageError(spec.file, field, str(exc), exc.fix) from None
+        data = parsed.data if parsed.data is not None else {}
+        if not isinstance(data, dict):
+            raise PackageError(spec.file, field, f"{rel} in the chart must hold a mapping, not {type(data).__name__}")
+        out.append(data)
+    return out
+
+
 def object_keys(spec: PackageSpec) -> list[ObjectKey]:
     """The objects ``spec`` refers to, in order, each once."""
     return list(dict.fromkeys((ref.kind, spec.namespace, ref.name) for ref in spec.values_from))
@@ -106,8 +207,6 @@ def object_keys(spec: PackageSpec) -> list[ObjectKey]:
 
 def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Composed:
     """Compose ``spec.valuesFrom`` from ``objects`` (see the module docstring). Raises ValuesError."""
-    from engine.package import deep_merge
-
     result: dict[str, Any] = {}
     secret: list[ValuesPath] = []
     targets: list[TargetValue] = []

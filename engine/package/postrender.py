@@ -30,10 +30,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from engine import labels
-from engine.fields import Fields, type_name
-from engine.resolve.loader import YamlLimitError, package_limits, parse_text
-from engine.spec.selector import KEY, LABEL_VALUE, Selector, parse_selector
+from engine.base import labels
+from engine.base.fields import Fields, type_name
+from engine.base.loader import YamlLimitError, package_limits, parse_text
+from engine.package.selector import KEY, LABEL_VALUE, Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
 # The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.

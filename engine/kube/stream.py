@@ -1,7 +1,7 @@
 """A list+watch in a daemon thread: its lifecycle, its retry backoff and the reading of its event stream.
 
 What the shared resource watches (:mod:`engine.monitor.watch`) and the
-Kubernetes Events watches (:mod:`engine.events`) share. The official client
+Kubernetes Events watches (:mod:`engine.monitor.events`) share. The official client
 is synchronous, so each watch runs in its own thread; :meth:`WatchThread.stop`
 interrupts an open watch by shutting its response down.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from engine.kube import watch_lines
+from engine.kube.client import watch_lines
 
 log = logging.getLogger(__name__)
 

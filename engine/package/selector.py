@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.fields import Fields
+from engine.base.fields import Fields
 
 # Kubernetes qualified names (apimachinery validation): optional DNS-subdomain prefix, 63-character name.
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.monitor import rest
+from engine.kube import rest
 
 
 @dataclass(frozen=True, order=True)

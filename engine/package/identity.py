@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.fields import Fields
+from engine.base.fields import Fields
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

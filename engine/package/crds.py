@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.fields import Fields
+from engine.base.fields import Fields
 
 SKIP = "Skip"
 CREATE = "Create"

@@ -3,7 +3,7 @@ and which kinds are namespaced, from the API server's discovery (the app places 
 
 Reads only (GET). The YAML hides ``metadata.managedFields`` (as ``kubectl get``
 does since 1.21) and masks a Secret's ``data``/``stringData`` values and any
-secret-looking value by the masking rule (:mod:`engine.masking`).
+secret-looking value by the masking rule (:mod:`engine.base.masking`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.masking import Masker
-from engine.monitor import rest
-from engine.monitor.discovery import Discovery
+from engine.base.masking import Masker
+from engine.kube import rest
+from engine.kube.discovery import Discovery
 
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"})
 LOG_LINES = 200
@@ -94,7 +94,7 @@ class Inspector:
     async def scopes(self, kinds: Iterable[tuple[str, str]]) -> dict[tuple[str, str], bool | None]:
         """Per ``(apiVersion, kind)``: True when the API server serves it namespaced, False cluster-scoped,
         None when it does not serve it; from discovery, read in a thread and cached per group version
-        (:class:`~engine.monitor.discovery.Discovery`: a kind not found is looked up again next time).
+        (:class:`~engine.kube.discovery.Discovery`: a kind not found is looked up again next time).
 
         Raises ApiException or urllib3's errors when discovery cannot be read.
         """

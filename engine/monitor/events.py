@@ -26,9 +26,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.listeners import Listeners
-from engine.monitor import rest
-from engine.monitor.stream import WatchThread
+from engine.base.listeners import Listeners
+from engine.kube import rest
+from engine.kube.stream import WatchThread
 from engine.storage.helmtime import helm_time
 
 KEEP = 500

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 from engine.helm.cli import InstallOptions, PostRenderer, RollbackOptions, UninstallOptions, UpgradeOptions
 from engine.helm.crds import helm_skips
-from engine.package import PackageSpec
-from engine.spec.identity import service_account_user
+from engine.package.identity import service_account_user
+from engine.package.model import PackageSpec
 
 
 def kube_user(spec: PackageSpec | None) -> str:

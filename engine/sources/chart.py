@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.resolve.loader import YamlLimitError, chart_limits, load_yaml, parse_text, racy
+from engine.base.loader import YamlLimitError, chart_limits, load_yaml, parse_text, racy
 
 # A packaged chart bigger than this is refused (helm itself refuses archives over 20 MiB... of files
 # inside; we bound the archive and its Chart.yaml).

@@ -20,7 +20,7 @@ A Package names its chart in one of Flux's two forms (:func:`parse_chart_templat
                       ignoreMissingValuesFiles: false}
     spec.chartRef: {kind: OCIRepository, name, namespace}
 
-Every problem raises :class:`engine.package.PackageError` naming file, line, field and fix.
+Every problem raises :class:`engine.package.model.PackageError` naming file, line, field and fix.
 The parsers take the document's data and a map of dotted field paths to line numbers
 (``lines``), so the package loader can call them on documents it composed itself.
 """
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.fields import Fields as BaseFields
-from engine.fields import parse_duration, type_name
-from engine.package import API_VERSION
+from engine.base.fields import Fields as BaseFields
+from engine.base.fields import parse_duration, type_name
+from engine.base.labels import API_VERSION
 from engine.sources.semver import Range, SemverError
 
 HELM_REPOSITORY = "HelmRepository"
@@ -178,7 +178,7 @@ class ChartTemplate:
 
 
 class Fields(BaseFields):
-    """Field checks for one source document (see :class:`engine.fields.Fields`); booleans default to false."""
+    """Field checks for one source document (see :class:`engine.base.fields.Fields`); booleans default to false."""
 
     def boolean(self, value: Any, path: str) -> bool:
         return bool(super().boolean(value, path))
@@ -422,3 +422,31 @@ def find_source(
     known = sorted(f"{r.namespace}/{r.name}" for r in sources if r.kind == ref.kind)
     hint = f"known {ref.kind}s: {', '.join(known)}" if known else f"declare a {ref.kind} in the packages folder"
     raise Fields(file, lines).error(path, f"{ref} does not exist", hint)
+
+
+@dataclass(frozen=True)
+class ChartRequest:
+    """What a package asks for: a chart (by name, in a HelmRepository) and a version range, or the chart an
+    OCIRepository's ``ref`` selects (``chart`` and ``version`` unused)."""
+
+    source: SourceSpec
+    chart: str = ""
+    version: str = "*"
+
+    def wanted(self) -> str:
+        """What is asked for, in a few words: ``chart 'web' in range '^1.0'`` or the OCI reference."""
+        if isinstance(self.source, OCIRepositorySpec):
+            return self.source.reference.describe()
+        return f"chart {self.chart!r} in range {self.version!r}"
+
+    def origin(self) -> str:
+        """Where the chart comes from, without the version asked: the OCIRepository, or ``chart 'web' from``
+        the HelmRepository (the version picker's heading says the range on its own line)."""
+        if isinstance(self.source, OCIRepositorySpec):
+            return self.source.describe()
+        return f"chart {self.chart!r} from {self.source.describe()}"
+
+    def describe(self) -> str:
+        if isinstance(self.source, OCIRepositorySpec):
+            return f"{self.source.describe()}, {self.source.reference.describe()}"
+        return f"chart {self.chart!r} version {self.version!r} from {self.source.describe()}"

@@ -1,4 +1,5 @@
-"""Label keys helmdeck puts on releases (Helm storage records) and on rendered resources.
+"""Label keys helmdeck puts on releases (Helm storage records) and on rendered resources, and the API
+version of its own kinds (Package, HelmRepository, OCIRepository: files and objects alike).
 
 Release labels go through helm's ``--labels`` and end up on the storage
 objects, where a server-side label selector finds them (cleanup). Label
@@ -8,6 +9,9 @@ values are at most 63 characters, so digests are 32 hex characters.
 from __future__ import annotations
 
 import hashlib
+
+# apiVersion of every helmdeck kind; its group is the one these label keys live in.
+API_VERSION = "helmdeck.dev/v1alpha1"
 
 # On release storage records (helm --labels).
 MANAGED_BY = "helmdeck.dev/managed-by"

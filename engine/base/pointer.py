@@ -1,6 +1,6 @@
 """JSON pointers (RFC 6901) over plain JSON-like data: parse, read, replace and remove.
 
-Used by the drift ignore rules (:mod:`engine.spec.drift`): ``""`` is the
+Used by the drift ignore rules (:mod:`engine.package.drift`): ``""`` is the
 whole document, ``/spec/replicas`` a field, ``/spec/containers/0/image`` a
 list item; ``~1`` stands for ``/`` and ``~0`` for ``~`` in a token.
 """

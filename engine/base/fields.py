@@ -1,7 +1,7 @@
 """Reading the fields of a YAML document with errors that name file, line, field and fix.
 
-What the package loader (:mod:`engine.package`) and the chart-source loader
-(:mod:`engine.sources.spec`) share: :class:`PackageError`, Go durations and
+What the package loader (:mod:`engine.package.model`) and the chart-source loader
+(:mod:`engine.sources.repository`) share: :class:`PackageError`, Go durations and
 :class:`Fields`, which checks one field at a time against its dotted path
 (``spec.install.remediation.retries``) and finds its line for the error.
 """

@@ -14,7 +14,7 @@ Without ``targetPath`` the key's content is YAML merged over the values
 before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
 reads its argument and set after all other values (Flux's semantics). Entries
 apply in order, after ``valuesFiles`` and before inline ``values``
-(:mod:`engine.resolve.values_from` composes them). Load-time checks here:
+(:mod:`engine.resolve.values` composes them). Load-time checks here:
 shape, kind, names and the path's syntax, each error naming file, line,
 field and fix.
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.fields import Fields, type_name
-from engine.resolve.strvals import PathError, parse_path
+from engine.base.fields import Fields, type_name
+from engine.base.strvals import PathError, parse_path
 
 KINDS = ("ConfigMap", "Secret")
 DEFAULT_KEY = "values.yaml"

@@ -1,0 +1,1 @@
+"""Leaf helpers every layer uses; nothing here imports the rest of engine/."""

@@ -1,0 +1,1 @@
+"""Talking to the API server: clients (kubectl's kubeconfig rules), REST calls, watch streams, discovery."""

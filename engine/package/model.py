@@ -1,0 +1,222 @@
+"""The Package types: what an operator declares for one Helm release (read by :mod:`engine.package.load`).
+
+A package file is YAML, field names after Flux's HelmRelease where the
+concept exists::
+
+    apiVersion: helmdeck.dev/v1alpha1
+    kind: Package
+    metadata: {name: web, namespace: demo}
+    spec:
+      chart: ../charts/web          # chart directory or packaged .tgz, relative to this file
+      releaseName: web              # optional; default metadata.name
+      values: {replicas: 2}         # merged over valuesFiles
+      valuesFiles: [web-prod.yaml]  # relative to this file, merged in order
+      maintenance: ""               # or NoResourceReconciliation
+      timeout: 5m                   # Go duration, as Flux's spec.timeout
+      interval: 10m                 # periodic reconcile
+      maxHistory: 5                 # revisions helm keeps (0 = unlimited)
+      suspend: false
+      storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
+      targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.package)
+      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, remediation: {retries}}
+      upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
+                remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
+      test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
+      rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
+      uninstall: {keepHistory, disableHooks, disableWait}
+      driftDetection: {mode: disabled|warn|enabled, ignore: [{paths, target}]}  # engine.package.drift
+      postRenderers: [{kustomize: {patches, images}}]  # and commonMetadata: engine.package.postrender
+      dependsOn: [{name, namespace}] # packages Ready first (engine.package.order)
+      valuesFrom: [{kind, name, valuesKey, targetPath, optional}]  # ConfigMaps/Secrets (engine.package.values_from)
+
+Defaults are Flux's (helm waits for Jobs unless ``disableWaitForJobs``). Files are parsed by
+the bounded loader (:mod:`engine.base.loader`): size, nesting and alias-expansion limits.
+Every problem raises :class:`PackageError` naming the file, the field (a dotted path), the
+line where known, and how to fix it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.package.crds import CrdPolicy
+from engine.package.depends import Dependency
+from engine.package.drift import IgnoreRule
+from engine.package.postrender import Rendering
+from engine.package.values_from import ValuesReference
+from engine.sources.repository import ChartRequest, ChartTemplate, SourceRef
+
+KIND = "Package"
+MANAGED = ""
+NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
+MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
+PACKAGE_SUFFIXES = (".yaml", ".yml")
+MAX_RELEASE_NAME = 53  # Helm's limit (release names end up in label values)
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_INTERVAL = 600.0
+DEFAULT_MAX_HISTORY = 5
+STRATEGIES = ("rollback", "uninstall")
+DRIFT_MODES = ("disabled", "warn", "enabled")
+
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """Flux's ``remediation`` block: ``retries`` (negative = unlimited) and ``remediateLastFailure``."""
+
+    retries: int = 0
+    remediate_last_failure: bool | None = None
+
+    @property
+    def remediate_last(self) -> bool:
+        """Flux's default: remediate the last failure only when retries are set."""
+        return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries != 0
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """The flags every action section has: Flux's ``disableHooks`` and ``disableWait``.
+
+    A section's boolean fields are its flags (camelCase in the file, :func:`_flag_names`).
+    """
+
+    disable_hooks: bool = False
+    disable_wait: bool = False
+
+
+@dataclass(frozen=True)
+class JobsSpec(ActionSpec):
+    """An action section that also waits for Jobs: Flux's ``disableWaitForJobs``."""
+
+    disable_wait_for_jobs: bool = False
+
+
+@dataclass(frozen=True)
+class InstallSpec(JobsSpec, Remediation):
+    """Flux's ``spec.install``; install remediation always uninstalls."""
+
+    create_namespace: bool = False
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class UpgradeSpec(JobsSpec, Remediation):
+    """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall."""
+
+    force: bool = False
+    cleanup_on_fail: bool = False
+    preserve_values: bool = False
+    strategy: str = "rollback"
+
+
+@dataclass(frozen=True)
+class TestFilter:
+    """Select (or, with ``exclude``, skip) the test hook named ``name``."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    exclude: bool = False
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """Flux's ``spec.test``; ``timeout`` in seconds, None = the package timeout."""
+
+    __test__ = False  # not a pytest test class
+
+    enable: bool = False
+    ignore_failures: bool = False
+    timeout: float | None = None
+    filters: tuple[TestFilter, ...] = ()
+
+    def helm_filters(self) -> list[str]:
+        """``helm test --filter`` terms: ``name=x`` and ``!name=x``."""
+        return [f"{'!' if f.exclude else ''}name={f.name}" for f in self.filters]
+
+
+@dataclass(frozen=True)
+class RollbackSpec(JobsSpec):
+    """Flux's ``spec.rollback``."""
+
+    force: bool = False
+    recreate: bool = False
+    cleanup_on_fail: bool = False
+
+
+@dataclass(frozen=True)
+class UninstallSpec(ActionSpec):
+    """Flux's ``spec.uninstall``."""
+
+    keep_history: bool = False
+
+
+@dataclass(frozen=True)
+class PackageSpec:
+    """One validated package file. ``values_json`` is the inline values as JSON.
+
+    Durations (``timeout``, ``interval``) are in seconds.
+    """
+
+    file: Path
+    name: str
+    namespace: str
+    chart_path: Path
+    release_name: str
+    values_json: str = "{}"
+    values_files: tuple[Path, ...] = ()
+    maintenance: str = MANAGED
+    timeout: float = DEFAULT_TIMEOUT
+    interval: float = DEFAULT_INTERVAL
+    max_history: int = DEFAULT_MAX_HISTORY
+    suspend: bool = False
+    storage_namespace: str = ""
+    install: InstallSpec = InstallSpec()
+    upgrade: UpgradeSpec = UpgradeSpec()
+    test: TestSpec = TestSpec()
+    rollback: RollbackSpec = RollbackSpec()
+    uninstall: UninstallSpec = UninstallSpec()
+    drift_detection: str = "disabled"
+    drift_ignore: tuple[IgnoreRule, ...] = ()  # spec.driftDetection.ignore (engine.package.drift)
+    rendering: Rendering = dataclasses.field(default_factory=Rendering)  # postRenderers, commonMetadata
+    depends_on: tuple[Dependency, ...] = ()
+    values_from: tuple[ValuesReference, ...] = ()  # merged after valuesFiles, before values
+    target_namespace: str = ""  # engine.package.identity
+    service_account_name: str = ""
+    crds: CrdPolicy = dataclasses.field(default_factory=CrdPolicy)  # engine.package.crds
+    # A chart from a repository (engine.sources): the parsed form, then the request linked to its source;
+    # chart_path is then where the resolved archive is found (engine.sources.current).
+    chart_source: ChartTemplate | SourceRef | None = None
+    chart_request: ChartRequest | None = None
+
+    @property
+    def release_namespace(self) -> str:
+        """Namespace of the release and its resources: ``targetNamespace``, else the package's."""
+        return self.target_namespace or self.namespace
+
+    @property
+    def storage_ns(self) -> str:
+        """Namespace of the release's storage records (and helmdeck's status object)."""
+        return self.storage_namespace or self.release_namespace
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(release namespace, release name)``: the release this package drives."""
+        return (self.release_namespace, self.release_name)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        data = json.loads(self.values_json)
+        return data if isinstance(data, dict) else {}
+
+
+def shorten_release_name(name: str) -> str:
+    """Flux's rule for names over 53 characters: first 40, ``-``, 12 hex of sha256(name)."""
+    if len(name) <= MAX_RELEASE_NAME:
+        return name
+    return f"{name[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
