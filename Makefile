@@ -25,6 +25,7 @@ demo: build
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # pytest includes tests/test_wheel.py: the wheel, built offline, runs `helmdeck --version` and
 # `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).

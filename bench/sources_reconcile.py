@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.service_common import CHART, Bench, bench_setup
 from engine.runtime import Engine
-from engine.runtime.controller import PackageController
+from engine.runtime.drive.controller import PackageController
 from localcluster.chartrepo import ChartRepoServer
 
 

@@ -14,7 +14,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, contexts
 from engine.runtime import Engine
-from engine.runtime.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
+from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tests.test_engine_flow import write_package

@@ -44,4 +44,4 @@ def test_the_app_and_the_command_line_use_only_the_facade() -> None:
 def test_collaborators_are_not_part_of_the_facade() -> None:
     api = {n for n in dir(Engine) if not n.startswith("_")}
     assert not api & {"book", "gate", "controller", "operations", "observer", "service", "versions", "kube_events",
-                      "inspector", "values_sources", "elector", "tasks"}
+                      "inspector", "values_objects", "elector", "tasks"}

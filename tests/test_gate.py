@@ -9,7 +9,7 @@ import pytest
 
 from engine.runtime import Engine
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.gate import ACTIONS, ActionGate
+from engine.runtime.ledger.gate import ACTIONS, ActionGate
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_engine
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime.lease import LeaseElector
+from engine.runtime.drive.lease import LeaseElector
 
 pytestmark = pytest.mark.cluster
 

@@ -249,7 +249,7 @@ def test_a_monitor_problem_is_said_in_the_summary_the_overview_and_status() -> N
 
 
 def test_the_event_log_says_when_a_monitor_problem_starts_and_ends() -> None:
-    from engine.runtime.book import ReleaseBook
+    from engine.runtime.ledger.book import ReleaseBook
     from engine.storage.observer import Observer
 
     book = ReleaseBook(Observer(None))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.runtime.owners import NONE, Owner, owner_of
+from engine.runtime.ledger.owners import NONE, Owner, owner_of
 from engine.runtime.state import ReleaseView
 from engine.storage.observation import Observation, flux_owner_of
 from tests.fixtures import LEGACY, WEB, fixed_engine

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from engine.runtime.queue import RunResult, WorkQueue
+from engine.runtime.drive.queue import RunResult, WorkQueue
 
 
 async def test_dedup_and_one_run_per_key_at_a_time() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from engine.runtime.repositories import RepositoryRefresh
+from engine.runtime.drive.ports import Triggers
+from engine.runtime.drive.repositories import RepositoryRefresh
 from engine.sources import ChartRequest, HelmRepositorySpec, SourceUnreachable
 
 FILE = Path("/pk/sources.yaml")
@@ -44,7 +45,8 @@ def controller(charts: Charts, packages: dict[tuple[str, str], ChartRequest]) ->
     specs = {k: SimpleNamespace(chart_request=r) for k, r in packages.items()}
     specs[("ns", "local")] = SimpleNamespace(chart_request=None)
     return SimpleNamespace(
-        charts=charts, queue=SimpleNamespace(add=queued.append), queued=queued, logged=logged, offered=offered,
+        charts=charts, queued=queued, logged=logged, offered=offered,
+        triggers=Triggers(enqueue=queued.append, reconciling=lambda: True, acting=lambda: True, spawn=print),
         book=SimpleNamespace(packages=specs, log=lambda key, action, outcome, message: logged.append(message),
                              set_offered=offered.__setitem__))
 
@@ -55,7 +57,7 @@ def test_packages_of_a_changed_request_are_queued_and_a_failing_repository_waits
     charts = Charts(new={web1})
     ctl = controller(charts, {("ns", "a"): web1, ("ns", "b"): web1, ("ns", "c"): web2, ("ns", "d"): down,
                               ("ns", "e"): down2})
-    refresh = RepositoryRefresh(ctl)
+    refresh = RepositoryRefresh(ctl.book, ctl.charts, ctl.triggers)
 
     queued = asyncio.run(refresh.check())
     assert sorted(queued) == [("ns", "a"), ("ns", "b")] == sorted(ctl.queued)
@@ -74,6 +76,6 @@ def test_a_follower_refreshes_the_markers_and_queues_nothing() -> None:
     web = ChartRequest(GOOD, "web", "~1.0")
     charts = Charts(new={web})
     ctl = controller(charts, {("ns", "a"): web})
-    assert asyncio.run(RepositoryRefresh(ctl).check(queue=False)) == []
+    assert asyncio.run(RepositoryRefresh(ctl.book, ctl.charts, ctl.triggers).check(queue=False)) == []
     assert ctl.queued == [] and ctl.logged == []
     assert ctl.offered == {("ns", "a"): "offered by good"}

@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from engine.base.masking import Masker
 from engine.runtime.diff import unified
 from engine.runtime.engine import NotAvailable
-from engine.runtime.gate import OFFLINE
+from engine.runtime.ledger.gate import OFFLINE
 from engine.runtime.state import CleanupItem
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_clock, fixed_engine
 from tui import confirmations

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runtime.source import PackageSource, SourceUpdate
+from engine.runtime.drive.folder import FolderUpdate, PackageFolder
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -33,9 +33,9 @@ def folder(tmp_path: Path) -> Path:
 class Watching:
     """Consumes ``source.watch()`` in a task so the watcher runs while the test writes files."""
 
-    def __init__(self, source: PackageSource):
+    def __init__(self, source: PackageFolder):
         self.source = source
-        self.updates: asyncio.Queue[SourceUpdate] = asyncio.Queue()
+        self.updates: asyncio.Queue[FolderUpdate] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Watching:
@@ -52,10 +52,10 @@ class Watching:
         assert self.task is not None
         await asyncio.wait_for(self.task, 5)
 
-    async def next(self, timeout: float = 10.0) -> SourceUpdate:
+    async def next(self, timeout: float = 10.0) -> FolderUpdate:
         return await asyncio.wait_for(self.updates.get(), timeout)
 
-    async def collect_for(self, seconds: float) -> list[SourceUpdate]:
+    async def collect_for(self, seconds: float) -> list[FolderUpdate]:
         await asyncio.sleep(seconds)
         out = []
         while not self.updates.empty():
@@ -64,7 +64,7 @@ class Watching:
 
 
 async def test_changes_reach_only_affected_packages_and_bursts_are_one(folder: Path) -> None:
-    source = PackageSource(folder, debounce_ms=800, step_ms=150)
+    source = PackageFolder(folder, debounce_ms=800, step_ms=150)
     first = source.load()
     assert set(first.specs) == {("ns", "a"), ("ns", "b")} and first.changed == set(first.specs)
     async with Watching(source) as w:
@@ -82,7 +82,7 @@ async def test_changes_reach_only_affected_packages_and_bursts_are_one(folder: P
 
 
 async def test_bad_file_keeps_last_good_spec_then_fix_and_removal(folder: Path) -> None:
-    source = PackageSource(folder, debounce_ms=600, step_ms=100)
+    source = PackageFolder(folder, debounce_ms=600, step_ms=100)
     good = source.load().specs[("ns", "a")]
     async with Watching(source) as w:
         (folder / "a.yaml").write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nspec: [\n")
@@ -103,7 +103,7 @@ async def test_bad_file_keeps_last_good_spec_then_fix_and_removal(folder: Path) 
 async def test_new_chart_folder_is_watched_after_a_package_points_at_it(folder: Path, tmp_path: Path) -> None:
     other = tmp_path / "elsewhere" / "c"
     shutil.copytree(EXAMPLES / "charts" / "settings", other)
-    source = PackageSource(folder, debounce_ms=600, step_ms=100)
+    source = PackageFolder(folder, debounce_ms=600, step_ms=100)
     source.load()
     async with Watching(source) as w:
         (folder / "c.yaml").write_text(package("c", other))

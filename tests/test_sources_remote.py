@@ -87,27 +87,27 @@ async def test_http_range_newest_match_once_per_interval(
     for version in ("1.0.0", "1.1.0", "1.2.0-rc.1", "2.0.0"):
         publish_http(helm4, package_chart(helm4, tmp_path, version), repo)
     request = ChartRequest(http_repo(repo.url, interval=60.0), "web", "^1.0.0")
-    art = await source.resolve(request)
+    art = await source.pull(request)
     assert (art.version, art.app_version, art.revision) == ("1.1.0", "app-1.1.0", "1.1.0")  # no pre-release
     assert art.digest == "sha256:" + hashlib.sha256(art.path.read_bytes()).hexdigest()
     assert art.source == f"web 1.1.0 from HelmRepository default/charts ({repo.url})"
     assert source.pulls == 1 and len(repo.requests) == 2  # the index, then helm's download of the archive
     # Within the interval: no request, no pull.
-    assert await source.resolve(request) == art
+    assert await source.pull(request) == art
     assert source.pulls == 1 and len(repo.requests) == 2
     # After it: one conditional request (304), still no pull.
     clock.now += 61
-    assert await source.resolve(request) == art
+    assert await source.pull(request) == art
     assert repo.not_modified == 1 and source.pulls == 1
     # A newer version inside the range is picked; one outside is not.
     publish_http(helm4, package_chart(helm4, tmp_path, "1.3.0"), repo)
     publish_http(helm4, package_chart(helm4, tmp_path, "3.0.0"), repo)
     clock.now += 61
-    newer = await source.resolve(request)
+    newer = await source.pull(request)
     assert newer.version == "1.3.0" and newer.digest != art.digest and source.pulls == 2
     # A fresh ChartSource on the same cache asks conditionally and pulls nothing.
     again = ChartSource(source.helm, source.cache.root.parent, clock=clock)
-    assert (await again.resolve(request)).digest == newer.digest
+    assert (await again.pull(request)).digest == newer.digest
     assert again.pulls == 0 and repo.not_modified == 2
     listed = await source.versions(request)
     assert [v.version for v in listed] == ["3.0.0", "2.0.0", "1.3.0", "1.2.0-rc.1", "1.1.0", "1.0.0"]
@@ -116,7 +116,7 @@ async def test_http_range_newest_match_once_per_interval(
     repo.stop()
     clock.now += 61
     with pytest.raises(SourceUnreachable):
-        await source.resolve(request)
+        await source.pull(request)
     assert source.last(request) == newer and newer.path.is_file()
 
 
@@ -130,25 +130,25 @@ async def test_oci_range_and_repushed_tag(
     for version in ("1.0.0", "1.1.0", "1.2.0-rc.1", "2.0.0"):
         push_oci(helm4, package_chart(helm4, tmp_path, version), base, env=helm_home)
     typed = ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "web", "~1.1")
-    art = await source.resolve(typed)
+    art = await source.pull(typed)
     assert art.version == "1.1.0" and art.revision.startswith("1.1.0+") and len(art.revision) == 18
     oci = ChartRequest(OCIRepositorySpec(FILE, "web", "default", f"oci://{base}/web",
                                          OCIReference(semver=">=1.0.0 <2.0.0"), insecure=True))
-    same = await source.resolve(oci)
+    same = await source.pull(oci)
     assert (same.digest, same.revision) == (art.digest, art.revision) and source.pulls == 1
     # Re-pushing the tag with new content: a new digest and revision, same version.
     pushed = push_oci(helm4, package_chart(helm4, tmp_path, "1.1.0", marker="again"), base, env=helm_home)
-    assert await source.resolve(oci) == same  # within the interval: not asked
+    assert await source.pull(oci) == same  # within the interval: not asked
     clock.now += 61
-    moved = await source.resolve(oci)
+    moved = await source.pull(oci)
     assert moved.version == "1.1.0" and moved.digest != same.digest
     assert moved.revision == f"1.1.0+{pushed.removeprefix('sha256:')[:12]}" and source.pulls == 2
     by_tag = ChartRequest(OCIRepositorySpec(FILE, "web", "default", f"oci://{base}/web", OCIReference(tag="2.0.0"),
                                             insecure=True))
-    assert (await source.resolve(by_tag)).version == "2.0.0"
+    assert (await source.pull(by_tag)).version == "2.0.0"
     by_digest = ChartRequest(OCIRepositorySpec(FILE, "web", "default", f"oci://{base}/web",
                                                OCIReference(digest=pushed), insecure=True))
-    assert (await source.resolve(by_digest)).digest == moved.digest and source.pulls == 3
+    assert (await source.pull(by_digest)).digest == moved.digest and source.pulls == 3
     listed = await source.versions(typed)
     assert [v.version for v in listed] == ["2.0.0", "1.2.0-rc.1", "1.1.0", "1.0.0"]
     assert listed[0].app_version == "app-2.0.0" and listed[0].created
@@ -160,28 +160,28 @@ async def test_no_matching_version_and_missing_chart(
 ) -> None:
     publish_http(helm4, package_chart(helm4, tmp_path, "1.0.0"), repo)
     with pytest.raises(NoMatchingVersion) as err:
-        await source.resolve(ChartRequest(http_repo(repo.url), "web", ">=5.0.0"))
+        await source.pull(ChartRequest(http_repo(repo.url), "web", ">=5.0.0"))
     assert repo.url in str(err.value) and "'>=5.0.0'" in str(err.value) and "newest: 1.0.0" in str(err.value)
     with pytest.raises(NoMatchingVersion, match="no chart 'api'"):
-        await source.resolve(ChartRequest(http_repo(repo.url), "api", "*"))
+        await source.pull(ChartRequest(http_repo(repo.url), "api", "*"))
     base = f"{local_cluster.registry}/t-{uuid.uuid4().hex[:8]}"
     push_oci(helm4, package_chart(helm4, tmp_path, "1.0.0"), base, env=helm_home)
     with pytest.raises(NoMatchingVersion) as err:
-        await source.resolve(ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "web", "^2"))
+        await source.pull(ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "web", "^2"))
     assert base in str(err.value) and "'^2'" in str(err.value)
     with pytest.raises(NoMatchingVersion, match="no chart"):
-        await source.resolve(ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "api", "*"))
+        await source.pull(ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "api", "*"))
     assert source.pulls == 0
 
 
 async def test_unreachable_repositories(source: ChartSource) -> None:
     port = free_port()
     with pytest.raises(SourceUnreachable) as err:
-        await source.resolve(ChartRequest(http_repo(f"http://127.0.0.1:{port}", timeout=5.0), "web", "*"))
+        await source.pull(ChartRequest(http_repo(f"http://127.0.0.1:{port}", timeout=5.0), "web", "*"))
     assert f"127.0.0.1:{port}" in str(err.value) and err.value.reason == "SourceNotReady"
     oci = OCIRepositorySpec(FILE, "web", "default", f"oci://127.0.0.1:{port}/charts/web", insecure=True, timeout=5.0)
     with pytest.raises(SourceUnreachable, match="OCIRepository default/web"):
-        await source.resolve(ChartRequest(oci))
+        await source.pull(ChartRequest(oci))
 
 
 async def test_http_basic_auth_credentials_stay_hidden(
@@ -195,13 +195,13 @@ async def test_http_basic_auth_credentials_stay_hidden(
         secret(core_api, namespace, "repo-auth", {"username": b"reader", "password": PASSWORD.encode()})
         secret(core_api, namespace, "wrong-auth", {"username": b"reader", "password": b"nope"})
         with pytest.raises(SourceAuthFailed) as err:
-            await source.resolve(ChartRequest(http_repo(repo.url, namespace=namespace), "web", "*"))
+            await source.pull(ChartRequest(http_repo(repo.url, namespace=namespace), "web", "*"))
         assert "401" in str(err.value) and err.value.reason == "SourceNotReady"
         with pytest.raises(SourceAuthFailed):
-            await source.resolve(ChartRequest(http_repo(repo.url, namespace=namespace, secret_ref="wrong-auth"),
+            await source.pull(ChartRequest(http_repo(repo.url, namespace=namespace, secret_ref="wrong-auth"),
                                               "web", "*"))
         with CmdlineWatch(PASSWORD) as watch:
-            art = await source.resolve(ChartRequest(http_repo(repo.url, namespace=namespace,
+            art = await source.pull(ChartRequest(http_repo(repo.url, namespace=namespace,
                                                               secret_ref="repo-auth"), "web", "*"))
         assert art.version == "1.0.0" and "pull" in watch.helm_runs
         assert watch.leaks == []
@@ -236,13 +236,13 @@ async def test_oci_basic_auth_and_tls_credentials_stay_hidden(
                                               OCIReference(semver="^1.0.0"), **kw))  # type: ignore[arg-type]
 
     with pytest.raises(SourceUnreachable, match="TLS"):  # the test CA is not trusted without certSecretRef
-        await source.resolve(oci(secret_ref="reg-auth"))
+        await source.pull(oci(secret_ref="reg-auth"))
     with pytest.raises(SourceAuthFailed, match=r"set spec\.secretRef"):
-        await source.resolve(oci(cert_secret_ref="reg-ca"))
+        await source.pull(oci(cert_secret_ref="reg-ca"))
     with pytest.raises(SourceAuthFailed, match=r"check spec\.secretRef"):
-        await source.resolve(oci(secret_ref="reg-wrong", cert_secret_ref="reg-ca"))
+        await source.pull(oci(secret_ref="reg-wrong", cert_secret_ref="reg-ca"))
     with CmdlineWatch(PASSWORD) as watch:
-        art = await source.resolve(oci(secret_ref="reg-auth", cert_secret_ref="reg-ca"))
+        art = await source.pull(oci(secret_ref="reg-auth", cert_secret_ref="reg-ca"))
     assert art.version == "1.1.0" and "pull" in watch.helm_runs
     assert watch.leaks == []
     assert PASSWORD not in caplog.text
@@ -265,7 +265,7 @@ async def test_packages_resolving_together_share_one_request_and_one_pull(
     push_oci(helm4, package_chart(helm4, tmp_path, "1.0.0", marker="oci"), base, env=helm_home)
     http_req = ChartRequest(http_repo(repo.url), "web", "^1")
     oci_req = ChartRequest(http_repo(f"oci://{base}", type="oci", insecure=True), "web", "^1")
-    arts = await asyncio.gather(*[source.resolve(r) for r in [http_req, oci_req] * 5])
+    arts = await asyncio.gather(*[source.pull(r) for r in [http_req, oci_req] * 5])
     assert len({a.digest for a in arts}) == 2
     assert source.pulls == 2
     assert repo.requests.count("/index.yaml") == 1

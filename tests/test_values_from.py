@@ -21,8 +21,8 @@ from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.resolve.values import ValuesError
 from engine.runtime import Engine
-from engine.runtime.book import ReleaseBook
-from engine.runtime.values_sources import ValuesSources
+from engine.runtime.drive.values_objects import ValuesObjects
+from engine.runtime.ledger.book import ReleaseBook
 from engine.storage.observer import Observer
 from localcluster.cluster import LocalCluster
 from tests.reconcile_harness import EXAMPLES
@@ -112,7 +112,7 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
         assert deployed_settings(core_api, namespace, "app") == {
             "color": "red", "greeting": GREETING, "level": "debug", "motd": MOTD, "inline": "yes-inline",
             "logLevel": "info", "featureFlags": "search,export"}  # the last two: the chart's defaults
-        assert engine.values_sources.watched() == [("ConfigMap", namespace, ""), ("Secret", namespace, "")]
+        assert engine.values_objects.watched() == [("ConfigMap", namespace, ""), ("Secret", namespace, "")]
 
         # A Secret change reconciles within seconds, from the watch (the interval is 10 minutes).
         secret(core_api, namespace, "creds", {"values.yaml": "settings: {greeting: s3cr3t-changed}\n"}, replace=True)
@@ -255,7 +255,7 @@ async def test_optional_ignores_not_found_only_a_refused_read_still_fails(
     package(pkgs, namespace, "app", "    - {kind: Secret, name: creds, optional: true}\n")
     spec = load_package(pkgs / "app.yaml")
     for target, problem in ((kube_target, None), (blind, f"cannot read Secret {namespace}/creds: Forbidden (403)")):
-        sources = ValuesSources(api_client(target), ReleaseBook(Observer(None)), Masker())
+        sources = ValuesObjects(api_client(target), ReleaseBook(Observer(None)), Masker())
         await sources.fetch(spec)
         if problem is None:
             assert sources.layers(spec)[0].values == {}  # NotFound, optional: skipped

@@ -53,9 +53,9 @@ async def test_values_are_read_and_watched_as_the_service_account(
         # The ServiceAccount that may read the Secret installs with its values, and watches it as itself.
         await until(lambda: revision(engine, app) == 1)
         assert deployed_settings(core_api, namespace, "app")["greeting"] == GREETING
-        assert ("Secret", namespace, deployer) in engine.values_sources.watched()
-        assert ("Secret", namespace, limited) in engine.values_sources.watched()
-        assert not any(user == "" for _, _, user in engine.values_sources.watched())  # never as helmdeck
+        assert ("Secret", namespace, deployer) in engine.values_objects.watched()
+        assert ("Secret", namespace, limited) in engine.values_objects.watched()
+        assert not any(user == "" for _, _, user in engine.values_objects.watched())  # never as helmdeck
 
         # The one that may not: Ready=False naming the Secret and the identity; helmdeck itself could read it.
         def refused() -> bool:

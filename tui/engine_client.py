@@ -22,7 +22,7 @@ from engine.monitor.manifest import ManifestObject, manifest_objects
 from engine.runtime.chart_versions import Pin, VersionList
 from engine.runtime.diff import revision_diff
 from engine.runtime.engine import ActionRefused, Engine, NotAvailable
-from engine.runtime.owners import Owner
+from engine.runtime.ledger.owners import Owner
 from engine.runtime.state import (
     AccessProblems,
     ActionOutcome,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.runtime.owners import owner_of
+from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import RELEASE_STATES, ReleaseKey, ReleaseView
 from engine.storage.observation import PENDING_STATUSES
 from tui import format as fmt
@@ -150,7 +150,7 @@ def quick_match(view: ReleaseView, quick: QuickFilter) -> bool:
     """Whether ``view`` belongs to the quick filter ``quick``."""
     obs = view.observation
     if quick == "failed":
-        # A package that cannot be resolved is Failed with a failed "resolve" last action (engine.runtime.book).
+        # A package that cannot be resolved is Failed with a failed "resolve" last action (engine.runtime.ledger.book).
         return ((obs is not None and obs.status == "failed") or view.state in ("Failed", "Stalled")
                 or (view.running is None and view.last is not None and not view.last.ok))
     if quick == "pending":

@@ -32,8 +32,12 @@ from engine.base.loader import Limits, YamlLimitError, parse_documents
 from engine.helm.errors import HelmError
 from engine.helm.subcharts import ChartTreeError, enabled_files, load_tree
 from engine.kube.client import impersonating
-from engine.package.crds import CREATE, CREATE_REPLACE, SKIP
 
+# The CRD policies (Flux's names), what a package's ``spec.install.crds`` / ``spec.upgrade.crds`` choose.
+SKIP = "Skip"
+CREATE = "Create"
+CREATE_REPLACE = "CreateReplace"
+POLICIES = (SKIP, CREATE, CREATE_REPLACE)
 MAX_CRD_BYTES = 16 * 1024 * 1024
 FIELD_MANAGER = "helmdeck"
 _PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

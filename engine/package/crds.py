@@ -5,7 +5,7 @@
 install; on upgrade helm never touches ``crds/``, so helmdeck creates the missing ones).
 ``CreateReplace``: helmdeck applies every CRD of ``crds/`` (chart and subcharts) server-side and
 helm skips them. Either way helmdeck waits for them to be Established and never deletes a CRD
-(as Flux's ``internal/action/crds.go``). The applying lives in :mod:`engine.helm.crds`.
+(as Flux's ``internal/action/crds.go``). The policies and their applying live in :mod:`engine.helm.crds`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.base.fields import Fields
-
-SKIP = "Skip"
-CREATE = "Create"
-CREATE_REPLACE = "CreateReplace"
-POLICIES = (SKIP, CREATE, CREATE_REPLACE)
+from engine.helm.crds import CREATE, POLICIES, SKIP
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.runtime.book import ActionRefused, ReleaseBook
-from engine.runtime.controller import PackageController
-from engine.runtime.gate import ActionGate, local_chart_reason, no_package_reason
+from engine.runtime.drive.controller import PackageController
+from engine.runtime.ledger.book import ActionRefused, ReleaseBook
+from engine.runtime.ledger.gate import ActionGate, local_chart_reason, no_package_reason
 from engine.runtime.operations import Operations
 from engine.runtime.state import ReleaseKey
 from engine.sources.pin import PinError, document_index, set_scalar
@@ -101,7 +101,7 @@ class ChartVersions:
         unless ``reveal``. Raises ActionRefused, NotAvailable, SourceError, PackageError, HelmError."""
         self.gate.check("diff", key)
         exact = _exact(self.request(key), version)
-        artifact = await self.controller.charts.resolve(exact)
+        artifact = await self.controller.charts.pull(exact)
         spec = dataclasses.replace(self.book.spec(key), chart_path=artifact.path, chart_request=exact)
         desired = await self.operations.service.render(spec.release_namespace, spec)
         return await self.operations.diff_against(key, desired, reveal=reveal)
@@ -141,9 +141,9 @@ class ChartVersions:
         await asyncio.to_thread(_write, planned.file, planned.text)
         self.book.log(key, "pin", "info", f"chart version pinned: {planned.file.name} {planned.field}: "
                       f"{planned.before} -> {planned.after}")
-        source = self.controller.source
+        source = self.controller.folder
         if source is not None:
-            self.controller.apply_source(await asyncio.to_thread(source.load, {planned.file}))
+            self.controller.apply_folder(await asyncio.to_thread(source.load, {planned.file}))
         return planned
 
 

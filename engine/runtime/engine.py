@@ -3,15 +3,15 @@
 It builds its collaborators at construction, starts and stops them, and
 delegates to them:
 
-- :class:`~engine.runtime.book.ReleaseBook`: every per-release state, the
+- :class:`~engine.runtime.ledger.book.ReleaseBook`: every per-release state, the
   :class:`~engine.runtime.state.ReleaseView` rows and the events
   (:data:`engine.runtime.state.EngineEvent`);
-- :class:`~engine.runtime.gate.ActionGate`: whether an action may run, and why not;
-- :class:`~engine.runtime.controller.PackageController`: the work queue, its
+- :class:`~engine.runtime.ledger.gate.ActionGate`: whether an action may run, and why not;
+- :class:`~engine.runtime.drive.controller.PackageController`: the work queue, its
   triggers and the passes (the atomic release loop, as Flux's helm-controller);
 - :class:`~engine.runtime.operations.Operations`: the operator's actions;
 - :class:`~engine.runtime.chart_versions.ChartVersions`, :class:`~engine.runtime.release_events.ReleaseEvents`,
-  :class:`~engine.runtime.values_sources.ValuesSources`, :class:`~engine.monitor.inspect.Inspector`;
+  :class:`~engine.runtime.values_objects.ValuesObjects`, :class:`~engine.monitor.inspect.Inspector`;
 - the storage observer, the release service (monitors, render, cleanup) and,
   with a lease configured, the lease elector (only the holder acts).
 
@@ -47,18 +47,20 @@ from engine.reconcile.atomic import PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
-from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
-from engine.runtime.controller import PackageController, storage_relabeler, storage_unlocker
-from engine.runtime.gate import ACTIONS, OFFLINE, ActionGate
-from engine.runtime.lease import LeaseConfig, LeaseElector
+from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
+from engine.runtime.drive.folder import PackageFolder
+from engine.runtime.drive.lease import LeaseConfig, LeaseElector
+from engine.runtime.drive.repositories import RepositoryRefresh
+from engine.runtime.drive.values_objects import ValuesObjects
+from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
+from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
+from engine.runtime.ledger.owners import NONE, FluxClient, Owner, owner_of
+from engine.runtime.ledger.tasks import Background
 from engine.runtime.operations import Operations
-from engine.runtime.owners import NONE, FluxClient, Owner, owner_of
 from engine.runtime.package_set import PackageSet, package_set_for
 from engine.runtime.plan import Plan, make_plan
 from engine.runtime.release_events import ReleaseEvents
-from engine.runtime.repositories import RepositoryRefresh
-from engine.runtime.source import PackageSource
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
@@ -66,8 +68,6 @@ from engine.runtime.state import (
     ReleaseKey,
     ReleaseView,
 )
-from engine.runtime.tasks import Background
-from engine.runtime.values_sources import ValuesSources
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
 from engine.sources.repository import ChartRequest
@@ -125,30 +125,29 @@ class Engine:
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None else None)
-        source = PackageSource(packages_dir) if packages_dir is not None else None
+        source = PackageFolder(packages_dir) if packages_dir is not None else None
         # The packages are read now: their storage namespaces are watched too.
         first = source.load() if source is not None else None
         self._api = api_client(target) if online else None
         api = self._api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
         self.observer = observer or Observer(self._api, self._observed_namespaces(first.specs if first else {}))
-        self.book = ReleaseBook(self.observer, quick_state=lambda k, o: self.controller.quick_state(k, o),
-                                store=StatusStore(api) if online else None, writable=lambda: self.gate.acting)
+        self.book = ReleaseBook(self.observer, store=StatusStore(api) if online else None,
+                                writable=lambda: self.gate.acting)
         self.gate = ActionGate(self.book, self.observer.latest, readonly=readonly, online=online,
                                leader=lease is None)
-        self.values_sources = ValuesSources(self._api, self.book, self.masker)  # spec.valuesFrom's objects
-        self.service = ReleaseService(helm, api, on_absent=lambda ns, n: self.controller.on_absent(ns, n),
-                                      on_status=lambda ns, n, s: self.controller.on_monitor(ns, n, s),
-                                      namespaces=namespaces, values_from=self.values_sources.layers,
+        self.values_objects = ValuesObjects(self._api, self.book, self.masker)  # spec.valuesFrom's objects
+        self.service = ReleaseService(helm, api, on_status=lambda ns, n, s: self.book.set_monitor((ns, n), s),
+                                      namespaces=namespaces, values_from=self.values_objects.layers,
                                       latest=lambda ns, n: ReleaseRecord.from_observation(self.observer.latest(ns, n)))
         driver = self.observer.driver
         ctx = ActionContext(helm=helm, observer=self.observer, api=self._api, driver=driver,
                             unlock=storage_unlocker(self._api, driver) if self._api else None,
                             quiet=self.service.quiet, paused=self.service.monitor_paused,
-                            checksum=lambda req: self.controller.checksum(req))
+                            checksum=lambda req: self.service.checksum(req.spec.release_namespace, req.spec))
         self.controller = PackageController(
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors,
-            values=self.values_sources, relabel=storage_relabeler(self._api, driver) if self._api else None)
+            values=self.values_objects, relabel=storage_relabeler(self._api, driver) if self._api else None)
         self._inspector = Inspector(self._api) if self._api is not None else None
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
@@ -160,7 +159,7 @@ class Engine:
         self.observer.subscribe(lambda change: self._on_loop(self.controller.on_storage, change))
         self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
-            self.controller.apply_source(first)
+            self.controller.apply_folder(first)
 
     @classmethod
     def offline(cls, packages_dir: Path | None = None, *, observer: Observer | None = None,
@@ -185,7 +184,7 @@ class Engine:
         for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
             self.book.set_state(key, None)  # a verdict made before the status was read does not hold
         self.book.refresh_all()
-        if self.controller.source is not None and self.watch_packages:
+        if self.controller.folder is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())
         if self.elector is not None:
             self.elector.start()
@@ -198,16 +197,16 @@ class Engine:
                 if task is not None:
                     self._monitor_tasks.append(task)
         self.controller.start(reconcile=reconcile)
-        if reconcile and self.online:  # repositories on their own interval (engine.runtime.repositories)
-            self.tasks.spawn(RepositoryRefresh(self.controller).run())
+        if reconcile and self.online:  # repositories on their own interval (engine.runtime.drive.repositories)
+            self.tasks.spawn(RepositoryRefresh(self.book, self.controller.charts, self.controller.triggers).run())
 
     async def stop(self, deadline: float = 30.0) -> bool:
         """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled.
 
         Returns True when every running action finished on its own.
         """
-        if self.controller.source is not None:
-            self.controller.source.stop()
+        if self.controller.folder is not None:
+            self.controller.folder.stop()
         clean = await self.controller.queue.stop(deadline)
         await self.tasks.cancel()
         if self.elector is not None:
@@ -352,13 +351,13 @@ class Engine:
     def secret_paths(self, key: ReleaseKey) -> tuple[ValuesPath, ...]:
         """The paths (tuples of keys and indexes) of ``key``'s values that came from Secrets through
         ``spec.valuesFrom``, as of its last resolution (() when none or unknown)."""
-        return self.values_sources.secret_paths(key)
+        return self.values_objects.secret_paths(key)
 
     def remember_secret_values(self, key: ReleaseKey, values: Mapping[str, Any]) -> None:
         """Have the engine's masker mask what ``values`` (e.g. a stored revision's user values) hold at
         ``key``'s :meth:`secret_paths`: a revision deployed from an older Secret shows its old values
         masked too. Blocking (compiles a pattern): call it in a thread for large values."""
-        self.values_sources.remember(key, values)
+        self.values_objects.remember(key, values)
 
     async def plan(self) -> Plan:
         """The plan of every package (state, next action, why, object changes), dependencies first; acts
@@ -417,7 +416,7 @@ class Engine:
         return await self.operations.cancel(key)
 
     def owner(self, key: ReleaseKey) -> Owner:
-        """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.owners)."""
+        """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.ledger.owners)."""
         view = self.book.view(key)
         return owner_of(view) if view is not None else NONE
 

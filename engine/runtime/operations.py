@@ -1,6 +1,6 @@
 """The operator's actions (the app's keys and the CLI's commands) and the reads behind the panes.
 
-Each action asks the :class:`~engine.runtime.gate.ActionGate` first, runs
+Each action asks the :class:`~engine.runtime.ledger.gate.ActionGate` first, runs
 under the release's running-action guard when it runs helm, keeps what it
 did in the release book (status, last outcome, event log) and persists the
 status. Actions raise ActionRefused (cannot start now) or NotAvailable
@@ -33,12 +33,12 @@ from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.unlock import Unlock
 from engine.resolve.release import CACHE as RESOLVED
 from engine.resolve.values import deep_merge
-from engine.runtime.book import ReleaseBook
-from engine.runtime.controller import PackageController
 from engine.runtime.diff import manifest_diff
-from engine.runtime.gate import ActionGate
+from engine.runtime.drive.controller import PackageController
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.gate import ActionGate
+from engine.runtime.ledger.tasks import Background
 from engine.runtime.state import CleanupItem, ReleaseKey
-from engine.runtime.tasks import Background
 from engine.sources import SourceError, SourceRef
 from engine.sources.chart import Chart
 from engine.storage.observation import Observation

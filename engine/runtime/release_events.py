@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client
 
 from engine.monitor.events import EventHub, KubeEvent, WarningCounter
-from engine.runtime.book import ReleaseBook
+from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.state import EngineEvent, ReleaseRemoved, ReleaseUpdated
 
 OnLoop = Callable[..., None]

@@ -52,7 +52,7 @@ class MonitorRegistry:
         self._hub = hub
         self._hubs: dict[str, WatchHub] = {"": hub}
         self._hub_as = hub_as
-        self._on_absent = on_absent
+        self.on_absent = on_absent
         self._on_status = on_status
         self._lock = threading.RLock()
         self._monitors: dict[Key, ReleaseMonitor] = {}
@@ -206,8 +206,8 @@ class MonitorRegistry:
             if key in self._quiet or key in self._reported:
                 return
             self._reported.add(key)
-        if self._on_absent is not None:
-            self._call(self._on_absent, *key)
+        if self.on_absent is not None:
+            self._call(self.on_absent, *key)
 
     def _emit_status(self, key: Key) -> None:
         if self._on_status is not None:

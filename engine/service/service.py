@@ -77,7 +77,7 @@ class ReleaseService:
     ``namespaces`` limits :meth:`cleanup` to those namespaces (None: all).
     ``driver`` is helm's storage driver. ``post_renderer`` defaults to the
     layout installed in helmdeck's cache directory on first use. ``values_from`` is the resolution's
-    valuesFrom hook (:mod:`engine.runtime.values_sources`: objects read beforehand).
+    valuesFrom hook (:mod:`engine.runtime.drive.values_objects`: objects read beforehand).
     """
 
     def __init__(
@@ -115,6 +115,11 @@ class ReleaseService:
         self._locks: dict[Key, asyncio.Lock] = {}
         self._monitor_locks: dict[Key, asyncio.Lock] = {}
         self._version = helmdeck_version()
+
+    def notify_absent(self, callback: AbsentCallback) -> None:
+        """Have the monitors call ``callback(namespace, name)`` when a release's resources are absent (the
+        engine's controller, built after this service, queues the package)."""
+        self._monitors.on_absent = callback
 
     # -- upgrade ----------------------------------------------------------------------
     async def upgrade(

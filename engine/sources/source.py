@@ -1,6 +1,6 @@
 """ChartSource: from a chart request (repository + chart + range) to a local chart archive.
 
-``resolve`` asks the repository which version the range picks (an HTTP index,
+``pull`` asks the repository which version the range picks (an HTTP index,
 or an OCI registry's tags and manifest), at most once per repository per
 interval; then the archive is taken from the content-addressed cache or, only
 when it is not there, pulled with ``helm pull`` (:mod:`engine.sources.helm_pull`).
@@ -104,7 +104,7 @@ class ChartSource:
         self._oci_seen: dict[tuple[str, str], tuple[float, object]] = {}
         self._artifacts: dict[str, ChartArtifact] = {}
         self._last: dict[ChartRequest, ChartArtifact] = {}
-        self._chosen: dict[ChartRequest, _Choice] = {}  # what the last resolve of each request chose
+        self._chosen: dict[ChartRequest, _Choice] = {}  # what the last pull of each request chose
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @property
@@ -140,7 +140,7 @@ class ChartSource:
         once per repository per interval."""
         registry = self._registry(source, creds, location.host)
         try:
-            async with self._locks[location.url]:  # packages resolving together share one answer
+            async with self._locks[location.url]:  # packages pulling together share one answer
                 reference = await self._oci_reference(source, registry, location, version)
                 manifest = self._fresh((location.url, reference), source.interval)
                 if not isinstance(manifest, ChartManifest):
@@ -178,15 +178,15 @@ class ChartSource:
                                     repository=what)
         return by_version[picked]
 
-    # -- resolving -----------------------------------------------------------
-    async def resolve(self, request: ChartRequest) -> ChartArtifact:
+    # -- pulling -------------------------------------------------------------
+    async def pull(self, request: ChartRequest) -> ChartArtifact:
         """The chart archive ``request`` selects now, pulled only when not cached.
 
         Raises SourceUnreachable, SourceAuthFailed, SourceInvalid, CredentialsError (SourceNotReady) or
         NoMatchingVersion, PullFailed (ArtifactFailed); messages name the repository and the range.
         """
         try:
-            return await self._resolve(request)
+            return await self._pull(request)
         except SourceError as exc:
             wanted = request.wanted()
             if wanted in exc.message:
@@ -205,7 +205,7 @@ class ChartSource:
         choice = await self._choose_oci(source, location, request.version, creds)
         return _Selection(choice, creds, f"{location.url}@{choice.manifest_digest}", location=location)
 
-    async def _resolve(self, request: ChartRequest) -> ChartArtifact:
+    async def _pull(self, request: ChartRequest) -> ChartArtifact:
         sel = await self._select(request)
         choice = sel.choice
         # One pull per archive, however many packages (or repositories) want it.
@@ -235,16 +235,16 @@ class ChartSource:
 
     async def changed(self, request: ChartRequest) -> bool:
         """Does the repository now select another version (or, for OCI, digest) than the last
-        :meth:`resolve` of ``request`` gave? Asks the repository only when its answer is older than the
-        interval, and pulls nothing; False for a request never resolved (asked all the same: what it offers
-        serves :meth:`available`, e.g. for a read-only instance, which resolves nothing). Raises as
-        :meth:`resolve`."""
+        :meth:`pull` of ``request`` gave? Asks the repository only when its answer is older than the
+        interval, and pulls nothing; False for a request never pulled (asked all the same: what it offers
+        serves :meth:`available`, e.g. for a read-only instance, which pulls nothing). Raises as
+        :meth:`pull`."""
         before = self._chosen.get(request)
         selected = await self._select(request)
         return before is not None and selected.choice != before
 
     def last(self, request: ChartRequest) -> ChartArtifact | None:
-        """The artifact the last successful :meth:`resolve` of ``request`` gave (no I/O): what keeps serving
+        """The artifact the last successful :meth:`pull` of ``request`` gave (no I/O): what keeps serving
         drift detection and monitors while the repository fails."""
         return self._last.get(request)
 
@@ -305,7 +305,7 @@ class ChartSource:
 
         For OCI, the newest ``MAX_LISTED`` tags an OCIRepository's ``ref.semverFilter`` admits
         (:meth:`OCIReference.admits`) are described (app version, creation time). Raises as
-        :meth:`resolve`, except NoMatchingVersion for an empty list.
+        :meth:`pull`, except NoMatchingVersion for an empty list.
         """
         source = request.source
         location = _oci_location(request)

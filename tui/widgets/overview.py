@@ -7,7 +7,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from engine.runtime.owners import owner_of
+from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import ReleaseView
 from engine.storage.observation import Observation
 from tui import format as fmt

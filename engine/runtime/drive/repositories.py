@@ -19,13 +19,11 @@ import asyncio
 import logging
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
+from engine.runtime.drive.ports import Triggers
+from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.state import ReleaseKey
-from engine.sources import ChartRequest, SourceError, SourceSpec
-
-if TYPE_CHECKING:
-    from engine.runtime.controller import PackageController
+from engine.sources import ChartRequest, ChartSource, SourceError, SourceSpec
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +32,17 @@ TICK = 1.0
 
 
 class RepositoryRefresh:
-    """Refreshes the repositories of ``controller``'s packages and queues the packages whose chart changed.
+    """Refreshes the repositories of the ``book``'s packages through ``charts`` and queues (``triggers``)
+    the packages whose chart changed.
 
-    Idle while the controller does not reconcile on its own (``reconcile --once``); a follower or a
+    Idle while the engine does not reconcile on its own (``reconcile --once``); a follower or a
     read-only instance refreshes the newer-version markers only (it queues nothing).
     """
 
-    def __init__(self, controller: PackageController, tick: float = TICK):
-        self.controller = controller
+    def __init__(self, book: ReleaseBook, charts: ChartSource, triggers: Triggers, tick: float = TICK):
+        self.book = book
+        self.charts = charts
+        self.triggers = triggers
         self.tick = tick
         self._failed: dict[SourceSpec, float] = {}  # loop time of a repository's last failed refresh
 
@@ -49,14 +50,13 @@ class RepositoryRefresh:
         """Loop until cancelled (the engine's background tasks)."""
         while True:
             await asyncio.sleep(self.tick)
-            ctl = self.controller
-            if ctl.auto:
-                await self.check(queue=ctl.gate.acting)
+            if self.triggers.reconciling():
+                await self.check(queue=self.triggers.acting())
 
     def requests(self) -> dict[ChartRequest, list[ReleaseKey]]:
         """The chart requests of the loaded packages, each with the packages that make it."""
         out: defaultdict[ChartRequest, list[ReleaseKey]] = defaultdict(list)
-        for key, spec in self.controller.book.packages.items():
+        for key, spec in self.book.packages.items():
             if spec.chart_request is not None:
                 out[spec.chart_request].append(key)
         return out
@@ -64,7 +64,7 @@ class RepositoryRefresh:
     async def check(self, *, queue: bool = True) -> list[ReleaseKey]:
         """One look at the due repositories, each on its own (a slow one delays no other); returns the
         packages queued (a new version or digest; none without ``queue``)."""
-        charts = self.controller.charts
+        charts = self.charts
         by_request = self.requests()
         now = asyncio.get_running_loop().time()
         # Due before anything is asked: the first request to a repository makes it fresh for the rest. A
@@ -79,13 +79,13 @@ class RepositoryRefresh:
             for request in requests:
                 offered = charts.available(request)
                 for key in by_request[request]:
-                    self.controller.book.set_offered(key, offered)
+                    self.book.set_offered(key, offered)
         queued: list[ReleaseKey] = []
         for request in (r for found in changed for r in found if queue):
             for key in by_request[request]:
-                self.controller.book.log(key, "source", "info",
+                self.book.log(key, "source", "info",
                                          f"{request.source.describe()} offers a new chart: reconciling")
-                self.controller.queue.add(key)
+                self.triggers.enqueue(key)
                 queued.append(key)
         return queued
 
@@ -94,7 +94,7 @@ class RepositoryRefresh:
         found = []
         for request in requests:
             try:
-                if await self.controller.charts.changed(request):
+                if await self.charts.changed(request):
                     found.append(request)
             except SourceError as exc:  # the package's own pass reports it, with Flux's reason
                 self._failed[source] = asyncio.get_running_loop().time()

@@ -5,7 +5,7 @@ Prints, in one run: the first resolution of all 400 (each version pulled once, b
 the interval (conditional requests only, 0 pulls), and ``helm pull`` of each
 version run directly, as a user would.
 
-Run: ``python -m bench.sources_resolve [--charts 20] [--versions 10] [--parallel 4]``.
+Run: ``python -m bench.sources_pull [--charts 20] [--versions 10] [--parallel 4]``.
 Needs the Go-built registry and helm 4 (``make build``); everything listens on 127.0.0.1.
 """
 
@@ -42,7 +42,7 @@ async def _pass(source: ChartSource, requests: list[ChartRequest], parallel: int
 
     async def one(req: ChartRequest) -> None:
         async with gate:
-            await source.resolve(req)
+            await source.pull(req)
 
     started = time.perf_counter()
     await asyncio.gather(*(one(r) for r in requests))

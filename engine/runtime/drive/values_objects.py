@@ -1,10 +1,10 @@
 """``spec.valuesFrom`` at run time: reading the referenced ConfigMaps and Secrets, watching them.
 
 The resolution stage stays plain (:mod:`engine.resolve.values`
-composes, no I/O): before a package is resolved, :meth:`ValuesSources.fetch`
+composes, no I/O): before a package is resolved, :meth:`ValuesObjects.fetch`
 reads each object it refers to (a GET each, off the event loop; NotFound is
 kept apart from every other error, so ``optional`` ignores NotFound only),
-and :meth:`ValuesSources.layers` — the ``values_from`` hook the controller,
+and :meth:`ValuesObjects.layers` — the ``values_from`` hook the controller,
 the release service and ``plan`` give to :func:`engine.resolve.release.resolve` —
 composes them from what was read. Values that came from a Secret are handed
 to the engine's :class:`~engine.base.masking.Masker` as they are composed, so they
@@ -16,7 +16,7 @@ and watched as that ServiceAccount (Kubernetes impersonation, as helm's
 read a Secret gets Ready=False naming the Secret and the ServiceAccount; the
 others as helmdeck itself. What was read is kept per identity.
 
-Reacting to changes (:meth:`ValuesSources.run`): one metadata-only
+Reacting to changes (:meth:`ValuesObjects.run`): one metadata-only
 list+watch per (kind, namespace, identity) that some package refers to —
 shared by every package, whatever their number (helm's own release Secrets
 are left out by label) — and a change, creation or deletion of a referenced
@@ -35,7 +35,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -51,11 +51,9 @@ from engine.reconcile.options import kube_user
 from engine.resolve.release import CACHE as RESOLVED
 from engine.resolve.release import resolve
 from engine.resolve.values import ObjectData, ObjectKey, ValuesLayer, compose, object_keys
-from engine.runtime.book import ReleaseBook
+from engine.runtime.drive.ports import Triggers
+from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.state import EngineEvent, PackageProblems, ReleaseKey
-
-if TYPE_CHECKING:  # the controller holds this collaborator
-    from engine.runtime.controller import PackageController
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +62,7 @@ _NOT_HELM = "owner!=helm"  # helm's release storage is no values source: not wat
 WatchKey = tuple[str, str, str]  # (kind, namespace, identity: the impersonated user, "" for helmdeck's own)
 
 
-class ValuesSources:
+class ValuesObjects:
     """The objects ``valuesFrom`` refers to, as last read; see the module docstring.
 
     ``api`` None (offline): nothing is read, and a package with ``valuesFrom`` does not resolve.
@@ -78,7 +76,7 @@ class ValuesSources:
         self._lock = threading.Lock()
         self._objects: dict[tuple[str, ObjectKey], ObjectData] = {}  # (identity, object): as read
         self._watches: dict[WatchKey, _ReferenceWatch] = {}
-        self._controller: PackageController | None = None
+        self._triggers: Triggers | None = None
         book.scrub = masker.scrub  # the event log and conditions never show a value read from a Secret
 
     # -- reading ----------------------------------------------------------------------
@@ -154,12 +152,13 @@ class ValuesSources:
         self._masker.remember(_texts(values, self.secret_paths(key)))
 
     # -- watching ---------------------------------------------------------------------
-    async def run(self, controller: PackageController) -> None:
+    async def run(self, triggers: Triggers) -> None:
         """Watch the referenced objects until cancelled; a change queues the packages referring to the
-        object on ``controller``'s queue (when it acts). The watches follow the packages as they are reloaded."""
+        object through ``triggers`` (when the engine acts on its own). The watches follow the packages as
+        they are reloaded."""
         if self._api is None:
             return
-        self._controller = controller
+        self._triggers = triggers
         self._loop = asyncio.get_running_loop()
         unsubscribe = self._book.subscribe(self._on_packages)
         self._sync()
@@ -167,7 +166,7 @@ class ValuesSources:
             await asyncio.Event().wait()
         finally:
             unsubscribe()
-            self._controller = None
+            self._triggers = None
             with self._lock:
                 watches, self._watches = list(self._watches.values()), {}
             for watch in watches:
@@ -184,15 +183,15 @@ class ValuesSources:
         if not isinstance(event, PackageProblems):  # the packages were (re)loaded
             return
         self._sync()
-        controller = self._controller
-        if controller is not None and not (controller.gate.acting and controller.auto):
+        triggers = self._triggers
+        if triggers is not None and not triggers.acts_on_its_own():
             for key, spec in list(self._book.packages.items()):  # no pass will resolve a new or changed one
                 if spec.values_from and RESOLVED.last(spec) is None:
-                    controller.tasks.spawn(self._review(key, spec))
+                    triggers.spawn(self._review(key, spec))
 
     def _sync(self) -> None:
         """One watch per (kind, namespace, identity) the packages refer to; the others stop."""
-        if self._api is None or self._controller is None:
+        if self._api is None or self._triggers is None:
             return
         wanted = {(kind, ns, kube_user(spec)) for spec in self._book.packages.values()
                   for kind, ns, _ in object_keys(spec)}
@@ -216,8 +215,8 @@ class ValuesSources:
         """Objects seen by the watch (on the engine's loop), by name: their resourceVersion, None when gone.
         Those not as last read by the watch's identity (the first list included: a change between the read
         and the watch's start counts) queue every package referring to them as that identity."""
-        controller = self._controller
-        if controller is None:
+        triggers = self._triggers
+        if triggers is None:
             return
         kind, namespace, user = watched
         with self._lock:
@@ -227,12 +226,12 @@ class ValuesSources:
             hit = sorted({ref.name for ref in spec.values_from if ref.kind == kind} & names)
             if hit and spec.namespace == namespace and kube_user(spec) == user:
                 objects = ", ".join(f"{kind} {namespace}/{name}" for name in hit)
-                acting = controller.gate.acting and controller.auto
+                acting = triggers.acts_on_its_own()
                 self._book.log(key, "valuesFrom", "info", f"{objects} changed" + (": reconciling" if acting else ""))
                 if acting:
-                    controller.queue.add(key)
+                    triggers.enqueue(key)
                 else:  # no pass will look: the view's verdict is made again from the objects as they are now
-                    controller.tasks.spawn(self._review(key, spec))
+                    triggers.spawn(self._review(key, spec))
 
     async def _review(self, key: ReleaseKey, spec: PackageSpec) -> None:
         await self.warm([spec])

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
-from engine.runtime.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
-from engine.runtime.owners import owner_of
+from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
+from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import ReleaseKey
 from engine.storage.observation import Observation
 

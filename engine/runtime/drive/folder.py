@@ -1,7 +1,7 @@
-"""The package source: the packages folder, watched live with watchfiles.
+"""The packages folder, watched live with watchfiles.
 
 ``load()`` reads every package file; ``watch()`` yields a
-:class:`SourceUpdate` per burst of file changes (an editor's save burst is
+:class:`FolderUpdate` per burst of file changes (an editor's save burst is
 one burst: watchfiles groups changes until none arrives for ``step_ms``,
 at most ``debounce_ms``). A change reaches only the packages it touches: its
 package file, one of its values files, or a file under its chart directory.
@@ -36,7 +36,7 @@ ReleaseKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
-class SourceUpdate:
+class FolderUpdate:
     """The outcome of a (re)load.
 
     ``specs``: every effective package by release key; ``changed``: keys whose
@@ -52,7 +52,7 @@ class SourceUpdate:
     paths: frozenset[Path] = field(default=frozenset())
 
 
-class PackageSource:
+class PackageFolder:
     """Loads and watches one packages folder."""
 
     def __init__(self, directory: Path, *, debounce_ms: int = 1500, step_ms: int = 150):
@@ -68,7 +68,7 @@ class PackageSource:
     def specs(self) -> dict[ReleaseKey, PackageSpec]:
         return dict(self._specs)
 
-    def load(self, touched: set[Path] | None = None) -> SourceUpdate:
+    def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:
             touched = {p.resolve() for p in touched}
@@ -95,7 +95,7 @@ class PackageSource:
             warm(spec)
         for err in errors:
             log.warning("package problem: %s", err)
-        return SourceUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()))
+        return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()))
 
     def _roots(self) -> set[Path]:
         """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""
@@ -113,7 +113,7 @@ class PackageSource:
         if self._cycle is not None:
             self._cycle.set()
 
-    async def watch(self) -> AsyncIterator[SourceUpdate]:
+    async def watch(self) -> AsyncIterator[FolderUpdate]:
         """Yield an update per change burst until :meth:`stop`. Call :meth:`load` first."""
         while not self._stopping:
             roots = self._roots()

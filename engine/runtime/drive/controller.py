@@ -1,10 +1,10 @@
 """The package controller: what makes packages reconcile, and one pass of a package.
 
-Packages are reconciled from a work queue (:mod:`engine.runtime.queue`):
+Packages are reconciled from a work queue (:mod:`engine.runtime.drive.queue`):
 at start, when their files change, at their interval, at once when a pass
 asks for more, with backoff after errors. Triggers besides the interval: a
 release written outside helmdeck (storage), resources found absent (the
-monitor), taking over the engine lease, and the package source. A removed
+monitor), taking over the engine lease, and the packages folder. A removed
 package's release is uninstalled with pruning on, else reported orphaned.
 
 One pass runs under the release's running-action guard: it builds the
@@ -34,12 +34,10 @@ from engine.base.fields import PackageError
 from engine.base.paths import cache_root
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
-from engine.monitor.status import MonitorStatus
 from engine.package.depends import Dependency, PackageId
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order, package_id, waiting_for
 from engine.reconcile import conditions as cond
-from engine.reconcile import state as st
 from engine.reconcile.action import ActionContext, ObservedReleases, record
 from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
 from engine.reconcile.drift import DriftDetector
@@ -47,16 +45,16 @@ from engine.reconcile.maintenance import Maintenance
 from engine.reconcile.options import kube_user, uninstall_options
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
-from engine.resolve.release import CACHE as RESOLVED
 from engine.resolve.release import resolve
-from engine.runtime.book import ActionRefused, ReleaseBook
-from engine.runtime.gate import ActionGate, no_package_reason
+from engine.runtime.drive.folder import FolderUpdate, PackageFolder
+from engine.runtime.drive.ports import Triggers
+from engine.runtime.drive.queue import RunResult, WorkQueue
+from engine.runtime.drive.values_objects import ValuesObjects
+from engine.runtime.ledger.book import ActionRefused, ReleaseBook
+from engine.runtime.ledger.gate import ActionGate, no_package_reason
+from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
-from engine.runtime.queue import RunResult, WorkQueue
-from engine.runtime.source import PackageSource, SourceUpdate
 from engine.runtime.state import EngineEvent, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
-from engine.runtime.tasks import Background
-from engine.runtime.values_sources import ValuesSources
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import ChartSource, SourceError
@@ -118,7 +116,7 @@ def verdict(result: PassResult, interval: float) -> RunResult:
 class PackageController:
     """Queue, triggers, prune and passes of one engine's packages (see the module docstring).
 
-    ``source`` None: no packages folder (the engine only shows storage).
+    ``folder`` None: no packages folder (the engine only shows storage).
     ``package_set`` labels this set's releases (cleanup removes only its own) and ``relabel`` adopts
     the ones an older helmdeck labelled with the folder's base name (:meth:`_claim`);
     ``monitors`` False builds no resource monitors.
@@ -130,7 +128,7 @@ class PackageController:
     service: ReleaseService
     detector: DriftDetector | None
     helm: Helm
-    source: PackageSource | None
+    folder: PackageFolder | None
     tasks: Background
     _: dataclasses.KW_ONLY
     concurrency: int = 4
@@ -138,32 +136,36 @@ class PackageController:
     package_set: PackageSet | None = None
     relabel: Relabel | None = None
     monitors: bool = True
-    values: ValuesSources  # spec.valuesFrom's objects, read before each resolution
+    values: ValuesObjects  # spec.valuesFrom's objects, read before each resolution
     package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
+    triggers: Triggers = dataclasses.field(init=False)  # the port the triggers get, not this controller
     _ready: dict[ReleaseKey, bool | None] = dataclasses.field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency, is_suspended=self.book.suspended)
+        self.triggers = Triggers(enqueue=self.queue.add, reconciling=lambda: self.auto,
+                                 acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
         self.book.subscribe(self._on_event)
         self.service.identity = lambda ns, name: kube_user(self.book.packages.get((ns, name)))  # monitors
+        self.service.notify_absent(self.on_absent)  # a monitor finding resources absent queues the package
 
     # -- packages ----------------------------------------------------------------
     def load_packages(self) -> None:
         """(Re)load the packages folder now; bad files are reported, the rest apply."""
-        if self.source is not None:
-            self.apply_source(self.source.load())
+        if self.folder is not None:
+            self.apply_folder(self.folder.load())
 
     async def load(self) -> None:
         """:meth:`load_packages` off the event loop (and the objects of valuesFrom read)."""
-        if self.source is not None:
-            self.apply_source(await asyncio.to_thread(self.source.load))
+        if self.folder is not None:
+            self.apply_folder(await asyncio.to_thread(self.folder.load))
             await self.values.warm(self.book.packages.values())
 
-    def apply_source(self, update: SourceUpdate) -> None:
-        """Take a (re)load of the package source: new specs, problems, changed and removed packages
+    def apply_folder(self, update: FolderUpdate) -> None:
+        """Take a (re)load of the packages folder: new specs, problems, changed and removed packages
         (pruned in reverse dependency order)."""
         book = self.book
         before_specs = dict(book.packages)
@@ -193,11 +195,11 @@ class PackageController:
 
     async def watch(self) -> None:
         """Apply every change of the packages folder (and of valuesFrom objects): changed packages reconcile at once."""
-        if self.source is None:
+        if self.folder is None:
             return
-        self.tasks.spawn(self.values.run(self))
-        async for update in self.source.watch():
-            self.apply_source(update)
+        self.tasks.spawn(self.values.run(self.triggers))
+        async for update in self.folder.watch():
+            self.apply_folder(update)
             if self.gate.acting:
                 for key in update.changed:
                     self.queue.add(key)
@@ -308,9 +310,6 @@ class PackageController:
             self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
             self.queue.add(key)
 
-    def on_monitor(self, namespace: str, name: str, status: MonitorStatus) -> None:
-        self.book.set_monitor((namespace, name), status)
-
     def on_lease(self, holder: str, leader: bool) -> None:
         """The lease changed hands; taking it over looks at every package now."""
         was = self.gate.leader
@@ -353,25 +352,12 @@ class PackageController:
         new; no request within the repository's interval), and read its valuesFrom objects. Raises SourceError."""
         await self.values.fetch(spec)
         if spec.chart_request is not None:
-            artifact = await self.charts.resolve(spec.chart_request)
+            artifact = await self.charts.pull(spec.chart_request)
             self.book.set_offered(spec.key, self.charts.available(spec.chart_request))  # the row's marker
             if point(spec.chart_path, artifact.path) and spec.key in self.book.packages:
                 self.book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
 
     # -- requests --------------------------------------------------------------------
-    def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
-        """The release state before the first pass: the decision on the last resolution (no I/O,
-        no render, no drift; a changed spec shows OutOfSync until a pass renders)."""
-        if key not in self.book.packages:
-            return None
-        resolved = RESOLVED.last(self.book.spec(key))
-        if resolved is None:
-            return None
-        req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus())
-        if cond.is_true(req.status.conditions, cond.STALLED):
-            return st.STALLED
-        return st.determine_state(req, obs).status
-
     async def _request(self, key: ReleaseKey, force: bool) -> Request:
         """Everything a pass needs, from the resolution stage (nothing rendered here: the decision
         renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
@@ -423,11 +409,6 @@ class PackageController:
         self.book.log(req.key, "reconcile", "info",
                       f"adopted: {len(changed)} storage record(s) relabelled from package set {label!r} "
                       f"(an older helmdeck's name for this folder) to {pset.identity!r}")
-
-    async def checksum(self, req: Request) -> str:
-        """The action context's ``checksum``: the manifest checksum of ``req``'s render (the release
-        service's render cache). Raises PackageError, HelmError."""
-        return await self.service.checksum(req.spec.release_namespace, req.spec)
 
     def detector_for(self, spec: PackageSpec) -> DriftDetector | None:
         """The drift detector reading as the package's ServiceAccount (impersonated), if it names one."""

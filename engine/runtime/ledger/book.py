@@ -26,10 +26,13 @@ from engine.base.listeners import Listeners
 from engine.monitor.status import MonitorStatus
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
+from engine.reconcile import state as st
 from engine.reconcile.options import kube_user
+from engine.reconcile.request import Request
 from engine.reconcile.state import FAILED
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
+from engine.resolve.release import CACHE as RESOLVED
 from engine.runtime.state import (
     EngineEvent,
     EventLogged,
@@ -51,7 +54,6 @@ EVENT_LOG_SIZE = 200
 KEEP = object()  # set_status: leave the release state as it is
 Subscriber = Callable[[EngineEvent], None]
 # The release state before a pass decided it: (key, latest observation) -> state or None.
-QuickState = Callable[[ReleaseKey, Observation | None], str | None]
 
 
 class ActionRefused(RuntimeError):
@@ -75,9 +77,7 @@ def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
 class ReleaseBook:
     """Per-release state of one engine; see the module docstring.
 
-    ``observer`` supplies the stored revisions; ``quick_state`` gives a
-    release state before the first pass (the package controller's cheap
-    verdict); ``store`` persists engine statuses (None: nothing is persisted,
+    ``observer`` supplies the stored revisions; ``store`` persists engine statuses (None: nothing is persisted,
     e.g. offline); ``writable`` says whether this instance may write them
     (not read-only, holding the lease).
     """
@@ -86,13 +86,11 @@ class ReleaseBook:
         self,
         observer: Observer,
         *,
-        quick_state: QuickState = lambda _k, _o: None,
         store: StatusStore | None = None,
         writable: Callable[[], bool] = lambda: True,
     ):
         self.observer = observer
         self.store = store
-        self._quick_state = quick_state
         self._writable = writable
         self.packages: dict[ReleaseKey, PackageSpec] = {}
         self._statuses: dict[ReleaseKey, EngineStatus] = {}
@@ -256,6 +254,20 @@ class ReleaseBook:
         log.info("event %s/%s %s %s: %s", key[0], key[1], event.action, event.outcome, event.message)
         self.emit(EventLogged(event))
 
+    def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
+        """The release state before the first pass: the decision on the last resolution (no I/O,
+        no render, no drift; a changed spec shows OutOfSync until a pass renders). None without a
+        package or before its first resolution."""
+        if key not in self.packages:
+            return None
+        resolved = RESOLVED.last(self.packages[key])
+        if resolved is None:
+            return None
+        req = Request.from_resolved(resolved, self.status(key) or EngineStatus())
+        if cond.is_true(req.status.conditions, cond.STALLED):
+            return st.STALLED
+        return st.determine_state(req, obs).status
+
     def refresh(self, key: ReleaseKey, **changes: Any) -> None:
         """Remake ``key``'s view from what the book and the observer hold (``changes`` override fields);
         announce it when it changed, or its removal when nothing knows the release any more."""
@@ -298,7 +310,7 @@ class ReleaseBook:
         if state is None and pkg is not None:
             # Until a pass decides (or after storage changed under it): a quick verdict, kept so that
             # later refreshes (monitor, progress) do not hash the chart again.
-            state = self._quick_state(key, obs)
+            state = self.quick_state(key, obs)
             if state is not None:
                 self._states[key] = state
         fields.setdefault("state", state if pkg is not None or status is not None else None)
