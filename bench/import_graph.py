@@ -12,6 +12,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from engine.base.graph import strongly_connected
+
 ROOTS = ("engine", "tui", "helmdeck", "localcluster")
 # The floors, top first (docs/ARCHITECTURE.md); a module's floor is the longest prefix listed.
 # BEFORE_FLOORS is the order ARCHITECTURE.md gave before engine/ was split into layers (`--before`).
@@ -101,51 +103,6 @@ def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, bool]]:
     return [(hit, deferred) for hit, deferred in found if hit != name]
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    result: list[list[str]] = []
-    counter = 0
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        result.append(sorted(component))
-    return result
-
-
 def floor(module: str, floors: tuple[str, ...]) -> int | None:
     """Position of a module's floor (0 = top), None when no floor holds it."""
     best: tuple[int, int] | None = None
@@ -173,7 +130,7 @@ def main() -> None:
             mine, theirs = floor(name, floors), floor(hit, floors)
             if mine is not None and theirs is not None and theirs < mine:
                 upward.add((name, hit))
-    components = cycles(graph)
+    components = [sorted(c) for c in strongly_connected(graph)]
     print(f"modules: {len(found)}")
     print(f"import cycles (strongly connected components): {len(components)}")
     for component in components:

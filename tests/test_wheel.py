@@ -56,7 +56,7 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path: Path) -> None
     assert f"(default: the examples, {examples})" in demo  # the help names the installed examples
     assert (examples.parent / "sources" / "web-oci.yaml").is_file()  # the demo's packages from repositories
     # The installed code finds its data in the venv, not in the source tree.
-    probe = ("from pathlib import Path; import helmdeck.cli, tui.themes, engine.package.model as p;"
+    probe = ("from pathlib import Path; import helmdeck.cli, tui.themes, engine.package.load as p;"
              "from tui.themes import SHIPPED_DIR, load_themes;"
              "themes, errors = load_themes([SHIPPED_DIR]);"
              "specs, bad = p.load_packages(helmdeck.cli.example_packages());"

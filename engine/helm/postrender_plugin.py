@@ -11,7 +11,7 @@ and ``runtimeConfig.platformCommand``; the command sees
         plugin.yaml            the helm 4 plugin
         helmdeck-postrender    sh wrapper (helm 3's executable, helm 4's command)
         postrender.py          a copy of engine/helm/postrender.py
-        engine/resolve/loader.py   a copy of the bounded YAML loader it imports
+        engine/base/loader.py  a copy of the bounded YAML loader it imports
 
 ``<cache>`` is :func:`engine.base.paths.cache_root` (the same rule as the local cluster's binaries), never
 the repository nor the user's helm plugin directory: helm 4 reaches the
@@ -154,8 +154,8 @@ def _files(python: str) -> dict[str, tuple[bytes, int]]:
         "plugin.yaml": (_PLUGIN_YAML.encode(), 0o644),
         "postrender.py": (script, 0o644),
         "engine/__init__.py": (b"", 0o644),
-        "engine/resolve/__init__.py": (b"", 0o644),
-        "engine/resolve/loader.py": (Path(loader.__file__).read_bytes(), 0o644),
+        "engine/base/__init__.py": (b"", 0o644),
+        "engine/base/loader.py": (Path(loader.__file__).read_bytes(), 0o644),
         WRAPPER: (wrapper.encode(), 0o755),
     }
 

@@ -2,7 +2,7 @@
 
 A file of the packages folder may hold several documents: one Package at most, and
 any number of ``HelmRepository`` / ``OCIRepository`` documents. The package loader
-(:func:`engine.package.model.load_packages`) asks :func:`read_sources` for each file's
+(:func:`engine.package.load.load_packages`) asks :func:`read_sources` for each file's
 sources (and whether it holds a Package, read by :func:`package_document`) and,
 once every file is read, :func:`link` turns each remote Package's chart form into
 a :class:`ChartRequest` against the sources found.
@@ -51,7 +51,7 @@ def package_document(file: Path) -> Parsed:
 
 def read_sources(file: Path) -> tuple[list[SourceSpec], bool]:
     """The source documents of ``file`` (HelmRepository / OCIRepository, in file order) and whether it holds
-    anything else (a Package, for :func:`engine.package.model.load_package`). Raises PackageError naming the file,
+    anything else (a Package, for :func:`engine.package.load.load_package`). Raises PackageError naming the file,
     line and field of the first bad source document."""
     docs = _documents(file)
     sources = [parse_source(d.data, file=file, lines=_lines(d)) for d in docs if _is_source(d)]

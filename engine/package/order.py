@@ -21,6 +21,7 @@ import heapq
 from collections.abc import Callable, Iterable, Mapping
 
 from engine.base.fields import PackageError
+from engine.base.graph import strongly_connected
 from engine.package.depends import Dependency, PackageId
 from engine.package.model import PackageSpec
 
@@ -83,46 +84,7 @@ def _edge(spec: PackageSpec, target: PackageId) -> Dependency | None:
 def find_cycles(graph: Mapping[PackageId, Iterable[PackageId]]) -> list[list[PackageId]]:
     """The cycles of ``graph`` (node -> the nodes it depends on), one per strongly connected component of
     more than one node, each as a path ``[a, b, ...]`` with ``a -> b -> ... -> a``; sorted, deterministic."""
-    index: dict[PackageId, int] = {}
-    low: dict[PackageId, int] = {}
-    stack: list[PackageId] = []
-    on_stack: set[PackageId] = set()
-    components: list[list[PackageId]] = []
-
-    def visit(start: PackageId) -> None:  # Tarjan's algorithm, iterative (no recursion limit)
-        work = [(start, iter(sorted(graph.get(start, ()))))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, edges = work[-1]
-            nxt = next(edges, None)
-            if nxt is not None:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = len(index)
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    comp.append(member)
-                    if member == node:
-                        break
-                if len(comp) > 1:
-                    components.append(comp)
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
+    components = strongly_connected(graph)
     return [_cycle_path(set(c), graph) for c in sorted(components, key=min)]
 
 

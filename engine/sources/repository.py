@@ -20,7 +20,7 @@ A Package names its chart in one of Flux's two forms (:func:`parse_chart_templat
                       ignoreMissingValuesFiles: false}
     spec.chartRef: {kind: OCIRepository, name, namespace}
 
-Every problem raises :class:`engine.package.model.PackageError` naming file, line, field and fix.
+Every problem raises :class:`engine.base.fields.PackageError` naming file, line, field and fix.
 The parsers take the document's data and a map of dotted field paths to line numbers
 (``lines``), so the package loader can call them on documents it composed itself.
 """
