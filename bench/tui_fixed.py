@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.runtime.state import ActionOutcome, EngineEvent, ReleaseKey, ReleaseUpdated, RunningAction
+from engine.runtime.state import ActionOutcome, EngineSignal, ReleaseKey, ReleaseUpdated, RunningAction
 from tests.fixtures import bulk_engine, set_engine_status
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
@@ -72,7 +72,7 @@ async def measure(releases: int, rate: float, seconds: float) -> dict[str, Sampl
                                             "loop lag", "filter key → table")}
     emitted: dict[int, float] = {}
 
-    def on_event(event: EngineEvent) -> None:
+    def on_event(event: EngineSignal) -> None:
         if isinstance(event, ReleaseUpdated):
             emitted[id(event.view)] = time.perf_counter()
 

@@ -221,7 +221,7 @@ def _app(args: argparse.Namespace) -> int:
 
 def _reconcile(args: argparse.Namespace) -> int:
     from engine.runtime.report import event_line
-    from engine.runtime.state import AccessProblems, EventLogged
+    from engine.runtime.state import AccessProblems, EntryLogged
     from helmdeck.access import report as report_access
 
     if args.packages is None:
@@ -236,7 +236,7 @@ def _reconcile(args: argparse.Namespace) -> int:
     def show(event: object) -> None:
         if isinstance(event, AccessProblems):
             report_access(event)  # said when it happens: a long-running reconcile may lose a permission
-        if not isinstance(event, EventLogged):
+        if not isinstance(event, EntryLogged):
             return
         ev = event.event
         if args.json:

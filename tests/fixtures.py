@@ -26,7 +26,7 @@ from engine.runtime.state import (
     ActionOutcome,
     Condition,
     FailureCounts,
-    ReconcileEvent,
+    LogEntry,
     ReleaseKey,
     RunningAction,
 )
@@ -180,14 +180,14 @@ def set_engine_status(
         book.refresh(key, running=running)
 
 
-def add_fixed_events(engine: Engine, events: list[ReconcileEvent]) -> None:
+def add_fixed_events(engine: Engine, events: list[LogEntry]) -> None:
     """Put events with fixed times into packages' event logs (the engine stamps real times)."""
     for event in events:
         engine.book.add_event(event)
 
 
-def log_event(engine: Engine, event: ReconcileEvent) -> None:
-    """Log ``event`` as the engine does while an action runs (subscribers get EventLogged)."""
+def log_event(engine: Engine, event: LogEntry) -> None:
+    """Log ``event`` as the engine does while an action runs (subscribers get EntryLogged)."""
     engine.book.add_event(event)
 
 
@@ -255,15 +255,15 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
                             "fail is true"), _minutes_before_now(20)),
     )
     add_fixed_events(engine, [
-        ReconcileEvent(_minutes_before_now(21), FLAKY, "flaky", "upgrade", "started", "upgrade started (timeout 60s)"),
-        ReconcileEvent(_minutes_before_now(20), FLAKY, "flaky", "upgrade", "failed",
+        LogEntry(_minutes_before_now(21), FLAKY, "flaky", "upgrade", "started", "upgrade started (timeout 60s)"),
+        LogEntry(_minutes_before_now(20), FLAKY, "flaky", "upgrade", "failed",
                        "upgrade failed: execution error: fail is true",
                        ("Error: UPGRADE FAILED: execution error at (flaky/templates/configmap.yaml:1:4):",
                         "fail is true")),
-        ReconcileEvent(_minutes_before_now(16), WEB, "web", "rollback", "started", "rollback started (timeout 120s)"),
-        ReconcileEvent(_minutes_before_now(15), WEB, "web", "rollback", "succeeded",
+        LogEntry(_minutes_before_now(16), WEB, "web", "rollback", "started", "rollback started (timeout 120s)"),
+        LogEntry(_minutes_before_now(15), WEB, "web", "rollback", "succeeded",
                        "rollback succeeded: revision 3 deployed"),
-        ReconcileEvent(_minutes_before_now(15), WEB, "web", "suspend", "info", "reconciliation suspended"),
+        LogEntry(_minutes_before_now(15), WEB, "web", "suspend", "info", "reconciliation suspended"),
     ])
     for event in WEB_KUBE_EVENTS:
         engine.kube_events.feed(event)

@@ -13,7 +13,7 @@ from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
 from engine.runtime import Engine, PackageProblems
 from engine.runtime.engine import ActionRefused, LeaseConfig
-from engine.runtime.state import EngineEvent
+from engine.runtime.state import EngineSignal
 from tests.reconcile_harness import EXAMPLES
 
 pytestmark = pytest.mark.cluster
@@ -76,7 +76,7 @@ async def test_a_broken_file_is_reported_and_the_others_keep_reconciling(
     engine = Engine(kube_target, helm, tmp_path, namespaces=[namespace])
     problems: list[PackageProblems] = []
 
-    def on_event(ev: EngineEvent) -> None:
+    def on_event(ev: EngineSignal) -> None:
         if isinstance(ev, PackageProblems) and ev.errors:
             problems.append(ev)
 

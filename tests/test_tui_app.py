@@ -12,7 +12,7 @@ from textual.widgets._footer import FooterKey
 
 from engine.base.masking import Masker
 from engine.monitor.status import MonitorStatus
-from engine.runtime.state import ReconcileEvent
+from engine.runtime.state import LogEntry
 from tests.fixtures import (
     FIXED_NOW,
     FLAKY,
@@ -492,7 +492,7 @@ async def test_engine_events_reach_an_open_detail_screen() -> None:
         await pilot.press("enter")
         await pilot.pause()
         set_engine_status(app.engine, WEB, state="InSync")
-        log_event(app.engine, ReconcileEvent(FIXED_NOW, WEB, "web", "upgrade", "started",
+        log_event(app.engine, LogEntry(FIXED_NOW, WEB, "web", "upgrade", "started",
                                              "upgrade started (timeout 120s)"))
         await pilot.press("7")  # a log renders once it is on screen
         await pilot.pause()

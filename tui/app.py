@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.theme import Theme
 
 from engine.base.masking import Masker
-from engine.runtime import Engine, EngineEvent, PackageProblems
+from engine.runtime import Engine, EngineSignal, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey, ReleaseRemoved
 from tui.collector import Collector
@@ -98,7 +98,7 @@ class HelmdeckApp(App[None]):
         self._main = MainScreen(self.client, self.signals, clock, context)
         self._kube_context = context
         self._contexts = contexts
-        self._events: deque[EngineEvent] = deque()
+        self._events: deque[EngineSignal] = deque()
         self._events_posted = False
         self._unsubscribe = self.client.subscribe(self._on_engine_event)
         self._collector = Collector()
@@ -233,7 +233,7 @@ class HelmdeckApp(App[None]):
             self.notify(f"Cannot save the theme choice to {self.settings.file}: {exc}", severity="warning")
 
     # -- engine events ------------------------------------------------------------------
-    def _on_engine_event(self, event: EngineEvent) -> None:
+    def _on_engine_event(self, event: EngineSignal) -> None:
         # Appended before the flag is read: either a drain under way takes it, or a new message is posted.
         self._events.append(event)
         if not self._events_posted:

@@ -27,8 +27,8 @@ from engine.runtime.state import (
     AccessProblems,
     ActionOutcome,
     CleanupItem,
-    EngineEvent,
-    ReconcileEvent,
+    EngineSignal,
+    LogEntry,
     ReleaseKey,
     ReleaseView,
 )
@@ -59,7 +59,7 @@ class EngineClient:
         self.engine = engine
         self.masker = masker or engine.masker
         self._engine_masker = masker is None
-        self._subscribers: dict[Callable[[EngineEvent], None], Callable[[], None]] = {}
+        self._subscribers: dict[Callable[[EngineSignal], None], Callable[[], None]] = {}
         self._discovery_retry = 0.0  # monotonic time before which discovery is not asked (it failed)
 
     # -- lifecycle -------------------------------------------------------------
@@ -69,7 +69,7 @@ class EngineClient:
     async def stop(self) -> None:
         await self.engine.stop()
 
-    def subscribe(self, callback: Callable[[EngineEvent], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[EngineSignal], None]) -> Callable[[], None]:
         """Call ``callback`` with every engine event (of this engine and of any it is switched to);
         returns the unsubscribe function."""
         self._subscribers[callback] = self.engine.subscribe(callback)
@@ -119,7 +119,7 @@ class EngineClient:
         """Stored revisions, newest first."""
         return self.engine.history(key)
 
-    def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
+    def events(self, key: ReleaseKey) -> list[LogEntry]:
         return self.engine.events(key)
 
     async def objects(self, key: ReleaseKey, revision: int) -> list[ManifestObject]:

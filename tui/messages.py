@@ -10,8 +10,8 @@ from textual.signal import Signal
 
 from engine.runtime.state import (
     AccessProblems,
-    EngineEvent,
-    EventLogged,
+    EngineSignal,
+    EntryLogged,
     LeaseChanged,
     PackageProblems,
     ReleaseKey,
@@ -38,16 +38,16 @@ class EngineSignals:
     def __init__(self, owner: DOMNode):
         self.updated: Signal[ReleaseUpdated] = Signal(owner, "release-updated")
         self.removed: Signal[ReleaseRemoved] = Signal(owner, "release-removed")
-        self.logged: Signal[EventLogged] = Signal(owner, "event-logged")
+        self.logged: Signal[EntryLogged] = Signal(owner, "event-logged")
         self.lease: Signal[LeaseChanged] = Signal(owner, "lease-changed")
         self.problems: Signal[PackageProblems] = Signal(owner, "package-problems")
         self.access: Signal[AccessProblems] = Signal(owner, "access-problems")
         self._by_type: dict[type, Signal[Any]] = {
-            ReleaseUpdated: self.updated, ReleaseRemoved: self.removed, EventLogged: self.logged,
+            ReleaseUpdated: self.updated, ReleaseRemoved: self.removed, EntryLogged: self.logged,
             LeaseChanged: self.lease, PackageProblems: self.problems, AccessProblems: self.access,
         }
 
-    def publish(self, event: EngineEvent) -> None:
+    def publish(self, event: EngineSignal) -> None:
         signal = self._by_type.get(type(event))
         if signal is not None:
             signal.publish(event)

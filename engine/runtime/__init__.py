@@ -3,7 +3,7 @@
 from engine.runtime.engine import Engine
 from engine.runtime.state import (
     ActionOutcome,
-    EngineEvent,
+    EngineSignal,
     PackageProblems,
     ReleaseRemoved,
     ReleaseUpdated,
@@ -13,7 +13,7 @@ from engine.runtime.state import (
 __all__ = [
     "ActionOutcome",
     "Engine",
-    "EngineEvent",
+    "EngineSignal",
     "PackageProblems",
     "ReleaseRemoved",
     "ReleaseUpdated",

@@ -5,7 +5,7 @@ delegates to them:
 
 - :class:`~engine.runtime.ledger.book.ReleaseBook`: every per-release state, the
   :class:`~engine.runtime.state.ReleaseView` rows and the events
-  (:data:`engine.runtime.state.EngineEvent`);
+  (:data:`engine.runtime.state.EngineSignal`);
 - :class:`~engine.runtime.ledger.gate.ActionGate`: whether an action may run, and why not;
 - :class:`~engine.runtime.drive.controller.PackageController`: the work queue, its
   triggers and the passes (the atomic release loop, as Flux's helm-controller);
@@ -64,7 +64,7 @@ from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
-    ReconcileEvent,
+    LogEntry,
     ReleaseKey,
     ReleaseView,
 )
@@ -301,7 +301,7 @@ class Engine:
 
     # -- reading ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call ``callback`` with every :data:`EngineEvent`; returns an unsubscribe function."""
+        """Call ``callback`` with every :data:`EngineSignal`; returns an unsubscribe function."""
         return self.book.subscribe(callback)
 
     def releases(self) -> list[ReleaseView]:
@@ -315,7 +315,7 @@ class Engine:
         """The package's engine status (history, counters, conditions), if any."""
         return self.book.status(key)
 
-    def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
+    def events(self, key: ReleaseKey) -> list[LogEntry]:
         """The package's event log, oldest first (at most the last 200)."""
         return self.book.events(key)
 

@@ -16,7 +16,7 @@ from kubernetes import client
 
 from engine.monitor.events import EventHub, KubeEvent, WarningCounter
 from engine.runtime.ledger.book import ReleaseBook
-from engine.runtime.state import EngineEvent, ReleaseRemoved, ReleaseUpdated
+from engine.runtime.state import EngineSignal, ReleaseRemoved, ReleaseUpdated
 
 OnLoop = Callable[..., None]
 
@@ -56,7 +56,7 @@ class ReleaseEvents:
         self._warnings.stop()
         self.hub.stop()
 
-    def _track(self, event: EngineEvent) -> None:
+    def _track(self, event: EngineSignal) -> None:
         if isinstance(event, ReleaseUpdated) and (event.view.monitor.resources or event.view.warnings):
             self._warnings.track(event.view.key,
                                  [(r.kind, r.namespace, r.name) for r in event.view.monitor.resources])

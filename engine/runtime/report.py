@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.runtime.state import ReconcileEvent, ReleaseView
+from engine.runtime.state import LogEntry, ReleaseView
 from engine.storage.observer import UnreadableRecord
 
 # The state of a release whose newest stored record cannot be decoded (the app shows "! unreadable").
@@ -58,7 +58,7 @@ def status_row(view: ReleaseView, unreadable: UnreadableRecord | None = None) ->
     }
 
 
-def event_line(event: ReconcileEvent) -> dict[str, Any]:
+def event_line(event: LogEntry) -> dict[str, Any]:
     """One JSON line of ``helmdeck reconcile --json``."""
     return {
         "type": "event",

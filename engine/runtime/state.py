@@ -76,7 +76,7 @@ class ReleaseView:
 
 
 @dataclass(frozen=True)
-class ReconcileEvent:
+class LogEntry:
     """One entry of a package's event log: an action and how it ended.
 
     ``outcome`` is "started", "succeeded", "failed" or "info"; ``tail`` holds
@@ -124,10 +124,10 @@ class PackageProblems:
 
 
 @dataclass(frozen=True)
-class EventLogged:
-    """A :class:`ReconcileEvent` was added to a package's log."""
+class EntryLogged:
+    """A :class:`LogEntry` was added to a package's log."""
 
-    event: ReconcileEvent
+    event: LogEntry
 
 
 @dataclass(frozen=True)
@@ -158,12 +158,12 @@ __all__ = [
     "ActionOutcome",
     "CleanupItem",
     "Condition",
-    "EngineEvent",
-    "EventLogged",
+    "EngineSignal",
+    "EntryLogged",
     "FailureCounts",
     "LeaseChanged",
+    "LogEntry",
     "PackageProblems",
-    "ReconcileEvent",
     "ReleaseKey",
     "ReleaseRemoved",
     "ReleaseUpdated",
@@ -171,4 +171,4 @@ __all__ = [
     "RunningAction",
 ]
 
-EngineEvent = ReleaseUpdated | ReleaseRemoved | PackageProblems | EventLogged | LeaseChanged | AccessProblems
+EngineSignal = ReleaseUpdated | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged | AccessProblems

@@ -13,7 +13,7 @@ from textual.timer import Timer
 from textual.widgets import Static, TabbedContent, TabPane
 
 from engine.monitor.events import KubeEvent, belongs
-from engine.runtime.state import EventLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
+from engine.runtime.state import EntryLogged, ReleaseKey, ReleaseRemoved, ReleaseUpdated, ReleaseView
 from tui import format as fmt
 from tui.engine_client import EngineClient
 from tui.messages import EngineSignals
@@ -158,7 +158,7 @@ class ReleaseDetailScreen(EngineScreen):
         if event.key == self.key:
             self.release_updated(None)
 
-    def _event_logged(self, event: EventLogged) -> None:
+    def _event_logged(self, event: EntryLogged) -> None:
         if event.event.key == self.key:
             self.query_one(EventLog).append(event.event)
 

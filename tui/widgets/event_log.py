@@ -7,14 +7,14 @@ from rich.text import Text
 from textual.widgets import RichLog
 
 from engine.monitor.events import KubeEvent
-from engine.runtime.state import ReconcileEvent
+from engine.runtime.state import LogEntry
 from tui.format import unix_time
 
 _SYMBOL = {"started": "⟳", "succeeded": "✔", "failed": "✖", "info": "•"}
 WARNING_STYLE = "bold red"
 
 
-def event_lines(event: ReconcileEvent) -> list[Text]:
+def event_lines(event: LogEntry) -> list[Text]:
     """One line for the event, then helm's output tail indented under it."""
     symbol = _SYMBOL.get(event.outcome, "•")
     head = Text(f"{unix_time(event.at)}  {symbol} {event.action:<12} {event.outcome:<10} {event.message}")
@@ -39,7 +39,7 @@ class EventLog(RichLog):
 
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id, wrap=True, markup=False, highlight=False, auto_scroll=True)
-        self._reconcile: list[ReconcileEvent] = []
+        self._reconcile: list[LogEntry] = []
         self._kube: list[KubeEvent] = []
 
     @property
@@ -51,12 +51,12 @@ class EventLog(RichLog):
         """Kubernetes Warning events shown."""
         return sum(e.warning for e in self._kube)
 
-    def show(self, events: list[ReconcileEvent]) -> None:
+    def show(self, events: list[LogEntry]) -> None:
         """Replace the reconcile events with ``events``."""
         self._reconcile = list(events)
         self._redraw()
 
-    def append(self, event: ReconcileEvent) -> None:
+    def append(self, event: LogEntry) -> None:
         self._reconcile.append(event)
         if self._kube and event.at < self._kube[-1].at:
             self._redraw()

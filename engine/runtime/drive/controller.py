@@ -54,7 +54,7 @@ from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate, no_package_reason
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
-from engine.runtime.state import EngineEvent, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
+from engine.runtime.state import EngineSignal, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import ChartSource, SourceError
@@ -261,7 +261,7 @@ class PackageController:
         book.set_status(key, dataclasses.replace(status, conditions=conds))
         return PassResult(cond.DEPENDENCY_NOT_READY, "interval", message)
 
-    def _on_event(self, event: EngineEvent) -> None:
+    def _on_event(self, event: EngineSignal) -> None:
         """A package's Ready turning True requeues the packages that depend on it at once."""
         if not isinstance(event, ReleaseUpdated) or event.view.package is None:
             return

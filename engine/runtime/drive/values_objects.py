@@ -53,7 +53,7 @@ from engine.resolve.release import resolve
 from engine.resolve.values import ObjectData, ObjectKey, ValuesLayer, compose, object_keys
 from engine.runtime.drive.ports import Triggers
 from engine.runtime.ledger.book import ReleaseBook
-from engine.runtime.state import EngineEvent, PackageProblems, ReleaseKey
+from engine.runtime.state import EngineSignal, PackageProblems, ReleaseKey
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class ValuesObjects:
         with self._lock:
             return sorted(self._watches)
 
-    def _on_packages(self, event: EngineEvent) -> None:
+    def _on_packages(self, event: EngineSignal) -> None:
         if not isinstance(event, PackageProblems):  # the packages were (re)loaded
             return
         self._sync()

@@ -7,7 +7,7 @@ in the cluster), the last pass's release state, the monitor's status, the
 action running on it and its event log. From these and the observer's
 latest revision it makes :class:`~engine.runtime.state.ReleaseView`, the one
 row the app renders, and announces every change to its subscribers
-(:data:`~engine.runtime.state.EngineEvent`). It also owns the per-release
+(:data:`~engine.runtime.state.EngineSignal`). It also owns the per-release
 running-action guard: at most one action of this engine runs on a release.
 """
 
@@ -34,9 +34,9 @@ from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
 from engine.resolve.release import CACHE as RESOLVED
 from engine.runtime.state import (
-    EngineEvent,
-    EventLogged,
-    ReconcileEvent,
+    EngineSignal,
+    EntryLogged,
+    LogEntry,
     ReleaseKey,
     ReleaseRemoved,
     ReleaseUpdated,
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 EVENT_LOG_SIZE = 200
 KEEP = object()  # set_status: leave the release state as it is
-Subscriber = Callable[[EngineEvent], None]
+Subscriber = Callable[[EngineSignal], None]
 # The release state before a pass decided it: (key, latest observation) -> state or None.
 
 
@@ -99,25 +99,25 @@ class ReleaseBook:
         self._warnings: dict[ReleaseKey, int] = {}
         self._offered: dict[ReleaseKey, AvailableVersions | None] = {}  # what its chart's repository offers
         self._views: dict[ReleaseKey, ReleaseView] = {}
-        self._events: dict[ReleaseKey, deque[ReconcileEvent]] = {}
+        self._events: dict[ReleaseKey, deque[LogEntry]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._holders: dict[ReleaseKey, asyncio.Task[Any]] = {}  # the task running each held release's action
         self._cancelled: set[ReleaseKey] = set()
-        self._subscribers: Listeners[[EngineEvent]] = Listeners("engine subscriber")
-        self._said: dict[type, EngineEvent] = {}
+        self._subscribers: Listeners[[EngineSignal]] = Listeners("engine subscriber")
+        self._said: dict[type, EngineSignal] = {}
         # Masks the secrets the engine knows in what the book keeps and says (set to the engine's masker's scrub).
         self.scrub: Callable[[str], str] = lambda text: text
 
     # -- subscribers ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call ``callback`` with every :data:`EngineEvent`; returns an unsubscribe function."""
+        """Call ``callback`` with every :data:`EngineSignal`; returns an unsubscribe function."""
         return self._subscribers.add(callback)
 
-    def emit(self, event: EngineEvent) -> None:
+    def emit(self, event: EngineSignal) -> None:
         """Give ``event`` to every subscriber (a failing subscriber is logged, the rest still get it)."""
         self._subscribers.emit(event)
 
-    def emit_changed(self, event: EngineEvent, *, unsaid: EngineEvent | None = None) -> None:
+    def emit_changed(self, event: EngineSignal, *, unsaid: EngineSignal | None = None) -> None:
         """:meth:`emit` an engine-wide event unless it equals the last one of its kind said
         (``unsaid``: what counts as said before the first)."""
         if self._said.get(type(event), unsaid) != event:
@@ -143,7 +143,7 @@ class ReleaseBook:
     def state(self, key: ReleaseKey) -> str | None:
         return self._states.get(key)
 
-    def events(self, key: ReleaseKey) -> list[ReconcileEvent]:
+    def events(self, key: ReleaseKey) -> list[LogEntry]:
         """The release's event log, oldest first (at most the last :data:`EVENT_LOG_SIZE`)."""
         return list(self._events.get(key, ()))
 
@@ -238,10 +238,10 @@ class ReleaseBook:
     def log(self, key: ReleaseKey, action: str, outcome: str, message: str, tail: tuple[str, ...] = ()) -> None:
         """Add an event, stamped now, to ``key``'s log; a "started" event names the running action."""
         pkg = self.packages.get(key)
-        self.add_event(ReconcileEvent(time.time(), key, pkg.name if pkg else "", action, outcome, message, tail))
+        self.add_event(LogEntry(time.time(), key, pkg.name if pkg else "", action, outcome, message, tail))
 
-    def add_event(self, event: ReconcileEvent) -> None:
-        """Add ``event`` to its release's log (known secrets masked) and announce it (:class:`EventLogged`)."""
+    def add_event(self, event: LogEntry) -> None:
+        """Add ``event`` to its release's log (known secrets masked) and announce it (:class:`EntryLogged`)."""
         message, tail = self.scrub(event.message), tuple(self.scrub(line) for line in event.tail)
         if message != event.message or tail != event.tail:
             event = dataclasses.replace(event, message=message, tail=tail)
@@ -252,7 +252,7 @@ class ReleaseBook:
             # Name the running action as it is ("upgrade", "test"...), not just "reconcile".
             self.refresh(key, running=dataclasses.replace(view.running, action=event.action))
         log.info("event %s/%s %s %s: %s", key[0], key[1], event.action, event.outcome, event.message)
-        self.emit(EventLogged(event))
+        self.emit(EntryLogged(event))
 
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
         """The release state before the first pass: the decision on the last resolution (no I/O,
