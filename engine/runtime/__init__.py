@@ -1,4 +1,4 @@
-"""The running engine: package source, release state, actions and events."""
+"""The running engine: the facade over what drives passes (drive/) and the state it keeps (ledger/)."""
 
 from engine.runtime.engine import Engine
 from engine.runtime.state import (

@@ -1,4 +1,4 @@
-"""The package source: live folder watching, debounce, bad files keep their last good spec."""
+"""The packages folder (PackageFolder): live folder watching, debounce, bad files keep their last good spec."""
 
 from __future__ import annotations
 
