@@ -18,7 +18,7 @@ import asyncio
 import functools
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engine.base import labels
 from engine.base.fields import PackageError
@@ -32,12 +32,32 @@ from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
 from engine.runtime.diff import object_changes
+from engine.runtime.drive.controller import PackageController
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.state import ReleaseKey
+from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import SourceError
 from engine.storage.observation import Observation
+from engine.storage.observer import Observer
 
-if TYPE_CHECKING:
-    from engine.runtime.engine import Engine
+
+class Engine(Protocol):
+    """What a plan reads of the engine (the facade is one): its book, packages, controller, release
+    service and observer, and the stored manifest and values of a revision. A port, so that the facade
+    can offer ``plan()`` without this module importing it."""
+
+    book: ReleaseBook
+    controller: PackageController
+    service: ReleaseService
+    observer: Observer
+
+    @property
+    def package_errors(self) -> list[PackageError]: ...
+
+    async def manifest(self, key: ReleaseKey, revision: int) -> str: ...
+
+    async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
