@@ -59,7 +59,7 @@ def test_cleanup_of_one_folder_never_removes_another_folders_releases(
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[:2] for line in listed.stdout.splitlines() if line.startswith("would-remove")] == \
         [["would-remove", f"{namespace}/a2"]]
-    assert "b1" not in listed.stdout  # b's releases are not this set's: not even listed
+    assert f"{namespace}/b1" not in listed.stdout  # b's releases are not this set's: not even listed
     proc = helmdeck("cleanup", "--yes", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     remaining = {labels["name"] for labels in record_labels(core_api, namespace)}
