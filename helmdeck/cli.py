@@ -362,8 +362,7 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
                                "cannot be read")
             if what == "diff":
                 return str(await engine.diff(spec.key, reveal=args.show_secrets))
-            manifest = str(await engine.render(spec.key))
-            return manifest if args.show_secrets else engine.masker.mask_manifest(manifest)
+            return str(await engine.render(spec.key, reveal=args.show_secrets))
         finally:
             await engine.stop()
 

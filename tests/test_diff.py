@@ -55,7 +55,7 @@ def test_secret_values_never_show_with_a_masker() -> None:
     changed = DEPLOYED.replace("hunter2", "correct-horse")
     out = manifest_diff(DEPLOYED, changed, masker=Masker(b"fixed"))
     assert "hunter2" not in out and "correct-horse" not in out
-    assert "-  password: •••••• #" in out and "+  password: •••••• #" in out
+    assert "-  password: '•••••• #" in out and "+  password: '•••••• #" in out
     assert "correct-horse" in manifest_diff(DEPLOYED, changed)  # revealed on request
 
 

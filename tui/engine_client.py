@@ -166,9 +166,12 @@ class EngineClient:
     # -- texts shown (masked unless revealed) ----------------------------------------
     async def manifest_text(self, key: ReleaseKey, revision: int, *, reveal: bool = False) -> str:
         manifest = await self.engine.manifest(key, revision)
-        if not reveal:
-            await self._remember(key, revision)
-        return manifest if reveal else self.masker.mask_manifest(manifest)
+        if reveal:
+            return manifest
+        await self._remember(key, revision)
+        values = await self.engine.values(key, revision, computed=True)
+        # Off the event loop: masking parses the manifest (once per revision: the masker caches it).
+        return await asyncio.to_thread(self.masker.mask_manifest, manifest, values)
 
     async def values_text(self, key: ReleaseKey, revision: int, *, computed: bool, reveal: bool = False) -> str:
         """A revision's values as YAML; secrets masked unless ``reveal``, values from Secrets
@@ -206,8 +209,8 @@ class EngineClient:
         if not reveal:
             for rev in (before, after):
                 await self._remember(key, rev)
-        return revision_diff(sides[0], sides[1], self.masker, reveal=reveal,
-                             secret_paths=self.engine.secret_paths(key))
+        return await asyncio.to_thread(revision_diff, sides[0], sides[1], self.masker, reveal=reveal,
+                                       secret_paths=self.engine.secret_paths(key))
 
     async def desired_diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change now (a unified diff, "" = nothing), secrets masked unless ``reveal``."""

@@ -89,6 +89,12 @@ def chart_limits() -> Limits:
     return Limits(_MIB)
 
 
+def manifest_limits() -> Limits:
+    """Bounds on one rendered manifest document: 1 million nodes and 64 MiB of scalars once aliases are
+    expanded, 200 levels of nesting (a CRD's openAPIV3Schema nests deep; Kubernetes objects need no more)."""
+    return Limits(64 * _MIB, max_nodes=1_000_000, max_chars=64 * _MIB, max_depth=200)
+
+
 class YamlLimitError(ValueError):
     """A YAML file is over a limit or malformed. ``problem`` and ``line`` (1-based, or None) say where."""
 

@@ -4,15 +4,21 @@ The rule (also shown on the help screen):
 
 * a value whose key ends in a secret-like word is masked — the key is split
   into words at camelCase, ``_``, ``-`` and ``.`` boundaries and its last
-  word is one of :data:`SECRET_WORDS` (``dbPassword``, ``api_key``,
-  ``clientSecret``, ``token``), so ``secretName`` or ``tokenTtl`` stay visible;
+  word is one of :data:`SECRET_WORDS` (``dbPassword``, ``clientSecret``,
+  ``token``), or is ``key`` after one of :data:`SECRET_KEYS` (``api_key``,
+  ``privateKey``, ``accessKey``), so ``secretName``, ``tokenTtl``, ``key`` or
+  ``topologyKey`` stay visible;
 * everything under a map whose key ends in ``secrets``, ``secret`` or
   ``credentials`` is masked, at any depth;
 * any string holding a PEM private key is masked wherever it is;
 * the password of a URL with credentials (``scheme://user:password@host``);
-* in manifests, the ``data`` and ``stringData`` values of every ``Secret``,
-  and in any object a scalar whose key matches the key-name rule (a
-  ConfigMap's ``DB_PASSWORD: ...``);
+* in manifests and live objects, which are masked on the parsed objects (the
+  YAML shown stays valid, only scalars change): the ``data`` and ``stringData``
+  values of every ``Secret``; in a ConfigMap's ``data`` the entries whose name
+  matches the key-name rule (``DB_PASSWORD``) and, in a multi-line entry (a
+  config file), its ``password: ...`` lines; every text the rules above mask in
+  the release's values, wherever the chart put it. Kubernetes' own fields are
+  never masked for their name (``key``, ``secretKeyRef``, ``checksum/secret``);
 * booleans and nulls are never masked (they carry no secret);
 * in free text (a chart's NOTES), every value the rules above mask in the
   release's values wherever it appears, PEM private key blocks and URL passwords;
@@ -35,19 +41,27 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import re
 import secrets
 import threading
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from engine.base.loader import Dumper
+from engine.base.loader import Dumper, YamlLimitError, manifest_limits, parse_text
 
 SECRET_WORDS = frozenset({
-    "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "privatekey",
+    "password", "passwd", "pwd", "passphrase", "secret", "token", "apikey", "privatekey",
     "credential", "credentials", "dsn",
+})
+# ``key`` alone is mostly a name (Kubernetes' ``key`` fields, ``topologyKey``): only these kinds of key are secret.
+SECRET_KEYS = frozenset({
+    "api", "private", "access", "secret", "encryption", "signing", "master", "license", "ssh", "tls", "client",
+    "auth", "session", "shared", "service", "account", "admin", "root", "cookie", "jwt", "hmac", "crypto",
 })
 SECRET_MAPS = frozenset({"secrets", "secret", "credentials"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -67,7 +81,9 @@ def words(key: str) -> list[str]:
 def is_secret_key(key: str) -> bool:
     """Whether a value under ``key`` is masked by the key-name rule."""
     parts = words(key)
-    return bool(parts) and parts[-1] in SECRET_WORDS
+    if not parts:
+        return False
+    return parts[-1] in SECRET_WORDS or (parts[-1] == "key" and len(parts) > 1 and parts[-2] in SECRET_KEYS)
 
 
 def is_secret_map(key: str) -> bool:
@@ -100,9 +116,9 @@ def _maskable(value: object) -> bool:
 
 
 _DOC_SPLIT = re.compile(r"^---[^\n]*$", re.MULTILINE)
-_TOP_KEY = re.compile(r"^(data|stringData):\s*$")
-_CHILD = re.compile(r"^(\s+)([^:#][^:]*):(\s*)(.*)$")
-_TOP_SCALAR = re.compile(r"^()([^\s:#][^:]*):(\s*)(.*)$")
+_CONFIG_LINE = re.compile(r"^(\s*)([A-Za-z_][\w.-]*):(\s*)(.*)$")  # `name: value` in an embedded config file
+_MANIFEST_CACHE = 32  # masked manifests kept (a release's revisions, both sides of diffs)
+_WIDTH = 1 << 20  # dumped lines are not folded: masked documents keep one line per scalar
 
 
 def _trie(texts: Iterable[str]) -> str:
@@ -135,6 +151,8 @@ class Masker:
         self._known: set[str] = set()  # remembered secret texts
         self._pattern: re.Pattern[str] | None = None  # the texts up to _TRIE_MAX characters, as a trie
         self._long: tuple[str, ...] = ()  # the longer ones, longest first
+        self._generation = 0  # bumped when a text is remembered: masked manifests cached before are stale
+        self._manifests: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 
     def remember(self, texts: Iterable[str]) -> None:
         """Mask each of ``texts`` (and its base64) wherever it appears from now on (values that came
@@ -147,6 +165,7 @@ class Masker:
             if not fresh:
                 return
             self._known |= fresh
+            self._generation += 1
             short = [t for t in self._known if len(t) <= _TRIE_MAX]
             self._pattern = re.compile(_trie(short)) if short else None
             self._long = tuple(sorted((t for t in self._known if len(t) > _TRIE_MAX), key=len, reverse=True))
@@ -230,70 +249,126 @@ class Masker:
         shown = values if reveal else self.mask_values(values, secret_paths=secret_paths)
         return yaml.dump(shown, Dumper=Dumper, sort_keys=True, allow_unicode=True, default_flow_style=False)
 
-    def mask_manifest(self, manifest: str) -> str:
-        """``manifest`` with the ``data``/``stringData`` values of each Secret masked.
+    def secret_texts(self, values: Any) -> frozenset[str]:
+        """The texts of the leaves of ``values`` the values rule masks (:meth:`mask_values`), each of 4
+        characters or more: what a manifest or NOTES rendered from ``values`` must not show."""
+        found: set[str] = set()
+        if values:
+            _secret_leaves(values, self.mask_values(values), found)
+        return frozenset(found)
 
-        Works on the text (not a re-dump) so the layout Helm stored is kept; a
-        block scalar (``key: |``) is masked as one value.
+    def mask_manifest(self, manifest: str, values: Any = None) -> str:
+        """``manifest`` (YAML documents joined by ``---`` lines) with its secrets masked, still valid YAML
+        with the same structure: only scalars change, never keys.
+
+        Masked, on the parsed objects (:meth:`mask_object`): a Secret's ``data`` and ``stringData`` values,
+        every text the values rule masks in ``values`` (the release's values, wherever the chart put them),
+        every remembered value that came from a Secret, PEM private keys, URL passwords, and in a
+        ConfigMap's ``data`` the entries whose name is secret-looking. Kubernetes' own fields (``key``,
+        ``topologyKey``, ``secretKeyRef``, annotations) are never masked for their name. A document with
+        nothing to mask is kept as Helm stored it; one with something is dumped again (its leading
+        ``# Source:`` comments kept). A document that is not YAML is masked as text.
+
+        Parsing costs about as much as the manifest's size, so results are cached by the digest of the
+        manifest, of the values' secrets and of the remembered set (the app masks on every view).
         """
+        leaves = self.secret_texts(values)
+        key = (hashlib.sha256(manifest.encode()).digest(), hash(leaves), leaves, self._generation)
+        with self._lock:
+            cached = self._manifests.get(key)
+            if cached is not None:
+                self._manifests.move_to_end(key)
+                return cached
         out: list[str] = []
         pos = 0
         for sep in [*_DOC_SPLIT.finditer(manifest), None]:
             end = sep.start() if sep else len(manifest)
-            out.append(self._mask_document(manifest[pos:end]))
+            out.append(self._mask_document(manifest[pos:end], leaves))
             if sep:
                 out.append(sep.group(0))
                 pos = sep.end()
-        return self.scrub("".join(out))
+        masked = "".join(out)
+        with self._lock:
+            self._manifests[key] = masked
+            while len(self._manifests) > _MANIFEST_CACHE:
+                self._manifests.popitem(last=False)
+        return masked
 
-    def _mask_document(self, doc: str) -> str:
-        doc = self.mask_url_passwords(doc)
-        if not re.search(r"^kind:\s*Secret\s*$", doc, re.MULTILINE):
-            return self._mask_secret_keys(doc)
-        lines = doc.split("\n")
-        result: list[str] = []
-        i = 0
-        while i < len(lines):
-            line = lines[i]
-            result.append(line)
-            i += 1
-            if not _TOP_KEY.match(line):
-                continue
-            while i < len(lines):
-                child = lines[i]
-                indent = len(child) - len(child.lstrip(" "))
-                if child.strip() and indent == 0:
-                    break  # next top-level key
-                m = _CHILD.match(child)
-                if m is None:
-                    result.append(child)  # blank line or comment
-                    i += 1
-                    continue
-                child_indent = len(m.group(1))
-                value_lines = [m.group(4)]
-                i += 1
-                # A block scalar or folded value continues on more-indented lines.
-                while i < len(lines) and lines[i].strip() and len(lines[i]) - len(lines[i].lstrip(" ")) > child_indent:
-                    value_lines.append(lines[i].strip())
-                    i += 1
-                masked = self.mask("\n".join(value_lines))
-                result.append(f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{masked}")
-        return "\n".join(result)
+    def _mask_document(self, doc: str, leaves: frozenset[str]) -> str:
+        if not doc.strip():
+            return doc
+        try:
+            parsed = parse_text(doc, Path("manifest"), manifest_limits()).data
+        except (YamlLimitError, yaml.YAMLError):
+            return self._mask_string(doc, leaves)  # not YAML: Helm would refuse it; mask what text rules can
+        masked = self.mask_object(parsed, leaves)
+        if masked == parsed:
+            return doc
+        head = list(itertools.takewhile(lambda ln: not ln.strip() or ln.lstrip().startswith("#"),
+                                        doc.split("\n")))
+        body = yaml.dump(masked, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                         width=_WIDTH)
+        tail = "\n" if doc.endswith("\n") else ""
+        return "\n".join([*head, body.rstrip("\n")]) + tail
 
-    def _mask_secret_keys(self, doc: str) -> str:
-        """Mask scalar values whose key matches the key-name rule (a line ``key: value``)."""
-        out = []
-        for line in doc.split("\n"):
-            m = _CHILD.match(line) or _TOP_SCALAR.match(line)
-            if m is not None:
-                value = m.group(4).strip()
-                key = m.group(2).strip().strip("\"'")
-                if value and value not in ("|", ">", "|-", ">-", "{}", "[]") and not value.startswith("&") \
-                        and is_secret_key(key) and value.lower() not in ("true", "false", "null", "~"):
-                    bare = value.strip("\"'")
-                    line = f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{self.mask(bare)}"
-            out.append(line)
-        return "\n".join(out)
+    def mask_object(self, obj: Any, leaves: Collection[str] = ()) -> Any:
+        """A copy of one Kubernetes object (or ``*List``) with its secrets masked, as :meth:`mask_manifest`
+        says; ``leaves`` are texts to mask wherever they appear (:meth:`secret_texts` of the values)."""
+        if not isinstance(obj, dict):
+            return self._scalars(obj, leaves)
+        kind = obj.get("kind")
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            if kind == "Secret" and k in ("data", "stringData"):
+                out[k] = self.mask_values(v, under_secret=True)  # every scalar, whatever its depth
+            elif kind == "ConfigMap" and k == "data" and isinstance(v, dict):
+                out[k] = {name: self.mask_values(value, under_secret=True) if is_secret_key(str(name))
+                          else self._config_entry(value, leaves) for name, value in v.items()}
+            elif isinstance(kind, str) and kind.endswith("List") and k == "items" and isinstance(v, list):
+                out[k] = [self.mask_object(item, leaves) for item in v]
+            else:
+                out[k] = self._scalars(v, leaves)
+        return out
+
+    def _config_entry(self, value: Any, leaves: Collection[str]) -> Any:
+        """A ConfigMap entry: a multi-line one is often a config file, whose ``password: x`` lines are masked."""
+        if isinstance(value, str) and "\n" in value:
+            value = _mask_secret_lines(self, value)
+        return self._scalars(value, leaves)
+
+    def _scalars(self, value: Any, leaves: Collection[str]) -> Any:
+        if isinstance(value, dict):
+            return {k: self._scalars(v, leaves) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scalars(v, leaves) for v in value]
+        if isinstance(value, str):
+            return self._mask_string(value, leaves)
+        if _maskable(value) and isinstance(value, int | float) and (str(value) in leaves or self._known_text(value)):
+            return self.mask(value)
+        return value
+
+    def _mask_string(self, text: str, leaves: Collection[str]) -> str:
+        if text in leaves or text in self._known or _PEM_PRIVATE.search(text):
+            return self.mask(text)
+        for secret in sorted((s for s in leaves if s in text), key=len, reverse=True):
+            text = text.replace(secret, self.mask(secret))
+        text = _PEM_BLOCK.sub(lambda m: self.mask(m.group(0)), text)
+        return self.scrub(self.mask_url_passwords(text))
+
+
+def _mask_secret_lines(masker: Masker, text: str) -> str:
+    """``key: value`` lines of an embedded config file whose key is secret-looking, value masked."""
+    out = []
+    for line in text.split("\n"):
+        m = _CONFIG_LINE.match(line)
+        if m is not None:
+            value = m.group(4).strip()
+            if value and value not in ("|", ">", "|-", ">-", "{}", "[]") and not value.startswith(("&", "{", "[")) \
+                    and is_secret_key(m.group(2).strip().strip("\"'")) \
+                    and value.lower() not in ("true", "false", "null", "~"):
+                line = f"{m.group(1)}{m.group(2)}:{m.group(3) or ' '}{masker.mask(value.strip(chr(34) + chr(39)))}"
+        out.append(line)
+    return "\n".join(out)
 
 
 _WHOLE = object()  # in a path tree: the value here is masked whole

@@ -43,10 +43,7 @@ def object_yaml(obj: dict[str, Any], masker: Masker, *, reveal: bool = False) ->
     meta.pop("managedFields", None)
     shown["metadata"] = meta
     if not reveal:
-        for field in ("data", "stringData"):
-            if shown.get("kind") == "Secret" and isinstance(shown.get(field), dict):
-                shown[field] = masker.mask_values(shown[field], under_secret=True)
-        shown = masker.mask_values(shown)
+        shown = masker.mask_object(shown)
     return yaml.safe_dump(shown, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 

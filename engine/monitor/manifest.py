@@ -19,16 +19,9 @@ from typing import Any
 
 import yaml
 
-from engine.base.loader import Limits, YamlLimitError, parse_text
+from engine.base.loader import YamlLimitError, manifest_limits, parse_text
 
 _SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
-_MIB = 1024 * 1024
-
-
-def manifest_limits() -> Limits:
-    """Bounds on one rendered document: 1 million nodes and 64 MiB of scalars once aliases are expanded,
-    200 levels of nesting (a CRD's openAPIV3Schema nests deep; Kubernetes objects need no more)."""
-    return Limits(64 * _MIB, max_nodes=1_000_000, max_chars=64 * _MIB, max_depth=200)
 
 
 class ManifestLimitError(yaml.YAMLError):

@@ -27,12 +27,15 @@ def unified(before: str, after: str, before_name: str, after_name: str, context:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _objects(manifest: str, masker: Masker | None = None) -> dict[str, str]:
-    """Documents by ``Kind/namespace/name`` (``Kind/name`` without a namespace), hooks dropped.
+def _objects(manifest: str, masker: Masker | None = None, values: Any = None) -> dict[str, str]:
+    """Documents by ``Kind/namespace/name`` (``Kind/name`` without a namespace), hooks dropped; with
+    ``masker``, secrets masked (:meth:`Masker.mask_manifest`, ``values`` the values rendered from).
 
     Hook objects are left out because Helm stores them apart from the manifest;
     documents that are not YAML objects are left out too (as ``helm diff`` does).
     """
+    if masker is not None:
+        manifest = masker.mask_manifest(manifest, values)
     out: dict[str, str] = {}
     for text in split_manifest(manifest):
         try:
@@ -46,8 +49,6 @@ def _objects(manifest: str, masker: Masker | None = None) -> dict[str, str]:
             continue
         obj = object_of(doc)
         ref = obj.ref if obj is not None else f"{doc['kind']}/{meta.get('name')}"
-        if masker is not None:
-            text = masker.mask_manifest(text)
         body = "\n".join(ln for ln in text.strip("\n").splitlines() if not ln.startswith("# Source:"))
         out[ref] = body + "\n"
     return out
@@ -63,13 +64,15 @@ def object_changes(deployed: str, desired: str) -> tuple[tuple[str, ...], tuple[
 
 def manifest_diff(
     deployed: str, desired: str, deployed_label: str = "deployed", masker: Masker | None = None,
+    values: Sequence[Any] = (),
 ) -> str:
     """Unified diff from ``deployed`` to ``desired``, one hunk group per changed object; "" if equal.
 
     Objects are matched by kind, namespace and name (``helm diff`` shows the
-    same thing). With ``masker`` the secrets in both are masked first.
+    same thing). With ``masker`` the secrets in both are masked first (``values``: the values trees
+    both sides were rendered from, whose secrets are masked wherever they appear).
     """
-    old, new = _objects(deployed, masker), _objects(desired, masker)
+    old, new = _objects(deployed, masker, list(values)), _objects(desired, masker, list(values))
     chunks: list[str] = []
     for ref in sorted(set(old) | set(new)):
         a, b = old.get(ref, ""), new.get(ref, "")
@@ -91,7 +94,8 @@ def revision_diff(
     "" when both are equal. Secrets masked unless ``reveal`` (``secret_paths``: values from Secrets)."""
     (a, a_manifest, a_values), (b, b_manifest, b_values) = before, after
     if not reveal:
-        a_manifest, b_manifest = masker.mask_manifest(a_manifest), masker.mask_manifest(b_manifest)
+        a_manifest, b_manifest = (masker.mask_manifest(a_manifest, [a_values, b_values]),
+                                  masker.mask_manifest(b_manifest, [a_values, b_values]))
     return (unified(a_manifest, b_manifest, f"manifest (revision {a})", f"manifest (revision {b})")
             + unified(masker.values_yaml(a_values, reveal=reveal, secret_paths=secret_paths),
                       masker.values_yaml(b_values, reveal=reveal, secret_paths=secret_paths),

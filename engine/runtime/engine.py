@@ -327,9 +327,10 @@ class Engine:
         """User-supplied values of a revision, or with ``computed`` the chart defaults merged under them."""
         return await self.operations.values(key, revision, computed=computed)
 
-    async def render(self, key: ReleaseKey) -> str:
-        """The manifests an upgrade of ``key``'s package would apply (post-rendered)."""
-        return await self.operations.render(key)
+    async def render(self, key: ReleaseKey, *, reveal: bool = True) -> str:
+        """The manifests an upgrade of ``key``'s package would apply (post-rendered), secrets masked unless
+        ``reveal``."""
+        return await self.operations.render(key, reveal=reveal)
 
     async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change (unified diff, "" = nothing), secrets masked unless ``reveal``."""

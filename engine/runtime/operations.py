@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -32,6 +33,7 @@ from engine.reconcile.test import Test
 from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.unlock import Unlock
 from engine.resolve.release import CACHE as RESOLVED
+from engine.resolve.release import resolve
 from engine.resolve.values import deep_merge
 from engine.runtime.diff import manifest_diff
 from engine.runtime.drive.controller import PackageController
@@ -278,9 +280,10 @@ class Operations:
         return count
 
     # -- reading -------------------------------------------------------------------------
-    async def render(self, key: ReleaseKey) -> str:
-        """The manifests an upgrade of ``key``'s package would apply (post-rendered). Raises ActionRefused,
-        NotAvailable, PackageError, HelmError."""
+    async def render(self, key: ReleaseKey, *, reveal: bool = True) -> str:
+        """The manifests an upgrade of ``key``'s package would apply (post-rendered), secrets masked unless
+        ``reveal`` (by the values it was rendered from). Raises ActionRefused, NotAvailable, PackageError,
+        HelmError."""
         self.gate.check("render", key)
         spec = self.book.spec(key)
         try:
@@ -288,7 +291,16 @@ class Operations:
         except SourceError as exc:
             field = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
             raise PackageError(spec.file, field, str(exc), "check the repository and the version range") from None
-        return await self.service.render(spec.release_namespace, spec)
+        manifest = await self.service.render(spec.release_namespace, spec)
+        if reveal:
+            return manifest
+        return await asyncio.to_thread(self.masker.mask_manifest, manifest, await self.desired_values(key))
+
+    async def desired_values(self, key: ReleaseKey) -> dict[str, Any]:
+        """The values ``key``'s package resolves to now (what a render uses; from the resolution cache)."""
+        spec = self.book.spec(key)
+        resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
+        return dict(resolved.values)
 
     async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change: the deployed manifest against the desired render, per object
@@ -301,10 +313,13 @@ class Operations:
         when equal), secrets masked unless ``reveal``."""
         latest = self.observer.latest(*key)
         deployed = await self.manifest(key, latest.version) if latest is not None else ""
+        deployed_values = await self.values(key, latest.version, computed=True) if latest is not None else {}
         if latest is not None:  # the masker learns the Secret values it was deployed with
             self.controller.values.remember(key, await self.values(key, latest.version))
-        return manifest_diff(deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",
-                             None if reveal else self.masker)
+        values = [] if reveal or key not in self.book.packages else [deployed_values, await self.desired_values(key)]
+        return await asyncio.to_thread(
+            manifest_diff, deployed, desired, f"revision {latest.version}" if latest else "nothing deployed",
+            None if reveal else self.masker, values)
 
     def history(self, key: ReleaseKey) -> list[Observation]:
         """Every stored revision of ``key``, newest first."""

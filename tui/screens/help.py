@@ -50,9 +50,10 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 
 MASKING = (
     "Secrets are masked until revealed with x: values whose key ends in password, passwd, pwd, passphrase, "
-    "secret, token, key, apikey, privatekey, credential(s) or dsn (camelCase, snake_case and kebab-case are "
-    "split into words; secretName stays visible); everything under a map named secrets, secret or "
-    "credentials; strings holding a PEM private key; and the data/stringData of every Secret in a manifest. "
+    "secret, token, credential(s) or dsn, or in an api, private, access, tls... key (camelCase, snake_case and "
+    "kebab-case are split into words; secretName, key and topologyKey stay visible); everything under a map "
+    "named secrets, secret or credentials; strings holding a PEM private key; in manifests, the data/stringData "
+    "of every Secret and the values' secrets wherever the chart put them (the YAML stays valid). "
     "A masked value shows a short tag that differs exactly when the values differ, so diffs still show a "
     "secret changed."
 )
