@@ -7,6 +7,18 @@ JSON is under ``status.json``. A restarted engine (or a second, read-only
 viewer) reads it back, so nothing is lost and no needless upgrade runs.
 A status identical to the one last read or written is not written again, so
 a pass that changed nothing costs no API call.
+
+A release whose storage namespace does not exist yet (an install with
+``install.createNamespace`` whose render failed: helm created nothing) still has
+a status to keep: the failure. It is written to the engine's home namespace (the
+Lease's, ``default`` unless ``--lease-namespace``), as
+``helmdeck.status.<namespace>.<release>`` labelled with the release's namespace
+and name, read back with the others, and removed once the status can be written
+beside the release. Creating the namespace just for the status would create what
+the package asked helm to create.
+
+The status is removed with its release (prune, ``cleanup``): a leftover would
+claim a history the next install does not have.
 """
 
 from __future__ import annotations
@@ -29,11 +41,18 @@ STATUS_LABEL = "helmdeck.dev/status"
 STATUS_VERSION = "v1"
 DATA_KEY = "status.json"
 SELECTOR = f"{labels.OWNED_BY}={labels.MANAGER},{STATUS_LABEL}={STATUS_VERSION}"
+RELEASE_NS_LABEL = "helmdeck.dev/release-namespace"  # on a status kept in the home namespace
+RELEASE_LABEL = "helmdeck.dev/release"
 
 
 def object_name(release: str) -> str:
     """``helmdeck.status.<release>`` (release names are at most 53 characters: it fits)."""
     return f"helmdeck.status.{release}"
+
+
+def home_name(namespace: str, release: str) -> str:
+    """``helmdeck.status.<namespace>.<release>``: a status kept in the home namespace (at most 134 characters)."""
+    return f"helmdeck.status.{namespace}.{release}"
 
 
 @dataclass(frozen=True)
@@ -47,11 +66,14 @@ class StoredStatus:
 
 
 class StatusStore:
-    """Reads and writes status ConfigMaps (synchronous; run it in a thread)."""
+    """Reads and writes status ConfigMaps (synchronous; run it in a thread); ``home`` is the namespace for the
+    statuses of releases whose namespace does not exist yet."""
 
-    def __init__(self, api: client.ApiClient):
+    def __init__(self, api: client.ApiClient, home: str = "default"):
         self._core: Any = client.CoreV1Api(api)
+        self.home = home
         self._known: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, release) -> (package, status JSON)
+        self._homed: set[tuple[str, str]] = set()  # (ns, release) whose status was last seen in the home namespace
 
     def load(self, namespace: str, release: str) -> EngineStatus | None:
         """The stored status, or None when there is none or it cannot be parsed (logged)."""
@@ -81,32 +103,35 @@ class StatusStore:
         text = status.to_json()
         if self._known.get((namespace, release)) == (package, text):
             return
-        body = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": object_name(release),
-                "namespace": namespace,
-                "labels": {labels.OWNED_BY: labels.MANAGER, STATUS_LABEL: STATUS_VERSION,
-                           labels.PACKAGE: package},
-            },
-            "data": {DATA_KEY: text},
-        }
-        self._known.pop((namespace, release), None)  # unknown until the write succeeded
+        key = (namespace, release)
+        self._known.pop(key, None)  # unknown until the write succeeded
         core: Any = client.CoreV1Api(impersonating(self._core.api_client, as_user)) if as_user else self._core
         try:
-            core.replace_namespaced_config_map(object_name(release), namespace, body)
+            _put(core, namespace, object_name(release), package, text, {})
         except ApiException as exc:
-            if exc.status != 404:
+            if exc.status != 404 or namespace == self.home:
                 raise
-            core.create_namespaced_config_map(namespace, body)
-        self._known[(namespace, release)] = (package, text)
+            # The namespace does not exist (yet): keep the status at home, where `status` and the app find it.
+            _put(core, self.home, home_name(namespace, release), package, text,
+                 {RELEASE_NS_LABEL: namespace, RELEASE_LABEL: release})
+            self._homed.add(key)
+        else:
+            if key in self._homed:  # written beside its release now: the copy at home is stale
+                self._delete(self.home, home_name(namespace, release))
+                self._homed.discard(key)
+        self._known[key] = (package, text)
 
     def delete(self, namespace: str, release: str) -> None:
-        """Remove the status object; a missing one is fine."""
+        """Remove the status object (and a copy in the home namespace); a missing one is fine."""
         self._known.pop((namespace, release), None)
+        self._homed.discard((namespace, release))
+        self._delete(namespace, object_name(release))
+        if namespace != self.home:
+            self._delete(self.home, home_name(namespace, release))
+
+    def _delete(self, namespace: str, name: str) -> None:
         try:
-            self._core.delete_namespaced_config_map(object_name(release), namespace)
+            self._core.delete_namespaced_config_map(name, namespace)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -115,19 +140,54 @@ class StatusStore:
         """Every stored status (all namespaces, or the given ones)."""
         found: list[dict[str, Any]] = []
         if namespaces:
-            for ns in namespaces:
-                resp = self._core.list_namespaced_config_map(ns, label_selector=SELECTOR, _preload_content=False)
+            for ns in sorted({*namespaces, self.home}):
+                try:
+                    resp = self._core.list_namespaced_config_map(ns, label_selector=SELECTOR, _preload_content=False)
+                except ApiException as exc:
+                    if ns in namespaces or exc.status not in (403, 404):
+                        raise
+                    continue  # the home namespace is only a fall-back
                 found.extend(json.loads(resp.data).get("items") or [])
         else:
             resp = self._core.list_config_map_for_all_namespaces(label_selector=SELECTOR, _preload_content=False)
             found.extend(json.loads(resp.data).get("items") or [])
-        out = []
+        beside: dict[tuple[str, str], StoredStatus] = {}
+        homed: dict[tuple[str, str], StoredStatus] = {}
         for obj in found:
             meta = obj.get("metadata") or {}
-            name = str(meta.get("name", ""))
-            release = name.removeprefix("helmdeck.status.")
-            ns = str(meta.get("namespace", ""))
+            tags = meta.get("labels") or {}
+            if RELEASE_NS_LABEL in tags:  # kept at home: its release's namespace did not exist
+                ns, release, into = str(tags[RELEASE_NS_LABEL]), str(tags.get(RELEASE_LABEL, "")), homed
+                if namespaces and ns not in namespaces:
+                    continue
+            else:
+                ns = str(meta.get("namespace", ""))
+                release, into = str(meta.get("name", "")).removeprefix("helmdeck.status."), beside
             status = self._parse(obj, ns, release)
             if status is not None:
-                out.append(StoredStatus(ns, release, str((meta.get("labels") or {}).get(labels.PACKAGE, "")), status))
-        return out
+                into[(ns, release)] = StoredStatus(ns, release, str(tags.get(labels.PACKAGE, "")), status)
+        self._homed = {key for key in homed if key not in beside}
+        for key in homed.keys() - beside.keys():
+            self._known.pop(key, None)  # rewritten beside the release as soon as its namespace exists
+        return [*beside.values(), *(v for k, v in homed.items() if k not in beside)]
+
+
+def _put(core: Any, namespace: str, name: str, package: str, text: str, extra: dict[str, str]) -> None:
+    """Replace or create one status ConfigMap. Raises ApiException (404 when the namespace does not exist)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {labels.OWNED_BY: labels.MANAGER, STATUS_LABEL: STATUS_VERSION, labels.PACKAGE: package,
+                       **extra},
+        },
+        "data": {DATA_KEY: text},
+    }
+    try:
+        core.replace_namespaced_config_map(name, namespace, body)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        core.create_namespaced_config_map(namespace, body)

@@ -131,7 +131,9 @@ class Engine:
         self._api = api_client(target) if online else None
         api = self._api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
         self.observer = observer or Observer(self._api, self._observed_namespaces(first.specs if first else {}))
-        self.book = ReleaseBook(self.observer, store=StatusStore(api) if online else None,
+        # Statuses of releases whose namespace does not exist yet are kept beside the Lease (engine.reconcile.store).
+        home = lease.namespace if lease is not None else "default"
+        self.book = ReleaseBook(self.observer, store=StatusStore(api, home) if online else None,
                                 writable=lambda: self.gate.acting)
         self.gate = ActionGate(self.book, self.observer.latest, readonly=readonly, online=online,
                                leader=lease is None)

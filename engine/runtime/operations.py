@@ -252,6 +252,8 @@ class Operations:
                                   "that base name share: not removed (declare it here to adopt it, or uninstall "
                                   "it with helm)") for ref in legacy.removed]
         for item in items:
+            if item.result == "removed" and not dry_run:
+                await self.book.drop_status((item.namespace, item.name))
             if item.result in ("removed", "failed"):
                 self.book.log((item.namespace, item.name), "cleanup", "succeeded" if item.result == "removed"
                               else "failed", item.message or f"cleanup {item.result} the release")

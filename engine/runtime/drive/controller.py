@@ -216,6 +216,7 @@ class PackageController:
         ns, release = key
         try:
             await self.helm.uninstall(release, ns, uninstall_options(spec))
+            await self.book.drop_status(key, spec.storage_ns)  # re-adding the package installs afresh
             self.book.log(key, "prune", "succeeded", "package file removed: release uninstalled")
         except HelmError as exc:
             self.book.log(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)

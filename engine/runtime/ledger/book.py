@@ -394,10 +394,38 @@ class ReleaseBook:
         changed = set()
         for item in stored:
             key = (item.namespace, item.release)
+            if key not in self._statuses and not self._matches_storage(key, item.status):
+                log.info("ignoring the stored engine status of %s/%s: its history is not the release's (a "
+                         "leftover of an uninstalled release)", *key)
+                continue
             if self._statuses.get(key) != item.status:
                 self._statuses[key] = item.status
                 changed.add(key)
         return changed
+
+    def _matches_storage(self, key: ReleaseKey, status: EngineStatus) -> bool:
+        """Whether the newest revision ``status``'s history holds is stored as it was (same digest). A status
+        left behind by an uninstall (or an older helmdeck) claims a revision that is gone or was made again;
+        adopting it would make the next install look like drift. Unknown (storage not readable) counts as a
+        match."""
+        latest = status.history.latest()
+        if latest is None or any(p.namespace in (key[0], None) for p in self.observer.denied()):
+            return True
+        return any(obs.version == latest.version and obs.digest == latest.digest
+                   for obs in self.observer.history(*key))
+
+    async def drop_status(self, key: ReleaseKey, storage_ns: str | None = None) -> None:
+        """Forget ``key``'s engine status and remove it from the cluster, from ``storage_ns`` (default: the
+        release's namespace) (its release was uninstalled: prune, ``cleanup``); failures are logged only (a
+        leftover is ignored on load, see :meth:`load_statuses`)."""
+        self._statuses.pop(key, None)
+        self._states.pop(key, None)
+        if self.store is None or not self._writable():
+            return
+        try:
+            await asyncio.to_thread(self.store.delete, storage_ns or key[0], key[1])
+        except Exception as exc:
+            log.warning("cannot remove the engine status of %s/%s: %s", key[0], key[1], exc)
 
     async def persist(self, key: ReleaseKey) -> None:
         """Write ``key``'s status to the cluster (when this instance may); failures are logged only."""
