@@ -205,3 +205,10 @@ def test_upgrade_diff_confirmation(snap_compare: Any) -> None:
                    "deployed (revision 3)", "desired (package web)")
     dialog = confirmations.upgrade(_view(WEB), diff, None)
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
+
+
+def test_upgrade_diff_confirmation_folds_long_lines_with_their_markers(snap_compare: Any) -> None:
+    before = "data:\n  config: short\n"
+    after = "data:\n  config: " + " ".join(f"option{i}=value{i}" for i in range(30)) + "\n"
+    dialog = confirmations.upgrade(_view(WEB), unified(before, after, "deployed (revision 3)", "desired"), None)
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))

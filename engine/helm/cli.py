@@ -248,7 +248,7 @@ class Helm:
         stdout = out.decode(errors="replace")
         stderr = err.decode(errors="replace")
         if proc.returncode != 0:
-            raise classify(action, stderr + "\n" + stdout, proc.returncode or 1)
+            raise classify(action, stderr + "\n" + stdout, proc.returncode or 1, stderr=stderr)
         return stdout
 
     async def version(self) -> HelmVersion:

@@ -9,6 +9,10 @@ import re
 from collections.abc import Sequence
 
 TAIL_LINES = 12
+MESSAGE_LINES = 40  # a chart's `fail` message may run over many lines: kept whole up to these bounds
+MESSAGE_CHARS = 4000
+# helm's hints after its error, which say nothing about this failure.
+_HINTS = re.compile(r"^(Use --debug flag to render out invalid YAML|helm.go:\d+: .*)$")
 
 
 class HelmError(RuntimeError):
@@ -71,12 +75,38 @@ _PATTERNS: tuple[tuple[type[HelmError], re.Pattern[str]], ...] = (
 )
 
 
-def classify(action: str, output: str, returncode: int) -> HelmError:
-    """Turn a failed helm run's combined output into the matching typed error."""
+def error_message(output: str) -> str:
+    """helm's error in ``output``: from its last ``Error:`` line to the end, so a chart's multi-line ``fail``
+    message (``execution error at (...): \nREASON: ...``) is kept whole; helm's hints dropped, runs of blank
+    lines made one, at most :data:`MESSAGE_LINES` lines and :data:`MESSAGE_CHARS` characters (the rest
+    counted). Without an ``Error:`` line, the last non-blank line; ``"helm failed"`` for no output."""
+    lines = output.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Error:")]
+    if not starts:
+        rest = [ln for ln in lines if ln.strip()]
+        return rest[-1].strip() if rest else "helm failed"
+    kept: list[str] = []
+    for line in [lines[starts[-1]].removeprefix("Error:").strip(), *lines[starts[-1] + 1:]]:
+        line = line.rstrip()
+        if _HINTS.match(line) or (not line and (not kept or not kept[-1])):
+            continue
+        kept.append(line)
+    while kept and not kept[-1]:
+        kept.pop()
+    text = "\n".join(kept[:MESSAGE_LINES])
+    more = len(kept) - MESSAGE_LINES
+    if len(text) > MESSAGE_CHARS:
+        lines_left = f", {more} more lines" if more > 0 else ""
+        return f"{text[:MESSAGE_CHARS].rstrip()}\n… (cut at {MESSAGE_CHARS} characters{lines_left})"
+    return f"{text}\n… ({more} more lines)" if more > 0 else text
+
+
+def classify(action: str, output: str, returncode: int, *, stderr: str | None = None) -> HelmError:
+    """Turn a failed helm run's combined output into the matching typed error; its message is
+    :func:`error_message` of ``stderr`` (where helm writes it) when given, else of ``output``."""
     lines = [ln for ln in output.splitlines() if ln.strip()]
     tail = lines[-TAIL_LINES:]
-    errors = [ln for ln in lines if ln.startswith("Error:")]
-    message = errors[-1].removeprefix("Error:").strip() if errors else (tail[-1] if tail else "helm failed")
+    message = error_message(stderr if stderr is not None and "Error:" in stderr else output)
     for cls, pattern in _PATTERNS:
         if pattern.search(output):
             return cls(message, action=action, tail=tail, returncode=returncode)

@@ -178,13 +178,17 @@ class Engine:
         With ``reconcile`` False nothing is queued (actions still work on request).
         """
         self._loop = asyncio.get_running_loop()
-        await self.controller.load()
-        self.observer.start()
-        await asyncio.to_thread(self.observer.wait_synced, 30)
-        if self.scope_note or self.observer.denied():
-            self._emit_access()
-        for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
-            self.book.set_state(key, None)  # a verdict made before the status was read does not hold
+        self.book.reading = True  # no row until storage is listed and the statuses read
+        try:
+            await self.controller.load()
+            self.observer.start()
+            await asyncio.to_thread(self.observer.wait_synced, 30)
+            if self.scope_note or self.observer.denied():
+                self._emit_access()
+            for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
+                self.book.set_state(key, None)  # a verdict made before the status was read does not hold
+        finally:
+            self.book.reading = False
         self.book.refresh_all()
         if self.controller.folder is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())

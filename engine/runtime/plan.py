@@ -132,8 +132,8 @@ class Plan:
         for p in self.packages:
             action = p.action or "nothing to do"
             lines.append(f"{p.namespace}/{p.release} ({p.file})  {p.state} → {action}")
-            for reason in ((p.error,) if p.error else p.reasons):
-                lines.append(f"    {reason}")
+            for reason in ((p.error,) if p.error else p.reasons):  # a chart's fail message may run on
+                lines.extend(f"    {line}".rstrip() for line in reason.splitlines() or [""])
             if p.objects_line():
                 lines.append(f"    {p.objects_line()}")
         for err in self.errors:

@@ -9,7 +9,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from tui.confirmations import Confirmation
-from tui.widgets.text_view import TextView, styled_diff
+from tui.widgets.text_view import TextView, fold_diff, styled_diff
+
+_DIALOG_TEXT = 86  # the details' width in a 96-column dialog, until the layout says
+_SCROLLBAR = 2  # a long diff scrolls: its lines leave room for the scrollbar
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -41,12 +44,30 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button("Cancel (n)", id="cancel")
 
     def on_mount(self) -> None:
-        c = self.confirmation
-        details = c.details
+        details = self.confirmation.details
         if details is not None and details.text:
-            text = styled_diff(details.text) if details.diff else details.text
-            self.query_one("#dialog-details", TextView).show(text)
+            if details.diff:
+                self.call_after_refresh(self._first_diff)  # folded at the width the layout gives it
+            else:
+                self.query_one("#dialog-details", TextView).show(details.text)
         self.query_one("#cancel", Button).focus()
+
+    def _first_diff(self) -> None:
+        self._show_diff()
+        self.query_one("#cancel", Button).focus()  # a stray enter never confirms
+
+    def on_resize(self) -> None:
+        details = self.confirmation.details
+        if details is not None and details.text and details.diff:
+            self._show_diff()
+
+    def _show_diff(self) -> None:
+        """The diff folded at the view's width: a long line continues with its +/- marker (never wrapped bare)."""
+        details = self.confirmation.details
+        assert details is not None
+        view = self.query_one("#dialog-details", TextView)
+        width = view.content_region.width or _DIALOG_TEXT
+        view.show(styled_diff(fold_diff(details.text, width - _SCROLLBAR)))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "confirm")

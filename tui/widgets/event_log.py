@@ -12,13 +12,22 @@ from tui.format import unix_time
 
 _SYMBOL = {"started": "⟳", "succeeded": "✔", "failed": "✖", "info": "•"}
 WARNING_STYLE = "bold red"
+WHAT = 18  # the action / reason column: Kubernetes' reasons run to 17 (ScalingReplicaSet); longer ones are cut
+KIND = 10  # the outcome / type column
+_INDENT = " " * 21  # under the time
+
+
+def _column(text: str, width: int) -> str:
+    return f"{text[:width - 1]}…" if len(text) > width else text.ljust(width)
 
 
 def event_lines(event: LogEntry) -> list[Text]:
-    """One line for the event, then helm's output tail indented under it."""
+    """One line for the event (a multi-line message continues under it), then helm's output tail indented."""
     symbol = _SYMBOL.get(event.outcome, "•")
-    head = Text(f"{unix_time(event.at)}  {symbol} {event.action:<12} {event.outcome:<10} {event.message}")
-    return [head, *(Text(f"{'':21}│ {line}") for line in event.tail)]
+    first, *more = event.message.splitlines() or [""]
+    head = Text(f"{unix_time(event.at)}  {symbol} {_column(event.action, WHAT)} {_column(event.outcome, KIND)} "
+                f"{first}")
+    return [head, *(Text(f"{_INDENT}  {line}") for line in more), *(Text(f"{_INDENT}│ {line}") for line in event.tail)]
 
 
 def kube_event_line(event: KubeEvent) -> Text:
@@ -26,8 +35,8 @@ def kube_event_line(event: KubeEvent) -> Text:
     its action and outcome); a Warning in bold red."""
     symbol = "⚠" if event.warning else "☸"
     count = f" (×{event.count})" if event.count > 1 else ""
-    line = Text(f"{unix_time(event.at)}  {symbol} {event.reason:<12} {event.type:<10} {event.ref}: "
-                f"{event.message}{count}")
+    line = Text(f"{unix_time(event.at)}  {symbol} {_column(event.reason, WHAT)} {_column(event.type, KIND)} "
+                f"{event.ref}: {event.message}{count}")
     if event.warning:
         line.stylize(WARNING_STYLE)
     return line

@@ -74,7 +74,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
     if view.last is not None:
         last = view.last
         parts += _row("Last action", (fmt.outcome_text(last), TONE_STYLE["ok" if last.ok else "bad"]),
-                      f": {last.message}" + (f" (at {fmt.unix_time(last.at)} UTC)" if last.at else ""))
+                      f": {_continued(last.message)}" + (f" (at {fmt.unix_time(last.at)} UTC)" if last.at else ""))
     if view.unreadable:
         parts += _row("Unreadable", (view.unreadable, TONE_STYLE["bad"]))
 
@@ -86,7 +86,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
             if c.type in ("Stalled", "Reconciling", "Remediated"):
                 tone = "warn" if c.status == "True" else "plain"
             parts += [f"  {c.type:<12} ", (f"{c.status:<8}", TONE_STYLE[tone]),
-                      f" {c.reason:<22} {fmt.unix_time(c.last_transition):<20} {c.message}\n"]
+                      f" {c.reason:<22} {fmt.unix_time(c.last_transition):<20} {_continued(c.message)}\n"]
     else:
         parts.append("  none reported by the engine\n")
 
@@ -127,3 +127,8 @@ class OverviewPanel(VerticalScroll):
 
     def show(self, view: ReleaseView, history: list[Observation], now: float) -> None:
         self.query_one("#overview-text", Static).update(overview_content(view, history, now))
+
+
+def _continued(message: str) -> str:
+    """A multi-line message (a chart's ``fail``) with its further lines indented under the table."""
+    return message.rstrip("\n").replace("\n", "\n    ")

@@ -52,6 +52,27 @@ class TextView(VerticalScroll):
         return self
 
 
+def fold_diff(diff: str, width: int) -> str:
+    """``diff`` with every line longer than ``width`` cut into lines of ``width``, each continuation starting
+    with its line's ``+``/``-``/`` `` marker, so a wrapped added line still reads as added (and is coloured
+    so by :func:`styled_diff`). ``width`` below 2 leaves ``diff`` as it is."""
+    if width < 2:
+        return diff
+    out: list[str] = []
+    for line in diff.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        header = line.startswith(("+++", "---", "@@"))
+        marker = " " if header or line[:1] not in ("+", "-", " ") else line[0]
+        out.append(line[:width])
+        rest = line[width:]
+        while rest:
+            out.append(marker + rest[:width - 1])
+            rest = rest[width - 1:]
+    return "\n".join(out) + ("\n" if diff.endswith("\n") else "")
+
+
 def styled_diff(diff: str) -> Content:
     """A unified diff with added, removed and hunk lines in theme colours (``+``/``-`` keep it readable without)."""
     parts: list[str | tuple[str, str]] = []

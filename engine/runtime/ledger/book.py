@@ -105,6 +105,9 @@ class ReleaseBook:
         self._cancelled: set[ReleaseKey] = set()
         self._subscribers: Listeners[[EngineSignal]] = Listeners("engine subscriber")
         self._said: dict[type, EngineSignal] = {}
+        # True while the engine starts (storage listed, statuses read): a view made then would show a release
+        # as absent or unmanaged for a moment, so none is made until its state can be known.
+        self.reading = False
         # Masks the secrets the engine knows in what the book keeps and says (set to the engine's masker's scrub).
         self.scrub: Callable[[str], str] = lambda text: text
 
@@ -270,7 +273,10 @@ class ReleaseBook:
 
     def refresh(self, key: ReleaseKey, **changes: Any) -> None:
         """Remake ``key``'s view from what the book and the observer hold (``changes`` override fields);
-        announce it when it changed, or its removal when nothing knows the release any more."""
+        announce it when it changed, or its removal when nothing knows the release any more. Nothing while
+        :attr:`reading` (the engine's start refreshes every release after)."""
+        if self.reading:
+            return
         obs = self.observer.latest(*key)
         pkg = self.packages.get(key)
         cur = self._views.get(key)
