@@ -42,7 +42,7 @@ def split_api_version(api_version: str) -> tuple[str, str]:
 class Discovery:
     """Resolves kinds through the API server's discovery documents, cached per group version.
 
-    A miss refetches that group version once per :meth:`resolve` call, so a
+    A miss refetches that group version once per :meth:`resource_type` call, so a
     CRD installed after the first lookup is found. Thread-safe.
     """
 
@@ -51,7 +51,7 @@ class Discovery:
         self._lock = threading.Lock()
         self._kinds: dict[str, dict[str, ResourceType]] = {}
 
-    def resolve(self, api_version: str, kind: str) -> ResourceType | None:
+    def resource_type(self, api_version: str, kind: str) -> ResourceType | None:
         """The resource serving ``kind`` in ``api_version``, or None when the server has none.
 
         Raises ApiException for API errors other than "group version not found".

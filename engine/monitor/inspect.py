@@ -78,7 +78,7 @@ class Inspector:
         return await asyncio.to_thread(self._get, api_version, kind, namespace, name)
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
-        rtype = self._discovery.resolve(api_version, kind)
+        rtype = self._discovery.resource_type(api_version, kind)
         if rtype is None:
             raise KeyError(f"{api_version} {kind} is not served by this cluster")
         try:
@@ -98,7 +98,7 @@ class Inspector:
         def read() -> dict[tuple[str, str], bool | None]:
             out: dict[tuple[str, str], bool | None] = {}
             for api_version, kind in sorted(set(kinds)):
-                rtype = self._discovery.resolve(api_version, kind)
+                rtype = self._discovery.resource_type(api_version, kind)
                 out[(api_version, kind)] = rtype.namespaced if rtype is not None else None
             return out
 

@@ -44,7 +44,7 @@ def expected_objects(manifest: str, release_namespace: str, discovery: Discovery
     for obj in manifest_objects(manifest):
         if not obj.api_version:
             continue  # not an object the API server could serve
-        rtype = discovery.resolve(obj.api_version, obj.kind)
+        rtype = discovery.resource_type(obj.api_version, obj.kind)
         at = place(obj, release_namespace, rtype.namespaced if rtype is not None else None)
         out.append(ExpectedObject(at.api_version, at.kind, at.namespace, at.name, rtype))
     return out
