@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -39,17 +40,32 @@ __all__ = ["EXIT_CHANGES", "EXIT_CONVERGED", "EXIT_FAILED", "EXIT_NO_CHANGES", "
 
 log = logging.getLogger("helmdeck")
 
+# A reader that closed the pipe (``helmdeck status | head``): the shell's status for a command ended by
+# SIGPIPE, as `helm status | head` and coreutils report it.
+EXIT_PIPE = 128 + signal.SIGPIPE
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parsed = argparse.Namespace()
     try:
         args = build_parser().parse_args(argv, parsed)
         return _run(args)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
     except SystemExit as exc:  # argparse and the usage checks
         code = exc.code if isinstance(exc.code, int) else EXIT_FAILED
         # diff's exit codes gate CI (terraform plan -detailed-exitcode): 2 means "changes" only, so its usage
         # errors are errors (1). The subcommand is set before its own arguments are parsed.
         return EXIT_FAILED if getattr(parsed, "command", None) in ("diff", "plan") and code == EXIT_USAGE else code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's last flush would otherwise hit the closed pipe again
+    (as the Python docs' "Note on SIGPIPE" says)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _usage_error(message: str) -> SystemExit:

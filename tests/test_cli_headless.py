@@ -15,7 +15,7 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES, EXIT_PIPE
 from tests.storage_records import new_secret, release
 from tests.test_cli import cluster_args, flaky, helmdeck
 
@@ -80,3 +80,31 @@ def test_status_shows_unreadable_records(
         assert readable["message"].startswith("revision 2: ")
     table = helmdeck("status", *base)
     assert table.returncode == 0 and table.stdout.count("Unreadable") == 3
+
+
+def _into_closed_pipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run helmdeck with stdout on a pipe whose reader has gone (as ``| head`` after its lines)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "helmdeck", *args], stdout=write, stderr=subprocess.PIPE,
+                              text=True, env=env, timeout=120, check=False)
+    finally:
+        os.close(write)
+
+
+def test_closed_pipe_ends_every_command_quietly(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    base = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", namespace,
+            "--log-file", str(tmp_path / "log")]
+    pkgs = flaky(tmp_path / "p", namespace, "{message: one}")
+    commands = [
+        ["status", *base], ["status", "-o", "json", *base], ["--version"],
+        ["cluster", "status", "--cluster-dir", str(tmp_path / "no-cluster")],
+        ["plan", "--packages", str(pkgs), *base],
+    ]
+    for command in commands:
+        proc = _into_closed_pipe(*command, env={**os.environ, **helm.env})
+        assert proc.returncode == EXIT_PIPE, (command, proc.stderr)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (command, proc.stderr)
