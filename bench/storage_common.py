@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from kubernetes import client
 
 from engine.kube.client import KubeTarget, api_client
 from engine.storage.codec import encode_payload, record_name
-from localcluster.cluster import LocalCluster
+from localcluster.cluster import ClusterError, LocalCluster
 
 _TEMPLATE = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  a: {{ .Values.a }}\n"
 
@@ -30,13 +31,19 @@ def bench_cluster(args: argparse.Namespace) -> Iterator[KubeTarget]:
     if args.kubeconfig:
         yield KubeTarget(args.kubeconfig)
         return
-    with tempfile.TemporaryDirectory(prefix="helmdeck-bench-") as tmp:
-        cluster = LocalCluster(args.cluster_dir or Path(tmp) / "cluster")
+    tmp = Path(tempfile.mkdtemp(prefix="helmdeck-bench-"))
+    cluster = LocalCluster(args.cluster_dir or tmp / "cluster")
+    try:
         cluster.up(progress=lambda m: print(f"  cluster: {m}", flush=True))
-        try:
-            yield KubeTarget(cluster.kubeconfig)
-        finally:
-            cluster.down()
+    except ClusterError:
+        # The error names a log under tmp: it stays for the reader.
+        print(f"  cluster: start failed; its logs are kept in {cluster.logs_dir}", flush=True)
+        raise
+    try:
+        yield KubeTarget(cluster.kubeconfig)
+    finally:
+        cluster.down()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def core_api(target: KubeTarget, pool: int = 16) -> client.CoreV1Api:

@@ -24,6 +24,7 @@ connections.
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import subprocess
 import time
@@ -38,7 +39,7 @@ from engine.base.paths import xdg_dir
 from localcluster import build, registry
 from localcluster.chartrepo import serving
 from localcluster.pki import Pki, ensure_pki, write_kubeconfig
-from localcluster.process import ProcessRecord, free_port, http_ok, port_open, proc_start_time, stop_processes
+from localcluster.process import ProcessRecord, http_ok, listen_ports, port_open, proc_start_time, stop_processes
 from localcluster.state import ORDER, ClusterStatus, Ports
 
 CONTEXT = "helmdeck-local"
@@ -57,7 +58,37 @@ Progress = Callable[[str], None]
 
 
 class ClusterError(RuntimeError):
-    """The local cluster could not be started; the message names the component and its log."""
+    """The local cluster could not be started; the message names the component, why (when its log
+    says) and its log. ``port_in_use`` is the port a component could not listen on, if that was why."""
+
+    def __init__(self, message: str, port_in_use: int | None = None):
+        super().__init__(message)
+        self.port_in_use = port_in_use
+
+
+_IN_USE = re.compile(r"(?:127\.0\.0\.1|localhost|\[::\]|0\.0\.0\.0)?:(\d+):? bind: address already in use")
+_START_ATTEMPTS = 3
+
+
+def exit_reason(log: Path) -> tuple[str, int | None]:
+    """Why a component exited, from the tail of its log: ``("port N is in use", N)``, else the last
+    line (bounded) and None."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 16384))
+            tail = fh.read().decode(errors="replace")
+    except OSError:
+        return "", None
+    found = _IN_USE.findall(tail)
+    if found:
+        return f"port {found[-1]} is in use", int(found[-1])
+    lines = [line.strip() for line in tail.splitlines() if line.strip() and not line.startswith("--- ")]
+    return (lines[-1][:300] if lines else ""), None
+
+
+def _exited(component: str, what: str, log: Path) -> ClusterError:
+    reason, port = exit_reason(log)
+    return ClusterError(f"{component} {what}{': ' + reason if reason else ''}; see {log}", port)
 
 
 def default_state_dir() -> Path:
@@ -186,15 +217,31 @@ class LocalCluster:
         self.logs_dir.mkdir(exist_ok=True)
         pki = ensure_pki(self.state_dir / "pki", _SERVER_NAMES)
         old_ports, _ = self._load()
+        fresh = iter(listen_ports(len(asdict(old_ports))))
         ports = Ports(**{
-            name: port if port and not port_open(port) else free_port()
+            name: port if port and not port_open(port) else next(fresh)
             for name, port in asdict(old_ports).items()
         })
+        deadline = time.monotonic() + timeout
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                self._start(pki, ports, deadline, progress)
+                break
+            except ClusterError as exc:
+                # Another process took a port between the choice and the bind: other ports, again.
+                if exc.port_in_use is None or attempt == _START_ATTEMPTS:
+                    raise
+                progress(f"{exc}; starting again on other ports")
+                ports = Ports(*listen_ports(len(asdict(ports)), avoid={exc.port_in_use}))
+        progress(f"local cluster ready: {self.server} (kubeconfig: {self.kubeconfig})")
+
+    def _start(self, pki: Pki, ports: Ports, deadline: float, progress: Progress) -> None:
+        """Start every component on ``ports``; on failure stop what started (the logs stay) and raise
+        ClusterError."""
         procs: dict[str, ProcessRecord] = {}
         self._save(ports, procs)
         write_kubeconfig(self.kubeconfig, pki, f"https://127.0.0.1:{ports.apiserver}", CONTEXT)
         self._write_kwok_config()
-        deadline = time.monotonic() + timeout
         try:
             progress("starting the OCI registry")
             procs["registry"] = self._spawn("registry", self._registry_cmd(ports))
@@ -227,7 +274,6 @@ class LocalCluster:
         except BaseException:
             self.down()
             raise
-        progress(f"local cluster ready: {self.server} (kubeconfig: {self.kubeconfig})")
 
     def _spawn(self, component: str, cmd: list[str]) -> ProcessRecord:
         log = self.log_path(component)
@@ -246,7 +292,7 @@ class LocalCluster:
                 break
             time.sleep(0.01)
         if start is None:
-            raise ClusterError(f"{component} exited at once; see {log}")
+            raise _exited(component, "exited at once", log)
         return ProcessRecord(component, proc.pid, start, str(log), list(cmd))
 
     def _wait(
@@ -256,7 +302,7 @@ class LocalCluster:
         while time.monotonic() < deadline:
             for rec in procs.values():
                 if not rec.alive():
-                    raise ClusterError(f"{rec.component} exited during start-up; see {rec.log}")
+                    raise _exited(rec.component, "exited during start-up", Path(rec.log))
             if check():
                 return
             time.sleep(0.2)

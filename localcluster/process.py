@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import time
@@ -17,6 +18,40 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# Below Linux's default ephemeral range (32768-60999) and above the well-known services.
+_LISTEN_LOW = 20000
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out to outgoing connections (``ip_local_port_range``)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def listen_ports(count: int, avoid: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """``count`` distinct ports on 127.0.0.1 that are free now, for servers to listen on.
+
+    Picked at random below the kernel's ephemeral range: a port from that range (what ``bind(0)``
+    returns) can be taken by any outgoing connection on the machine before the server binds it,
+    which made a second cluster's start fail while another ran.
+    """
+    high = max(_ephemeral_low(), _LISTEN_LOW + 2000)
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = random.randrange(_LISTEN_LOW, high)
+        if port in avoid or port in chosen or port_open(port):
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        chosen.append(port)
+    return chosen
 
 
 def port_open(port: int) -> bool:

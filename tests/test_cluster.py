@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -12,7 +13,8 @@ from kubernetes import client
 
 from engine.base import tools
 from localcluster import build
-from localcluster.cluster import CONTAINER_LOG_LINES, FAKE_NODE, LocalCluster
+from localcluster.cluster import CONTAINER_LOG_LINES, FAKE_NODE, LocalCluster, exit_reason
+from localcluster.process import listen_ports
 
 pytestmark = pytest.mark.cluster
 
@@ -50,11 +52,25 @@ def test_up_again_is_a_no_op(local_cluster: LocalCluster) -> None:
     assert {k: v.pid for k, v in before.items()} == {k: v.pid for k, v in after.items()}
 
 
-def test_down_stops_exactly_its_processes_and_frees_ports(tmp_path: Path) -> None:
+def test_second_cluster_starts_though_its_port_is_taken_and_down_frees_ports(tmp_path: Path) -> None:
+    # A second cluster while the session's runs; the port it would give kube-controller-manager is bound (not
+    # listening, as between another process's bind and listen): the start says so, keeps the log and retries.
     cluster = LocalCluster(tmp_path / "second")
-    cluster.up()
+    cluster.logs_dir.mkdir(parents=True)
+    chosen = listen_ports(7)
+    taken = chosen[3]
+    (tmp_path / "second" / "state.json").write_text(json.dumps({"ports": dict(zip(
+        ["etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok", "registry"], chosen,
+        strict=True)), "processes": {}}))
+    said: list[str] = []
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        cluster.up(progress=said.append)
+    assert any(f"kube-controller-manager exited during start-up: port {taken} is in use; see " in m
+               and m.endswith("starting again on other ports") for m in said), said
+    assert "address already in use" in cluster.log_path("kube-controller-manager").read_text()
     ports, procs = cluster._load()
-    assert cluster.is_ready()
+    assert cluster.is_ready() and taken not in ports.all()
     pids = {rec.pid for rec in procs.values()}
     stopped = cluster.down()
     assert sorted(stopped) == sorted(procs)
@@ -113,3 +129,13 @@ def test_registry_runs_with_the_cluster_and_status_json_names_it(local_cluster: 
                            "--plain-http"], capture_output=True, text=True, env=env, check=False)
     assert push.returncode == 0, push.stderr
     assert "Digest: sha256:" in push.stdout + push.stderr
+
+
+def test_exit_reason_names_the_port_in_use_else_the_last_line(tmp_path: Path) -> None:
+    log = tmp_path / "c.log"
+    log.write_text("--- start\nE1201 failed to listen on 127.0.0.1:24567: listen tcp 127.0.0.1:24567: bind: "
+                   "address already in use\n")
+    assert exit_reason(log) == ("port 24567 is in use", 24567)
+    log.write_text("--- start\nsomething else broke\n\n")
+    assert exit_reason(log) == ("something else broke", None)
+    assert exit_reason(tmp_path / "none.log") == ("", None)
