@@ -10,24 +10,23 @@ from engine.reconcile.status import EngineStatus
 from engine.reconcile.store import StatusStore
 
 
-class RecordingCore:
-    """Stands in for CoreV1Api's two write calls and records them (no cluster needed)."""
+class RecordingStore(StatusStore):
+    """The store with its one API write recorded instead of sent (no cluster needed)."""
 
     def __init__(self) -> None:
+        super().__init__(client.ApiClient())
         self.writes: list[str] = []
 
-    def replace_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-        self.writes.append(f"{namespace}/{name}")
+    def _write(self, api: client.ApiClient, body: dict[str, Any]) -> None:
+        self.writes.append(f"{body['metadata']['namespace']}/{body['metadata']['name']}")
 
 
 def test_an_unchanged_status_is_not_written_again() -> None:
-    store = StatusStore(client.ApiClient())
-    core = RecordingCore()
-    store._core = core
+    store = RecordingStore()
     status = EngineStatus(suspended=True)
     store.save("ns", "app", "app", status)
     store.save("ns", "app", "app", EngineStatus(suspended=True))
-    assert core.writes == ["ns/helmdeck.status.app"]
+    assert store.writes == ["ns/helmdeck.status.app"]
     store.save("ns", "app", "app", EngineStatus(suspended=False))
     store.save("ns", "app", "renamed", EngineStatus(suspended=False))  # the package label changed
-    assert len(core.writes) == 3
+    assert len(store.writes) == 3

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
@@ -21,6 +20,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from kubernetes import client
 
 from engine.helm import HelmError, ReleaseNotFound
+from engine.kube import rest
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.options import uninstall_options
@@ -114,11 +114,9 @@ class ObservedReleases:
         """The release's records as the API holds them now (a quorum list)."""
         if self._ctx.api is None:
             return []
-        core = client.CoreV1Api(self._ctx.api)
-        selector = f"{OWNER_SELECTOR},name={self._release}"
-        lister: Any = (core.list_namespaced_secret if self._ctx.driver == "secret"
-                       else core.list_namespaced_config_map)
-        body = json.loads(lister(self._storage_ns, label_selector=selector, _preload_content=False).data)
+        resource = "secrets" if self._ctx.driver == "secret" else "configmaps"
+        body = rest.get_json(self._ctx.api, rest.path("v1", resource, self._storage_ns),
+                             [("labelSelector", f"{OWNER_SELECTOR},name={self._release}")])
         out = []
         for obj in body.get("items") or []:
             _, obs, _error = decode_object(obj, self._ctx.driver)  # type: ignore[arg-type]

@@ -23,7 +23,6 @@ claim a history the next install does not have.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base import labels
+from engine.kube import rest
 from engine.kube.client import impersonating
 from engine.reconcile.status import EngineStatus
 
@@ -70,7 +70,7 @@ class StatusStore:
     statuses of releases whose namespace does not exist yet."""
 
     def __init__(self, api: client.ApiClient, home: str = "default"):
-        self._core: Any = client.CoreV1Api(api)
+        self._api = api
         self.home = home
         self._known: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, release) -> (package, status JSON)
         self._homed: set[tuple[str, str]] = set()  # (ns, release) whose status was last seen in the home namespace
@@ -78,12 +78,12 @@ class StatusStore:
     def load(self, namespace: str, release: str) -> EngineStatus | None:
         """The stored status, or None when there is none or it cannot be parsed (logged)."""
         try:
-            cm = self._core.read_namespaced_config_map(object_name(release), namespace, _preload_content=False)
+            cm = rest.get_json(self._api, rest.path("v1", "configmaps", namespace, object_name(release)))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return self._parse(json.loads(cm.data), namespace, release)
+        return self._parse(cm, namespace, release)
 
     def _parse(self, obj: dict[str, Any], namespace: str, release: str) -> EngineStatus | None:
         text = (obj.get("data") or {}).get(DATA_KEY)
@@ -105,15 +105,15 @@ class StatusStore:
             return
         key = (namespace, release)
         self._known.pop(key, None)  # unknown until the write succeeded
-        core: Any = client.CoreV1Api(impersonating(self._core.api_client, as_user)) if as_user else self._core
+        api = impersonating(self._api, as_user) if as_user else self._api
         try:
-            _put(core, namespace, object_name(release), package, text, {})
+            self._write(api, _body(namespace, object_name(release), package, text, {}))
         except ApiException as exc:
             if exc.status != 404 or namespace == self.home:
                 raise
             # The namespace does not exist (yet): keep the status at home, where `status` and the app find it.
-            _put(core, self.home, home_name(namespace, release), package, text,
-                 {RELEASE_NS_LABEL: namespace, RELEASE_LABEL: release})
+            self._write(api, _body(self.home, home_name(namespace, release), package, text,
+                                   {RELEASE_NS_LABEL: namespace, RELEASE_LABEL: release}))
             self._homed.add(key)
         else:
             if key in self._homed:  # written beside its release now: the copy at home is stale
@@ -131,7 +131,7 @@ class StatusStore:
 
     def _delete(self, namespace: str, name: str) -> None:
         try:
-            self._core.delete_namespaced_config_map(name, namespace)
+            rest.send(self._api, "DELETE", rest.path("v1", "configmaps", namespace, name))
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -142,15 +142,15 @@ class StatusStore:
         if namespaces:
             for ns in sorted({*namespaces, self.home}):
                 try:
-                    resp = self._core.list_namespaced_config_map(ns, label_selector=SELECTOR, _preload_content=False)
+                    body = rest.get_json(self._api, rest.path("v1", "configmaps", ns), [("labelSelector", SELECTOR)])
                 except ApiException as exc:
                     if ns in namespaces or exc.status not in (403, 404):
                         raise
                     continue  # the home namespace is only a fall-back
-                found.extend(json.loads(resp.data).get("items") or [])
+                found.extend(body.get("items") or [])
         else:
-            resp = self._core.list_config_map_for_all_namespaces(label_selector=SELECTOR, _preload_content=False)
-            found.extend(json.loads(resp.data).get("items") or [])
+            body = rest.get_json(self._api, rest.path("v1", "configmaps"), [("labelSelector", SELECTOR)])
+            found.extend(body.get("items") or [])
         beside: dict[tuple[str, str], StoredStatus] = {}
         homed: dict[tuple[str, str], StoredStatus] = {}
         for obj in found:
@@ -171,10 +171,21 @@ class StatusStore:
             self._known.pop(key, None)  # rewritten beside the release as soon as its namespace exists
         return [*beside.values(), *(v for k, v in homed.items() if k not in beside)]
 
+    def _write(self, api: client.ApiClient, body: dict[str, Any]) -> None:
+        """Replace or create the status ConfigMap ``body``. Raises ApiException (404 when the namespace does
+        not exist)."""
+        meta = body["metadata"]
+        try:
+            rest.send(api, "PUT", rest.path("v1", "configmaps", meta["namespace"], meta["name"]), body)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            rest.send(api, "POST", rest.path("v1", "configmaps", meta["namespace"]), body)
 
-def _put(core: Any, namespace: str, name: str, package: str, text: str, extra: dict[str, str]) -> None:
-    """Replace or create one status ConfigMap. Raises ApiException (404 when the namespace does not exist)."""
-    body = {
+
+def _body(namespace: str, name: str, package: str, text: str, extra: dict[str, str]) -> dict[str, Any]:
+    """One status ConfigMap."""
+    return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
@@ -185,9 +196,3 @@ def _put(core: Any, namespace: str, name: str, package: str, text: str, extra: d
         },
         "data": {DATA_KEY: text},
     }
-    try:
-        core.replace_namespaced_config_map(name, namespace, body)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        core.create_namespaced_config_map(namespace, body)

@@ -9,7 +9,6 @@ manifest is decoded only when a monitor is built.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -66,7 +65,6 @@ class ReleaseStore:
 
     def __init__(self, api: client.ApiClient, driver: Driver = "secret"):
         self._api = api
-        self._core = client.CoreV1Api(api)
         self._driver: Driver = driver
         self._resource = "secrets" if driver == "secret" else "configmaps"
 
@@ -107,9 +105,7 @@ class ReleaseStore:
     def manifest(self, namespace: str, name: str, version: int) -> str:
         """The manifest stored for one revision. Raises ApiException, StorageDecodeError."""
         key = record_name(name, version)
-        read: Any = (self._core.read_namespaced_secret if self._driver == "secret"
-                     else self._core.read_namespaced_config_map)
-        obj = json.loads(read(key, namespace, _preload_content=False).data)
+        obj = rest.get_json(self._api, rest.path("v1", self._resource, namespace, key))
         payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
         if payload is None:
             raise StorageDecodeError(f"{namespace}/{key}", "record has no 'release' data")

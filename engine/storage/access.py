@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.kube import rest
 from engine.storage.codec import Driver
 
 RESOURCE: dict[Driver, str] = {"secret": "secrets", "configmap": "configmaps"}
@@ -53,16 +54,14 @@ def check_access(api: client.ApiClient, namespaces: Sequence[str | None], driver
 
     Returns the missing permissions; raises ApiException when a review itself fails.
     """
-    authz = client.AuthorizationV1Api(api)
     missing = []
     for ns in namespaces:
         for verb in verbs:
-            review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
-                resource_attributes=client.V1ResourceAttributes(verb=verb, resource=RESOURCE[driver],
-                                                                namespace=ns or None),
-            ))
-            result = authz.create_self_subject_access_review(review)
-            if not (result.status and result.status.allowed):
+            attributes = {"verb": verb, "resource": RESOURCE[driver], **({"namespace": ns} if ns else {})}
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": attributes}}
+            result = rest.send(api, "POST", rest.path("authorization.k8s.io/v1", "selfsubjectaccessreviews"), review)
+            if not (result.get("status") or {}).get("allowed"):
                 missing.append(MissingPermission(verb, RESOURCE[driver], ns))
     return missing
 

@@ -38,8 +38,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base.listeners import Listeners
+from engine.kube import rest
 from engine.kube.client import watch_lines
-from engine.storage.access import Denied, MissingPermission, check_access, describe
+from engine.storage.access import RESOURCE, Denied, MissingPermission, check_access, describe
 from engine.storage.codec import (
     OWNER_SELECTOR,
     Driver,
@@ -104,7 +105,7 @@ class Observer:
         driver: Driver | None = None,
         watch_timeout: int = 240,
     ):
-        self._core = client.CoreV1Api(api) if api is not None else None
+        self._api = api
         self._namespaces: tuple[str | None, ...] = tuple(dict.fromkeys(namespaces)) if namespaces else (None,)
         self._driver: Driver = driver or driver_from_env()
         self._watch_timeout = watch_timeout
@@ -147,7 +148,7 @@ class Observer:
 
     def start(self) -> None:
         """Start the watch threads; an offline observer (api None) counts as synced at once."""
-        if self._core is None:
+        if self._api is None:
             with self._changed:
                 self._synced.update(self._namespaces)
                 self._changed.notify_all()
@@ -244,12 +245,10 @@ class Observer:
         if key is None:
             raise KeyError(f"{namespace}/{name} has no stored revision {revision}")
         obj: Mapping[str, Any]
-        if self._core is None:
+        if self._api is None:
             obj = self._offline_objects[key]
         else:
-            found = json.loads(self._list_fn(key.namespace)(
-                field_selector=f"metadata.name={key.name}", _preload_content=False,
-            ).data).get("items") or []
+            found = self._list(key.namespace, [("fieldSelector", f"metadata.name={key.name}")]).get("items") or []
             if not found:
                 raise KeyError(f"{key} is no longer stored")
             obj = found[0]
@@ -274,7 +273,7 @@ class Observer:
         through it too. Objects that are not release records are ignored.
         """
         if is_record(obj, self._driver):
-            if self._core is None:
+            if self._api is None:
                 self._offline_objects[key_of(obj)] = obj
             self._apply(obj)
 
@@ -285,21 +284,15 @@ class Observer:
         watched namespace; empty when all are granted (or offline). Raises
         ApiException when the review itself fails.
         """
-        if self._core is None:
+        if self._api is None:
             return []
-        return check_access(self._core.api_client, self._namespaces, self._driver, verbs)
+        return check_access(self._api, self._namespaces, self._driver, verbs)
 
     # -- watch loop ----------------------------------------------------------
-    def _list_fn(self, namespace: str | None) -> Callable[..., Any]:
-        core = self._core
-        assert core is not None
-        if self._driver == "secret":
-            if namespace is None:
-                return core.list_secret_for_all_namespaces
-            return lambda **kw: core.list_namespaced_secret(namespace, **kw)
-        if namespace is None:
-            return core.list_config_map_for_all_namespaces
-        return lambda **kw: core.list_namespaced_config_map(namespace, **kw)
+    def _list(self, namespace: str | None, query: list[tuple[str, str]]) -> dict[str, Any]:
+        """The driver's collection in ``namespace`` (None: all), decoded. Raises ApiException."""
+        assert self._api is not None
+        return rest.get_json(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query)
 
     def _run(self, namespace: str | None) -> None:
         rv: str | None = None
@@ -349,9 +342,15 @@ class Observer:
         if changed:
             self._problem_listeners.emit()
 
-    def _call(self, verb: str, namespace: str | None, **kwargs: Any) -> Any:
+    def _call(self, verb: str, namespace: str | None, query: list[tuple[str, str]]) -> Any:
+        """A list (decoded) or, with ``verb`` "watch", the watch's unread response; a 403 raises Denied,
+        a 410 _Gone."""
         try:
-            return self._list_fn(namespace)(**kwargs)
+            if verb == "watch":
+                assert self._api is not None
+                return rest.get(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query,
+                                timeout=(10, self._watch_timeout + 30))
+            return self._list(namespace, query)
         except ApiException as exc:
             if exc.status == 403:
                 raise Denied.from_api(exc, verb, self._driver, namespace) from None
@@ -364,10 +363,10 @@ class Observer:
         seen: set[StorageKey] = set()
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"label_selector": OWNER_SELECTOR, "limit": 500, "_preload_content": False}
+            query = [("labelSelector", OWNER_SELECTOR), ("limit", "500")]
             if token:
-                kwargs["_continue"] = token
-            body = json.loads(self._call("list", namespace, **kwargs).data)
+                query.append(("continue", token))
+            body = self._call("list", namespace, query)
             for obj in body.get("items") or []:
                 if is_record(obj, self._driver):
                     self._apply(obj)
@@ -388,13 +387,8 @@ class Observer:
     def _watch(self, namespace: str | None, rv: str) -> str:
         resp = self._call(
             "watch", namespace,
-            label_selector=OWNER_SELECTOR,
-            watch=True,
-            resource_version=rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _preload_content=False,
-            _request_timeout=(10, self._watch_timeout + 30),
+            [("labelSelector", OWNER_SELECTOR), ("watch", "true"), ("resourceVersion", rv),
+             ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self._watch_timeout))],
         )
         self._responses[namespace] = resp
         self._set_problem(namespace, None)  # connected and allowed again

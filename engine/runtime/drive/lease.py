@@ -27,6 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base import labels
+from engine.kube import rest
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def _now() -> dt.datetime:
 
 
 def _age(when: dt.datetime | str | None) -> float:
-    """Seconds since ``when`` (the API client gives datetimes; 0 when unknown)."""
+    """Seconds since ``when`` (an RFC 3339 time as the API gives it, or a datetime; 0 when unknown)."""
     if when is None:
         return 0.0
     if isinstance(when, str):
@@ -88,7 +89,7 @@ class LeaseElector:
         on_change: OnChange | None = None,
     ):
         # Dict bodies are accepted by the client; typed as Any to pass them.
-        self._coord: Any = client.CoordinationV1Api(api)
+        self._api = api
         self.name = name
         self.namespace = namespace
         self.identity = identity or default_identity()
@@ -143,7 +144,13 @@ class LeaseElector:
             if self._on_change is not None:
                 self._on_change(holder, leader)
 
-    def _body(self, rv: str | None, transitions: int, acquire: dt.datetime | None) -> dict[str, Any]:
+    def _path(self, name: str | None = None) -> str:
+        return rest.path("coordination.k8s.io/v1", "leases", self.namespace, name)
+
+    def _read(self) -> dict[str, Any]:
+        return rest.get_json(self._api, self._path(self.name))
+
+    def _body(self, rv: str | None, transitions: int, acquire: str | None) -> dict[str, Any]:
         now = _now()
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
                                 "labels": {labels.OWNED_BY: labels.MANAGER}}
@@ -154,7 +161,7 @@ class LeaseElector:
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": max(1, round(self.duration)),
-                "acquireTime": (acquire or now).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+                "acquireTime": acquire or now.isoformat(timespec="microseconds").replace("+00:00", "Z"),
                 "renewTime": now.isoformat(timespec="microseconds").replace("+00:00", "Z"),
                 "leaseTransitions": transitions,
             },
@@ -163,34 +170,34 @@ class LeaseElector:
     def _try_once(self) -> tuple[str, bool] | None:
         """One election round (blocking API calls); returns (holder, leader), None when undecided."""
         try:
-            lease = self._coord.read_namespaced_lease(self.name, self.namespace)
+            lease = self._read()
         except ApiException as exc:
             if exc.status != 404:
                 raise
             try:
-                self._coord.create_namespaced_lease(self.namespace, self._body(None, 0, None))
+                rest.send(self._api, "POST", self._path(), self._body(None, 0, None))
             except ApiException as create_exc:
                 if create_exc.status == 409:
                     return None  # someone else created it first; next round reads it
                 raise
             self._seen, self._seen_at = (self.identity, ""), time.monotonic()
             return (self.identity, True)
-        spec = lease.spec
-        holder = spec.holder_identity or ""
-        renew = str(spec.renew_time or "")
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        renew = str(spec.get("renewTime") or "")
         if (holder, renew) != self._seen:
             self._seen, self._seen_at = (holder, renew), time.monotonic()
         expired = (not holder or time.monotonic() - self._seen_at > self.duration
                    # Renewed long ago by our own clock too (far beyond any clock skew): a dead holder,
                    # so a restart after a crash need not wait a whole lease duration.
-                   or _age(spec.renew_time) > 4 * self.duration + 30)
+                   or _age(spec.get("renewTime")) > 4 * self.duration + 30)
         if holder != self.identity and not expired:
             return (holder, False)
-        transitions = (spec.lease_transitions or 0) + (0 if holder == self.identity else 1)
-        acquire = spec.acquire_time if holder == self.identity else None
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
+        acquire = str(spec.get("acquireTime") or "") or None if holder == self.identity else None
+        rv = str((lease.get("metadata") or {}).get("resourceVersion") or "") or None
         try:
-            self._coord.replace_namespaced_lease(
-                self.name, self.namespace, self._body(lease.metadata.resource_version, transitions, acquire))
+            rest.send(self._api, "PUT", self._path(self.name), self._body(rv, transitions, acquire))
         except ApiException as exc:
             if exc.status == 409:  # another candidate won this round
                 return None
@@ -199,10 +206,10 @@ class LeaseElector:
         return (self.identity, True)
 
     def _release(self) -> None:
-        lease = self._coord.read_namespaced_lease(self.name, self.namespace)
-        if lease.spec.holder_identity != self.identity:
+        lease = self._read()
+        spec = lease.setdefault("spec", {})
+        if spec.get("holderIdentity") != self.identity:
             return
-        lease.spec.holder_identity = ""
-        lease.spec.renew_time = None
-        lease.spec.acquire_time = None
-        self._coord.replace_namespaced_lease(self.name, self.namespace, lease)
+        for field in ("holderIdentity", "renewTime", "acquireTime"):
+            spec.pop(field, None)
+        rest.send(self._api, "PUT", self._path(self.name), lease)

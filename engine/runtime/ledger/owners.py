@@ -22,6 +22,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.kube import rest
 from engine.runtime.state import ReleaseView
 
 FLUX_GROUP = "helm.toolkit.fluxcd.io"
@@ -70,18 +71,21 @@ class FluxClient:
     """
 
     def __init__(self, api: client.ApiClient):
-        self._objects = client.CustomObjectsApi(api)
+        self._api = api
+
+    def _path(self, namespace: str, name: str) -> str:
+        return rest.path(f"{FLUX_GROUP}/{FLUX_VERSION}", FLUX_PLURAL, namespace, name)
 
     async def present(self) -> bool:
         """True when the cluster serves the HelmRelease API (``helm.toolkit.fluxcd.io/v2``)."""
         def read() -> bool:
             try:
-                found = self._objects.get_api_resources(FLUX_GROUP, FLUX_VERSION)
+                found = rest.get_json(self._api, f"/apis/{FLUX_GROUP}/{FLUX_VERSION}")
             except ApiException as exc:
                 if exc.status == 404:
                     return False
                 raise
-            return any(r.kind == "HelmRelease" for r in found.resources or [])
+            return any(isinstance(r, dict) and r.get("kind") == "HelmRelease" for r in found.get("resources") or [])
         return await asyncio.to_thread(read)
 
     async def act(self, owner: Owner, action: str) -> str:
@@ -109,10 +113,9 @@ class FluxClient:
 
     async def suspended(self, namespace: str, name: str) -> bool:
         """The HelmRelease's ``spec.suspend``."""
-        obj: Any = await asyncio.to_thread(self._objects.get_namespaced_custom_object, FLUX_GROUP, FLUX_VERSION,
-                                           namespace, FLUX_PLURAL, name)
+        obj = await asyncio.to_thread(rest.get_json, self._api, self._path(namespace, name))
         return bool((obj.get("spec") or {}).get("suspend"))
 
     async def _patch(self, namespace: str, name: str, body: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._objects.patch_namespaced_custom_object, FLUX_GROUP, FLUX_VERSION, namespace,
-                                FLUX_PLURAL, name, body, _content_type="application/merge-patch+json")
+        await asyncio.to_thread(rest.send, self._api, "PATCH", self._path(namespace, name), body,
+                                content_type=rest.MERGE_PATCH)
