@@ -35,6 +35,7 @@ from typing import Any
 from kubernetes import client
 
 from engine.base.fields import PackageError
+from engine.base.handoff import LoopHandoff
 from engine.base.masking import Masker
 from engine.base.strvals import Path as ValuesPath
 from engine.helm import Helm
@@ -158,7 +159,9 @@ class Engine:
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
                         if lease is not None and online else None)
         # Observer callbacks come from its watch threads: handled on the engine's loop.
-        self.observer.subscribe(lambda change: self._on_loop(self.controller.on_storage, change))
+        # In batches: a list of 10,000 records wakes the loop a few times, not 10,000 (engine.base.handoff).
+        self._storage_changes = LoopHandoff(self.controller.on_storage)
+        self.observer.subscribe(self._storage_changes.put)
         self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
             self.controller.apply_folder(first)
@@ -177,7 +180,7 @@ class Engine:
 
         With ``reconcile`` False nothing is queued (actions still work on request).
         """
-        self._loop = asyncio.get_running_loop()
+        self._loop = self._storage_changes.loop = asyncio.get_running_loop()
         self.book.reading = True  # no row until storage is listed and the statuses read
         try:
             await self.controller.load()
