@@ -13,7 +13,6 @@ import contextlib
 import json
 import math
 import statistics
-import tempfile
 import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,12 +21,12 @@ from typing import Any
 
 from kubernetes import client
 
+from bench.storage_common import private_cluster
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import load_package
 from engine.package.model import PackageSpec
 from localcluster import build
-from localcluster.cluster import LocalCluster
 
 CHART = {
     "Chart.yaml": "apiVersion: v2\nname: bench\nversion: 0.1.0\n",
@@ -80,26 +79,20 @@ def run(
 @contextlib.contextmanager
 def bench_setup(cluster_dir: Path | None) -> Iterator[Bench]:
     """A running local cluster and a fresh namespace (deleted afterwards)."""
-    with tempfile.TemporaryDirectory(prefix="helmdeck-bench-") as tmp:
-        cluster = LocalCluster(cluster_dir or Path(tmp) / "cluster")
-        cluster.up(progress=print)
+    with private_cluster(cluster_dir, progress=print) as (cluster, tmp):
+        target = KubeTarget(cluster.kubeconfig)
+        api = api_client(target)
+        core = client.CoreV1Api(api)
+        namespace = f"bench-{uuid.uuid4().hex[:6]}"
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        home = tmp / "helm-home"
+        env = {"HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
+               "HELM_DATA_HOME": str(home / "data")}
+        helm = Helm(build.binary("helm4"), target, env)
         try:
-            target = KubeTarget(cluster.kubeconfig)
-            api = api_client(target)
-            core = client.CoreV1Api(api)
-            namespace = f"bench-{uuid.uuid4().hex[:6]}"
-            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-            home = Path(tmp) / "helm-home"
-            env = {"HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
-                   "HELM_DATA_HOME": str(home / "data")}
-            helm = Helm(build.binary("helm4"), target, env)
-            try:
-                yield Bench(target, api, core, helm, Path(tmp), namespace, cluster.registry)
-            finally:
-                core.delete_namespace(namespace, propagation_policy="Background")
+            yield Bench(target, api, core, helm, tmp, namespace, cluster.registry)
         finally:
-            if cluster_dir is None:
-                cluster.down()
+            core.delete_namespace(namespace, propagation_policy="Background")
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

@@ -7,7 +7,7 @@ import base64
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +31,28 @@ def bench_cluster(args: argparse.Namespace) -> Iterator[KubeTarget]:
     if args.kubeconfig:
         yield KubeTarget(args.kubeconfig)
         return
+    with private_cluster(args.cluster_dir) as (cluster, _tmp):
+        yield KubeTarget(cluster.kubeconfig)
+
+
+@contextlib.contextmanager
+def private_cluster(cluster_dir: Path | None, progress: Callable[[str], None] | None = None,
+                    ) -> Iterator[tuple[LocalCluster, Path]]:
+    """A bench's local cluster (in ``cluster_dir``, kept running, or in a temporary directory, stopped
+    and removed afterwards) and a temporary directory for the bench's files. A start that fails keeps
+    the directory: the error names a log in it."""
     tmp = Path(tempfile.mkdtemp(prefix="helmdeck-bench-"))
-    cluster = LocalCluster(args.cluster_dir or tmp / "cluster")
+    cluster = LocalCluster(cluster_dir or tmp / "cluster")
     try:
-        cluster.up(progress=lambda m: print(f"  cluster: {m}", flush=True))
+        cluster.up(progress=progress or (lambda m: print(f"  cluster: {m}", flush=True)))
     except ClusterError:
-        # The error names a log under tmp: it stays for the reader.
         print(f"  cluster: start failed; its logs are kept in {cluster.logs_dir}", flush=True)
         raise
     try:
-        yield KubeTarget(cluster.kubeconfig)
+        yield cluster, tmp
     finally:
-        cluster.down()
+        if cluster_dir is None:
+            cluster.down()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -150,19 +150,19 @@ def _docker_auth(raw: bytes, host: str, namespace: str, name: str, what: str) ->
 
 def kube_secret_reader(api_client: Any) -> SecretReader:
     """A SecretReader over a kubernetes ``ApiClient`` (calls run in a worker thread)."""
-    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    core = client.CoreV1Api(api_client)
+    from engine.kube import rest
 
     def read(namespace: str, name: str) -> Mapping[str, bytes] | None:
         try:
-            secret = core.read_namespaced_secret(name, namespace)
+            secret = rest.get_json(api_client, rest.path("v1", "secrets", namespace, name))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise CredentialsError(f"cannot read Secret {namespace}/{name}: HTTP {exc.status}") from None
-        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+        data = secret.get("data") or {}
+        return {str(k): base64.b64decode(str(v)) for k, v in data.items()} if isinstance(data, dict) else {}
 
     async def reader(namespace: str, name: str) -> Mapping[str, bytes] | None:
         return await asyncio.to_thread(read, namespace, name)
