@@ -119,7 +119,7 @@ runpy.run_module("helmdeck", run_name="__main__")
 """
 
 
-def test_noop_reconcile_imports_no_generated_kubernetes_module(
+def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
 ) -> None:
     # The generated API and model modules cost most of a headless command's start (core_v1_api alone
@@ -127,13 +127,14 @@ def test_noop_reconcile_imports_no_generated_kubernetes_module(
     pkgs = flaky(tmp_path / "p", namespace, "{message: one}")
     args = ["reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")]
     assert helmdeck(*args).returncode == 0  # installs: the next pass is a no-op
-    modules = tmp_path / "modules"
-    proc = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, str(modules), *args], capture_output=True,
-                          text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert f"{namespace}/app: InSync" in proc.stdout
-    loaded = modules.read_text().split()
-    assert "engine.kube.rest" in loaded and "kubernetes.client.api_client" in loaded  # the transport is used
-    generated = [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))
-                 or m == "kubernetes.client.api"]
-    assert generated == []
+    for command in (args, ["status", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")]):
+        modules = tmp_path / "modules"
+        proc = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, str(modules), *command], capture_output=True,
+                              text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "app" in proc.stdout
+        loaded = modules.read_text().split()
+        assert "engine.kube.rest" in loaded and "kubernetes.client.api_client" in loaded  # the transport is used
+        generated = [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))
+                     or m == "kubernetes.client.api"]
+        assert generated == [], command[0]
