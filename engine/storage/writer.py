@@ -22,13 +22,13 @@ value). Helm's drivers read a release's custom labels from the object's labels
 from __future__ import annotations
 
 import base64
-import json
 import time
-from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.kube import rest
+from engine.storage.access import RESOURCE
 from engine.storage.codec import (
     OWNER_SELECTOR,
     Driver,
@@ -97,12 +97,10 @@ def unlock_release(
     caller needs ``get`` and ``update`` on the driver's resource).
     """
     driver = driver or driver_from_env()
-    core = client.CoreV1Api(api)
     key = StorageKey(storage_namespace, record_name(name, revision))
-    read: Any = core.read_namespaced_secret if driver == "secret" else core.read_namespaced_config_map
-    replace: Any = core.replace_namespaced_secret if driver == "secret" else core.replace_namespaced_config_map
+    path = rest.path("v1", RESOURCE[driver], key.namespace, key.name)
     try:
-        obj: dict[str, Any] = json.loads(read(key.name, key.namespace, _preload_content=False).data)
+        obj = rest.get_json(api, path)
     except ApiException as exc:
         if exc.status == 404:
             raise RecordNotFoundError(f"{key} does not exist") from None
@@ -131,7 +129,7 @@ def unlock_release(
         "modifiedAt": str(int(time.time() if now is None else now)),
     }
     try:
-        written = json.loads(replace(key.name, key.namespace, obj, _preload_content=False).data)
+        written = rest.send(api, "PUT", path, obj)
     except ApiException as exc:
         if exc.status == 409:
             raise StorageConflictError(f"{key} changed while it was being unlocked") from None
@@ -161,17 +159,16 @@ def relabel_release(
     ``update`` on the driver's resource).
     """
     driver = driver or driver_from_env()
-    core = client.CoreV1Api(api)
-    listing: Any = core.list_namespaced_secret if driver == "secret" else core.list_namespaced_config_map
-    replace: Any = core.replace_namespaced_secret if driver == "secret" else core.replace_namespaced_config_map
     selector = f"{OWNER_SELECTOR},name={name},{label}={old}"
-    items = json.loads(listing(storage_namespace, label_selector=selector, _preload_content=False).data)["items"]
+    items = rest.get_json(api, rest.path("v1", RESOURCE[driver], storage_namespace),
+                          [("labelSelector", selector)]).get("items") or []
     done: list[tuple[Observation, Observation]] = []
     for obj in sorted(items, key=lambda o: int(o["metadata"].get("labels", {}).get("version", "0") or 0)):
         before = decode_record(obj, driver)
         obj["metadata"]["labels"][label] = new
         try:
-            written = json.loads(replace(obj["metadata"]["name"], storage_namespace, obj, _preload_content=False).data)
+            path = rest.path("v1", RESOURCE[driver], storage_namespace, obj["metadata"]["name"])
+            written = rest.send(api, "PUT", path, obj)
         except ApiException as exc:
             if exc.status in (404, 409):
                 raise StorageConflictError(f"{storage_namespace}/{obj['metadata']['name']} changed while it "
