@@ -292,13 +292,14 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     codes = []
     for key, result in sorted(results.items()):
         converged = result.state == st.IN_SYNC
+        suspended = result.state == st.SUSPENDED  # left as it is on purpose: not a failure
         message = engine.masker.scrub(result.message)  # helm may echo a value that came from a Secret
         if args.json:
             print(json.dumps({"type": "result", "namespace": key[0], "release": key[1], "state": result.state,
-                              "converged": converged, "message": message}), flush=True)
+                              "converged": converged, "suspended": suspended, "message": message}), flush=True)
         else:
             print(f"{key[0]}/{key[1]}: {result.state}{'' if converged else ': ' + message}")
-        codes.append(EXIT_CONVERGED if converged else EXIT_STALLED if result.state == st.STALLED
+        codes.append(EXIT_CONVERGED if converged or suspended else EXIT_STALLED if result.state == st.STALLED
                      else EXIT_FAILED)
     if interrupted or engine.package_errors or len(results) < len(engine.packages):
         codes.append(EXIT_FAILED)

@@ -131,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
         "reconcile", parents=[common], help="reconcile the packages headless",
         description="Reconcile every package of --packages without the app. Runs until interrupted "
                     "(ctrl+c lets running helm actions finish), or with --once until every package "
-                    f"settled. --once exit codes: {EXIT_CONVERGED} every package converged, {EXIT_FAILED} "
+                    f"settled (a suspended package is left as it is). --once exit codes: {EXIT_CONVERGED} every "
+                    f"package converged or is suspended, {EXIT_FAILED} "
                     f"one failed, {EXIT_STALLED} one stalled (retries exhausted).")
     rec.add_argument("--once", action="store_true", help="one settled pass per package, then exit")
     rec.add_argument("--json", action="store_true", help="print events as JSON lines")

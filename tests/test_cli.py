@@ -66,7 +66,7 @@ def test_reconcile_once_exit_codes_and_json_lines(
         lines = [json.loads(line) for line in proc.stdout.splitlines()]
         result = [ln for ln in lines if ln["type"] == "result"]
         assert result == [{"type": "result", "namespace": ns, "release": "app", "state": state,
-                           "converged": code == EXIT_CONVERGED, "message": result[0]["message"]}]
+                           "converged": code == EXIT_CONVERGED, "suspended": False, "message": result[0]["message"]}]
         events = [ln for ln in lines if ln["type"] == "event"]
         assert events and all({"time", "action", "outcome", "message", "helmOutput"} <= set(e) for e in events)
     text = log.read_text()

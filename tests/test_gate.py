@@ -9,7 +9,7 @@ import pytest
 
 from engine.runtime import Engine
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.ledger.gate import ACTIONS, ActionGate
+from engine.runtime.ledger.gate import ACTIONS, ActionGate, Suspended
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_engine
 
 
@@ -111,3 +111,23 @@ def test_flux_needs_a_release_a_flux_helmrelease_owns() -> None:
     assert gate.why_not("flux", LEGACY) is None
     with pytest.raises(ActionRefused, match="not owned by a Flux HelmRelease"):
         gate.check("flux", WEB)
+
+
+def test_a_suspended_package_is_not_reconciled_but_the_operator_may_upgrade_it() -> None:
+    engine = fixed_engine()
+    gate = online_gate(engine)
+    assert gate.suspension(SETTINGS) is None and gate.why_not("reconcile", SETTINGS) is None
+    engine.book.update_status(SETTINGS, suspended=True)  # as after D, a rollback or s
+    why = gate.suspension(SETTINGS)
+    assert why == ("helmdeck-demo/settings is suspended by the operator (suspend, an uninstall or a rollback in the app): "
+                   "resume it there (s), or force an upgrade (u)")
+    assert gate.why_not("reconcile", SETTINGS) == why
+    with pytest.raises(Suspended, match="suspended by the operator"):
+        gate.check("reconcile", SETTINGS)
+    assert gate.why_not("upgrade", SETTINGS) is None  # forced: it runs and lifts the suspension
+    engine.book.update_status(SETTINGS, suspended=False)
+    spec = engine.book.packages[SETTINGS]
+    engine.book.packages[SETTINGS] = dataclasses.replace(spec, suspend=True)
+    assert gate.suspension(SETTINGS) == f"helmdeck-demo/settings is suspended (spec.suspend: true in {spec.file.name})"
+    with pytest.raises(ActionRefused):  # Suspended is an ActionRefused: callers that only refuse still do
+        gate.check("reconcile", SETTINGS)

@@ -36,6 +36,8 @@ DRIFTED = "Drifted"
 IN_SYNC = "InSync"
 UNKNOWN = "Unknown"
 STALLED = "Stalled"
+# Not a state of the release: a pass that did not run, the package being suspended (the runtime's gate).
+SUSPENDED = "Suspended"
 
 
 @dataclass(frozen=True)

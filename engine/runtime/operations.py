@@ -77,7 +77,7 @@ class Operations:
         self.gate.check("upgrade", key)
         if force:
             self.set_suspended(key, False)
-        elif self.book.suspended(key):
+        elif self.gate.suspension(key) is not None:
             return None
         result = await self.controller.reconcile(key, force)
         if result.next == "now":
@@ -196,6 +196,7 @@ class Operations:
             self.service.remove_monitor(*key)
             if key in self.book.packages:
                 self.set_suspended(key, True)
+                await self.book.persist(key)  # kept before this returns: a `reconcile --once` next must see it
         return outcome
 
     async def _single(

@@ -64,12 +64,14 @@ class Engine(Protocol):
 class PackagePlan:
     """One package's line of the plan.
 
-    ``action``: the next action (``install``, ``upgrade``, ``test``, ``rollback``,
-    ``uninstall-remediation``, ``unlock``, ``correct-drift``), ``wait``
-    (dependencies not Ready, or a lock not stale yet), ``stalled``, or None
-    (nothing to do). ``added``/``changed``/``removed``: object references
-    (``Kind/namespace/name``) an install or upgrade would touch; ``drifted``:
-    objects found drifted; ``rendered``: the objects were compared. ``error``: the package could not be planned.
+    ``state``: the release state, or ``Suspended`` (the package is suspended:
+    nothing is decided, no change counted). ``action``: the next action
+    (``install``, ``upgrade``, ``test``, ``rollback``, ``uninstall-remediation``,
+    ``unlock``, ``correct-drift``), ``wait`` (dependencies not Ready, or a lock
+    not stale yet), ``stalled``, or None (nothing to do, or suspended).
+    ``added``/``changed``/``removed``: object references (``Kind/namespace/name``)
+    an install or upgrade would touch; ``drifted``: objects found drifted;
+    ``rendered``: the objects were compared. ``error``: the package could not be planned.
     """
 
     namespace: str
@@ -153,6 +155,9 @@ async def make_plan(engine: Engine) -> Plan:
 async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     """One package's plan (see :class:`PackagePlan`); a failure is its ``error``, never raised."""
     base = PackagePlan(spec.release_namespace, spec.release_name, spec.name, spec.file.name, st.UNKNOWN, None)
+    suspended = engine.gate.suspension(spec.key)  # the gate's rule, as the queue and reconcile --once
+    if suspended is not None:
+        return _replace(base, state=st.SUSPENDED, reasons=(f"{suspended}: a reconcile leaves it as it is",))
     controller = engine.controller
     waiting = controller.waiting(spec)
     try:

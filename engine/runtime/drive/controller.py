@@ -44,6 +44,7 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
 from engine.reconcile.options import kube_user, uninstall_options
 from engine.reconcile.request import Request
+from engine.reconcile.state import SUSPENDED
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
 from engine.runtime.drive.folder import FolderUpdate, PackageFolder
@@ -51,7 +52,7 @@ from engine.runtime.drive.ports import Triggers
 from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
-from engine.runtime.ledger.gate import ActionGate, no_package_reason
+from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
 from engine.runtime.state import EngineSignal, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
@@ -145,7 +146,8 @@ class PackageController:
     _ready: dict[ReleaseKey, bool | None] = dataclasses.field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency, is_suspended=self.book.suspended)
+        self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency,
+                               is_suspended=lambda key: self.gate.suspension(key) is not None)
         self.triggers = Triggers(enqueue=self.queue.add, reconciling=lambda: self.auto,
                                  acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
         self.book.subscribe(self._on_event)
@@ -305,7 +307,7 @@ class PackageController:
         """The monitor found resources of a release missing: reconcile its package (once)."""
         key = (namespace, name)
         latest = self.ctx.observer.latest(*key)
-        if latest is None or latest.status != "deployed" or self.book.suspended(key):
+        if latest is None or latest.status != "deployed" or self.gate.suspension(key) is not None:
             return  # uninstalled or being uninstalled, or the operator holds the package
         if key in self.book.packages and self.gate.acting and self.auto:
             self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
@@ -424,11 +426,13 @@ class PackageController:
 
     # -- passes ----------------------------------------------------------------------
     async def run_pass(self, key: ReleaseKey, *, force: bool = False) -> PassResult:
-        """Run one atomic pass on ``key`` now and return how it ended.
+        """Run one atomic pass on ``key`` now and return how it ended; ``force`` upgrades even in sync and
+        runs on a suspended package (the operator's), else it is a ``reconcile`` (the gate's rule 8).
 
-        Raises ActionRefused (no package, busy, read-only) or NotAvailable (offline).
+        Raises Suspended (not forced, suspended), ActionRefused (no package, busy, read-only) or
+        NotAvailable (offline).
         """
-        self.gate.check("upgrade", key)
+        self.gate.check("upgrade" if force else "reconcile", key)
         return await self.reconcile(key, force)
 
     async def reconcile(self, key: ReleaseKey, force: bool) -> PassResult:
@@ -487,7 +491,8 @@ class PackageController:
         pass asking for more work runs again at once, and one waiting on a
         lock waits, while ``deadline`` (seconds from now) is not reached; a
         refused pass (busy) retries each second. Setting ``stop`` ends the
-        wait: the keys not finished are missing from the result.
+        wait: the keys not finished are missing from the result. A suspended
+        package is not passed: its result is ``Suspended`` (the gate's rule 8).
         """
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline
@@ -512,6 +517,9 @@ class PackageController:
                 while True:
                     try:
                         result = await self.run_pass(key)
+                    except Suspended as exc:
+                        results[key] = PassResult(SUSPENDED, "stop", str(exc))
+                        return
                     except ActionRefused:
                         await asyncio.sleep(_SETTLE_REFUSED_RETRY)
                         continue

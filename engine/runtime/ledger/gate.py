@@ -13,7 +13,12 @@ same everywhere. Rules, in the order they are checked:
 5. pending: unlock needs a release held pending (``pending-*``, as Helm's
    ``IsPending``);
 6. busy: at most one action of this engine runs on a release;
-7. idle: cancel needs an action of this engine running on the release.
+7. idle: cancel needs an action of this engine running on the release;
+8. suspended: a ``reconcile`` (a pass nobody forced: the work queue's, ``reconcile --once``'s, one the
+   monitor asks for) does not run on a suspended package, by its file's ``spec.suspend: true`` or by
+   the operator (the app's suspend, an uninstall with ``D``, a hand rollback; kept in its status), as
+   Flux skips a suspended HelmRelease. ``plan`` reads the same rule. The operator's forced upgrade
+   (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume.
 
 ``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
 """
@@ -33,14 +38,15 @@ ACTIONS = (
     "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall", "cancel",
     "flux",  # Flux's own actions on the HelmRelease owning a release (reconcile, suspend, resume)
     "versions",  # pick a chart version from the package's repository: pins it in the package file
+    "reconcile",  # a pass nobody forced (queue, --once, the monitor's): refused while suspended
 )
 # Actions that only read ("cleanup-plan": what cleanup would remove).
 READING = ("diff", "render", "cleanup-plan")
 # What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
 _OFFLINE_OK = frozenset({"suspend"})
-_NEEDS_PACKAGE = frozenset({"upgrade", "suspend", "maintenance", "render", "diff", "versions"})
+_NEEDS_PACKAGE = frozenset({"upgrade", "reconcile", "suspend", "maintenance", "render", "diff", "versions"})
 # Actions that hold the release's running-action guard.
-_HOLDS_RELEASE = frozenset({"upgrade", "rollback", "test", "unlock", "uninstall", "maintenance"})
+_HOLDS_RELEASE = frozenset({"upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"})
 
 READ_ONLY = "helmdeck runs read-only: actions are disabled"
 OFFLINE = "not connected to a cluster"
@@ -68,6 +74,10 @@ def local_chart_reason(key: ReleaseKey) -> str:
             "or OCIRepository")
 
 
+class Suspended(ActionRefused):
+    """A reconcile refused because the package is suspended (rule 8): it rests, nothing is retried."""
+
+
 @dataclass(eq=False, repr=False)
 class ActionGate:
     """Decides for one engine; ``readonly``, ``online`` and the lease holder are its own state.
@@ -93,6 +103,17 @@ class ActionGate:
         """Who holds the engine lease, and whether it is this instance."""
         self.holder = holder
         self.leader = leader
+
+    def suspension(self, key: ReleaseKey) -> str | None:
+        """Why ``key``'s package is suspended (rule 8), None when it is not. The book keeps the state
+        (:meth:`ReleaseBook.suspended`); this is the one wording and the one check every path asks."""
+        if not self._book.suspended(key):
+            return None
+        spec = self._book.packages.get(key)
+        if spec is not None and spec.suspend:
+            return f"{key[0]}/{key[1]} is suspended (spec.suspend: true in {spec.file.name})"
+        return (f"{key[0]}/{key[1]} is suspended by the operator (suspend, an uninstall or a rollback in the "
+                "app): resume it there (s), or force an upgrade (u)")
 
     def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
         """None when ``action`` may run now (on ``key``, if given), else why not in one sentence.
@@ -126,14 +147,18 @@ class ActionGate:
         if action in _HOLDS_RELEASE and self._book.busy(key):
             view = self._book.view(key)
             return busy_reason(key, view.running if view else None)
+        if action == "reconcile":
+            return self.suspension(key)
         return None
 
     def check(self, action: str, key: ReleaseKey | None = None) -> None:
         """Raise when :meth:`why_not` gives a reason: NotAvailable when this engine cannot do it at all
-        (offline), else ActionRefused."""
+        (offline), Suspended for a reconcile of a suspended package, else ActionRefused."""
         why = self.why_not(action, key)
         if why is None:
             return
         if why == OFFLINE:
             raise NotAvailable(why)
+        if action == "reconcile" and key is not None and why == self.suspension(key):
+            raise Suspended(why)
         raise ActionRefused(why)
