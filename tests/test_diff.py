@@ -40,15 +40,20 @@ spec: {}
     assert "Secret" not in out  # unchanged
 
 
-def test_equal_manifests_give_nothing_and_hooks_are_ignored() -> None:
+def test_equal_manifests_give_nothing_and_hooks_count_by_template_not_by_name() -> None:
     hook = """---
+# Source: c/templates/tests/t.yaml
 apiVersion: batch/v1
 kind: Job
 metadata:
-  name: t
-  annotations: {helm.sh/hook: test}
+  name: t-{suffix}
+  annotations: {{helm.sh/hook: test}}
 """
-    assert manifest_diff(DEPLOYED, DEPLOYED + hook) == ""
+    assert manifest_diff(DEPLOYED, DEPLOYED) == ""
+    one, two = DEPLOYED + hook.format(suffix="abcde"), DEPLOYED + hook.format(suffix="vwxyz")
+    assert manifest_diff(one, two) == ""  # a name generated per render is not a change (as Helm records hooks)
+    added = manifest_diff(DEPLOYED, one)
+    assert added.startswith("--- /dev/null\n+++ Job hook c/templates/tests/t.yaml (desired)\n"), added
 
 
 def test_secret_values_never_show_with_a_masker() -> None:

@@ -119,8 +119,8 @@ def test_a_suspended_package_is_not_reconciled_but_the_operator_may_upgrade_it()
     assert gate.suspension(SETTINGS) is None and gate.why_not("reconcile", SETTINGS) is None
     engine.book.update_status(SETTINGS, suspended=True)  # as after D, a rollback or s
     why = gate.suspension(SETTINGS)
-    assert why == ("helmdeck-demo/settings is suspended by the operator (suspend, an uninstall or a rollback in the app): "
-                   "resume it there (s), or force an upgrade (u)")
+    assert why == ("helmdeck-demo/settings is suspended by the operator (suspend, an uninstall or a rollback in "
+                   "the app): resume it there (s), or force an upgrade (u)")
     assert gate.why_not("reconcile", SETTINGS) == why
     with pytest.raises(Suspended, match="suspended by the operator"):
         gate.check("reconcile", SETTINGS)

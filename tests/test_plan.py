@@ -42,7 +42,7 @@ def test_plan_exit_codes_order_and_reasons(helm: Helm, kube_target: KubeTarget, 
     assert f"{namespace}/z-base (z-base.yaml)  Absent → install" in out
     assert f"{namespace}/a-app (a-app.yaml)  Absent → wait" in out
     assert f"waiting for {namespace}/z-base" in out
-    assert "+2 added ~0 changed -0 removed" in out
+    assert "+3 added ~0 changed -0 removed" in out  # ConfigMap, Deployment and the test hook Helm records
 
     assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == 0
     code, out = plan()

@@ -1,9 +1,10 @@
 """Diffs the operator reads: what an upgrade would change, and what changed between two revisions.
 
-The one place diffs are made, and where their secrets are masked: with a
-:class:`~engine.base.masking.Masker`, secrets are masked (engine.base.masking's rule)
-before the comparison, so a changed secret still shows as a changed line
-but its value never does.
+The one place diffs are made, and where their secrets are masked: what
+changed is decided on the manifests as they are (the one comparison,
+:mod:`engine.monitor.comparison`); with a :class:`~engine.base.masking.Masker`
+only what is shown is masked (engine.base.masking's rule), so a changed secret
+still shows as a changed object but its value never does.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from engine.base.masking import Masker
-from engine.monitor.manifest import load_document, object_of, split_manifest
+from engine.monitor import comparison
 
 
 def unified(before: str, after: str, before_name: str, after_name: str, context: int = 3) -> str:
@@ -27,62 +26,36 @@ def unified(before: str, after: str, before_name: str, after_name: str, context:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _objects(manifest: str, masker: Masker | None = None, values: Any = None) -> dict[str, str]:
-    """Documents by ``Kind/namespace/name`` (``Kind/name`` without a namespace), hooks dropped; with
-    ``masker``, secrets masked (:meth:`Masker.mask_manifest`, ``values`` the values rendered from).
-
-    Hook objects are left out because Helm stores them apart from the manifest;
-    documents that are not YAML objects are left out too (as ``helm diff`` does).
-    """
-    if masker is not None:
-        manifest = masker.mask_manifest(manifest, values)
-    out: dict[str, str] = {}
-    for text in split_manifest(manifest):
-        try:
-            doc = load_document(text)
-        except yaml.YAMLError:
-            continue
-        if not isinstance(doc, dict) or "kind" not in doc:
-            continue
-        meta = doc.get("metadata") or {}
-        if "helm.sh/hook" in (meta.get("annotations") or {}):
-            continue
-        obj = object_of(doc)
-        ref = obj.ref if obj is not None else f"{doc['kind']}/{meta.get('name')}"
-        body = "\n".join(ln for ln in text.strip("\n").splitlines() if not ln.startswith("# Source:"))
-        out[ref] = body + "\n"
-    return out
-
-
-def object_changes(deployed: str, desired: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``(added, changed, removed)`` object references (``Kind/namespace/name``, sorted) from ``deployed``
-    to ``desired``, matched as :func:`manifest_diff` matches them (hooks left out)."""
-    old, new = _objects(deployed), _objects(desired)
-    return (tuple(sorted(set(new) - set(old))), tuple(sorted(r for r in set(old) & set(new) if old[r] != new[r])),
-            tuple(sorted(set(old) - set(new))))
-
-
 def manifest_diff(
     deployed: str, desired: str, deployed_label: str = "deployed", masker: Masker | None = None,
     values: Sequence[Any] = (),
 ) -> str:
     """Unified diff from ``deployed`` to ``desired``, one hunk group per changed object; "" if equal.
 
-    Objects are matched by kind, namespace and name (``helm diff`` shows the
-    same thing). With ``masker`` the secrets in both are masked first (``values``: the values trees
+    What changed is decided by the one comparison (:mod:`engine.monitor.comparison`: objects by kind,
+    namespace and name as ``helm diff`` matches them, hooks by kind and template, a hook's generated
+    name not compared), so an empty diff is exactly a plan and a smart upgrade that change nothing.
+    With ``masker`` the secrets in both are masked in what is shown (``values``: the values trees
     both sides were rendered from, whose secrets are masked wherever they appear).
     """
-    old, new = _objects(deployed, masker, list(values)), _objects(desired, masker, list(values))
+    old, new = comparison.normalised(deployed), comparison.normalised(desired)
+    shown_old, shown_new = old, new
+    if masker is not None:
+        shown_old = comparison.normalised(masker.mask_manifest(deployed, list(values)))
+        shown_new = comparison.normalised(masker.mask_manifest(desired, list(values)))
     chunks: list[str] = []
     for ref in sorted(set(old) | set(new)):
-        a, b = old.get(ref, ""), new.get(ref, "")
-        if a == b:
+        if old.get(ref, "") == new.get(ref, ""):
             continue
-        chunks.extend(difflib.unified_diff(
+        a, b = shown_old.get(ref, ""), shown_new.get(ref, "")
+        lines = list(difflib.unified_diff(
             a.splitlines(keepends=True), b.splitlines(keepends=True),
             fromfile=f"{ref} ({deployed_label})" if a else "/dev/null",
             tofile=f"{ref} (desired)" if b else "/dev/null",
         ))
+        # A changed secret may mask to the same text: still say the object changes.
+        chunks.extend(lines or [f"--- {ref} ({deployed_label})\n", f"+++ {ref} (desired)\n",
+                                "@@ secret values changed (masked) @@\n"])
     return "".join(chunks)
 
 

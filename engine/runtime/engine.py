@@ -332,6 +332,11 @@ class Engine:
         """The manifest Helm stored for ``revision`` of ``key``."""
         return await self.operations.manifest(key, revision)
 
+    async def recorded_manifest(self, key: ReleaseKey, revision: int) -> str:
+        """The manifest and hooks Helm stored for ``revision`` of ``key``, as a render prints them (the
+        deployed side of diff and plan)."""
+        return await self.operations.recorded_manifest(key, revision)
+
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]:
         """User-supplied values of a revision, or with ``computed`` the chart defaults merged under them."""
         return await self.operations.values(key, revision, computed=computed)

@@ -20,6 +20,7 @@ from typing import Any
 from engine.base import labels
 from engine.base.fields import PackageError
 from engine.base.masking import Masker
+from engine.monitor import comparison
 from engine.package.model import PackageSpec
 from engine.package.order import removal_order
 from engine.reconcile import conditions as cond
@@ -315,7 +316,7 @@ class Operations:
         """The deployed manifest of ``key`` against the manifests ``desired`` (unified diff per object, ""
         when equal), secrets masked unless ``reveal``."""
         latest = self.observer.latest(*key)
-        deployed = await self.manifest(key, latest.version) if latest is not None else ""
+        deployed = await self.recorded_manifest(key, latest.version) if latest is not None else ""
         deployed_values = await self.values(key, latest.version, computed=True) if latest is not None else {}
         if latest is not None:  # the masker learns the Secret values it was deployed with
             self.controller.values.remember(key, await self.values(key, latest.version))
@@ -340,6 +341,11 @@ class Operations:
         record_ = await self.release_record(key, revision)
         manifest = record_.get("manifest")
         return manifest if isinstance(manifest, str) else ""
+
+    async def recorded_manifest(self, key: ReleaseKey, revision: int) -> str:
+        """The manifest and hooks Helm stored for ``revision`` of ``key``, joined as a render prints them
+        (:func:`engine.monitor.comparison.recorded_manifest`): the deployed side of every comparison."""
+        return comparison.recorded_manifest(await self.release_record(key, revision))
 
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]:
         """User-supplied values of a revision, or with ``computed`` the chart defaults merged under them."""

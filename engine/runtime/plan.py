@@ -4,7 +4,11 @@ For each package, in dependency order (as ``helmfile show-dag``), the plan
 gives the release state and the next action from the one decision
 (:func:`engine.reconcile.state.determine_state` and
 :func:`engine.reconcile.next_action.next_action`), why, and a summary of the
-objects an install or upgrade would add, change or remove. Spec first, as the
+objects and hooks an install or upgrade would add, change or remove (the one
+comparison, :mod:`engine.monitor.comparison`, that ``diff`` shows and the smart
+upgrade's checksum digests). The request is made as a pass makes it: a spec
+changed since the last attempt starts with fresh failure counters, so a stalled
+package whose spec changed plans the upgrade the next pass runs. Spec first, as the
 decision: an unchanged spec renders nothing; a changed one (or an install or
 upgrade the state asks for) renders once, through the release service's
 render cache. Drift is looked for only where the package enables it and the
@@ -23,17 +27,19 @@ from typing import Any, Protocol
 from engine.base import labels
 from engine.base.fields import PackageError
 from engine.helm import HelmError
+from engine.monitor import comparison
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
+from engine.reconcile.atomic import AtomicRelease
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
-from engine.runtime.diff import object_changes
 from engine.runtime.drive.controller import PackageController
 from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.gate import ActionGate
 from engine.runtime.state import ReleaseKey
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
@@ -43,11 +49,12 @@ from engine.storage.observer import Observer
 
 
 class Engine(Protocol):
-    """What a plan reads of the engine (the facade is one): its book, packages, controller, release
-    service and observer, and the stored manifest and values of a revision. A port, so that the facade
+    """What a plan reads of the engine (the facade is one): its book, gate, packages, controller, release
+    service and observer, and the stored manifest (with its hooks) and values of a revision. A port, so that the facade
     can offer ``plan()`` without this module importing it."""
 
     book: ReleaseBook
+    gate: ActionGate
     controller: PackageController
     service: ReleaseService
     observer: Observer
@@ -56,6 +63,8 @@ class Engine(Protocol):
     def package_errors(self) -> list[PackageError]: ...
 
     async def manifest(self, key: ReleaseKey, revision: int) -> str: ...
+
+    async def recorded_manifest(self, key: ReleaseKey, revision: int) -> str: ...
 
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]: ...
 
@@ -166,6 +175,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     except (PackageError, SourceError) as exc:
         return _replace(base, error=str(exc))
     req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())
+    AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
     try:
         state = st.determine_state(req, latest)
@@ -190,8 +200,8 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         if action in (na.INSTALL, na.UPGRADE):
             if desired is None:
                 desired = await engine.service.render(spec.release_namespace, spec)
-            before = await engine.manifest(spec.key, latest.version) if latest is not None else ""
-            objects = object_changes(before, desired)
+            before = await engine.recorded_manifest(spec.key, latest.version) if latest else ""
+            objects = comparison.changes(before, desired)
     except (PackageError, PackageNotHelm, HelmError) as exc:
         return _replace(base, error=str(exc))
     if waiting:

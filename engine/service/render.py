@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import metadata
 
-from engine.base import labels
+from engine.monitor import comparison
 
 
 def helmdeck_version() -> str:
@@ -28,8 +28,10 @@ def helmdeck_version() -> str:
 
 
 def manifest_checksum(manifest: str) -> str:
-    """The release label ``helmdeck.dev/manifest-checksum``: 32 hex characters of sha256(manifest)."""
-    return labels.label_digest(manifest.encode())
+    """The release label ``helmdeck.dev/manifest-checksum``: the one comparison's checksum
+    (:func:`engine.monitor.comparison.checksum`, 32 hex), so the smart upgrade counts as changed
+    exactly what ``diff`` and ``plan`` show."""
+    return comparison.checksum(manifest)
 
 
 @dataclass(frozen=True)
