@@ -97,7 +97,9 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     # A changed post-renderer is a spec change: plan sees it, then one upgrade, then at rest.
     sc.write("{message: hi}", post_renderers("1.38"))
     planned = await plan_package(sc.engine, sc.engine.book.spec(sc.key))
-    assert planned.action == "upgrade" and planned.changed == ("Deployment/app",)
+    # helm 4 post-renders hooks too (helm 3 only the manifest): there the test hook's image is patched as well.
+    hooks = ("Job hook flaky/templates/tests/test.yaml",) if (await sc.helm.version()).major >= 4 else ()
+    assert planned.action == "upgrade" and planned.changed == ("Deployment/app", *hooks)
     assert planned.reasons == ("post-renderers or commonMetadata changed",)
     assert "busybox:1.38" in await sc.engine.diff(sc.key)
     result = await sc.run()

@@ -53,8 +53,12 @@ class CountingHelm(Helm):
         return await super().upgrade(*args, **kwargs)
 
     async def template(self, *args: Any, **kwargs: Any) -> str:
-        self.calls["template"] += 1
+        self.calls["render"] += 1
         return await super().template(*args, **kwargs)
+
+    async def dry_run(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.calls["render"] += 1  # the server-side dry run every online render is
+        return await super().dry_run(*args, **kwargs)
 
 
 @dataclass
@@ -188,7 +192,7 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
     pkg = s.package(namespace, "app", chart, {"a": "first"})
 
     first = await svc.upgrade(namespace, pkg)
-    assert (first.action, first.revision, s.helm.calls["upgrade"], s.helm.calls["template"]) == ("install", 1, 1, 1)
+    assert (first.action, first.revision, s.helm.calls["upgrade"], s.helm.calls["render"]) == ("install", 1, 1, 1)
     stored = s.revisions(namespace, "app")[1]
     assert stored[labels.MANIFEST_CHECKSUM] == first.checksum and len(first.checksum) == 32
     assert int(first.checksum, 16) >= 0
@@ -201,23 +205,23 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
     # Unchanged: no helm upgrade, no new revision, and (cache warm) no render either.
     again = await svc.upgrade(namespace, pkg)
     assert (again.action, again.checksum) == ("none", first.checksum)
-    assert (s.helm.calls["upgrade"], s.helm.calls["template"]) == (1, 1)
+    assert (s.helm.calls["upgrade"], s.helm.calls["render"]) == (1, 1)
     assert sorted(s.revisions(namespace, "app")) == [1]
     # A new service (cold cache): spec first, as Flux — the spec digest label matches, so no render either.
     cold = s.service()
     assert (await cold.upgrade(namespace, pkg)).action == "none"
-    assert (s.helm.calls["upgrade"], s.helm.calls["template"]) == (1, 1)
+    assert (s.helm.calls["upgrade"], s.helm.calls["render"]) == (1, 1)
     assert cold.stop_monitors()
 
     # Any chart file change changes the spec: one render; an output-neutral one then costs no upgrade
     # (Deckhouse's smart upgrade).
     (chart / "README.md").write_text("notes\n")
     assert (await svc.upgrade(namespace, pkg)).action == "none"
-    assert (s.helm.calls["upgrade"], s.helm.calls["template"]) == (1, 2)
+    assert (s.helm.calls["upgrade"], s.helm.calls["render"]) == (1, 2)
     # Same for a values change the templates ignore.
     unused = s.package(namespace, "app", chart, {"a": "first", "unused": 1})
     assert (await svc.upgrade(namespace, unused)).action == "none"
-    assert (s.helm.calls["upgrade"], s.helm.calls["template"]) == (1, 3)
+    assert (s.helm.calls["upgrade"], s.helm.calls["render"]) == (1, 3)
 
     # Changed values: exactly one upgrade, one new revision, new checksum.
     changed = s.package(namespace, "app", chart, {"a": "second"})
@@ -232,10 +236,12 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
     assert (await svc.upgrade(namespace, changed)).action == "none"
     assert s.helm.calls["upgrade"] == 2
 
-    # render() is what upgrade applies: post-rendered, from the cache.
+    # render() is what an upgrade would apply now: post-rendered, an upgrade of revision 2 (a new render:
+    # .Release.Revision changed), then from the cache.
     rendered = await svc.render(namespace, changed)
     assert f'"{labels.ORIGIN_NAME}": "app"' in rendered and "second" in rendered
-    assert s.helm.calls["template"] == 4
+    assert s.helm.calls["render"] == 5
+    assert await svc.render(namespace, changed) == rendered and s.helm.calls["render"] == 5
 
 
 async def test_deleted_resource_is_reported_in_2s_once_and_restored(setup: Setup, namespace: str) -> None:
@@ -383,7 +389,7 @@ async def test_delete_is_idempotent_and_chartless_packages_are_refused(
         await svc.upgrade(namespace, bare)
     with pytest.raises(PackageNotHelm):
         await svc.render(namespace, bare)
-    assert setup.helm.calls["template"] == 1
+    assert setup.helm.calls["render"] == 1
 
 
 async def test_stop_monitors_ends_every_watch_thread(setup: Setup, namespace: str) -> None:

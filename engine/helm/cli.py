@@ -359,6 +359,21 @@ class Helm:
         with _post_rendering(args, post_renderer, major) as (args, env), _values_file(values) as vf:
             return await self._run("template", [*args, "--values", str(vf)], 120, env)
 
+    async def dry_run(
+        self, release: str, namespace: str, chart: Path, values: Mapping[str, Any], *,
+        post_renderer: PostRenderer | None = None, kube_as_user: str = "",
+    ) -> dict[str, Any]:
+        """``helm upgrade --install --dry-run=server -o json``: the release helm would make, rendered as it
+        would act (an install when the release is absent or uninstalled, else an upgrade: helm decides, from
+        storage, as the real action does), with ``lookup`` reading the live objects. Returns helm's JSON view
+        of the release (``manifest``, ``hooks``, ``info``...); nothing is stored. helm 3.13+ and helm 4 take
+        the flag the same way. Raises RenderError (and other HelmError subclasses)."""
+        major = await self._major()
+        args = ["upgrade", release, str(chart), "--install", "--dry-run=server", *self._common(namespace),
+                "--output", "json", *_FLAGS["kube_as_user"](ActionOptions(kube_as_user=kube_as_user), major)]
+        with _post_rendering(args, post_renderer, major) as (args, env), _values_file(values) as vf:
+            return _json_object(await self._run("template", [*args, "--values", str(vf)], 120, env))
+
     async def history(self, release: str, namespace: str) -> list[dict[str, Any]]:
         """``helm history -o json``: one dict per revision, oldest first."""
         out = await self._run("history", ["history", release, *self._common(namespace), "--output", "json"], 60)

@@ -1,19 +1,29 @@
 """Render cache and manifest checksum for the smart upgrade.
 
-A render depends on the chart's files, the values, helmdeck's own code (the
-post-renderer), helm's version, the release name and namespace, and the
-labels the post-renderer stamps (package origin, maintenance) and the
-package's own post-renderers and commonMetadata. The cache
-key holds digests of all of them, so an unchanged package costs no
-``helm template`` and any change to a chart file or a value misses. Entries
-live in memory only: rendered manifests may hold secrets.
+A render is made as helm would act (:meth:`engine.service.ReleaseService.render`):
+an install for a release not installed, an upgrade for an installed one, on the
+server (``--dry-run=server``, so ``lookup`` reads live objects) or, without a
+cluster, offline (``helm template``). Its answer depends on the chart's files,
+the values, helmdeck's own code (the post-renderer), helm's version, the release
+name and namespace, the labels the post-renderer stamps (package origin,
+maintenance), the package's own post-renderers and commonMetadata, install or
+upgrade, the revision an upgrade follows (``.Release.Revision``), server or
+offline, and the user the render runs as (what ``lookup`` may read). The cache
+key holds all of them, so an unchanged package costs no render and any change
+to a chart file or a value misses.
+
+The live objects ``lookup`` reads cannot be keyed: a server render is reused for
+at most :data:`SERVER_RENDER_TTL` seconds and never across a new revision of the
+release, so an object changed by someone else meanwhile is seen that late at
+most. Entries live in memory only: rendered manifests may hold secrets.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 
 from engine.monitor import comparison
@@ -46,14 +56,28 @@ class RenderKey:
     release: str
     stamped: tuple[tuple[str, str], ...]
     rendering: str = ""  # the package's own post-rendering, canonical JSON (engine.package.postrender)
+    upgrade_of: int | None = None  # the revision an upgrade follows; None: an install
+    server: bool = True  # rendered by helm's server-side dry run (False: offline, helm template)
+    user: str = ""  # the user the render runs as (spec.serviceAccountName impersonated), "" helmdeck's own
+
+
+# Seconds a server render (``lookup`` read live objects) is reused.
+SERVER_RENDER_TTL = 60.0
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """A post-rendered manifest and its checksum."""
+    """A post-rendered manifest (the release's objects, then its hooks, as ``helm template`` prints them),
+    its checksum, whether it was rendered offline, and when (``time.monotonic()`` seconds)."""
 
     manifest: str
     checksum: str
+    offline: bool = False
+    made: float = field(default_factory=time.monotonic)
+
+    def fresh(self) -> bool:
+        """Still good to reuse: an offline render always, a server render for :data:`SERVER_RENDER_TTL`."""
+        return self.offline or time.monotonic() - self.made < SERVER_RENDER_TTL
 
 
 class RenderCache:
@@ -67,8 +91,12 @@ class RenderCache:
         self.misses = 0
 
     def get(self, key: RenderKey) -> Rendered | None:
+        """The entry for ``key`` while :meth:`Rendered.fresh`, else None (a stale one is dropped)."""
         with self._lock:
             found = self._entries.get(key)
+            if found is not None and not found.fresh():
+                del self._entries[key]
+                found = None
             if found is None:
                 self.misses += 1
                 return None
@@ -82,6 +110,11 @@ class RenderCache:
             self._entries.move_to_end(key)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
+
+    def held(self) -> list[RenderKey]:
+        """The keys held, least recently used first."""
+        with self._lock:
+            return list(self._entries)
 
     def clear(self) -> None:
         with self._lock:

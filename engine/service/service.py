@@ -31,11 +31,12 @@ from engine.helm.kustomize import KustomizeMissing
 from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.kube.client import impersonating
 from engine.kube.discovery import Discovery
+from engine.monitor.comparison import recorded_manifest
 from engine.monitor.monitor import ExpectedObject, expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
 from engine.package.model import PackageSpec
-from engine.reconcile.options import upgrade_options
+from engine.reconcile.options import kube_user, upgrade_options
 from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
 from engine.resolve.release import PostRenderSettings, ResolvedRelease, post_render_settings, resolve
 from engine.resolve.values import ValuesFrom
@@ -78,6 +79,7 @@ class ReleaseService:
     ``driver`` is helm's storage driver. ``post_renderer`` defaults to the
     layout installed in helmdeck's cache directory on first use. ``values_from`` is the resolution's
     valuesFrom hook (:mod:`engine.runtime.drive.values_objects`: objects read beforehand).
+    ``server_render`` False renders offline (``helm template``: no cluster, ``lookup`` finds nothing).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class ReleaseService:
         watch_timeout: int = 300,
         latest: Callable[[str, str], ReleaseRecord | None] | None = None,
         values_from: ValuesFrom | None = None,
+        server_render: bool = True,
     ):
         self.helm = helm
         self._api = api
@@ -115,6 +118,7 @@ class ReleaseService:
         self._locks: dict[Key, asyncio.Lock] = {}
         self._monitor_locks: dict[Key, asyncio.Lock] = {}
         self._version = helmdeck_version()
+        self._server_render = server_render
 
     def notify_absent(self, callback: AbsentCallback) -> None:
         """Have the monitors call ``callback(namespace, name)`` when a release's resources are absent (the
@@ -169,13 +173,13 @@ class ReleaseService:
             rendered: Rendered | None = None
             reason = self._reason(key, latest, resolved, None, reported)
             if reason is _RENDER:
-                rendered = await self._render(namespace, resolved)
+                rendered = await self._render(namespace, resolved, latest)
                 reason = self._reason(key, latest, resolved, rendered.checksum, reported)
             if reason is None:
                 stored = latest.label(labels.MANIFEST_CHECKSUM) if latest is not None else None
                 checksum = rendered.checksum if rendered else (stored or "")
                 return UpgradeResult(*key, "none", "unchanged", checksum, latest.version if latest else None)
-            rendered = rendered or await self._render(namespace, resolved)
+            rendered = rendered or await self._render(namespace, resolved, latest)
             action: UpgradeAction = "install" if latest is None or latest.status == "uninstalled" else "upgrade"
             # Leaving maintenance hands control back: the package wins over fields edited by hand meanwhile.
             leaving = mode is MaintenanceState.Managed and latest is not None \
@@ -259,32 +263,50 @@ class ReleaseService:
 
     # -- render -----------------------------------------------------------------------
     async def render(self, namespace: str, package: PackageSpec) -> str:
-        """The manifests :meth:`upgrade` would apply (post-rendered, hooks included), from the cache when fresh.
+        """The manifests :meth:`upgrade` would apply (post-rendered; the objects, then the hooks), from the
+        cache when fresh (:mod:`engine.service.render`).
 
-        Rendered offline (``helm template --is-upgrade``, the same way every
-        time, so the checksum depends only on the package).
+        Rendered as helm would act: an install dry run for a release that is
+        not installed (``.Release.IsInstall`` true), an upgrade dry run for
+        one that is, on the server (``helm upgrade --install
+        --dry-run=server``, as the package's ServiceAccount when it names one)
+        so ``lookup`` sees the live objects, as helm-diff does. A service
+        made with ``server_render=False`` (no cluster) renders offline
+        (``helm template``, ``--is-upgrade`` for an installed release) and the
+        manifest then opens with a comment document saying so.
 
         As nelm's ``Service.Render``. Raises PackageNotHelm, PackageError,
         RenderError (and other HelmError subclasses).
         """
         _require_chart(package.chart_path)
-        return (await self._render(namespace, await self._resolve(package))).manifest
+        resolved = await self._resolve(package)
+        rendered = await self._render(namespace, resolved, await self._latest((namespace, package.release_name)))
+        return OFFLINE_NOTE + rendered.manifest if rendered.offline else rendered.manifest
 
     async def _resolve(self, package: PackageSpec) -> ResolvedRelease:
         return await asyncio.to_thread(functools.partial(resolve, package, values_from=self.values_from))
 
-    async def _render(self, namespace: str, resolved: ResolvedRelease) -> Rendered:
+    async def _render(self, namespace: str, resolved: ResolvedRelease, latest: ReleaseRecord | None) -> Rendered:
+        """The render :meth:`render` describes, for the release as ``latest`` (storage's view) has it."""
         package = resolved.spec
+        installed = latest is not None and latest.status != "uninstalled"  # as helm upgrade --install decides
+        user = kube_user(package)
         key = RenderKey(resolved.chart.digest, resolved.values_digest, self._version, str(await self.helm.version()),
                         namespace, package.release_name, resolved.post_render.stamp,
-                        resolved.post_render.rendering.canonical)
+                        resolved.post_render.rendering.canonical, latest.version if installed and latest else None,
+                        self._server_render, user)
         cached = self.render_cache.get(key)
         if cached is not None:
             return cached
-        manifest = await self.helm.template(package.release_name, namespace, resolved.chart.path, resolved.values,
-                                            post_renderer=await self._renderer(resolved.spec, resolved.post_render),
-                                            is_upgrade=True)
-        rendered = Rendered(manifest, manifest_checksum(manifest))
+        renderer = await self._renderer(resolved.spec, resolved.post_render)
+        if self._server_render:
+            release = await self.helm.dry_run(package.release_name, namespace, resolved.chart.path, resolved.values,
+                                              post_renderer=renderer, kube_as_user=user)
+            manifest = recorded_manifest(release)
+        else:
+            manifest = await self.helm.template(package.release_name, namespace, resolved.chart.path,
+                                                resolved.values, post_renderer=renderer, is_upgrade=installed)
+        rendered = Rendered(manifest, manifest_checksum(manifest), offline=not self._server_render)
         self.render_cache.put(key, rendered)
         return rendered
 
@@ -424,7 +446,8 @@ class ReleaseService:
         Raises PackageNotHelm, PackageError, RenderError.
         """
         _require_chart(package.chart_path)
-        return (await self._render(namespace, await self._resolve(package))).checksum
+        resolved = await self._resolve(package)
+        return (await self._render(namespace, resolved, await self._latest((namespace, package.release_name)))).checksum
 
     async def refresh_monitor(self, namespace: str, name: str) -> None:
         """Monitor the latest deployed revision of ``namespace/name`` (after an action outside
@@ -465,6 +488,9 @@ class ReleaseService:
 
 
 _RENDER = object()  # _reason's "render to decide"
+# What an offline render opens with: a comment document (no object), so comparisons are unchanged.
+OFFLINE_NOTE = ("# helmdeck: rendered offline (helm template, no cluster): lookup found no live object and "
+                "the manifest may differ from what helm would apply\n---\n")
 
 
 def _require_chart(path: Path) -> None:
