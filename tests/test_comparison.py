@@ -67,11 +67,12 @@ def test_hostile_documents_are_left_out_not_fatal() -> None:
     assert len(comparison.checksum(hostile)) == 32
 
 
-def _package(folder: Path, namespace: str, values: str) -> Path:
+def chart_package(folder: Path, namespace: str, values: str, chart: Path = CHART) -> Path:
+    """``folder`` with ``app.yaml``: package ``app`` of ``chart`` (60 s timeout: the machine may be loaded)."""
     folder.mkdir(exist_ok=True)
     (folder / "app.yaml").write_text(
         f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {CHART}\n  timeout: 60s\n  values: {values}\n")
+        f"spec:\n  chart: {chart}\n  timeout: 60s\n  values: {values}\n")
     return folder
 
 
@@ -83,7 +84,7 @@ def _revisions(helm: Helm, namespace: str) -> list[int]:
 def test_diff_plan_and_the_reconcile_agree_on_a_chart_whose_test_hooks_get_random_names(
     any_helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
 ) -> None:
-    pkgs = _package(tmp_path / "p", namespace, "{message: one}")
+    pkgs = chart_package(tmp_path / "p", namespace, "{message: one}")
     args = cluster_args(any_helm, kube_target, namespace, pkgs, tmp_path / "log")
     app = pkgs / "app.yaml"
     assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == EXIT_CONVERGED

@@ -19,6 +19,7 @@ from engine.service.render import RenderKey
 from helmdeck.cli import EXIT_CHANGES, EXIT_CONVERGED
 from tests.conftest import run_helm
 from tests.test_cli import cluster_args, helmdeck
+from tests.test_comparison import chart_package
 
 pytestmark = pytest.mark.cluster
 
@@ -26,11 +27,7 @@ CHART = Path(__file__).parent / "data" / "charts" / "keeps-password"
 
 
 def _package(folder: Path, namespace: str, values: str) -> Path:
-    folder.mkdir(exist_ok=True)
-    (folder / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {CHART}\n  timeout: 60s\n  values: {values}\n")
-    return folder
+    return chart_package(folder, namespace, values, CHART)
 
 
 def _password(core_api: client.CoreV1Api, namespace: str) -> str:
