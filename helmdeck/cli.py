@@ -276,6 +276,8 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     await engine.start(reconcile=not args.once)
     for err in engine.package_errors:
         print(f"package error: {err}", file=sys.stderr)
+    if engine.skipped:
+        print(engine.skipped, file=sys.stderr)
     if not args.once:
         await stop.wait()
         clean = await engine.stop(args.stop_deadline)
@@ -328,6 +330,8 @@ def _status(args: argparse.Namespace) -> int:
     print(json.dumps(rows, indent=2) if args.output == "json" else table(rows))
     for err in engine.package_errors:
         print(f"package error: {err}", file=sys.stderr)
+    if engine.skipped:
+        print(engine.skipped, file=sys.stderr)
     denied = report_access(access)  # an empty table must not hide a refused permission
     return EXIT_FAILED if engine.package_errors or denied else 0
 
@@ -344,7 +348,7 @@ def _find_package(args: argparse.Namespace) -> Any:
     candidate = Path(args.package)
     try:
         if candidate.is_file():
-            return load_package(candidate)
+            return load_package(candidate)  # a file of several packages: named with --packages instead
         if args.packages is not None:
             specs, _ = load_packages(args.packages)
             for spec in specs:

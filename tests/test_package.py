@@ -198,8 +198,9 @@ def test_nested_field_errors(tmp_path: Path, body: str, field: str, problem: str
 
 def test_hints_for_two_packages_in_one_file_and_a_values_file(tmp_path: Path) -> None:
     two = write(tmp_path, "two.yaml", pkg(name="a") + "---\n" + pkg(name="b"))
-    with pytest.raises(PackageError, match="one package per file"):
-        load_package(two)
+    with pytest.raises(PackageError, match="holds 2 Packages, not one") as caught:
+        load_package(two)  # one file named for one package: say it has two, and how to name one
+    assert "--packages" in str(caught.value)
     values = write(tmp_path, "values.yaml", "image:\n  tag: '1.0'\n")
     with pytest.raises(PackageError, match="values files must live outside the packages folder"):
         load_package(values)

@@ -53,12 +53,13 @@ def test_errors_name_the_line_inside_the_file(tmp_path: Path) -> None:
     assert caught.value.line == (REPO + "---\n" + bad_pkg).splitlines().index("      version: [1]") + 1
 
 
-def test_two_packages_in_one_file_are_refused_naming_the_second(tmp_path: Path) -> None:
+def test_two_packages_in_one_file_both_load(tmp_path: Path) -> None:
     text = PACKAGE + "---\n" + REPO + "---\n" + PACKAGE.replace("name: web,", "name: api,")
     (tmp_path / "two.yaml").write_text(text)
-    with pytest.raises(PackageError, match="one package per file") as caught:
-        load_package(tmp_path / "two.yaml")
-    assert caught.value.line == len((PACKAGE + "---\n" + REPO + "---\n").splitlines()) + 1
+    specs, errors = load_packages(tmp_path)
+    assert errors == [] and sorted(s.name for s in specs) == ["api", "web"]
+    assert {s.name: s.document for s in specs} == {"web": 0, "api": 2}
+    assert all(s.chart_request is not None and s.chart_request.source.name == "charts" for s in specs)
 
 
 def test_bounds_apply_to_the_whole_file(tmp_path: Path) -> None:

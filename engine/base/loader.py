@@ -59,10 +59,10 @@ def _env_int(name: str, default: int) -> int:
 @dataclass(frozen=True)
 class Limits:
     """Bounds on one YAML file: ``max_bytes`` on disk, ``max_nodes`` nodes and ``max_chars`` scalar
-    characters once aliases are expanded, ``max_depth`` levels of nesting.
+    characters once aliases are expanded, ``max_depth`` levels of nesting, ``max_documents`` documents.
 
     ``env`` names the environment variable that raises ``max_bytes``, ``nodes_env`` the one that raises
-    ``max_nodes`` (each said in its error).
+    ``max_nodes``, ``depth_env`` ``max_depth`` and ``documents_env`` ``max_documents`` (each said in its error).
     """
 
     max_bytes: int
@@ -71,17 +71,33 @@ class Limits:
     max_chars: int = 64 * _MIB
     max_depth: int = 64
     nodes_env: str = ""
+    depth_env: str = ""
+    max_documents: int = 10_000
+    documents_env: str = ""
+
+    def depth_error(self, file: Path, line: int | None) -> YamlLimitError:
+        """The one wording of too deep nesting: the limit, and the variable that raises it when there is one."""
+        fix = (f"flatten the structure, or set {self.depth_env} to raise the limit" if self.depth_env
+               else "flatten the structure")
+        return YamlLimitError(file, f"nesting deeper than {self.max_depth} levels", line, fix)
+
+
+def _depth() -> dict[str, Any]:
+    return {"max_depth": _env_int("HELMDECK_MAX_YAML_DEPTH", 64), "depth_env": "HELMDECK_MAX_YAML_DEPTH"}
 
 
 def package_limits() -> Limits:
-    """Package files: 1 MiB unless ``HELMDECK_MAX_PACKAGE_BYTES`` says otherwise."""
-    return Limits(_env_int("HELMDECK_MAX_PACKAGE_BYTES", _MIB), "HELMDECK_MAX_PACKAGE_BYTES")
+    """Package files: 1 MiB unless ``HELMDECK_MAX_PACKAGE_BYTES`` says otherwise; 64 levels of nesting
+    (``HELMDECK_MAX_YAML_DEPTH``); 10,000 documents (objects) per file (``HELMDECK_MAX_DOCUMENTS``)."""
+    return Limits(_env_int("HELMDECK_MAX_PACKAGE_BYTES", _MIB), "HELMDECK_MAX_PACKAGE_BYTES", **_depth(),
+                  max_documents=_env_int("HELMDECK_MAX_DOCUMENTS", 10_000), documents_env="HELMDECK_MAX_DOCUMENTS")
 
 
 def values_limits() -> Limits:
     """Values files: 8 MiB unless ``HELMDECK_MAX_VALUES_BYTES`` says otherwise (helm keeps the
-    values in a release record, which Kubernetes caps at about 1 MiB compressed)."""
-    return Limits(_env_int("HELMDECK_MAX_VALUES_BYTES", 8 * _MIB), "HELMDECK_MAX_VALUES_BYTES")
+    values in a release record, which Kubernetes caps at about 1 MiB compressed); 64 levels of nesting
+    (``HELMDECK_MAX_YAML_DEPTH``)."""
+    return Limits(_env_int("HELMDECK_MAX_VALUES_BYTES", 8 * _MIB), "HELMDECK_MAX_VALUES_BYTES", **_depth())
 
 
 def chart_limits() -> Limits:
@@ -103,8 +119,12 @@ class YamlLimitError(ValueError):
         self.problem = problem
         self.line = line
         self.fix = fix
-        where = f"{file}:{line}" if line else str(file)
-        super().__init__(f"{where}: {problem}" + (f" ({fix})" if fix else ""))
+        super().__init__(f"{self.located}" + (f" ({fix})" if fix else ""))
+
+    @property
+    def located(self) -> str:
+        """``file:line: problem`` without the fix (to quote inside another error that carries the fix once)."""
+        return f"{self.file}:{self.line}: {self.problem}" if self.line else f"{self.file}: {self.problem}"
 
 
 @dataclass(frozen=True)
@@ -126,7 +146,7 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
     """
     sizes: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, expanded scalar characters)
     stack: list[tuple[str | None, int, int]] = []  # open collections: (anchor, nodes, chars) at their start
-    nodes = chars = 0
+    nodes = chars = documents = 0
     aliased = False
     try:
         for event in yaml.parse(text, Loader=Loader):
@@ -139,12 +159,16 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
                 nodes += 1
                 stack.append((event.anchor, nodes, chars))
                 if len(stack) > limits.max_depth:
-                    raise YamlLimitError(file, f"nesting deeper than {limits.max_depth} levels",
-                                         _line(event), "flatten the structure")
+                    raise limits.depth_error(file, _line(event))
             elif isinstance(event, yaml.CollectionEndEvent):
                 anchor, start_nodes, start_chars = stack.pop()
                 if anchor:
                     sizes[anchor] = (nodes - start_nodes + 1, chars - start_chars)
+            elif isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > limits.max_documents:
+                    raise documents_error(file, limits, _line(event))
+                continue
             elif isinstance(event, yaml.AliasEvent):
                 size = sizes.get(event.anchor or "")
                 if size is None:
@@ -169,16 +193,16 @@ def check_events(text: str, file: Path, limits: Limits) -> None:
         raise syntax_error(file, exc) from None
 
 
-def check_tree(node: yaml.Node, file: Path, limits: Limits) -> None:
-    """Bound the nesting depth and node count of a composed document without aliases (iterative)."""
-    stack: list[tuple[yaml.Node, int]] = [(node, 1)]
+def check_tree(node: yaml.Node, file: Path, limits: Limits, depth: int = 1) -> None:
+    """Bound the nesting depth and node count of a composed document without aliases (iterative);
+    ``depth`` is the root's level (0 for a list holding the documents of a stream)."""
+    stack: list[tuple[yaml.Node, int]] = [(node, depth)]
     count = 0
     while stack:
         current, depth = stack.pop()
         count += 1
         if depth > limits.max_depth:
-            raise YamlLimitError(file, f"nesting deeper than {limits.max_depth} levels",
-                                 current.start_mark.line + 1, "flatten the structure")
+            raise limits.depth_error(file, current.start_mark.line + 1)
         if count > limits.max_nodes:
             raise YamlLimitError(file, f"more than {limits.max_nodes} nodes", current.start_mark.line + 1,
                                  f"set {limits.nodes_env} to raise the limit" if limits.nodes_env
@@ -222,10 +246,20 @@ def parse_documents(text: str, file: Path, limits: Limits) -> tuple[Parsed, ...]
             node = loader.get_node()
             if node is not None:
                 nodes.append(node)
+                if len(nodes) > limits.max_documents:
+                    raise documents_error(file, limits, node.start_mark.line + 1)
         if not counted and nodes:
-            check_tree(yaml.SequenceNode("tag:yaml.org,2002:seq", nodes), file, limits)  # counted together
+            # counted together; the list around them is no level of theirs
+            check_tree(yaml.SequenceNode("tag:yaml.org,2002:seq", nodes), file, limits, depth=0)
         out = [Parsed(loader.construct_document(node), node) for node in nodes]
     return tuple(out) or (Parsed(None, None),)
+
+
+def documents_error(file: Path, limits: Limits, line: int | None) -> YamlLimitError:
+    """More documents in one file than ``limits.max_documents``: the limit and its variable."""
+    fix = f"split the file, or set {limits.documents_env} to raise the limit" if limits.documents_env \
+        else "split the file"
+    return YamlLimitError(file, f"more than {limits.max_documents} documents", line, fix)
 
 
 def _count_events(text: str) -> bool:

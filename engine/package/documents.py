@@ -1,65 +1,111 @@
-"""Source documents in the packages folder, and Packages linked to the repositories they name.
+"""The documents of a packages-folder file, and Packages linked to the repositories they name.
 
-A file of the packages folder may hold several documents: one Package at most, and
-any number of ``HelmRepository`` / ``OCIRepository`` documents. The package loader
-(:func:`engine.package.load.load_packages`) asks :func:`read_sources` for each file's
-sources (and whether it holds a Package, read by :func:`package_document`) and,
-once every file is read, :func:`link` turns each remote Package's chart form into
-a :class:`ChartRequest` against the sources found.
-A Package naming a missing repository is reported (which one, and those known)
-and left out; the others carry on.
+A file may hold any number of documents (objects), as a Flux repository's files do: Packages,
+``HelmRepository`` / ``OCIRepository`` sources, and objects of other kinds (Namespaces,
+Kustomizations, Secrets, ...), which helmdeck does not read and skips: :func:`read_file` sorts
+them. The package loader (:func:`engine.package.load.load_packages`) reads each Package document
+and, once every file is read, :func:`link` turns each remote Package's chart form into a
+:class:`ChartRequest` against the sources found. A Package naming a missing repository is
+reported (which one, and those known) and left out; the others carry on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError, lines_by_path
 from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
-from engine.package.model import PackageSpec
+from engine.package.model import KIND, PackageSpec
 from engine.sources.repository import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
 from engine.sources.source import request_for
 
+# A Kubernetes kind: an upper-case letter, then letters and digits (Go identifiers, as CRD kinds are).
+_KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 
-def _documents(file: Path) -> tuple[Parsed, ...]:
+
+@dataclass(frozen=True)
+class FileDocuments:
+    """What one file holds: its Package documents (index in the file, parse), its sources, the kinds of
+    the documents skipped (in file order), and the problems of single documents (the others still count)."""
+
+    packages: tuple[tuple[int, Parsed], ...] = ()
+    sources: tuple[SourceSpec, ...] = ()
+    skipped: tuple[str, ...] = ()
+    errors: tuple[PackageError, ...] = ()
+
+
+def documents(file: Path) -> tuple[Parsed, ...]:
+    """Every document of ``file`` within the package limits (cached per change of the file). Raises PackageError."""
     try:
-        return load_documents(file, package_limits())  # cached: the package loader reads the same parse
+        return load_documents(file, package_limits())  # cached: every reader of the file shares one parse
     except YamlLimitError as exc:
-        fix = exc.fix.replace("one document per file", "one package per file")
-        raise PackageError(file, "", exc.problem, fix, exc.line) from None
+        raise PackageError(file, "", exc.problem, exc.fix, exc.line) from None
 
 
-def _is_source(doc: Parsed) -> bool:
-    return isinstance(doc.data, dict) and doc.data.get("kind") in SOURCE_KINDS
-
-
-def package_document(file: Path) -> Parsed:
-    """The document of ``file`` that is not a source (its Package); the first document when every one is a
-    source (the package loader then says what is wrong with it). Raises PackageError: a bad file, or two
-    documents that are not sources (one Package per file; its sources may share it)."""
-    docs = _documents(file)
-    others = [d for d in docs if not _is_source(d)]
-    if len(others) > 1:
-        second = others[1].node
-        raise PackageError(file, "", f"{len(others)} documents are not a HelmRepository or OCIRepository",
-                           "write one package per file (its HelmRepository / OCIRepository may share the file)",
-                           second.start_mark.line + 1 if second is not None else None)
-    return others[0] if others else docs[0]
-
-
-def read_sources(file: Path) -> tuple[list[SourceSpec], bool]:
-    """The source documents of ``file`` (HelmRepository / OCIRepository, in file order) and whether it holds
-    anything else (a Package, for :func:`engine.package.load.load_package`). Raises PackageError naming the file,
-    line and field of the first bad source document."""
-    docs = _documents(file)
-    sources = [parse_source(d.data, file=file, lines=_lines(d)) for d in docs if _is_source(d)]
-    return sources, len(sources) < len(docs)
-
-
-def _lines(doc: Parsed) -> dict[str, int]:
+def lines_of(doc: Parsed) -> dict[str, int]:
+    """Dotted field paths of ``doc`` to their 1-based lines."""
     return lines_by_path(doc.node) if doc.node is not None else {}
+
+
+def _line(doc: Parsed) -> int | None:
+    return doc.node.start_mark.line + 1 if doc.node is not None else None
+
+
+def read_file(file: Path) -> FileDocuments:
+    """Sort the documents of ``file``: Packages, sources (validated), other kinds (skipped).
+
+    Raises PackageError when the file as a whole is unreadable (YAML syntax, a size, nesting,
+    alias or document-count limit); a bad document is reported in ``errors`` and the others count.
+    A document that is not an object (no ``apiVersion`` and ``kind``) is an error: it is most often
+    a values file put in the packages folder.
+    """
+    packages: list[tuple[int, Parsed]] = []
+    sources: list[SourceSpec] = []
+    skipped: list[str] = []
+    errors: list[PackageError] = []
+    for index, doc in enumerate(documents(file)):
+        data = doc.data
+        if data is None:
+            continue  # an empty document ("---" at the end)
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or ("apiVersion" not in data and kind is None):
+            errors.append(PackageError(
+                file, "", f"not a {KIND} or another Kubernetes object (no apiVersion or kind)",
+                "values files must live outside the packages folder: every YAML file there holds objects",
+                _line(doc)))
+            continue
+        if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+            lines = lines_of(doc)
+            errors.append(PackageError(file, "kind", f"{kind!r} is not a Kubernetes kind",
+                                       f"write e.g. kind: {KIND}", lines.get("kind", _line(doc))))
+            continue
+        if kind == KIND:
+            packages.append((index, doc))
+        elif kind in SOURCE_KINDS:
+            try:
+                sources.append(parse_source(data, file=file, lines=lines_of(doc)))
+            except PackageError as exc:
+                errors.append(exc)
+        else:
+            skipped.append(kind)
+    return FileDocuments(tuple(packages), tuple(sources), tuple(skipped), tuple(errors))
+
+
+def skipped_line(kinds: Iterable[str]) -> str:
+    """One line saying which kinds were skipped and how many of each (``""`` when none), e.g.
+    ``skipped 3 objects helmdeck does not read: Kustomization (1), Namespace (2)``."""
+    counts = Counter(kinds)
+    if not counts:
+        return ""
+    total = sum(counts.values())
+    listed = ", ".join(f"{kind} ({n})" for kind, n in sorted(counts.items()))
+    return f"skipped {total} object{'s' if total != 1 else ''} helmdeck does not read: {listed}"
 
 
 def remote_chart(spec: dict[str, Any], *, file: Path, lines: dict[str, int], namespace: str) -> Any:
@@ -88,10 +134,11 @@ def link(specs: list[PackageSpec], sources: list[SourceSpec]) -> tuple[list[Pack
             continue
         path = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
         try:
-            lines = _lines(package_document(spec.file))
+            lines = lines_of(documents(spec.file)[spec.document])
             request = request_for(spec.chart_source, by_ref, file=spec.file, lines=lines, path=path)
-        except PackageError as exc:
-            errors.append(exc)
+        except (PackageError, IndexError) as exc:
+            errors.append(exc if isinstance(exc, PackageError) else
+                          PackageError(spec.file, "", "the file changed while it was read", "save it again"))
             continue
         out.append(dataclasses.replace(spec, chart_request=request))
     return out, errors

@@ -1,9 +1,11 @@
-"""The package loader: the one reader of package files (a Package, and the HelmRepository / OCIRepository
-documents beside it), validated field by field into :class:`engine.package.model.PackageSpec`.
+"""The package loader: the one reader of package files (any number of Packages, HelmRepository /
+OCIRepository documents and skipped objects of other kinds per file, sorted by
+:func:`engine.package.documents.read_file`), validated field by field into
+:class:`engine.package.model.PackageSpec`.
 
 Every problem raises :class:`engine.base.fields.PackageError` naming the file, the field (a dotted path),
-the line where known, and how to fix it; :func:`load_packages` collects them so one bad file never stops
-the others.
+the line where known, and how to fix it; :func:`load_folder` collects them so one bad file or object never
+stops the others.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.base.fields import Fields, PackageError, lines_by_path, parse_duration, type_name
 from engine.base.labels import API_VERSION
+from engine.base.loader import Parsed
 from engine.package.crds import parse_crds
 from engine.package.depends import parse_depends_on
-from engine.package.documents import link, package_document, read_sources, remote_chart
+from engine.package.documents import link, read_file, remote_chart, skipped_line
 from engine.package.drift import parse_drift_detection
 from engine.package.identity import default_release_name, parse_identity
 from engine.package.model import (
@@ -45,9 +48,11 @@ from engine.package.postrender import SPEC_FIELDS, parse_rendering
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
+from engine.sources.repository import SourceSpec
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Matched whole (fullmatch): "$" would let a trailing newline through.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class _Doc(Fields):
@@ -78,14 +83,24 @@ def _is_file(path: Path) -> bool:
 
 
 def load_package(file: Path) -> PackageSpec:
-    """Read and validate one package file. Raises PackageError."""
+    """The one Package of ``file``. Raises PackageError: a bad file or Package, no Package, or several
+    (then :func:`load_file` reads them all)."""
     file = file.resolve()
-    parsed = package_document(file)  # the file may also hold its HelmRepository / OCIRepository
+    read = read_file(file)
+    if read.errors:
+        raise read.errors[0]
+    if len(read.packages) != 1:
+        raise PackageError(file, "", f"holds {len(read.packages)} {KIND}s, not one",
+                           f"write a {KIND} (apiVersion {API_VERSION})" if not read.packages
+                           else "name the package (with --packages DIR) rather than its file")
+    index, parsed = read.packages[0]
+    return read_package(file, parsed, index)
+
+
+def read_package(file: Path, parsed: Parsed, index: int = 0) -> PackageSpec:
+    """Validate one Package document (the ``index``-th document of ``file``). Raises PackageError."""
     node, data = parsed.node, parsed.data
     doc = _Doc(file, lines_by_path(node) if node is not None else {})
-    if isinstance(data, dict) and "apiVersion" not in data and "kind" not in data and "spec" not in data:
-        raise doc.error("", f"not a {KIND} (no apiVersion, kind or spec)",
-                        "values files must live outside the packages folder: every YAML file there is a package")
     top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
     if not top:
         raise doc.error("", "file is empty", f"write a {KIND} (apiVersion {API_VERSION})")
@@ -95,11 +110,11 @@ def load_package(file: Path) -> PackageSpec:
         raise doc.error("kind", f"must be {KIND}, not {top.get('kind')!r}")
     meta = doc.mapping(top.get("metadata"), "metadata", ("name", "namespace"))
     name = doc.string(meta.get("name"), "metadata.name", required=True, fix="name the package")
-    if not _DNS_LABEL.match(name) or len(name) > 63:
+    if not _DNS_LABEL.fullmatch(name) or len(name) > 63:
         raise doc.error("metadata.name", f"{name!r} is not a valid Kubernetes name",
                         "use at most 63 lower-case letters, digits and '-'")
     namespace = doc.string(meta.get("namespace"), "metadata.namespace") or "default"
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+    if not _DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
         raise doc.error("metadata.namespace", f"{namespace!r} is not a valid namespace name",
                         "use at most 63 lower-case letters, digits and '-'")
     spec = doc.mapping(top.get("spec"), "spec", _SPEC_FIELDS)
@@ -118,7 +133,7 @@ def load_package(file: Path) -> PackageSpec:
                             f"use at most {MAX_RELEASE_NAME} characters")
     else:
         release_name = shorten_release_name(default_release_name(name, identity["target_namespace"]))
-    if not _RELEASE_NAME.match(release_name):
+    if not _RELEASE_NAME.fullmatch(release_name):
         raise doc.error("spec.releaseName", f"{release_name!r} is not a valid release name",
                         "use lower-case letters, digits, '-' and '.'")
     values = spec.get("values")
@@ -172,7 +187,7 @@ def load_package(file: Path) -> PackageSpec:
     except (TypeError, ValueError) as exc:
         raise doc.error("spec.values", f"cannot be represented as JSON ({exc})", "use plain YAML values") from None
     return PackageSpec(
-        file=file, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
+        file=file, document=index, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
         values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, chart_source=remote,
         **extra,
     )
@@ -250,30 +265,56 @@ def package_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in PACKAGE_SUFFIXES and p.is_file())
 
 
-def load_packages(
-    directory: Path, loader: Callable[[Path], PackageSpec] = load_package
-) -> tuple[list[PackageSpec], list[PackageError]]:
-    """Load every package file in ``directory``.
+@dataclass(frozen=True)
+class Loaded:
+    """A packages folder read: the valid packages, every problem, and the kinds of the objects skipped
+    (one entry per object, :func:`engine.package.documents.skipped_line` says them in one line)."""
 
-    Returns the valid packages and the errors; a bad file never stops the
-    others. Two files driving the same release are both reported; so are
-    ``dependsOn`` entries naming no package here, and cycles (engine.package.order).
-    """
+    specs: list[PackageSpec]
+    errors: list[PackageError]
+    skipped: tuple[str, ...] = ()
+
+    def skipped_line(self) -> str:
+        return skipped_line(self.skipped)
+
+
+def load_file(file: Path) -> tuple[list[PackageSpec], list[SourceSpec], tuple[str, ...], list[PackageError]]:
+    """Every document of ``file``: its valid Packages, its sources, the kinds skipped and the problems
+    (a bad document never hides the others). Sources are not linked yet (:func:`load_folder` does)."""
+    try:
+        read = read_file(file)
+    except PackageError as exc:
+        return [], [], (), [exc]
     specs: list[PackageSpec] = []
-    errors: list[PackageError] = []
+    errors = list(read.errors)
+    for index, parsed in read.packages:
+        try:
+            specs.append(read_package(file, parsed, index))
+        except PackageError as exc:
+            errors.append(exc)
+    return specs, list(read.sources), read.skipped, errors
+
+
+def load_folder(directory: Path) -> Loaded:
+    """Load every file of ``directory``: any number of Packages, sources and other objects per file.
+
+    A bad file or document never stops the others. Two documents driving the same release are both
+    reported; so are ``dependsOn`` entries naming no package here, and cycles (engine.package.order).
+    """
     try:
         files = package_files(directory)
     except OSError as exc:
-        return [], [PackageError(directory, "", f"cannot list packages ({exc.strerror})")]
-    sources = []
+        return Loaded([], [PackageError(directory, "", f"cannot list packages ({exc.strerror})")])
+    specs: list[PackageSpec] = []
+    sources: list[SourceSpec] = []
+    skipped: list[str] = []
+    errors: list[PackageError] = []
     for path in files:
-        try:
-            found, package = read_sources(path)  # HelmRepository / OCIRepository documents (engine.sources)
-            sources += found
-            if package:
-                specs.append(loader(path))
-        except PackageError as exc:
-            errors.append(exc)
+        found, found_sources, kinds, problems = load_file(path.resolve())
+        specs += found
+        sources += found_sources
+        skipped += kinds
+        errors += problems
     specs, link_errors = link(specs, sources)
     errors += link_errors
     by_release: dict[tuple[str, str], list[PackageSpec]] = {}
@@ -281,11 +322,17 @@ def load_packages(
         by_release.setdefault(spec.key, []).append(spec)
     for key, group in by_release.items():
         if len(group) > 1:
-            names = ", ".join(s.file.name for s in group)
+            names = ", ".join(f"{s.file.name} ({KIND} {s.name})" for s in group)
             for spec in group:
                 errors.append(PackageError(spec.file, "spec.releaseName",
                                            f"release {key[0]}/{key[1]} is also declared by {names}",
                                            "give each package its own release name or namespace"))
             specs = [s for s in specs if s.key != key]
     specs, order_errors = check_dependencies(specs)
-    return specs, errors + order_errors
+    return Loaded(specs, errors + order_errors, tuple(skipped))
+
+
+def load_packages(directory: Path) -> tuple[list[PackageSpec], list[PackageError]]:
+    """The valid packages of ``directory`` and every problem (:func:`load_folder` without the skipped kinds)."""
+    loaded = load_folder(directory)
+    return loaded.specs, loaded.errors

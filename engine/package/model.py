@@ -168,6 +168,7 @@ class PackageSpec:
     namespace: str
     chart_path: Path
     release_name: str
+    document: int = 0  # its index among the documents of ``file`` (a file may hold several)
     values_json: str = "{}"
     values_files: tuple[Path, ...] = ()
     maintenance: str = MANAGED

@@ -20,8 +20,8 @@ from engine.base.fields import Fields
 
 # Kubernetes qualified names (apimachinery validation): optional DNS-subdomain prefix, 63-character name.
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
-LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}\Z")
+LABEL_VALUE = re.compile(rf"^({_NAME})?\Z")
 _TERM_KEY = r"[A-Za-z0-9._/-]+"
 _EXISTS = re.compile(rf"\s*(!?)\s*({_TERM_KEY})\s*")
 _EQUALS = re.compile(rf"\s*({_TERM_KEY})\s*(==|=|!=)\s*([A-Za-z0-9._-]*)\s*")
@@ -80,7 +80,7 @@ def _holds(expression: str, values: Any) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _anchored(pattern: str) -> re.Pattern[str]:
-    return re.compile(f"^(?:{pattern})$")
+    return re.compile(rf"^(?:{pattern})\Z")
 
 
 @functools.lru_cache(maxsize=256)

@@ -34,9 +34,9 @@ KINDS = ("ConfigMap", "Secret")
 DEFAULT_KEY = "values.yaml"
 _FIELDS = ("kind", "name", "valuesKey", "targetPath", "optional")
 # Flux's API validation: object names are DNS subdomains; keys and paths as its kubebuilder patterns.
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_KEY = re.compile(r"^[\-._a-zA-Z0-9]+$")
-_TARGET = re.compile(r"^([a-zA-Z0-9_\-.\\/]|\[[0-9]{1,5}\])+$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_KEY = re.compile(r"^[\-._a-zA-Z0-9]+\Z")
+_TARGET = re.compile(r"^([a-zA-Z0-9_\-.\\/]|\[[0-9]{1,5}\])+\Z")
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ class ResolveCache:
             try:
                 files.append(load_yaml(path, values_limits()))
             except YamlLimitError as exc:
-                raise PackageError(spec.file, f"spec.valuesFiles[{i}]", str(exc), exc.fix) from None
+                raise PackageError(spec.file, f"spec.valuesFiles[{i}]", exc.located, exc.fix) from None
         if spec.values_from and values_from is None:
             raise ValuesError(spec.file, "spec.valuesFrom", "its ConfigMaps and Secrets were not read",
                               "resolve it through an engine with a cluster")

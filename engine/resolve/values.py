@@ -192,7 +192,7 @@ def chart_values(spec: PackageSpec) -> list[dict[str, Any]]:
         except UnicodeDecodeError:
             raise PackageError(spec.file, field, f"{rel} in the chart is not UTF-8 text") from None
         except YamlLimitError as exc:
-            raise PackageError(spec.file, field, str(exc), exc.fix) from None
+            raise PackageError(spec.file, field, exc.located, exc.fix) from None
         data = parsed.data if parsed.data is not None else {}
         if not isinstance(data, dict):
             raise PackageError(spec.file, field, f"{rel} in the chart must hold a mapping, not {type(data).__name__}")

@@ -304,6 +304,11 @@ class Engine:
     def package_errors(self) -> list[PackageError]:
         return self.controller.package_errors
 
+    @property
+    def skipped(self) -> str:
+        """One line: the packages folder's objects of kinds helmdeck does not read, how many of each."""
+        return self.controller.skipped
+
     def load_packages(self) -> None:
         """(Re)load the packages folder now; bad files are reported, the rest apply."""
         self.controller.load_packages()

@@ -51,8 +51,7 @@ class _Events:
             self.nodes += 1
             self.depth += 1
             if self.depth > self.limits.max_depth:
-                raise YamlLimitError(self.file, f"nesting deeper than {self.limits.max_depth} levels",
-                                     _line(event), "flatten the structure")
+                raise self.limits.depth_error(self.file, _line(event))
         elif isinstance(event, yaml.CollectionEndEvent):
             self.depth -= 1
         elif isinstance(event, yaml.AliasEvent):

@@ -42,8 +42,8 @@ MAX_RELEASE_JSON_BYTES = 128 * 1024 * 1024
 # Helm's release-name rule (chartutil.ValidateReleaseName): 53 characters at
 # most, because names end up in label values and resource names.
 MAX_RELEASE_NAME = 53
-_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_RECORD_NAME = re.compile(r"^sh\.helm\.release\.v1\.(?P<name>.+)\.v(?P<version>[0-9]+)$")
+_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_RECORD_NAME = re.compile(r"^sh\.helm\.release\.v1\.(?P<name>.+)\.v(?P<version>[0-9]+)\Z")
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 # A JSON escape of a UTF-16 surrogate: only then can decoded text hold a lone one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

@@ -139,6 +139,7 @@ class PackageController:
     monitors: bool = True
     values: ValuesObjects  # spec.valuesFrom's objects, read before each resolution
     package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
+    skipped: str = dataclasses.field(init=False, default="")  # the folder's objects of other kinds, one line
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
@@ -181,6 +182,7 @@ class PackageController:
                 book.set_status(key, dataclasses.replace(status, maintenance=None))
         book.set_packages(update.specs)
         self.package_errors = list(update.errors)
+        self.skipped = update.skipped
         for key in update.changed:
             book.set_state(key, None)
         for key in update.removed:

@@ -26,7 +26,7 @@ import anyio
 import watchfiles
 
 from engine.base.fields import PackageError
-from engine.package.load import load_packages
+from engine.package.load import load_folder
 from engine.package.model import PackageSpec
 from engine.resolve.release import resolve
 
@@ -42,7 +42,7 @@ class FolderUpdate:
     ``specs``: every effective package by release key; ``changed``: keys whose
     spec or inputs changed (new packages included); ``removed``: keys no file
     declares any more; ``errors``: every current problem (bad files keep their
-    last good spec in ``specs``).
+    last good specs in ``specs``); ``skipped``: the objects of other kinds, in one line.
     """
 
     specs: dict[ReleaseKey, PackageSpec]
@@ -50,6 +50,7 @@ class FolderUpdate:
     removed: frozenset[ReleaseKey] = frozenset()
     errors: tuple[PackageError, ...] = ()
     paths: frozenset[Path] = field(default=frozenset())
+    skipped: str = ""  # one line: the kinds of the objects skipped and how many of each ("" when none)
 
 
 class PackageFolder:
@@ -59,7 +60,7 @@ class PackageFolder:
         self.directory = directory.resolve()
         self._debounce_ms = debounce_ms
         self._step_ms = step_ms
-        self._good: dict[Path, PackageSpec] = {}  # package file -> last good spec
+        self._good: dict[Path, list[PackageSpec]] = {}  # package file -> its last good specs
         self._specs: dict[ReleaseKey, PackageSpec] = {}
         self._stopping = False
         self._cycle: anyio.Event | None = None  # stops the current watch cycle
@@ -72,16 +73,20 @@ class PackageFolder:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:
             touched = {p.resolve() for p in touched}
-        specs, errors = load_packages(self.directory)
-        good = {s.file: s for s in specs}
+        loaded = load_folder(self.directory)
+        errors = loaded.errors
+        good: dict[Path, list[PackageSpec]] = {}
+        for spec in loaded.specs:
+            good.setdefault(spec.file, []).append(spec)
         bad_files = {e.file for e in errors}
         for file in bad_files:
             if file in self._good and file not in good and file.exists():
-                good[file] = self._good[file]  # keep the last good spec of a file that turned bad
+                good[file] = self._good[file]  # keep the last good specs of a file that turned bad
         self._good = good
         new: dict[ReleaseKey, PackageSpec] = {}
-        for spec in good.values():
-            new.setdefault(spec.key, spec)
+        for specs in good.values():
+            for spec in specs:
+                new.setdefault(spec.key, spec)
         old = self._specs
         changed = {k for k, s in new.items() if old.get(k) != s}
         if touched is None:
@@ -95,7 +100,11 @@ class PackageFolder:
             warm(spec)
         for err in errors:
             log.warning("package problem: %s", err)
-        return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()))
+        skipped = loaded.skipped_line()
+        if skipped:
+            log.info("%s: %s", self.directory, skipped)
+        return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
+                            skipped)
 
     def _roots(self) -> set[Path]:
         """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""
