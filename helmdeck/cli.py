@@ -192,6 +192,7 @@ def _engine(
         readonly=readonly,
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
         lease=lease, watch_packages=watch, monitors=monitors, package_set=name,
+        allow_unsupported=getattr(args, "allow_unsupported", False),
     )
     engine.scope_note = note
     return engine
@@ -276,8 +277,7 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     await engine.start(reconcile=not args.once)
     for err in engine.package_errors:
         print(f"package error: {err}", file=sys.stderr)
-    if engine.skipped:
-        print(engine.skipped, file=sys.stderr)
+    _notes(engine)
     if not args.once:
         await stop.wait()
         clean = await engine.stop(args.stop_deadline)
@@ -330,14 +330,21 @@ def _status(args: argparse.Namespace) -> int:
     print(json.dumps(rows, indent=2) if args.output == "json" else table(rows))
     for err in engine.package_errors:
         print(f"package error: {err}", file=sys.stderr)
-    if engine.skipped:
-        print(engine.skipped, file=sys.stderr)
+    _notes(engine)
     denied = report_access(access)  # an empty table must not hide a refused permission
     return EXIT_FAILED if engine.package_errors or denied else 0
 
 
 class _Refused(RuntimeError):
     """A headless command refused to go on; the message says why."""
+
+
+def _notes(engine: Any) -> None:
+    """The packages folder's objects skipped (one line) and Flux fields left out (a warning each), on stderr."""
+    if engine.skipped:
+        print(engine.skipped, file=sys.stderr)
+    for item in engine.left_out:
+        print(f"warning: {item}", file=sys.stderr)
 
 
 def _find_package(args: argparse.Namespace) -> Any:
@@ -347,10 +354,11 @@ def _find_package(args: argparse.Namespace) -> Any:
 
     candidate = Path(args.package)
     try:
+        allow = getattr(args, "allow_unsupported", False)
         if candidate.is_file():
-            return load_package(candidate)  # a file of several packages: named with --packages instead
+            return load_package(candidate, allow_unsupported=allow)  # a file of several: named with --packages
         if args.packages is not None:
-            specs, _ = load_packages(args.packages)
+            specs, _ = load_packages(args.packages, allow_unsupported=allow)
             for spec in specs:
                 if args.package in (spec.name, spec.release_name):
                     return spec

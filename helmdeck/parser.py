@@ -41,6 +41,9 @@ def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
     flag(g, "-A", "--all-namespaces", action="store_true", default=False,
          help="all namespaces (the default)")
     flag(g, "--packages", type=Path, help="folder of package files")
+    flag(g, "--allow-unsupported", action="store_true", default=False,
+         help="read Flux documents with fields helmdeck does not implement (spec.kubeConfig, verify, ...): "
+              "leave those fields out with a warning instead of refusing the document")
     flag(g, "--package-set", metavar="NAME",
          help="name of the folder's package set: its releases' helmdeck.dev/package-set label and its Lease "
               "(default: the folder's name and a digest of its path; give one to keep it when the folder moves)")

@@ -27,6 +27,9 @@ POST_RENDER_DIGEST = "helmdeck.dev/post-render-digest"  # the package's own post
 ORIGIN_NAME = "helmdeck.dev/package-name"
 ORIGIN_NAMESPACE = "helmdeck.dev/package-namespace"
 RESOURCE_MAINTENANCE = "helmdeck.dev/maintenance"
+# ... for a Flux HelmRelease document, Flux's helm-controller's origin labels instead (its post-renderer's)
+FLUX_ORIGIN_NAME = "helm.toolkit.fluxcd.io/name"
+FLUX_ORIGIN_NAMESPACE = "helm.toolkit.fluxcd.io/namespace"
 
 # On objects helmdeck itself owns (persisted engine status, leases).
 OWNED_BY = "app.kubernetes.io/managed-by"

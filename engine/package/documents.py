@@ -12,6 +12,7 @@ reported (which one, and those known) and left out; the others carry on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError, lines_by_path
+from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
+from engine.package.flux import HELM_RELEASE, LeftOut, tolerant
 from engine.package.model import KIND, PackageSpec
 from engine.sources.repository import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
 from engine.sources.source import request_for
@@ -31,13 +34,15 @@ _KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 
 @dataclass(frozen=True)
 class FileDocuments:
-    """What one file holds: its Package documents (index in the file, parse), its sources, the kinds of
-    the documents skipped (in file order), and the problems of single documents (the others still count)."""
+    """What one file holds: its Package and HelmRelease documents (index in the file, parse), its sources,
+    the kinds of the documents skipped (in file order), the problems of single documents (the others still
+    count), and the Flux fields left out with ``--allow-unsupported``."""
 
     packages: tuple[tuple[int, Parsed], ...] = ()
     sources: tuple[SourceSpec, ...] = ()
     skipped: tuple[str, ...] = ()
     errors: tuple[PackageError, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def documents(file: Path) -> tuple[Parsed, ...]:
@@ -57,8 +62,9 @@ def _line(doc: Parsed) -> int | None:
     return doc.node.start_mark.line + 1 if doc.node is not None else None
 
 
-def read_file(file: Path) -> FileDocuments:
-    """Sort the documents of ``file``: Packages, sources (validated), other kinds (skipped).
+def read_file(file: Path, *, allow_unsupported: bool = False) -> FileDocuments:
+    """Sort the documents of ``file``: Packages and HelmReleases, sources (validated; Flux's with
+    :func:`engine.package.flux.tolerant`), other kinds (skipped).
 
     Raises PackageError when the file as a whole is unreadable (YAML syntax, a size, nesting,
     alias or document-count limit); a bad document is reported in ``errors`` and the others count.
@@ -69,6 +75,7 @@ def read_file(file: Path) -> FileDocuments:
     sources: list[SourceSpec] = []
     skipped: list[str] = []
     errors: list[PackageError] = []
+    left_out: list[LeftOut] = []
     for index, doc in enumerate(documents(file)):
         data = doc.data
         if data is None:
@@ -85,16 +92,23 @@ def read_file(file: Path) -> FileDocuments:
             errors.append(PackageError(file, "kind", f"{kind!r} is not a Kubernetes kind",
                                        f"write e.g. kind: {KIND}", lines.get("kind", _line(doc))))
             continue
-        if kind == KIND:
+        if kind in (KIND, HELM_RELEASE):
             packages.append((index, doc))
         elif kind in SOURCE_KINDS:
+            lines = lines_of(doc)
             try:
-                sources.append(parse_source(data, file=file, lines=lines_of(doc)))
+                if data.get("apiVersion") == API_VERSION:  # helmdeck's own: every field known
+                    sources.append(parse_source(data, file=file, lines=lines))
+                else:
+                    source, dropped = tolerant(functools.partial(parse_source, file=file, lines=lines), data, file=file,
+                                               lines=lines, allow_unsupported=allow_unsupported)
+                    sources.append(source)
+                    left_out += dropped
             except PackageError as exc:
                 errors.append(exc)
         else:
             skipped.append(kind)
-    return FileDocuments(tuple(packages), tuple(sources), tuple(skipped), tuple(errors))
+    return FileDocuments(tuple(packages), tuple(sources), tuple(skipped), tuple(errors), tuple(left_out))
 
 
 def skipped_line(kinds: Iterable[str]) -> str:

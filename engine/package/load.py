@@ -24,6 +24,16 @@ from engine.package.crds import parse_crds
 from engine.package.depends import parse_depends_on
 from engine.package.documents import link, read_file, remote_chart, skipped_line
 from engine.package.drift import parse_drift_detection
+from engine.package.flux import (
+    HELM_API_VERSIONS,
+    HELM_RELEASE,
+    UNFETCHABLE,
+    LeftOut,
+    as_package,
+    chart_kind,
+    tolerant,
+    unsupported_error,
+)
 from engine.package.identity import default_release_name, parse_identity
 from engine.package.model import (
     DRIFT_MODES,
@@ -82,11 +92,11 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def load_package(file: Path) -> PackageSpec:
-    """The one Package of ``file``. Raises PackageError: a bad file or Package, no Package, or several
-    (then :func:`load_file` reads them all)."""
+def load_package(file: Path, *, allow_unsupported: bool = False) -> PackageSpec:
+    """The one Package or HelmRelease of ``file``. Raises PackageError: a bad file or document, none, or
+    several (then :func:`load_file` reads them all)."""
     file = file.resolve()
-    read = read_file(file)
+    read = read_file(file, allow_unsupported=allow_unsupported)
     if read.errors:
         raise read.errors[0]
     if len(read.packages) != 1:
@@ -94,7 +104,36 @@ def load_package(file: Path) -> PackageSpec:
                            f"write a {KIND} (apiVersion {API_VERSION})" if not read.packages
                            else "name the package (with --packages DIR) rather than its file")
     index, parsed = read.packages[0]
-    return read_package(file, parsed, index)
+    spec, _ = read_document(file, parsed, index, allow_unsupported=allow_unsupported)
+    if spec is None:
+        raise PackageError(file, "", f"its {HELM_RELEASE} names a chart helmdeck cannot fetch")
+    return spec
+
+
+def read_document(file: Path, parsed: Parsed, index: int = 0, *, allow_unsupported: bool = False,
+                  ) -> tuple[PackageSpec | None, list[LeftOut]]:
+    """A Package, or a Flux HelmRelease read as the Package with the same spec (:mod:`engine.package.flux`),
+    and the Flux fields left out. None for a HelmRelease whose chart helmdeck cannot fetch, with
+    ``allow_unsupported`` (a warning says so). Raises PackageError."""
+    data = parsed.data
+    if not isinstance(data, dict) or data.get("kind") != HELM_RELEASE:
+        return read_package(file, parsed, index), []
+    node = parsed.node
+    doc = _Doc(file, lines_by_path(node) if node is not None else {})
+    if data.get("apiVersion") not in HELM_API_VERSIONS:
+        raise doc.error("apiVersion", f"must be one of {', '.join(HELM_API_VERSIONS)}, not {data.get('apiVersion')!r}")
+    path, kind = chart_kind(data)
+    if kind in UNFETCHABLE:
+        if not allow_unsupported:
+            raise unsupported_error(file, path, UNFETCHABLE[kind], doc.error(path, "").line)
+        return None, [LeftOut(file, path, f"{HELM_RELEASE} left out: {UNFETCHABLE[kind]}", doc.error(path, "").line)]
+    spec = data.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("chart"), str):
+        raise doc.error("spec.chart", f"a {HELM_RELEASE} names its chart in spec.chart.spec or spec.chartRef",
+                        f"write spec.chart.spec: {{chart, version, sourceRef}}, or use a {KIND} for a local chart")
+    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index), data, file=file,
+                               lines=doc.lines, allow_unsupported=allow_unsupported)
+    return dataclasses.replace(found, kind=HELM_RELEASE), left_out
 
 
 def read_package(file: Path, parsed: Parsed, index: int = 0) -> PackageSpec:
@@ -273,30 +312,48 @@ class Loaded:
     specs: list[PackageSpec]
     errors: list[PackageError]
     skipped: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()  # Flux fields left out with --allow-unsupported: warnings
 
     def skipped_line(self) -> str:
         return skipped_line(self.skipped)
 
 
-def load_file(file: Path) -> tuple[list[PackageSpec], list[SourceSpec], tuple[str, ...], list[PackageError]]:
-    """Every document of ``file``: its valid Packages, its sources, the kinds skipped and the problems
-    (a bad document never hides the others). Sources are not linked yet (:func:`load_folder` does)."""
+@dataclass(frozen=True)
+class FileRead:
+    """One file read by :func:`load_file` (sources not linked yet)."""
+
+    specs: list[PackageSpec]
+    sources: list[SourceSpec]
+    skipped: tuple[str, ...]
+    errors: list[PackageError]
+    left_out: list[LeftOut]
+
+
+def load_file(file: Path, *, allow_unsupported: bool = False) -> FileRead:
+    """Every document of ``file``: its valid Packages and HelmReleases, its sources, the kinds skipped, the
+    problems (a bad document never hides the others) and the Flux fields left out."""
     try:
-        read = read_file(file)
+        read = read_file(file, allow_unsupported=allow_unsupported)
     except PackageError as exc:
-        return [], [], (), [exc]
+        return FileRead([], [], (), [exc], [])
     specs: list[PackageSpec] = []
     errors = list(read.errors)
+    left_out = list(read.left_out)
     for index, parsed in read.packages:
         try:
-            specs.append(read_package(file, parsed, index))
+            spec, dropped = read_document(file, parsed, index, allow_unsupported=allow_unsupported)
         except PackageError as exc:
             errors.append(exc)
-    return specs, list(read.sources), read.skipped, errors
+            continue
+        left_out += dropped
+        if spec is not None:
+            specs.append(spec)
+    return FileRead(specs, list(read.sources), read.skipped, errors, left_out)
 
 
-def load_folder(directory: Path) -> Loaded:
-    """Load every file of ``directory``: any number of Packages, sources and other objects per file.
+def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
+    """Load every file of ``directory``: any number of Packages, HelmReleases, sources and other objects
+    per file; Flux fields helmdeck does not implement are errors, or with ``allow_unsupported`` warnings.
 
     A bad file or document never stops the others. Two documents driving the same release are both
     reported; so are ``dependsOn`` entries naming no package here, and cycles (engine.package.order).
@@ -309,12 +366,14 @@ def load_folder(directory: Path) -> Loaded:
     sources: list[SourceSpec] = []
     skipped: list[str] = []
     errors: list[PackageError] = []
+    left_out: list[LeftOut] = []
     for path in files:
-        found, found_sources, kinds, problems = load_file(path.resolve())
-        specs += found
-        sources += found_sources
-        skipped += kinds
-        errors += problems
+        read = load_file(path.resolve(), allow_unsupported=allow_unsupported)
+        specs += read.specs
+        sources += read.sources
+        skipped += read.skipped
+        errors += read.errors
+        left_out += read.left_out
     specs, link_errors = link(specs, sources)
     errors += link_errors
     by_release: dict[tuple[str, str], list[PackageSpec]] = {}
@@ -322,17 +381,18 @@ def load_folder(directory: Path) -> Loaded:
         by_release.setdefault(spec.key, []).append(spec)
     for key, group in by_release.items():
         if len(group) > 1:
-            names = ", ".join(f"{s.file.name} ({KIND} {s.name})" for s in group)
+            names = ", ".join(f"{s.file.name} ({s.kind} {s.name})" for s in group)
             for spec in group:
                 errors.append(PackageError(spec.file, "spec.releaseName",
                                            f"release {key[0]}/{key[1]} is also declared by {names}",
                                            "give each package its own release name or namespace"))
             specs = [s for s in specs if s.key != key]
     specs, order_errors = check_dependencies(specs)
-    return Loaded(specs, errors + order_errors, tuple(skipped))
+    return Loaded(specs, errors + order_errors, tuple(skipped), tuple(left_out))
 
 
-def load_packages(directory: Path) -> tuple[list[PackageSpec], list[PackageError]]:
+def load_packages(directory: Path, *, allow_unsupported: bool = False,
+                  ) -> tuple[list[PackageSpec], list[PackageError]]:
     """The valid packages of ``directory`` and every problem (:func:`load_folder` without the skipped kinds)."""
-    loaded = load_folder(directory)
+    loaded = load_folder(directory, allow_unsupported=allow_unsupported)
     return loaded.specs, loaded.errors

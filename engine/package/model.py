@@ -169,6 +169,7 @@ class PackageSpec:
     chart_path: Path
     release_name: str
     document: int = 0  # its index among the documents of ``file`` (a file may hold several)
+    kind: str = KIND  # the document's kind: Package, or Flux's HelmRelease read as one (engine.package.flux)
     values_json: str = "{}"
     values_files: tuple[Path, ...] = ()
     maintenance: str = MANAGED

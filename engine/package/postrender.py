@@ -37,7 +37,8 @@ from engine.package.selector import KEY, LABEL_VALUE, Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
 # The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.
-STAMPED = frozenset({labels.ORIGIN_NAME, labels.ORIGIN_NAMESPACE, labels.RESOURCE_MAINTENANCE})
+STAMPED = frozenset({labels.ORIGIN_NAME, labels.ORIGIN_NAMESPACE, labels.RESOURCE_MAINTENANCE,
+                     labels.FLUX_ORIGIN_NAME, labels.FLUX_ORIGIN_NAMESPACE})
 MAX_STEPS = 10  # kustomize runs per render: each is a process over the whole manifest
 MAX_PATCHES = 100  # per step
 MAX_IMAGES = 100  # per step

@@ -26,6 +26,7 @@ from engine.base import labels
 from engine.base.fields import PackageError
 from engine.base.loader import YamlLimitError, load_yaml, values_limits
 from engine.base.strvals import Path as ValuesPath
+from engine.package.flux import HELM_RELEASE
 from engine.package.model import PackageSpec
 from engine.package.postrender import Rendering
 from engine.resolve.values import ValuesError, ValuesFrom, compose_values
@@ -73,8 +74,12 @@ class ResolvedRelease:
 
 
 def post_render_settings(spec: PackageSpec) -> PostRenderSettings:
-    """The post-rendering of ``spec``'s release: its own, then the labels helmdeck stamps on every resource."""
-    stamp = {labels.ORIGIN_NAME: spec.name, labels.ORIGIN_NAMESPACE: spec.namespace}
+    """The post-rendering of ``spec``'s release: its own, then the origin labels stamped on every resource
+    (helmdeck's for a Package, Flux's ``helm.toolkit.fluxcd.io/name`` and ``/namespace`` for a HelmRelease)."""
+    if spec.kind == HELM_RELEASE:  # rendered as Flux's helm-controller renders it: its origin labels
+        stamp = {labels.FLUX_ORIGIN_NAME: spec.name, labels.FLUX_ORIGIN_NAMESPACE: spec.namespace}
+    else:
+        stamp = {labels.ORIGIN_NAME: spec.name, labels.ORIGIN_NAMESPACE: spec.namespace}
     if spec.maintenance:
         stamp[labels.RESOURCE_MAINTENANCE] = "true"
     return PostRenderSettings(tuple(sorted(stamp.items())), spec.rendering)

@@ -90,6 +90,8 @@ class Engine:
     reconciles running at once; ``prune`` uninstalls the release of a
     removed package file (else it is reported as orphaned); ``lease`` makes
     this one of several instances of which only the lease holder acts.
+    ``allow_unsupported`` reads Flux documents with fields helmdeck does not implement, those fields
+    left out with a warning (:mod:`engine.package.flux`); else they are errors.
     ``package_set`` names the folder's package set (``--package-set``; default: its base name and a
     digest of its resolved path, :mod:`engine.runtime.package_set`); raises PackageSetNameError
     when it is not a valid name.
@@ -111,6 +113,7 @@ class Engine:
         monitors: bool = True,
         online: bool = True,
         package_set: str | None = None,
+        allow_unsupported: bool = False,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -126,7 +129,8 @@ class Engine:
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None else None)
-        source = PackageFolder(packages_dir) if packages_dir is not None else None
+        source = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
+                  else None)
         # The packages are read now: their storage namespaces are watched too.
         first = source.load() if source is not None else None
         self._api = api_client(target) if online else None
@@ -308,6 +312,11 @@ class Engine:
     def skipped(self) -> str:
         """One line: the packages folder's objects of kinds helmdeck does not read, how many of each."""
         return self.controller.skipped
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """Flux fields helmdeck does not implement, left out with ``allow_unsupported``: one warning each."""
+        return self.controller.left_out
 
     def load_packages(self) -> None:
         """(Re)load the packages folder now; bad files are reported, the rest apply."""

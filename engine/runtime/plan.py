@@ -125,6 +125,7 @@ class Plan:
     packages: tuple[PackagePlan, ...]
     errors: tuple[str, ...] = field(default=())
     skipped: str = ""  # the folder's objects of kinds helmdeck does not read, in one line
+    warnings: tuple[str, ...] = ()  # Flux fields left out (--allow-unsupported)
 
     @property
     def changes(self) -> bool:
@@ -136,7 +137,8 @@ class Plan:
 
     def as_json(self) -> str:
         return json.dumps({"packages": [p.as_json() for p in self.packages], "errors": list(self.errors),
-                           "skipped": self.skipped, "changes": self.changes}, indent=2)
+                           "skipped": self.skipped, "warnings": list(self.warnings),
+                           "changes": self.changes}, indent=2)
 
     def text(self) -> str:
         """One block per package: ``ns/release  State → action``, why, and the objects line."""
@@ -152,6 +154,7 @@ class Plan:
             lines.append(f"package error: {err}")
         if self.skipped:
             lines.append(self.skipped)
+        lines += [f"warning: {w}" for w in self.warnings]
         n = sum(p.changes for p in self.packages)
         lines.append(f"{n} of {len(self.packages)} package{'s' if len(self.packages) != 1 else ''} would change")
         return "\n".join(lines) + "\n"
@@ -161,7 +164,8 @@ async def make_plan(engine: Engine) -> Plan:
     """The plan of every package of ``engine`` (started, reading storage; it acts on nothing)."""
     specs = dependency_order(engine.book.packages.values())
     plans = [await plan_package(engine, spec) for spec in specs]
-    return Plan(tuple(plans), tuple(str(e) for e in engine.package_errors), engine.skipped)
+    return Plan(tuple(plans), tuple(str(e) for e in engine.package_errors), engine.skipped,
+                engine.left_out)
 
 
 async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:

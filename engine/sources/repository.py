@@ -1,7 +1,8 @@
 """Chart source documents and a Package's chart fields, with Flux's names and defaults.
 
-Documents of the packages folder besides ``Package`` (apiVersion ``helmdeck.dev/v1alpha1``,
-``metadata: {name, namespace}``), with the ``spec`` of Flux's source.toolkit.fluxcd.io/v1::
+Documents of the packages folder besides ``Package`` (apiVersion ``helmdeck.dev/v1alpha1``, or Flux's own
+``source.toolkit.fluxcd.io/v1`` and ``v1beta2``; ``metadata: {name, namespace}``, labels and annotations
+ignored), with the ``spec`` of Flux's source.toolkit.fluxcd.io/v1::
 
     kind: HelmRepository
     spec: {url: https://charts.example.com, type: default|oci, interval: 1m, timeout: 60s,
@@ -43,6 +44,8 @@ from engine.sources.semver import Range, SemverError
 HELM_REPOSITORY = "HelmRepository"
 OCI_REPOSITORY = "OCIRepository"
 SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
+# helmdeck's own apiVersion, and Flux's source-controller's (its documents are read as they are)
+SOURCE_API_VERSIONS = (API_VERSION, "source.toolkit.fluxcd.io/v1", "source.toolkit.fluxcd.io/v1beta2")
 DEFAULT_INTERVAL = 60.0  # Flux's examples and the issue: 1m
 DEFAULT_TIMEOUT = 60.0  # Flux's spec.timeout default for both kinds
 REPO_TYPES = ("default", "oci")
@@ -261,13 +264,14 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
     """Validate one ``HelmRepository`` or ``OCIRepository`` document. Raises PackageError."""
     fields = Fields(file, lines)
     top = fields.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
-    if top.get("apiVersion") != API_VERSION:
-        raise fields.error("apiVersion", f"must be {API_VERSION}, not {top.get('apiVersion')!r}")
+    if top.get("apiVersion") not in SOURCE_API_VERSIONS:
+        raise fields.error("apiVersion", f"must be one of {', '.join(SOURCE_API_VERSIONS)}, "
+                           f"not {top.get('apiVersion')!r}")
     kind = top.get("kind")
     if kind not in SOURCE_KINDS:
         raise fields.error("kind", f"{kind!r} is not a chart source", f"use one of: {', '.join(SOURCE_KINDS)}")
-    meta = fields.mapping(top.get("metadata"), "metadata", ("name", "namespace"), required=True,
-                          fix="give metadata.name")
+    meta = fields.mapping(top.get("metadata"), "metadata", ("name", "namespace", "labels", "annotations"),
+                          required=True, fix="give metadata.name")
     name = fields.name(meta.get("name"), "metadata.name", what=str(kind))
     namespace = fields.namespace(meta.get("namespace"), "metadata.namespace", "default")
     common = ("url", "interval", "timeout", "secretRef", "certSecretRef", "insecure")

@@ -140,6 +140,7 @@ class PackageController:
     values: ValuesObjects  # spec.valuesFrom's objects, read before each resolution
     package_errors: list[PackageError] = dataclasses.field(init=False, default_factory=list)
     skipped: str = dataclasses.field(init=False, default="")  # the folder's objects of other kinds, one line
+    left_out: tuple[str, ...] = dataclasses.field(init=False, default=())  # Flux fields left out: warnings
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
@@ -183,6 +184,7 @@ class PackageController:
         book.set_packages(update.specs)
         self.package_errors = list(update.errors)
         self.skipped = update.skipped
+        self.left_out = update.left_out
         for key in update.changed:
             book.set_state(key, None)
         for key in update.removed:

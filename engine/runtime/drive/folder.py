@@ -51,13 +51,16 @@ class FolderUpdate:
     errors: tuple[PackageError, ...] = ()
     paths: frozenset[Path] = field(default=frozenset())
     skipped: str = ""  # one line: the kinds of the objects skipped and how many of each ("" when none)
+    left_out: tuple[str, ...] = ()  # Flux fields left out with --allow-unsupported, one warning each
 
 
 class PackageFolder:
     """Loads and watches one packages folder."""
 
-    def __init__(self, directory: Path, *, debounce_ms: int = 1500, step_ms: int = 150):
+    def __init__(self, directory: Path, *, debounce_ms: int = 1500, step_ms: int = 150,
+                 allow_unsupported: bool = False):
         self.directory = directory.resolve()
+        self.allow_unsupported = allow_unsupported  # Flux fields helmdeck does not implement: left out
         self._debounce_ms = debounce_ms
         self._step_ms = step_ms
         self._good: dict[Path, list[PackageSpec]] = {}  # package file -> its last good specs
@@ -73,7 +76,7 @@ class PackageFolder:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:
             touched = {p.resolve() for p in touched}
-        loaded = load_folder(self.directory)
+        loaded = load_folder(self.directory, allow_unsupported=self.allow_unsupported)
         errors = loaded.errors
         good: dict[Path, list[PackageSpec]] = {}
         for spec in loaded.specs:
@@ -103,8 +106,10 @@ class PackageFolder:
         skipped = loaded.skipped_line()
         if skipped:
             log.info("%s: %s", self.directory, skipped)
+        for item in loaded.left_out:
+            log.warning("%s", item)
         return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
-                            skipped)
+                            skipped, tuple(str(item) for item in loaded.left_out))
 
     def _roots(self) -> set[Path]:
         """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""
