@@ -290,8 +290,9 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     keys = sorted(engine.packages)
     results = await engine.settle(keys, args.wait, stop=stop)
     interrupted = stop.is_set() and len(results) < len(keys)
+    pruned = await _prune_removed(engine) if args.prune and not interrupted else 0
     await engine.stop(args.stop_deadline)
-    codes = []
+    codes = [EXIT_FAILED] if pruned < 0 else []
     for key, result in sorted(results.items()):
         converged = result.state == st.IN_SYNC
         suspended = result.state == st.SUSPENDED  # left as it is on purpose: not a failure
@@ -308,6 +309,21 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     if EXIT_STALLED in codes:
         return EXIT_STALLED
     return max(codes, default=EXIT_CONVERGED)
+
+
+async def _prune_removed(engine: Any) -> int:
+    """``reconcile --once --prune``: uninstall the releases of this package set that no package declares,
+    as ``cleanup`` does, also when their files were gone before the run. Nothing is pruned while a package
+    file has errors (its release may be one of them). Returns how many were removed, -1 on a failure."""
+    if engine.package_errors:
+        print("prune skipped: package files have errors, and a release of a bad file would look removed",
+              file=sys.stderr)
+        return -1
+    items = await engine.cleanup()
+    for item in items:
+        if item.result != "skipped":
+            print(f"{item.namespace}/{item.name}: prune {item.result}{': ' + item.message if item.message else ''}")
+    return -1 if any(i.result == "failed" for i in items) else sum(i.result == "removed" for i in items)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+from tests.conftest import run_helm
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_depends import EXAMPLES, package
 
@@ -83,3 +84,34 @@ def test_plan_says_how_many_objects_drifted(helm: Helm, kube_target: KubeTarget,
     assert proc.returncode == EXIT_CHANGES, proc.stdout + proc.stderr
     assert f"{namespace}/app (app.yaml)  Drifted → correct-drift" in proc.stdout
     assert "    1 object drifted\n    drifted: ConfigMap/" in proc.stdout
+
+
+def test_a_package_gone_before_the_run_is_planned_as_uninstall_and_pruned(
+        helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path) -> None:
+    pkgs = package(tmp_path / "p", "keep", namespace, "{message: one}")
+    package(pkgs, "gone", namespace, "{message: two}")
+    args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
+    assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == 0
+    (pkgs / "gone.yaml").unlink()  # removed while no helmdeck ran: no folder event will ever say so
+    proc = helmdeck("plan", *args, "-o", "json")
+    assert proc.returncode == EXIT_CHANGES, proc.stdout + proc.stderr
+    lines = {p["release"]: p for p in json.loads(proc.stdout)["packages"]}
+    assert lines["keep"]["action"] is None
+    gone = lines["gone"]
+    assert (gone["action"], gone["state"], gone["changes"]) == ("uninstall", "Orphaned", True)
+    assert gone["removed"] and gone["error"] == ""  # the objects of its deployed manifest
+    # A bad file might be the package of a release that looks removed: nothing is pruned then.
+    (pkgs / "bad.yaml").write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {name: [x]}\n")
+    proc = helmdeck("reconcile", "--once", "--prune", "--no-lease", *args)
+    assert proc.returncode == EXIT_FAILED and "prune skipped" in proc.stderr
+    assert releases(helm, namespace) == ["gone", "keep"]
+    (pkgs / "bad.yaml").unlink()
+    proc = helmdeck("reconcile", "--once", "--prune", "--no-lease", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{namespace}/gone: prune removed" in proc.stdout
+    assert releases(helm, namespace) == ["keep"]
+    assert helmdeck("plan", *args).returncode == EXIT_NO_CHANGES
+
+
+def releases(helm: Helm, namespace: str) -> list[str]:
+    return sorted(r["name"] for r in json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json")))

@@ -12,8 +12,9 @@ package whose spec changed plans the upgrade the next pass runs. Spec first, as 
 decision: an unchanged spec renders nothing; a changed one (or an install or
 upgrade the state asks for) renders once, through the release service's
 render cache. Drift is looked for only where the package enables it and the
-release is otherwise in sync. The plan holds object references and counts,
-never values: nothing secret is in it.
+release is otherwise in sync. A release of this package set that no package declares any more is
+listed as ``uninstall`` (what ``reconcile --prune`` and ``cleanup`` remove). The plan holds object
+references and counts, never values: nothing secret is in it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -40,7 +42,7 @@ from engine.resolve.release import resolve
 from engine.runtime.drive.controller import PackageController
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
-from engine.runtime.state import ReleaseKey
+from engine.runtime.state import CleanupItem, ReleaseKey
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import SourceError
@@ -68,6 +70,18 @@ class Engine(Protocol):
 
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]: ...
 
+    async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
+                      confirmed: Collection[str] | None = None) -> list[CleanupItem]: ...
+
+    @property
+    def skipped(self) -> str: ...
+
+    @property
+    def left_out(self) -> tuple[str, ...]: ...
+
+
+UNINSTALL = "uninstall"  # a release of this package set whose package is gone (prune, cleanup)
+
 
 @dataclass(frozen=True)
 class PackagePlan:
@@ -76,8 +90,8 @@ class PackagePlan:
     ``state``: the release state, or ``Suspended`` (the package is suspended:
     nothing is decided, no change counted). ``action``: the next action
     (``install``, ``upgrade``, ``test``, ``rollback``, ``uninstall-remediation``,
-    ``unlock``, ``correct-drift``), ``wait`` (dependencies not Ready, or a lock
-    not stale yet), ``stalled``, or None (nothing to do, or suspended).
+    ``unlock``, ``correct-drift``; ``uninstall`` for a release whose package is gone), ``wait``
+    (dependencies not Ready, or a lock not stale yet), ``stalled``, or None (nothing to do, or suspended).
     ``added``/``changed``/``removed``: object references (``Kind/namespace/name``)
     an install or upgrade would touch; ``drifted``: objects found drifted;
     ``rendered``: the objects were compared. ``error``: the package could not be planned.
@@ -164,6 +178,7 @@ async def make_plan(engine: Engine) -> Plan:
     """The plan of every package of ``engine`` (started, reading storage; it acts on nothing)."""
     specs = dependency_order(engine.book.packages.values())
     plans = [await plan_package(engine, spec) for spec in specs]
+    plans += await plan_removed(engine)
     return Plan(tuple(plans), tuple(str(e) for e in engine.package_errors), engine.skipped,
                 engine.left_out)
 
@@ -217,6 +232,29 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     return _replace(base, state=state.status, action=action, reasons=tuple(reasons),
                     waiting_for=tuple(str(d) for d in waiting), added=objects[0], changed=objects[1],
                     removed=objects[2], drifted=drifted, rendered=desired is not None)
+
+
+async def plan_removed(engine: Engine) -> list[PackagePlan]:
+    """An ``uninstall`` line for every release of this package set that no package declares any more (what
+    ``reconcile --prune`` and ``cleanup`` remove, found as ``cleanup --dry-run`` finds them), with the objects
+    it would remove."""
+    out = []
+    for item in await engine.cleanup(dry_run=True):
+        if item.result != "would-remove":
+            continue
+        key = (item.namespace, item.name)
+        latest = engine.observer.latest(*key)
+        base = PackagePlan(item.namespace, item.name, "", "", "Orphaned", UNINSTALL,
+                           ("no package of this set declares it any more: reconcile --prune (or cleanup) "
+                            "uninstalls it",))
+        try:
+            deployed = await engine.recorded_manifest(key, latest.version) if latest is not None else ""
+        except (PackageError, HelmError, OSError) as exc:
+            out.append(_replace(base, error=str(exc)))
+            continue
+        removed = comparison.changes(deployed, "")[2]
+        out.append(_replace(base, removed=removed, rendered=True))
+    return out
 
 
 def _replace(plan: PackagePlan, **changes: Any) -> PackagePlan:
