@@ -55,10 +55,11 @@ def _load(args: argparse.Namespace) -> Any:
 
 def rows(request: Any, infos: list[Any], deployed: str) -> list[dict[str, Any]]:
     """One JSON-ready row per available version: version, appVersion, created, inRange, deployed."""
-    from engine.sources.updates import in_range
+    from engine.sources.updates import in_range, published
 
+    mark = published(request, deployed)  # an OCI chart is deployed as <version>+<digest[:12]>
     return [{"version": i.version, "appVersion": i.app_version, "created": i.created,
-             "inRange": in_range(request, i.version), "deployed": bool(deployed) and i.version == deployed}
+             "inRange": in_range(request, i.version), "deployed": bool(deployed) and i.version == mark}
             for i in infos]
 
 

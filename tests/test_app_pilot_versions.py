@@ -105,8 +105,8 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
     from its tag, the pin written to the OCIRepository's ref.semver, and the release following it."""
     h = helm.binary
     base = f"{local_cluster.registry}/pin-{uuid.uuid4().hex[:8]}"
-    for version in ("1.0.0", "1.0.1", "2.0.0"):
-        push_oci(h, package_chart(h, tmp_path, version, marker=f"o-{version}"), base, env=helm_home)
+    pushed = {version: push_oci(h, package_chart(h, tmp_path, version, marker=f"o-{version}"), base, env=helm_home)
+              for version in ("1.0.0", "1.0.1", "2.0.0")}
     pkgs = tmp_path / "packages"
     source = oci_folder(pkgs, namespace, base, "    semver: '~1.0'   # patches\n")
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
@@ -128,7 +128,8 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
         done = await engine.reconcile(key)
         assert done is not None and done.ok, done
         obs = engine.observer.latest(*key)
-        assert obs is not None and (obs.version, obs.chart_version) == (2, "2.0.0")
+        digest12 = pushed["2.0.0"].removeprefix("sha256:")[:12]  # as Flux's mutateChartWithSourceRevision
+        assert obs is not None and (obs.version, obs.chart_version) == (2, f"2.0.0+{digest12}")
     finally:
         await engine.stop()
 

@@ -6,6 +6,7 @@ upgrading nothing."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from pathlib import Path
 
@@ -64,7 +65,8 @@ def test_demo_publishes_the_examples_and_its_packages_become_ready(
         results = {r["release"]: r["state"] for r in lines if r["type"] == "result"}
         assert results == dict.fromkeys(("flaky", "settings", "web", "web-oci", "settings-http"), "InSync")
         deployed = releases(helm)
-        assert deployed["web-oci"][0] == f"web-{charts['web']}"
+        # from OCI: <version>+<manifest digest[:12]>, as Flux's mutateChartWithSourceRevision
+        assert re.fullmatch(rf"web-{re.escape(charts['web'])}\+[0-9a-f]{{12}}", deployed["web-oci"][0])
         assert deployed["settings-http"][0] == f"settings-{charts['settings']}"
         status = json.loads(helmdeck("status", "-o", "json", "--kubeconfig", str(kube_target.kubeconfig),
                                      "--packages", str(sources.packages), "-n", NAMESPACE).stdout)

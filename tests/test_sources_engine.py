@@ -6,6 +6,7 @@ own package, with Flux's reason."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def test_http_and_oci_packages_install_and_upgrade_within_their_range(
             "--helm", h, "-n", namespace, "--packages", str(pkgs), "--log-file", str(log)]
     first = helmdeck(*args, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert chart_versions(helm, namespace) == {"web-http": "web-1.0.0", "web-oci": "web-1.0.0"}
+    versions = chart_versions(helm, namespace)
+    # an OCI chart is installed as <version>+<manifest digest[:12]> (Flux's mutateChartWithSourceRevision)
+    assert versions["web-http"] == "web-1.0.0" and re.fullmatch(r"web-1\.0\.0\+[0-9a-f]{12}", versions["web-oci"])
     located = {e["release"]: e["message"] for e in map(json.loads, first.stdout.splitlines())
                if e["type"] == "event" and e["action"] == "source"}
     assert located["web-http"].startswith(f"chart web 1.0.0 from HelmRepository {namespace}/charts")
@@ -71,13 +74,16 @@ def test_http_and_oci_packages_install_and_upgrade_within_their_range(
     push_oci(h, package_chart(h, tmp_path, "3.0.0", marker="oci"), base, env=helm_home)
     second = helmdeck(*args, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert chart_versions(helm, namespace) == {"web-http": "web-1.0.5", "web-oci": "web-1.1.0"}
-    # Re-pushing web-oci's tag with new content upgrades it (a new digest), at the same version.
-    push_oci(h, package_chart(h, tmp_path, "1.1.0", marker="again"), base, env=helm_home)
+    versions = chart_versions(helm, namespace)
+    assert versions["web-http"] == "web-1.0.5" and re.fullmatch(r"web-1\.1\.0\+[0-9a-f]{12}", versions["web-oci"])
+    # Re-pushing web-oci's tag with new content upgrades it (a new digest), at the same version: the release's
+    # chart version says the new digest.
+    pushed = push_oci(h, package_chart(h, tmp_path, "1.1.0", marker="again"), base, env=helm_home)
     third = helmdeck(*args, timeout=300)
     assert third.returncode == 0, third.stdout + third.stderr
     revisions = {r["name"]: r["revision"] for r in json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))}
     assert revisions == {"web-http": "2", "web-oci": "3"}
+    assert chart_versions(helm, namespace)["web-oci"] == f"web-1.1.0+{pushed.removeprefix('sha256:')[:12]}"
 
 
 def test_unreachable_repository_fails_only_its_package(

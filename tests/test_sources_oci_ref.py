@@ -25,8 +25,10 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
 ) -> None:
     h = helm.binary
     base = f"{local_cluster.registry}/tag-{uuid.uuid4().hex[:8]}"
+    pushed = {}
     for version in ("1.0.0", "1.1.0+b.2"):  # helm pushes 1.1.0+b.2 as the tag 1.1.0_b.2
-        push_oci(h, package_chart(h, tmp_path, version, marker=f"t-{version}"), base, env=helm_home)
+        pushed[version] = push_oci(h, package_chart(h, tmp_path, version, marker=f"t-{version}"), base,
+                                   env=helm_home)
     pkgs = tmp_path / "packages"
     source = oci_folder(pkgs, namespace, base, "    tag: 1.0.0   # the tested one\n")
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
@@ -46,7 +48,9 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
         done = await engine.reconcile(key)
         assert done is not None and done.ok, done
         obs = engine.observer.latest(*key)
-        assert obs is not None and (obs.version, obs.status, obs.chart_version) == (2, "deployed", "1.1.0+b.2")
+        # As Flux's mutateChartWithSourceRevision: the build metadata is replaced by the manifest digest's 12 hex
+        digest12 = pushed["1.1.0+b.2"].removeprefix("sha256:")[:12]
+        assert obs is not None and (obs.version, obs.status, obs.chart_version) == (2, "deployed", f"1.1.0+{digest12}")
         request = engine.packages[key].chart_request
         artifact = engine.controller.charts.last(request) if request is not None else None
         assert artifact is not None and session_cache in artifact.path.parents  # the suite's cache, not the user's
@@ -62,8 +66,10 @@ async def test_semver_filter_selects_lists_and_marks_only_the_tags_it_matches(
 ) -> None:
     h = helm.binary
     base = f"{local_cluster.registry}/filter-{uuid.uuid4().hex[:8]}"
+    pushed = {}
     for version in ("1.0.0-rc.1", "1.0.0", "1.1.0-rc.1", "2.0.0"):
-        push_oci(h, package_chart(h, tmp_path, version, marker=f"f-{version}"), base, env=helm_home)
+        pushed[version] = push_oci(h, package_chart(h, tmp_path, version, marker=f"f-{version}"), base,
+                                   env=helm_home)
     pkgs = tmp_path / "packages"
     oci_folder(pkgs, namespace, base, "    semver: '>=1.0.0-0'\n    semverFilter: '-rc'   # release candidates\n")
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
@@ -73,7 +79,8 @@ async def test_semver_filter_selects_lists_and_marks_only_the_tags_it_matches(
         first = await engine.reconcile(key)
         assert first is not None and first.ok, first
         obs = engine.observer.latest(*key)
-        assert obs is not None and obs.chart_version == "1.1.0-rc.1"  # 2.0.0 is newer, but no candidate
+        digest12 = pushed["1.1.0-rc.1"].removeprefix("sha256:")[:12]
+        assert obs is not None and obs.chart_version == f"1.1.0-rc.1+{digest12}"  # 2.0.0 is newer: no candidate
         view = engine.release(key)  # the tag list the pass resolved from marks the row: nothing newer
         assert view is not None and view.chart_update is None
         listed = await engine.chart_versions(key)

@@ -19,6 +19,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.helm.cli import values_dir
 from engine.kube.client import KubeTarget, api_client
+from engine.sources.cache import chart_meta, sha256_file
 from engine.sources.credentials import kube_secret_reader
 from engine.sources.errors import NoMatchingVersion, SourceAuthFailed, SourceUnreachable
 from engine.sources.repository import ChartRequest, HelmRepositorySpec, OCIReference, OCIRepositorySpec
@@ -143,6 +144,10 @@ async def test_oci_range_and_repushed_tag(
     moved = await source.pull(oci)
     assert moved.version == "1.1.0" and moved.digest != same.digest
     assert moved.revision == f"1.1.0+{pushed.removeprefix('sha256:')[:12]}" and source.pulls == 2
+    # The archive helm installs says the revision as its version (Flux's mutateChartWithSourceRevision), so a
+    # re-pushed tag is a new chart version in the release too; the same archive and version give the same bytes.
+    assert chart_meta(moved.path).version == moved.revision and chart_meta(same.path).version == same.revision
+    assert moved.digest == f"sha256:{sha256_file(moved.path)}"
     by_tag = ChartRequest(OCIRepositorySpec(FILE, "web", "default", f"oci://{base}/web", OCIReference(tag="2.0.0"),
                                             insecure=True))
     assert (await source.pull(by_tag)).version == "2.0.0"

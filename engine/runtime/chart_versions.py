@@ -25,6 +25,7 @@ from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate, local_chart_reason, no_package_reason
 from engine.runtime.operations import Operations
 from engine.runtime.state import ReleaseKey
+from engine.sources import updates
 from engine.sources.pin import PinError, document_index, set_scalar
 from engine.sources.repository import ChartRequest, OCIReference, OCIRepositorySpec
 from engine.sources.updates import available, in_range, range_text
@@ -92,8 +93,10 @@ class ChartVersions:
         self.book.set_offered(key, available(request, tuple(i.version for i in infos)))
         obs = self.book.observer.latest(*key)
         deployed = obs.chart_version if obs is not None else ""
+        last = self.controller.charts.last(request)
+        published = updates.published(request, deployed, (last.revision, last.version) if last else None)
         rows = tuple(VersionRow(i.version, i.app_version, i.created, in_range(request, i.version),
-                                bool(deployed) and i.version == deployed) for i in infos)
+                                bool(published) and i.version == published) for i in infos)
         return VersionList(request.origin(), range_text(request), deployed, rows)
 
     async def diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:

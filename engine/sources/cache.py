@@ -10,8 +10,11 @@ half archive under a digest.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
+import io
 import os
+import re
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -63,6 +66,51 @@ def chart_meta(archive: Path, what: str = "") -> ChartMeta:
     except (UnicodeDecodeError, YamlLimitError) as exc:
         raise PullFailed(f"{what}: {archive.name} has an unreadable Chart.yaml ({exc})", repository=what) from None
     raise PullFailed(f"{what}: {archive.name} has no valid Chart.yaml", repository=what)
+
+
+# A top-level "version:" line of Chart.yaml (block style, as helm writes it), its value to the end of the line.
+_VERSION_LINE = re.compile(r"^version:[ \t]*[^\n#]*?(?=[ \t]*(#[^\n]*)?$)", re.MULTILINE)
+
+
+def with_build_metadata(version: str, digest: str) -> str:
+    """``version`` with its build metadata set to the first 12 hex digits of ``digest`` (``sha256:<hex>``),
+    replacing any it had, as Flux's ``mutateChartWithSourceRevision`` (semver ``SetMetadata``)."""
+    return f"{version.split('+', 1)[0]}+{digest.split(':', 1)[-1][:12]}"
+
+
+def set_chart_version(archive: Path, version: str, dest: Path, what: str = "") -> None:
+    """Write ``archive`` to ``dest`` with ``<chart>/Chart.yaml``'s top-level ``version`` set to ``version``,
+    every other member as it was (same order, names, modes). The output depends only on the input (gzip
+    without a time stamp): the same archive and version give the same bytes. Raises PullFailed (no Chart.yaml,
+    or no block-style ``version:`` line in it)."""
+    found = False
+    try:
+        # no file name or time in the gzip header: the bytes depend on the content only
+        with tarfile.open(archive, "r:gz") as src, dest.open("wb") as raw, \
+                gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out:
+            for member in src:
+                fh = src.extractfile(member) if member.isfile() else None
+                parts = member.name.split("/")
+                if fh is not None and len(parts) == 2 and parts[1] == "Chart.yaml" and not found:
+                    if member.size > _MAX_CHART_YAML:
+                        break
+                    text = fh.read().decode("utf-8")
+                    new, count = _VERSION_LINE.subn(f"version: {version}", text, count=1)
+                    if count != 1:
+                        break
+                    data = new.encode()
+                    member.size = len(data)
+                    out.addfile(member, io.BytesIO(data))
+                    found = True
+                    continue
+                out.addfile(member, fh)
+    except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
+        dest.unlink(missing_ok=True)
+        raise PullFailed(f"{what}: cannot set the chart version in {archive.name} ({exc})", repository=what) from None
+    if not found:
+        dest.unlink(missing_ok=True)
+        raise PullFailed(f"{what}: {archive.name} has no Chart.yaml with a version line", repository=what)
 
 
 def _scalar(value: object) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.helm import Helm
 from engine.sources import helm_pull
-from engine.sources.cache import ChartCache, chart_meta
+from engine.sources.cache import ChartCache, chart_meta, set_chart_version, with_build_metadata
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
 from engine.sources.errors import NoMatchingVersion, SourceError
 from engine.sources.index import Index, IndexEntry, IndexStore
@@ -45,7 +45,9 @@ MAX_LISTED_HTTP = 1_000  # and lists at most this many versions of an HTTP repos
 @dataclass(frozen=True)
 class ChartArtifact:
     """A chart archive on disk: ``digest`` is ``sha256:<hex>`` of the archive, ``revision`` Flux's
-    (version, or ``version+digest12`` for OCI), ``source`` a one-line description of where it came from."""
+    (version, or ``version+digest12`` for OCI), ``source`` a one-line description of where it came from.
+    ``version`` is the version the repository published; for OCI the archive at ``path`` says ``revision``
+    in its Chart.yaml (as Flux's helm-controller installs it)."""
 
     path: Path
     digest: str
@@ -211,7 +213,8 @@ class ChartSource:
         # One pull per archive, however many packages (or repositories) want it.
         async with self._locks[choice.archive_hex or sel.ref_key]:
             hex_digest = await self._fetch(request, choice, sel.entry, sel.location, sel.creds, sel.ref_key)
-        artifact = self._artifact(hex_digest, choice, sel.location, request.source.describe())
+        # Off the loop: reading Chart.yaml, and for OCI writing the archive with its version set.
+        artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location, request.source.describe())
         self._last[request] = artifact
         self._chosen[request] = choice
         return artifact
@@ -276,14 +279,30 @@ class ChartSource:
             return known
         path = self.cache.path(hex_digest)
         meta = chart_meta(path, what)
-        version = meta.version
-        revision = version
+        version = revision = meta.version
         if location is not None:
-            revision = f"{version}+{choice.manifest_digest.removeprefix('sha256:')[:12]}"
+            # As Flux's mutateChartWithSourceRevision: the release's chart version says the manifest digest,
+            # so a re-pushed tag is a new chart version in helm's history too.
+            revision = with_build_metadata(version, choice.manifest_digest)
+            hex_digest = self._with_version(hex_digest, revision, what)
+            path = self.cache.path(hex_digest)
         source = f"{location.url}@{choice.manifest_digest}" if location else f"{meta.name} {version} from {what}"
         artifact = ChartArtifact(path, f"sha256:{hex_digest}", meta.name, version, meta.app_version, revision, source)
         self._artifacts[hex_digest + choice.manifest_digest] = artifact
         return artifact
+
+    def _with_version(self, hex_digest: str, version: str, what: str) -> str:
+        """The archive ``hex_digest`` with its Chart.yaml version set to ``version``, in the store (made once:
+        remembered by the original's digest and the version). Raises PullFailed."""
+        key = f"{hex_digest}\0version\0{version}"
+        known = self.cache.ref(key)
+        if known:
+            return known
+        staged = self.cache.staging()
+        set_chart_version(self.cache.path(hex_digest), version, staged, what)
+        mutated = self.cache.put(staged, "", what)
+        self.cache.remember(key, mutated)
+        return mutated
 
     # -- listing -------------------------------------------------------------
     def available(self, request: ChartRequest) -> AvailableVersions | None:

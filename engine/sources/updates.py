@@ -14,6 +14,7 @@ Pure functions over version strings, with Helm's semver rules (:mod:`engine.sour
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from engine.sources.repository import ChartRequest, OCIRepositorySpec
@@ -127,6 +128,21 @@ def available(request: ChartRequest, versions: tuple[str, ...]) -> AvailableVers
     exact = next((raw for _, raw in ordered if raw == text), "") if how == "range" else ""
     inside = exact or next((raw for v, raw in ordered if _inside(how, text, v, raw)), "")
     return AvailableVersions(newest, inside)
+
+
+_DIGEST_METADATA = re.compile(r"\+[0-9a-f]{12}\Z")  # the build metadata an OCI chart is installed with
+
+
+def published(request: ChartRequest, deployed: str, last: tuple[str, str] | None = None) -> str:
+    """The version the repository published for the ``deployed`` chart version (what the version lists mark as
+    deployed). A chart from OCI is installed as ``<version>+<digest[:12]>`` (Flux's mutateChartWithSourceRevision):
+    ``last`` (the last pull's ``(revision, version)``) says which version gave that revision; without it the
+    deployed version loses its 12-hex build metadata."""
+    if last is not None and last[0] == deployed:
+        return last[1]
+    if request.source.url.startswith("oci://"):  # an OCIRepository, or a HelmRepository of type oci
+        return _DIGEST_METADATA.sub("", deployed)
+    return deployed
 
 
 @functools.lru_cache(maxsize=4096)
