@@ -13,6 +13,7 @@ from engine.base import labels
 from engine.base.fields import PackageError
 from engine.package.load import load_folder, load_package
 from engine.resolve.release import post_render_settings
+from engine.resolve.values import ValuesLayer, compose_values
 from engine.sources.repository import HelmRepositorySpec, OCIRepositorySpec
 
 REPO = """apiVersion: source.toolkit.fluxcd.io/v1
@@ -197,3 +198,18 @@ def test_commonmetadata_may_not_set_fluxs_origin_labels(tmp_path: Path) -> None:
     assert err.field.startswith("spec.commonMetadata.labels")
     with pytest.raises(PackageError):
         load_package(tmp_path / "release.yaml")
+
+
+def test_a_helm_releases_values_compose_in_fluxs_order(tmp_path: Path) -> None:
+    # Flux's HelmRelease docs, "Values references": "The values are merged in the order given, with the later
+    # values overwriting earlier, and then spec.values overwriting those"; maps merge, anything else replaces.
+    text = WEB.replace("  values: {replicas: 2}\n", "  valuesFrom:\n    - {kind: ConfigMap, name: base}\n"
+                       "    - {kind: Secret, name: prod}\n  values: {replicas: 2, image: {tag: inline}}\n")
+    write(tmp_path, REPO, text)
+    [web] = load_folder(tmp_path).specs
+    assert [(r.kind, r.name) for r in web.values_from] == [("ConfigMap", "base"), ("Secret", "prod")]
+    layers = [ValuesLayer({"replicas": 1, "image": {"repo": "nginx", "tag": "base"}, "port": 80}, "ConfigMap/base"),
+              ValuesLayer({"image": {"tag": "prod"}, "port": 8080, "token": "s3cret"}, "Secret/prod", secret=True)]
+    values, secret_paths = compose_values(web, [], layers)
+    assert values == {"replicas": 2, "image": {"repo": "nginx", "tag": "inline"}, "port": 8080, "token": "s3cret"}
+    assert ("token",) in secret_paths
