@@ -268,6 +268,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     from engine.reconcile import state as st
+    from engine.runtime.ledger.owners import FLUX_OWNED
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -302,8 +303,9 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
                               "converged": converged, "suspended": suspended, "message": message}), flush=True)
         else:
             print(f"{key[0]}/{key[1]}: {result.state}{'' if converged else ': ' + message}")
-        codes.append(EXIT_CONVERGED if converged or suspended else EXIT_STALLED if result.state == st.STALLED
-                     else EXIT_FAILED)
+        # A release Flux owns is Flux's to converge: helmdeck leaving it alone is no failure.
+        codes.append(EXIT_CONVERGED if converged or suspended or result.state == FLUX_OWNED else
+                     EXIT_STALLED if result.state == st.STALLED else EXIT_FAILED)
     if interrupted or engine.package_errors or len(results) < len(engine.packages):
         codes.append(EXIT_FAILED)
     if EXIT_STALLED in codes:

@@ -35,6 +35,7 @@ from engine.base.paths import cache_root
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
 from engine.package.depends import Dependency, PackageId
+from engine.package.flux import HELM_RELEASE
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order, package_id, waiting_for
 from engine.reconcile import conditions as cond
@@ -53,6 +54,7 @@ from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
+from engine.runtime.ledger.owners import FLUX_OWNED, FluxClient
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
 from engine.runtime.state import EngineSignal, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
@@ -146,6 +148,7 @@ class PackageController:
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
     triggers: Triggers = dataclasses.field(init=False)  # the port the triggers get, not this controller
     _ready: dict[ReleaseKey, bool | None] = dataclasses.field(init=False, default_factory=dict)
+    _flux_said: dict[ReleaseKey, str] = dataclasses.field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency,
@@ -267,6 +270,31 @@ class PackageController:
         conds = cond.set_condition(status.conditions, cond.READY, False, cond.DEPENDENCY_NOT_READY, message)
         book.set_status(key, dataclasses.replace(status, conditions=conds))
         return PassResult(cond.DEPENDENCY_NOT_READY, "interval", message)
+
+    async def _flux_held(self, key: ReleaseKey, spec: PackageSpec) -> PassResult | None:
+        """A HelmRelease document whose HelmRelease exists in the cluster (Flux serving its API) is Flux's:
+        helmdeck plans, diffs and shows its release and acts only through Flux's actions (F). None: helmdeck
+        acts. When the cluster cannot say, helmdeck does not act either."""
+        api = self.ctx.api
+        if api is None:
+            return None
+        ref = f"HelmRelease {spec.namespace}/{spec.name}"
+        try:
+            owned = await FluxClient(api).owns(spec.namespace, spec.name)
+        except ApiException as exc:
+            return self._say_flux(key, PassResult(FLUX_OWNED, "error", f"cannot tell whether Flux owns it ({ref}: "
+                                                  f"{exc.status} {exc.reason}): helmdeck does not act"))
+        if not owned:
+            self._flux_said.pop(key, None)
+            return None
+        return self._say_flux(key, PassResult(FLUX_OWNED, "interval", f"Flux owns it: {ref} exists in the cluster; "
+                                              "helmdeck plans and shows it and acts only through Flux's actions (F)"))
+
+    def _say_flux(self, key: ReleaseKey, result: PassResult) -> PassResult:
+        if self._flux_said.get(key) != result.message:  # said once per change, not at every pass
+            self._flux_said[key] = result.message
+            self.book.log(key, "reconcile", "info", result.message)
+        return result
 
     def _on_event(self, event: EngineSignal) -> None:
         """A package's Ready turning True requeues the packages that depend on it at once."""
@@ -452,6 +480,9 @@ class PackageController:
                 await book.persist(key)
                 book.refresh(key)
                 return result
+            held = await self._flux_held(key, spec) if spec.kind == HELM_RELEASE else None
+            if held is not None:
+                return held
             try:
                 req = await self._request(key, force)
             except (PackageError, PackageNotHelm, SourceError) as exc:

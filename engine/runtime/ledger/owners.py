@@ -29,6 +29,7 @@ FLUX_GROUP = "helm.toolkit.fluxcd.io"
 FLUX_VERSION = "v2"
 FLUX_PLURAL = "helmreleases"
 REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+FLUX_OWNED = "FluxOwned"  # a pass's state when a HelmRelease document's release is Flux's: helmdeck does not act
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,24 @@ class FluxClient:
                     return False
                 raise
             return any(isinstance(r, dict) and r.get("kind") == "HelmRelease" for r in found.get("resources") or [])
+        return await asyncio.to_thread(read)
+
+    async def owns(self, namespace: str, name: str) -> bool:
+        """Does Flux own the release of the document ``namespace/name``: the cluster serves the HelmRelease API
+        and a HelmRelease of that name exists there (decided from the cluster, never from the origin labels in a
+        manifest, which helmdeck writes too). Raises ApiException for errors other than NotFound (403: the
+        caller needs ``get`` on ``helmreleases.helm.toolkit.fluxcd.io``)."""
+        if not await self.present():
+            return False
+
+        def read() -> bool:
+            try:
+                rest.get_json(self._api, self._path(namespace, name))
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return True
         return await asyncio.to_thread(read)
 
     async def act(self, owner: Owner, action: str) -> str:

@@ -1,0 +1,99 @@
+"""Who acts on a HelmRelease document's release, decided from the cluster: Flux when the cluster serves Flux's
+HelmRelease API and a HelmRelease of that name exists there (helmdeck then leaves the release alone), helmdeck
+otherwise, rendering it as Flux's helm-controller would (Flux's origin labels on every object)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.helm import Helm
+from engine.kube.client import KubeTarget, api_client
+from tests.conftest import run_helm
+from tests.sources_fixtures import ChartRepoServer, helmdeck, package_chart, publish_http, write
+
+pytestmark = pytest.mark.cluster
+
+GROUP, VERSION, PLURAL = "helm.toolkit.fluxcd.io", "v2", "helmreleases"
+
+
+@pytest.fixture
+def helmrelease_api(kube_target: KubeTarget) -> Iterator[client.CustomObjectsApi]:
+    """The cluster serves Flux's HelmRelease API (its CRD, schema left open), for this test only."""
+    api = api_client(kube_target)
+    ext = client.ApiextensionsV1Api(api)
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"{PLURAL}.{GROUP}"},
+           "spec": {"group": GROUP, "scope": "Namespaced",
+                    "names": {"plural": PLURAL, "singular": "helmrelease", "kind": "HelmRelease"},
+                    "versions": [{"name": VERSION, "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    ext.create_custom_resource_definition(crd)
+    objects = client.CustomObjectsApi(api)
+    deadline = time.monotonic() + 30
+    while True:  # established: the API answers
+        try:
+            objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+            break
+        except ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    try:
+        yield objects
+    finally:
+        with contextlib.suppress(ApiException):
+            ext.delete_custom_resource_definition(f"{PLURAL}.{GROUP}")
+
+
+def test_flux_owns_the_release_of_an_existing_helmrelease_else_helmdeck_acts(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+    helmrelease_api: client.CustomObjectsApi,
+) -> None:
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
+    pkgs = tmp_path / "flux-repository"
+    write(pkgs, "web.yaml", f"""apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {{name: charts, namespace: {namespace}}}
+spec: {{interval: 1m, url: "{repo.url}"}}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: web, namespace: {namespace}}}
+spec:
+  interval: 10m
+  timeout: 60s
+  chart:
+    spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
+  values: {{replicas: 1}}
+""")
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HelmRelease", "metadata": {"name": "web"},
+            "spec": {"interval": "10m"}}
+    helmrelease_api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    args = ["reconcile", "--once", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary,
+            "-n", namespace, "--packages", str(pkgs), "--log-file", str(tmp_path / "log")]
+    owned = helmdeck(*args)
+    assert owned.returncode == 0, owned.stdout + owned.stderr  # Flux's to converge: no failure
+    assert f"{namespace}/web: FluxOwned" in owned.stdout
+    assert json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json")) == []  # helmdeck did not act
+    helmrelease_api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "web")
+    acted = helmdeck(*args)
+    assert acted.returncode == 0, acted.stdout + acted.stderr
+    [release] = json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))
+    assert release["name"] == "web"
+    # rendered as Flux's helm-controller renders it: its origin labels on every object, not helmdeck's
+    objects = [d for d in yaml.safe_load_all(run_helm(helm, "get", "manifest", "web", "-n", namespace)) if d]
+    assert [o["kind"] for o in objects] == ["Service", "Deployment"]
+    for obj in objects:
+        found = obj["metadata"]["labels"]
+        assert (found["helm.toolkit.fluxcd.io/name"], found["helm.toolkit.fluxcd.io/namespace"]) == ("web", namespace)
+        assert "helmdeck.dev/package-name" not in found
