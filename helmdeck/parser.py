@@ -172,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="For every package of --packages, in dependency order: its state, the next action, why, "
                     "and the objects an install or upgrade would add, change or remove (no values: secrets "
                     f"never show). {diff_codes}")
-    plan.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    plan.add_argument("-o", "--output", choices=["text", "json", "markdown"], default="text",
+                      help="markdown: a pull-request comment (a summary table, then a collapsed section per release)")
 
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
                            description="Uninstall every release of the package set of --packages that no "

@@ -24,7 +24,7 @@ class _Refused(RuntimeError):
 
 
 def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
-    """Print the plan of ``args.packages`` (text or ``-o json``) and return the exit code."""
+    """Print the plan of ``args.packages`` (text, ``-o json`` or ``-o markdown``) and return the exit code."""
     from helmdeck.access import report as report_access
 
     if args.packages is None:
@@ -48,7 +48,8 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     except _Refused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    sys.stdout.write(plan.as_json() + "\n" if args.output == "json" else plan.text())
+    out = {"json": lambda: plan.as_json() + "\n", "markdown": plan.markdown}.get(args.output, plan.text)()
+    sys.stdout.write(out)
     if plan.failed:
         return EXIT_FAILED
     return EXIT_CHANGES if plan.changes else EXIT_NO_CHANGES

@@ -64,6 +64,26 @@ def test_plan_exit_codes_order_and_reasons(helm: Helm, kube_target: KubeTarget, 
     code, out = plan()
     assert "    no object would change" in out and "2 of 2 packages would change" in out
 
+    # A values change: the plan shows the values diff (a password masked) and the manifest diff, the revision
+    # it replaces; markdown is a PR comment: a summary table, then a collapsed section per release.
+    for name in ("z-base", "a-app"):
+        path = pkgs / f"{name}.yaml"
+        path.write_text(path.read_text().replace("message: one", "message: two"))
+    code, out = plan("-o", "json")
+    assert code == EXIT_CHANGES, out
+    base = json.loads(out)["packages"][0]
+    assert base["revision"] == 1 and "values changed" in base["reasons"]
+    assert "-message: one" in base["values_diff"] and "+message: two" in base["values_diff"]
+    assert "password: '••••••" in base["values_diff"]  # a secret key's value, masked
+    assert base["manifest_diff"].startswith("--- ") and "two" in base["manifest_diff"]
+    code, out = plan("-o", "markdown")
+    assert code == EXIT_CHANGES, out
+    head, table = out.splitlines()[0], out.splitlines()[2:5]
+    assert head == "### helmdeck plan: 2 of 2 releases would change"
+    assert table[0] == "| Release | Action | Why | Replaces revision |" and table[1] == "|---|---|---|---|"
+    assert table[2].startswith(f"| `{namespace}/z-base` | upgrade | ") and table[2].endswith(" | 1 |")
+    assert out.count("<details>") == 2 and out.count("</details>") == 2 and "```diff\n" in out
+
     (pkgs / "bad.yaml").write_text(package(tmp_path / "q", "bad", namespace, "{}").joinpath("bad.yaml")
                                    .read_text() + "  bogus: 1\n")
     code, out = plan()

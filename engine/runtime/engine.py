@@ -530,6 +530,11 @@ class Engine:
         """``helm uninstall`` the release; its package (if any) is suspended."""
         return await self.operations.uninstall(key)
 
+    async def diff_against(self, key: ReleaseKey, desired: str, *, reveal: bool = False) -> str:
+        """The deployed manifest of ``key`` against the manifests ``desired`` (unified diff per object, "" when
+        equal), secrets masked unless ``reveal``. See Operations.diff_against."""
+        return await self.operations.diff_against(key, desired, reveal=reveal)
+
     async def cleanup(
         self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
         confirmed: Collection[str] | None = None,

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import html
 import json
+import re
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from engine.base import labels
 from engine.base.fields import PackageError
+from engine.base.masking import Masker
 from engine.helm import HelmError
 from engine.monitor import comparison
 from engine.package.model import PackageSpec
@@ -39,6 +42,7 @@ from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, R
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
+from engine.runtime.diff import unified
 from engine.runtime.drive.controller import PackageController
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
@@ -52,7 +56,8 @@ from engine.storage.observer import Observer
 
 class Engine(Protocol):
     """What a plan reads of the engine (the facade is one): its book, gate, packages, controller, release
-    service and observer, and the stored manifest (with its hooks) and values of a revision. A port, so that the facade
+    service and observer, the stored manifest (with its hooks) and values of a revision, its masker, the
+    folder's skipped objects and left-out Flux fields, a manifest diff and cleanup's dry run. A port, so that the facade
     can offer ``plan()`` without this module importing it."""
 
     book: ReleaseBook
@@ -73,11 +78,15 @@ class Engine(Protocol):
     async def cleanup(self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
                       confirmed: Collection[str] | None = None) -> list[CleanupItem]: ...
 
+    masker: Masker
+
     @property
     def skipped(self) -> str: ...
 
     @property
     def left_out(self) -> tuple[str, ...]: ...
+
+    async def diff_against(self, key: ReleaseKey, desired: str, *, reveal: bool = False) -> str: ...
 
 
 UNINSTALL = "uninstall"  # a release of this package set whose package is gone (prune, cleanup)
@@ -95,6 +104,8 @@ class PackagePlan:
     ``added``/``changed``/``removed``: object references (``Kind/namespace/name``)
     an install or upgrade would touch; ``drifted``: objects found drifted;
     ``rendered``: the objects were compared. ``error``: the package could not be planned.
+    ``revision``, ``values_diff`` and ``manifest_diff``: the storage revision it would replace, and what would
+    change in the values and manifest (unified diffs, Secret values masked as everywhere helmdeck shows them).
     """
 
     namespace: str
@@ -111,6 +122,9 @@ class PackagePlan:
     drifted: tuple[str, ...] = ()
     rendered: bool = False
     error: str = ""
+    revision: int | None = None  # the helm storage revision it would replace (None: nothing deployed)
+    values_diff: str = ""  # deployed -> desired values, unified, secrets masked ("" unchanged or unknown)
+    manifest_diff: str = ""  # deployed -> desired manifest per object, unified, secrets masked
 
     @property
     def changes(self) -> bool:
@@ -154,6 +168,35 @@ class Plan:
                            "skipped": self.skipped, "warnings": list(self.warnings),
                            "changes": self.changes}, indent=2)
 
+    def markdown(self) -> str:
+        """A pull-request comment: a summary table (release, action, why, revision it replaces), then a
+        collapsed ``<details>`` per release that would change, with its values and manifest diffs (masked)."""
+        n = sum(p.changes for p in self.packages)
+        out = [f"### helmdeck plan: {n} of {len(self.packages)} release{'s' if len(self.packages) != 1 else ''} "
+               "would change", "", "| Release | Action | Why | Replaces revision |", "|---|---|---|---|"]
+        for p in self.packages:
+            why = p.error or "; ".join(p.reasons)
+            out.append(f"| `{p.namespace}/{p.release}` | {p.action or 'nothing'} | {_cell(why)} | "
+                       f"{p.revision if p.revision is not None else '-'} |")
+        for p in self.packages:
+            if not (p.changes or p.error):
+                continue
+            out += ["", f"<details><summary><code>{p.namespace}/{p.release}</code>: {p.action or 'error'}</summary>",
+                    ""]
+            out += [f"- {_cell(r)}" for r in ((p.error,) if p.error else p.reasons)]
+            if p.objects_line():
+                out.append(f"- {p.objects_line()}")
+            for title, body in (("Values", p.values_diff), ("Manifest", p.manifest_diff)):
+                if body:
+                    fence = "`" * max(3, _longest_backticks(body) + 1)
+                    out += ["", f"{title} diff:", "", f"{fence}diff", body.rstrip("\n"), fence]
+            out += ["", "</details>"]
+        out += ["", *(f"> package error: {_cell(e)}" for e in self.errors)] if self.errors else []
+        if self.skipped:
+            out += ["", self.skipped]
+        out += [f"> warning: {_cell(w)}" for w in self.warnings]
+        return "\n".join(out) + "\n"
+
     def text(self) -> str:
         """One block per package: ``ns/release  State → action``, why, and the objects line."""
         lines = []
@@ -164,6 +207,8 @@ class Plan:
                 lines.extend(f"    {line}".rstrip() for line in reason.splitlines() or [""])
             if p.objects_line():
                 lines.append(f"    {p.objects_line()}")
+            for body in (p.values_diff, p.manifest_diff):
+                lines += [f"    {line}" for line in body.splitlines()]
         for err in self.errors:
             lines.append(f"package error: {err}")
         if self.skipped:
@@ -172,6 +217,15 @@ class Plan:
         n = sum(p.changes for p in self.packages)
         lines.append(f"{n} of {len(self.packages)} package{'s' if len(self.packages) != 1 else ''} would change")
         return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """``text`` fit for a markdown table cell or list item: one line, pipes and HTML escaped."""
+    return html.escape(" ".join(text.split())).replace("|", "\\|")
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
 
 
 async def make_plan(engine: Engine) -> Plan:
@@ -217,13 +271,17 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
                 plural = "s" if len(drifted) != 1 else ""
                 state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} object{plural} drifted")
         action, why = _action(req, state, latest)
-        reasons = [*_reasons(req, state, latest, await _deployed_values(engine, latest)), *why]
+        deployed_values = await _deployed_values(engine, latest)
+        reasons = [*_reasons(req, state, latest, deployed_values), *why]
         objects: tuple[tuple[str, ...], ...] = ((), (), ())
+        values_text = manifest_text = ""
         if action in (na.INSTALL, na.UPGRADE):
             if desired is None:
                 desired = await engine.service.render(spec.release_namespace, spec)
             before = await engine.recorded_manifest(spec.key, latest.version) if latest else ""
             objects = comparison.changes(before, desired)
+            manifest_text = await engine.diff_against(spec.key, desired)  # masked
+            values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
     except (PackageError, PackageNotHelm, HelmError) as exc:
         return _replace(base, error=str(exc))
     if waiting:
@@ -231,7 +289,9 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         action = "wait" if action is not None else None
     return _replace(base, state=state.status, action=action, reasons=tuple(reasons),
                     waiting_for=tuple(str(d) for d in waiting), added=objects[0], changed=objects[1],
-                    removed=objects[2], drifted=drifted, rendered=desired is not None)
+                    removed=objects[2], drifted=drifted, rendered=desired is not None,
+                    revision=latest.version if latest is not None else None, values_diff=values_text,
+                    manifest_diff=manifest_text)
 
 
 async def plan_removed(engine: Engine) -> list[PackagePlan]:
@@ -294,6 +354,17 @@ def _reasons(req: Request, state: st.ReleaseState, latest: Observation | None,
         if not out and state.reason.startswith("values or chart files changed"):
             out.append("chart files changed")
     return out or [state.reason]
+
+
+def _values_diff(engine: Engine, deployed: dict[str, Any] | None, desired: Any,
+                 secret_paths: Any, latest: Observation | None) -> str:
+    """Deployed against desired values as a unified YAML diff, Secret values masked ("" when equal)."""
+    before = engine.masker.values_yaml(deployed, reveal=False, secret_paths=secret_paths) if deployed else ""
+    after = engine.masker.values_yaml(dict(desired), reveal=False, secret_paths=secret_paths)
+    if before == after:
+        return ""
+    return unified(before, after, f"revision {latest.version} values" if latest else "nothing deployed",
+                   "desired values")
 
 
 def _canonical(values: Any) -> str:
