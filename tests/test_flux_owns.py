@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -30,7 +31,7 @@ def helmrelease_api(kube_target: KubeTarget) -> Iterator[client.CustomObjectsApi
     """The cluster serves Flux's HelmRelease API (its CRD, schema left open), for this test only."""
     api = api_client(kube_target)
     ext = client.ApiextensionsV1Api(api)
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    crd: Any = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": f"{PLURAL}.{GROUP}"},
            "spec": {"group": GROUP, "scope": "Namespaced",
                     "names": {"plural": PLURAL, "singular": "helmrelease", "kind": "HelmRelease"},
