@@ -82,6 +82,10 @@ spec:
     helmrelease_api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
     args = ["reconcile", "--once", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary,
             "-n", namespace, "--packages", str(pkgs), "--log-file", str(tmp_path / "log")]
+    planned = helmdeck("plan", *args[3:], "-o", "json")
+    assert planned.returncode == 2, planned.stdout + planned.stderr  # Flux would install it: still a change
+    [web] = json.loads(planned.stdout)["packages"]
+    assert web["action"] == "install" and web["reasons"][0].startswith(f"Flux owns it: HelmRelease {namespace}/web")
     owned = helmdeck(*args)
     assert owned.returncode == 0, owned.stdout + owned.stderr  # Flux's to converge: no failure
     assert f"{namespace}/web: FluxOwned" in owned.stdout

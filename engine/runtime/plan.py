@@ -284,6 +284,9 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
     except (PackageError, PackageNotHelm, HelmError) as exc:
         return _replace(base, error=str(exc))
+    owned, message = await controller.flux_owns(spec)
+    if owned is not False:  # Flux applies the change, not helmdeck: said first
+        reasons.insert(0, message)
     if waiting:
         reasons.insert(0, controller.waiting_message(waiting))
         action = "wait" if action is not None else None

@@ -275,20 +275,25 @@ class PackageController:
         """A HelmRelease document whose HelmRelease exists in the cluster (Flux serving its API) is Flux's:
         helmdeck plans, diffs and shows its release and acts only through Flux's actions (F). None: helmdeck
         acts. When the cluster cannot say, helmdeck does not act either."""
-        api = self.ctx.api
-        if api is None:
+        owned, message = await self.flux_owns(spec)
+        if owned is False:
+            self._flux_said.pop(key, None)
             return None
+        return self._say_flux(key, PassResult(FLUX_OWNED, "interval" if owned else "error", message))
+
+    async def flux_owns(self, spec: PackageSpec) -> tuple[bool | None, str]:
+        """Whether Flux owns ``spec``'s release (see :meth:`FluxClient.owns`; always False for a Package or
+        without a cluster), and the sentence saying so; None when the cluster cannot say (a refused read)."""
+        api = self.ctx.api
+        if api is None or spec.kind != HELM_RELEASE:
+            return False, ""
         ref = f"HelmRelease {spec.namespace}/{spec.name}"
         try:
             owned = await FluxClient(api).owns(spec.namespace, spec.name)
         except ApiException as exc:
-            return self._say_flux(key, PassResult(FLUX_OWNED, "error", f"cannot tell whether Flux owns it ({ref}: "
-                                                  f"{exc.status} {exc.reason}): helmdeck does not act"))
-        if not owned:
-            self._flux_said.pop(key, None)
-            return None
-        return self._say_flux(key, PassResult(FLUX_OWNED, "interval", f"Flux owns it: {ref} exists in the cluster; "
-                                              "helmdeck plans and shows it and acts only through Flux's actions (F)"))
+            return None, f"cannot tell whether Flux owns it ({ref}: {exc.status} {exc.reason}): helmdeck does not act"
+        return owned, (f"Flux owns it: {ref} exists in the cluster; helmdeck plans and shows it and acts only "
+                       "through Flux's actions (F)" if owned else "")
 
     def _say_flux(self, key: ReleaseKey, result: PassResult) -> PassResult:
         if self._flux_said.get(key) != result.message:  # said once per change, not at every pass
