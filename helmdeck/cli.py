@@ -268,7 +268,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
     from engine.reconcile import state as st
-    from engine.runtime.ledger.owners import FLUX_OWNED
+    from engine.runtime.engine import FLUX_OWNED
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

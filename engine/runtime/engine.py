@@ -56,7 +56,7 @@ from engine.runtime.drive.repositories import RepositoryRefresh
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
-from engine.runtime.ledger.owners import NONE, FluxClient, Owner, owner_of
+from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, owner_of
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.operations import Operations
 from engine.runtime.package_set import PackageSet, package_set_for
@@ -77,7 +77,7 @@ from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import UnreadableRecord
 
-__all__ = ["ACTIONS", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
+__all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
 class Engine:
     """Drives the packages in ``packages_dir`` and reports every release in storage.
