@@ -18,8 +18,9 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
+from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from tests.conftest import run_helm
-from tests.sources_fixtures import ChartRepoServer, helmdeck, package_chart, publish_http, write
+from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
 
