@@ -17,6 +17,7 @@ import os
 import re
 import tarfile
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,6 +187,6 @@ class ChartCache:
     def remember(self, key: str, hex_digest: str) -> None:
         path = self._ref_file(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
         tmp.write_text(hex_digest)
         tmp.replace(path)

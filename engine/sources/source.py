@@ -213,8 +213,10 @@ class ChartSource:
         # One pull per archive, however many packages (or repositories) want it.
         async with self._locks[choice.archive_hex or sel.ref_key]:
             hex_digest = await self._fetch(request, choice, sel.entry, sel.location, sel.creds, sel.ref_key)
-        # Off the loop: reading Chart.yaml, and for OCI writing the archive with its version set.
-        artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location, request.source.describe())
+            # Off the loop, under the same lock (one writer of the versioned archive): reading Chart.yaml, and
+            # for OCI writing the archive with its version set.
+            artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location,
+                                               request.source.describe())
         self._last[request] = artifact
         self._chosen[request] = choice
         return artifact
