@@ -125,15 +125,17 @@ class ChartVersions:
                                     else ("tag", ref.tag, version.replace("+", "_")))
             file, kind, name = source.file, "OCIRepository", source.name
             path: tuple[str, ...] = ("spec", "ref", field)
+            document: int | None = None
             shared = tuple(sorted(f"{s.namespace}/{s.name}" for k, s in self.book.packages.items()
                                   if k != key and s.chart_request is not None and s.chart_request.source == source))
         else:
             spec = self.book.spec(key)
             before = request.version
-            file, kind, name, path = spec.file, "Package", spec.name, ("spec", "chart", "spec", "version")
+            file, kind, name, path = spec.file, spec.kind, spec.name, ("spec", "chart", "spec", "version")
             after, shared = version, ()
+            document = spec.document  # a file may hold several packages: the one of this release
         text = file.read_text()
-        new = set_scalar(text, path, after, document=document_index(text, kind, name))
+        new = set_scalar(text, path, after, document=document_index(text, kind, name) if document is None else document)
         return Pin(file, kind, ".".join(path), before, after, shared, new)
 
     async def pin(self, key: ReleaseKey, version: str) -> Pin:
