@@ -4,12 +4,9 @@ otherwise, rendering it as Flux's helm-controller would (Flux's origin labels on
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -20,6 +17,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from tests.conftest import run_helm
+from tests.test_app_pilot_actions import install_flux_crd
 from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
@@ -28,33 +26,21 @@ GROUP, VERSION, PLURAL = "helm.toolkit.fluxcd.io", "v2", "helmreleases"
 
 
 @pytest.fixture
-def helmrelease_api(kube_target: KubeTarget) -> Iterator[client.CustomObjectsApi]:
-    """The cluster serves Flux's HelmRelease API (its CRD, schema left open), for this test only."""
+def helmrelease_api(kube_target: KubeTarget) -> client.CustomObjectsApi:
+    """The cluster serves Flux's HelmRelease API (a schema-less CRD, left for the session as the app's test
+    leaves it)."""
     api = api_client(kube_target)
-    ext = client.ApiextensionsV1Api(api)
-    crd: Any = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": f"{PLURAL}.{GROUP}"},
-           "spec": {"group": GROUP, "scope": "Namespaced",
-                    "names": {"plural": PLURAL, "singular": "helmrelease", "kind": "HelmRelease"},
-                    "versions": [{"name": VERSION, "served": True, "storage": True,
-                                  "schema": {"openAPIV3Schema": {"type": "object",
-                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
-    ext.create_custom_resource_definition(crd)
+    install_flux_crd(api)
     objects = client.CustomObjectsApi(api)
     deadline = time.monotonic() + 30
-    while True:  # established: the API answers
+    while True:  # served a moment after it is created
         try:
             objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)
-            break
+            return objects
         except ApiException:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
-    try:
-        yield objects
-    finally:
-        with contextlib.suppress(ApiException):
-            ext.delete_custom_resource_definition(f"{PLURAL}.{GROUP}")
 
 
 def test_flux_owns_the_release_of_an_existing_helmrelease_else_helmdeck_acts(
