@@ -63,24 +63,27 @@ def test_second_cluster_starts_though_its_port_is_taken_and_down_frees_ports(tmp
         ["etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok", "registry"], chosen,
         strict=True)), "processes": {}}))
     said: list[str] = []
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", taken))
-        cluster.up(progress=said.append)
-    assert any(f"kube-controller-manager exited during start-up: port {taken} is in use; see " in m
-               and m.endswith("starting again on other ports") for m in said), said
-    assert "address already in use" in cluster.log_path("kube-controller-manager").read_text()
-    ports, procs = cluster._load()
-    assert cluster.is_ready() and taken not in ports.all()
-    pids = {rec.pid for rec in procs.values()}
-    stopped = cluster.down()
-    assert sorted(stopped) == sorted(procs)
-    for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
-    for port in ports.all():
-        with socket.socket() as s:
-            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still listening"
-    assert cluster.status().running == dict.fromkeys(stopped, False)
-    assert cluster.down() == []  # nothing left to stop
+    try:
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", taken))
+            cluster.up(progress=said.append)
+        assert any(f"kube-controller-manager exited during start-up: port {taken} is in use; see " in m
+                   and m.endswith("starting again on other ports") for m in said), said
+        assert "address already in use" in cluster.log_path("kube-controller-manager").read_text()
+        ports, procs = cluster._load()
+        assert cluster.is_ready() and taken not in ports.all()
+        pids = {rec.pid for rec in procs.values()}
+        stopped = cluster.down()
+        assert sorted(stopped) == sorted(procs)
+        for pid in pids:
+            assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+        for port in ports.all():
+            with socket.socket() as s:
+                assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still listening"
+        assert cluster.status().running == dict.fromkeys(stopped, False)
+        assert cluster.down() == []  # nothing left to stop
+    finally:
+        cluster.down()  # a failed assertion must not leave a second control plane running
 
 
 def _zombie(pid: int) -> bool:
