@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint build venv cluster-down clean
+.PHONY: demo test lint build venv cluster-down clean crds
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 # `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).
 test: build lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# helmdeck's CRDs, generated from the loaders' field tables (a test checks the committed files are current).
+crds: $(STAMP)
+	$(BIN)/python -m engine.package.crd deploy/chart/crds
 
 cluster-down: $(STAMP)
 	$(BIN)/helmdeck cluster down

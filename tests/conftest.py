@@ -128,3 +128,15 @@ def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
     server = ChartRepoServer(tmp_path / "repo")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def helmdeck_crds(kube_target: KubeTarget) -> list[str]:
+    """helmdeck's CRDs (Package, HelmRepository, OCIRepository) applied server-side and Established, from the
+    committed files of deploy/chart/crds/ (what `helm install` of the chart would create)."""
+    import yaml
+
+    from engine.helm.crds import CREATE_REPLACE, apply_crds
+
+    crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
+    return apply_crds(api_client(kube_target), crds, CREATE_REPLACE, 60)

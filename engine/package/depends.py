@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError
+from engine.base.schema import allowed
+from engine.package.schema import PACKAGE_SPEC
 
 PackageId = tuple[str, str]  # (namespace, metadata.name)
 
@@ -44,9 +46,10 @@ def parse_depends_on(raw: Any, *, file: Path, lines: Mapping[str, int], namespac
         path = f"spec.dependsOn[{i}]"
         if not isinstance(item, dict):
             raise error(path, "must be a mapping", "write {name: other-package, namespace: its-namespace}")
-        unknown = [k for k in item if k not in ("name", "namespace")]
+        names = allowed(PACKAGE_SPEC, "dependsOn")
+        unknown = [k for k in item if k not in names]
         if unknown:
-            raise error(f"{path}.{unknown[0]}", "unknown field", "allowed here: name, namespace")
+            raise error(f"{path}.{unknown[0]}", "unknown field", f"allowed here: {', '.join(names)}")
         dep_name, dep_ns = item.get("name"), item.get("namespace", namespace)
         if not isinstance(dep_name, str) or not dep_name:
             raise error(f"{path}.name", "is required (a string)", "name the package (its metadata.name)")

@@ -25,6 +25,8 @@ from typing import Any
 
 from engine.base.fields import Fields, type_name
 from engine.base.pointer import PointerError, tokens
+from engine.base.schema import allowed
+from engine.package.schema import PACKAGE_SPEC
 from engine.package.selector import Selector, parse_selector
 
 # Flux's v2.DriftDetectionMetadataKey, and helmdeck's own; the value is compared without case.
@@ -50,7 +52,7 @@ class DriftDetection:
 
 def parse_drift_detection(raw: Any, doc: Fields, modes: tuple[str, ...]) -> DriftDetection:
     """``spec.driftDetection`` of one package file. Raises PackageError naming file, line, field and fix."""
-    section = doc.mapping(raw, "spec.driftDetection", ("mode", "ignore"))
+    section = doc.mapping(raw, "spec.driftDetection", allowed(PACKAGE_SPEC, "driftDetection"))
     mode = doc.choice(section.get("mode"), "spec.driftDetection.mode", modes, "disabled")
     rules_raw = section.get("ignore")
     if rules_raw is not None and not isinstance(rules_raw, list):
@@ -59,7 +61,8 @@ def parse_drift_detection(raw: Any, doc: Fields, modes: tuple[str, ...]) -> Drif
     rules = []
     for i, item in enumerate(rules_raw or []):
         path = f"spec.driftDetection.ignore[{i}]"
-        entry = doc.mapping(item, path, ("paths", "target"), required=True, fix="write {paths: [...], target: ...}")
+        entry = doc.mapping(item, path, allowed(PACKAGE_SPEC, "driftDetection.ignore"), required=True,
+                            fix="write {paths: [...], target: ...}")
         paths_raw = entry.get("paths")
         if not isinstance(paths_raw, list) or not paths_raw:
             raise doc.error(f"{path}.paths", "must be a non-empty list of JSON pointers",

@@ -20,6 +20,7 @@ from typing import Any
 from engine.base.fields import Fields, PackageError, lines_by_path, parse_duration, type_name
 from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
+from engine.base.schema import allowed, booleans
 from engine.package.crds import parse_crds
 from engine.package.depends import parse_depends_on
 from engine.package.documents import link, read_file, remote_chart, skipped_line
@@ -43,7 +44,6 @@ from engine.package.model import (
     NO_RESOURCE_RECONCILIATION,
     PACKAGE_SUFFIXES,
     STRATEGIES,
-    ActionSpec,
     InstallSpec,
     PackageSpec,
     RollbackSpec,
@@ -54,7 +54,8 @@ from engine.package.model import (
     shorten_release_name,
 )
 from engine.package.order import check_dependencies
-from engine.package.postrender import SPEC_FIELDS, parse_rendering
+from engine.package.postrender import parse_rendering
+from engine.package.schema import PACKAGE_SPEC
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -232,23 +233,11 @@ def read_package(file: Path, parsed: Parsed, index: int = 0) -> PackageSpec:
     )
 
 
-_SPEC_FIELDS = (
-    "chart", "chartRef", "releaseName", "values", "valuesFiles", "maintenance", "timeout", "interval", "maxHistory",
-    "suspend", "storageNamespace", "install", "upgrade", "test", "rollback", "uninstall", "driftDetection",
-    "dependsOn", "valuesFrom", "targetNamespace", "serviceAccountName", *SPEC_FIELDS,
-)
-
-
-def _flag_names(section: type[ActionSpec]) -> tuple[str, ...]:
-    """The flags of an action section: its boolean fields, camelCase as in the file."""
-    return tuple(re.sub(r"_([a-z])", lambda m: m[1].upper(), f.name)
-                 for f in dataclasses.fields(section) if f.type == "bool")
-
-
-_INSTALL_FLAGS = _flag_names(InstallSpec)
-_UPGRADE_FLAGS = _flag_names(UpgradeSpec)
-_ROLLBACK_FLAGS = _flag_names(RollbackSpec)
-_UNINSTALL_FLAGS = _flag_names(UninstallSpec)
+_SPEC_FIELDS = allowed(PACKAGE_SPEC)
+_INSTALL_FLAGS = booleans(PACKAGE_SPEC, "install")  # each a boolean field of its section's dataclass
+_UPGRADE_FLAGS = booleans(PACKAGE_SPEC, "upgrade")
+_ROLLBACK_FLAGS = booleans(PACKAGE_SPEC, "rollback")
+_UNINSTALL_FLAGS = booleans(PACKAGE_SPEC, "uninstall")
 
 
 def _retries(doc: _Doc, remediation: dict[str, Any], path: str) -> dict[str, Any]:
@@ -263,31 +252,31 @@ def _retries(doc: _Doc, remediation: dict[str, Any], path: str) -> dict[str, Any
 
 
 def _install(doc: _Doc, raw: Any) -> InstallSpec:
-    section = doc.mapping(raw, "spec.install", (*_INSTALL_FLAGS, "remediation", "crds"))
+    section = doc.mapping(raw, "spec.install", allowed(PACKAGE_SPEC, "install"))
     remediation = doc.mapping(section.get("remediation"), "spec.install.remediation",
-                              ("retries", "remediateLastFailure"))
+                              allowed(PACKAGE_SPEC, "install.remediation"))
     return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS),
                        **_retries(doc, remediation, "spec.install.remediation"))
 
 
 def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
-    section = doc.mapping(raw, "spec.upgrade", (*_UPGRADE_FLAGS, "remediation", "crds"))
+    section = doc.mapping(raw, "spec.upgrade", allowed(PACKAGE_SPEC, "upgrade"))
     remediation = doc.mapping(section.get("remediation"), "spec.upgrade.remediation",
-                              ("retries", "strategy", "remediateLastFailure"))
+                              allowed(PACKAGE_SPEC, "upgrade.remediation"))
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
 
 
 def _test(doc: _Doc, raw: Any) -> TestSpec:
-    section = doc.mapping(raw, "spec.test", ("enable", "ignoreFailures", "timeout", "filters"))
+    section = doc.mapping(raw, "spec.test", allowed(PACKAGE_SPEC, "test"))
     filters_raw = section.get("filters") or []
     if not isinstance(filters_raw, list):
         raise doc.error("spec.test.filters", f"must be a list, not {type_name(filters_raw)}")
     filters = []
     for i, item in enumerate(filters_raw):
         path = f"spec.test.filters[{i}]"
-        entry = doc.mapping(item, path, ("name", "exclude"))
+        entry = doc.mapping(item, path, allowed(PACKAGE_SPEC, "test.filters"))
         filters.append(TestFilter(doc.string(entry.get("name"), f"{path}.name", required=True,
                                              fix="name the test hook"),
                                   bool(doc.boolean(entry.get("exclude"), f"{path}.exclude"))))

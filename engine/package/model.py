@@ -48,20 +48,20 @@ from engine.package.crds import CrdPolicy
 from engine.package.depends import Dependency
 from engine.package.drift import IgnoreRule
 from engine.package.postrender import Rendering
+from engine.package.schema import DRIFT_MODES as DRIFT_MODES  # the model's names, declared with the fields
+from engine.package.schema import MAINTENANCE_STATES as MAINTENANCE_STATES
+from engine.package.schema import MANAGED as MANAGED
+from engine.package.schema import NO_RESOURCE_RECONCILIATION as NO_RESOURCE_RECONCILIATION
+from engine.package.schema import STRATEGIES as STRATEGIES
 from engine.package.values_from import ValuesReference
 from engine.sources.repository import ChartRequest, ChartTemplate, SourceRef
 
 KIND = "Package"
-MANAGED = ""
-NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
-MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
 PACKAGE_SUFFIXES = (".yaml", ".yml")
 MAX_RELEASE_NAME = 53  # Helm's limit (release names end up in label values)
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_INTERVAL = 600.0
 DEFAULT_MAX_HISTORY = 5
-STRATEGIES = ("rollback", "uninstall")
-DRIFT_MODES = ("disabled", "warn", "enabled")
 
 
 

@@ -33,6 +33,8 @@ from typing import Any
 from engine.base import labels
 from engine.base.fields import Fields, type_name
 from engine.base.loader import YamlLimitError, package_limits, parse_text
+from engine.base.schema import allowed
+from engine.package.schema import PACKAGE_SPEC
 from engine.package.selector import KEY, LABEL_VALUE, Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
@@ -128,9 +130,10 @@ def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:
     steps = []
     for i, item in enumerate(raw or []):
         path = f"spec.postRenderers[{i}]"
-        entry = doc.mapping(item, path, ("kustomize",), required=True, fix="write {kustomize: {patches, images}}")
+        entry = doc.mapping(item, path, allowed(PACKAGE_SPEC, "postRenderers"), required=True,
+                            fix="write {kustomize: {patches, images}}")
         steps.append(_kustomize(entry.get("kustomize"), f"{path}.kustomize", doc))
-    common = doc.mapping(spec.get("commonMetadata"), "spec.commonMetadata", ("labels", "annotations"))
+    common = doc.mapping(spec.get("commonMetadata"), "spec.commonMetadata", allowed(PACKAGE_SPEC, "commonMetadata"))
     return Rendering(tuple(steps), _metadata(common.get("labels"), "spec.commonMetadata.labels", doc, True),
                      _metadata(common.get("annotations"), "spec.commonMetadata.annotations", doc, False))
 
@@ -144,7 +147,7 @@ def _list(raw: Any, path: str, doc: Fields, shape: str) -> list[Any]:
 
 
 def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
-    section = doc.mapping(raw, path, ("patches", "images"), required=True,
+    section = doc.mapping(raw, path, allowed(PACKAGE_SPEC, "postRenderers.kustomize"), required=True,
                           fix="write {patches: [...], images: [...]} (Flux v2 has no patchesStrategicMerge)")
     patches = []
     raw_patches = _list(section.get("patches"), f"{path}.patches", doc, "{patch, target}")
@@ -155,7 +158,8 @@ def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
                             f"combine {field} for the same objects, or spread them over more steps")
     for i, item in enumerate(raw_patches):
         where = f"{path}.patches[{i}]"
-        entry = doc.mapping(item, where, ("patch", "target"), required=True, fix="write {patch: ..., target: ...}")
+        entry = doc.mapping(item, where, allowed(PACKAGE_SPEC, "postRenderers.kustomize.patches"),
+                            required=True, fix="write {patch: ..., target: ...}")
         text = doc.string(entry.get("patch"), f"{where}.patch", required=True,
                           fix="write a strategic merge patch or a JSON 6902 patch as a YAML string")
         target = parse_selector(entry.get("target"), f"{where}.target", doc)
@@ -164,7 +168,7 @@ def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:
     images = []
     for i, item in enumerate(raw_images):
         where = f"{path}.images[{i}]"
-        entry = doc.mapping(item, where, ("name", "newName", "newTag", "digest"), required=True)
+        entry = doc.mapping(item, where, allowed(PACKAGE_SPEC, "postRenderers.kustomize.images"), required=True)
         name = doc.string(entry.get("name"), f"{where}.name", required=True,
                           fix="name the image to replace, as the chart writes it (e.g. busybox)")
         new = [doc.string(entry.get(f), f"{where}.{f}") for f in ("newName", "newTag", "digest")]

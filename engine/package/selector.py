@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.base.fields import Fields
+from engine.base.schema import allowed
+from engine.package.schema import TARGET
 
 # Kubernetes qualified names (apimachinery validation): optional DNS-subdomain prefix, 63-character name.
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -27,7 +29,7 @@ _EXISTS = re.compile(rf"\s*(!?)\s*({_TERM_KEY})\s*")
 _EQUALS = re.compile(rf"\s*({_TERM_KEY})\s*(==|=|!=)\s*([A-Za-z0-9._-]*)\s*")
 _IN = re.compile(rf"\s*({_TERM_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
 _REGEX_FIELDS = ("group", "version", "kind", "name", "namespace")
-FIELDS = (*_REGEX_FIELDS, "labelSelector", "annotationSelector")
+FIELDS = allowed(TARGET)  # the regular expressions, then labelSelector and annotationSelector
 
 # One requirement of a label selector: does it hold for this label map?
 Requirement = Callable[[Mapping[str, str]], bool]

@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import Fields, type_name
+from engine.base.schema import allowed
 from engine.base.strvals import PathError, parse_path
+from engine.package.schema import PACKAGE_SPEC, VALUES_KINDS
 
-KINDS = ("ConfigMap", "Secret")
+KINDS = VALUES_KINDS
 DEFAULT_KEY = "values.yaml"
-_FIELDS = ("kind", "name", "valuesKey", "targetPath", "optional")
+_FIELDS = allowed(PACKAGE_SPEC, "valuesFrom")
 # Flux's API validation: object names are DNS subdomains; keys and paths as its kubebuilder patterns.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _KEY = re.compile(r"^[\-._a-zA-Z0-9]+\Z")

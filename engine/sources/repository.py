@@ -39,17 +39,19 @@ from urllib.parse import urlsplit
 from engine.base.fields import Fields as BaseFields
 from engine.base.fields import parse_duration, type_name
 from engine.base.labels import API_VERSION
+from engine.base.schema import allowed
+from engine.sources.schema import CHART_REF, CHART_TEMPLATE, SOURCE_SPECS
+from engine.sources.schema import HELM_REPOSITORY as HELM_REPOSITORY  # re-exported: the sources' names
+from engine.sources.schema import OCI_REPOSITORY as OCI_REPOSITORY
+from engine.sources.schema import RECONCILE_STRATEGIES as RECONCILE_STRATEGIES
+from engine.sources.schema import REPO_TYPES as REPO_TYPES
+from engine.sources.schema import SOURCE_KINDS as SOURCE_KINDS
 from engine.sources.semver import Range, SemverError
 
-HELM_REPOSITORY = "HelmRepository"
-OCI_REPOSITORY = "OCIRepository"
-SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
 # helmdeck's own apiVersion, and Flux's source-controller's (its documents are read as they are)
 SOURCE_API_VERSIONS = (API_VERSION, "source.toolkit.fluxcd.io/v1", "source.toolkit.fluxcd.io/v1beta2")
 DEFAULT_INTERVAL = 60.0  # Flux's examples and the issue: 1m
 DEFAULT_TIMEOUT = 60.0  # Flux's spec.timeout default for both kinds
-REPO_TYPES = ("default", "oci")
-RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -213,7 +215,7 @@ class Fields(BaseFields):
         return text
 
     def secret_ref(self, value: Any, path: str) -> str:
-        section = self.mapping(value, path, ("name",))
+        section = self.mapping(value, path, allowed(SOURCE_SPECS[HELM_REPOSITORY], "secretRef"))
         return self.name(section.get("name"), f"{path}.name", what="Secret") if section else ""
 
     def version_range(self, value: Any, path: str, default: str) -> str:
@@ -274,9 +276,8 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
                           required=True, fix="give metadata.name")
     name = fields.name(meta.get("name"), "metadata.name", what=str(kind))
     namespace = fields.namespace(meta.get("namespace"), "metadata.namespace", "default")
-    common = ("url", "interval", "timeout", "secretRef", "certSecretRef", "insecure")
     if kind == HELM_REPOSITORY:
-        spec = fields.mapping(top.get("spec"), "spec", (*common, "type", "passCredentials"), required=True,
+        spec = fields.mapping(top.get("spec"), "spec", allowed(SOURCE_SPECS[kind]), required=True,
                               fix="give spec.url")
         repo_type = fields.string(spec.get("type"), "spec.type") or "default"
         if repo_type not in REPO_TYPES:
@@ -291,7 +292,8 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
             pass_credentials=fields.boolean(spec.get("passCredentials"), "spec.passCredentials"),
             insecure=fields.boolean(spec.get("insecure"), "spec.insecure"),
         )
-    spec = fields.mapping(top.get("spec"), "spec", (*common, "ref"), required=True, fix="give spec.url")
+    spec = fields.mapping(top.get("spec"), "spec", allowed(SOURCE_SPECS[kind]), required=True,
+                          fix="give spec.url")
     url = _url(fields, spec.get("url"), "spec.url", ("oci",), repository=True)
     return OCIRepositorySpec(
         file=file, name=name, namespace=namespace, url=url,
@@ -305,7 +307,7 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
 
 
 def _oci_reference(fields: Fields, raw: Any) -> OCIReference:
-    ref = fields.mapping(raw, "spec.ref", ("digest", "semver", "semverFilter", "tag"))
+    ref = fields.mapping(raw, "spec.ref", allowed(SOURCE_SPECS[OCI_REPOSITORY], "ref"))
     digest = fields.string(ref.get("digest"), "spec.ref.digest")
     if digest and not _DIGEST.match(digest):
         raise fields.error("spec.ref.digest", f"{digest!r} is not a sha256 digest", "write sha256:<64 hex digits>")
@@ -336,16 +338,16 @@ def parse_chart_template(
     ``namespace`` is the Package's (the default of ``sourceRef.namespace``).
     """
     fields = Fields(file, lines)
-    outer = fields.mapping(value, path, ("spec",), required=True)
+    outer = fields.mapping(value, path, allowed(CHART_TEMPLATE), required=True)
     p = f"{path}.spec"
-    spec = fields.mapping(outer.get("spec"), p, (
-        "chart", "version", "sourceRef", "interval", "reconcileStrategy", "valuesFiles", "ignoreMissingValuesFiles",
-    ), required=True, fix="give chart, version and sourceRef")
+    spec = fields.mapping(outer.get("spec"), p, allowed(CHART_TEMPLATE, "spec"), required=True,
+                          fix="give chart, version and sourceRef")
     chart = fields.string(spec.get("chart"), f"{p}.chart", required=True, fix="name the chart in the repository")
     if not _CHART_NAME.match(chart) or ".." in chart:
         raise fields.error(f"{p}.chart", f"{chart!r} is not a chart name",
                            "use the chart's name in the repository (letters, digits, '-', '_', '.')")
-    src = fields.mapping(spec.get("sourceRef"), f"{p}.sourceRef", ("kind", "name", "namespace"), required=True,
+    src = fields.mapping(spec.get("sourceRef"), f"{p}.sourceRef", allowed(CHART_TEMPLATE, "spec.sourceRef"),
+                         required=True,
                          fix="point at a HelmRepository: {kind: HelmRepository, name: ...}")
     kind = fields.string(src.get("kind"), f"{p}.sourceRef.kind") or HELM_REPOSITORY
     if kind != HELM_REPOSITORY:
@@ -382,7 +384,7 @@ def parse_chart_ref(
 ) -> SourceRef:
     """Validate ``spec.chartRef`` (``{kind: OCIRepository, name, namespace}``). Raises PackageError."""
     fields = Fields(file, lines)
-    ref = fields.mapping(value, path, ("kind", "name", "namespace"), required=True)
+    ref = fields.mapping(value, path, allowed(CHART_REF), required=True)
     kind = fields.string(ref.get("kind"), f"{path}.kind", required=True, fix=f"write kind: {OCI_REPOSITORY}")
     if kind != OCI_REPOSITORY:
         raise fields.error(f"{path}.kind", f"{kind!r} is not supported here",

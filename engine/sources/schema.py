@@ -1,0 +1,61 @@
+"""The field tables of the chart source kinds (HelmRepository, OCIRepository) and of a Package's chart fields
+(``spec.chart.spec``, ``spec.chartRef``), with Flux's names (source.toolkit.fluxcd.io/v1).
+
+:mod:`engine.sources.repository` takes the fields it allows from these tables and the CRD generator
+(:mod:`engine.package.crd`) turns them into the CRDs' schemas (:mod:`engine.base.schema`).
+"""
+
+from __future__ import annotations
+
+from engine.base.schema import Field
+
+HELM_REPOSITORY = "HelmRepository"
+OCI_REPOSITORY = "OCIRepository"
+SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
+REPO_TYPES = ("default", "oci")
+RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
+
+_SECRET_REF = (Field("name", "string", "the Secret's name, in the repository's namespace", required=True),)
+_COMMON = (
+    Field("url", "string", "the repository's URL", required=True),
+    Field("interval", "duration", "how often the repository is asked for new versions (default 1m)"),
+    Field("timeout", "duration", "bound of each answer of the repository (default 60s)"),
+    Field("secretRef", "object", "a Secret with username/password (or .dockerconfigjson for OCI)",
+          fields=_SECRET_REF),
+    Field("certSecretRef", "object", "a Secret with ca.crt, tls.crt and tls.key", fields=_SECRET_REF),
+    Field("insecure", "boolean", "plain HTTP to an OCI registry"),
+)
+HELM_REPOSITORY_SPEC = (
+    *_COMMON,
+    Field("type", "string", "default (HTTP/S) or oci", enum=REPO_TYPES),
+    Field("passCredentials", "boolean", "send the credentials to charts hosted on another host"),
+)
+OCI_REPOSITORY_SPEC = (
+    *_COMMON,
+    Field("ref", "object", "which artifact: digest, else semver (with semverFilter), else tag (default latest)",
+          fields=(
+              Field("digest", "string", "sha256:<64 hex digits>"),
+              Field("semver", "string", "a semver range"),
+              Field("semverFilter", "string", "a regular expression the versions must match"),
+              Field("tag", "string", "an OCI tag"),
+          )),
+)
+SOURCE_SPECS = {HELM_REPOSITORY: HELM_REPOSITORY_SPEC, OCI_REPOSITORY: OCI_REPOSITORY_SPEC}
+
+_REF = (
+    Field("kind", "string", "the source's kind"),
+    Field("name", "string", "the source's name", required=True),
+    Field("namespace", "string", "the source's namespace (default: the Package's)"),
+)
+CHART_TEMPLATE = (
+    Field("spec", "object", "a chart from a HelmRepository", required=True, fields=(
+        Field("chart", "string", "the chart's name in the repository", required=True),
+        Field("version", "string", "a semver range (default *)"),
+        Field("sourceRef", "object", "the HelmRepository", required=True, fields=_REF),
+        Field("interval", "duration", "how often the chart is checked"),
+        Field("reconcileStrategy", "string", "ChartVersion or Revision", enum=RECONCILE_STRATEGIES),
+        Field("valuesFiles", "list", "values files inside the chart, merged in order", items="string"),
+        Field("ignoreMissingValuesFiles", "boolean", "skip a missing chart values file"),
+    )),
+)
+CHART_REF = _REF
