@@ -78,6 +78,10 @@ def _run(args: argparse.Namespace) -> int:
         return _cluster(args)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "controller":
+        from helmdeck.controller import run_controller
+
+        return run_controller(args)
     if getattr(args, "concurrency", 1) < 1:
         raise _usage_error("--concurrency must be at least 1")
     if args.packages is not None and not args.packages.is_dir():

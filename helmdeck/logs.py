@@ -17,12 +17,18 @@ def default_log_file() -> Path:
     return state_dir() / "helmdeck.log"
 
 
-def setup_logging(level: str = "info", file: Path | None = None) -> Path:
-    """Send helmdeck's logs to ``file`` (created 0600); return its path."""
-    path = file or default_log_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
-    handler = logging.FileHandler(path)
+def setup_logging(level: str = "info", file: Path | None = None, *, stderr: bool = False) -> Path | None:
+    """Send helmdeck's logs to ``file`` (created 0600), or with ``stderr`` and no file to standard error (a
+    pod's log); return the file's path (None on standard error)."""
+    handler: logging.Handler
+    path: Path | None = None
+    if stderr and file is None:
+        handler = logging.StreamHandler()
+    else:
+        path = file or default_log_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)
+        handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter(
         "time=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r",
     ))

@@ -144,6 +144,36 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--stop-deadline", type=float, default=30.0,
                      help="on ctrl+c, seconds running helm actions may take to finish (default: %(default)s)")
 
+    ctl = sub.add_parser(
+        "controller", help="reconcile the cluster's Package objects, around the clock (in the cluster)",
+        description="Reconcile the Package, HelmRepository and OCIRepository objects (helmdeck.dev/v1alpha1) of "
+                    "every namespace, or of --watch-namespace, with the same engine as the app; status and Events "
+                    "are written on the objects. One instance acts (a Lease); others wait and take over. Cluster "
+                    "access: --kubeconfig when given, else in-cluster config (the ServiceAccount's token, CA and "
+                    "KUBERNETES_SERVICE_HOST/PORT). SIGTERM lets running helm actions finish for --stop-deadline.")
+    ctl.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster config)")
+    ctl.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
+    ctl.add_argument("--serviceaccount-dir", type=Path, default=None, metavar="DIR",
+                     help="in-cluster: the ServiceAccount's token, ca.crt and namespace "
+                          "(default: /var/run/secrets/kubernetes.io/serviceaccount)")
+    ctl.add_argument("--watch-namespace", action="append", dest="watch_namespaces", metavar="NAMESPACE",
+                     help="only this namespace's objects (repeatable; default: all namespaces)")
+    ctl.add_argument("--package-set", metavar="NAME",
+                     help="the package set's name: its releases' label and its Lease (default: cluster, or "
+                          "cluster-<digest> of the --watch-namespace list)")
+    ctl.add_argument("--lease-namespace", default=None,
+                     help="namespace of the Lease (default: the pod's namespace, else default)")
+    ctl.add_argument("--lease-duration", type=float, default=15.0,
+                     help="seconds without renewal after which another instance takes over (default: %(default)s)")
+    ctl.add_argument("--concurrency", type=int, default=4, help="packages reconciled at once (default: %(default)s)")
+    ctl.add_argument("--stop-deadline", type=float, default=30.0,
+                     help="on SIGTERM, seconds running helm actions may take to finish (default: %(default)s)")
+    ctl.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (default: %(default)s)")
+    ctl.add_argument("--metrics-addr", default=":8080", help="Prometheus /metrics (default: %(default)s)")
+    ctl.add_argument("--helm", help="helm binary (default: $HELMDECK_HELM, else helm on PATH)")
+    ctl.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    ctl.add_argument("--log-file", type=Path, help="log file (default: standard error, for the pod's log)")
+
     status = sub.add_parser("status", parents=[common], help="print every release and its engine state",
                             description="Print every release with its engine state (read-only).")
     status.add_argument("-o", "--output", choices=["table", "json"], default="table")

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import yaml
 from kubernetes import client, config
+from kubernetes.config import incluster_config
 from kubernetes.config.config_exception import ConfigException
 
 
@@ -119,3 +121,38 @@ def watch_lines(resp: Any) -> Iterator[bytes]:
                 yield line
     if buf.strip():
         yield buf
+
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def in_cluster_kubeconfig(out: Path, token_dir: Path = SERVICE_ACCOUNT_DIR) -> KubeTarget:
+    """Cluster access from inside a pod, as a kubeconfig helm and this client both read: the kubernetes
+    package's in-cluster loader checks ``KUBERNETES_SERVICE_HOST``/``_PORT`` and reads ``token`` and ``ca.crt``
+    of ``token_dir`` (the ServiceAccount's mount; tests give another), and ``out`` (written 0600) names the
+    server, the CA file and the token *file*, so a rotated projected token is read again (client-go and the
+    Python client both follow ``tokenFile``). Raises KubeConfigError naming what is missing."""
+    loader = incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
+        token_filename=str(token_dir / "token"), cert_filename=str(token_dir / "ca.crt"))
+    cfg = client.Configuration()
+    try:
+        loader.load_and_set(cfg)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as exc:
+        raise KubeConfigError(f"no in-cluster config ({token_dir}): {exc}") from exc
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "in-cluster",
+           "clusters": [{"name": "in-cluster", "cluster": {"server": cfg.host,
+                                                            "certificate-authority": str(token_dir / "ca.crt")}}],
+           "users": [{"name": "service-account", "user": {"tokenFile": str(token_dir / "token")}}],
+           "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "service-account"}}]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.touch(mode=0o600, exist_ok=True)
+    out.write_text(yaml.safe_dump(doc))
+    return KubeTarget(out)
+
+
+def pod_namespace(token_dir: Path = SERVICE_ACCOUNT_DIR) -> str | None:
+    """The namespace of the pod's ServiceAccount (its mount's ``namespace`` file), None outside a pod."""
+    try:
+        return (token_dir / "namespace").read_text().strip() or None
+    except OSError:
+        return None

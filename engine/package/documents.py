@@ -7,6 +7,7 @@ them. The package loader (:func:`engine.package.load.load_packages`) reads each 
 and, once every file is read, :func:`link` turns each remote Package's chart form into a
 :class:`ChartRequest` against the sources found. A Package naming a missing repository is
 reported (which one, and those known) and left out; the others carry on.
+API objects are linked alike: :func:`engine.package.load.load_objects`.
 """
 
 from __future__ import annotations
@@ -127,9 +128,11 @@ def remote_chart(spec: dict[str, Any], *, file: Path, lines: dict[str, int], nam
     return parse_package_chart(spec, file=file, lines=lines, namespace=namespace)
 
 
-def link(specs: list[PackageSpec], sources: list[SourceSpec]) -> tuple[list[PackageSpec], list[PackageError]]:
+def link(specs: list[PackageSpec], sources: list[SourceSpec], *,
+         files: bool = True) -> tuple[list[PackageSpec], list[PackageError]]:
     """``specs`` with each remote chart linked to its source (``chart_request`` set); the errors: a source
-    declared twice, a Package naming a missing source (that Package is left out)."""
+    declared twice, a Package naming a missing source (that Package is left out). ``files`` False: the specs
+    are API objects, whose errors name no line."""
     errors: list[PackageError] = []
     by_ref: dict[SourceRef, SourceSpec] = {}
     twice: set[SourceRef] = set()
@@ -148,7 +151,7 @@ def link(specs: list[PackageSpec], sources: list[SourceSpec]) -> tuple[list[Pack
             continue
         path = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
         try:
-            lines = lines_of(documents(spec.file)[spec.document])
+            lines = lines_of(documents(spec.file)[spec.document]) if files else {}
             request = request_for(spec.chart_source, by_ref, file=spec.file, lines=lines, path=path)
         except (PackageError, IndexError) as exc:
             errors.append(exc if isinstance(exc, PackageError) else

@@ -11,8 +11,10 @@ stops the others.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,7 @@ from engine.package.schema import PACKAGE_SPEC
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
-from engine.sources.repository import SourceSpec
+from engine.sources.repository import SourceSpec, parse_source
 
 # Matched whole (fullmatch): "$" would let a trailing newline through.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -67,7 +69,12 @@ _RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 
 
 class _Doc(Fields):
-    """A package file's fields (see :class:`engine.base.fields.Fields`)."""
+    """A package file's fields (see :class:`engine.base.fields.Fields`); ``in_cluster``: a Package object of
+    the API server, whose chart and values cannot be files on an operator's disk."""
+
+    def __init__(self, file: Path, lines: Mapping[str, int], *, in_cluster: bool = False):
+        super().__init__(file, lines)
+        self.in_cluster = in_cluster
 
     def integer(self, value: Any, path: str) -> int | None:
         if value is None:
@@ -141,6 +148,37 @@ def read_package(file: Path, parsed: Parsed, index: int = 0) -> PackageSpec:
     """Validate one Package document (the ``index``-th document of ``file``). Raises PackageError."""
     node, data = parsed.node, parsed.data
     doc = _Doc(file, lines_by_path(node) if node is not None else {})
+    return _package(doc, data, index)
+
+
+def object_origin(plural: str, namespace: str, name: str) -> Path:
+    """What stands for the file of an API object in specs and errors: its API path
+    (``/apis/helmdeck.dev/v1alpha1/namespaces/<ns>/packages/<name>``), which names it exactly."""
+    return Path(f"/apis/{API_VERSION}/namespaces/{namespace}/{plural}/{name}")
+
+
+def _object_document(obj: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """An API object's origin and the fields the loader reads (Kubernetes' own metadata left out)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "default")
+    kind = str(obj.get("kind") or KIND)
+    plural = f"{kind.lower()[:-1]}ies" if kind.endswith("y") else f"{kind.lower()}s"
+    data = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": {"name": name, "namespace": namespace},
+            "spec": obj.get("spec")}
+    return object_origin(plural, namespace, name), data
+
+
+def package_object(obj: Mapping[str, Any]) -> PackageSpec:
+    """Validate a Package object read from the API server, with the same checks and wording as a package file
+    (no line numbers; the error's "file" is the object's API path, :func:`object_origin`). A chart folder or
+    values files on disk cannot move into the cluster: they are refused naming the field. Raises PackageError."""
+    origin, data = _object_document(obj)
+    return _package(_Doc(origin, {}, in_cluster=True), data)
+
+
+def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
+    file = doc.file
     top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
     if not top:
         raise doc.error("", "file is empty", f"write a {KIND} (apiVersion {API_VERSION})")
@@ -159,6 +197,13 @@ def read_package(file: Path, parsed: Parsed, index: int = 0) -> PackageSpec:
                         "use at most 63 lower-case letters, digits and '-'")
     spec = doc.mapping(top.get("spec"), "spec", _SPEC_FIELDS)
     remote = remote_chart(spec, file=file, lines=doc.lines, namespace=namespace)
+    if doc.in_cluster and not remote:
+        raise doc.error("spec.chart", "a chart folder on disk cannot move into the cluster",
+                        "publish the chart and name it with spec.chart.spec (a HelmRepository) or spec.chartRef "
+                        "(an OCIRepository)")
+    if doc.in_cluster and spec.get("valuesFiles"):
+        raise doc.error("spec.valuesFiles", "values files on disk cannot move into the cluster",
+                        "put the values in spec.values, or in a ConfigMap or Secret named by spec.valuesFrom")
     chart_rel = "" if remote else doc.string(spec.get("chart"), "spec.chart", required=True,
                                              fix="give the chart directory or .tgz, relative to this file")
     chart_path = current_path(file, namespace, name) if remote else (file.parent / chart_rel).resolve()
@@ -363,8 +408,48 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
         skipped += read.skipped
         errors += read.errors
         left_out += read.left_out
-    specs, link_errors = link(specs, sources)
-    errors += link_errors
+    specs, set_errors = package_set(specs, sources, link)
+    return Loaded(specs, errors + set_errors, tuple(skipped), tuple(left_out))
+
+
+def load_packages(directory: Path, *, allow_unsupported: bool = False,
+                  ) -> tuple[list[PackageSpec], list[PackageError]]:
+    """The valid packages of ``directory`` and every problem (:func:`load_folder` without the skipped kinds)."""
+    loaded = load_folder(directory, allow_unsupported=allow_unsupported)
+    return loaded.specs, loaded.errors
+
+
+def load_objects(packages: Iterable[Mapping[str, Any]], sources: Iterable[Mapping[str, Any]],
+                 ) -> tuple[list[PackageSpec], list[PackageError]]:
+    """Validate Package, HelmRepository and OCIRepository objects read from the API server, as
+    :func:`load_packages` validates a folder: each object alone, then the set (sources linked, one package per
+    release, dependsOn names and cycles). Returns the valid packages and the errors; a bad object never stops
+    the others."""
+    specs: list[PackageSpec] = []
+    errors: list[PackageError] = []
+    found: list[SourceSpec] = []
+    for obj in sources:
+        origin, data = _object_document(obj)
+        try:
+            found.append(parse_source(data, file=origin, lines={}))
+        except PackageError as exc:
+            errors.append(exc)
+    for obj in packages:
+        try:
+            specs.append(package_object(obj))
+        except PackageError as exc:
+            errors.append(exc)
+    specs, set_errors = package_set(specs, found, functools.partial(link, files=False))
+    return specs, errors + set_errors
+
+
+def package_set(specs: list[PackageSpec], sources: list[SourceSpec],
+                linker: Callable[[list[PackageSpec], list[SourceSpec]], tuple[list[PackageSpec], list[PackageError]]],
+                ) -> tuple[list[PackageSpec], list[PackageError]]:
+    """The checks across packages, whatever they were read from: sources linked (``linker``), two packages
+    driving one release (both reported and left out), dependsOn names and cycles (engine.package.order)."""
+    errors: list[PackageError] = []
+    specs, link_errors = linker(specs, sources)
     by_release: dict[tuple[str, str], list[PackageSpec]] = {}
     for spec in specs:
         by_release.setdefault(spec.key, []).append(spec)
@@ -377,11 +462,4 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
                                            "give each package its own release name or namespace"))
             specs = [s for s in specs if s.key != key]
     specs, order_errors = check_dependencies(specs)
-    return Loaded(specs, errors + order_errors, tuple(skipped), tuple(left_out))
-
-
-def load_packages(directory: Path, *, allow_unsupported: bool = False,
-                  ) -> tuple[list[PackageSpec], list[PackageError]]:
-    """The valid packages of ``directory`` and every problem (:func:`load_folder` without the skipped kinds)."""
-    loaded = load_folder(directory, allow_unsupported=allow_unsupported)
-    return loaded.specs, loaded.errors
+    return specs, errors + link_errors + order_errors

@@ -52,6 +52,8 @@ from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
+from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.repositories import RepositoryRefresh
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
@@ -59,7 +61,7 @@ from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
 from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, owner_of
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.operations import Operations
-from engine.runtime.package_set import PackageSet, package_set_for
+from engine.runtime.package_set import PackageSet, cluster_package_set, package_set_for
 from engine.runtime.plan import Plan, make_plan
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.state import (
@@ -94,7 +96,9 @@ class Engine:
     left out with a warning (:mod:`engine.package.flux`); else they are errors.
     ``package_set`` names the folder's package set (``--package-set``; default: its base name and a
     digest of its resolved path, :mod:`engine.runtime.package_set`); raises PackageSetNameError
-    when it is not a valid name.
+    when it is not a valid name. ``cluster_packages``: the packages are the API server's Package objects
+    of ``namespaces`` (``helmdeck controller``) instead of a folder; their set is
+    :func:`~engine.runtime.package_set.cluster_package_set`. Raises ApiException when they cannot be listed.
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class Engine:
         online: bool = True,
         package_set: str | None = None,
         allow_unsupported: bool = False,
+        cluster_packages: bool = False,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -127,14 +132,16 @@ class Engine:
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
-        self.package_set: PackageSet | None = (
-            package_set_for(packages_dir, package_set) if packages_dir is not None else None)
-        source = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
-                  else None)
-        # The packages are read now: their storage namespaces are watched too.
-        first = source.load() if source is not None else None
         self._api = api_client(target) if online else None
         api = self._api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
+        self.package_set: PackageSet | None = (
+            package_set_for(packages_dir, package_set) if packages_dir is not None
+            else cluster_package_set(package_set, namespaces) if cluster_packages else None)
+        self.objects = PackageObjects(api, namespaces) if cluster_packages else None
+        source: PackageInput | None = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported)
+                                       if packages_dir is not None else self.objects)
+        # The packages are read now: their storage namespaces are watched too.
+        first = source.load() if source is not None else None
         self.observer = observer or Observer(self._api, self._observed_namespaces(first.specs if first else {}))
         # Statuses of releases whose namespace does not exist yet are kept beside the Lease (engine.reconcile.store).
         home = lease.namespace if lease is not None else "default"

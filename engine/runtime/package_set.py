@@ -82,3 +82,18 @@ def package_set_for(folder: Path, name: str | None = None) -> PackageSet:
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:_DIGEST]
     stem = _stem(resolved)[:_STEM].rstrip("-") or "packages"
     return PackageSet(f"{stem}-{digest}", legacy_identity(resolved))
+
+
+CLUSTER = "cluster"  # the package set of `helmdeck controller` watching every namespace
+
+
+def cluster_package_set(name: str | None = None, namespaces: list[str] | None = None) -> PackageSet:
+    """The package set of the API server's Package objects (``helmdeck controller``): ``name`` when given
+    (checked with :func:`check_name`), else ``cluster`` for every namespace, or ``cluster-<12 hex of the
+    sorted namespaces>`` for a ``--watch-namespace`` list, so one controller acts per cluster or namespace
+    set (its Lease is named after it). Raises PackageSetNameError."""
+    if name is None:
+        name = CLUSTER if not namespaces else (
+            f"{CLUSTER}-{hashlib.sha256(','.join(sorted(set(namespaces))).encode()).hexdigest()[:_DIGEST]}")
+    check_name(name)
+    return PackageSet(name, name)

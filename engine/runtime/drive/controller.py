@@ -48,8 +48,8 @@ from engine.reconcile.request import Request
 from engine.reconcile.state import SUSPENDED
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
-from engine.runtime.drive.folder import FolderUpdate, PackageFolder
-from engine.runtime.drive.ports import Triggers
+from engine.runtime.drive.folder import FolderUpdate
+from engine.runtime.drive.ports import PackageInput, Triggers
 from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
@@ -131,7 +131,7 @@ class PackageController:
     service: ReleaseService
     detector: DriftDetector | None
     helm: Helm
-    folder: PackageFolder | None
+    folder: PackageInput | None  # the packages folder, or the API server's Package objects
     tasks: Background
     _: dataclasses.KW_ONLY
     concurrency: int = 4

@@ -1,16 +1,25 @@
-"""What a trigger may do to the controller, and nothing more: queue a package, ask whether passes run on
-their own and whether this engine acts, start a background task.
+"""The drive's two ports.
 
-The triggers (the valuesFrom objects' watches, the repositories' refresh) get this port instead of the
-controller, so none of them reads the controller's fields or imports it.
+:class:`Triggers`: what a trigger may do to the controller, and nothing more: queue a package, ask whether
+passes run on their own and whether this engine acts, start a background task. The triggers (the valuesFrom
+objects' watches, the repositories' refresh) get this port instead of the controller, so none of them reads
+the controller's fields or imports it.
+
+:class:`PackageInput`: where the controller's packages come from: the packages folder
+(:class:`~engine.runtime.drive.folder.PackageFolder`) or the API server's Package objects
+(:class:`~engine.runtime.drive.objects.PackageObjects`). Both give the same
+:class:`~engine.runtime.drive.folder.FolderUpdate`, validated by the one loader (:mod:`engine.package.load`),
+so everything after it (the book, the queue, the pass, the gate) is one implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
+from engine.runtime.drive.folder import FolderUpdate
 from engine.runtime.state import ReleaseKey
 
 
@@ -28,3 +37,14 @@ class Triggers:
     def acts_on_its_own(self) -> bool:
         """Will a queued package get a pass: the engine both acts and reconciles on its own."""
         return self.acting() and self.reconciling()
+
+
+class PackageInput(Protocol):
+    """``load(touched)`` reads every package now (blocking; ``touched``: the paths known changed, None for
+    all) and returns the update; ``watch()`` yields an update per burst of changes until ``stop()``."""
+
+    def load(self, touched: set[Path] | None = None) -> FolderUpdate: ...
+
+    def watch(self) -> AsyncIterator[FolderUpdate]: ...
+
+    def stop(self) -> None: ...

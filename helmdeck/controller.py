@@ -1,0 +1,97 @@
+"""``helmdeck controller``: the engine in the cluster, over the API server's Package objects.
+
+The same :class:`~engine.runtime.engine.Engine` as the app and ``helmdeck reconcile`` (its packages come
+from :class:`~engine.runtime.drive.objects.PackageObjects` instead of a folder), one acting instance per
+package set through its Lease, status and Events written back on the objects
+(:class:`~engine.runtime.cluster.status.StatusWriter`), health and metrics served on their addresses.
+SIGTERM (or SIGINT) stops taking work, lets running helm actions finish for ``--stop-deadline`` seconds, then
+cancels them (their pending revision unlocked, as :meth:`Engine.stop`), and gives the Lease up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from engine.helm import Helm
+from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
+from engine.runtime.drive.lease import LeaseConfig
+from engine.runtime.engine import Engine
+from engine.runtime.package_set import PackageSetNameError, cluster_package_set
+from engine.runtime.state import EntryLogged
+from helmdeck.helm_binary import HelmNotFound, find_helm
+from helmdeck.logs import setup_logging
+from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
+
+log = logging.getLogger("helmdeck.controller")
+
+
+def _target(args: argparse.Namespace, private: Path) -> KubeTarget:
+    """The kubeconfig when given, else in-cluster config written as a private kubeconfig (helm reads it too)."""
+    if args.kubeconfig is not None:
+        return KubeTarget(args.kubeconfig, args.context)
+    return in_cluster_kubeconfig(private / "kubeconfig", args.serviceaccount_dir or SERVICE_ACCOUNT_DIR)
+
+
+def build_engine(args: argparse.Namespace, private: Path) -> Engine:
+    """The engine ``helmdeck controller``'s flags describe (not started). Raises KubeConfigError, HelmNotFound,
+    PackageSetNameError."""
+    target = _target(args, private)
+    namespaces = sorted(set(args.watch_namespaces)) if args.watch_namespaces else None
+    package_set = cluster_package_set(args.package_set, namespaces)
+    lease_ns = args.lease_namespace or pod_namespace(args.serviceaccount_dir or SERVICE_ACCOUNT_DIR) or "default"
+    lease = LeaseConfig(package_set.lease_name, lease_ns, duration=args.lease_duration,
+                        retry=max(0.5, min(2.0, args.lease_duration / 5)))
+    helm = find_helm(args.helm)
+    log.info("using helm %s", helm.describe())
+    return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
+                  prune=True, lease=lease, package_set=package_set.identity, cluster_packages=True)
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT; 0 when every running action finished on its own, else 1."""
+    if args.concurrency < 1:
+        print("error: --concurrency must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(args.log_level, args.log_file, stderr=True)
+    with tempfile.TemporaryDirectory(prefix="helmdeck-controller-") as private:
+        try:
+            engine = build_engine(args, Path(private))
+        except (KubeConfigError, PackageSetNameError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except HelmNotFound as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        return asyncio.run(_run(engine, args))
+
+
+async def _run(engine: Engine, args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    engine.subscribe(_log_signal)
+    await engine.start(reconcile=True)
+    for err in engine.package_errors:
+        log.warning("package problem: %s", err)
+    log.info("controller started: package set %s, lease %s", engine.package_set, engine.lease_config)
+    await stop.wait()
+    log.info("stopping: running helm actions have %.0fs to finish", args.stop_deadline)
+    clean = await engine.stop(args.stop_deadline)
+    log.info("stopped (%s)", "clean" if clean else "running actions cancelled")
+    return 0 if clean else EXIT_FAILED
+
+
+def _log_signal(signal_: Any) -> None:
+    if isinstance(signal_, EntryLogged) and signal_.event.outcome != "started":
+        ev = signal_.event
+        log.info("%s/%s: %s %s: %s", ev.key[0], ev.key[1], ev.action, ev.outcome, ev.message)

@@ -1,0 +1,53 @@
+"""Package objects of the API server go through the package files' loader: the same checks and wording, the
+object's API path where a file's name would be, and what cannot move into the cluster refused by field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.package.load import load_objects, object_origin
+
+
+def _package(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package", "metadata": {
+        "name": name, "namespace": "apps", "uid": "u", "generation": 3, "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"chartRef": {"kind": "OCIRepository", "name": "web"}, **spec}}
+
+
+SOURCE = {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "OCIRepository",
+          "metadata": {"name": "web", "namespace": "apps", "resourceVersion": "7"},
+          "spec": {"url": "oci://registry.example.com/charts/web", "ref": {"semver": "^1.0"}}}
+
+
+def test_objects_become_packages_linked_to_their_sources() -> None:
+    specs, errors = load_objects([_package("web", values={"a": 1}, timeout="90s")], [SOURCE])
+    assert errors == []
+    [spec] = specs
+    assert spec.key == ("apps", "web") and spec.timeout == 90 and spec.values == {"a": 1}
+    assert spec.file == object_origin("packages", "apps", "web")
+    assert spec.chart_request is not None and spec.chart_request.source.url == "oci://registry.example.com/charts/web"
+
+
+def test_what_cannot_move_into_the_cluster_is_refused_naming_the_field_and_the_others_carry_on() -> None:
+    specs, errors = load_objects([
+        _package("local", chart="../charts/web", chartRef=None),
+        _package("files", valuesFiles=["prod.yaml"]),
+        _package("missing", chartRef={"kind": "OCIRepository", "name": "nope"}),
+        _package("bad", interval="soon"),
+        _package("good"),
+    ], [SOURCE])
+    assert [s.name for s in specs] == ["good"]
+    said = {e.file.name: (e.field, e.problem) for e in errors}
+    assert said["local"] == ("spec.chart", "a chart folder on disk cannot move into the cluster")
+    assert said["files"] == ("spec.valuesFiles", "values files on disk cannot move into the cluster")
+    assert said["missing"][0] == "spec.chartRef" and "OCIRepository apps/nope does not exist" in said["missing"][1]
+    assert said["bad"] == ("spec.interval", "'soon' is not a duration")
+    assert str(errors[0]).startswith("/apis/helmdeck.dev/v1alpha1/namespaces/apps/packages/local: spec.chart: ")
+
+
+def test_dependency_checks_are_the_folders() -> None:
+    specs, errors = load_objects([_package("a", dependsOn=[{"name": "b"}]), _package("b", dependsOn=[{"name": "a"}]),
+                                  _package("c", dependsOn=[{"name": "zzz"}])], [SOURCE])
+    assert specs == []
+    assert {e.file.name for e in errors} == {"a", "b", "c"}
+    assert any("dependency cycle" in e.problem for e in errors)
