@@ -19,6 +19,7 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
+from engine.kube.rest import get_json
 from helmdeck.parser import EXIT_USAGE
 from localcluster.cluster import LocalCluster
 from tests.controller_fixtures import (
@@ -26,6 +27,7 @@ from tests.controller_fixtures import (
     VERSION,
     create,
     eventually,
+    get_package,
     lease_holder,
     oci_repository,
     package,
@@ -35,6 +37,7 @@ from tests.controller_fixtures import (
 )
 
 pytestmark = pytest.mark.cluster
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
 @pytest.fixture
@@ -44,9 +47,32 @@ def apis(kube_target: KubeTarget, helmdeck_crds: list[str]) -> tuple[client.Cust
     return client.CustomObjectsApi(api), client.CoreV1Api(api), client.CoordinationV1Api(api)
 
 
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in status.get("conditions", []) if c["type"] == type_)
+    return found
+
+
+def _ready_status(objects: client.CustomObjectsApi, namespace: str, name: str,
+                  generation: int) -> dict[str, Any] | None:
+    """The Package's status once Ready is True or False for ``generation`` (None before)."""
+    obj = get_package(objects, namespace, name) or {}
+    status: dict[str, Any] = obj.get("status") or {}
+    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+    if status.get("observedGeneration") != generation or ready is None or ready["status"] == "Unknown":
+        return None
+    return status
+
+
+def _reasons(core: client.CoreV1Api, namespace: str, name: str) -> list[str]:
+    """The reasons of the Events on Package ``name``, oldest first."""
+    found: Any = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.kind=Package,involvedObject.name={name}").items
+    return [e.reason for e in sorted(found, key=lambda e: e.metadata.creation_timestamp)]
+
+
 def test_a_package_object_is_installed_and_an_edit_upgrades_once(
     apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str], kube_target: KubeTarget,
 ) -> None:
     objects, core, _ = apis
     assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
@@ -57,12 +83,30 @@ def test_a_package_object_is_installed_and_an_edit_upgrades_once(
     try:
         eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
                    logs=ctl.text)
+        status = eventually(lambda: _ready_status(objects, namespace, "web", 1), 30, "Ready for generation 1",
+                            logs=ctl.text)
+        ready = _condition(status, "Ready")
+        assert ready["reason"] == "InstallSucceeded" and "web" in ready["message"], status
+        assert _condition(status, "Released")["status"] == "True"
+        assert [(h["version"], h["status"], h["chart"]) for h in status["history"]] == [(1, "deployed", "web@0.1.0")]
+        assert status["lastAttemptedRevision"] == status["lastAppliedRevision"] == "0.1.0"
+        assert status["lastAttemptedReleaseAction"] == "install" and status["failures"] == 0
+        row = get_json(api_client(kube_target), f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/packages",
+                       accept=TABLE)["rows"][0]["cells"]
+        assert row[0] == "web" and row[2:] == ["True", ready["message"], 1, "web@0.1.0"]
+        assert eventually(lambda: "InstallSucceeded" in _reasons(core, namespace, "web"), 10, "an Event")
+
         objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "web",
                                                {"spec": {"values": {"replicas": 2}}})
         eventually(lambda: releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")], 60,
                    "web upgraded", logs=ctl.text)
+        status = eventually(lambda: _ready_status(objects, namespace, "web", 2), 30, "Ready for generation 2",
+                            logs=ctl.text)
+        assert _condition(status, "Ready")["reason"] == "UpgradeSucceeded"
+        assert [(h["version"], h["status"]) for h in status["history"]] == [(2, "deployed"), (1, "superseded")]
         time.sleep(5)  # more passes would make more revisions: the edit upgrades once
         assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
+        assert _reasons(core, namespace, "web").count("UpgradeSucceeded") == 1
     finally:
         assert ctl.stop() == 0, ctl.text()
 
@@ -151,3 +195,40 @@ def test_without_cluster_access_it_says_what_is_missing(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False,
                           env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")})
     assert proc.returncode == EXIT_USAGE and "no in-cluster config" in proc.stderr, proc.stderr
+
+
+def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+) -> None:
+    objects, core, _ = apis
+    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
+    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
+    create(objects, oci_repository(namespace, base))
+    create(objects, package(namespace, "lost", chartRef={"kind": "OCIRepository", "name": "nowhere"}))
+    create(objects, package(namespace, "loop-a", dependsOn=[{"name": "loop-b"}]))
+    create(objects, package(namespace, "loop-b", dependsOn=[{"name": "loop-a"}]))
+    create(objects, package(namespace, "web"))
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    try:
+        eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
+                   logs=ctl.text)
+        lost = _condition(eventually(lambda: _ready_status(objects, namespace, "lost", 1), 30, "lost refused",
+                                     logs=ctl.text), "Ready")
+        assert (lost["status"], lost["reason"]) == ("False", "InvalidPackage")
+        assert lost["message"].startswith(f"spec.chartRef: OCIRepository {namespace}/nowhere does not exist"), lost
+        loop = _condition(eventually(lambda: _ready_status(objects, namespace, "loop-a", 1), 30, "cycle refused",
+                                     logs=ctl.text), "Ready")
+        assert loop["reason"] == "InvalidPackage" and "dependency cycle" in loop["message"], loop
+        assert eventually(lambda: "InvalidPackage" in _reasons(core, namespace, "lost"), 10, "a Warning Event")
+        assert releases(core, namespace, "lost") == []
+        # Fixing the reference makes it install, and Ready follows.
+        objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "lost",
+                                               {"spec": {"chartRef": {"kind": "OCIRepository", "name": "web"}}})
+        eventually(lambda: releases(core, namespace, "lost") == [(1, "deployed")], 90, "lost installed once fixed",
+                   logs=ctl.text)
+        fixed = eventually(lambda: _ready_status(objects, namespace, "lost", 2), 30, "Ready for the fix",
+                           logs=ctl.text)
+        assert _condition(fixed, "Ready")["status"] == "True"
+    finally:
+        assert ctl.stop() == 0, ctl.text()

@@ -52,6 +52,7 @@ from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
+from engine.runtime.drive.object_status import StatusWriter
 from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.repositories import RepositoryRefresh
@@ -163,6 +164,10 @@ class Engine:
             self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors,
             values=self.values_objects, relabel=storage_relabeler(self._api, driver) if self._api else None)
         self._inspector = Inspector(self._api) if self._api is not None else None
+        # Package objects get their status and Events written back (helmdeck controller).
+        self.status_writer = (StatusWriter(api, self.book, self.objects, acting=lambda: self.gate.acting,
+                                           spawn=self.tasks.spawn, problems=lambda: self.controller.package_errors)
+                              if self.objects is not None and online else None)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations)  # the picker
@@ -203,6 +208,9 @@ class Engine:
                 self.book.set_state(key, None)  # a verdict made before the status was read does not hold
         finally:
             self.book.reading = False
+        if self.status_writer is not None:
+            self.status_writer.start()
+            self.status_writer.catch_up()
         self.book.refresh_all()
         if self.controller.folder is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())

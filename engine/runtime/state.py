@@ -171,4 +171,14 @@ __all__ = [
     "RunningAction",
 ]
 
-EngineSignal = ReleaseUpdated | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged | AccessProblems
+@dataclass(frozen=True)
+class PassFinished:
+    """A pass of ``key``'s package ended (whatever its verdict); ``spec`` is the package it ran with (what the
+    controller's status reports as observed: Flux sets observedGeneration when a reconcile ends)."""
+
+    key: ReleaseKey
+    spec: PackageSpec
+
+
+EngineSignal = (ReleaseUpdated | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged | AccessProblems
+                | PassFinished)

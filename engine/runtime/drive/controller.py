@@ -57,7 +57,14 @@ from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
 from engine.runtime.ledger.owners import FLUX_OWNED, FluxClient
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
-from engine.runtime.state import EngineSignal, LeaseChanged, PackageProblems, ReleaseKey, ReleaseUpdated
+from engine.runtime.state import (
+    EngineSignal,
+    LeaseChanged,
+    PackageProblems,
+    PassFinished,
+    ReleaseKey,
+    ReleaseUpdated,
+)
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import ChartSource, SourceError
@@ -473,11 +480,17 @@ class PackageController:
         return await self.reconcile(key, force)
 
     async def reconcile(self, key: ReleaseKey, force: bool) -> PassResult:
-        """One pass on ``key`` under its guard; keeps and persists the status. Raises ActionRefused."""
-        book = self.book
-        spec = book.packages.get(key)
+        """One pass on ``key`` under its guard; keeps and persists the status, then announces
+        :class:`PassFinished`. Raises ActionRefused."""
+        spec = self.book.packages.get(key)
         if spec is None:
             raise ActionRefused(no_package_reason(key))
+        result = await self._reconcile(key, spec, force)
+        self.book.emit(PassFinished(key, spec))
+        return result
+
+    async def _reconcile(self, key: ReleaseKey, spec: PackageSpec, force: bool) -> PassResult:
+        book = self.book
         async with book.running(key, "reconcile", spec.timeout):
             waiting = self.waiting(spec)
             if waiting:

@@ -116,6 +116,7 @@ class PackageObjects:
         # (plural, namespace or None) -> that watch's objects by origin
         self._sets: dict[tuple[str, str | None], dict[Path, dict[str, Any]]] = {}
         self._good: dict[Path, PackageSpec] = {}  # origin -> last good spec
+        self._generations: dict[Path, tuple[PackageSpec, int]] = {}  # origin -> (good spec, its generation)
         self._specs: dict[ReleaseKey, PackageSpec] = {}
         self._watches: list[_KindWatch] = []
         self._wake: asyncio.Event | None = None
@@ -135,6 +136,12 @@ class PackageObjects:
         obj = self.objects().get(origin)
         return obj.get("metadata") if obj is not None else None
 
+    def generation(self, spec: PackageSpec) -> int | None:
+        """The ``metadata.generation`` of the object ``spec`` was read from; None when ``spec`` is not the
+        current spec of its object (an older one, or not an object's)."""
+        found = self._generations.get(spec.file)
+        return found[1] if found is not None and found[0] == spec else None
+
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """List every object now (blocking) and validate them. Raises ApiException when a list is refused."""
         for plural in KINDS:
@@ -150,11 +157,15 @@ class PackageObjects:
                                      [*self.objects("helmrepositories").values(),
                                       *self.objects("ocirepositories").values()])
         good = {s.file: s for s in specs}
-        present = set(self.objects(PACKAGES))
+        packages = self.objects(PACKAGES)
+        for origin, spec in good.items():
+            self._generations[origin] = (spec, int((packages[origin].get("metadata") or {}).get("generation") or 0))
+        present = set(packages)
         for origin in {e.file for e in errors}:
             if origin in self._good and origin not in good and origin in present:
                 good[origin] = self._good[origin]  # an object that turned bad keeps its last good spec
         self._good = good
+        self._generations = {o: g for o, g in self._generations.items() if o in good}
         new: dict[ReleaseKey, PackageSpec] = {}
         for spec in good.values():
             new.setdefault(spec.key, spec)

@@ -1,0 +1,267 @@
+"""What `helmdeck controller` writes back on the Package objects: status in Flux's HelmRelease shape (the
+status subresource) and Kubernetes Events with Flux's reasons, so ``kubectl get pkg``, ``kubectl describe pkg``
+and ``kubectl events`` show what the engine did.
+
+:func:`flux_status` is the projection of the engine's status (:class:`~engine.reconcile.status.EngineStatus`,
+kept by the release book) onto the CRD's status fields (:data:`engine.package.schema.PACKAGE_STATUS`);
+:class:`StatusWriter` follows the book's signals: a changed release view rewrites its object's status (only
+when the projection changed), a finished action becomes an Event, and a problem only the loader can find
+(references, cycles, limits) becomes Ready=False, reason ``InvalidPackage``, with the loader's words and a
+Warning Event. Writes run off the event loop; an object deleted meanwhile is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.base.fields import PackageError
+from engine.base.labels import API_VERSION
+from engine.package.load import object_origin
+from engine.package.model import KIND, PackageSpec
+from engine.reconcile import conditions as cond
+from engine.reconcile.status import EngineStatus
+from engine.runtime.drive.objects import PACKAGES, PackageObjects
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.state import (
+    EngineSignal,
+    EntryLogged,
+    LeaseChanged,
+    LogEntry,
+    PackageProblems,
+    PassFinished,
+    ReleaseKey,
+    ReleaseUpdated,
+)
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION = API_VERSION.split("/")
+HISTORY = 5  # snapshots kept in status.history, as Flux
+COMPONENT = "helmdeck-controller"
+MAX_MESSAGE = 1024  # an Event's message, as client-go's recorder truncates it
+# The engine's actions, as Flux names them in reasons (<Action>Succeeded / <Action>Failed).
+_ACTION_REASONS = {"install": "Install", "upgrade": "Upgrade", "test": "Test", "rollback": "Rollback",
+                   "uninstall": "Uninstall", "uninstall-remediation": "Uninstall", "prune": "Uninstall"}
+_OTHER_REASONS = {("correct-drift", "succeeded"): cond.DRIFT_CORRECTED, ("unlock", "succeeded"): cond.UNLOCKED,
+                  ("reconcile", "failed"): cond.RECONCILE_ERROR}
+
+
+def rfc3339(seconds: float) -> str:
+    """``2026-12-01T10:00:00Z`` (Kubernetes' time format, seconds precision)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def event_reason(entry: LogEntry) -> str | None:
+    """The Flux reason of a finished action (``InstallSucceeded``, ``UpgradeFailed``, ``DriftCorrected``),
+    None for what is not an action's end (started, info)."""
+    if entry.outcome not in ("succeeded", "failed"):
+        return None
+    action = _ACTION_REASONS.get(entry.action)
+    if action is not None:
+        return f"{action}{'Succeeded' if entry.outcome == 'succeeded' else 'Failed'}"
+    return _OTHER_REASONS.get((entry.action, entry.outcome))
+
+
+def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
+                invalid: PackageError | None = None, handled: dict[str, str] | None = None) -> dict[str, Any]:
+    """The Package's ``status`` (Flux's HelmRelease fields) for the engine's ``status`` of ``spec``, the object
+    at ``generation``; ``invalid``: the loader's refusal of the current object (Ready=False, ``InvalidPackage``,
+    its words); ``handled``: the request annotations acknowledged (``lastHandledReconcileAt``, ...)."""
+    status = status or EngineStatus()
+    conditions = status.conditions
+    if invalid is not None:
+        conditions = cond.set_condition(conditions, cond.READY, False, cond.INVALID_PACKAGE, problem_text(invalid))
+    history = list(status.history)[:HISTORY]
+    applied = next((s.chart_version for s in status.history if s.status in ("deployed", "superseded")), "")
+    out: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": [{"type": c.type, "status": c.status, "reason": c.reason or "Unknown",
+                        "message": c.message[:32768], "observedGeneration": generation,
+                        "lastTransitionTime": rfc3339(c.last_transition or time.time())} for c in conditions],
+        "lastAttemptedRevision": status.last_attempted_chart_version,
+        "lastAppliedRevision": applied,
+        "lastAttemptedReleaseAction": status.last_attempted_release_action,
+        "history": [{"name": s.name, "namespace": s.namespace, "version": s.version, "status": s.status,
+                     "chart": f"{s.chart_name}@{s.chart_version}", "chartName": s.chart_name,
+                     "chartVersion": s.chart_version, "appVersion": s.app_version,
+                     "configDigest": s.config_digest, "digest": s.digest, "firstDeployed": s.first_deployed,
+                     "lastDeployed": s.last_deployed, "deleted": s.deleted} for s in history],
+        "failures": status.failures.total,
+        "installFailures": status.failures.install,
+        "upgradeFailures": status.failures.upgrade,
+        "storageNamespace": spec.storage_ns,
+    }
+    out.update(handled or {})
+    return out
+
+
+def problem_text(error: PackageError) -> str:
+    """The loader's words without the object's path (the object is the one the status is on)."""
+    text = f"{error.field}: {error.problem}" if error.field else error.problem
+    return f"{text} ({error.fix})" if error.fix else text
+
+
+def object_ref(origin: Path) -> tuple[str, str] | None:
+    """``(namespace, name)`` of a Package object's origin (``.../namespaces/<ns>/packages/<name>``), None
+    for anything else (a package file)."""
+    parts = origin.parts
+    if len(parts) >= 4 and parts[-2] == PACKAGES and parts[-4] == "namespaces":
+        return parts[-3], parts[-1]
+    return None
+
+
+@dataclass
+class StatusWriter:
+    """Writes status and Events on the Package objects of ``objects`` as the ``book`` changes; ``acting()``:
+    only the acting instance writes; ``spawn`` runs the writes as background tasks."""
+
+    api: client.ApiClient
+    book: ReleaseBook
+    objects: PackageObjects
+    acting: Callable[[], bool]
+    spawn: Callable[[Coroutine[Any, Any, None]], object]
+    problems: Callable[[], list[PackageError]]  # the loader's current refusals
+    delay: float = 0.2  # a burst of signals for one release makes one write
+    handled: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # request annotations acked
+    _written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    _pending: set[tuple[str, str]] = field(default_factory=set)
+    _invalid: dict[tuple[str, str], PackageError] = field(default_factory=dict)
+    _warned: dict[tuple[str, str], str] = field(default_factory=dict)
+    _observed: dict[tuple[str, str], int] = field(default_factory=dict)  # generation of the last finished pass
+
+    def start(self) -> Callable[[], None]:
+        """Follow the book; returns the unsubscribe function."""
+        return self.book.subscribe(self.on_signal)
+
+    def on_signal(self, signal: EngineSignal) -> None:
+        if isinstance(signal, LeaseChanged) and signal.leader:
+            self.catch_up()
+        if not self.acting():
+            return
+        if isinstance(signal, ReleaseUpdated) and signal.view.package is not None:
+            ref = object_ref(signal.view.package.file)
+            if ref is not None:
+                self.touch(ref)
+        elif isinstance(signal, PassFinished):
+            ref = object_ref(signal.spec.file)
+            generation = self.objects.generation(signal.spec)
+            if ref is not None and generation is not None:
+                self._observed[ref] = generation
+                self.touch(ref)
+        elif isinstance(signal, EntryLogged):
+            self._on_entry(signal.event)
+        elif isinstance(signal, PackageProblems):
+            self._on_problems(signal.errors)
+
+    def catch_up(self) -> None:
+        """Write every object's status and the current refusals (at start, and on taking the Lease over: what
+        happened before this instance acted)."""
+        if not self.acting():
+            return
+        self._warned.clear()
+        self._on_problems(tuple(self.problems()))
+        for spec in self.book.packages.values():
+            ref = object_ref(spec.file)
+            if ref is not None:
+                self.touch(ref)
+
+    def touch(self, ref: tuple[str, str]) -> None:
+        """Write ``ref``'s status soon (once per burst)."""
+        if ref not in self._pending:
+            self._pending.add(ref)
+            self.spawn(self._write_later(ref))
+
+    def _spec(self, ref: tuple[str, str]) -> tuple[ReleaseKey, PackageSpec] | None:
+        return next(((k, s) for k, s in self.book.packages.items() if object_ref(s.file) == ref), None)
+
+    async def _write_later(self, ref: tuple[str, str]) -> None:
+        await asyncio.sleep(self.delay)
+        self._pending.discard(ref)
+        namespace, name = ref
+        meta = self.objects.meta(_origin(ref))
+        if meta is None:
+            return  # deleted meanwhile
+        found = self._spec(ref)
+        invalid = self._invalid.get(ref)
+        generation = int(meta.get("generation") or 0)  # a refusal is about the object as it is now
+        if found is not None:
+            key, spec = found
+            observed = generation if invalid is not None else self._observed.get(ref, 0)
+            body = flux_status(self.book.status(key), spec, observed, invalid, self.handled.get(ref))
+        elif invalid is not None:  # never valid: no spec, only the loader's refusal
+            body = {"observedGeneration": generation, "conditions": [{
+                "type": cond.READY, "status": "False", "reason": cond.INVALID_PACKAGE,
+                "message": problem_text(invalid), "observedGeneration": generation,
+                "lastTransitionTime": rfc3339(time.time())}], **self.handled.get(ref, {})}
+        else:
+            return
+        if self._written.get(ref) == body:
+            return
+        try:
+            await asyncio.to_thread(client.CustomObjectsApi(self.api).patch_namespaced_custom_object_status,
+                                    GROUP, VERSION, namespace, PACKAGES, name, {"status": body})
+            self._written[ref] = body
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("status of Package %s/%s not written: %s", namespace, name, exc.reason)
+
+    def _on_entry(self, entry: LogEntry) -> None:
+        spec = self.book.packages.get(entry.key)
+        ref = object_ref(spec.file) if spec is not None else None
+        reason = event_reason(entry)
+        if ref is None or reason is None:
+            return
+        warning = entry.outcome == "failed"
+        self.spawn(self.event(ref, reason, entry.message, warning=warning))
+
+    def _on_problems(self, errors: tuple[PackageError, ...]) -> None:
+        invalid: dict[tuple[str, str], PackageError] = {}
+        for err in errors:
+            ref = object_ref(err.file)
+            if ref is not None:
+                invalid.setdefault(ref, err)
+        for ref in set(self._invalid) | set(invalid):
+            if self._invalid.get(ref) != invalid.get(ref):
+                self.touch(ref)
+        self._invalid = invalid
+        for ref, err in invalid.items():
+            text = problem_text(err)
+            if self._warned.get(ref) != text:  # once per problem, not at every reload
+                self._warned[ref] = text
+                self.spawn(self.event(ref, cond.INVALID_PACKAGE, text, warning=True))
+        for ref in set(self._warned) - set(invalid):
+            del self._warned[ref]
+
+    async def event(self, ref: tuple[str, str], reason: str, message: str, *, warning: bool = False) -> None:
+        """Record a Kubernetes Event on the Package ``ref`` (core/v1, as ``kubectl describe`` reads them)."""
+        namespace, name = ref
+        meta = self.objects.meta(_origin(ref)) or {}
+        now = time.time()
+        when = rfc3339(now)
+        body: Any = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {"apiVersion": API_VERSION, "kind": KIND, "name": name, "namespace": namespace,
+                               "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+            "reason": reason, "message": message[:MAX_MESSAGE], "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+            "firstTimestamp": when, "lastTimestamp": when, "count": 1,
+        }
+        try:
+            await asyncio.to_thread(client.CoreV1Api(self.api).create_namespaced_event, namespace, body)
+        except ApiException as exc:
+            log.warning("event %s on Package %s/%s not recorded: %s", reason, namespace, name, exc.reason)
+
+
+def _origin(ref: tuple[str, str]) -> Path:
+    return object_origin(PACKAGES, *ref)
