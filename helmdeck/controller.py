@@ -3,7 +3,8 @@
 The same :class:`~engine.runtime.engine.Engine` as the app and ``helmdeck reconcile`` (its packages come
 from :class:`~engine.runtime.drive.objects.PackageObjects` instead of a folder), one acting instance per
 package set through its Lease, status and Events written back on the objects
-(:class:`~engine.runtime.cluster.status.StatusWriter`), health and metrics served on their addresses.
+(:mod:`engine.runtime.drive.object_status`), a deleted Package's release uninstalled through a finalizer
+(:mod:`engine.runtime.drive.finalizer`), health and metrics served on their addresses.
 SIGTERM (or SIGINT) stops taking work, lets running helm actions finish for ``--stop-deadline`` seconds, then
 cancels them (their pending revision unlocked, as :meth:`Engine.stop`), and gives the Lease up.
 """
@@ -52,7 +53,7 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     helm = find_helm(args.helm)
     log.info("using helm %s", helm.describe())
     return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
-                  prune=True, lease=lease, package_set=package_set.identity, cluster_packages=True)
+                  lease=lease, package_set=package_set.identity, cluster_packages=True)
 
 
 def run_controller(args: argparse.Namespace) -> int:

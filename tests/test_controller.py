@@ -232,3 +232,37 @@ def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on
         assert _condition(fixed, "Ready")["status"] == "True"
     finally:
         assert ctl.stop() == 0, ctl.text()
+
+
+def test_deleting_a_package_uninstalls_its_release_with_its_uninstall_options(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+) -> None:
+    objects, core, _ = apis
+    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
+    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
+    create(objects, oci_repository(namespace, base))
+    create(objects, package(namespace, "kept", uninstall={"keepHistory": True}))
+    create(objects, package(namespace, "gone"))
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    try:
+        for name in ("kept", "gone"):
+            def installed(n: str = name) -> bool:
+                return releases(core, namespace, n) == [(1, "deployed")]
+
+            def finalizers(n: str = name) -> list[str] | None:
+                found: list[str] | None = (get_package(objects, namespace, n) or {}).get("metadata", {}).get(
+                    "finalizers")
+                return found
+
+            def deleted(n: str = name) -> bool:
+                return get_package(objects, namespace, n) is None
+
+            eventually(installed, 90, f"{name} installed", logs=ctl.text)
+            assert eventually(finalizers, 10, "the finalizer", logs=ctl.text) == ["helmdeck.dev/finalizer"]
+            objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, "packages", name)
+            eventually(deleted, 60, f"{name} deleted", logs=ctl.text)
+        assert releases(core, namespace, "kept") == [(1, "uninstalled")]  # spec.uninstall.keepHistory
+        assert releases(core, namespace, "gone") == []
+    finally:
+        assert ctl.stop() == 0, ctl.text()

@@ -50,6 +50,7 @@ from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
 from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
+from engine.runtime.drive.finalizer import Finalizers
 from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.object_status import StatusWriter
@@ -168,6 +169,10 @@ class Engine:
         self.status_writer = (StatusWriter(api, self.book, self.objects, acting=lambda: self.gate.acting,
                                            spawn=self.tasks.spawn, problems=lambda: self.controller.package_errors)
                               if self.objects is not None and online else None)
+        self.finalizers = (Finalizers(
+            api, self.objects, lambda spec, why: self.controller.uninstall_removed(spec, why, stored=True),
+            self._record, acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
+            if self.objects is not None and online else None)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations)  # the picker
@@ -181,6 +186,11 @@ class Engine:
         self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
             self.controller.apply_folder(first)
+
+    async def _record(self, ref: tuple[str, str], reason: str, message: str, warning: bool) -> None:
+        """An Event on the Package object ``ref`` (the status writer's)."""
+        if self.status_writer is not None:
+            await self.status_writer.event(ref, reason, message, warning=warning)
 
     @classmethod
     def offline(cls, packages_dir: Path | None = None, *, observer: Observer | None = None,
@@ -211,6 +221,9 @@ class Engine:
         if self.status_writer is not None:
             self.status_writer.start()
             self.status_writer.catch_up()
+        if self.finalizers is not None:
+            self.book.subscribe(self.finalizers.on_signal)
+            self.finalizers.sweep()
         self.book.refresh_all()
         if self.controller.folder is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())

@@ -222,20 +222,33 @@ class PackageController:
 
     async def _prune_all(self, specs: list[PackageSpec]) -> None:
         for spec in specs:  # one at a time: dependents before their dependencies
-            await self._prune(spec)
+            try:
+                await self.uninstall_removed(spec, "package file removed")
+            except ActionRefused as exc:
+                self.book.log(spec.key, "prune", "failed", f"not uninstalled: {exc}")
 
-    async def _prune(self, spec: PackageSpec) -> None:
+    async def uninstall_removed(self, spec: PackageSpec, why: str, *, stored: bool = False) -> str | None:
+        """Uninstall the release of a package that is gone (``why``: a removed file, a deleted Package object),
+        with its ``spec.uninstall`` options, under the release's guard. Only a release this engine installed
+        (its status has history), or with ``stored`` any release storage holds. Returns None when it is
+        uninstalled or there is nothing to uninstall, else helm's error. Raises ActionRefused (busy)."""
         key = spec.key
         status = self.book.status(key)
-        if status is None or status.history.latest() is None:
-            return
+        if stored:
+            if self.ctx.observer.latest(*key) is None:
+                return None
+        elif status is None or status.history.latest() is None:
+            return None
         ns, release = key
-        try:
-            await self.helm.uninstall(release, ns, uninstall_options(spec))
+        async with self.book.running(key, "uninstall", spec.timeout):
+            try:
+                await self.helm.uninstall(release, ns, uninstall_options(spec))
+            except HelmError as exc:
+                self.book.log(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
+                return exc.message
             await self.book.drop_status(key, spec.storage_ns)  # re-adding the package installs afresh
-            self.book.log(key, "prune", "succeeded", "package file removed: release uninstalled")
-        except HelmError as exc:
-            self.book.log(key, "prune", "failed", f"uninstall failed: {exc.message}", exc.tail)
+        self.book.log(key, "prune", "succeeded", f"{why}: release uninstalled")
+        return None
 
     # -- dependencies (spec.dependsOn) ---------------------------------------------------
     def key_of(self, pid: PackageId) -> ReleaseKey | None:

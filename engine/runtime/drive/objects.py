@@ -86,6 +86,11 @@ class _KindWatch(WatchThread):
         self._changed(self._plural, self._namespace, dict(self.objects))
 
 
+def deleting(obj: dict[str, Any]) -> bool:
+    """Is the object being deleted (its ``deletionTimestamp`` set; finalizers hold it)?"""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def list_objects(api: client.ApiClient, plural: str, namespace: str | None) -> tuple[dict[Path, dict[str, Any]], str]:
     """Every object of ``plural`` in ``namespace`` (None: all), by origin, and the list's resourceVersion.
     Raises ApiException."""
@@ -153,14 +158,15 @@ class PackageObjects:
 
     def _update(self) -> FolderUpdate:
         """Validate the objects known now; changed and removed keys against the last update."""
-        specs, errors = load_objects(self.objects(PACKAGES).values(),
+        live = [obj for obj in self.objects(PACKAGES).values() if not deleting(obj)]
+        specs, errors = load_objects(live,
                                      [*self.objects("helmrepositories").values(),
                                       *self.objects("ocirepositories").values()])
         good = {s.file: s for s in specs}
         packages = self.objects(PACKAGES)
         for origin, spec in good.items():
             self._generations[origin] = (spec, int((packages[origin].get("metadata") or {}).get("generation") or 0))
-        present = set(packages)
+        present = {o for o, obj in packages.items() if not deleting(obj)}
         for origin in {e.file for e in errors}:
             if origin in self._good and origin not in good and origin in present:
                 good[origin] = self._good[origin]  # an object that turned bad keeps its last good spec

@@ -1,0 +1,109 @@
+"""Deleting a Package object uninstalls its release, through a finalizer, as Flux's helm-controller does.
+
+The acting controller puts :data:`FINALIZER` on every Package object it reconciles. When one is deleted
+(``deletionTimestamp`` set, the finalizer holding it), its release is uninstalled with the object's
+``spec.uninstall`` options (:meth:`PackageController.uninstall_removed`, the prune's path, under the
+release's guard), an Event says how it went, and the finalizer is removed, so the API server deletes the
+object. A failed uninstall keeps the finalizer and is tried again at the next change or retry. An object the
+loader refused (so never installed from) and one whose release is gone lose the finalizer at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.base.fields import PackageError
+from engine.base.labels import API_VERSION
+from engine.package.load import package_object
+from engine.package.model import PackageSpec
+from engine.reconcile import conditions as cond
+from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
+from engine.runtime.ledger.book import ActionRefused
+from engine.runtime.state import EngineSignal, LeaseChanged, PackageProblems
+
+log = logging.getLogger(__name__)
+
+FINALIZER = "helmdeck.dev/finalizer"
+GROUP, VERSION = API_VERSION.split("/")
+RETRY = 5.0  # seconds before a failed or refused uninstall is tried again
+
+Uninstall = Callable[[PackageSpec, str], Awaitable[str | None]]
+Record = Callable[[tuple[str, str], str, str, bool], Awaitable[None]]  # (ref, reason, message, warning)
+
+
+@dataclass
+class Finalizers:
+    """Keeps :data:`FINALIZER` on ``objects``' Packages and finishes their deletion; ``uninstall(spec, why)``
+    returns None when done (or nothing to do), else helm's error; ``record`` writes an Event."""
+
+    api: client.ApiClient
+    objects: PackageObjects
+    uninstall: Uninstall
+    record: Record
+    acting: Callable[[], bool]
+    spawn: Callable[[Coroutine[Any, Any, None]], object]
+    _busy: set[Path] = field(default_factory=set)
+
+    def on_signal(self, signal: EngineSignal) -> None:
+        """The book's signals: the objects were read again (PackageProblems), or the Lease was taken."""
+        if isinstance(signal, PackageProblems) or (isinstance(signal, LeaseChanged) and signal.leader):
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Look at every Package object now (after each change of the objects, and on taking the Lease over)."""
+        if not self.acting():
+            return
+        for origin, obj in self.objects.objects(PACKAGES).items():
+            if origin in self._busy:
+                continue
+            finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
+            if deleting(obj):
+                if FINALIZER in finalizers:
+                    self._busy.add(origin)
+                    self.spawn(self._finish(origin, obj))
+            elif FINALIZER not in finalizers:
+                self._busy.add(origin)
+                self.spawn(self._patch(origin, obj, [*finalizers, FINALIZER]))
+
+    async def _patch(self, origin: Path, obj: dict[str, Any], finalizers: list[str]) -> None:
+        meta = obj.get("metadata") or {}
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+        try:  # the resourceVersion makes it a compare-and-swap: another writer's change is not lost
+            await asyncio.to_thread(client.CustomObjectsApi(self.api).patch_namespaced_custom_object, GROUP, VERSION,
+                                    str(meta.get("namespace")), PACKAGES, str(meta.get("name")), body)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                log.warning("finalizers of Package %s/%s not written: %s", meta.get("namespace"), meta.get("name"),
+                            exc.reason)
+        finally:
+            self._busy.discard(origin)
+
+    async def _finish(self, origin: Path, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ref = (str(meta.get("namespace")), str(meta.get("name")))
+        try:
+            try:
+                spec = package_object(obj)
+            except PackageError:
+                spec = None  # refused by the loader: nothing was ever installed from it
+            problem = await self.uninstall(spec, "Package deleted") if spec is not None else None
+        except ActionRefused as exc:
+            problem = str(exc)
+        if problem is not None:
+            await self.record(ref, f"{cond.UNINSTALL_FAILED}", f"release not uninstalled: {problem}", True)
+            await asyncio.sleep(RETRY)
+            self._busy.discard(origin)
+            self.sweep()
+            return
+        if spec is not None:
+            await self.record(ref, cond.UNINSTALL_SUCCEEDED,
+                              f"Helm uninstall succeeded for release {spec.key[0]}/{spec.key[1]}", False)
+        await self._patch(origin, obj, [f for f in meta.get("finalizers") or [] if f != FINALIZER])
