@@ -266,3 +266,65 @@ def test_deleting_a_package_uninstalls_its_release_with_its_uninstall_options(
         assert releases(core, namespace, "gone") == []
     finally:
         assert ctl.stop() == 0, ctl.text()
+
+
+def _annotate(objects: client.CustomObjectsApi, namespace: str, name: str, **annotations: str) -> None:
+    objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", name,
+                                           {"metadata": {"annotations": annotations}})
+
+
+def _acknowledged(objects: client.CustomObjectsApi, namespace: str, name: str, field: str, value: str) -> bool:
+    return ((get_package(objects, namespace, name) or {}).get("status") or {}).get(field) == value
+
+
+def test_each_request_annotation_is_handled_once_and_acknowledged(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+) -> None:
+    objects, core, _ = apis
+    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
+    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
+    create(objects, oci_repository(namespace, base))
+    create(objects, package(namespace, "web"))
+    create(objects, package(namespace, "broken", values={"replicas": "many"}))  # the API server refuses it
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    try:
+        eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
+                   logs=ctl.text)
+        # reconcile now (helmdeck's and Flux's annotation): a pass, in sync, so no revision; acknowledged.
+        _annotate(objects, namespace, "web", **{"reconcile.fluxcd.io/requestedAt": "t1"})
+        eventually(lambda: _acknowledged(objects, namespace, "web", "lastHandledReconcileAt", "t1"), 30,
+                   "requestedAt acknowledged", logs=ctl.text)
+        # force: an upgrade although in sync, exactly one.
+        _annotate(objects, namespace, "web", **{"reconcile.helmdeck.dev/forceAt": "t2"})
+        eventually(lambda: _acknowledged(objects, namespace, "web", "lastHandledForceAt", "t2"), 60,
+                   "forceAt acknowledged", logs=ctl.text)
+        assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
+        _annotate(objects, namespace, "web", other="touched")  # the same request value again: nothing
+        time.sleep(4)
+        assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
+
+        # reset: a package stalled on its failures is attempted exactly once more.
+        eventually(lambda: ((get_package(objects, namespace, "broken") or {}).get("status") or {}).get("failures"),
+                   60, "broken failed", logs=ctl.text)
+        before = releases(core, namespace, "broken")
+        time.sleep(4)
+        assert releases(core, namespace, "broken") == before  # stalled: no retries
+        _annotate(objects, namespace, "broken", **{"reconcile.helmdeck.dev/resetAt": "t3"})
+        eventually(lambda: _acknowledged(objects, namespace, "broken", "lastHandledResetAt", "t3"), 60,
+                   "resetAt acknowledged", logs=ctl.text)
+        after = releases(core, namespace, "broken")
+        assert len(after) == len(before) + 1, (before, after)
+        time.sleep(4)
+        assert releases(core, namespace, "broken") == after
+    finally:
+        assert ctl.stop() == 0, ctl.text()
+    # A restarted controller does not handle them again: the acknowledgements are in status.
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="again")
+    try:
+        eventually(lambda: "controller started" in ctl.text(), 30, "restarted", logs=ctl.text)
+        time.sleep(8)
+        assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
+        assert releases(core, namespace, "broken") == after
+    finally:
+        assert ctl.stop() == 0, ctl.text()

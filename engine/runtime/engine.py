@@ -46,7 +46,7 @@ from engine.package.model import PackageSpec
 from engine.reconcile.action import ActionContext
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.drift import DriftDetector
-from engine.reconcile.status import ActionOutcome, EngineStatus
+from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
 from engine.reconcile.store import StatusStore
 from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
@@ -57,6 +57,7 @@ from engine.runtime.drive.object_status import StatusWriter
 from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.repositories import RepositoryRefresh
+from engine.runtime.drive.requests import Requests
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
@@ -173,6 +174,10 @@ class Engine:
             api, self.objects, lambda spec, why: self.controller.uninstall_removed(spec, why, stored=True),
             self._record, acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
             if self.objects is not None and online else None)
+        self.requests = (Requests(
+            self.objects, self.book, run=lambda key, force: self.operations.upgrade(key, force=force),
+            reset=self._reset_failures, acknowledge=self.status_writer.acknowledge, acting=lambda: self.gate.acting,
+            spawn=self.tasks.spawn) if self.objects is not None and self.status_writer is not None else None)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations)  # the picker
@@ -186,6 +191,10 @@ class Engine:
         self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
             self.controller.apply_folder(first)
+
+    def _reset_failures(self, key: ReleaseKey) -> None:
+        """Zero ``key``'s failure counters (a resetAt request), so a stalled package is attempted again."""
+        self.book.update_status(key, failures=FailureCounts())
 
     async def _record(self, ref: tuple[str, str], reason: str, message: str, warning: bool) -> None:
         """An Event on the Package object ``ref`` (the status writer's)."""
@@ -221,9 +230,11 @@ class Engine:
         if self.status_writer is not None:
             self.status_writer.start()
             self.status_writer.catch_up()
-        if self.finalizers is not None:
-            self.book.subscribe(self.finalizers.on_signal)
-            self.finalizers.sweep()
+        if self.objects is not None and self.finalizers is not None and self.requests is not None:
+            for part in (self.finalizers, self.requests):  # after each burst of object changes, and on the Lease
+                self.book.subscribe(part.on_signal)
+                self.objects.on_burst(part.sweep)
+                part.sweep()
         self.book.refresh_all()
         if self.controller.folder is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())

@@ -175,6 +175,11 @@ class StatusWriter:
             if ref is not None:
                 self.touch(ref)
 
+    def acknowledge(self, ref: tuple[str, str], field_: str, value: str) -> None:
+        """Record a request annotation as handled (``lastHandledReconcileAt``...) in ``ref``'s status."""
+        self.handled.setdefault(ref, {})[field_] = value
+        self.touch(ref)
+
     def touch(self, ref: tuple[str, str]) -> None:
         """Write ``ref``'s status soon (once per burst)."""
         if ref not in self._pending:

@@ -127,6 +127,12 @@ class PackageObjects:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_burst(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the event loop) after each burst of object changes, whatever changed:
+        metadata too (annotations, finalizers, deletion), which no update reports."""
+        self._listeners.append(callback)
 
     def _scopes(self) -> list[str | None]:
         return list(self.namespaces) if self.namespaces else [None]
@@ -207,6 +213,8 @@ class PackageObjects:
                 update = await asyncio.to_thread(self._update)
                 if update.changed or update.removed or update.errors:
                     yield update
+                for callback in self._listeners:
+                    callback()
         finally:
             self.stop()
 
