@@ -27,8 +27,10 @@ from engine.runtime.drive.lease import LeaseConfig
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
 from engine.runtime.state import EntryLogged
+from helmdeck.endpoints import Health, parse_addr, serve_health, serve_metrics
 from helmdeck.helm_binary import HelmNotFound, find_helm
 from helmdeck.logs import setup_logging
+from helmdeck.metrics import ControllerMetrics
 from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
 
 log = logging.getLogger("helmdeck.controller")
@@ -61,6 +63,12 @@ def run_controller(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         print("error: --concurrency must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    for flag, addr in (("--health-addr", args.health_addr), ("--metrics-addr", args.metrics_addr)):
+        try:
+            parse_addr(addr)
+        except ValueError as exc:
+            print(f"error: {flag}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     setup_logging(args.log_level, args.log_file, stderr=True)
     with tempfile.TemporaryDirectory(prefix="helmdeck-controller-") as private:
         try:
@@ -81,15 +89,30 @@ async def _run(engine: Engine, args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     engine.subscribe(_log_signal)
+    health = Health()
+    metrics = ControllerMetrics(engine.releases, lambda: len(engine.controller.queue.queued()))
+    engine.subscribe(metrics.on_signal)
+    log.info("health probes on %s:%d", *serve_health(args.health_addr, health))
+    log.info("metrics on %s:%d", *serve_metrics(args.metrics_addr, metrics.registry))
+    heartbeat = asyncio.create_task(_beat(health))
     await engine.start(reconcile=True)
+    health.ready = True
     for err in engine.package_errors:
         log.warning("package problem: %s", err)
     log.info("controller started: package set %s, lease %s", engine.package_set, engine.lease_config)
     await stop.wait()
+    health.ready = False  # stop taking work: no new pass starts
     log.info("stopping: running helm actions have %.0fs to finish", args.stop_deadline)
     clean = await engine.stop(args.stop_deadline)
+    heartbeat.cancel()
     log.info("stopped (%s)", "clean" if clean else "running actions cancelled")
     return 0 if clean else EXIT_FAILED
+
+
+async def _beat(health: Health) -> None:
+    while True:  # the event loop turns: /healthz
+        health.beat()
+        await asyncio.sleep(1)
 
 
 def _log_signal(signal_: Any) -> None:

@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
-from tests.sources_fixtures import package_chart, push_oci
+from tests.sources_fixtures import helm_run, package_chart, push_oci
 
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
 T = TypeVar("T")
@@ -122,3 +122,22 @@ def lease_holder(coordination: client.CoordinationV1Api, namespace: str) -> str:
     items: Any = coordination.list_namespaced_lease(namespace).items
     leases = [x for x in items if x.metadata.name.startswith("helmdeck-cluster")]
     return str(leases[0].spec.holder_identity or "") if leases else ""
+
+
+def publish_chart(helm: Helm, chart: Path, work: Path, registry: str, helm_home: dict[str, str]) -> str:
+    """Push the chart folder ``chart`` (as it is) to a fresh repository of the local registry; returns its
+    ``host:port/path``."""
+    base = f"{registry}/ctl-{uuid.uuid4().hex[:8]}"
+    out = work / "packaged"
+    out.mkdir(exist_ok=True)
+    archive = helm_run(helm.binary, "package", str(chart), "-d", str(out), env=helm_home).strip().rsplit(" ", 1)[-1]
+    push_oci(helm.binary, Path(archive), base, env=helm_home)
+    return base
+
+
+def endpoint(text: str, what: str) -> str:
+    """``http://host:port`` the controller's log says ``what`` (health probes, metrics) is served on."""
+    for line in text.splitlines():
+        if f"{what} on " in line:
+            return "http://" + line.split(f"{what} on ", 1)[1].split("'")[0].strip()
+    return ""

@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
@@ -26,6 +28,7 @@ from tests.controller_fixtures import (
     GROUP,
     VERSION,
     create,
+    endpoint,
     eventually,
     get_package,
     lease_holder,
@@ -107,6 +110,21 @@ def test_a_package_object_is_installed_and_an_edit_upgrades_once(
         time.sleep(5)  # more passes would make more revisions: the edit upgrades once
         assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
         assert _reasons(core, namespace, "web").count("UpgradeSucceeded") == 1
+
+        health, metrics = endpoint(ctl.text(), "health probes"), endpoint(ctl.text(), "metrics")
+        for probe in ("/healthz", "/readyz"):
+            with urllib.request.urlopen(health + probe, timeout=5) as resp:
+                assert resp.status == 200
+        with urllib.request.urlopen(metrics + "/metrics", timeout=5) as resp:
+            samples = {f"{s.name}{sorted(s.labels.items())}": s.value
+                       for family in text_string_to_metric_families(resp.read().decode()) for s in family.samples}
+        assert samples["helmdeck_reconciles_total[('result', 'success')]"] >= 2
+        assert samples["helmdeck_reconcile_duration_seconds_count[]"] >= 2
+        for action in ("install", "upgrade"):
+            key = f"helmdeck_helm_action_duration_seconds_count[('action', '{action}'), ('result', 'succeeded')]"
+            assert samples[key] == 1, samples
+        assert samples["helmdeck_releases[('state', 'InSync')]"] == 1
+        assert "helmdeck_queue_depth[]" in samples
     finally:
         assert ctl.stop() == 0, ctl.text()
 

@@ -173,11 +173,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PassFinished:
-    """A pass of ``key``'s package ended (whatever its verdict); ``spec`` is the package it ran with (what the
-    controller's status reports as observed: Flux sets observedGeneration when a reconcile ends)."""
+    """A pass of ``key``'s package ended; ``spec`` is the package it ran with (what the controller's status
+    reports as observed: Flux sets observedGeneration when a reconcile ends); ``result`` and ``seconds`` feed
+    the controller's metrics."""
 
     key: ReleaseKey
     spec: PackageSpec
+    result: str = "success"  # "success", or "failure" (an error or a stall: the queue backs off or stops)
+    seconds: float = 0.0  # how long the pass took
 
 
 EngineSignal = (ReleaseUpdated | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged | AccessProblems

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -498,8 +499,10 @@ class PackageController:
         spec = self.book.packages.get(key)
         if spec is None:
             raise ActionRefused(no_package_reason(key))
+        began = time.monotonic()
         result = await self._reconcile(key, spec, force)
-        self.book.emit(PassFinished(key, spec))
+        failed = result.next in ("error", "stop") or any(not o.ok for o in result.outcomes)
+        self.book.emit(PassFinished(key, spec, "failure" if failed else "success", time.monotonic() - began))
         return result
 
     async def _reconcile(self, key: ReleaseKey, spec: PackageSpec, force: bool) -> PassResult:
