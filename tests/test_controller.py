@@ -34,12 +34,14 @@ from tests.controller_fixtures import (
     lease_holder,
     oci_repository,
     package,
+    publish_chart,
     publish_web,
     releases,
     start_controller,
 )
 
 pytestmark = pytest.mark.cluster
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
@@ -346,3 +348,34 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
         assert releases(core, namespace, "broken") == after
     finally:
         assert ctl.stop() == 0, ctl.text()
+
+
+def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+) -> None:
+    objects, core, coordination = apis
+    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
+    base = publish_chart(helm, EXAMPLES / "charts" / "flaky", tmp_path, local_cluster.registry, helm_home)
+    create(objects, {**oci_repository(namespace, base), "spec": {
+        "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+    create(objects, package(namespace, "flaky", timeout="5m"))
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, "--stop-deadline", "3")
+    try:
+        eventually(lambda: releases(core, namespace, "flaky") == [(1, "deployed")], 90, "flaky installed",
+                   logs=ctl.text)
+        objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "flaky",
+                                               {"spec": {"values": {"hang": True}}})  # --wait never ends
+        eventually(lambda: (2, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",
+                   logs=ctl.text)
+        began = time.monotonic()
+        code = ctl.stop(signal.SIGTERM, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        ctl.stop(signal.SIGKILL)
+    assert code == 1, ctl.text()  # a running action had to be cancelled
+    assert took < 3 + 20, took  # the deadline, then helm's stop grace and the unlock
+    stored = releases(core, namespace, "flaky")
+    assert not [s for _, s in stored if s.startswith("pending-")], stored
+    assert stored[-1] == (2, "failed"), stored
+    assert lease_holder(coordination, namespace) == ""  # given up, not left to expire
