@@ -53,7 +53,8 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     lease = LeaseConfig(package_set.lease_name, lease_ns, duration=args.lease_duration,
                         retry=max(0.5, min(2.0, args.lease_duration / 5)))
     helm = find_helm(args.helm)
-    log.info("using helm %s", helm.describe())
+    log.info("using helm %s; package set %s, Lease %s/%s", helm.describe(), package_set.identity, lease.namespace,
+             lease.name)
     return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
                   lease=lease, package_set=package_set.identity, cluster_packages=True)
 
@@ -90,7 +91,7 @@ async def _run(engine: Engine, args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
     engine.subscribe(_log_signal)
     health = Health()
-    metrics = ControllerMetrics(engine.releases, lambda: len(engine.controller.queue.queued()))
+    metrics = ControllerMetrics(engine.releases, engine.queue_depth)
     engine.subscribe(metrics.on_signal)
     log.info("health probes on %s:%d", *serve_health(args.health_addr, health))
     log.info("metrics on %s:%d", *serve_metrics(args.metrics_addr, metrics.registry))
@@ -99,7 +100,7 @@ async def _run(engine: Engine, args: argparse.Namespace) -> int:
     health.ready = True
     for err in engine.package_errors:
         log.warning("package problem: %s", err)
-    log.info("controller started: package set %s, lease %s", engine.package_set, engine.lease_config)
+    log.info("controller started")
     await stop.wait()
     health.ready = False  # stop taking work: no new pass starts
     log.info("stopping: running helm actions have %.0fs to finish", args.stop_deadline)

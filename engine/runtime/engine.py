@@ -357,6 +357,10 @@ class Engine:
         """Flux fields helmdeck does not implement, left out with ``allow_unsupported``: one warning each."""
         return self.controller.left_out
 
+    def queue_depth(self) -> int:
+        """How many packages are queued for a pass, due now or later (the controller's metric)."""
+        return len(self.controller.queue.queued())
+
     def load_packages(self) -> None:
         """(Re)load the packages folder now; bad files are reported, the rest apply."""
         self.controller.load_packages()
