@@ -379,3 +379,62 @@ def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
     assert not [s for _, s in stored if s.startswith("pending-")], stored
     assert stored[-1] == (2, "failed"), stored
     assert lease_holder(coordination, namespace) == ""  # given up, not left to expire
+
+
+def test_rollback_cancel_unlock_and_monitor_requests(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+) -> None:
+    objects, core, _ = apis
+    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
+    base = publish_chart(helm, EXAMPLES / "charts" / "flaky", tmp_path, local_cluster.registry, helm_home)
+    create(objects, {**oci_repository(namespace, base), "spec": {
+        "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+    create(objects, package(namespace, "flaky", timeout="5m"))
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    try:
+        eventually(lambda: releases(core, namespace, "flaky") == [(1, "deployed")], 90, "installed", logs=ctl.text)
+        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f1"})
+        eventually(lambda: _acknowledged(objects, namespace, "flaky", "lastHandledForceAt", "f1"), 60, "forced",
+                   logs=ctl.text)
+        # Roll back to revision 1: revision 3, and the package is held (no pass undoes it).
+        _annotate(objects, namespace, "flaky", **{"rollback.helmdeck.dev/requestedAt": "r1",
+                                                  "rollback.helmdeck.dev/revision": "1"})
+        eventually(lambda: _acknowledged(objects, namespace, "flaky", "lastHandledRollbackAt", "r1"), 60,
+                   "rollback acknowledged", logs=ctl.text)
+        assert releases(core, namespace, "flaky") == [(1, "superseded"), (2, "superseded"), (3, "deployed")]
+        for request, ack in (("monitor.helmdeck.dev/pauseAt", "lastHandledPauseAt"),
+                             ("monitor.helmdeck.dev/resumeAt", "lastHandledResumeAt")):
+            _annotate(objects, namespace, "flaky", **{request: "m1"})
+
+            def handled(field: str = ack) -> bool:
+                return _acknowledged(objects, namespace, "flaky", field, "m1")
+
+            eventually(handled, 30, ack, logs=ctl.text)
+        time.sleep(3)
+        assert releases(core, namespace, "flaky")[-1] == (3, "deployed")
+        # An upgrade hanging on --wait, cancelled by request: its pending revision is unlocked at once.
+        objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "flaky",
+                                               {"spec": {"values": {"hang": True}}})
+        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f2"})
+        eventually(lambda: (4, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",
+                   logs=ctl.text)
+        _annotate(objects, namespace, "flaky", **{"cancel.helmdeck.dev/requestedAt": "c1"})
+        eventually(lambda: _acknowledged(objects, namespace, "flaky", "lastHandledCancelAt", "c1"), 30,
+                   "cancel acknowledged", logs=ctl.text)
+        eventually(lambda: (4, "failed") in releases(core, namespace, "flaky"), 20, "unlocked by the cancel",
+                   logs=ctl.text)
+        # An upgrade left pending by a killed controller, unlocked by request on the next one.
+        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f3"})
+        eventually(lambda: (5, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",
+                   logs=ctl.text)
+        ctl.stop(signal.SIGKILL)
+        ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="next")
+        eventually(lambda: "controller started" in ctl.text(), 30, "the next controller", logs=ctl.text)
+        assert (5, "pending-upgrade") in releases(core, namespace, "flaky")  # not stale before its timeout
+        _annotate(objects, namespace, "flaky", **{"unlock.helmdeck.dev/requestedAt": "u1"})
+        eventually(lambda: _acknowledged(objects, namespace, "flaky", "lastHandledUnlockAt", "u1"), 60,
+                   "unlock acknowledged", logs=ctl.text)
+        assert (5, "failed") in releases(core, namespace, "flaky")
+    finally:
+        ctl.stop(signal.SIGKILL)

@@ -130,5 +130,10 @@ PACKAGE_STATUS: tuple[Field, ...] = (
     Field("lastHandledReconcileAt", "string", "the last reconcile request annotation handled"),
     Field("lastHandledForceAt", "string", "the last forceAt request handled"),
     Field("lastHandledResetAt", "string", "the last resetAt request handled"),
+    Field("lastHandledRollbackAt", "string", "the last rollback request handled"),
+    Field("lastHandledUnlockAt", "string", "the last unlock request handled"),
+    Field("lastHandledCancelAt", "string", "the last cancel request handled"),
+    Field("lastHandledPauseAt", "string", "the last monitor pause request handled"),
+    Field("lastHandledResumeAt", "string", "the last monitor resume request handled"),
     Field("storageNamespace", "string", "where helm stores the release"),
 )

@@ -57,7 +57,7 @@ from engine.runtime.drive.object_status import StatusWriter
 from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.repositories import RepositoryRefresh
-from engine.runtime.drive.requests import Requests
+from engine.runtime.drive.requests import Actions, Requests
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
@@ -174,13 +174,17 @@ class Engine:
             api, self.objects, lambda spec, why: self.controller.uninstall_removed(spec, why, stored=True),
             self._record, acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
             if self.objects is not None and online else None)
-        self.requests = (Requests(
-            self.objects, self.book, run=lambda key, force: self.operations.upgrade(key, force=force),
-            reset=self._reset_failures, acknowledge=self.status_writer.acknowledge, acting=lambda: self.gate.acting,
-            spawn=self.tasks.spawn) if self.objects is not None and self.status_writer is not None else None)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations)  # the picker
+        # Requests by annotation on Package objects (helmdeck controller): the operator's actions.
+        ops = self.operations
+        actions = Actions(run=lambda key, force: ops.upgrade(key, force=force), reset=self._reset_failures,
+                          rollback=ops.rollback, unlock=ops.unlock, cancel=ops.cancel, pause=ops.pause_monitor,
+                          resume=ops.resume_monitor)
+        self.requests = (Requests(self.objects, self.book, actions, acknowledge=self.status_writer.acknowledge,
+                                  acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
+                         if self.objects is not None and self.status_writer is not None else None)
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
                         if lease is not None and online else None)

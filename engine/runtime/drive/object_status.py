@@ -53,7 +53,8 @@ MAX_MESSAGE = 1024  # an Event's message, as client-go's recorder truncates it
 _ACTION_REASONS = {"install": "Install", "upgrade": "Upgrade", "test": "Test", "rollback": "Rollback",
                    "uninstall": "Uninstall", "uninstall-remediation": "Uninstall", "prune": "Uninstall"}
 _OTHER_REASONS = {("correct-drift", "succeeded"): cond.DRIFT_CORRECTED, ("unlock", "succeeded"): cond.UNLOCKED,
-                  ("reconcile", "failed"): cond.RECONCILE_ERROR}
+                  ("reconcile", "failed"): cond.RECONCILE_ERROR,
+                  ("request", "failed"): "RequestFailed"}  # a request annotation that could not be carried out
 
 
 def rfc3339(seconds: float) -> str:

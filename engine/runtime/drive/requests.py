@@ -3,7 +3,12 @@ status (the ``lastHandled*At`` fields, as Flux's ``ReconcileRequestStatus``).
 
 - reconcile now: ``reconcile.helmdeck.dev/requestedAt``, or Flux's ``reconcile.fluxcd.io/requestedAt``;
 - force an upgrade (even in sync): ``reconcile.helmdeck.dev/forceAt`` (Flux's ``reconcile.fluxcd.io/forceAt``);
-- reset the failure counters, then reconcile: ``reconcile.helmdeck.dev/resetAt`` (Flux's ``.../resetAt``).
+- reset the failure counters, then reconcile: ``reconcile.helmdeck.dev/resetAt`` (Flux's ``.../resetAt``);
+- the app's actions, helmdeck's own: ``rollback.helmdeck.dev/requestedAt`` (to ``rollback.helmdeck.dev/revision``,
+  default the previous one; the package is then held, as after the app's rollback, until a forceAt),
+  ``unlock.helmdeck.dev/requestedAt`` (a pending revision marked failed), ``cancel.helmdeck.dev/requestedAt``
+  (the running action stopped, its pending revision unlocked, the package held), ``monitor.helmdeck.dev/pauseAt``
+  and ``monitor.helmdeck.dev/resumeAt`` (the resource monitor).
 
 A request is a new annotation value: one that differs from the acknowledged one. It is acknowledged once its
 pass has ended (a pass refused because another action runs is tried again shortly), so a restarted or a
@@ -26,9 +31,17 @@ from engine.runtime.state import EngineSignal, LeaseChanged, ReleaseKey
 log = logging.getLogger(__name__)
 
 RETRY = 2.0  # seconds before a request refused (busy) is tried again
-# request -> (the annotations asking it, helmdeck's first; the status field acknowledging it)
-REQUESTS: dict[str, tuple[tuple[str, str], str]] = {
+ROLLBACK_REVISION = "rollback.helmdeck.dev/revision"
+_PASSES = ("reset", "force", "reconcile")  # requests followed by a pass, acknowledged when it ended
+# request -> (the annotations asking it, helmdeck's first; the status field acknowledging it), in the order
+# they are handled (a cancel first: it stops what runs; a reconcile last: after the rest)
+REQUESTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "cancel": (("cancel.helmdeck.dev/requestedAt",), "lastHandledCancelAt"),
     "reset": (("reconcile.helmdeck.dev/resetAt", "reconcile.fluxcd.io/resetAt"), "lastHandledResetAt"),
+    "unlock": (("unlock.helmdeck.dev/requestedAt",), "lastHandledUnlockAt"),
+    "rollback": (("rollback.helmdeck.dev/requestedAt",), "lastHandledRollbackAt"),
+    "pause": (("monitor.helmdeck.dev/pauseAt",), "lastHandledPauseAt"),
+    "resume": (("monitor.helmdeck.dev/resumeAt",), "lastHandledResumeAt"),
     "force": (("reconcile.helmdeck.dev/forceAt", "reconcile.fluxcd.io/forceAt"), "lastHandledForceAt"),
     "reconcile": (("reconcile.helmdeck.dev/requestedAt", "reconcile.fluxcd.io/requestedAt"),
                   "lastHandledReconcileAt"),
@@ -54,21 +67,36 @@ def pending(obj: dict[str, Any], acknowledged: dict[str, str]) -> list[tuple[str
     return out
 
 
+@dataclass(frozen=True)
+class Actions:
+    """What the requests may do (the engine's operations): ``run(key, force)`` one pass (the operator's
+    upgrade), ``reset(key)`` zero the failure counters, ``rollback(key, revision)``, ``unlock(key)``,
+    ``cancel(key)`` (at once, without waiting: it stops the running action), ``pause(key)``/``resume(key)``
+    the monitor. Each raises ActionRefused when it cannot act now."""
+
+    run: Callable[[ReleaseKey, bool], Awaitable[object]]
+    reset: Callable[[ReleaseKey], None]
+    rollback: Callable[[ReleaseKey, int], Awaitable[object]]
+    unlock: Callable[[ReleaseKey], Awaitable[object]]
+    cancel: Callable[[ReleaseKey], Awaitable[object]]
+    pause: Callable[[ReleaseKey], object]
+    resume: Callable[[ReleaseKey], object]
+
+
 @dataclass
 class Requests:
-    """Handles the request annotations of ``objects``' Packages: ``run(key, force)`` runs one pass (the
-    operator's upgrade), ``reset(key)`` zeroes the failure counters, ``acknowledge(ref, field, value)`` records
-    it in status."""
+    """Handles the request annotations of ``objects``' Packages through ``actions``;
+    ``acknowledge(ref, field, value)`` records one in status."""
 
     objects: PackageObjects
     book: ReleaseBook
-    run: Callable[[ReleaseKey, bool], Awaitable[object]]
-    reset: Callable[[ReleaseKey], None]
+    actions: Actions
     acknowledge: Callable[[tuple[str, str], str, str], None]
     acting: Callable[[], bool]
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     _acked: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     _busy: set[tuple[str, str]] = field(default_factory=set)
+    _cancels: set[tuple[str, str]] = field(default_factory=set)  # cancel requests under way or done
 
     def on_signal(self, signal: EngineSignal) -> None:
         """Taking the Lease over: requests made while another instance acted (or none did)."""
@@ -83,34 +111,76 @@ class Requests:
         for obj in self.objects.objects(PACKAGES).values():
             meta = obj.get("metadata") or {}
             ref = (str(meta.get("namespace")), str(meta.get("name")))
-            if ref in self._busy or deleting(obj) or ref not in specs:
+            if deleting(obj) or ref not in specs:
                 continue
             todo = pending(obj, self._acked.get(ref, {}))
-            if todo:
+            cancel = dict(todo).get("cancel")
+            if cancel is not None and ("cancel", cancel) not in self._cancels:  # not behind what it stops
+                self._cancels.add(("cancel", cancel))
+                self.spawn(self._cancel(ref, specs[ref][0], cancel))
+            todo = [(r, v) for r, v in todo if r != "cancel"]
+            if todo and ref not in self._busy:
                 self._busy.add(ref)
-                self.spawn(self._handle(ref, *specs[ref], todo))
+                annotations = meta.get("annotations") or {}
+                self.spawn(self._handle(ref, *specs[ref], todo, str(annotations.get(ROLLBACK_REVISION, "0"))))
+
+    def _ack(self, ref: tuple[str, str], key: ReleaseKey, request: str, value: str, problem: str = "") -> None:
+        ack = REQUESTS[request][1]
+        self._acked.setdefault(ref, {})[ack] = value
+        self.acknowledge(ref, ack, value)
+        if problem:
+            self.book.log(key, "request", "failed", f"{request} requested at {value}: {problem}")
+        else:
+            self.book.log(key, "request", "info", f"{request} requested at {value}: handled")
+
+    async def _cancel(self, ref: tuple[str, str], key: ReleaseKey, value: str) -> None:
+        try:
+            await self.actions.cancel(key)
+            self._ack(ref, key, "cancel", value)
+        except ActionRefused as exc:  # nothing runs: said, and handled all the same
+            self._ack(ref, key, "cancel", value, str(exc))
 
     async def _handle(self, ref: tuple[str, str], key: ReleaseKey, spec: PackageSpec,
-                      todo: list[tuple[str, str]]) -> None:
+                      todo: list[tuple[str, str]], revision: str) -> None:
         try:
-            requests = dict(todo)
-            if "reset" in requests:
-                self.reset(key)
-            if not spec.suspend:  # a suspended package is left alone, as Flux does; the request is still acked
+            for request, value in todo:
+                if request in _PASSES and request != "reset":
+                    continue
+                try:
+                    await self._one(key, request, revision)
+                    if request != "reset":  # a reset is acknowledged once its pass ended
+                        self._ack(ref, key, request, value)
+                except (ActionRefused, ValueError) as exc:
+                    self._ack(ref, key, request, value, str(exc))
+            # A reset is followed by a pass, as Flux's; a suspended package is left alone (still acknowledged).
+            runs = [(r, v) for r, v in todo if r in _PASSES]
+            if runs and not spec.suspend:
                 while True:
                     if not self.acting():
                         return  # the Lease went elsewhere: the next holder handles it
                     try:
-                        await self.run(key, "force" in requests)
+                        await self.actions.run(key, any(r == "force" for r, _ in runs))
                         break
                     except ActionRefused as exc:
                         log.info("request on Package %s/%s waits: %s", *ref, exc)
                         await asyncio.sleep(RETRY)
-            for request, value in todo:
-                ack = REQUESTS[request][1]
-                self._acked.setdefault(ref, {})[ack] = value
-                self.acknowledge(ref, ack, value)
-                self.book.log(key, "request", "info", f"{request} requested at {value}: handled")
+            for request, value in runs:
+                self._ack(ref, key, request, value)
         finally:
             self._busy.discard(ref)
         self.sweep()  # a request made while this one ran
+
+    async def _one(self, key: ReleaseKey, request: str, revision: str) -> None:
+        """Run one of the requests that are not a pass. Raises ActionRefused, ValueError (a bad revision)."""
+        if request == "reset":
+            self.actions.reset(key)
+        elif request == "unlock":
+            await self.actions.unlock(key)
+        elif request == "rollback":
+            if not revision.isdigit():
+                raise ValueError(f"{ROLLBACK_REVISION} {revision!r} is not a revision number")
+            await self.actions.rollback(key, int(revision))
+        elif request == "pause":
+            self.actions.pause(key)
+        elif request == "resume":
+            self.actions.resume(key)
