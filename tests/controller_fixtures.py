@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
-from tests.sources_fixtures import helm_run, package_chart, push_oci
+from tests.chart_sources import helm_run, package_chart, push_oci
 
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
 T = TypeVar("T")
