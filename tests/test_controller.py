@@ -52,6 +52,13 @@ def apis(kube_target: KubeTarget, helmdeck_crds: list[str]) -> tuple[client.Cust
     return client.CustomObjectsApi(api), client.CoreV1Api(api), client.CoordinationV1Api(api)
 
 
+def web_source(objects: client.CustomObjectsApi, namespace: str, helm: Helm, work: Path, cluster: LocalCluster,
+               helm_home: dict[str, str]) -> None:
+    """The web example chart 0.1.0 pushed to the local registry, and the OCIRepository ``web`` selecting it."""
+    assert cluster.registry is not None
+    create(objects, oci_repository(namespace, publish_web(helm, work, cluster.registry, helm_home, "0.1.0")))
+
+
 def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     found: dict[str, Any] = next(c for c in status.get("conditions", []) if c["type"] == type_)
     return found
@@ -81,8 +88,7 @@ def test_a_package_object_is_installed_and_an_edit_upgrades_once(
 ) -> None:
     objects, core, _ = apis
     assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
-    create(objects, oci_repository(namespace, base))
+    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
     create(objects, package(namespace, "web", values={"replicas": 1}))
     ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
     try:
@@ -140,8 +146,7 @@ def test_a_second_controller_takes_over_within_20s_of_sigkill(
 ) -> None:
     objects, core, coordination = apis
     assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
-    create(objects, oci_repository(namespace, base))
+    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
     first = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="a")
     second = None
     try:
@@ -197,8 +202,7 @@ def test_in_cluster_config_from_a_service_account_token(
         (mount / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
         (mount / "namespace").write_text(namespace)
         server = urlsplit(cluster["server"])
-        base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
-        create(objects, oci_repository(namespace, base))
+        web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
         create(objects, package(namespace, "web"))
         ctl = start_controller(None, namespace, helm, tmp_path, "--serviceaccount-dir", str(mount), env={
             "KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port),
@@ -226,8 +230,7 @@ def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on
 ) -> None:
     objects, core, _ = apis
     assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
-    create(objects, oci_repository(namespace, base))
+    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
     create(objects, package(namespace, "lost", chartRef={"kind": "OCIRepository", "name": "nowhere"}))
     create(objects, package(namespace, "loop-a", dependsOn=[{"name": "loop-b"}]))
     create(objects, package(namespace, "loop-b", dependsOn=[{"name": "loop-a"}]))
@@ -263,8 +266,7 @@ def test_deleting_a_package_uninstalls_its_release_with_its_uninstall_options(
 ) -> None:
     objects, core, _ = apis
     assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
-    create(objects, oci_repository(namespace, base))
+    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
     create(objects, package(namespace, "kept", uninstall={"keepHistory": True}))
     create(objects, package(namespace, "gone"))
     ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
@@ -306,8 +308,7 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
 ) -> None:
     objects, core, _ = apis
     assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_web(helm, tmp_path, local_cluster.registry, helm_home, "0.1.0")
-    create(objects, oci_repository(namespace, base))
+    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
     create(objects, package(namespace, "web"))
     create(objects, package(namespace, "broken", values={"replicas": "many"}))  # the API server refuses it
     ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
