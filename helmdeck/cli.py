@@ -473,7 +473,8 @@ def _cleanup(args: argparse.Namespace) -> int:
                 return listed
             if not args.yes:
                 _print_cleanup(listed)
-            if not _confirmed(args, f"Uninstall these {len(refs)} release(s) and their helm history?"):
+            if not _confirmed(args, "Uninstall the release listed, with its helm history?" if len(refs) == 1
+                              else f"Uninstall the {len(refs)} releases listed, with their helm history?"):
                 raise _Refused("nothing uninstalled" if sys.stdin.isatty() else
                                "cleanup uninstalls releases: with no terminal to ask on, pass --yes "
                                "(or --dry-run to list them only)")
