@@ -162,8 +162,11 @@ def test_masked_manifests_parse_with_the_same_keys(docs: list[dict[str, Any]], f
     manifest = "".join("---\n# Source: c/t.yaml\n" + yaml.safe_dump(d, default_flow_style=flow, allow_unicode=True)
                        for d in docs)
     out = list(yaml.safe_load_all(masker.mask_manifest(manifest, values)))
-    assert [shape(d) for d in out] == [shape(d) for d in docs]
-    for before, after in zip(docs, out, strict=True):
+    # Compared with what the manifest means, not with ``docs``: PyYAML does not round-trip every string
+    # (a NEL, U+0085, in a flow scalar is read back as a space), and the masker masks the parsed value.
+    parsed = list(yaml.safe_load_all(manifest))
+    assert [shape(d) for d in out] == [shape(d) for d in parsed]
+    for before, after in zip(parsed, out, strict=True):
         if before["kind"] == "Secret":
             pairs = list(leaves(before.get("data"), after.get("data"))) + list(
                 leaves(before.get("stringData"), after.get("stringData")))

@@ -109,6 +109,14 @@ class Fields:
                                  f"allowed here: {', '.join(allowed)}")
         return value
 
+    def sequence(self, value: Any, path: str, fix: str = "") -> list[Any]:
+        """A list (``[]`` when absent). Raises PackageError "must be a list, not <type>" with ``fix``."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(path, f"must be a list, not {type_name(value)}", fix)
+        return value
+
     def string(self, value: Any, path: str, *, required: bool = False, fix: str = "") -> str:
         """A string (``""`` when absent and not ``required``; a required one must not be empty)."""
         if value is None:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.base.fields import Fields, type_name
+from engine.base.fields import Fields
 from engine.base.pointer import PointerError, tokens
 from engine.base.schema import allowed
 from engine.package.schema import PACKAGE_SPEC
@@ -54,12 +54,10 @@ def parse_drift_detection(raw: Any, doc: Fields, modes: tuple[str, ...]) -> Drif
     """``spec.driftDetection`` of one package file. Raises PackageError naming file, line, field and fix."""
     section = doc.mapping(raw, "spec.driftDetection", allowed(PACKAGE_SPEC, "driftDetection"))
     mode = doc.choice(section.get("mode"), "spec.driftDetection.mode", modes, "disabled")
-    rules_raw = section.get("ignore")
-    if rules_raw is not None and not isinstance(rules_raw, list):
-        raise doc.error("spec.driftDetection.ignore", f"must be a list, not {type_name(rules_raw)}",
-                        "write a list of {paths: [/spec/replicas], target: {kind: Deployment}}")
+    rules_raw = doc.sequence(section.get("ignore"), "spec.driftDetection.ignore",
+                             "write a list of {paths: [/spec/replicas], target: {kind: Deployment}}")
     rules = []
-    for i, item in enumerate(rules_raw or []):
+    for i, item in enumerate(rules_raw):
         path = f"spec.driftDetection.ignore[{i}]"
         entry = doc.mapping(item, path, allowed(PACKAGE_SPEC, "driftDetection.ignore"), required=True,
                             fix="write {paths: [...], target: ...}")

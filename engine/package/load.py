@@ -226,9 +226,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
         values = {}
     if not isinstance(values, dict):
         raise doc.error("spec.values", f"must be a mapping, not {type_name(values)}")
-    files_raw = spec.get("valuesFiles") or []
-    if not isinstance(files_raw, list):
-        raise doc.error("spec.valuesFiles", f"must be a list, not {type_name(files_raw)}")
+    files_raw = doc.sequence(spec.get("valuesFiles"), "spec.valuesFiles")
     values_files = []
     for i, item in enumerate(files_raw):
         rel = doc.string(item, f"spec.valuesFiles[{i}]", required=True)
@@ -315,9 +313,7 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
 
 def _test(doc: _Doc, raw: Any) -> TestSpec:
     section = doc.mapping(raw, "spec.test", allowed(PACKAGE_SPEC, "test"))
-    filters_raw = section.get("filters") or []
-    if not isinstance(filters_raw, list):
-        raise doc.error("spec.test.filters", f"must be a list, not {type_name(filters_raw)}")
+    filters_raw = doc.sequence(section.get("filters"), "spec.test.filters")
     filters = []
     for i, item in enumerate(filters_raw):
         path = f"spec.test.filters[{i}]"

@@ -120,15 +120,13 @@ class Rendering:
 def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:
     """``spec.postRenderers`` and ``spec.commonMetadata`` of one package file. Raises PackageError
     naming file, line, field and fix."""
-    raw = spec.get("postRenderers")
-    if raw is not None and not isinstance(raw, list):
-        raise doc.error("spec.postRenderers", f"must be a list, not {type_name(raw)}",
-                        "write a list of {kustomize: {patches, images}}")
-    if raw and len(raw) > MAX_STEPS:
+    raw = doc.sequence(spec.get("postRenderers"), "spec.postRenderers",
+                       "write a list of {kustomize: {patches, images}}")
+    if len(raw) > MAX_STEPS:
         raise doc.error("spec.postRenderers", f"has {len(raw)} steps, over the limit of {MAX_STEPS}",
                         "merge them: one kustomize step takes many patches and images, applied in order")
     steps = []
-    for i, item in enumerate(raw or []):
+    for i, item in enumerate(raw):
         path = f"spec.postRenderers[{i}]"
         entry = doc.mapping(item, path, allowed(PACKAGE_SPEC, "postRenderers"), required=True,
                             fix="write {kustomize: {patches, images}}")
@@ -139,11 +137,7 @@ def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:
 
 
 def _list(raw: Any, path: str, doc: Fields, shape: str) -> list[Any]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise doc.error(path, f"must be a list, not {type_name(raw)}", f"write a list of {shape}")
-    return raw
+    return doc.sequence(raw, path, f"write a list of {shape}")
 
 
 def _kustomize(raw: Any, path: str, doc: Fields) -> Kustomize:

@@ -66,13 +66,9 @@ class ValuesReference:
 def parse_values_from(raw: Any, *, file: Path, lines: Mapping[str, int]) -> tuple[ValuesReference, ...]:
     """``spec.valuesFrom`` of one package file. Raises PackageError naming file, line, field and fix."""
     doc = Fields(file, lines)
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise doc.error("spec.valuesFrom", f"must be a list, not {type_name(raw)}",
-                        "write a list of {kind: Secret|ConfigMap, name: ...}")
     out = []
-    for i, item in enumerate(raw):
+    items = doc.sequence(raw, "spec.valuesFrom", "write a list of {kind: Secret|ConfigMap, name: ...}")
+    for i, item in enumerate(items):
         path = f"spec.valuesFrom[{i}]"
         entry = doc.mapping(item, path, _FIELDS, required=True, fix="write {kind: Secret|ConfigMap, name: ...}")
         kind = doc.string(entry.get("kind"), f"{path}.kind", required=True, fix="use ConfigMap or Secret")

@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.base.fields import Fields as BaseFields
-from engine.base.fields import parse_duration, type_name
+from engine.base.fields import parse_duration
 from engine.base.labels import API_VERSION
 from engine.base.schema import allowed
 from engine.sources.schema import CHART_REF, CHART_TEMPLATE, SOURCE_SPECS
@@ -359,9 +359,7 @@ def parse_chart_template(
     if strategy not in RECONCILE_STRATEGIES:
         raise fields.error(f"{p}.reconcileStrategy", f"unknown strategy {strategy!r}",
                            f"use one of: {', '.join(RECONCILE_STRATEGIES)}")
-    files_raw = spec.get("valuesFiles") or []
-    if not isinstance(files_raw, list):
-        raise fields.error(f"{p}.valuesFiles", f"must be a list, not {type_name(files_raw)}")
+    files_raw = fields.sequence(spec.get("valuesFiles"), f"{p}.valuesFiles")
     values_files = []
     for i, item in enumerate(files_raw):
         rel = fields.string(item, f"{p}.valuesFiles[{i}]", required=True, fix="give a path inside the chart")
