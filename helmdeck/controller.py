@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.helm import Helm
 from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
+from engine.package.identity import valid_service_account_name
 from engine.runtime.drive.lease import LeaseConfig
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
@@ -56,13 +57,18 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     log.info("using helm %s; package set %s, Lease %s/%s", helm.describe(), package_set.identity, lease.namespace,
              lease.name)
     return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
-                  lease=lease, package_set=package_set.identity, cluster_packages=True)
+                  lease=lease, package_set=package_set.identity, cluster_packages=True,
+                  default_service_account=args.default_service_account)
 
 
 def run_controller(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; 0 when every running action finished on its own, else 1."""
     if args.concurrency < 1:
         print("error: --concurrency must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.default_service_account and not valid_service_account_name(args.default_service_account):
+        print(f"error: --default-service-account: {args.default_service_account!r} is not a valid ServiceAccount "
+              "name (use lower-case letters, digits, '-' and '.')", file=sys.stderr)
         return EXIT_USAGE
     for flag, addr in (("--health-addr", args.health_addr), ("--metrics-addr", args.metrics_addr)):
         try:

@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="namespace of the Lease (default: the pod's namespace, else default)")
     ctl.add_argument("--lease-duration", type=float, default=15.0,
                      help="seconds without renewal after which another instance takes over (default: %(default)s)")
+    ctl.add_argument("--default-service-account", default="", metavar="NAME",
+                     help="a Package without spec.serviceAccountName acts as this ServiceAccount of its namespace "
+                          "(Flux's multi-tenancy lockdown; default: the controller's own)")
     ctl.add_argument("--concurrency", type=int, default=4, help="packages reconciled at once (default: %(default)s)")
     ctl.add_argument("--stop-deadline", type=float, default=30.0,
                      help="on SIGTERM, seconds running helm actions may take to finish (default: %(default)s)")

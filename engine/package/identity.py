@@ -42,10 +42,15 @@ def parse_identity(doc: Fields, spec: dict[str, Any], namespace: str) -> dict[st
                         "helm's CLI stores a release in its own namespace, so the field cannot be honoured",
                         "remove spec.storageNamespace (helm stores the release in its own namespace)")
     account = doc.string(spec.get("serviceAccountName"), "spec.serviceAccountName")
-    if account and (not _DNS_SUBDOMAIN.match(account) or len(account) > 253):
+    if account and not valid_service_account_name(account):
         raise doc.error("spec.serviceAccountName", f"{account!r} is not a valid ServiceAccount name",
                         "use lower-case letters, digits, '-' and '.'")
     return {"target_namespace": target, "storage_namespace": storage_ns, "service_account_name": account}
+
+
+def valid_service_account_name(name: str) -> bool:
+    """Is ``name`` a valid ServiceAccount name (a DNS subdomain: at most 253 characters, as Kubernetes)?"""
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
 
 
 def default_release_name(name: str, target_namespace: str) -> str:

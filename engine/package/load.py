@@ -169,12 +169,19 @@ def _object_document(obj: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
     return object_origin(plural, namespace, name), data
 
 
-def package_object(obj: Mapping[str, Any]) -> PackageSpec:
+def package_object(obj: Mapping[str, Any], default_service_account: str = "") -> PackageSpec:
     """Validate a Package object read from the API server, with the same checks and wording as a package file
     (no line numbers; the error's "file" is the object's API path, :func:`object_origin`). A chart folder or
-    values files on disk cannot move into the cluster: they are refused naming the field. Raises PackageError."""
+    values files on disk cannot move into the cluster: they are refused naming the field. Raises PackageError.
+
+    ``default_service_account`` is the ServiceAccount (in the Package's namespace) a Package without
+    ``spec.serviceAccountName`` acts as: Flux's ``--default-service-account``, the multi-tenancy lockdown
+    (``helmdeck controller --default-service-account``); "" acts as the controller itself."""
     origin, data = _object_document(obj)
-    return _package(_Doc(origin, {}, in_cluster=True), data)
+    spec = _package(_Doc(origin, {}, in_cluster=True), data)
+    if default_service_account and not spec.service_account_name:
+        return dataclasses.replace(spec, service_account_name=default_service_account)
+    return spec
 
 
 def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
@@ -416,11 +423,11 @@ def load_packages(directory: Path, *, allow_unsupported: bool = False,
 
 
 def load_objects(packages: Iterable[Mapping[str, Any]], sources: Iterable[Mapping[str, Any]],
-                 ) -> tuple[list[PackageSpec], list[PackageError]]:
+                 default_service_account: str = "") -> tuple[list[PackageSpec], list[PackageError]]:
     """Validate Package, HelmRepository and OCIRepository objects read from the API server, as
     :func:`load_packages` validates a folder: each object alone, then the set (sources linked, one package per
     release, dependsOn names and cycles). Returns the valid packages and the errors; a bad object never stops
-    the others."""
+    the others. ``default_service_account``: see :func:`package_object`."""
     specs: list[PackageSpec] = []
     errors: list[PackageError] = []
     found: list[SourceSpec] = []
@@ -432,7 +439,7 @@ def load_objects(packages: Iterable[Mapping[str, Any]], sources: Iterable[Mappin
             errors.append(exc)
     for obj in packages:
         try:
-            specs.append(package_object(obj))
+            specs.append(package_object(obj, default_service_account))
         except PackageError as exc:
             errors.append(exc)
     specs, set_errors = package_set(specs, found, functools.partial(link, files=False))

@@ -102,6 +102,8 @@ class Engine:
     when it is not a valid name. ``cluster_packages``: the packages are the API server's Package objects
     of ``namespaces`` (``helmdeck controller``) instead of a folder; their set is
     :func:`~engine.runtime.package_set.cluster_package_set`. Raises ApiException when they cannot be listed.
+    ``default_service_account`` (with ``cluster_packages``): the ServiceAccount a Package without
+    ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class Engine:
         package_set: str | None = None,
         allow_unsupported: bool = False,
         cluster_packages: bool = False,
+        default_service_account: str = "",
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -140,7 +143,8 @@ class Engine:
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
-        self.objects = PackageObjects(api, namespaces) if cluster_packages else None
+        self.objects = (PackageObjects(api, namespaces, default_service_account=default_service_account)
+                        if cluster_packages else None)
         source: PackageInput | None = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported)
                                        if packages_dir is not None else self.objects)
         # The packages are read now: their storage namespaces are watched too.

@@ -111,10 +111,13 @@ def list_objects(api: client.ApiClient, plural: str, namespace: str | None) -> t
 
 class PackageObjects:
     """The Package objects (and their sources) of ``namespaces`` (None: all), read and watched through ``api``.
-    ``debounce``: seconds a burst of changes is grouped for before one validation."""
+    ``debounce``: seconds a burst of changes is grouped for before one validation; ``default_service_account``:
+    the ServiceAccount a Package without ``spec.serviceAccountName`` acts as (:func:`load_objects`)."""
 
-    def __init__(self, api: client.ApiClient, namespaces: list[str] | None = None, *, debounce: float = 0.2):
+    def __init__(self, api: client.ApiClient, namespaces: list[str] | None = None, *, debounce: float = 0.2,
+                 default_service_account: str = ""):
         self._api = api
+        self._default_account = default_service_account
         self.namespaces = sorted(set(namespaces)) if namespaces else None
         self._debounce = debounce
         self._lock = threading.Lock()
@@ -167,7 +170,7 @@ class PackageObjects:
         live = [obj for obj in self.objects(PACKAGES).values() if not deleting(obj)]
         specs, errors = load_objects(live,
                                      [*self.objects("helmrepositories").values(),
-                                      *self.objects("ocirepositories").values()])
+                                      *self.objects("ocirepositories").values()], self._default_account)
         good = {s.file: s for s in specs}
         packages = self.objects(PACKAGES)
         for origin, spec in good.items():

@@ -1,0 +1,43 @@
+{{/* The name of the chart's namespaced objects and the prefix of its cluster-wide ones. */}}
+{{- define "helmdeck.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cluster-wide objects (ClusterRole, ClusterRoleBinding) carry the release's namespace: one install per namespace. */}}
+{{- define "helmdeck.clusterName" -}}
+{{- printf "%s-%s" (include "helmdeck.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "helmdeck.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "helmdeck.labels" -}}
+{{ include "helmdeck.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/*
+The pod's terminationGracePeriodSeconds: controller.stopDeadline plus the time helmdeck needs after it (cancel
+the running helm actions, unlock their pending revisions, give the Lease up). A value set lower fails rendering,
+since the kubelet's SIGKILL would then cut that work short and could leave a release pending.
+*/}}
+{{- define "helmdeck.shutdownMargin" -}}15{{- end -}}
+{{- define "helmdeck.gracePeriod" -}}
+{{- $deadline := int .Values.controller.stopDeadline -}}
+{{- $needed := add $deadline (int (include "helmdeck.shutdownMargin" .)) -}}
+{{- if eq (toString .Values.terminationGracePeriodSeconds) "" -}}
+{{- $needed -}}
+{{- else if lt (int .Values.terminationGracePeriodSeconds) $needed -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be at least controller.stopDeadline (%d) + %s: after the deadline the controller cancels running helm actions, unlocks their revisions and gives its Lease up. Raise terminationGracePeriodSeconds to %d, lower controller.stopDeadline, or leave terminationGracePeriodSeconds empty to have it computed." (int .Values.terminationGracePeriodSeconds) $deadline (include "helmdeck.shutdownMargin" .) $needed) -}}
+{{- else -}}
+{{- int .Values.terminationGracePeriodSeconds -}}
+{{- end -}}
+{{- end -}}
