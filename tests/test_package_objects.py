@@ -51,3 +51,13 @@ def test_dependency_checks_are_the_folders() -> None:
     assert specs == []
     assert {e.file.name for e in errors} == {"a", "b", "c"}
     assert any("dependency cycle" in e.problem for e in errors)
+
+
+def test_a_package_naming_no_service_account_acts_as_the_default_one() -> None:
+    # helmdeck controller --default-service-account, as Flux's: only where spec.serviceAccountName is absent.
+    specs, errors = load_objects([_package("plain"), _package("named", serviceAccountName="deployer")], [SOURCE],
+                                 "tenant")
+    assert errors == []
+    assert {s.name: s.service_account_name for s in specs} == {"plain": "tenant", "named": "deployer"}
+    specs, _ = load_objects([_package("plain")], [SOURCE])
+    assert specs[0].service_account_name == ""
