@@ -29,6 +29,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.base import tools
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import send
@@ -166,6 +167,17 @@ def test_locked_down_the_releases_act_as_the_default_service_account() -> None:
     assert not any(a.startswith("--default-service-account") for a in container(render("x"))["args"])
     args = container(render("x", *LOCKED, "--set", "rbac.defaultServiceAccount=tenant"))["args"]
     assert "--default-service-account=tenant" in args
+
+
+def test_the_containerfile_builds_the_pinned_helm_and_kustomize() -> None:
+    text = (ROOT / "Containerfile").read_text()
+    assert f"ARG HELM_VERSION={tools.HELM4_VERSION}\n" in text
+    assert f"ARG KUSTOMIZE_VERSION={tools.KUSTOMIZE_VERSION}\n" in text
+    # The image runs what the chart's Deployment asks for, as the chart's non-root user.
+    assert 'ENTRYPOINT ["helmdeck"]' in text and container(render("x"))["args"][0] == "controller"
+    user = next(line.split()[1] for line in text.splitlines() if line.startswith("USER "))
+    pod = next(d for d in render("x") if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert user == f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
 
 
 def test_a_bad_default_service_account_is_refused_naming_the_flag(tmp_path: Path) -> None:
@@ -319,10 +331,13 @@ def _in_cluster(core: client.CoreV1Api, namespace: str, local_cluster: LocalClus
 
 def _start_as_chart(docs: list[dict[str, Any]], namespace: str, helm: Helm, work: Path,
                     env: dict[str, str]) -> Controller:
-    """`helmdeck controller` with the rendered Deployment's arguments (the test's own addresses: port 0)."""
-    args = [a for a in container(docs)["args"][1:] if not a.startswith(("--health-addr", "--metrics-addr"))]
+    """`helmdeck controller` with the rendered Deployment's arguments (the test's own addresses: port 0) and its
+    environment (HOME and the XDG directories below ``work`` instead of the pod's /tmp)."""
+    ctl = container(docs)
+    args = [a for a in ctl["args"][1:] if not a.startswith(("--health-addr", "--metrics-addr"))]
+    pod_env = {e["name"]: e["value"].replace("/tmp/", f"{work}/pod-tmp/", 1) for e in ctl["env"]}
     return start_controller(None, namespace, helm, work, "--serviceaccount-dir", str(work / "serviceaccount"),
-                            *args, env=env)
+                            *args, env={**pod_env, **env})
 
 
 def _ready(objects: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
