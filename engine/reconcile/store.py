@@ -75,16 +75,6 @@ class StatusStore:
         self._known: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, release) -> (package, status JSON)
         self._homed: set[tuple[str, str]] = set()  # (ns, release) whose status was last seen in the home namespace
 
-    def load(self, namespace: str, release: str) -> EngineStatus | None:
-        """The stored status, or None when there is none or it cannot be parsed (logged)."""
-        try:
-            cm = rest.get_json(self._api, rest.path("v1", "configmaps", namespace, object_name(release)))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return self._parse(cm, namespace, release)
-
     def _parse(self, obj: dict[str, Any], namespace: str, release: str) -> EngineStatus | None:
         text = (obj.get("data") or {}).get(DATA_KEY)
         if not isinstance(text, str):
