@@ -14,6 +14,7 @@ the controller's own identity.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import sys
@@ -353,35 +354,57 @@ def _forbidden_as_controller(text: str, namespace: str) -> list[str]:
     return [line for line in text.splitlines() if "forbidden" in line.lower() and me in line]
 
 
+@contextlib.contextmanager
+def _as_in_the_cluster(docs: list[dict[str, Any]], namespace: str, helm: Helm, work: Path, cluster: LocalCluster,
+                       api: client.ApiClient) -> Iterator[Controller]:
+    """The chart's ServiceAccount and RBAC applied (``docs``, rendered into ``namespace``), and the controller
+    started as that ServiceAccount with in-cluster config, the Deployment's arguments and environment; it is
+    stopped afterwards (it must exit 0: nothing left running), the cluster-wide RBAC deleted."""
+    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    try:
+        for doc in rbac:
+            apply(api, doc)
+        env = _in_cluster(client.CoreV1Api(api), namespace, cluster, work / "serviceaccount")
+        ctl = _start_as_chart(docs, namespace, helm, work, env)
+        try:
+            yield ctl
+        finally:
+            assert ctl.stop() == 0, ctl.text()
+    finally:
+        _delete_cluster_scoped(api, rbac)
+
+
+def _web_source(objects: client.CustomObjectsApi, namespace: str, helm: Helm, work: Path, cluster: LocalCluster,
+                helm_home: dict[str, str]) -> None:
+    assert cluster.registry is not None
+    create(objects, oci_repository(namespace, publish_web(helm, work, cluster.registry, helm_home, "0.1.0")))
+
+
+def _installed_and_ready(objects: client.CustomObjectsApi, api: client.ApiClient, namespace: str,
+                         ctl: Controller) -> None:
+    """Package ``web`` installed (revision 1 deployed), Ready=True, by the controller holding the Lease."""
+    eventually(lambda: releases(client.CoreV1Api(api), namespace, "web") == [(1, "deployed")], 90,
+               "web installed", logs=ctl.text)
+    ready = eventually(lambda: _ready(objects, namespace, "web"), 30, "web Ready", logs=ctl.text)
+    assert ready["status"] == "True", ready
+    assert f"-{ctl.pid}-" in lease_holder(client.CoordinationV1Api(api), namespace)
+
+
 @pytest.mark.cluster
 def test_the_controller_as_the_charts_service_account_bound_to_cluster_admin(
     namespace: str, helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
     kube_target: KubeTarget, helmdeck_crds: list[str],
 ) -> None:
+    # As in a pod: no kubeconfig; KUBERNETES_SERVICE_HOST/PORT, and the token (a TokenRequest), CA and namespace
+    # in the ServiceAccount's mount (here another directory). The Lease goes to that namespace.
     api = api_client(kube_target)
-    objects, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    objects = client.CustomObjectsApi(api)
     docs = render(namespace, "--set", f"controller.watchNamespaces={{{namespace}}}")
-    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
-    assert local_cluster.registry is not None
-    try:
-        for doc in rbac:
-            apply(api, doc)
-        create(objects, oci_repository(namespace, publish_web(helm, tmp_path, local_cluster.registry, helm_home,
-                                                              "0.1.0")))
-        create(objects, package(namespace, "web"))
-        ctl = _start_as_chart(docs, namespace, helm, tmp_path, _in_cluster(core, namespace, local_cluster,
-                                                                          tmp_path / "serviceaccount"))
-        try:
-            eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
-                       logs=ctl.text)
-            ready = eventually(lambda: _ready(objects, namespace, "web"), 30, "Ready", logs=ctl.text)
-            assert ready["status"] == "True", ready
-            assert f"-{ctl.pid}-" in lease_holder(client.CoordinationV1Api(api), namespace)
-        finally:
-            assert ctl.stop() == 0, ctl.text()
-        assert _forbidden_as_controller(ctl.text(), namespace) == []
-    finally:
-        _delete_cluster_scoped(api, rbac)
+    _web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    create(objects, package(namespace, "web"))
+    with _as_in_the_cluster(docs, namespace, helm, tmp_path, local_cluster, api) as ctl:
+        _installed_and_ready(objects, api, namespace, ctl)
+    assert _forbidden_as_controller(ctl.text(), namespace) == []
 
 
 @pytest.mark.cluster
@@ -395,39 +418,23 @@ def test_the_controller_locked_down_applies_each_release_as_a_service_account(
     api = api_client(kube_target)
     objects, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     docs = render(namespace, *LOCKED, "--set", f"controller.watchNamespaces={{{namespace}}}")
-    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
-    assert local_cluster.registry is not None
-    try:
-        for doc in rbac:
-            apply(api, doc)
-        core.create_namespaced_service_account(namespace, client.V1ServiceAccount(
-            metadata=client.V1ObjectMeta(name="deployer")))
-        client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, client.V1RoleBinding(
-            metadata=client.V1ObjectMeta(name="deployer-admin"),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="admin"),
-            subjects=[client.RbacV1Subject(kind="ServiceAccount", name="deployer", namespace=namespace)]))
-        create(objects, oci_repository(namespace, publish_web(helm, tmp_path, local_cluster.registry, helm_home,
-                                                              "0.1.0")))
-        create(objects, package(namespace, "web", serviceAccountName="deployer"))
-        create(objects, package(namespace, "plain"))
-        ctl = _start_as_chart(docs, namespace, helm, tmp_path, _in_cluster(core, namespace, local_cluster,
-                                                                          tmp_path / "serviceaccount"))
-        try:
-            eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
-                       logs=ctl.text)
-            ready = eventually(lambda: _ready(objects, namespace, "web"), 30, "web Ready", logs=ctl.text)
-            assert ready["status"] == "True", ready
-            refused = eventually(lambda: _ready(objects, namespace, "plain"), 60, "plain refused", logs=ctl.text)
-            assert refused["status"] == "False", refused
-            assert f"system:serviceaccount:{namespace}:default" in refused["message"], refused
-            assert f"-{ctl.pid}-" in lease_holder(client.CoordinationV1Api(api), namespace)
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(
+        metadata=client.V1ObjectMeta(name="deployer")))
+    client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, client.V1RoleBinding(
+        metadata=client.V1ObjectMeta(name="deployer-admin"),
+        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="admin"),
+        subjects=[client.RbacV1Subject(kind="ServiceAccount", name="deployer", namespace=namespace)]))
+    _web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    create(objects, package(namespace, "web", serviceAccountName="deployer"))
+    create(objects, package(namespace, "plain"))
+    with _as_in_the_cluster(docs, namespace, helm, tmp_path, local_cluster, api) as ctl:
+        _installed_and_ready(objects, api, namespace, ctl)
+        refused = eventually(lambda: _ready(objects, namespace, "plain"), 60, "plain refused", logs=ctl.text)
+        assert refused["status"] == "False", refused
+        assert f"system:serviceaccount:{namespace}:default" in refused["message"], refused
 
-            objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "web")
-            eventually(lambda: releases(core, namespace, "web") == [], 60, "web uninstalled", logs=ctl.text)
-            eventually(lambda: get_package(objects, namespace, "web") is None, 30, "the finalizer removed",
-                       logs=ctl.text)
-        finally:
-            assert ctl.stop() == 0, ctl.text()
-        assert _forbidden_as_controller(ctl.text(), namespace) == [], ctl.text()
-    finally:
-        _delete_cluster_scoped(api, rbac)
+        objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "web")
+        eventually(lambda: releases(core, namespace, "web") == [], 60, "web uninstalled", logs=ctl.text)
+        eventually(lambda: get_package(objects, namespace, "web") is None, 30, "the finalizer removed",
+                   logs=ctl.text)
+    assert _forbidden_as_controller(ctl.text(), namespace) == [], ctl.text()

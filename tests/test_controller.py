@@ -3,8 +3,6 @@ by the same engine as the app, one controller acts through its Lease and a secon
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import signal
 import subprocess
@@ -13,7 +11,6 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client
@@ -172,49 +169,6 @@ def test_a_second_controller_takes_over_within_20s_of_sigkill(
         first.stop(signal.SIGKILL)
         if second is not None:
             assert second.stop() == 0, second.text()
-
-
-def test_in_cluster_config_from_a_service_account_token(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str], kube_target: KubeTarget,
-) -> None:
-    # As in a pod: no kubeconfig; KUBERNETES_SERVICE_HOST/PORT, and a ServiceAccount's token (a TokenRequest),
-    # the CA and the namespace in the mount's files (here another directory). The Lease goes to that namespace.
-    objects, core, coordination = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    rbac = client.RbacAuthorizationV1Api(api_client(kube_target))
-    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(
-        metadata=client.V1ObjectMeta(name="helmdeck")))
-    binding = f"helmdeck-{namespace}"
-    rbac.create_cluster_role_binding(client.V1ClusterRoleBinding(
-        metadata=client.V1ObjectMeta(name=binding),
-        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
-        subjects=[client.RbacV1Subject(kind="ServiceAccount", name="helmdeck", namespace=namespace)]))
-    try:
-        token: Any = core.create_namespaced_service_account_token("helmdeck", namespace,
-                                                                  client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)))
-        mount = tmp_path / "serviceaccount"
-        mount.mkdir()
-        (mount / "token").write_text(token.status.token)
-        kubeconfig = json.loads(local_cluster.kubeconfig.read_text())
-        cluster = kubeconfig["clusters"][0]["cluster"]
-        (mount / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-        (mount / "namespace").write_text(namespace)
-        server = urlsplit(cluster["server"])
-        web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
-        create(objects, package(namespace, "web"))
-        ctl = start_controller(None, namespace, helm, tmp_path, "--serviceaccount-dir", str(mount), env={
-            "KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port),
-            "KUBECONFIG": str(tmp_path / "no-such-kubeconfig")})
-        try:
-            eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
-                       logs=ctl.text)
-            assert f"-{ctl.pid}-" in lease_holder(coordination, namespace)
-        finally:
-            assert ctl.stop() == 0, ctl.text()
-    finally:
-        rbac.delete_cluster_role_binding(binding)
 
 
 def test_without_cluster_access_it_says_what_is_missing(tmp_path: Path) -> None:
