@@ -413,8 +413,9 @@ def test_the_controller_locked_down_applies_each_release_as_a_service_account(
     kube_target: KubeTarget, helmdeck_crds: list[str],
 ) -> None:
     # The chart's locked-down role, for real: a Package naming ServiceAccount "deployer" (admin of its namespace)
-    # installs, is uninstalled when deleted, and the controller stops cleanly, never refused as itself. A
-    # Package naming none acts as --default-service-account ("default", without rights here) and is refused.
+    # installs with values from a ConfigMap, is uninstalled when deleted, and the controller stops cleanly, never
+    # refused as itself. A Package naming none acts as --default-service-account ("default", without rights
+    # here) and is refused.
     api = api_client(kube_target)
     objects, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     docs = render(namespace, *LOCKED, "--set", f"controller.watchNamespaces={{{namespace}}}")
@@ -425,10 +426,15 @@ def test_the_controller_locked_down_applies_each_release_as_a_service_account(
         role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="admin"),
         subjects=[client.RbacV1Subject(kind="ServiceAccount", name="deployer", namespace=namespace)]))
     _web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
-    create(objects, package(namespace, "web", serviceAccountName="deployer"))
+    # valuesFrom is read as the ServiceAccount too: the controller's own role has no "get configmaps".
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="web-values"), data={"values.yaml": "replicas: 3\n"}))
+    create(objects, package(namespace, "web", serviceAccountName="deployer",
+                            valuesFrom=[{"kind": "ConfigMap", "name": "web-values"}]))
     create(objects, package(namespace, "plain"))
     with _as_in_the_cluster(docs, namespace, helm, tmp_path, local_cluster, api) as ctl:
         _installed_and_ready(objects, api, namespace, ctl)
+        assert client.AppsV1Api(api).read_namespaced_deployment("web", namespace).spec.replicas == 3
         refused = eventually(lambda: _ready(objects, namespace, "plain"), 60, "plain refused", logs=ctl.text)
         assert refused["status"] == "False", refused
         assert f"system:serviceaccount:{namespace}:default" in refused["message"], refused
