@@ -343,8 +343,10 @@ def _start_as_chart(docs: list[dict[str, Any]], namespace: str, helm: Helm, work
     ctl = container(docs)
     args = [a for a in ctl["args"][1:] if not a.startswith(("--health-addr", "--metrics-addr"))]
     pod_env = {e["name"]: e["value"].replace("/tmp/", f"{work}/pod-tmp/", 1) for e in ctl["env"]}
+    # The session's helm and helmdeck homes unset (empty counts as unset for both): the XDG directories serve.
+    unset = dict.fromkeys(("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME", "HELMDECK_CACHE"), "")
     return start_controller(None, namespace, helm, work, "--serviceaccount-dir", str(work / "serviceaccount"),
-                            *args, env={**pod_env, **env})
+                            *args, env={**unset, **pod_env, **env})
 
 
 def _ready(objects: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
@@ -409,6 +411,8 @@ def test_the_controller_as_the_charts_service_account_bound_to_cluster_admin(
     with _as_in_the_cluster(docs, namespace, helm, tmp_path, local_cluster, api) as ctl:
         _installed_and_ready(objects, api, namespace, ctl)
     assert _forbidden_as_controller(ctl.text(), namespace) == []
+    # What helmdeck and helm wrote went below the pod's HOME (the emptyDir): the pulled chart among it.
+    assert list((tmp_path / "pod-tmp" / "home" / ".cache" / "helmdeck").rglob("*.tgz")), ctl.text()
 
 
 @pytest.mark.cluster
