@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -336,17 +338,39 @@ def _in_cluster(core: client.CoreV1Api, namespace: str, local_cluster: LocalClus
             "KUBECONFIG": str(mount / "no-such-kubeconfig")}
 
 
+# As the pod's read-only root filesystem with its emptyDir: a private mount namespace (unshare) in which "/" is
+# read-only and only the directory standing for the emptyDir ($0) is writable; then the controller is exec'd.
+READ_ONLY_ROOT = ("unshare", "--mount", "sh", "-c", 'mount --make-rprivate / && mount --bind "$0" "$0" && '
+                  'mount -o remount,bind,ro / && exec "$@"')
+
+
+@functools.cache
+def _read_only_root_works() -> bool:
+    """Can this machine make one (unshare: root, or user namespaces)? Inside, the writable directory takes a
+    file and its parent refuses one."""
+    with tempfile.TemporaryDirectory() as where:
+        probe = subprocess.run([*READ_ONLY_ROOT, where, "sh", "-c", 'touch "$0/w" && ! touch "$0/../ro" 2>/dev/null',
+                                where], capture_output=True, timeout=30, check=False)
+        return probe.returncode == 0 and (Path(where) / "w").exists() and not (Path(where).parent / "ro").exists()
+
+
 def _start_as_chart(docs: list[dict[str, Any]], namespace: str, helm: Helm, work: Path,
                     env: dict[str, str]) -> Controller:
     """`helmdeck controller` with the rendered Deployment's arguments (the test's own addresses: port 0) and its
-    environment (HOME and the XDG directories below ``work`` instead of the pod's /tmp)."""
+    environment, on a read-only root filesystem where ``work``/pod-tmp stands for the pod's /tmp emptyDir."""
+    if not _read_only_root_works():
+        pytest.skip("needs `unshare --mount` (root) to run the controller on a read-only root filesystem")
     ctl = container(docs)
     args = [a for a in ctl["args"][1:] if not a.startswith(("--health-addr", "--metrics-addr"))]
-    pod_env = {e["name"]: e["value"].replace("/tmp/", f"{work}/pod-tmp/", 1) for e in ctl["env"]}
-    # The session's helm and helmdeck homes unset (empty counts as unset for both): the XDG directories serve.
+    tmp = work / "pod-tmp"
+    tmp.mkdir()
+    pod_env = {e["name"]: e["value"].replace("/tmp/", f"{tmp}/", 1) for e in ctl["env"]}
+    # The session's helm and helmdeck homes unset (empty counts as unset for both): the XDG directories serve;
+    # temporary files (the controller's private kubeconfig) go to the emptyDir, as /tmp in the pod.
     unset = dict.fromkeys(("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME", "HELMDECK_CACHE"), "")
     return start_controller(None, namespace, helm, work, "--serviceaccount-dir", str(work / "serviceaccount"),
-                            *args, env={**unset, **pod_env, **env})
+                            *args, env={**unset, **pod_env, "TMPDIR": str(tmp), **env},
+                            wrap=(*READ_ONLY_ROOT, str(tmp)))
 
 
 def _ready(objects: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
