@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.base.loader import Limits, YamlLimitError, parse_documents
 from engine.helm.errors import HelmError
 from engine.helm.subcharts import ChartTreeError, enabled_files, load_tree
+from engine.kube import rest
 from engine.kube.client import impersonating
 
 # The CRD policies (Flux's names), what a package's ``spec.install.crds`` / ``spec.upgrade.crds`` choose.
@@ -40,7 +41,9 @@ CREATE_REPLACE = "CreateReplace"
 POLICIES = (SKIP, CREATE, CREATE_REPLACE)
 MAX_CRD_BYTES = 16 * 1024 * 1024
 FIELD_MANAGER = "helmdeck"
-_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_API_VERSION = "apiextensions.k8s.io/v1"
+_PLURAL = "customresourcedefinitions"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply (JSON is YAML)
 
 
 class CrdError(HelmError):
@@ -117,10 +120,10 @@ def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], policy: str, t
             raise CrdError("a CustomResourceDefinition in crds/ has no metadata.name", action="crds")
         try:
             if policy == CREATE_REPLACE:
-                _request(api, "PATCH", f"{_PATH}/{name}", crd,
-                         [("fieldManager", FIELD_MANAGER), ("force", "true")], "application/apply-patch+yaml")
+                rest.send(api, "PATCH", rest.path(_API_VERSION, _PLURAL, name=name), crd,
+                          [("fieldManager", FIELD_MANAGER), ("force", "true")], content_type=APPLY_PATCH)
             else:
-                _request(api, "POST", _PATH, crd, [("fieldManager", FIELD_MANAGER)], "application/json")
+                rest.send(api, "POST", rest.path(_API_VERSION, _PLURAL), crd, [("fieldManager", FIELD_MANAGER)])
         except ApiException as exc:
             if policy == CREATE and exc.status == 409:
                 continue  # present already: Create leaves it as it is
@@ -131,29 +134,15 @@ def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], policy: str, t
     return acted
 
 
-def _request(api: client.ApiClient, method: str, path: str, body: dict[str, Any], query: list[tuple[str, str]],
-             content_type: str) -> None:
-    # The client encodes a JSON body itself; an apply patch (YAML, of which JSON is a subset) goes as text.
-    encoded = body if content_type == "application/json" else json.dumps(body)
-    request = api.param_serialize(method, path, query_params=query, body=encoded,
-                                  header_params={"Content-Type": content_type, "Accept": "application/json"},
-                                  auth_settings=["BearerToken"])
-    resp: Any = api.call_api(*request, _request_timeout=30)
-    data = resp.read()
-    if not 200 <= resp.status <= 299:
-        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
-        raise ApiException(status=resp.status, reason=text)
-
-
 def _wait_established(api: client.ApiClient, name: str, deadline: float) -> None:
-    ext = client.ApiextensionsV1Api(api)
     while True:
         try:
-            crd = ext.read_custom_resource_definition(name)
+            crd = rest.get_json(api, rest.path(_API_VERSION, _PLURAL, name=name))
         except ApiException as exc:
             raise CrdError(f"CustomResourceDefinition {name}: {_reason(exc)}", action="crds") from None
-        conditions = (crd.status.conditions if crd.status else None) or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        if any(isinstance(c, dict) and c.get("type") == "Established" and c.get("status") == "True"
+               for c in conditions):
             return
         if time.monotonic() >= deadline:
             raise CrdError(f"CustomResourceDefinition {name} is not Established after the package timeout",

@@ -43,13 +43,16 @@ class Discovery:
     """Resolves kinds through the API server's discovery documents, cached per group version.
 
     A miss refetches that group version once per :meth:`resource_type` call, so a
-    CRD installed after the first lookup is found. Thread-safe.
+    CRD installed after the first lookup is found; misses at the same time share one fetch
+    (monitors of many releases start together). Thread-safe.
     """
 
     def __init__(self, api: client.ApiClient):
         self._api = api
         self._lock = threading.Lock()
         self._kinds: dict[str, dict[str, ResourceType]] = {}
+        self._fetching: dict[str, threading.Lock] = {}  # one fetch of a group version at a time
+        self._fetched: dict[str, int] = {}  # fetches of a group version done so far
 
     def resource_type(self, api_version: str, kind: str) -> ResourceType | None:
         """The resource serving ``kind`` in ``api_version``, or None when the server has none.
@@ -58,11 +61,18 @@ class Discovery:
         """
         with self._lock:
             found = self._kinds.get(api_version, {}).get(kind)
+            seen = self._fetched.get(api_version, 0)
+            fetching = self._fetching.setdefault(api_version, threading.Lock())
         if found is not None:
             return found
-        kinds = self._fetch(api_version)
-        with self._lock:
-            self._kinds[api_version] = kinds
+        with fetching:
+            with self._lock:
+                if self._fetched.get(api_version, 0) > seen:  # fetched after this call began: fresh enough
+                    return self._kinds.get(api_version, {}).get(kind)
+            kinds = self._fetch(api_version)
+            with self._lock:
+                self._kinds[api_version] = kinds
+                self._fetched[api_version] = self._fetched.get(api_version, 0) + 1
         return kinds.get(kind)
 
     def _fetch(self, api_version: str) -> dict[str, ResourceType]:

@@ -147,6 +147,15 @@ class AtomicRelease:
                             f"{latest.version}: recorded, no new revision", ())
         return state
 
+    def _nothing_to_do(self, req: Request, state: st.ReleaseState, latest: Observation | None) -> bool:
+        """Is the release in sync with no action due (the next action decided on ``state``)?"""
+        if state.status != st.IN_SYNC or req.force or state.maintenance:
+            return False
+        try:
+            return na.next_action(req, state, latest, now=self.ctx.now()) is None
+        except (ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked):
+            return False
+
     async def reconcile(self, req: Request) -> PassResult:
         """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures."""
         self.reset_on_spec_change(req)
@@ -157,12 +166,10 @@ class AtomicRelease:
                 conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
             self.ctx.events("upgrade", "info", "forced: failure counters reset", ())
         set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
-        # Decide on what storage holds now, not on a watch event still in flight.
-        async with ObservedReleases(self.ctx, req):
-            pass
         done: set[str] = set()
         outcomes: list[ActionOutcome] = []
         drift: list[DriftItem] = []
+        consistent = False
         while True:
             latest = self.ctx.observer.latest(*req.key)
             state = await self._decide(req, latest)
@@ -170,6 +177,15 @@ class AtomicRelease:
                 drift = await self._drift(req)
                 if drift:
                     state = st.ReleaseState(st.DRIFTED, "; ".join(i.describe() for i in drift[:5]))
+            if not consistent and not self._nothing_to_do(req, state, latest):
+                # Act (or stop) on what storage holds now, not on a watch event still in flight: a quorum
+                # read of the release's records, then decide again. A release in sync on the observer's
+                # view needs none (one API call per package per pass saved): a write still in flight
+                # reaches the observer, which queues another pass.
+                async with ObservedReleases(self.ctx, req):
+                    pass
+                consistent = True
+                continue
             if state.status == st.UNMANAGED:
                 req.status = dataclasses.replace(req.status, history=req.status.history.clear())
             try:

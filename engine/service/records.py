@@ -9,7 +9,7 @@ manifest is decoded only when a monitor is built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +31,8 @@ from engine.storage.observation import Observation
 
 Driver = Literal["secret", "configmap"]
 MANAGED_SELECTOR = f"{OWNER_SELECTOR},{labels.MANAGED_BY}={labels.MANAGER}"
+# Releases whose manifests one list reads: the selector stays well under URL length limits (8 KiB).
+BATCH = 100
 
 
 @dataclass(frozen=True, order=True)
@@ -68,13 +70,13 @@ class ReleaseStore:
         self._driver: Driver = driver
         self._resource = "secrets" if driver == "secret" else "configmaps"
 
-    def _list(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+    def _list(self, namespace: str | None, selector: str, accept: str = rest.METADATA_LIST) -> list[dict[str, Any]]:
         path = f"/api/v1/namespaces/{namespace}/{self._resource}" if namespace else f"/api/v1/{self._resource}"
         items: list[dict[str, Any]] = []
         token = ""
         while True:
             query = [("labelSelector", selector), ("limit", "500")] + ([("continue", token)] if token else [])
-            body = rest.get_json(self._api, path, query, accept=rest.METADATA_LIST)
+            body = rest.get_json(self._api, path, query, accept=accept)
             items += body.get("items") or []
             token = str((body.get("metadata") or {}).get("continue") or "")
             if not token:
@@ -102,15 +104,40 @@ class ReleaseStore:
                     found[(rec.namespace, rec.name)] = rec
         return sorted(found.values())
 
-    def manifest(self, namespace: str, name: str, version: int) -> str:
-        """The manifest stored for one revision. Raises ApiException, StorageDecodeError."""
-        key = record_name(name, version)
-        obj = rest.get_json(self._api, rest.path("v1", self._resource, namespace, key))
-        payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
-        if payload is None:
-            raise StorageDecodeError(f"{namespace}/{key}", "record has no 'release' data")
-        manifest = decode_payload(payload, f"{namespace}/{key}").get("manifest")
-        return manifest if isinstance(manifest, str) else ""
+    def manifests(
+        self, namespace: str, revisions: Collection[tuple[str, int]],
+    ) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], StorageDecodeError]]:
+        """The manifests stored for ``revisions`` (``(release name, version)`` pairs) of one namespace, and
+        the records among them that cannot be decoded. One list reads :data:`BATCH` releases (a set-based
+        label selector on the names and versions) instead of one read per revision; a revision not stored
+        is in neither result. Raises ApiException."""
+        wanted = set(revisions)
+        names = sorted({name for name, _ in wanted})
+        out: dict[tuple[str, int], str] = {}
+        errors: dict[tuple[str, int], StorageDecodeError] = {}
+        for start in range(0, len(names), BATCH):
+            chunk = names[start:start + BATCH]
+            members = set(chunk)
+            versions = sorted({v for n, v in wanted if n in members})
+            selector = (f"{OWNER_SELECTOR},name in ({','.join(chunk)}),"
+                        f"version in ({','.join(str(v) for v in versions)})")
+            for obj in self._list(namespace, selector, accept=rest.JSON):
+                lbl = (obj.get("metadata") or {}).get("labels") or {}
+                version = str(lbl.get("version", ""))
+                pair = (str(lbl.get("name", "")), int(version) if version.isdigit() else -1)
+                if pair not in wanted:
+                    continue  # another release's revision with a wanted number
+                where = f"{namespace}/{record_name(*pair)}"
+                payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
+                try:
+                    if payload is None:
+                        raise StorageDecodeError(where, "record has no 'release' data")
+                    manifest = decode_payload(payload, where).get("manifest")
+                except StorageDecodeError as exc:
+                    errors[pair] = exc
+                    continue
+                out[pair] = manifest if isinstance(manifest, str) else ""
+        return out, errors
 
 
 def _records(items: list[dict[str, Any]]) -> list[ReleaseRecord]:

@@ -32,7 +32,7 @@ from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.kube.client import impersonating
 from engine.kube.discovery import Discovery
 from engine.monitor.comparison import recorded_manifest
-from engine.monitor.monitor import ExpectedObject, expected_objects
+from engine.monitor.monitor import expected_objects
 from engine.monitor.status import MonitorStatus, ResourceStatus
 from engine.monitor.watch import WatchHub
 from engine.package.model import PackageSpec
@@ -40,6 +40,7 @@ from engine.reconcile.options import kube_user, upgrade_options
 from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
 from engine.resolve.release import PostRenderSettings, ResolvedRelease, post_render_settings, resolve
 from engine.resolve.values import ValuesFrom
+from engine.service.manifest_reads import ManifestReads
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
 from engine.service.records import Driver, ReleaseRecord, ReleaseStore
 from engine.service.render import (
@@ -106,6 +107,7 @@ class ReleaseService:
         self._monitored: dict[Key, int] = {}  # revision each monitor was built from
         self.render_cache = RenderCache(render_cache_size)
         self._store = ReleaseStore(api, driver)
+        self._manifests = ManifestReads(self._store.manifests)
         self._latest_view = latest
         self._discovery = Discovery(api)
         self._monitors = MonitorRegistry(
@@ -241,12 +243,10 @@ class ReleaseService:
             await self._build_monitor(key, revision)
 
     async def _build_monitor(self, key: Key, revision: int) -> None:
-        def objects_of_revision() -> list[ExpectedObject]:
-            return expected_objects(self._store.manifest(key[0], key[1], revision), key[0], self._discovery)
-
         try:
-            objects = await asyncio.to_thread(objects_of_revision)
-        except (ApiException, StorageDecodeError, yaml.YAMLError) as exc:
+            manifest = await self._manifests.manifest(key[0], key[1], revision)
+            objects = await asyncio.to_thread(expected_objects, manifest, key[0], self._discovery)
+        except (ApiException, StorageDecodeError, KeyError, yaml.YAMLError) as exc:
             log.warning("cannot monitor %s/%s revision %d: %s", key[0], key[1], revision, exc)
             return
         monitor = self._monitors.replace(key, objects, self.identity(*key) if self.identity else "")
