@@ -253,28 +253,40 @@ def _reconcile(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     setup_logging(args.log_level, args.log_file)
     engine = _engine(args, watch=not args.once)
+    stop = asyncio.Event()  # a signal, or the reader of stdout gone
+    closed = False
 
     def show(event: object) -> None:
-        if isinstance(event, AccessProblems):
-            report_access(event)  # said when it happens: a long-running reconcile may lose a permission
-        if not isinstance(event, EntryLogged):
+        nonlocal closed
+        if closed:
             return
-        ev = event.event
-        if args.json:
-            print(json.dumps(event_line(ev)), flush=True)
-        elif ev.outcome != "started":
-            print(f"{ev.key[0]}/{ev.key[1]}: {ev.action} {ev.outcome}: {ev.message}", flush=True)
+        try:
+            if isinstance(event, AccessProblems):
+                report_access(event)  # said when it happens: a long-running reconcile may lose a permission
+            if not isinstance(event, EntryLogged):
+                return
+            ev = event.event
+            if args.json:
+                print(json.dumps(event_line(ev)), flush=True)
+            elif ev.outcome != "started":
+                print(f"{ev.key[0]}/{ev.key[1]}: {ev.action} {ev.outcome}: {ev.message}", flush=True)
+        except BrokenPipeError:
+            # The reader is gone (``| head``): end as SIGPIPE would, once, instead of failing at every event.
+            closed = True
+            _quiet_stdout()
+            stop.set()
 
     engine.subscribe(show)
-    code: int = asyncio.run(_reconcile_async(engine, args))
+    code: int = asyncio.run(_reconcile_async(engine, args, stop))
+    if closed:
+        return EXIT_PIPE
     return max(code, EXIT_FAILED) if engine.access().missing else code
 
 
-async def _reconcile_async(engine: Engine, args: argparse.Namespace) -> int:
+async def _reconcile_async(engine: Engine, args: argparse.Namespace, stop: asyncio.Event) -> int:
     from engine.reconcile import state as st
     from engine.runtime.engine import FLUX_OWNED
 
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):

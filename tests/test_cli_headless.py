@@ -110,6 +110,20 @@ def test_closed_pipe_ends_every_command_quietly(
         assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (command, proc.stderr)
 
 
+def test_reconcile_into_closed_pipe_ends_at_once_and_logs_no_traceback(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    # Each event line hit the closed pipe again: one BrokenPipeError traceback per event in the log file.
+    log = tmp_path / "log"
+    for extra, values in ((["--once"], "{message: one}"), ([], "{message: two}")):  # a long-running one ends too
+        pkgs = flaky(tmp_path / "p", namespace, values)  # an install, then an upgrade: an event line each
+        proc = _into_closed_pipe("reconcile", *extra, "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs,
+                                                                               log), env={**os.environ, **helm.env})
+        assert proc.returncode == EXIT_PIPE, proc.stderr
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+        assert "BrokenPipeError" not in log.read_text() and "Traceback" not in log.read_text()
+
+
 _MODULES_AT_EXIT = """
 import atexit, runpy, sys
 out = sys.argv.pop(1)
