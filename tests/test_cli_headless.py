@@ -152,3 +152,47 @@ def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
         generated = [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))
                      or m == "kubernetes.client.api"]
         assert generated == [], command[0]
+        # Nor what only a watching command or the app uses: the folder watcher (watchfiles and anyio), Textual.
+        heavy = [m for m in loaded if m.split(".")[0] in ("anyio", "watchfiles", "textual", "tui")]
+        assert heavy == [], command[0]
+
+
+_REQUESTS_AT_EXIT = """
+import atexit, json, runpy, sys
+import urllib3.connectionpool as pool
+out, seen = sys.argv.pop(1), []
+urlopen = pool.HTTPConnectionPool.urlopen
+def counted(self, method, url, *args, **kwargs):
+    seen.append(method + " " + url)
+    return urlopen(self, method, url, *args, **kwargs)
+pool.HTTPConnectionPool.urlopen = counted
+atexit.register(lambda: open(out, "w").write(json.dumps(seen)))
+sys.argv[0] = "helmdeck"
+runpy.run_module("helmdeck", run_name="__main__")
+"""
+
+
+def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    # A no-op pass read each release's records at quorum and each monitor's manifest on its own: two API
+    # calls per package (and a quorum list per release scans the namespace's records: O(n^2) on the server).
+    pkgs = flaky(tmp_path / "p", namespace, "{message: one}")
+    args = ["reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")]
+
+    def noop_requests() -> list[str]:
+        assert helmdeck(*args).returncode == 0  # installs what is new: the next pass is a no-op
+        out = tmp_path / "requests.json"
+        proc = subprocess.run([sys.executable, "-c", _REQUESTS_AT_EXIT, str(out), *args], capture_output=True,
+                              text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr
+        seen: list[str] = json.loads(out.read_text())
+        return seen
+
+    one = noop_requests()
+    text = (pkgs / "app.yaml").read_text()
+    for name in ("app2", "app3", "app4"):
+        (pkgs / f"{name}.yaml").write_text(text.replace("name: app\n", f"name: {name}\n"))
+    four = noop_requests()
+    assert len(four) == len(one), (one, four)
+    assert not [r for r in four if "/secrets/sh.helm.release.v1." in r or "%2Cname%3D" in r], four

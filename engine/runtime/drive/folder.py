@@ -21,14 +21,15 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import anyio
-import watchfiles
+from typing import TYPE_CHECKING
 
 from engine.base.fields import PackageError
 from engine.package.load import load_folder
 from engine.package.model import PackageSpec
 from engine.resolve.release import resolve
+
+if TYPE_CHECKING:
+    import anyio
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,9 @@ class PackageFolder:
 
     async def watch(self) -> AsyncIterator[FolderUpdate]:
         """Yield an update per change burst until :meth:`stop`. Call :meth:`load` first."""
+        import anyio  # a command that watches nothing (reconcile --once, status) does without them
+        import watchfiles
+
         while not self._stopping:
             roots = self._roots()
             self._cycle = anyio.Event()
