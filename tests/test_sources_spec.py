@@ -21,8 +21,8 @@ from engine.sources.repository import (
     parse_chart_template,
     parse_package_chart,
     parse_source,
+    request_for,
 )
-from engine.sources.source import request_for
 
 FILE = Path("/pk/sources.yaml")
 

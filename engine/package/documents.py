@@ -26,8 +26,14 @@ from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
 from engine.package.flux import HELM_RELEASE, LeftOut, tolerant
 from engine.package.model import KIND, PackageSpec
-from engine.sources.repository import SOURCE_KINDS, SourceRef, SourceSpec, parse_package_chart, parse_source
-from engine.sources.source import request_for
+from engine.sources.repository import (
+    SOURCE_KINDS,
+    SourceRef,
+    SourceSpec,
+    parse_package_chart,
+    parse_source,
+    request_for,
+)
 
 # A Kubernetes kind: an upper-case letter, then letters and digits (Go identifiers, as CRD kinds are).
 _KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
@@ -77,10 +77,12 @@ from engine.runtime.state import (
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
 from engine.sources.repository import ChartRequest
-from engine.sources.source import ChartVersionInfo
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import UnreadableRecord
+
+if TYPE_CHECKING:
+    from engine.sources.source import ChartVersionInfo
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 

@@ -9,6 +9,8 @@
 - :mod:`engine.sources.errors`: typed failures with Flux's reasons.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from engine.sources.errors import (
     CredentialsError,
     NoMatchingVersion,
@@ -32,8 +34,23 @@ from engine.sources.repository import (
     parse_chart_template,
     parse_package_chart,
     parse_source,
+    request_for,
 )
-from engine.sources.source import ChartArtifact, ChartSource, ChartVersionInfo, request_for
+
+if TYPE_CHECKING:
+    from engine.sources.source import ChartArtifact, ChartSource, ChartVersionInfo
+
+# Pulling and listing (source.py with the index, OCI and helm pull modules) are loaded on first use: loading
+# package files needs only the documents (repository.py), and a no-op command pulls nothing.
+_LAZY = {"ChartArtifact", "ChartSource", "ChartVersionInfo"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from engine.sources import source
+
+        return getattr(source, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "SOURCE_KINDS",

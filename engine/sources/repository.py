@@ -454,3 +454,17 @@ class ChartRequest:
         if isinstance(self.source, OCIRepositorySpec):
             return f"{self.source.describe()}, {self.source.reference.describe()}"
         return f"chart {self.chart!r} version {self.version!r} from {self.source.describe()}"
+
+
+def request_for(
+    chart: ChartTemplate | SourceRef, sources: Mapping[SourceRef, SourceSpec], *, file: Path,
+    lines: Mapping[str, int], path: str,
+) -> ChartRequest:
+    """The request a Package's ``spec.chart.spec`` (a ChartTemplate) or ``spec.chartRef`` (a SourceRef) makes,
+    against the source documents loaded. Raises PackageError naming a missing repository (at ``path``)."""
+    ref = chart.source_ref if isinstance(chart, ChartTemplate) else chart
+    where = f"{path}.spec.sourceRef" if isinstance(chart, ChartTemplate) else path
+    source = find_source(ref, sources, file=file, lines=lines, path=where)
+    if isinstance(chart, ChartTemplate):
+        return ChartRequest(source, chart.chart, chart.version)
+    return ChartRequest(source)

@@ -15,7 +15,7 @@ import asyncio
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,12 +28,9 @@ from engine.sources.index import Index, IndexEntry, IndexStore
 from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
 from engine.sources.repository import (
     ChartRequest,
-    ChartTemplate,
     HelmRepositorySpec,
     OCIRepositorySpec,
-    SourceRef,
     SourceSpec,
-    find_source,
 )
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
 from engine.sources.updates import AvailableVersions, available, prepare
@@ -353,20 +350,6 @@ class ChartSource:
         finally:
             self._oci_requests += registry.requests
         return out
-
-
-def request_for(
-    chart: ChartTemplate | SourceRef, sources: Mapping[SourceRef, SourceSpec], *, file: Path,
-    lines: Mapping[str, int], path: str,
-) -> ChartRequest:
-    """The request a Package's ``spec.chart.spec`` (a ChartTemplate) or ``spec.chartRef`` (a SourceRef) makes,
-    against the source documents loaded. Raises PackageError naming a missing repository (at ``path``)."""
-    ref = chart.source_ref if isinstance(chart, ChartTemplate) else chart
-    where = f"{path}.spec.sourceRef" if isinstance(chart, ChartTemplate) else path
-    source = find_source(ref, sources, file=file, lines=lines, path=where)
-    if isinstance(chart, ChartTemplate):
-        return ChartRequest(source, chart.chart, chart.version)
-    return ChartRequest(source)
 
 
 async def _ordered(index: Index, chart: str) -> tuple[tuple[Version, IndexEntry], ...]:

@@ -25,7 +25,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -68,13 +68,15 @@ from engine.runtime.state import (
 )
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
-from engine.sources import ChartSource, SourceError
-from engine.sources.credentials import kube_secret_reader
+from engine.sources import SourceError
 from engine.sources.current import point
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
 from engine.storage.writer import StorageWriteError, relabel_release, unlock_release
+
+if TYPE_CHECKING:
+    from engine.sources.source import ChartSource
 
 log = logging.getLogger(__name__)
 
@@ -405,6 +407,9 @@ class PackageController:
     @functools.cached_property
     def charts(self) -> ChartSource:
         """Charts from repositories (engine.sources), with helmdeck's cache and the cluster's Secrets."""
+        from engine.sources.credentials import kube_secret_reader  # a command that pulls nothing loads none of it
+        from engine.sources.source import ChartSource
+
         api = self.ctx.api
         return ChartSource(self.helm, cache_root(), secrets=kube_secret_reader(api) if api is not None else None)
 

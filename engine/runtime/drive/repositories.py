@@ -19,11 +19,15 @@ import asyncio
 import logging
 import math
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from engine.runtime.drive.ports import Triggers
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.state import ReleaseKey
-from engine.sources import ChartRequest, ChartSource, SourceError, SourceSpec
+from engine.sources import ChartRequest, SourceError, SourceSpec
+
+if TYPE_CHECKING:
+    from engine.sources.source import ChartSource
 
 log = logging.getLogger(__name__)
 
