@@ -124,13 +124,30 @@ def test_reconcile_into_closed_pipe_ends_at_once_and_logs_no_traceback(
         assert "BrokenPipeError" not in log.read_text() and "Traceback" not in log.read_text()
 
 
-_MODULES_AT_EXIT = """
-import atexit, runpy, sys
-out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+# Runs helmdeck, then writes the modules it loaded and the API requests it made (method and URL), as JSON.
+_OBSERVED_AT_EXIT = """
+import atexit, json, runpy, sys
+import urllib3.connectionpool as pool
+out, requests = sys.argv.pop(1), []
+urlopen = pool.HTTPConnectionPool.urlopen
+def counted(self, method, url, *args, **kwargs):
+    requests.append(method + " " + url)
+    return urlopen(self, method, url, *args, **kwargs)
+pool.HTTPConnectionPool.urlopen = counted
+atexit.register(lambda: open(out, "w").write(json.dumps({"modules": sorted(sys.modules), "requests": requests})))
 sys.argv[0] = "helmdeck"
 runpy.run_module("helmdeck", run_name="__main__")
 """
+
+
+def _observed(helm: Helm, tmp_path: Path, *command: str) -> tuple[list[str], list[str]]:
+    """The modules a helmdeck command loaded and the API requests it made; it must succeed."""
+    out = tmp_path / "observed.json"
+    proc = subprocess.run([sys.executable, "-c", _OBSERVED_AT_EXIT, str(out), *command], capture_output=True,
+                          text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(out.read_text())
+    return found["modules"], found["requests"]
 
 
 def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
@@ -142,34 +159,17 @@ def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
     args = ["reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")]
     assert helmdeck(*args).returncode == 0  # installs: the next pass is a no-op
     for command in (args, ["status", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")]):
-        modules = tmp_path / "modules"
-        proc = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, str(modules), *command], capture_output=True,
-                              text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
-        assert proc.returncode == 0, proc.stderr
-        assert "app" in proc.stdout
-        loaded = modules.read_text().split()
+        loaded, _ = _observed(helm, tmp_path, *command)
         assert "engine.kube.rest" in loaded and "kubernetes.client.api_client" in loaded  # the transport is used
         generated = [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))
                      or m == "kubernetes.client.api"]
         assert generated == [], command[0]
-        # Nor what only a watching command or the app uses: the folder watcher (watchfiles and anyio), Textual.
-        heavy = [m for m in loaded if m.split(".")[0] in ("anyio", "watchfiles", "textual", "tui")]
+        # Nor what only a watching command, a chart pull or the app uses: the folder watcher (watchfiles,
+        # anyio), the pulling code (engine.sources.source and its index, OCI and helm pull modules), Textual.
+        heavy = [m for m in loaded if m.split(".")[0] in ("anyio", "watchfiles", "textual", "tui")
+                 or m in ("engine.sources.source", "engine.sources.index", "engine.sources.oci",
+                          "engine.sources.helm_pull")]
         assert heavy == [], command[0]
-
-
-_REQUESTS_AT_EXIT = """
-import atexit, json, runpy, sys
-import urllib3.connectionpool as pool
-out, seen = sys.argv.pop(1), []
-urlopen = pool.HTTPConnectionPool.urlopen
-def counted(self, method, url, *args, **kwargs):
-    seen.append(method + " " + url)
-    return urlopen(self, method, url, *args, **kwargs)
-pool.HTTPConnectionPool.urlopen = counted
-atexit.register(lambda: open(out, "w").write(json.dumps(seen)))
-sys.argv[0] = "helmdeck"
-runpy.run_module("helmdeck", run_name="__main__")
-"""
 
 
 def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
@@ -182,12 +182,7 @@ def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
 
     def noop_requests() -> list[str]:
         assert helmdeck(*args).returncode == 0  # installs what is new: the next pass is a no-op
-        out = tmp_path / "requests.json"
-        proc = subprocess.run([sys.executable, "-c", _REQUESTS_AT_EXIT, str(out), *args], capture_output=True,
-                              text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
-        assert proc.returncode == 0, proc.stderr
-        seen: list[str] = json.loads(out.read_text())
-        return seen
+        return _observed(helm, tmp_path, *args)[1]
 
     one = noop_requests()
     text = (pkgs / "app.yaml").read_text()
