@@ -26,32 +26,93 @@ from tui.screens.picker import PickerScreen
 pytestmark = pytest.mark.cluster
 
 
-async def test_cancel_key_stops_a_hung_upgrade_and_unlocks_at_once(
+async def _hang_and_cancel(app: HelmdeckApp, pilot: Any, tmp_path: Path, key: tuple[str, str], extra: str = "",
+                           choice: str = "y", timeout: str = "5m") -> float:
+    """Install the flaky chart, make its upgrade hang on --wait, press ctrl+k then ``choice`` in the dialog;
+    returns when the choice was made (monotonic seconds)."""
+    namespace = key[0]
+    await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 60, seen=lambda: row(app, key))
+    write_package(tmp_path, namespace, "web", "flaky", "    hang: true\n" + extra, timeout)  # the engine upgrades
+    await wait_for(lambda: cell(app, key, "status") == "⧗ pending-upgrade", 60, seen=lambda: row(app, key))
+    await select(app, key)
+    await pilot.press("ctrl+k")
+    await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+    assert isinstance(app.screen, ConfirmScreen)
+    dialog = app.screen.confirmation
+    assert dialog.title == "Cancel upgrade?", dialog
+    assert "the objects keep what revision 2 applied" in dialog.body and "revision 1 (deployed" in dialog.body
+    assert dialog.alternative_label == "Cancel and roll back to 1"
+    started = time.monotonic()
+    await pilot.press(choice)
+    return started
+
+
+async def test_cancel_key_stops_a_hung_upgrade_and_records_it_as_the_engines_failed_upgrade(
     helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
 ) -> None:
     write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n", timeout="5m")
     app = make_app(kube_target, helm, namespace, tmp_path)
     key = (namespace, "web")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 60, seen=lambda: row(app, key))
-        write_package(tmp_path, namespace, "web", "flaky", "    hang: true\n", timeout="5m")  # the engine upgrades
-        await wait_for(lambda: cell(app, key, "status") == "⧗ pending-upgrade", 60, seen=lambda: row(app, key))
-        await select(app, key)
-        started = time.monotonic()
-        await pilot.press("ctrl+k")
-        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
-        assert isinstance(app.screen, ConfirmScreen) and app.screen.confirmation.title.startswith("Cancel ")
-        await pilot.press("y")
+        started = await _hang_and_cancel(app, pilot, tmp_path, key)
         await wait_for(lambda: stored(core_api, namespace, "web") == [(1, "deployed"), (2, "failed")], 30,
                        seen=lambda: (stored(core_api, namespace, "web"), row(app, key)))
         assert time.monotonic() - started < 30  # far from the 5m stale-lock timeout
-        await wait_for(lambda: cell(app, key, "suspended") == "⏸ yes", seen=lambda: row(app, key))
+        await wait_for(lambda: (view := app.client.release(key)) is not None and view.running is None)
         view = app.client.release(key)
-        assert view is not None and view.running is None
-        assert view.last is not None and "cancelled by the operator" in view.last.message
+        assert view is not None and view.last is not None
+        assert view.last.action == "upgrade" and "cancelled by the operator" in view.last.message, view.last
+        assert "The objects keep what revision 2 applied; roll back to revision 1" in view.last.message
         assert any(e.outcome == "cancelled" for e in app.client.events(key))
+        # Revision 2 is the engine's own failed upgrade, not a change made outside helmdeck.
+        status = app.client.engine.book.status(key)
+        assert status is not None
+        assert [(s.version, s.status) for s in status.history] == [(2, "failed"), (1, "deployed")]
+        assert status.failures.upgrade == 1 and status.last_attempted_release_action == "upgrade"
+        released = next(c for c in status.conditions if c.type == "Released")
+        assert (released.status, released.reason) == ("False", "UpgradeFailed") and "cancelled" in released.message
+        plan = await app.client.engine.plan()
+        line = next(p for p in plan.packages if (p.namespace, p.release) == key)
+        assert line.state != "Unmanaged" and not any("outside helmdeck" in r for r in line.reasons), line
+        # Remediation follows the package's settings: no retries, so the package stalls; nothing is suspended.
         await asyncio.sleep(6)  # longer than the queue's refused retry: no new upgrade starts
         assert stored(core_api, namespace, "web") == [(1, "deployed"), (2, "failed")]
+        assert cell(app, key, "suspended") != "⏸ yes", row(app, key)
+        status = app.client.engine.book.status(key)
+        assert status is not None and any(c.type == "Stalled" and c.status == "True" for c in status.conditions), status
+
+
+async def test_cancel_and_roll_back_returns_to_the_last_deployed_revision(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n", timeout="5m")
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    key = (namespace, "web")
+    async with app.run_test(size=SIZE) as pilot:
+        await _hang_and_cancel(app, pilot, tmp_path, key, choice="b")
+        await wait_for(lambda: stored(core_api, namespace, "web") == [(1, "superseded"), (2, "failed"),
+                                                                       (3, "deployed")], 60,
+                       seen=lambda: (stored(core_api, namespace, "web"), row(app, key)))
+        await wait_for(lambda: cell(app, key, "suspended") == "⏸ yes", seen=lambda: row(app, key))
+        status = app.client.engine.book.status(key)
+        assert status is not None and [s.version for s in status.history][:3] == [3, 2, 1]  # all the engine's own
+
+
+async def test_after_a_cancel_remediation_follows_the_package(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
+) -> None:
+    write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n", timeout="5m")
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    key = (namespace, "web")
+    retries = "  upgrade:\n    remediation:\n      retries: 1\n"  # appended after the values: a spec field
+    async with app.run_test(size=SIZE) as pilot:
+        await _hang_and_cancel(app, pilot, tmp_path, key, extra=retries, timeout="40s")
+        # One retry left: the engine remediates the cancelled upgrade by rolling back to revision 1 (Flux's
+        # rollback remediation), then upgrades again.
+        await wait_for(lambda: stored(core_api, namespace, "web")[:3] == [(1, "superseded"), (2, "failed"),
+                                                                           (3, "deployed")], 60,
+                       seen=lambda: (stored(core_api, namespace, "web"), row(app, key)))
+        assert any(e.action == "rollback" and e.outcome == "succeeded" for e in app.client.events(key))
 
 
 def install_flux_crd(api: client.ApiClient) -> None:

@@ -6,6 +6,7 @@ app has finished mounting, and keys pressed earlier would go astray.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from engine.base.masking import Masker
 from engine.runtime.diff import unified
 from engine.runtime.engine import NotAvailable
 from engine.runtime.ledger.gate import OFFLINE
-from engine.runtime.state import CleanupItem
+from engine.runtime.state import CleanupItem, RunningAction
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_clock, fixed_engine
 from tui import confirmations
 from tui.app import HelmdeckApp
@@ -185,6 +186,21 @@ def test_maintenance_confirmation(snap_compare: Any, entering: bool) -> None:
 
 def test_unlock_confirmation(snap_compare: Any) -> None:
     dialog = confirmations.unlock(_view(LEGACY), fixed_clock())
+    assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
+
+
+def test_cancel_confirmation_says_what_stays_and_offers_a_rollback(snap_compare: Any) -> None:
+    view = _view(WEB)
+    deployed = view.observation
+    assert deployed is not None
+    hanging = dataclasses.replace(view, running=RunningAction("reconcile", fixed_clock() - 42, 300),
+                                  observation=dataclasses.replace(deployed, version=deployed.version + 1,
+                                                                  status="pending-upgrade"))
+    dialog = confirmations.cancel(hanging, fixed_clock(), deployed)
+    assert dialog.title == "Cancel upgrade?"
+    assert dialog.alternative_label == f"Cancel and roll back to {deployed.version}"
+    assert f"the objects keep what revision {deployed.version + 1} applied" in dialog.body
+    assert "stays at its last deployed revision" not in dialog.body
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
 
 

@@ -351,11 +351,16 @@ class HelmdeckApp(App[None]):
             self._notice(step)
             return
         step = await owner_warned(ctx, op.name, step)
-        if step.confirmation is not None and not await self.push_screen_wait(ConfirmScreen(step.confirmation)):
-            return
+        call = step.call
+        if step.confirmation is not None:
+            choice = await self.push_screen_wait(ConfirmScreen(step.confirmation))
+            if not choice:
+                return
+            if choice == "alternative" and step.alternative is not None:
+                call = step.alternative
         if step.starting:
             self.notify(step.starting)
-        done = await self._guard(step.what, step.call())
+        done = await self._guard(step.what, call())
         if done is not None:
             self._report(ctx.key, step.report(done[0]))
 

@@ -5,6 +5,7 @@ Pure builders, so every dialog's text is tested and snapshot without an engine.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class Confirmation:
     body: str
     confirm_label: str
     details: Details | None = None
+    alternative_label: str = ""  # a second way to confirm (key ``b``), e.g. cancel and roll back
 
 
 def _bullets(*items: str) -> str:
@@ -139,18 +141,34 @@ def unlock(view: ReleaseView, now: float) -> Confirmation:
     return Confirmation("Unlock?", body, "Unlock")
 
 
-def cancel(view: ReleaseView, now: float) -> Confirmation:
-    """Stop the action running on a release."""
+def cancel(view: ReleaseView, now: float, target: Observation | None) -> Confirmation:
+    """Stop the action running on a release; ``target``: the last deployed revision, offered as a rollback."""
     running = view.running
-    action = running.action if running is not None else "the action"
+    obs = view.observation
+    pending = obs is not None and obs.status.startswith("pending-")
+    # A pass holds the release as "reconcile": what helm does is in the pending revision's status.
+    action = obs.status.removeprefix("pending-") if obs is not None and pending else \
+        running.action if running is not None else "the action"
     since = f" for {duration(now - running.started)}" if running is not None else ""
-    body = (f"Cancel {action} on release {_name(view)} (running{since}).\n\n"
-            "helmdeck stops helm (terminate, then kill after a grace period) and records the action cancelled. "
-            "A pending revision it leaves is unlocked at once, so the release stays at its last deployed revision.")
+    revision = f"revision {obs.version}" if obs is not None and pending else "the revision it writes"
+    items = [f"the objects keep what {revision} applied before helm stopped: helm does not undo them;",
+             f"{revision} is recorded failed, as the engine's own failed {action} with the cancel as its reason "
+             "(a pending revision is unlocked at once);"]
     if view.package is not None:
-        body += ("\nThe package is then suspended so helmdeck does not start the same action again; "
-                 "upgrade or resume it when ready.")
-    return Confirmation(f"Cancel {action}?", body, f"Cancel {action}")
+        section = "install" if action == "install" else "upgrade"
+        remediation = view.package.install if section == "install" else view.package.upgrade
+        strategy = "uninstall" if section == "install" else view.package.upgrade.strategy
+        items.append(f"remediation then follows the package's settings, as after any failed {action} "
+                     f"({section}.remediation: retries {remediation.retries}, strategy {strategy}).")
+    body = (f"Cancel {action} on release {_name(view)} (running{since}).\n\n"
+            "helmdeck stops helm (terminate, then kill after a grace period). Then:\n" + _bullets(*items))
+    alternative = ""
+    if target is not None:
+        body += (f"\n\nCancel and roll back (b) also rolls back to {_revision(target)}, the last deployed: "
+                 "its objects come back" + (" and the package is suspended so helmdeck does not undo the "
+                                            "rollback." if view.package is not None else "."))
+        alternative = f"Cancel and roll back to {target.version}"
+    return Confirmation(f"Cancel {action}?", body, f"Cancel {action}", alternative_label=alternative)
 
 
 def owned_by_flux(what: str, owner_text: str, base: Confirmation | None) -> Confirmation:
@@ -159,7 +177,7 @@ def owned_by_flux(what: str, owner_text: str, base: Confirmation | None) -> Conf
                "Use Flux's own actions instead (key F): request a reconcile, or suspend / resume the HelmRelease.")
     if base is None:
         return Confirmation(f"{what}?", f"{warning}\n\n{what}.", what)
-    return Confirmation(base.title, f"{warning}\n\n{base.body}", base.confirm_label, base.details)
+    return dataclasses.replace(base, body=f"{warning}\n\n{base.body}")
 
 
 def cleanup(items: list[CleanupItem]) -> Confirmation:

@@ -12,6 +12,7 @@ command palette are built from the same table.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -53,6 +54,7 @@ class Step:
     report: Callable[[Any], Report]
     confirmation: Confirmation | None = None
     starting: str = ""  # said as it starts, for calls that take a while
+    alternative: Callable[[], Awaitable[Any]] | None = None  # the confirmation's second way (its ``b``)
 
 
 Pick = Callable[[str, list[tuple[str, int]], int], Awaitable[int | None]]
@@ -197,8 +199,18 @@ async def _unlock(ctx: Context) -> Step:
 # -- cancel -------------------------------------------------------------------------------
 async def _cancel(ctx: Context) -> Step:
     assert ctx.view is not None
+    obs = ctx.view.observation
+    # The last deployed revision, while helm writes a newer one: offered as the rollback after the cancel.
+    target = previous_snapshot(ctx.client.history(ctx.key)) if obs is not None and obs.status != "deployed" else None
+
+    async def and_roll_back() -> ActionOutcome:
+        await ctx.client.cancel(ctx.key)  # its outcome is in the release's log; the rollback's is reported
+        assert target is not None
+        return await ctx.client.rollback(ctx.key, target.version)
+
     return Step(f"Cancel the action on {ctx.ref}", lambda: ctx.client.cancel(ctx.key), _outcome,
-                confirmations.cancel(ctx.view, ctx.now), f"Cancelling the action on {ctx.ref} …")
+                confirmations.cancel(ctx.view, ctx.now, target), f"Cancelling the action on {ctx.ref} …",
+                and_roll_back if target is not None else None)
 
 
 # -- releases another controller owns --------------------------------------------------------
@@ -212,8 +224,8 @@ async def owner_warned(ctx: Context, name: str, step: Step) -> Step:
     owner = ctx.client.owner(ctx.key)
     if owner.kind != "flux":
         return step
-    confirmation = confirmations.owned_by_flux(step.what, owner.text, step.confirmation)
-    return Step(step.what, step.call, step.report, confirmation, step.starting)
+    return dataclasses.replace(step, confirmation=confirmations.owned_by_flux(step.what, owner.text,
+                                                                              step.confirmation))
 
 
 _FLUX_ACTIONS = ("reconcile", "suspend", "resume")
@@ -321,8 +333,9 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("suspend", "s", "Suspend", "Suspend or resume reconciliation of the package", _suspend),
     Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first", _unlock),
     Operation("cancel", "ctrl+k", "Cancel",
-              "Cancel the action running on the release: stops helm, records it cancelled and unlocks the "
-              "pending revision it leaves; asks first", _cancel),
+              "Cancel the action running on the release: stops helm, records it as the engine's own failed "
+              "action (its pending revision unlocked; the objects keep what it applied); asks first, offering a "
+              "rollback to the last deployed revision (b)", _cancel),
     Operation("flux", "F", "Flux",
               "For a release a Flux HelmRelease owns: request a reconcile, or suspend / resume the HelmRelease",
               _flux),

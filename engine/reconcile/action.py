@@ -221,10 +221,13 @@ async def observed_run(
 ) -> tuple[ObservedReleases, HelmError | None]:
     """Run one helm call under a monitor ``guard``, observing storage; record what it wrote on the status."""
     ns, release = req.key
-    async with ObservedReleases(ctx, req) as seen:
-        with guard(ns, release):
-            error = await run_helm(call)
-    record(req, seen.observed)
+    seen = ObservedReleases(ctx, req)
+    try:
+        async with seen:
+            with guard(ns, release):
+                error = await run_helm(call)
+    finally:  # also when the action is cancelled: what the stopped helm wrote is the engine's own
+        record(req, seen.observed)
     return seen, error
 
 
@@ -304,7 +307,11 @@ class ReleaseReconciler(Reconciler):
         before = self.latest(req)
         req.status = dataclasses.replace(req.status, last_attempted_release_action=self.name)
         self.started(f"{self.verb} {req.chart.name}@{req.chart.version}")
-        seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
+        try:
+            seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
+        except asyncio.CancelledError as exc:
+            self.cancelled(req, before, str(exc.args[0]) if exc.args else "helmdeck stopped it")
+            raise
         written = newer(seen, before)
         if written is not None and before is not None and written.version <= before.version:
             written = None  # only an older revision changed (superseded): no new release
@@ -320,6 +327,20 @@ class ReleaseReconciler(Reconciler):
         message = (f"Helm {self.name} succeeded for release {release_ref(req, written)} "
                    f"with chart {req.chart.name}@{req.chart.version}")
         return self.succeeded(req, message, written, (cond.RELEASED, True, self.reasons[0]))
+
+    def cancelled(self, req: Request, before: Observation | None, why: str) -> None:
+        """Record a cancelled action as a failed one (as Flux records a failed upgrade): the revision the stopped
+        helm wrote is already in the history (:func:`observed_run`); Released=False with ``reasons[1]``, the
+        failure counted against the active remediation (which then follows the package's settings), and the
+        outcome kept as the status's ``last`` (a cancelled call returns none). ``why``: who cancelled it."""
+        latest = self.latest(req)
+        written = latest if latest is not None and (before is None or latest.version > before.version) else None
+        state = f"revision {written.version} is {written.status}" if written else "nothing was stored"
+        message = self.failed(req, f"Helm {self.name} cancelled {why} for release {release_ref(req, written)}: "
+                                   f"{state}", (cond.RELEASED, False, self.reasons[1]))
+        if written is not None:
+            count_failure(req)
+        req.status = dataclasses.replace(req.status, last=outcome(self.name, False, message, written))
 
 
 class UninstallReconciler(Reconciler):

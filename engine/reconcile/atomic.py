@@ -157,7 +157,15 @@ class AtomicRelease:
             return False
 
     async def reconcile(self, req: Request) -> PassResult:
-        """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures."""
+        """Run one pass on ``req`` (its status is updated in place). Never raises for helm failures; a
+        cancelled pass leaves its status summarised (Ready from what the cancelled action recorded)."""
+        try:
+            return await self._pass(req)
+        except asyncio.CancelledError:
+            self._finish(req, PassResult(st.FAILED, "error", "cancelled"))
+            raise
+
+    async def _pass(self, req: Request) -> PassResult:
         self.reset_on_spec_change(req)
         if req.force and (req.status.failures.total or cond.is_true(req.status.conditions, cond.STALLED)):
             # An operator's forced upgrade starts afresh, as Flux's reset request does.

@@ -494,7 +494,8 @@ class Engine:
         return await self.operations.test(key)
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome:
-        """Stop the action running on ``key`` and record it cancelled (see Operations.cancel)."""
+        """Stop the action running on ``key`` and record it as the engine's own failed action (see
+        Operations.cancel)."""
         return await self.operations.cancel(key)
 
     def owner(self, key: ReleaseKey) -> Owner:

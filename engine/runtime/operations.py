@@ -44,7 +44,7 @@ from engine.runtime.ledger.tasks import Background
 from engine.runtime.state import CleanupItem, ReleaseKey
 from engine.sources import SourceError, SourceRef
 from engine.sources.chart import Chart
-from engine.storage.observation import Observation
+from engine.storage.observation import Observation, previous_deployed
 from engine.storage.writer import ReleaseNotPendingError
 
 # Placeholder chart for actions on releases no package declares (rollback, test, unlock, uninstall need none).
@@ -124,7 +124,8 @@ class Operations:
         async with self.book.running(key, "rollback", spec.timeout):
             status = self.book.status(key) or EngineStatus()
             req = Request(spec, _NO_CHART, {}, "", status)
-            outcome = await Rollback(self.controller.context(key), revision).reconcile(req)
+            async with self.controller.kept_if_cancelled(req):
+                outcome = await Rollback(self.controller.context(key), revision).reconcile(req)
             if declared:
                 # Our revision: the release stays ours, not "changed outside".
                 self.book.set_status(key, dataclasses.replace(
@@ -148,45 +149,57 @@ class Operations:
         self.gate.check("unlock", key)
         return await self._single(key, "unlock", Unlock)
 
-    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
-        """Stop the action running on ``key`` (helm is terminated, then killed after a grace period) and
-        record it cancelled (fluxcd/helm-controller#1387: an upgrade stuck on ``--wait`` cannot be stopped).
+    async def cancel(self, key: ReleaseKey, by: str = "by the operator",
+                     undo: str = "roll back to revision {revision}") -> ActionOutcome:
+        """Stop the action running on ``key`` (helm is terminated, then killed after a grace period;
+        fluxcd/helm-controller#1387: an upgrade stuck on ``--wait`` cannot be stopped) and record it as the
+        engine's own failed action; ``by`` says who asked and ``undo`` how to roll back to ``{revision}``, in
+        the outcome's words.
 
-        A ``pending-*`` revision the stopped helm left is unlocked at once
-        (marked failed, as Helm's own ctrl+c does): helmdeck ran that helm, so
-        the lock is known stale without the timeout. The package (if any) is
-        then suspended, as after the operator's rollback: a pass would
-        otherwise retry the very action just cancelled; a forced upgrade or
-        resume lifts it. Raises ActionRefused when nothing runs on ``key``.
+        The stopped install or upgrade records itself (:meth:`ReleaseReconciler.cancelled
+        <engine.reconcile.action.ReleaseReconciler.cancelled>`): the revision its helm wrote joins the
+        history, the release is Failed with the cancel as the reason (Released=False, ``UpgradeFailed``, as
+        Flux records a failed upgrade) and the failure counts against the active remediation, which then
+        follows the package's settings (no retries left: the package stalls). A ``pending-*`` revision the
+        stopped helm left is unlocked at once (marked failed, as Helm's own ctrl+c does; helmdeck ran that
+        helm, so the lock is known stale without the timeout) and its snapshot follows. The objects keep
+        what the cancelled revision applied: the outcome says so and names the last deployed revision to roll
+        back to. Raises ActionRefused when nothing runs on ``key``.
         """
         self.gate.check("cancel", key)
         view = self.book.view(key)
         action = view.running.action if view is not None and view.running is not None else "action"
-        if key in self.book.packages:
-            self.set_suspended(key, True)
-        self.book.cancel(key)
+        before = self.book.status(key)
+        self.book.cancel(key, by)
         await self.book.released(key)
-        message = f"{action} cancelled by the operator"
+        status = self.book.status(key)
+        recorded = status.last if status is not None and status.last is not None and status.last is not (
+            before.last if before is not None else None) and not status.last.ok else None
+        message = recorded.message if recorded is not None else f"{action} cancelled {by}"
         latest = self.observer.latest(*key)
         # Helm refuses to start on a pending release: a pending revision now is the stopped helm's own.
         if latest is not None and latest.is_pending and self.controller.ctx.unlock is not None:
             try:
                 # No resourceVersion: the record is read afresh and unlocked only if still pending.
-                await self.controller.ctx.unlock(dataclasses.replace(latest, resource_version=""),
-                                                 f"its helm {action} was cancelled by the operator")
+                unlocked = await self.controller.ctx.unlock(dataclasses.replace(latest, resource_version=""),
+                                                            f"its helm {action} was cancelled {by}")
                 message += f"; revision {latest.version} ({latest.status}) unlocked"
+                if status is not None and isinstance(unlocked, Observation):
+                    status = dataclasses.replace(status, history=status.history.updated(unlocked))
+                    latest = unlocked
             except ReleaseNotPendingError:
                 pass  # helm recorded its own outcome on SIGTERM
             except Exception as exc:  # the operator can still unlock by hand
                 message += f"; unlocking revision {latest.version} failed: {exc}"
-        outcome = ActionOutcome(action, False, message, latest.version if latest else None, at=time.time())
+        message += _what_stays(latest, self.observer.history(*key), undo)
+        outcome = ActionOutcome(recorded.action if recorded else action, False, message,
+                                latest.version if latest else None, recorded.tail if recorded else (), time.time())
         if key in self.book.packages:
-            status = self.book.status(key) or EngineStatus()
-            self.book.set_status(key, dataclasses.replace(status, last=outcome, suspended=True), state=None)
+            self.book.set_status(key, dataclasses.replace(status or EngineStatus(), last=outcome), state=None)
             await self.book.persist(key)
         else:
             self.book.refresh(key, last=outcome)
-        self.book.log(key, action, "cancelled", message)
+        self.book.log(key, outcome.action, "cancelled", message)
         return outcome
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
@@ -210,7 +223,8 @@ class Operations:
             resolved = RESOLVED.last(spec)
             req = Request(spec, resolved.chart if resolved else _NO_CHART, {}, "", status)
             try:
-                outcome = await kind(self.controller.context(key)).reconcile(req)
+                async with self.controller.kept_if_cancelled(req):
+                    outcome = await kind(self.controller.context(key)).reconcile(req)
             except ActionFailed as exc:
                 outcome = ActionOutcome(action, False, str(exc), at=time.time())
             if key in self.book.packages:
@@ -355,6 +369,16 @@ class Operations:
             return dict(config or {})
         chart_values = (record_.get("chart") or {}).get("values") or {}
         return deep_merge(chart_values if isinstance(chart_values, dict) else {}, config or {})
+
+
+def _what_stays(latest: Observation | None, history: list[Observation], undo: str) -> str:
+    """What a cancel leaves live: the objects as the cancelled revision made them, and how to roll back to the
+    last deployed revision (``undo``, a template of ``{revision}``)."""
+    if latest is None or latest.status == "deployed":
+        return ""
+    target = previous_deployed(history)
+    back = f"; {undo.format(revision=target.version)} (the last deployed) to undo them" if target else ""
+    return f". The objects keep what revision {latest.version} applied{back}"
 
 
 def _split(ref: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -43,6 +43,8 @@ STATUSES = frozenset({
     "uninstalling", "pending-install", "pending-upgrade", "pending-rollback",
 })
 PENDING_STATUSES = frozenset({"pending-install", "pending-upgrade", "pending-rollback"})
+# Statuses a rollback may return to (Flux's Previous).
+ROLLBACK_TARGETS = frozenset({"deployed", "superseded"})
 _TEST_EVENTS = frozenset({"test", "test-success"})
 # Go's zero time.Time, which Helm 4 writes for unset times (Helm 3 writes "").
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -367,6 +369,12 @@ def flux_owner_of(manifest: str) -> str:
         if len(found) == 2:
             return f"{found['namespace']}/{found['name']}"
     return ""
+
+
+def previous_deployed(history: Sequence[Observation]) -> Observation | None:
+    """The first revision older than the latest (``history`` newest first) that was deployed or superseded:
+    a rollback's target, as Flux's Previous (after a cancelled upgrade, the last deployed revision)."""
+    return next((o for o in history[1:] if o.status in ROLLBACK_TARGETS), None)
 
 
 def chart_default_values(release: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,10 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
-from engine.storage.observation import Observation
+from engine.storage.observation import ROLLBACK_TARGETS, Observation
 
-# Statuses a rollback may return to (Flux's Previous).
-_ROLLBACK_TARGETS = frozenset({"deployed", "superseded"})
 HISTORY_FORMAT = 1
 
 
@@ -164,11 +162,19 @@ class History(Sequence[Snapshot]):
         None when there is none: rollback has no target.
         """
         for snap in self.snapshots[1:]:
-            if snap.status in _ROLLBACK_TARGETS and (
+            if snap.status in ROLLBACK_TARGETS and (
                 ignore_test_failures or not snap.has_test_in_phase("Failed")
             ):
                 return snap
         return None
+
+    def updated(self, obs: Observation) -> History:
+        """The history with the snapshot of ``obs``'s revision replaced by ``obs``'s (a revision it holds changed
+        status, e.g. unlocked); unchanged when it holds no snapshot of that revision."""
+        if all(s.version != obs.version for s in self.snapshots):
+            return self
+        return History(tuple(Snapshot.from_observation(obs) if s.version == obs.version else s
+                             for s in self.snapshots))
 
     def truncate(self, n: int) -> History:
         """The ``n`` newest snapshots (all when there are fewer); ``n`` < 0 raises ValueError."""

@@ -15,14 +15,16 @@ _DIALOG_TEXT = 86  # the details' width in a 96-column dialog, until the layout 
 _SCROLLBAR = 2  # a long diff scrolls: its lines leave room for the scrollbar
 
 
-class ConfirmScreen(ModalScreen[bool]):
-    """Dismisses with True on confirm (``y``, or enter on the confirm button), False on cancel (``n``/escape).
+class ConfirmScreen(ModalScreen[str]):
+    """Dismisses with "confirm" (``y``, or enter on the confirm button), "alternative" (``b``, when the
+    confirmation offers a second way) or "" on cancel (``n``/escape).
 
     Cancel has the focus at first, so a stray enter never confirms.
     """
 
     BINDINGS = [
         Binding("y", "confirm", "Confirm"),
+        Binding("b", "alternative", "Alternative", show=False),
         Binding("n,escape", "cancel", "Cancel"),
     ]
 
@@ -41,6 +43,8 @@ class ConfirmScreen(ModalScreen[bool]):
                     yield TextView(id="dialog-details")
             with Horizontal(id="dialog-buttons"):
                 yield Button(f"{c.confirm_label} (y)", variant="warning", id="confirm")
+                if c.alternative_label:
+                    yield Button(f"{c.alternative_label} (b)", variant="warning", id="alternative")
                 yield Button("Cancel (n)", id="cancel")
 
     def on_mount(self) -> None:
@@ -70,10 +74,14 @@ class ConfirmScreen(ModalScreen[bool]):
         view.show(styled_diff(fold_diff(details.text, width - _SCROLLBAR)))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
+        self.dismiss(event.button.id if event.button.id in ("confirm", "alternative") else "")
 
     def action_confirm(self) -> None:
-        self.dismiss(True)
+        self.dismiss("confirm")
+
+    def action_alternative(self) -> None:
+        if self.confirmation.alternative_label:
+            self.dismiss("alternative")
 
     def action_cancel(self) -> None:
-        self.dismiss(False)
+        self.dismiss("")

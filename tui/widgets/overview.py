@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import ReleaseView
-from engine.storage.observation import Observation
+from engine.storage.observation import Observation, previous_deployed
 from tui import format as fmt
 from tui.chart_origin import newer_line, origin_line, update_text
 from tui.widgets.header_bar import TONE_STYLE
@@ -19,7 +19,7 @@ Part = str | tuple[str, str]
 
 def previous_snapshot(history: list[Observation]) -> Observation | None:
     """The first revision older than the latest that was deployed or superseded (a rollback target)."""
-    return next((o for o in history[1:] if o.status in ("deployed", "superseded")), None)
+    return previous_deployed(history)
 
 
 def _row(label: str, *value: Part) -> list[Part]:

@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -532,10 +532,11 @@ class PackageController:
                 book.log(key, "reconcile", "failed", str(exc))
                 await book.persist(key)  # a viewer and the next start see why
                 return PassResult("Failed", "error", str(exc))
-            if req.spec.maintenance:
-                result = await Maintenance(self.context(key), self.service).reconcile(req)
-            else:
-                result = await AtomicRelease(self.context(key), self.detector_for(req.spec)).reconcile(req)
+            async with self.kept_if_cancelled(req):
+                if req.spec.maintenance:
+                    result = await Maintenance(self.context(key), self.service).reconcile(req)
+                else:
+                    result = await AtomicRelease(self.context(key), self.detector_for(req.spec)).reconcile(req)
             last = result.outcomes[-1] if result.outcomes else None
             book.set_status(key, dataclasses.replace(req.status, last=last or req.status.last), state=result.state,
                             show=False)
@@ -543,6 +544,19 @@ class PackageController:
         await book.persist(key)
         book.refresh(key)
         return result
+
+    @contextlib.asynccontextmanager
+    async def kept_if_cancelled(self, req: Request) -> AsyncIterator[None]:
+        """Around an action on ``req``: when it is cancelled (the operator, a request, a shutdown), what it
+        recorded on ``req.status`` is kept and persisted (a declared package's), the revision a stopped helm
+        wrote included, so that revision is never taken for a change made outside helmdeck."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            if req.key in self.book.packages:
+                self.book.set_status(req.key, req.status, state=None, show=False)
+                await self.book.persist(req.key)
+            raise
 
     async def _run_queued(self, key: ReleaseKey, force: bool) -> RunResult:
         spec = self.book.packages.get(key)

@@ -63,8 +63,11 @@ def rfc3339(seconds: float) -> str:
 
 
 def event_reason(entry: LogEntry) -> str | None:
-    """The Flux reason of a finished action (``InstallSucceeded``, ``UpgradeFailed``, ``DriftCorrected``),
-    None for what is not an action's end (started, info)."""
+    """The Flux reason of a finished action (``InstallSucceeded``, ``UpgradeFailed``, ``DriftCorrected``), or
+    ``UpgradeCancelled`` (Flux has none: a cancel's account of what stays live), None for what is not an
+    action's end (started, info)."""
+    if entry.outcome == "cancelled":
+        return f"{_ACTION_REASONS.get(entry.action, 'Action')}Cancelled"
     if entry.outcome not in ("succeeded", "failed"):
         return None
     action = _ACTION_REASONS.get(entry.action)
@@ -227,7 +230,7 @@ class StatusWriter:
         reason = event_reason(entry)
         if ref is None or reason is None:
             return
-        warning = entry.outcome == "failed"
+        warning = entry.outcome in ("failed", "cancelled")
         self.spawn(self.event(ref, reason, entry.message, warning=warning))
 
     def _on_problems(self, errors: tuple[PackageError, ...]) -> None:

@@ -71,14 +71,15 @@ def pending(obj: dict[str, Any], acknowledged: dict[str, str]) -> list[tuple[str
 class Actions:
     """What the requests may do (the engine's operations): ``run(key, force)`` one pass (the operator's
     upgrade), ``reset(key)`` zero the failure counters, ``rollback(key, revision)``, ``unlock(key)``,
-    ``cancel(key)`` (at once, without waiting: it stops the running action), ``pause(key)``/``resume(key)``
+    ``cancel(key, by, undo)`` (at once, without waiting: it stops the running action; ``by`` who asked and
+    ``undo`` how to roll back to ``{revision}``, in its outcome's words), ``pause(key)``/``resume(key)``
     the monitor. Each raises ActionRefused when it cannot act now."""
 
     run: Callable[[ReleaseKey, bool], Awaitable[object]]
     reset: Callable[[ReleaseKey], None]
     rollback: Callable[[ReleaseKey, int], Awaitable[object]]
     unlock: Callable[[ReleaseKey], Awaitable[object]]
-    cancel: Callable[[ReleaseKey], Awaitable[object]]
+    cancel: Callable[[ReleaseKey, str, str], Awaitable[object]]
     pause: Callable[[ReleaseKey], object]
     resume: Callable[[ReleaseKey], object]
 
@@ -135,7 +136,9 @@ class Requests:
 
     async def _cancel(self, ref: tuple[str, str], key: ReleaseKey, value: str) -> None:
         try:
-            await self.actions.cancel(key)
+            await self.actions.cancel(key, f"by request ({REQUESTS['cancel'][0][0]} {value})",
+                                      f"request a rollback to revision {{revision}} ({ROLLBACK_REVISION}: "
+                                      f"\"{{revision}}\" and {REQUESTS['rollback'][0][0]})")
             self._ack(ref, key, "cancel", value)
         except ActionRefused as exc:  # nothing runs: said, and handled all the same
             self._ack(ref, key, "cancel", value, str(exc))

@@ -367,14 +367,15 @@ class ReleaseBook:
                 self._cancelled.discard(key)
                 self.refresh(key, running=None)
 
-    def cancel(self, key: ReleaseKey) -> bool:
+    def cancel(self, key: ReleaseKey, by: str = "by the operator") -> bool:
         """Cancel the action holding ``key`` (its helm is stopped: terminated, then killed after a grace
-        period); it then raises :class:`ActionCancelled` to its caller. False when nothing runs on it."""
+        period); it then raises :class:`ActionCancelled` to its caller. ``by`` (who asked) is the
+        cancellation's message, which the action records. False when nothing runs on it."""
         task = self._holders.get(key)
         if task is None or task.done():
             return False
         self._cancelled.add(key)
-        task.cancel()
+        task.cancel(by)
         return True
 
     async def released(self, key: ReleaseKey) -> None:
