@@ -19,6 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
+from engine.reconcile.status import EngineStatus
+from engine.reconcile.store import DATA_KEY, object_name
 from helmdeck.parser import EXIT_USAGE
 from localcluster.cluster import LocalCluster
 from tests.controller_fixtures import (
@@ -77,6 +79,13 @@ def _reasons(core: client.CoreV1Api, namespace: str, name: str) -> list[str]:
     found: Any = core.list_namespaced_event(
         namespace, field_selector=f"involvedObject.kind=Package,involvedObject.name={name}").items
     return [e.reason for e in sorted(found, key=lambda e: e.metadata.creation_timestamp)]
+
+
+def _messages(core: client.CoreV1Api, namespace: str, name: str, reason: str) -> list[str]:
+    """The messages of the Events of ``reason`` on Package ``name``, oldest first."""
+    found: Any = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.kind=Package,involvedObject.name={name},reason={reason}").items
+    return [e.message for e in sorted(found, key=lambda e: e.metadata.creation_timestamp)]
 
 
 def test_a_package_object_is_installed_and_an_edit_upgrades_once(
@@ -337,6 +346,11 @@ def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
     assert not [s for _, s in stored if s.startswith("pending-")], stored
     assert stored[-1] == (2, "failed"), stored
     assert lease_holder(coordination, namespace) == ""  # given up, not left to expire
+    # The engine's status kept revision 2 as its own failed upgrade: the next controller does not take it
+    # for a change made outside helmdeck.
+    kept = EngineStatus.from_json(core.read_namespaced_config_map(object_name("flaky"), namespace).data[DATA_KEY])
+    assert [(s.version, s.status) for s in kept.history][:2] == [(2, "failed"), (1, "deployed")], kept
+    assert kept.last is not None and "cancelled as helmdeck stopped" in kept.last.message, kept.last
 
 
 def test_rollback_cancel_unlock_and_monitor_requests(
@@ -382,6 +396,21 @@ def test_rollback_cancel_unlock_and_monitor_requests(
                    "cancel acknowledged", logs=ctl.text)
         eventually(lambda: (4, "failed") in releases(core, namespace, "flaky"), 20, "unlocked by the cancel",
                    logs=ctl.text)
+        # Revision 4 is the engine's own failed upgrade (not "changed outside helmdeck"), and the Events say what
+        # stays live and how to roll back by request.
+        def recorded() -> dict[str, Any] | None:
+            status: dict[str, Any] = (get_package(objects, namespace, "flaky") or {}).get("status") or {}
+            return status if (status.get("history") or [{}])[0].get("version") == 4 else None
+
+        status = eventually(recorded, 30, "revision 4 in status.history", logs=ctl.text)
+        assert status["history"][0]["status"] == "failed" and status["upgradeFailures"] == 1, status
+        released = _condition(status, "Released")
+        assert released["reason"] == "UpgradeFailed" and "cancelled by request" in released["message"], status
+        cancelled = eventually(lambda: _messages(core, namespace, "flaky", "UpgradeCancelled"), 30,
+                               "the UpgradeCancelled Event", logs=ctl.text)
+        assert "The objects keep what revision 4 applied" in cancelled[-1], cancelled
+        assert 'rollback.helmdeck.dev/revision: "3"' in cancelled[-1], cancelled
+        assert "Unmanaged" not in json.dumps(status) and "outside helmdeck" not in json.dumps(status), status
         # An upgrade left pending by a killed controller, unlocked by request on the next one.
         _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f3"})
         eventually(lambda: (5, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",

@@ -310,7 +310,7 @@ class ReleaseReconciler(Reconciler):
         try:
             seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
         except asyncio.CancelledError as exc:
-            self.cancelled(req, before, str(exc.args[0]) if exc.args else "helmdeck stopped it")
+            self.cancelled(req, before, str(exc.args[0]) if exc.args else "as helmdeck stopped")
             raise
         written = newer(seen, before)
         if written is not None and before is not None and written.version <= before.version:
