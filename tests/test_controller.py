@@ -348,7 +348,9 @@ def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
     assert lease_holder(coordination, namespace) == ""  # given up, not left to expire
     # The engine's status kept revision 2 as its own failed upgrade: the next controller does not take it
     # for a change made outside helmdeck.
-    kept = EngineStatus.from_json(core.read_namespaced_config_map(object_name("flaky"), namespace).data[DATA_KEY])
+    data = core.read_namespaced_config_map(object_name("flaky"), namespace).data
+    assert data is not None
+    kept = EngineStatus.from_json(data[DATA_KEY])
     assert [(s.version, s.status) for s in kept.history][:2] == [(2, "failed"), (1, "deployed")], kept
     assert kept.last is not None and "cancelled as helmdeck stopped" in kept.last.message, kept.last
 
