@@ -82,6 +82,8 @@ def _run(args: argparse.Namespace) -> int:
         from helmdeck.controller import run_controller
 
         return run_controller(args)
+    if args.command == "export":
+        return _export(args)
     if getattr(args, "concurrency", 1) < 1:
         raise _usage_error("--concurrency must be at least 1")
     if args.packages is not None and not args.packages.is_dir():
@@ -452,6 +454,32 @@ def _versions(args: argparse.Namespace) -> int:
     from helmdeck.versions import run
 
     return run(args, _engine)
+
+
+def _export(args: argparse.Namespace) -> int:
+    """``helmdeck export DIR``: the objects on stdout, refusals on stderr (exit 1 with any, the rest printed)."""
+    import yaml
+
+    from engine.package.export import export_folder
+
+    if not args.directory.is_dir():
+        raise _usage_error(f"{args.directory} is not a directory")
+    done = export_folder(args.directory, namespace=args.export_namespace,
+                         allow_unsupported=args.allow_unsupported)
+    for problem in [*done.errors, *done.refused]:
+        print(f"error: {problem}", file=sys.stderr)
+    if done.skipped:
+        print(done.skipped, file=sys.stderr)
+    if not done.objects and done.ok:  # as kubectl apply: no objects is an error
+        print(f"error: {args.directory} holds no Package, HelmRepository or OCIRepository", file=sys.stderr)
+        return EXIT_FAILED
+    class Expanded(yaml.SafeDumper):  # no anchors: each object whole, as kubectl prints them
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    sys.stdout.write(yaml.dump_all(done.objects, Dumper=Expanded, explicit_start=True, sort_keys=False,
+                                   allow_unicode=True))
+    return 0 if done.ok else EXIT_FAILED
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -208,6 +208,22 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-o", "--output", choices=["text", "json", "markdown"], default="text",
                       help="markdown: a pull-request comment (a summary table, then a collapsed section per release)")
 
+    export = sub.add_parser(
+        "export", help="print a packages folder as Package, HelmRepository and OCIRepository objects",
+        description="Print the packages folder DIR as helmdeck.dev/v1alpha1 Package, HelmRepository and "
+                    "OCIRepository objects (multi-document YAML) for `kubectl apply -f -`; a Flux HelmRelease "
+                    "becomes the Package with its spec. Values are printed as written (they are yours: mind "
+                    "where the output goes). A package whose chart folder or values files are on disk cannot move "
+                    "into the cluster: it is refused on standard error, naming it, and the others are still "
+                    f"printed; the exit code is then {EXIT_FAILED} (as kubectl apply with an invalid object: use "
+                    "`set -o pipefail`).")
+    export.add_argument("directory", type=Path, metavar="DIR", help="the packages folder")
+    export.add_argument("--namespace", dest="export_namespace", default="default", metavar="NAMESPACE",
+                        help="namespace of the objects whose document names none (default: %(default)s, as the "
+                             "package loader reads them)")
+    export.add_argument("--allow-unsupported", action="store_true", default=argparse.SUPPRESS,
+                        help="read Flux documents with fields helmdeck does not implement, leaving them out")
+
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
                            description="Uninstall every release of the package set of --packages that no "
                                        "package there declares (other sets' releases and releases not managed "
