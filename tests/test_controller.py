@@ -252,6 +252,13 @@ def test_deleting_a_package_uninstalls_its_release_with_its_uninstall_options(
             eventually(deleted, 60, f"{name} deleted", logs=ctl.text)
         assert releases(core, namespace, "kept") == [(1, "uninstalled")]  # spec.uninstall.keepHistory
         assert releases(core, namespace, "gone") == []
+        def logged() -> str | None:
+            said = ctl.text()
+            return said if all(f"{n}: orphan info: its Package object was deleted; the finalizer uninstalls the "
+                               "release" in said for n in ("kept", "gone")) else None
+
+        said = eventually(logged, 10, "each deletion logged as such", logs=ctl.text)
+        assert "package file" not in said and "--prune" not in said, said
     finally:
         assert ctl.stop() == 0, ctl.text()
 

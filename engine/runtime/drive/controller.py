@@ -202,9 +202,8 @@ class PackageController:
             book.set_state(key, None)
         for key in update.removed:
             book.set_state(key, None)
-            if not (self.prune and self.gate.acting):
-                book.log(key, "orphan", "info", "its package file was removed; the release is kept "
-                         "(run with --prune to uninstall such releases)")
+            if not (self.prune and self.gate.acting) and self.folder is not None and key in before_specs:
+                book.log(key, "orphan", "info", self.folder.removal(before_specs[key]))
         if self.prune and self.gate.acting and update.removed:
             gone = [before_specs[k] for k in update.removed if k in before_specs]
             self.tasks.spawn(self._prune_all(list(reversed(dependency_order(gone)))))

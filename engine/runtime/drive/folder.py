@@ -73,6 +73,10 @@ class PackageFolder:
     def specs(self) -> dict[ReleaseKey, PackageSpec]:
         return dict(self._specs)
 
+    def removal(self, spec: PackageSpec) -> str:
+        """A removed package's release is kept unless the engine prunes (then the prune says what it did)."""
+        return "its package file was removed; the release is kept (run with --prune to uninstall such releases)"
+
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:

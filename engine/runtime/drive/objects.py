@@ -150,6 +150,16 @@ class PackageObjects:
         obj = self.objects().get(origin)
         return obj.get("metadata") if obj is not None else None
 
+    def removal(self, spec: PackageSpec) -> str:
+        """A deleted object's release is uninstalled by the finalizer (engine.runtime.drive.finalizer); an object
+        still there no longer declares this release (its release name or target namespace changed)."""
+        obj = self.objects().get(spec.file)
+        if obj is None or deleting(obj):
+            return ("its Package object was deleted; the finalizer uninstalls the release with its spec.uninstall "
+                    "options, then lets the object go")
+        return ("its Package object no longer declares this release (spec.releaseName or spec.targetNamespace "
+                "changed); the release is kept: uninstall it with helm if it is not wanted")
+
     def generation(self, spec: PackageSpec) -> int | None:
         """The ``metadata.generation`` of the object ``spec`` was read from; None when ``spec`` is not the
         current spec of its object (an older one, or not an object's)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.package.model import PackageSpec
 from engine.runtime.drive.folder import FolderUpdate
 from engine.runtime.state import ReleaseKey
 
@@ -41,9 +42,12 @@ class Triggers:
 
 class PackageInput(Protocol):
     """``load(touched)`` reads every package now (blocking; ``touched``: the paths known changed, None for
-    all) and returns the update; ``watch()`` yields an update per burst of changes until ``stop()``."""
+    all) and returns the update; ``watch()`` yields an update per burst of changes until ``stop()``;
+    ``removal(spec)`` says, for the release's log, what became of a package an update removed."""
 
     def load(self, touched: set[Path] | None = None) -> FolderUpdate: ...
+
+    def removal(self, spec: PackageSpec) -> str: ...
 
     def watch(self) -> AsyncIterator[FolderUpdate]: ...
 
