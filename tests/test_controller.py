@@ -23,6 +23,7 @@ from engine.reconcile.status import EngineStatus
 from engine.reconcile.store import DATA_KEY, object_name
 from helmdeck.parser import EXIT_USAGE
 from localcluster.cluster import LocalCluster
+from tests.chart_sources import ChartRepoServer, package_chart, publish_http
 from tests.controller_fixtures import (
     GROUP,
     VERSION,
@@ -434,3 +435,59 @@ def test_rollback_cancel_unlock_and_monitor_requests(
         assert (5, "failed") in releases(core, namespace, "flaky")
     finally:
         ctl.stop(signal.SIGKILL)
+
+
+def test_a_helm_repository_chart_with_values_from_a_config_map_and_a_secret(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, kube_target: KubeTarget,
+) -> None:
+    """The two parts only OCIRepository packages had not shown in controller mode: a chart from an HTTP Helm
+    repository (a HelmRepository object) and values from a ConfigMap and a Secret (spec.valuesFrom), whose
+    change upgrades once; the Secret's value never reaches the log."""
+    objects, core, _ = apis
+    assert local_cluster.kubeconfig is not None
+    secret_tag = "1.26-s3cr3t-tag"
+    repo = ChartRepoServer(tmp_path / "repo")
+    try:
+        publish_http(helm.binary, package_chart(helm.binary, tmp_path, "0.1.0", marker="http"), repo)
+        create(objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HelmRepository",
+                         "metadata": {"name": "charts", "namespace": namespace},
+                         "spec": {"url": repo.url, "interval": "1m"}})
+        config_map: Any = {"metadata": {"name": "web-values"}, "data": {"values.yaml": "replicas: 3\n"}}
+        secret: Any = {"metadata": {"name": "web-secret"}, "stringData": {"tag": secret_tag}}
+        core.create_namespaced_config_map(namespace, config_map)
+        core.create_namespaced_secret(namespace, secret)
+        create(objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Package",
+                         "metadata": {"name": "web", "namespace": namespace},
+                         "spec": {"chart": {"spec": {"chart": "web", "version": "0.1.x",
+                                                     "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+                                  "valuesFrom": [{"kind": "ConfigMap", "name": "web-values"},
+                                                 {"kind": "Secret", "name": "web-secret", "valuesKey": "tag",
+                                                  "targetPath": "image.tag"}],
+                                  "timeout": "1m"}})
+        apps = client.AppsV1Api(api_client(kube_target))
+
+        def deployment() -> tuple[int, str] | None:
+            try:
+                found: Any = apps.read_namespaced_deployment("web", namespace)
+            except client.ApiException:
+                return None
+            return found.spec.replicas, found.spec.template.spec.containers[0].image
+
+        ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+        try:
+            eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "installed from the "
+                       "HelmRepository", logs=ctl.text)
+            assert deployment() == (3, f"nginx:{secret_tag}")
+            status = eventually(lambda: _ready_status(objects, namespace, "web", 1), 30, "Ready", logs=ctl.text)
+            assert status["lastAttemptedRevision"] == "0.1.0" and status["history"][0]["chart"] == "web@0.1.0"
+            core.patch_namespaced_config_map("web-values", namespace, {"data": {"values.yaml": "replicas: 4\n"}})
+            eventually(lambda: deployment() == (4, f"nginx:{secret_tag}"), 60, "upgraded by the ConfigMap's change",
+                       logs=ctl.text)
+            time.sleep(3)
+            assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]  # once
+            assert secret_tag not in ctl.text()
+        finally:
+            assert ctl.stop() == 0, ctl.text()
+    finally:
+        repo.stop()
