@@ -4,7 +4,9 @@ cancelling a running action, releases a Flux HelmRelease owns, switching cluster
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,35 +28,36 @@ from tui.screens.picker import PickerScreen
 pytestmark = pytest.mark.cluster
 
 
-async def _hang_and_cancel(app: HelmdeckApp, pilot: Any, tmp_path: Path, key: tuple[str, str], extra: str = "",
-                           choice: str = "y", timeout: str = "5m") -> float:
-    """Install the flaky chart, make its upgrade hang on --wait, press ctrl+k then ``choice`` in the dialog;
-    returns when the choice was made (monotonic seconds)."""
-    namespace = key[0]
-    await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 60, seen=lambda: row(app, key))
-    write_package(tmp_path, namespace, "web", "flaky", "    hang: true\n" + extra, timeout)  # the engine upgrades
-    await wait_for(lambda: cell(app, key, "status") == "⧗ pending-upgrade", 60, seen=lambda: row(app, key))
-    await select(app, key)
-    await pilot.press("ctrl+k")
-    await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
-    assert isinstance(app.screen, ConfirmScreen)
-    dialog = app.screen.confirmation
-    assert dialog.title == "Cancel upgrade?", dialog
-    assert "the objects keep what revision 2 applied" in dialog.body and "revision 1 (deployed" in dialog.body
-    assert dialog.alternative_label == "Cancel and roll back to 1"
-    started = time.monotonic()
-    await pilot.press(choice)
-    return started
+@contextlib.asynccontextmanager
+async def _cancelled(helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, *, extra: str = "",
+                     choice: str = "y", timeout: str = "5m") -> AsyncIterator[tuple[HelmdeckApp, float]]:
+    """The app with the flaky chart installed, its upgrade hanging on --wait, ctrl+k then ``choice`` pressed in
+    the dialog (whose words are checked); yields the app and when the choice was made (monotonic seconds)."""
+    write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n" + extra, timeout)
+    app = make_app(kube_target, helm, namespace, tmp_path)
+    key = (namespace, "web")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 60, seen=lambda: row(app, key))
+        write_package(tmp_path, namespace, "web", "flaky", "    hang: true\n" + extra, timeout)  # the engine upgrades
+        await wait_for(lambda: cell(app, key, "status") == "⧗ pending-upgrade", 60, seen=lambda: row(app, key))
+        await select(app, key)
+        await pilot.press("ctrl+k")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        dialog = app.screen.confirmation
+        assert dialog.title == "Cancel upgrade?", dialog
+        assert "the objects keep what revision 2 applied" in dialog.body and "revision 1 (deployed" in dialog.body
+        assert dialog.alternative_label == "Cancel and roll back to 1"
+        started = time.monotonic()
+        await pilot.press(choice)
+        yield app, started
 
 
 async def test_cancel_key_stops_a_hung_upgrade_and_records_it_as_the_engines_failed_upgrade(
     helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
 ) -> None:
-    write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n", timeout="5m")
-    app = make_app(kube_target, helm, namespace, tmp_path)
     key = (namespace, "web")
-    async with app.run_test(size=SIZE) as pilot:
-        started = await _hang_and_cancel(app, pilot, tmp_path, key)
+    async with _cancelled(helm, namespace, kube_target, tmp_path) as (app, started):
         await wait_for(lambda: stored(core_api, namespace, "web") == [(1, "deployed"), (2, "failed")], 30,
                        seen=lambda: (stored(core_api, namespace, "web"), row(app, key)))
         assert time.monotonic() - started < 30  # far from the 5m stale-lock timeout
@@ -85,11 +88,8 @@ async def test_cancel_key_stops_a_hung_upgrade_and_records_it_as_the_engines_fai
 async def test_cancel_and_roll_back_returns_to_the_last_deployed_revision(
     helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
 ) -> None:
-    write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n", timeout="5m")
-    app = make_app(kube_target, helm, namespace, tmp_path)
     key = (namespace, "web")
-    async with app.run_test(size=SIZE) as pilot:
-        await _hang_and_cancel(app, pilot, tmp_path, key, choice="b")
+    async with _cancelled(helm, namespace, kube_target, tmp_path, choice="b") as (app, _):
         await wait_for(lambda: stored(core_api, namespace, "web") == [(1, "superseded"), (2, "failed"),
                                                                        (3, "deployed")], 60,
                        seen=lambda: (stored(core_api, namespace, "web"), row(app, key)))
@@ -101,12 +101,9 @@ async def test_cancel_and_roll_back_returns_to_the_last_deployed_revision(
 async def test_after_a_cancel_remediation_follows_the_package(
     helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
 ) -> None:
-    write_package(tmp_path, namespace, "web", "flaky", "    hang: false\n", timeout="5m")
-    app = make_app(kube_target, helm, namespace, tmp_path)
     key = (namespace, "web")
-    retries = "  upgrade:\n    remediation:\n      retries: 1\n"  # appended after the values: a spec field
-    async with app.run_test(size=SIZE) as pilot:
-        await _hang_and_cancel(app, pilot, tmp_path, key, extra=retries, timeout="40s")
+    retries = "  upgrade:\n    remediation:\n      retries: 1\n"  # after the values: a spec field
+    async with _cancelled(helm, namespace, kube_target, tmp_path, extra=retries, timeout="40s") as (app, _):
         # One retry left: the engine remediates the cancelled upgrade by rolling back to revision 1 (Flux's
         # rollback remediation), then upgrades again.
         await wait_for(lambda: stored(core_api, namespace, "web")[:3] == [(1, "superseded"), (2, "failed"),
