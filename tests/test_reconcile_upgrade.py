@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import pytest
+
 from engine.helm import HelmError
 from engine.reconcile import conditions as cond
+from engine.reconcile.request import Request
 from engine.reconcile.upgrade import Upgrade
 from tests.fake_helm import offline_context, request
 
@@ -33,3 +39,44 @@ async def test_failed_upgrade_counts_against_the_upgrade_remediation() -> None:
     assert req.status.failures.upgrade == 1 and req.status.failures.install == 0
     assert not cond.is_true(req.status.conditions, cond.RELEASED)
     assert events[-1][1] == "failed" and "boom" in events[-1][2]
+
+
+async def _cancelled_upgrade(store: bool) -> tuple[Request, list[tuple[str, str, str]]]:
+    """An upgrade whose helm hangs (after storing its pending revision when ``store``), cancelled by the
+    operator: the request it leaves and the events it told."""
+    ctx, helm, events = offline_context()
+    first = helm.store(1, "deployed")
+    started = asyncio.Event()
+
+    async def hang(*_args: Any) -> None:
+        if store:
+            helm.store(2, "pending-upgrade")
+        started.set()
+        await asyncio.Event().wait()  # as helm waiting on --wait
+
+    helm.upgrade = hang  # type: ignore[method-assign,assignment]
+    req = request(history=(first,))
+    task = asyncio.create_task(Upgrade(ctx).reconcile(req))
+    await started.wait()
+    task.cancel("by the operator")
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return req, events
+
+
+async def test_a_cancelled_upgrade_is_recorded_as_the_engines_failed_upgrade() -> None:
+    req, events = await _cancelled_upgrade(store=True)
+    assert [(s.version, s.status) for s in req.status.history] == [(2, "pending-upgrade"), (1, "deployed")]
+    assert req.status.failures.upgrade == 1 and req.status.last_attempted_release_action == "upgrade"
+    released = cond.get(req.status.conditions, cond.RELEASED)
+    assert released is not None and (released.status, released.reason) == ("False", cond.UPGRADE_FAILED)
+    assert released.message == ("Helm upgrade cancelled by the operator for release demo/web.v2: revision 2 is "
+                                "pending-upgrade")
+    assert req.status.last is not None and not req.status.last.ok and req.status.last.revision == 2
+    assert events[-1] == ("upgrade", "failed", released.message)
+
+
+async def test_an_upgrade_cancelled_before_storing_counts_no_failure() -> None:
+    req, _ = await _cancelled_upgrade(store=False)
+    assert [s.version for s in req.status.history] == [1] and req.status.failures.upgrade == 0
+    assert req.status.last is not None and req.status.last.message.endswith("nothing was stored")
