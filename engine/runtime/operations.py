@@ -173,8 +173,10 @@ class Operations:
         self.book.cancel(key, by)
         await self.book.released(key)
         status = self.book.status(key)
-        recorded = status.last if status is not None and status.last is not None and status.last is not (
-            before.last if before is not None else None) and not status.last.ok else None
+        # The stopped action's own record (a new, failed last outcome), if it was an install or upgrade.
+        last = status.last if status is not None else None
+        recorded = last if last is not None and not last.ok and last is not (before and before.last) else None
+        action = recorded.action if recorded is not None else action
         message = recorded.message if recorded is not None else f"{action} cancelled {by}"
         latest = self.observer.latest(*key)
         # Helm refuses to start on a pending release: a pending revision now is the stopped helm's own.
@@ -192,8 +194,8 @@ class Operations:
             except Exception as exc:  # the operator can still unlock by hand
                 message += f"; unlocking revision {latest.version} failed: {exc}"
         message += _what_stays(latest, self.observer.history(*key), undo)
-        outcome = ActionOutcome(recorded.action if recorded else action, False, message,
-                                latest.version if latest else None, recorded.tail if recorded else (), time.time())
+        outcome = ActionOutcome(action, False, message, latest.version if latest else None,
+                                recorded.tail if recorded else (), time.time())
         if key in self.book.packages:
             self.book.set_status(key, dataclasses.replace(status or EngineStatus(), last=outcome), state=None)
             await self.book.persist(key)
