@@ -290,6 +290,20 @@ def test_unlock_dialog_says_how_long_it_is_pending() -> None:
     assert "Revision 7 is pending-upgrade since 2026-11-29 17:12:44 UTC (16h47m ago)" in text
 
 
+def test_cancel_dialog_words_an_install_and_a_release_no_package_declares() -> None:
+    view = dataclasses.replace(views()[WEB], running=RunningAction("reconcile", FIXED_NOW - 65, 120),
+                               observation=obs(1, "pending-install"))
+    install = confirmations.cancel(view, FIXED_NOW, None)
+    assert install.title == "Cancel install?" and "running for 1m5s" in install.body
+    assert "revision 1 is recorded failed, as the engine's own failed install" in install.body
+    assert "(install.remediation: retries 0, strategy uninstall)" in install.body
+    assert install.alternative_label == "" and "roll back" not in install.body  # nothing deployed to go back to
+    bare = dataclasses.replace(views()[LEGACY], running=RunningAction("rollback", FIXED_NOW - 5, 60))
+    text = confirmations.cancel(bare, FIXED_NOW, obs(6, "deployed"))
+    assert "remediation" not in text.body and "package is suspended" not in text.body  # no package: no settings
+    assert text.alternative_label == "Cancel and roll back to 6" and "its objects come back." in text.body
+
+
 # -- themes and settings ---------------------------------------------------------------
 
 

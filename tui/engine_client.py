@@ -253,7 +253,7 @@ class EngineClient:
         return await self.engine.set_maintenance(key, mode)
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome:
-        """Stop the action running on ``key``; its outcome is recorded cancelled."""
+        """Stop the action running on ``key``; it is recorded as the engine's own failed action."""
         self.check("cancel", key)
         return await self.engine.cancel(key)
 
