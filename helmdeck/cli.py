@@ -468,6 +468,8 @@ def _export(args: argparse.Namespace) -> int:
                          allow_unsupported=args.allow_unsupported)
     for problem in [*done.errors, *done.refused]:
         print(f"error: {problem}", file=sys.stderr)
+    for warning in done.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if done.skipped:
         print(done.skipped, file=sys.stderr)
     if not done.objects and done.ok:  # as kubectl apply: no objects is an error

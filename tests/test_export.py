@@ -76,8 +76,9 @@ def test_flux_documents_namespaces_values_files_and_secrets(
         "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n"
         "  labels: {team: a}\nspec:\n  url: https://charts.example.com\n  interval: 10m\n---\n"
         "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n"
-        "  interval: 5m\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n"
-        "      sourceRef: {kind: HelmRepository, name: charts}\n"
+        "  interval: 5m\n  persistentClient: true\n  kubeConfig: {secretRef: {name: remote}}\n"
+        "  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n"
+        "      sourceRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: HelmRepository, name: charts}\n"
         f"  values:\n    password: {SECRET}\n    ünïcode: ✓\n    a: &a {{k: [1, 2]}}\n    b: *a\n---\n"
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: skipped\n")
     (folder / "files.yaml").write_text(
@@ -86,7 +87,7 @@ def test_flux_documents_namespaces_values_files_and_secrets(
         "apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\nmetadata:\n  name: web\n"
         "spec:\n  url: oci://registry.example.com/charts/web\n  ref: {tag: 1.0.0}\n")
     with caplog.at_level(logging.DEBUG):
-        code, objects, err, out = export(capsys, str(folder), "--namespace", "team-b")
+        code, objects, err, out = export(capsys, str(folder), "--namespace", "team-b", "--allow-unsupported")
     assert code == 1
     assert "Package team-b/files not exported: spec.valuesFiles: values files on disk cannot move into the " \
            "cluster" in err, err
@@ -98,6 +99,10 @@ def test_flux_documents_namespaces_values_files_and_secrets(
     charts = next(o for o in objects if o["kind"] == "HelmRepository")
     assert charts["metadata"]["labels"] == {"team": "a"}
     podinfo = next(o for o in objects if o["kind"] == "Package")
+    # Left out as the loader leaves them out: ignored Flux fields silently, unsupported ones with a warning.
+    assert "persistentClient" not in podinfo["spec"] and "kubeConfig" not in podinfo["spec"]
+    assert podinfo["spec"]["chart"]["spec"]["sourceRef"] == {"kind": "HelmRepository", "name": "charts"}
+    assert "warning:" in err and "spec.kubeConfig: left out" in err, err
     assert podinfo["spec"]["values"] == {"password": SECRET, "ünïcode": "✓", "a": {"k": [1, 2]},
                                          "b": {"k": [1, 2]}}  # the operator's own, as written
     assert "&" not in out and "*" not in out  # aliases expanded: each object whole
@@ -153,7 +158,8 @@ def test_server_side_dry_run_accepts_every_object(
         "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts}\n"
         "spec: {url: 'https://charts.example.com'}\n---\n"
         "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: podinfo}\nspec:\n"
-        "  chart: {spec: {chart: podinfo, sourceRef: {kind: HelmRepository, name: charts}}}\n"
+        "  chart: {spec: {chart: podinfo, sourceRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: HelmRepository,"
+        " name: charts}}}\n"
         "  upgrade: {remediation: {retries: 3}}\n  driftDetection: {mode: warn}\n")
     code, objects, err, _ = export(capsys, str(folder), "--namespace", namespace)
     assert code == 0 and len(objects) == 2, err

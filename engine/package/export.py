@@ -3,10 +3,11 @@
 
 Each object's ``spec`` is its document's ``spec`` as written (values included: they are the operator's own and
 go where the operator sends them; nothing here logs them). A Flux HelmRelease becomes the Package with the same
-spec, and Flux's HelmRepository and OCIRepository become helmdeck's. The folder is read by the package loader
-first (a document it refuses is not exported), then every object is checked by the controller's loader
-(:func:`engine.package.load.load_objects`), which refuses what cannot move into the cluster: a chart folder
-or values files on disk. Objects of other kinds are skipped, as the loader skips them.
+spec, and Flux's HelmRepository and OCIRepository become helmdeck's, without the Flux fields the loader leaves
+out (those it ignores, and with ``allow_unsupported`` those helmdeck does not implement). The folder is read by
+the package loader first (a document it refuses is not exported), then every object is checked by the
+controller's loader (:func:`engine.package.load.load_objects`), which refuses what cannot move into the cluster:
+a chart folder or values files on disk. Objects of other kinds are skipped, as the loader skips them.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import Any
 
 from engine.base.fields import PackageError
 from engine.base.labels import API_VERSION
+from engine.base.loader import Parsed
 from engine.package.documents import documents
-from engine.package.flux import HELM_RELEASE
-from engine.package.load import load_folder, load_objects, object_origin, package_files
+from engine.package.flux import HELM_RELEASE, as_package, tolerant
+from engine.package.load import load_folder, load_objects, object_origin, package_files, read_package
 from engine.package.model import KIND
-from engine.sources.repository import SOURCE_KINDS
+from engine.sources.repository import SOURCE_KINDS, parse_source
 
 PACKAGES = "packages"
 _PLURALS = {KIND: PACKAGES, "HelmRepository": "helmrepositories", "OCIRepository": "ocirepositories"}
@@ -34,12 +36,14 @@ _SOURCE_METADATA = ("labels", "annotations")  # what a source's metadata may car
 class Export:
     """A folder exported: the ``objects`` (sources first, then packages, each in file order), the documents
     ``refused`` (the controller's loader would refuse them; each names its file and package) and the folder's
-    own ``errors`` (documents the package loader refuses), and which kinds were ``skipped`` (one line)."""
+    own ``errors`` (documents the package loader refuses), which kinds were ``skipped`` (one line) and the
+    ``warnings``."""
 
     objects: tuple[dict[str, Any], ...]
     refused: tuple[PackageError, ...] = ()
     errors: tuple[PackageError, ...] = ()
     skipped: str = ""
+    warnings: tuple[str, ...] = ()  # Flux fields left out (--allow-unsupported), as the loader words them
 
     @property
     def ok(self) -> bool:
@@ -65,11 +69,17 @@ def export_folder(directory: Path, *, namespace: str = "default", allow_unsuppor
         for index, parsed in enumerate(docs):
             data = parsed.data
             kind = data.get("kind") if isinstance(data, dict) else None
-            if kind in (KIND, HELM_RELEASE) and (file, index) in valid:
-                assert isinstance(data, dict)
-                packages.append((file, index, _object(data, KIND, namespace)))
-            elif kind in SOURCE_KINDS and isinstance(data, dict):  # the controller's loader checks it below
+            if not isinstance(data, dict) or not ((kind in (KIND, HELM_RELEASE) and (file, index) in valid)
+                                                  or kind in SOURCE_KINDS):
+                continue
+            try:
+                data = _as_read(data, file, allow_unsupported)
+            except PackageError:
+                continue  # the folder's loader reported it
+            if kind in SOURCE_KINDS:  # the controller's loader checks it below
                 sources.append((file, index, _object(data, str(kind), namespace)))
+            else:
+                packages.append((file, index, _object(data, KIND, namespace)))
     checked, problems = load_objects([o for _, _, o in packages], [o for _, _, o in sources])
     by_origin = {_origin(o): (f, i, o) for f, i, o in [*sources, *packages]}
     accepted = {spec.file for spec in checked}
@@ -83,7 +93,26 @@ def export_folder(directory: Path, *, namespace: str = "default", allow_unsuppor
     rejected = {p.file for p in problems}
     out = [o for _, _, o in sources if _origin(o) not in rejected]
     out += [o for _, _, o in packages if _origin(o) in accepted]
-    return Export(tuple(out), tuple(refused), tuple(loaded.errors), loaded.skipped_line())
+    return Export(tuple(out), tuple(refused), tuple(loaded.errors), loaded.skipped_line(),
+                  tuple(str(w) for w in loaded.left_out))
+
+
+def _as_read(data: dict[str, Any], file: Path, allow_unsupported: bool) -> dict[str, Any]:
+    """A Flux document without the fields the loader leaves out of it (:func:`engine.package.flux.tolerant`:
+    the ignored ones, and with ``allow_unsupported`` those helmdeck does not implement); helmdeck's own
+    documents as they are. Raises PackageError as the loader does."""
+    if data.get("apiVersion") == API_VERSION:
+        return data
+    if data.get("kind") == HELM_RELEASE:
+        def check(d: Any) -> dict[str, Any]:
+            read_package(file, Parsed(as_package(d), None))
+            return dict(d)
+    else:
+        def check(d: Any) -> dict[str, Any]:
+            parse_source(d, file=file, lines={})
+            return dict(d)
+    kept, _ = tolerant(check, data, file=file, lines={}, allow_unsupported=allow_unsupported)
+    return kept
 
 
 def _object(data: Mapping[str, Any], kind: str, namespace: str) -> dict[str, Any]:
