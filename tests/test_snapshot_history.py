@@ -60,6 +60,17 @@ def test_previous_skips_failed_tests_unless_ignored() -> None:
     assert prev is not None and prev.version == 2
 
 
+def test_updated_replaces_the_snapshot_of_the_same_revision_only() -> None:
+    pending = observation_from_release(release(version=2, status="pending-upgrade"))
+    unlocked = observation_from_release(release(version=2, status="failed"))
+    h = History((Snapshot.from_observation(pending), snap(1, "deployed")))
+    after = h.updated(unlocked)
+    assert [(s.version, s.status) for s in after] == [(2, "failed"), (1, "deployed")]
+    assert after[0].digest == unlocked.digest != pending.digest and h[0].status == "pending-upgrade"
+    other = observation_from_release(release(version=7))
+    assert h.updated(other) is h  # not one of its revisions
+
+
 def test_truncate_and_clear_return_new_histories() -> None:
     h = History(tuple(snap(v) for v in range(1, 6)))
     assert [s.version for s in h.truncate(2)] == [5, 4]

@@ -145,18 +145,15 @@ def record(req: Request, observed: dict[int, Observation]) -> None:
     truncated to the package's maxHistory (at least the newest and the
     rollback target are kept).
     """
-    snaps = list(req.status.history.snapshots)
+    history = req.status.history
     for version in sorted(observed):
-        snap = Snapshot.from_observation(observed[version])
-        for i, cur in enumerate(snaps):
-            if cur.version == version:
-                snaps[i] = snap
-                break
+        newest = history.latest()
+        if newest is None or version > newest.version:
+            history = History((Snapshot.from_observation(observed[version]), *history))
         else:
-            if not snaps or version > snaps[0].version:
-                snaps.insert(0, snap)
-    keep = max(2, req.spec.max_history) if req.spec.max_history else len(snaps)
-    req.status = dataclasses.replace(req.status, history=History(tuple(snaps)).truncate(keep))
+            history = history.updated(observed[version])
+    keep = max(2, req.spec.max_history) if req.spec.max_history else len(history)
+    req.status = dataclasses.replace(req.status, history=history.truncate(keep))
 
 
 def set_conditions(req: Request, *changes: tuple[str, bool | None, str, str]) -> None:
