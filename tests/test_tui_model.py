@@ -302,6 +302,10 @@ def test_cancel_dialog_words_an_install_and_a_release_no_package_declares() -> N
     text = confirmations.cancel(bare, FIXED_NOW, obs(6, "deployed"))
     assert "remediation" not in text.body and "package is suspended" not in text.body  # no package: no settings
     assert text.alternative_label == "Cancel and roll back to 6" and "its objects come back." in text.body
+    testing = dataclasses.replace(views()[WEB], running=RunningAction("test", FIXED_NOW - 5, 60))
+    text = confirmations.cancel(testing, FIXED_NOW, None)
+    assert text.title == "Cancel test?" and "what the action changed so far stays" in text.body
+    assert "the test is recorded cancelled" in text.body and "remediation" not in text.body
 
 
 # -- themes and settings ---------------------------------------------------------------

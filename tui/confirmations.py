@@ -151,10 +151,15 @@ def cancel(view: ReleaseView, now: float, target: Observation | None) -> Confirm
         running.action if running is not None else "the action"
     since = f" for {duration(now - running.started)}" if running is not None else ""
     revision = f"revision {obs.version}" if obs is not None and pending else "the revision it writes"
-    items = [f"the objects keep what {revision} applied before helm stopped: helm does not undo them;",
-             f"{revision} is recorded failed, as the engine's own failed {action} with the cancel as its reason "
-             "(a pending revision is unlocked at once);"]
-    if view.package is not None:
+    items = [f"the objects keep what {revision} applied before helm stopped: helm does not undo them;"
+             if pending else "what the action changed so far stays: helm does not undo it;"]
+    if action not in ("install", "upgrade"):
+        items.append(f"the {action} is recorded cancelled, what it wrote kept as the engine's own (a pending "
+                     "revision is unlocked at once).")
+    else:
+        items.append(f"{revision} is recorded failed, as the engine's own failed {action} with the cancel as its "
+                     "reason (a pending revision is unlocked at once);")
+    if view.package is not None and action in ("install", "upgrade"):
         section = "install" if action == "install" else "upgrade"
         remediation = view.package.install if section == "install" else view.package.upgrade
         strategy = "uninstall" if section == "install" else view.package.upgrade.strategy
