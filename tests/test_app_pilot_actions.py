@@ -109,7 +109,8 @@ async def test_after_a_cancel_remediation_follows_the_package(
         await wait_for(lambda: stored(core_api, namespace, "web")[:3] == [(1, "superseded"), (2, "failed"),
                                                                            (3, "deployed")], 60,
                        seen=lambda: (stored(core_api, namespace, "web"), row(app, key)))
-        assert any(e.action == "rollback" and e.outcome == "succeeded" for e in app.client.events(key))
+        await wait_for(lambda: any(e.action == "rollback" and e.outcome == "succeeded"  # told once it let go
+                                   for e in app.client.events(key)), seen=lambda: app.client.events(key)[-3:])
 
 
 def install_flux_crd(api: client.ApiClient) -> None:
