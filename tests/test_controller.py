@@ -3,6 +3,8 @@ by the same engine as the app, one controller acts through its Lease and a secon
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -19,8 +21,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
+from engine.package.load import object_origin
 from engine.reconcile.status import EngineStatus
 from engine.reconcile.store import DATA_KEY, object_name
+from engine.runtime.drive.finalizer import FINALIZER, Finalizers
+from engine.runtime.drive.objects import PackageObjects
 from helmdeck.parser import EXIT_USAGE
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http
@@ -491,3 +496,28 @@ def test_a_helm_repository_chart_with_values_from_a_config_map_and_a_secret(
             assert ctl.stop() == 0, ctl.text()
     finally:
         repo.stop()
+
+
+def test_the_finalizer_is_written_on_an_object_changed_since_it_was_read(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
+    kube_target: KubeTarget,
+) -> None:
+    """A status write between the read and the finalizer's write (a conflict) must not leave the finalizer in
+    place: it is written on the object as it is now (no later change may come to trigger another look)."""
+    objects, _, _ = apis
+    stale = create(objects, {**package(namespace, "stale"),
+                             "metadata": {"name": "stale", "namespace": namespace, "finalizers": [FINALIZER]}})
+    objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "stale",
+                                           {"metadata": {"labels": {"changed": "since"}}})  # a newer resourceVersion
+    api = api_client(kube_target)
+    spawned: list[Any] = []
+    finalizers = Finalizers(api, PackageObjects(api, [namespace]), uninstall=_never, record=_never,
+                            acting=lambda: True, spawn=spawned.append)
+    origin = object_origin("packages", namespace, "stale")
+    asyncio.run(finalizers._patch(origin, stale, lambda found: [f for f in found if f != FINALIZER]))
+    now = get_package(objects, namespace, "stale") or {}
+    assert now["metadata"].get("finalizers") in (None, []) and now["metadata"]["labels"] == {"changed": "since"}
+
+
+async def _never(*_args: Any) -> Any:
+    raise AssertionError("not called")

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 FINALIZER = "helmdeck.dev/finalizer"
 GROUP, VERSION = API_VERSION.split("/")
 RETRY = 5.0  # seconds before a failed or refused uninstall is tried again
+CONFLICTS = 5  # writes of the finalizers tried on an object that keeps changing
 
 Uninstall = Callable[[PackageSpec, str], Awaitable[str | None]]
 Record = Callable[[tuple[str, str], str, str, bool], Awaitable[None]]  # (ref, reason, message, warning)
@@ -71,18 +72,34 @@ class Finalizers:
                     self.spawn(self._finish(origin, obj))
             elif FINALIZER not in finalizers:
                 self._busy.add(origin)
-                self.spawn(self._patch(origin, obj, [*finalizers, FINALIZER]))
+                self.spawn(self._patch(origin, obj, _added))
 
-    async def _patch(self, origin: Path, obj: dict[str, Any], finalizers: list[str]) -> None:
+    async def _patch(self, origin: Path, obj: dict[str, Any], change: Callable[[list[str]], list[str]]) -> None:
+        """Write ``change(finalizers)`` on the object ``obj``, a compare-and-swap on its resourceVersion (another
+        writer's change is not lost). On a conflict (the object changed since it was read, e.g. its status) it
+        is read again and the change made on what it holds now, up to :data:`CONFLICTS` times: no later change
+        of the object may come to trigger another look."""
         meta = obj.get("metadata") or {}
-        body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-        try:  # the resourceVersion makes it a compare-and-swap: another writer's change is not lost
-            await asyncio.to_thread(client.CustomObjectsApi(self.api).patch_namespaced_custom_object, GROUP, VERSION,
-                                    str(meta.get("namespace")), PACKAGES, str(meta.get("name")), body)
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        api = client.CustomObjectsApi(self.api)
+        try:
+            for _ in range(CONFLICTS):
+                meta = obj.get("metadata") or {}
+                body = {"metadata": {"finalizers": change(list(meta.get("finalizers") or [])),
+                                     "resourceVersion": meta.get("resourceVersion")}}
+                try:
+                    await asyncio.to_thread(api.patch_namespaced_custom_object, GROUP, VERSION, namespace, PACKAGES,
+                                            name, body)
+                    return
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                fresh: Any = await asyncio.to_thread(api.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                                                     PACKAGES, name)
+                obj = dict(fresh)
         except ApiException as exc:
-            if exc.status not in (404, 409):
-                log.warning("finalizers of Package %s/%s not written: %s", meta.get("namespace"), meta.get("name"),
-                            exc.reason)
+            if exc.status != 404:  # gone: nothing to do
+                log.warning("finalizers of Package %s/%s not written: %s", namespace, name, exc.reason)
         finally:
             self._busy.discard(origin)
 
@@ -106,4 +123,12 @@ class Finalizers:
         if spec is not None:
             await self.record(ref, cond.UNINSTALL_SUCCEEDED,
                               f"Helm uninstall succeeded for release {spec.key[0]}/{spec.key[1]}", False)
-        await self._patch(origin, obj, [f for f in meta.get("finalizers") or [] if f != FINALIZER])
+        await self._patch(origin, obj, _removed)
+
+
+def _added(finalizers: list[str]) -> list[str]:
+    return finalizers if FINALIZER in finalizers else [*finalizers, FINALIZER]
+
+
+def _removed(finalizers: list[str]) -> list[str]:
+    return [f for f in finalizers if f != FINALIZER]
