@@ -511,8 +511,10 @@ def test_the_finalizer_is_written_on_an_object_changed_since_it_was_read(
                                            {"metadata": {"labels": {"changed": "since"}}})  # a newer resourceVersion
     api = api_client(kube_target)
     spawned: list[Any] = []
-    finalizers = Finalizers(api, PackageObjects(api, [namespace]), uninstall=_never, record=_never,
-                            acting=lambda: True, spawn=spawned.append)
+    watched = PackageObjects(api, [namespace])
+    watched.load()  # the newer version, as the watch holds it
+    finalizers = Finalizers(api, watched, uninstall=_never, record=_never, acting=lambda: True,
+                            spawn=spawned.append)
     origin = object_origin("packages", namespace, "stale")
     asyncio.run(finalizers._patch(origin, stale, lambda found: [f for f in found if f != FINALIZER]))
     now = get_package(objects, namespace, "stale") or {}

@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 FINALIZER = "helmdeck.dev/finalizer"
 GROUP, VERSION = API_VERSION.split("/")
 RETRY = 5.0  # seconds before a failed or refused uninstall is tried again
-CONFLICTS = 5  # writes of the finalizers tried on an object that keeps changing
+CONFLICTS = 10  # writes of the finalizers tried on an object that keeps changing
+CONFLICT_WAIT = 0.5  # seconds for the watch to bring the object's newer version after a conflict
 
 Uninstall = Callable[[PackageSpec, str], Awaitable[str | None]]
 Record = Callable[[tuple[str, str], str, str, bool], Awaitable[None]]  # (ref, reason, message, warning)
@@ -76,9 +77,10 @@ class Finalizers:
 
     async def _patch(self, origin: Path, obj: dict[str, Any], change: Callable[[list[str]], list[str]]) -> None:
         """Write ``change(finalizers)`` on the object ``obj``, a compare-and-swap on its resourceVersion (another
-        writer's change is not lost). On a conflict (the object changed since it was read, e.g. its status) it
-        is read again and the change made on what it holds now, up to :data:`CONFLICTS` times: no later change
-        of the object may come to trigger another look."""
+        writer's change is not lost). On a conflict (the object changed since it was read, e.g. its status) the
+        change is made again on the object as the watch holds it a moment later, up to :data:`CONFLICTS` times:
+        no later change of the object may come to trigger another look. (The watch, not a GET: the locked-down
+        role may only list, watch and patch Packages.)"""
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         api = client.CustomObjectsApi(self.api)
@@ -94,9 +96,11 @@ class Finalizers:
                 except ApiException as exc:
                     if exc.status != 409:
                         raise
-                fresh: Any = await asyncio.to_thread(api.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                                                     PACKAGES, name)
-                obj = dict(fresh)
+                await asyncio.sleep(CONFLICT_WAIT)
+                now = self.objects.objects(PACKAGES).get(origin)
+                if now is None:
+                    return  # gone
+                obj = now
         except ApiException as exc:
             if exc.status != 404:  # gone: nothing to do
                 log.warning("finalizers of Package %s/%s not written: %s", namespace, name, exc.reason)
