@@ -221,8 +221,8 @@ async def launch(target: KubeTarget, expected: int) -> tuple[HelmdeckApp, Probe,
         await asyncio.wait_for(probe.full.wait(), 120)
     except TimeoutError:
         table = probe.table
-        state = (f"views {table.total}, shown {table.shown_count}, to fill {len(table._fill)}, fill timer "
-                 f"{table._fill_timer is not None}, pending {len(table._dirty)}, engine {len(engine.releases())}, "
+        state = (f"views {table.total}, shown {table.shown_count}, "
+                 f"pending {len(table._dirty)}, engine {len(engine.releases())}, "
                  f"app queue {len(app._events)} posted {app._events_posted}")
         await ctx.__aexit__(None, None, None)
         raise RuntimeError(f"the table never showed {expected} rows (has {table.row_count}; {state})") from None

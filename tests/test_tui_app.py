@@ -35,7 +35,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.settings import Settings
 from tui.widgets.header_bar import HeaderBar
-from tui.widgets.release_table import FILL_STEP, ReleaseTable
+from tui.widgets.release_table import ReleaseTable
 from tui.widgets.text_view import TextView
 
 SIZE = (160, 30)
@@ -75,45 +75,47 @@ def footer(app: HelmdeckApp) -> dict[str, bool]:
     return {k.description: not k.has_class("-disabled") for k in app.screen.query(FooterKey) if k.description}
 
 
-async def test_live_event_changes_only_the_affected_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_live_event_repaints_only_the_affected_row(monkeypatch: pytest.MonkeyPatch) -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(ReleaseTable)
-        written: list[tuple[str, str]] = []
-        original = table._write_cell
+        await pilot.pause()
+        painted: list[int] = []
+        original = table.refresh_row
 
-        def spy(row: str, column: str, value: Any) -> None:
-            written.append((row, column))
-            original(row, column, value)
+        def spy(index: int) -> Any:
+            painted.append(index)
+            return original(index)
 
-        monkeypatch.setattr(table, "_write_cell", spy)
+        monkeypatch.setattr(table, "refresh_row", spy)
         set_engine_status(app.engine, WEB, ready=True)
         await pilot.pause()
-        assert written == [("helmdeck-demo/web", "ready")]
+        assert painted == [table.get_row_index("helmdeck-demo/web")]
         assert table.plain_cell(WEB, "ready") == "✔ yes"
 
 
-async def test_rows_off_screen_are_written_when_they_scroll_into_view(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_rows_off_screen_are_not_repainted_and_show_their_latest_cells_when_scrolled_to(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=(160, 20)) as pilot:
         table = app.query_one(ReleaseTable)
         last = table.views[-1].key  # sorted by namespace then name: the last row is far below
-        written: list[str] = []
-        original = table._write_cell
+        painted: list[int] = []
+        original = table.refresh_row
 
-        def spy(row: str, column: str, value: Any) -> None:
-            written.append(f"{row}:{column}")
-            original(row, column, value)
+        def spy(index: int) -> Any:
+            painted.append(index)
+            return original(index)
 
-        monkeypatch.setattr(table, "_write_cell", spy)
+        monkeypatch.setattr(table, "refresh_row", spy)
         set_engine_status(app.engine, last, state="Locked")
         await pilot.pause(0.5)
-        assert written == []  # nothing on screen changed: no cell write, no redraw
-        assert table.plain_cell(last, "state") == "‼ Stalled"  # still the old text
+        assert painted == []  # nothing on screen changed: no repaint
         table.select(last)
         await pilot.pause()
-        assert written == [f"{last[0]}/{last[1]}:state"]
-        assert table.plain_cell(last, "state") == "⧗ Locked"
+        index = table.get_row_index(f"{last[0]}/{last[1]}")
+        line = table.render_line(index - int(table.scroll_y) + table.header_height).text
+        assert "⧗ Locked" in line and f"{last[1]} " in line
 
 
 async def test_a_frame_after_a_cell_write_finds_its_lines_by_index() -> None:
@@ -192,7 +194,7 @@ async def test_sort_keys_and_header_click() -> None:
         assert table.order.column == "revision"
 
 
-async def test_a_filter_keystroke_fills_the_table_in_steps_from_kept_search_texts() -> None:
+async def test_a_filter_keystroke_sets_the_rows_from_kept_search_texts_without_widget_work_per_row() -> None:
     engine = bulk_engine(1000)
     app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE) as pilot:
@@ -202,66 +204,58 @@ async def test_a_filter_keystroke_fills_the_table_in_steps_from_kept_search_text
             await pilot.pause(0.05)
         assert table.row_count == 1000
         made: list[Any] = []
-        steps: list[int] = []
-        take, step = table._take, table._fill_step
+        drawn: list[str] = []
+        take, texts = table._take, table.row_texts
 
         def counted_take(*args: Any) -> Any:
             made.append(args)
             return take(*args)
 
-        def counted_step(*args: Any, **kwargs: Any) -> None:
-            step(*args, **kwargs)
-            steps.append(table.row_count)
+        def counted_texts(key: str) -> Any:
+            drawn.append(key)
+            return texts(key)
 
         table._take = counted_take  # type: ignore[method-assign,assignment]
-        table._fill_step = counted_step  # type: ignore[method-assign]
+        table.row_texts = counted_texts  # type: ignore[method-assign]
         await pilot.press("slash", "s")  # every release matches "s": the whole table again
+        await pilot.pause()
         assert table.row_filter.text.source == "s" and not made  # no cells made: the kept texts are searched
-        assert steps[0] == FILL_STEP  # the keystroke's own work: one step; the rest follows between frames
-        while table.busy:
-            await pilot.pause(0.05)
-        assert table.row_count == 1000
-        names = [str(r.key.value) for r in table.ordered_rows]
+        assert table.row_count == 1000 and not table.busy  # every row at once
+        assert len(set(drawn)) <= SIZE[1]  # at most the rows on screen are made into cells (none: drawn alike)
+        names = table.row_keys
         assert names[:3] == ["team-00/svc-0000", "team-00/svc-0010", "team-00/svc-0020"]
         await pilot.press("v", "c", "minus", "0", "0", "9")  # "svc-009": svc-0090 … svc-0099
-        while table.busy:
-            await pilot.pause(0.05)
-        assert sorted(str(r.key.value).split("/")[1] for r in table.ordered_rows) == [
-            f"svc-{i:04d}" for i in range(90, 100)]
+        await pilot.pause()
+        assert sorted(key.split("/")[1] for key in table.row_keys) == [f"svc-{i:04d}" for i in range(90, 100)]
 
 
-async def test_releases_arriving_during_a_fill_join_it_and_the_table_ends_sorted() -> None:
-    # At start-up the storage list arrives in bursts: each one restarted the fill (four times at 1,000
-    # releases), and a row joining a fill under way was added below rows it sorts above.
+async def test_a_burst_of_new_releases_is_shown_in_order_in_one_pass() -> None:
+    # At start-up the storage list arrives in bursts: each burst is merged into the sorted rows at once.
     engine = bulk_engine(400)
     app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(ReleaseTable)
         while table.busy:
             await pilot.pause(0.05)
-        refills: list[int] = []
-        refill = table._refill
+        sets: list[int] = []
+        set_rows = table.set_rows
 
-        def counted_refill(*args: Any) -> None:
-            refills.append(table.row_count)
-            refill(*args)
+        def counted(keys: Any) -> None:
+            sets.append(1)
+            set_rows(keys)
 
-        table._refill = counted_refill  # type: ignore[method-assign,assignment]
-        table.row_filter = RowFilter(TextFilter("svc"))  # every release again: a fill under way
-        assert len(refills) == 1 and table._fill
+        table.set_rows = counted  # type: ignore[method-assign]
         web = app.engine.release(table.views[0].key)
         assert web is not None and web.observation is not None
-        for i in range(2 * FILL_STEP):  # a burst of new releases sorting first, then one sorting among them
+        for i in range(300):  # a burst of new releases sorting first, then one sorting among them
             name = f"svc-{i:03d}" if i else "svc-0000a"
             table.upsert(replace(web, name=name, observation=replace(web.observation, name=name)))
         table.flush()
-        assert len(refills) == 1  # joined the fill, not restarted it
-        while table.busy:
-            await pilot.pause(0.05)
-        keys = [str(r.key.value) for r in table.ordered_rows]
-        assert len(keys) == 400 + 2 * FILL_STEP
+        assert len(sets) == 2 and not table.busy  # the first at once (calm), the other 299 in one pass
+        keys = table.row_keys
+        assert len(keys) == 700
         assert keys == sorted(keys, key=table._sort_keys.__getitem__)
-        assert "team-00/svc-0000a" in keys[:3]  # joined last, shown among the first
+        assert "team-00/svc-0000a" in keys[:3]
 
 
 async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:

@@ -1,4 +1,9 @@
-"""The release table: one row per release, updated cell by cell from engine events."""
+"""The release table: one row per release, updated from engine events.
+
+The rows are one ordered list of row keys (:class:`~tui.widgets.line_table.LineTable`): a filter
+keystroke, a new sort order or 10,000 releases arriving at start-up cost one pass over compact per-row
+keys (search text, sort key) and the lines on screen, never widget work per row.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +14,13 @@ from collections.abc import Callable, Iterable
 
 from rich.style import Style
 from rich.text import Text
-from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey
 
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
@@ -31,12 +35,7 @@ RESORT_DELAY = 0.3
 # Rows are redrawn at most this often: a burst of storage events costs one redraw, and a write still
 # reaches the screen well within 0.2 s (bench/tui_bench.py).
 FLUSH_INTERVAL = 0.05
-# Rows added per step when the table is refilled (filter, namespace, quick filter, start-up): the first
-# step, a screenful and more, is drawn at once; the rest follow between frames, so a keystroke's work
-# does not grow with the number of releases.
-FILL_STEP = 120
-FILL_SLICE = 0.03
-ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are kept up to date too
+ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are repainted on a change too
 CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
 
 
@@ -63,15 +62,14 @@ class ReleaseTable(LineTable):
         self._cells: dict[str, dict[str, Cell]] = {}
         self._search: dict[str, str] = {}
         self._sort_keys: dict[str, tuple[object, ...]] = {}
-        self._shown: dict[str, dict[str, Cell]] = {}
-        self._fill: list[str] = []  # rows still to add (sorted, reversed: the next one last)
-        self._fill_set: set[str] = set()
-        self._fill_joined = False  # rows joined the fill under way: they may belong above rows already added
-        self.applied: RowFilter | None = None  # the filter whose first screenful of rows is in the table
+        # Every release's row key in sort order (sorted when asked after a change: mostly sorted already,
+        # so a sort after a burst is a merge); a filter keeps those it matches, in this order.
+        self._ranked: list[str] = []
+        self._ranked_stale = False
+        self.applied: RowFilter | None = None  # the filter whose rows are in the table
         self._counts: Counter[str] = Counter()  # for the header: releases per state, kept per change
         self._counted: dict[str, str] = {}
         self._running_rids: set[str] = set()
-        self._fill_timer: Timer | None = None
         for view in views:
             self._take(row_id(view.key), view, clock())
         self._styles: dict[Tone, Style] = {}
@@ -80,7 +78,7 @@ class ReleaseTable(LineTable):
         self._dirty: set[str] = set()
         self._last_flush = 0.0
         # Rendered cells by what they show. DataTable keys its own cell cache by a counter every
-        # update_cell bumps, so under an event storm each frame re-rendered every visible cell.
+        # row change bumps, so under an event storm each frame re-rendered every visible cell.
         self._cell_cache: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(CELL_CACHE_SIZE)
         self.columns_fit = FULL  # the columns the width shows (tui.layout)
         self._widths = FULL.text_widths()  # per shown column, the cells its text may fill
@@ -93,12 +91,12 @@ class ReleaseTable(LineTable):
 
     @property
     def shown_count(self) -> int:
-        return len(self._shown)
+        return self.row_count
 
     @property
     def busy(self) -> bool:
         """Changes wait to be drawn (for benches and tests: the table is not yet what the views say)."""
-        return bool(self._dirty or self._fill)
+        return bool(self._dirty)
 
     def on_mount(self) -> None:
         self._styles = tone_styles(self.app.theme_variables)
@@ -107,11 +105,10 @@ class ReleaseTable(LineTable):
 
     # -- feeding -----------------------------------------------------------------
     def upsert(self, view: ReleaseView) -> None:
-        """Take a new snapshot of one release; its row is added, updated cell by cell, or hidden.
+        """Take a new snapshot of one release; its row is added, updated, or hidden.
 
-        Rows are redrawn at most every :data:`FLUSH_INTERVAL` seconds: DataTable
-        re-renders every visible row after any cell change, so a burst of events
-        costs one redraw, and key presses between redraws stay fast.
+        Rows are redrawn at most every :data:`FLUSH_INTERVAL` seconds: a burst of
+        events costs one redraw, and key presses between redraws stay fast.
         """
         rid = row_id(view.key)
         self._views[rid] = view
@@ -158,31 +155,53 @@ class ReleaseTable(LineTable):
             if view.running is not None:
                 self._running_rids.add(rid)
 
-    def _take(self, rid: str, view: ReleaseView, now: float) -> dict[str, Cell]:
-        """Remember ``view``'s cells, search text and sort key (once per change, not per keystroke)."""
+    def _take(self, rid: str, view: ReleaseView, now: float) -> bool:
+        """Remember ``view``'s cells, search text and sort key (once per change, not per keystroke);
+        True when its sort key changed (or it is new)."""
         self._views[rid] = view
         self._count(rid, view)
         row = self._cells[rid] = cells(view, now)
         self._search[rid] = search_text(row)
-        self._sort_keys[rid] = self.order.key(view, now)
-        return row
+        key = self.order.key(view, now)
+        before = self._sort_keys.get(rid)
+        if before == key:
+            return False
+        if before is None:
+            self._ranked.append(rid)
+        self._sort_keys[rid] = key
+        self._ranked_stale = True
+        return True
 
     def _forget(self, rid: str) -> None:
         for table in (self._cells, self._search, self._sort_keys):
             table.pop(rid, None)
         self._count(rid, None)
+        self._ranked_stale = True  # dropped from the ranking at its next sort
 
-    def _take_dirty(self) -> set[str]:
-        """Take every pending change's cells, search text and sort key; returns the rows taken."""
+    def _take_dirty(self) -> tuple[set[str], bool]:
+        """Take every pending change's cells, search text and sort key; returns the rows taken and
+        whether a shown row's sort key changed."""
         dirty, self._dirty = self._dirty, set()
         now = self._clock()
+        moved = False
+        shown = self._positions
         for rid in dirty:
             view = self._views.get(rid)
             if view is None:
                 self._forget(rid)
-            else:
-                self._take(rid, view, now)
-        return dirty
+            elif self._take(rid, view, now) and rid in shown:
+                moved = True
+        return dirty, moved
+
+    def _rank(self) -> list[str]:
+        """Every known release's row key in the sort order (sorted again only after a change)."""
+        if self._ranked_stale:
+            keys, views = self._sort_keys, self._views
+            # Timsort: the list is mostly sorted already (new rows at its end), so this is close to a merge.
+            self._ranked = sorted((rid for rid in self._ranked if rid in views), key=keys.__getitem__,
+                                  reverse=self.order.reverse)
+            self._ranked_stale = False
+        return self._ranked
 
     def flush(self) -> None:
         """Apply every pending release change to the rows now."""
@@ -190,44 +209,34 @@ class ReleaseTable(LineTable):
             self._flush_timer.stop()
             self._flush_timer = None
         self._last_flush = time.monotonic()
-        dirty = self._take_dirty()
-        shown = self.row_filter.matcher()
-        new_rows = sum(1 for rid in dirty if rid in self._views and rid not in self._shown
-                       and shown(self._views[rid], self._search[rid]))
-        if new_rows > FILL_STEP and not self._fill:
-            # Many releases at once (start-up, a context switch): one sorted fill; later bursts join it.
-            self._refill()
+        dirty, moved = self._take_dirty()
+        if not dirty:
             return
-        added = False
+        shown, positions = self.row_filter.matcher(), self._positions
+        changed = False  # rows come or go
+        repaint = []
         for rid in dirty:
             view = self._views.get(rid)
-            if view is None:
-                if rid in self._shown:
-                    self._remove_row(rid)
-                continue
-            row = self._cells[rid]
-            visible = shown(view, self._search[rid])
-            if rid in self._shown:
-                if visible:
-                    if self._on_screen(rid):
-                        self._update_row(rid, dict(row))
-                    # else: drawn when it scrolls into view (see _draw_on_screen)
-                else:
-                    self._remove_row(rid)
-            elif visible and rid not in self._fill_set:  # a row still to fill is added with its latest cells
-                if self._fill:  # a fill is under way: the row joins it (sorted below, re-sorted at its end)
-                    self._fill.append(rid)
-                    self._fill_set.add(rid)
-                    self._fill_joined = True
-                else:
-                    self._add_row(rid, dict(row))
-                    added = True
-        if self._fill_joined:
-            self._fill.sort(key=self._sort_keys.__getitem__, reverse=not self.order.reverse)
-        if added:  # new releases are rare after start-up; in place at once (kept keys: ~1 ms per 1,000 rows)
-            self._resort()
-        if dirty:
-            self.post_message(self.Changed())
+            visible = view is not None and shown(view, self._search[rid])
+            if (rid in positions) != visible:
+                changed = True
+            elif visible:
+                repaint.append(positions[rid])
+        if changed:  # new releases are rare after start-up; in order at once (one pass over the row keys)
+            self._show(self._matching(), keep=self._cursor_moved)
+        else:
+            if moved:
+                self._schedule_resort()
+            self._repaint(repaint)
+        self.post_message(self.Changed())
+
+    def _repaint(self, rows: Iterable[int]) -> None:
+        """Repaint the rows at these indexes that are on screen (their cells are read when drawn)."""
+        top = int(self.scroll_y) - ON_SCREEN_MARGIN
+        end = int(self.scroll_y) + self.size.height + ON_SCREEN_MARGIN
+        for index in rows:
+            if top <= index < end:
+                self.refresh_row(index)
 
     def _mark(self, rid: str) -> None:
         self._dirty.add(rid)
@@ -246,81 +255,54 @@ class ReleaseTable(LineTable):
     def tick(self) -> None:
         """Refresh the time-dependent cells (ages, running-action progress) of the rows on screen."""
         now = self._clock()
-        for rid in self._rows_on_screen():
+        top = max(0, int(self.scroll_y) - ON_SCREEN_MARGIN)
+        end = int(self.scroll_y) + self.size.height + ON_SCREEN_MARGIN
+        for index, rid in enumerate(self.row_keys[top:end], top):
             view = self._views.get(rid)
-            if view is None:  # removed since; its row goes at the next flush
+            row = self._cells.get(rid)
+            if view is None or row is None:  # removed since; its row goes at the next flush
                 continue
             new = cells(view, now)
-            self._update_cells(rid, {k: new[k] for k in ("age", "action")})
-            self._cells[rid] = new
+            if any(new[k] != row[k] for k in ("age", "action")):
+                row.update(age=new["age"], action=new["action"])
+                self.refresh_row(index)
 
     # -- reading -----------------------------------------------------------------
     def selected_key(self) -> ReleaseKey | None:
         """``(namespace, name)`` of the row under the cursor, or None when no row is shown."""
-        if self.row_count == 0:
+        keys = self.row_keys
+        if not keys:
             return None
-        rk = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        return key_of(str(rk.value))
+        return key_of(keys[min(self.cursor_row, len(keys) - 1)])
 
     def select(self, key: ReleaseKey) -> bool:
         """Move the cursor to ``key``'s row; False when it is not shown."""
-        rid = row_id(key)
-        if rid not in self._shown:
+        index = self._positions.get(row_id(key))
+        if index is None:
             return False
-        self.move_cursor(row=self.get_row_index(rid))
+        self.move_cursor(row=index)
         return True
 
     def plain_cell(self, key: ReleaseKey, column: str) -> str | None:
         """The text of one shown cell (None when the row is not shown)."""
-        shown = self._shown.get(row_id(key))
-        return shown[column].text if shown is not None else None
+        rid = row_id(key)
+        return self._cells[rid][column].text if rid in self._positions else None
 
-    # -- rows off screen ------------------------------------------------------------
-    # Any cell write makes DataTable redraw every visible row, so changes to rows
-    # off screen are not written until they scroll into view: with 1,000 releases
-    # most events touch rows nobody sees, and those then cost no redraw at all.
-
-    def _rows_on_screen(self) -> list[str]:
-        top = int(self.scroll_y)
-        end = min(self.row_count, top + self.size.height + ON_SCREEN_MARGIN)
-        # By index, not DataTable.ordered_rows: that list is remade (every row) after any cell update.
-        keys = (self._row_locations.get_key(i) for i in range(max(0, top - ON_SCREEN_MARGIN), end))
-        return [str(k.value) for k in keys if k is not None]
-
-    def _on_screen(self, rid: str) -> bool:
-        index = self.get_row_index(rid)
-        top = int(self.scroll_y)
-        return top - ON_SCREEN_MARGIN <= index < top + self.size.height + ON_SCREEN_MARGIN
-
-    def _draw_on_screen(self) -> None:
-        """Bring the rows now on screen up to date (only their differing cells are written)."""
-        for rid in self._rows_on_screen():
-            row = self._cells.get(rid)
-            if row is not None and rid in self._shown:  # a removed release's row goes at the next flush
-                self._update_row(rid, dict(row))
-
-    def action_scroll_bottom(self) -> None:
-        """End: the last row of the whole list, so the rows still to fill are added first."""
-        while self._fill:
-            if self._fill_timer is not None:
-                self._fill_timer.stop()
-            self._fill_step(None, first=False)
-        super().action_scroll_bottom()
+    def row_texts(self, key: str) -> dict[ColumnKey, Text]:
+        row = self._cells[key]
+        texts = {ColumnKey(col): self._text(row[col], width) for col, width in self._widths.items()}
+        if self.columns_fit.hidden:
+            texts[ColumnKey(MARKER)] = Text()
+        return texts
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.has_focus and event.cursor_row != 0:
             self._cursor_moved = True
 
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        if round(old_value) != round(new_value):
-            self._draw_on_screen()
-
     def on_resize(self) -> None:
         layout = fit(self.size.width - self.styles.scrollbar_size_vertical)  # room kept for the scroll bar
         if layout != self.columns_fit:
             self._lay_out(layout)
-        self._draw_on_screen()
 
     # -- reactive watchers -------------------------------------------------------
     def watch_row_filter(self) -> None:
@@ -331,6 +313,7 @@ class ReleaseTable(LineTable):
             self.columns[ColumnKey(key)].label = Text(self._header(key))
         now, order = self._clock(), self.order
         self._sort_keys = {rid: order.key(view, now) for rid, view in self._views.items()}
+        self._ranked_stale = True
         self._resort()
         self.post_message(self.Changed())  # the header names the sort order
 
@@ -338,13 +321,13 @@ class ReleaseTable(LineTable):
         """Re-colour every cell from the current theme."""
         self._styles = tone_styles(self.app.theme_variables)
         self._texts.clear()
-        for rid, row in self._shown.items():
-            for col, width in self._widths.items():
-                self.update_cell(rid, col, self._text(row[col], width))
+        self._update_count += 1
+        self._clear_caches()
+        self.refresh()
 
     # -- internals ---------------------------------------------------------------
     def _lay_out(self, layout: ColumnLayout) -> None:
-        """Show the columns ``layout`` keeps, then a marker column when it leaves some out; rows are re-added."""
+        """Show the columns ``layout`` keeps, then a marker column when it leaves some out; rows are re-set."""
         selected = self.selected_key()
         self.columns_fit, self._widths = layout, layout.text_widths()
         self.clear(columns=True)
@@ -362,9 +345,9 @@ class ReleaseTable(LineTable):
                      cursor: bool = False, hover: bool = False) -> SegmentLines:
         if row_index < 0 or column_index < 0:  # header and labels: DataTable's own cache
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
+        keys = self.row_keys
+        row = self._cells.get(keys[row_index]) if row_index < len(keys) else None
         column_key = self._column_locations.get_key(column_index)
-        row = self._shown.get(str(row_key.value)) if row_key is not None else None
         cell = row.get(str(column_key.value)) if row is not None and column_key is not None else None
         if cell is None:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
@@ -379,7 +362,7 @@ class ReleaseTable(LineTable):
         return lines
 
     def _text(self, cell: Cell, width: int) -> Text:
-        # Shared by equal cells (DataTable only reads them): a refill re-adds rows without making texts.
+        # Shared by equal cells (DataTable only reads them).
         key = (cell, width)
         text = self._texts.get(key)
         if text is None:
@@ -388,80 +371,28 @@ class ReleaseTable(LineTable):
             self._texts[key] = text
         return text
 
-    def _add_row(self, rid: str, row: dict[str, Cell]) -> None:
-        self._shown[rid] = row
-        texts = [self._text(row[col], width) for col, width in self._widths.items()]
-        self.add_row(*texts, *[Text()] * bool(self.columns_fit.hidden), key=rid)
+    def _matching(self) -> list[str]:
+        """The row keys the filter keeps, in order: one test of each release's kept search text."""
+        shown, views, search = self.row_filter.matcher(), self._views, self._search
+        return [rid for rid in self._rank() if shown(views[rid], search[rid])]
 
-    def _remove_row(self, rid: str) -> None:
-        del self._shown[rid]
-        self.remove_row(rid)
-
-    def _update_row(self, rid: str, row: dict[str, Cell]) -> None:
-        if self._update_cells(rid, row):
-            self._schedule_resort()
-
-    def _write_cell(self, rid: str, col: str, text: Text) -> None:
-        """As DataTable.update_cell without re-measuring (fixed widths), repainting only the row:
-        update_cell repaints the whole table, every visible line, for each cell written."""
-        self._data[RowKey(rid)][ColumnKey(col)] = text
-        self._update_count += 1
-        self.refresh_row(self.get_row_index(rid))
-
-    def _update_cells(self, rid: str, new: dict[str, Cell]) -> bool:
-        """Write only the cells that differ; True when the sort column was among them."""
-        current = self._shown[rid]
-        sort_changed = False
-        for col, cell in new.items():
-            if current[col] != cell:
-                current[col] = cell
-                width = self._widths.get(col)
-                if width is not None:  # a column the width leaves out is not drawn
-                    self._write_cell(rid, col, self._text(cell, width))
-                sort_changed = sort_changed or col == self.order.column
-        return sort_changed
+    def _show(self, rows: list[str], *, keep: bool, selected: ReleaseKey | None = None) -> None:
+        """Set the rows; the cursor stays on ``selected`` (or, with ``keep``, on the row under it), else on
+        the first row."""
+        if keep and selected is None:
+            selected = self.selected_key()
+        self.set_rows(rows)
+        if selected is not None and self.select(selected):
+            return
+        if self.row_count:
+            self.move_cursor(row=0)
 
     def _refill(self, selected: ReleaseKey | None = None) -> None:
-        """Show the rows the filter keeps, in order: the first :data:`FILL_STEP` now, the rest in steps.
-
-        The filter runs over the kept search texts and sort keys (no cells are made), so the work done
-        before the first frame is one substring test per release plus one step of rows.
-        """
-        self._take_dirty()  # every row is redrawn from the latest views
-        selected = selected or self.selected_key()
-        if self._fill_timer is not None:
-            self._fill_timer.stop()
-            self._fill_timer = None
-        self.clear()
-        self._shown = {}
-        shown, views, search = self.row_filter.matcher(), self._views, self._search
-        keys = self._sort_keys
-        rows = sorted((rid for rid, view in views.items() if shown(view, search[rid])), key=keys.__getitem__,
-                      reverse=not self.order.reverse)
-        self._fill, self._fill_set, self._fill_joined = rows, set(rows), False
-        self._fill_step(selected)
+        """Show the rows the filter keeps, in order: one test per release of its kept search text (no cells
+        are made) and the lines on screen."""
+        self._take_dirty()  # every row is shown from the latest views
+        self._show(self._matching(), keep=True, selected=selected)
         self.applied = self.row_filter
-
-    def _fill_step(self, selected: ReleaseKey | None, first: bool = True) -> None:
-        self._fill_timer = None
-        shown = self.row_filter.matcher()
-        # The first step is a screenful and more; later ones (between frames) last FILL_SLICE seconds each.
-        until = time.perf_counter() + FILL_SLICE
-        for i in range(len(self._fill)):
-            if i >= FILL_STEP and (first or time.perf_counter() > until):
-                break
-            rid = self._fill.pop()
-            self._fill_set.discard(rid)
-            view = self._views.get(rid)
-            if view is not None and rid not in self._shown and shown(view, self._search[rid]):
-                self._add_row(rid, dict(self._cells[rid]))
-        if selected is not None and self.select(selected):
-            selected = None  # found: the operator may move on while the rest is added
-        if self._fill:
-            self._fill_timer = self.set_timer(0.001, lambda: self._fill_step(selected, first=False))
-        elif self._fill_joined:  # rows that joined may sort above rows added before them
-            self._fill_joined = False
-            self._resort()
         self.post_message(self.Changed())
 
     def _schedule_resort(self) -> None:
@@ -469,15 +400,9 @@ class ReleaseTable(LineTable):
             self._resort_timer = self.set_timer(RESORT_DELAY, self._resort)
 
     def _resort(self) -> None:
+        if self._resort_timer is not None:
+            self._resort_timer.stop()
         self._resort_timer = None
-        selected = self.selected_key()
-        keys = self._sort_keys
-        # As DataTable.sort, by the row keys' kept sort keys (the cells may be cut short with "…").
-        ordered = sorted(self._row_locations, key=lambda rk: keys[str(rk.value)], reverse=self.order.reverse)
-        self._row_locations = TwoWayDict({rk: i for i, rk in enumerate(ordered)})
-        self._update_count += 1
-        self.refresh()
-        if selected is not None and self._cursor_moved:
-            self.select(selected)  # the operator's row stays under the cursor
-        elif self.row_count:
-            self.move_cursor(row=0)  # until the operator moves, the cursor stays on the first row
+        shown = self._positions
+        # The operator's row stays under the cursor; until the operator moves, the cursor stays on the first row.
+        self._show([rid for rid in self._rank() if rid in shown], keep=self._cursor_moved)
