@@ -143,12 +143,17 @@ class Probe:
         self.frame_times: list[float] = []
         _timed(app.screen, "_compositor_refresh", self._frame)
         upsert = table.upsert
+        decoded: set[Rid] = set()
 
         def seen(view: ReleaseView) -> None:
             self.mark("first view reached the table")
             obs = view.observation
             if obs is not None:
                 self.seen.setdefault((f"{view.namespace}/{view.name}", obs.version), time.monotonic())
+                if len(decoded) < expected:
+                    decoded.add(f"{view.namespace}/{view.name}")
+                    if len(decoded) == expected:
+                        self.mark("every row's record decoded (chart and engine columns)")
             upsert(view)
 
         table.upsert = seen  # type: ignore[method-assign]
@@ -208,6 +213,7 @@ async def launch(target: KubeTarget, expected: int) -> tuple[HelmdeckApp, Probe,
             marks.setdefault(name, time.monotonic() - t0)
         return sink
 
+    _timed(engine.observer, "_list_labels", mark("storage labels listed (metadata only)"))
     _timed(engine.observer, "wait_synced", mark("storage listed and decoded"))
     _timed(engine.book, "refresh_all", mark("views made"))
     _timed(engine.book, "load_statuses", mark("engine statuses read"))

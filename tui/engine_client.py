@@ -64,7 +64,7 @@ class EngineClient:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        await self.engine.start()
+        await self.engine.start(preview=True)  # rows from storage's labels before the records are decoded
 
     async def stop(self) -> None:
         await self.engine.stop()
@@ -89,7 +89,7 @@ class EngineClient:
         self._discovery_retry = 0.0
         if self._engine_masker:
             self.masker = engine.masker
-        await engine.start()
+        await engine.start(preview=True)
 
     def access(self) -> AccessProblems:
         """Refused storage permissions now, and the scope note (the engine also publishes changes)."""

@@ -58,6 +58,11 @@ def status_symbol(status: str) -> str:
     return _STATUS.get(status, ("?", "warn"))[0]
 
 
+def status_tone(status: str) -> Tone:
+    """The colour hint of one Helm status (``warn`` for unknown ones)."""
+    return _STATUS.get(status, ("?", "warn"))[1]
+
+
 def engine_state_text(state: str | None) -> tuple[str, Tone]:
     """``✔ InSync``, ``‼ Stalled``; ``-`` when the engine reports no state for the release."""
     if state is None:

@@ -6,6 +6,7 @@ widgets only draw what this module computes, so it is tested without a screen.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -42,6 +43,7 @@ class Column:
 _DIGITS = re.compile(r"(\d+)")
 
 
+@functools.lru_cache(maxsize=32_768)  # names and namespaces recur: a release's every update, the sort keys
 def natural_key(text: str) -> tuple[object, ...]:
     """Sort key comparing digit runs as numbers, as k9s sorts names: ``rel-2`` before ``rel-10``.
 
@@ -110,9 +112,29 @@ def _owner(view: ReleaseView) -> str:
     return "-" if kind == "none" else kind
 
 
+_READING = Cell("…")  # a cell of a release listed from storage's labels, its record not decoded yet
+
+
+def listed_cells(view: ReleaseView, now: float) -> dict[str, Cell]:
+    """The cells of a release known only from its storage labels (:attr:`ReleaseView.listed`, while the
+    engine starts): namespace, name, revision, Helm status and age as ``helm list`` shows them; the
+    columns the record and the engine fill say ``…``."""
+    listed = view.listed
+    assert listed is not None
+    symbol, tone = fmt.status_symbol(listed.status), fmt.status_tone(listed.status)
+    return {**dict.fromkeys(COLUMN_KEYS, _READING),
+            "namespace": Cell(view.namespace),
+            "name": Cell(view.name),
+            "revision": Cell(str(listed.version)),
+            "status": Cell(f"{symbol} {listed.status}", tone),
+            "age": Cell(fmt.duration(now - listed.modified_at, coarse=True) if listed.modified_at else "-")}
+
+
 def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
     """Every column's cell for one release, at Unix time ``now`` (for ages and progress)."""
     obs = view.observation
+    if obs is None and view.listed is not None and not view.unreadable:
+        return listed_cells(view, now)
     return {
         "namespace": Cell(view.namespace),
         "name": Cell(view.name),

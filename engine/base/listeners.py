@@ -44,6 +44,10 @@ class Listeners(Generic[P]):
                 self._items.remove(callback)
             return len(self._items)
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
     def emit(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Call every callback with the arguments, in the order they were added."""
         with self._lock:

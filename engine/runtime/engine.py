@@ -220,13 +220,16 @@ class Engine:
                    readonly=readonly, watch_packages=False, monitors=False, online=False)
 
     # -- lifecycle -----------------------------------------------------------
-    async def start(self, *, reconcile: bool = True) -> None:
+    async def start(self, *, reconcile: bool = True, preview: bool = False) -> None:
         """Observe storage, read persisted statuses, load packages and start reconciling.
 
-        With ``reconcile`` False nothing is queued (actions still work on request).
+        With ``reconcile`` False nothing is queued (actions still work on request). With ``preview``
+        (the app) every stored release is announced from its storage labels first, before its records
+        are decoded (:meth:`ReleaseBook.preview`; one more list, metadata only).
         """
         self._loop = self._storage_changes.loop = asyncio.get_running_loop()
-        self.book.reading = True  # no row until storage is listed and the statuses read
+        self.book.reading = True  # no row until storage is listed and the statuses read (but the labels')
+        unlisten = self.observer.on_listed(lambda found: self._on_loop(self.book.preview, found)) if preview else None
         try:
             await self.controller.load()
             self.observer.start()
@@ -237,6 +240,8 @@ class Engine:
                 self.book.set_state(key, None)  # a verdict made before the status was read does not hold
         finally:
             self.book.reading = False
+            if unlisten is not None:
+                unlisten()
         if self.status_writer is not None:
             self.status_writer.start()
             self.status_writer.catch_up()

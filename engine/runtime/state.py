@@ -16,6 +16,7 @@ from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.sources.updates import ChartUpdate
 from engine.storage.observation import Observation
+from engine.storage.records import ListedRevision
 
 ReleaseKey = tuple[str, str]  # (namespace, release name)
 
@@ -48,6 +49,8 @@ class ReleaseView:
     ``suspended`` is set by the package file or by a hand rollback/suspend.
     ``warnings`` counts the recent Kubernetes Warning events of its objects (see :mod:`engine.monitor.events`).
     ``chart_update`` is a newer chart version its repository offers than the deployed one (None: none known).
+    ``listed`` is set only while the engine starts: the release as storage's labels say, before its records
+    are decoded and its state is known (:meth:`ReleaseBook.preview <engine.runtime.ledger.book.ReleaseBook.preview>`).
     """
 
     namespace: str
@@ -66,6 +69,7 @@ class ReleaseView:
     unreadable: str | None = None
     warnings: int = 0
     chart_update: ChartUpdate | None = None
+    listed: ListedRevision | None = None
 
     @property
     def key(self) -> ReleaseKey:

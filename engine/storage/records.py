@@ -57,6 +57,32 @@ class StorageChange:
 
 
 
+@dataclass(frozen=True)
+class ListedRevision:
+    """One stored revision as its object's labels say, before its record is decoded: what ``helm list``
+    shows first. Helm's storage drivers label every record ``name``, ``owner=helm``, ``status``,
+    ``version`` and ``modifiedAt`` (Unix seconds; 0 when absent). ``namespace`` is the storage namespace."""
+
+    namespace: str
+    name: str
+    version: int
+    status: str
+    modified_at: int = 0
+
+
+def listed_revision(obj: Mapping[str, Any]) -> ListedRevision | None:
+    """The labels of one storage object (a full object or PartialObjectMetadata) as a
+    :class:`ListedRevision`; None when they do not name a release revision."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    name, version = labels.get("name"), str(labels.get("version", ""))
+    if not isinstance(name, str) or not name or not version.isdigit() or not 0 < len(version) < 10:
+        return None
+    modified = str(labels.get("modifiedAt", ""))
+    return ListedRevision(str(meta.get("namespace", "")), name, int(version), str(labels.get("status", "")),
+                          int(modified) if modified.isdigit() and len(modified) < 12 else 0)
+
+
 def key_of(obj: Mapping[str, Any]) -> StorageKey:
     meta = obj.get("metadata") or {}
     return StorageKey(str(meta.get("namespace", "")), str(meta.get("name", "")))

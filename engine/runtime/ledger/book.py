@@ -46,6 +46,7 @@ from engine.runtime.state import (
 from engine.sources.updates import AvailableVersions, newer
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
+from engine.storage.records import ListedRevision
 from engine.storage.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -299,6 +300,7 @@ class ReleaseBook:
             "warnings": self._warnings.get(key, 0),
             "chart_update": newer(obs.chart_version if obs is not None else "", self._offered.get(key)),
             "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
+            "listed": None,
         }
         if status is not None:
             ready = cond.get(status.conditions, cond.READY)
@@ -325,6 +327,23 @@ class ReleaseBook:
         if new != cur:
             self._views[key] = new
             self.emit(ReleaseUpdated(new))
+
+    def preview(self, revisions: Iterable[ListedRevision]) -> None:
+        """While :attr:`reading`: a view of each release from its newest revision's storage labels alone
+        (:attr:`ReleaseView.listed`), announced, so the app lists every release before the records are
+        decoded and the statuses read; the start's :meth:`refresh_all` remakes (or removes) each one."""
+        if not self.reading:
+            return
+        newest: dict[ReleaseKey, ListedRevision] = {}
+        for revision in revisions:
+            key = (revision.namespace, revision.name)
+            if key not in newest or revision.version > newest[key].version:
+                newest[key] = revision
+        for key, revision in newest.items():
+            cur = self._views.get(key)
+            if cur is None or (cur.listed is not None and revision.version > cur.listed.version):
+                view = self._views[key] = ReleaseView(namespace=key[0], name=key[1], listed=revision)
+                self.emit(ReleaseUpdated(view))
 
     def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
         """Refresh ``keys``, every stored, declared and unreadable release, and every view."""
