@@ -31,7 +31,9 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from kubernetes import client
@@ -46,7 +48,6 @@ from engine.storage.codec import (
     RECORD_PREFIX,
     Driver,
     MissingPayloadError,
-    StorageDecodeError,
     StorageKey,
     decode_payload,
     driver_from_env,
@@ -55,15 +56,16 @@ from engine.storage.codec import (
 )
 from engine.storage.index import Entry, StorageIndex
 from engine.storage.observation import Observation, chart_default_values
+from engine.storage.pages import DecodedRecord, decode_page, page_pool, slim
 from engine.storage.records import (
     ListedRevision,
     StorageChange,
     UnreadableRecord,
+    decode_entry,
     decode_object,
     decode_record,
     key_of,
     listed_revision,
-    unreadable_record,
 )
 
 __all__ = [
@@ -394,22 +396,38 @@ class Observer:
             raise
 
     def _relist(self, namespace: str | None) -> str:
-        # Pages are applied as they come, so at most one page of payloads is in memory.
+        # Pages are applied as they come, so a few pages of payloads at most are in memory. After the first
+        # page, pages are decoded in worker processes while the next one is fetched (engine.storage.pages).
         seen: set[StorageKey] = set()
         token: str | None = None
-        while True:
-            query = [("labelSelector", OWNER_SELECTOR), ("limit", "500")]
-            if token:
-                query.append(("continue", token))
-            body = self._call("list", namespace, query)
-            for obj in body.get("items") or []:
-                if is_record(obj, self._driver):
-                    self._apply(obj)
-                    seen.add(key_of(obj))
-            meta = body.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                break
+        pool: Executor | None = None
+        pending: deque[Future[list[DecodedRecord]]] = deque()
+        try:
+            while True:
+                query = [("labelSelector", OWNER_SELECTOR), ("limit", "500")]
+                if token:
+                    query.append(("continue", token))
+                body = self._call("list", namespace, query)
+                meta = body.get("metadata") or {}
+                records = [obj for obj in body.get("items") or [] if is_record(obj, self._driver)]
+                seen.update(key_of(obj) for obj in records)
+                if pool is None and not token and meta.get("continue"):
+                    pool = page_pool()  # more than a page: decode beside the list thread
+                if pool is not None:
+                    pending.append(pool.submit(decode_page, [slim(obj) for obj in records], self._driver))
+                    while pending and pending[0].done():
+                        self._apply_page(pending.popleft().result())
+                else:
+                    for obj in records:
+                        self._apply(obj)
+                token = meta.get("continue")
+                if not token:
+                    break
+            while pending:
+                self._apply_page(pending.popleft().result())
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
         self._relists += 1
         with self._lock:
             gone = [k for k in self._index.stored_keys()
@@ -418,6 +436,10 @@ class Observer:
             self._delete(key)
         # A paginated list is one snapshot: every page carries its resourceVersion.
         return str(meta.get("resourceVersion", ""))
+
+    def _apply_page(self, records: list[DecodedRecord]) -> None:
+        for record in records:
+            self._take(record.key, record.resource_version, record.uid, record.decoded)
 
     def _watch(self, namespace: str | None, rv: str) -> str:
         resp = self._call(
@@ -454,9 +476,13 @@ class Observer:
 
     def _apply(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        key = key_of(obj)
-        rv = str(meta.get("resourceVersion", ""))
-        uid = str(meta.get("uid", ""))
+        self._take(key_of(obj), str(meta.get("resourceVersion", "")), str(meta.get("uid", "")),
+                   lambda: decode_entry(obj, self._driver))
+
+    def _take(self, key: StorageKey, rv: str, uid: str,
+              decode: Callable[[], tuple[Observation | None, UnreadableRecord | None]]) -> None:
+        """Hold version ``rv`` of the record at ``key`` (``decode`` reads it, when it is not held already)
+        and announce the change."""
         with self._lock:
             cur = self._index.get(key)
         if cur is not None and cur.resource_version == rv:
@@ -465,17 +491,15 @@ class Observer:
             # Deleted and created again while we were not watching: two transitions.
             self._delete(key)
             cur = None
-        try:
-            entry = Entry(rv, uid, decode_record(obj, self._driver), None)
-        except StorageDecodeError as exc:
-            entry = Entry(rv, uid, None, unreadable_record(obj, exc))
-            log.warning("unreadable release record %s", entry.unreadable)
+        observation, unreadable = decode()
+        if unreadable is not None:
+            log.warning("unreadable release record %s", unreadable)
+        entry = Entry(rv, uid, observation, unreadable)
         with self._lock:
             self._index.put(key, entry)
-        problem = entry.unreadable
         self._emit(StorageChange(
             "ADDED" if cur is None else "MODIFIED", key, entry.observation,
-            problem.reason if problem else None, problem,
+            unreadable.reason if unreadable else None, unreadable,
         ))
 
     def _delete(self, key: StorageKey) -> None:
