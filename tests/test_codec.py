@@ -296,3 +296,11 @@ def test_flux_shortened_names_are_valid_release_names() -> None:
     validate_release_name(short)
     with pytest.raises(ReleaseNameError):
         validate_release_name(long_name)
+
+
+def test_integers_past_64_bits_stay_integers_and_the_fast_decoder_agrees_with_the_stdlib() -> None:
+    # orjson (the fast path) reads integers past 64 bits as floats; such payloads take the stdlib path.
+    big = 123456789012345678901234567890
+    release = decode_payload(b64(b'{"config": {"big": %d, "small": 7, "f": 0.1, "s": "\\u00e9"}}' % big))
+    assert release["config"] == {"big": big, "small": 7, "f": 0.1, "s": "é"}
+    assert isinstance(release["config"]["big"], int)

@@ -95,3 +95,36 @@ def test_big_and_corrupt_records(kube_target: KubeTarget, core_api: client.CoreV
         assert len(encode_payload(big)) > MAX_PAYLOAD_BYTES - 5 * 1024
     finally:
         observer.stop()
+
+
+def test_labels_first_then_pages_decoded_in_worker_processes(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
+) -> None:
+    # Pages of 4: the list after the first page is decoded in forked workers (engine.storage.pages); the
+    # labels of every revision come first, before any record is decoded.
+    for i in range(5):
+        for version in (1, 2):
+            core_api.create_namespaced_secret(namespace, new_secret(release(
+                version, "superseded" if version == 1 else "deployed", name=f"rel-{i}", namespace=namespace)))
+    junk = base64.b64encode(b"\x1f\x8b\x08junk").decode()
+    core_api.create_namespaced_secret(namespace, new_secret(release(1, namespace=namespace, name="bad"), junk))
+    paged = Observer(api_client(kube_target), [namespace], driver="secret", page_size=4)
+    listed: list[tuple[str, int, str, int]] = []
+    decoded: list[StorageChange] = []
+    paged.on_listed(lambda found: listed.extend((r.name, r.version, r.status, len(decoded)) for r in found))
+    paged.subscribe(decoded.append)
+    whole = Observer(api_client(kube_target), [namespace], driver="secret")
+    paged.start()
+    whole.start()
+    try:
+        assert paged.wait_synced(20) and whole.wait_synced(20)
+        assert sorted(r[:3] for r in listed) == sorted(
+            [(f"rel-{i}", v, "superseded" if v == 1 else "deployed") for i in range(5) for v in (1, 2)]
+            + [("bad", 1, "deployed")])
+        assert {r[3] for r in listed} == {0}  # every label before the first decoded record
+        assert paged.observations() == whole.observations() and len(paged.observations()) == 10
+        assert paged.unreadable_releases()[(namespace, "bad")].code == "bad-gzip"
+        assert paged.relists == 1
+    finally:
+        paged.stop()
+        whole.stop()

@@ -15,10 +15,23 @@ from engine.reconcile.conditions import Condition
 from engine.reconcile.status import EngineStatus
 from engine.runtime.chart_versions import Pin
 from engine.runtime.diff import unified
-from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseView, RunningAction
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.state import (
+    ActionOutcome,
+    CleanupItem,
+    EngineSignal,
+    ReleaseRemoved,
+    ReleaseUpdated,
+    ReleaseView,
+    RunningAction,
+)
 from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
+from engine.storage.observer import Observer
+from engine.storage.records import ListedRevision
 from tests.fixtures import FIXED_NOW, FLAKY, LEGACY, SETTINGS, WEB, fixed_engine
+from tests.storage_records import release
+from tests.storage_records import secret as storage_secret
 from tui import confirmations
 from tui import format as fmt
 from tui.manifest import placed
@@ -384,3 +397,34 @@ def test_pin_confirmation_says_an_upgrade_only_when_the_version_is_not_deployed(
     assert "upgraded" not in same
     other = " ".join(confirmations.pin(view, "9.9.9", False, planned, "", None).body.split())
     assert "the release is upgraded to 9.9.9." in other
+
+
+def test_a_release_listed_from_storage_labels_shows_what_helm_list_shows_first_and_waits_for_the_rest() -> None:
+    view = ReleaseView("demo", "web", listed=ListedRevision("demo", "web", 7, "pending-upgrade", int(FIXED_NOW) - 120))
+    row = cells(view, FIXED_NOW)
+    assert {k: c.text for k, c in row.items() if c.text != "…"} == {
+        "namespace": "demo", "name": "web", "revision": "7", "status": "⧗ pending-upgrade", "age": "2m"}
+    assert row["status"].tone == fmt.status_tone("pending-upgrade") == "warn"
+    assert set(row) == set(cells(dataclasses.replace(view, listed=None), FIXED_NOW))  # every column, in order
+    decoded = cells(dataclasses.replace(view, observation=views()[WEB].observation), FIXED_NOW)
+    assert decoded["chart"].text != "…"  # the record, once decoded, wins
+
+
+def test_the_book_lists_releases_from_labels_only_while_the_engine_starts() -> None:
+    observer = Observer(None, driver="secret")
+    book = ReleaseBook(observer)
+    said: list[EngineSignal] = []
+    book.subscribe(said.append)
+    web, gone = ListedRevision("demo", "web", 2, "deployed"), ListedRevision("demo", "gone", 1, "deployed")
+    book.preview([web])
+    assert said == []  # not while the engine runs: the views come from the records
+    book.reading = True
+    book.preview([ListedRevision("demo", "web", 1, "superseded"), web, gone])
+    assert [(e.view.key, e.view.listed) for e in said if isinstance(e, ReleaseUpdated)] == [
+        (("demo", "web"), web), (("demo", "gone"), gone)]  # the newest revision of each
+    observer.apply_object(storage_secret(release(2, "deployed"), rv="2"))
+    book.reading = False
+    book.refresh_all()
+    shown = book.view(("demo", "web"))
+    assert shown is not None and shown.listed is None and shown.observation is not None
+    assert book.view(("demo", "gone")) is None and isinstance(said[-1], ReleaseRemoved)

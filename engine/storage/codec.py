@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import orjson
+
 RELEASE_TYPE = "helm.sh/release.v1"
 RECORD_PREFIX = "sh.helm.release.v1."
 OWNER_SELECTOR = "owner=helm"
@@ -248,7 +250,21 @@ def _no_constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
 
 
+# Digit runs this long may be integers past 64 bits, which orjson reads as floats: the stdlib reads those.
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
 def _parse_release_json(raw: bytes, key: str) -> dict[str, Any]:
+    # A compiled decoder first (~10x faster): it refuses NaN, infinities, invalid UTF-8 and lone surrogates,
+    # which the stdlib path below then reads with Go's rules (or refuses with the reason).
+    if not _LONG_DIGITS.search(raw):
+        try:
+            fast = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if isinstance(fast, dict):
+                return fast
     try:
         release = json.loads(
             raw.decode("utf-8", "replace"),

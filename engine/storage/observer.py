@@ -100,7 +100,8 @@ class Observer:
     ``api`` None makes an offline observer fed through :meth:`apply_object`.
     ``driver`` None takes ``HELM_DRIVER`` as Helm does (raises
     ``UnsupportedDriverError`` for drivers that are not observable).
-    ``watch_timeout`` (seconds) bounds one watch request; it is then resumed.
+    ``watch_timeout`` (seconds) bounds one watch request; it is then resumed. ``page_size`` is the
+    objects per page of a list (a list of more than one page is decoded in worker processes).
     ``start()`` launches the watch threads; ``wait_synced()`` blocks until
     the first list is in. Getters return copies of the internal maps.
     """
@@ -111,11 +112,13 @@ class Observer:
         namespaces: Sequence[str] | None = None,
         driver: Driver | None = None,
         watch_timeout: int = 240,
+        page_size: int = 500,
     ):
         self._api = api
         self._namespaces: tuple[str | None, ...] = tuple(dict.fromkeys(namespaces)) if namespaces else (None,)
         self._driver: Driver = driver or driver_from_env()
         self._watch_timeout = watch_timeout
+        self._page_size = str(page_size)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._index = StorageIndex()
@@ -404,7 +407,7 @@ class Observer:
         pending: deque[Future[list[DecodedRecord]]] = deque()
         try:
             while True:
-                query = [("labelSelector", OWNER_SELECTOR), ("limit", "500")]
+                query = [("labelSelector", OWNER_SELECTOR), ("limit", self._page_size)]
                 if token:
                     query.append(("continue", token))
                 body = self._call("list", namespace, query)
