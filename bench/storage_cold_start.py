@@ -27,6 +27,7 @@ from bench.storage_common import (
     ensure_namespace,
     release_record,
     secret_body,
+    status_kib,
 )
 from engine.kube.client import KubeTarget, api_client
 from engine.storage.observer import Observer
@@ -55,32 +56,21 @@ def write_records(target: KubeTarget, releases: int, revisions: int) -> float:
     return time.perf_counter() - start
 
 
-def _status_kib(field: str) -> int:
-    """A memory field of /proc/self/status in KiB: ``VmRSS`` (now) or ``VmHWM`` (peak).
-
-    Not ``getrusage``: its peak includes the parent's RSS at fork time.
-    """
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def observe(kubeconfig: Path, expected: int) -> None:
     """Child process: time a fresh observer until it holds ``expected`` records; print JSON."""
     start = time.perf_counter()
     observer = Observer(api_client(KubeTarget(kubeconfig)), None, driver="secret")
     setup = time.perf_counter() - start  # mostly importing the client's API module
-    base_rss = _status_kib("VmRSS")  # the client is loaded: what follows is the observer's own
+    base_rss = status_kib("VmRSS")  # the client is loaded: what follows is the observer's own
     observer.start()
     synced = observer.wait_synced(600)
     seconds = time.perf_counter() - start
     held = len(observer.observations())
-    synced_rss = _status_kib("VmRSS")
+    synced_rss = status_kib("VmRSS")
     observer.stop()
     print(json.dumps({"seconds": seconds, "setup": setup, "synced": synced, "records": held,
                       "releases": len(observer.releases()), "base_rss_kib": base_rss, "synced_rss_kib": synced_rss,
-                      "peak_rss_kib": _status_kib("VmHWM")}))
+                      "peak_rss_kib": status_kib("VmHWM")}))
     if held != expected:
         sys.exit(f"observer holds {held} records, expected {expected}")
 

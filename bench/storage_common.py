@@ -108,3 +108,14 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, round(p / 100 * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
+
+
+def status_kib(field: str) -> int:
+    """A memory field of /proc/self/status in KiB: ``VmRSS`` (now) or ``VmHWM`` (peak).
+
+    Not ``getrusage``: its peak includes the parent's RSS at fork time.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0

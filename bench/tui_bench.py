@@ -17,9 +17,11 @@ writing to a terminal). Prints p50/p99 of:
 * filter keystroke → table: a keystroke in the ``/`` line to the first frame of the refiltered table.
 
     .venv/bin/python -m bench.tui_bench [--releases 1000] [--startup-releases 300] [--rate 100]
-        [--seconds 10] [--kubeconfig FILE | --cluster-dir DIR] [--fixed]
+        [--seconds 10] [--kubeconfig FILE | --cluster-dir DIR] [--fixed] [--history 10]
 
-``--fixed`` runs the older bench over a fixed engine without a cluster (bench/tui_fixed.py).
+``--fixed`` runs the older bench over a fixed engine without a cluster (bench/tui_fixed.py). ``--history N``
+gives every release N revisions and measures only the app's memory (resident set, now and peak) at
+``--releases``, after every record is decoded.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from bench.storage_common import (
     ensure_namespace,
     release_record,
     secret_body,
+    status_kib,
 )
 from bench.tui_fixed import Samples, _timed
 from engine.helm import Helm
@@ -87,6 +90,19 @@ def seed(target: KubeTarget, count: int) -> dict[Rid, int]:
                       missing))
     latest.update({f"{ns}/{name}": 1 for ns, name in missing})
     return latest
+
+
+def seed_history(target: KubeTarget, latest: dict[Rid, int], count: int, revisions: int) -> int:
+    """Give each of the first ``count`` bench releases the revisions up to ``revisions`` it lacks; returns
+    how many records the bench releases have now."""
+    core = core_api(target)
+    missing = [(ns, name, v) for ns, name in names(count) for v in range(latest[f"{ns}/{name}"] + 1, revisions + 1)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: core.create_namespaced_secret(
+            k[0], secret_body(release_record(k[1], k[0], k[2], k[2]))), missing))
+    for ns, name, version in missing:
+        latest[f"{ns}/{name}"] = max(latest[f"{ns}/{name}"], version)
+    return sum(latest.values())
 
 
 def helm_list_seconds(target: KubeTarget, runs: int = 3) -> float:
@@ -358,6 +374,23 @@ async def filter_keys(app: HelmdeckApp, probe: Probe, sink: Samples) -> None:
         await asyncio.sleep(0.1)
 
 
+async def memory(target: KubeTarget, count: int, records: int) -> None:
+    """The app's memory once every record of ``count`` releases (``records`` in all) is decoded and every
+    view made: its resident set now and at its peak (the decode workers apart: they end with the list)."""
+    app, _probe, marks, ctx = await launch(target, count)
+    made = asyncio.Event()
+    _timed(app.engine.book, "refresh_all", lambda _start, _took: made.set())
+    try:
+        if "views made" not in marks:
+            await asyncio.wait_for(made.wait(), 600)
+        await asyncio.sleep(2.0)  # the table takes the views
+        rss, peak = status_kib("VmRSS") / 1024, status_kib("VmHWM") / 1024
+    finally:
+        await ctx.__aexit__(None, None, None)
+    _print_marks(count, marks, helm_list_seconds(target))
+    print(f"== memory at {count} releases, {records} records: RSS {rss:.0f} MiB, peak {peak:.0f} MiB (goal < 600 MB)")
+
+
 async def first_table(target: KubeTarget, count: int) -> None:
     _app, _probe, marks, ctx = await launch(target, count)
     await ctx.__aexit__(None, None, None)
@@ -370,6 +403,8 @@ def main() -> None:
     parser.add_argument("--startup-releases", type=int, default=300)
     parser.add_argument("--rate", type=float, default=100.0, help="storage writes (engine events with --fixed) per s")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--history", type=int, default=1,
+                        help="revisions per release: with more than 1, only the app's memory at --releases")
     parser.add_argument("--fixed", action="store_true", help="the older bench over a fixed engine, no cluster")
     parser.add_argument("--write-plan", action="store_true", help=argparse.SUPPRESS)  # the writer process
     parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -382,6 +417,10 @@ def main() -> None:
         tui_fixed.main(args)
         return
     with bench_cluster(args) as target:
+        if args.history > 1:
+            records = seed_history(target, seed(target, args.releases), args.releases, args.history)
+            asyncio.run(memory(target, args.releases, records))
+            return
         latest = seed(target, args.startup_releases)
         if len(latest) <= args.startup_releases:  # a fresh cluster: only the first releases exist yet
             asyncio.run(first_table(target, args.startup_releases))

@@ -249,16 +249,15 @@ class RowFilter:
     def matcher(self) -> Callable[[ReleaseView, str], bool]:
         """Whether one release is shown, given its :func:`search_text` (kept per row by the table, so a
         keystroke in the filter costs a substring test per release, not its cells)."""
-        text_match = self.text.compile()
+        text_match = self.text.compile() if self.text.source else None
+        namespace, quick = self.namespace, self.quick
 
         def shown(view: ReleaseView, text: str) -> bool:
-            if self.namespace is not None and view.namespace != self.namespace:
+            if namespace is not None and view.namespace != namespace:
                 return False
-            if not quick_match(view, self.quick):
+            if quick != "all" and not quick_match(view, quick):
                 return False
-            if not self.text.source:
-                return True
-            return text_match(text)
+            return text_match is None or text_match(text)
 
         return shown
 
