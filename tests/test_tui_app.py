@@ -530,3 +530,18 @@ async def test_ctrl_d_also_uninstalls_and_the_palette_offers_themes() -> None:
         await pilot.press("escape")
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Theme" in titles and "Uninstall (D / ctrl+d)" in titles and "Help (?)" in titles
+
+
+async def test_a_release_removed_and_added_again_between_sorts_shows_once() -> None:
+    app = HelmdeckApp(bulk_engine(50), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        while table.busy:
+            await pilot.pause(0.05)
+        view = table.views[3]
+        table.remove_release(view.key)
+        table.flush()
+        table.upsert(view)
+        table.flush()
+        assert table.row_count == 50 and len(set(table.row_keys)) == 50
+        assert table.row_keys == sorted(table.row_keys, key=table._sort_keys.__getitem__)

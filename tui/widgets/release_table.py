@@ -198,7 +198,8 @@ class ReleaseTable(LineTable):
         if self._ranked_stale:
             keys, views = self._sort_keys, self._views
             # Timsort: the list is mostly sorted already (new rows at its end), so this is close to a merge.
-            self._ranked = sorted((rid for rid in self._ranked if rid in views), key=keys.__getitem__,
+            # dict.fromkeys: a release removed and added again before this sort is listed twice.
+            self._ranked = sorted(dict.fromkeys(rid for rid in self._ranked if rid in views), key=keys.__getitem__,
                                   reverse=self.order.reverse)
             self._ranked_stale = False
         return self._ranked
@@ -223,7 +224,8 @@ class ReleaseTable(LineTable):
             elif visible:
                 repaint.append(positions[rid])
         if changed:  # new releases are rare after start-up; in order at once (one pass over the row keys)
-            self._show(self._matching(), keep=self._cursor_moved)
+            moved = self._cursor_moved  # the operator's row stays under the cursor (or its place, if it went)
+            self._show(self._matching(), self.selected_key() if moved else None, top=not moved)
         else:
             if moved:
                 self._schedule_resort()
@@ -376,22 +378,20 @@ class ReleaseTable(LineTable):
         shown, views, search = self.row_filter.matcher(), self._views, self._search
         return [rid for rid in self._rank() if shown(views[rid], search[rid])]
 
-    def _show(self, rows: list[str], *, keep: bool, selected: ReleaseKey | None = None) -> None:
-        """Set the rows; the cursor stays on ``selected`` (or, with ``keep``, on the row under it), else on
-        the first row."""
-        if keep and selected is None:
-            selected = self.selected_key()
+    def _show(self, rows: list[str], selected: ReleaseKey | None, *, top: bool) -> None:
+        """Set the rows; the cursor stays on ``selected`` when it is shown, else goes to the first row
+        (``top``) or stays at its index (clamped)."""
         self.set_rows(rows)
         if selected is not None and self.select(selected):
             return
-        if self.row_count:
+        if top and self.row_count:
             self.move_cursor(row=0)
 
     def _refill(self, selected: ReleaseKey | None = None) -> None:
         """Show the rows the filter keeps, in order: one test per release of its kept search text (no cells
         are made) and the lines on screen."""
         self._take_dirty()  # every row is shown from the latest views
-        self._show(self._matching(), keep=True, selected=selected)
+        self._show(self._matching(), selected or self.selected_key(), top=True)
         self.applied = self.row_filter
         self.post_message(self.Changed())
 
@@ -405,4 +405,5 @@ class ReleaseTable(LineTable):
         self._resort_timer = None
         shown = self._positions
         # The operator's row stays under the cursor; until the operator moves, the cursor stays on the first row.
-        self._show([rid for rid in self._rank() if rid in shown], keep=self._cursor_moved)
+        self._show([rid for rid in self._rank() if rid in shown], self.selected_key() if self._cursor_moved else None,
+                   top=True)
