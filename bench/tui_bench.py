@@ -92,17 +92,13 @@ def seed(target: KubeTarget, count: int) -> dict[Rid, int]:
     return latest
 
 
-def seed_history(target: KubeTarget, latest: dict[Rid, int], count: int, revisions: int) -> int:
-    """Give each of the first ``count`` bench releases the revisions up to ``revisions`` it lacks; returns
-    how many records the bench releases have now."""
+def seed_history(target: KubeTarget, latest: dict[Rid, int], count: int, revisions: int) -> None:
+    """Give each of the first ``count`` bench releases the revisions up to ``revisions`` it lacks."""
     core = core_api(target)
     missing = [(ns, name, v) for ns, name in names(count) for v in range(latest[f"{ns}/{name}"] + 1, revisions + 1)]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda k: core.create_namespaced_secret(
             k[0], secret_body(release_record(k[1], k[0], k[2], k[2]))), missing))
-    for ns, name, version in missing:
-        latest[f"{ns}/{name}"] = max(latest[f"{ns}/{name}"], version)
-    return sum(latest.values())
 
 
 def helm_list_seconds(target: KubeTarget, runs: int = 3) -> float:
@@ -374,9 +370,10 @@ async def filter_keys(app: HelmdeckApp, probe: Probe, sink: Samples) -> None:
         await asyncio.sleep(0.1)
 
 
-async def memory(target: KubeTarget, count: int, records: int) -> None:
-    """The app's memory once every record of ``count`` releases (``records`` in all) is decoded and every
-    view made: its resident set now and at its peak (the decode workers apart: they end with the list)."""
+async def memory(target: KubeTarget, count: int) -> None:
+    """The app's memory once every record of ``count`` releases is decoded and every view made: its
+    resident set now and at its peak (the decode workers apart: they end with the list). Run in a fresh
+    process (``--measure-memory``): the seeding's own memory would count."""
     app, _probe, marks, ctx = await launch(target, count)
     made = asyncio.Event()
     _timed(app.engine.book, "refresh_all", lambda _start, _took: made.set())
@@ -385,6 +382,7 @@ async def memory(target: KubeTarget, count: int, records: int) -> None:
             await asyncio.wait_for(made.wait(), 600)
         await asyncio.sleep(2.0)  # the table takes the views
         rss, peak = status_kib("VmRSS") / 1024, status_kib("VmHWM") / 1024
+        records = len(app.engine.observer.observations())
     finally:
         await ctx.__aexit__(None, None, None)
     _print_marks(count, marks, helm_list_seconds(target))
@@ -407,6 +405,7 @@ def main() -> None:
                         help="revisions per release: with more than 1, only the app's memory at --releases")
     parser.add_argument("--fixed", action="store_true", help="the older bench over a fixed engine, no cluster")
     parser.add_argument("--write-plan", action="store_true", help=argparse.SUPPRESS)  # the writer process
+    parser.add_argument("--measure-memory", action="store_true", help=argparse.SUPPRESS)  # --history's app process
     parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
     add_cluster_args(parser)
     args = parser.parse_args()
@@ -416,10 +415,14 @@ def main() -> None:
     if args.fixed:
         tui_fixed.main(args)
         return
+    if args.measure_memory:
+        asyncio.run(memory(KubeTarget(args.kubeconfig), args.releases))
+        return
     with bench_cluster(args) as target:
         if args.history > 1:
-            records = seed_history(target, seed(target, args.releases), args.releases, args.history)
-            asyncio.run(memory(target, args.releases, records))
+            seed_history(target, seed(target, args.releases), args.releases, args.history)
+            subprocess.run([sys.executable, "-m", "bench.tui_bench", "--measure-memory", "--releases",
+                            str(args.releases), "--kubeconfig", str(target.kubeconfig)], check=True)
             return
         latest = seed(target, args.startup_releases)
         if len(latest) <= args.startup_releases:  # a fresh cluster: only the first releases exist yet
