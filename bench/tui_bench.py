@@ -213,7 +213,8 @@ def _key(rid: Rid) -> tuple[str, str]:
     return ns, name
 
 
-async def launch(target: KubeTarget, expected: int) -> tuple[HelmdeckApp, Probe, dict[str, float], Any]:
+async def launch(target: KubeTarget, expected: int, timeout: float = 120,
+                 ) -> tuple[HelmdeckApp, Probe, dict[str, float], Any]:
     """Build the engine and app and wait for the first full table; returns the phase times (seconds
     from the start) and the running test context (exit it to stop)."""
     marks: dict[str, float] = {}
@@ -236,7 +237,7 @@ async def launch(target: KubeTarget, expected: int) -> tuple[HelmdeckApp, Probe,
     probe = Probe(app, app.query_one(ReleaseTable), expected, lambda name: mark(name)(0, 0))
     marks["app mounted"] = time.monotonic() - t0
     try:
-        await asyncio.wait_for(probe.full.wait(), 120)
+        await asyncio.wait_for(probe.full.wait(), timeout)
     except TimeoutError:
         table = probe.table
         state = (f"views {table.total}, shown {table.shown_count}, "
@@ -374,7 +375,7 @@ async def memory(target: KubeTarget, count: int) -> None:
     """The app's memory once every record of ``count`` releases is decoded and every view made: its
     resident set now and at its peak (the decode workers apart: they end with the list). Run in a fresh
     process (``--measure-memory``): the seeding's own memory would count."""
-    app, _probe, marks, ctx = await launch(target, count)
+    app, _probe, marks, ctx = await launch(target, count, timeout=900)
     made = asyncio.Event()
     _timed(app.engine.book, "refresh_all", lambda _start, _took: made.set())
     try:

@@ -85,6 +85,9 @@ _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
 _MIN_WATCH_SECONDS = 0.5
 _LABELS_PAGE = "5000"  # objects per page of the labels-only list (~0.3 KB each)
+# The labels list skips superseded revisions: each release's newest is never one, so a release with ten
+# revisions costs one object, not ten (as ``helm list`` shows only the newest).
+_LABELS_SELECTOR = f"{OWNER_SELECTOR},status!=superseded"
 
 
 Callback = Callable[[StorageChange], None]
@@ -158,11 +161,12 @@ class Observer:
         return self._listeners.add(callback)
 
     def on_listed(self, callback: Callable[[list[ListedRevision]], None]) -> Callable[[], None]:
-        """Before the first list decodes any record, call ``callback`` (in a watch thread) with every stored
-        revision as its labels say, a page at a time; returns an unsubscribe. Only when subscribed before
-        :meth:`start`: the labels come from one more list, metadata only (PartialObjectMetadataList, as
-        client-go's metadata client asks; ~0.3 KB an object, no payload), so the first rows need not wait for
-        the records (~0.1 ms each to decode). A failing labels list is skipped: the full list says why."""
+        """Before the first list decodes any record, call ``callback`` (in a watch thread) with the stored
+        revisions that are not superseded (each release's newest, and any failed or pending ones) as their
+        labels say, a page at a time; returns an unsubscribe. Only when subscribed before :meth:`start`: the
+        labels come from one more list, metadata only (PartialObjectMetadataList, as client-go's metadata
+        client asks; ~0.3 KB an object, no payload), so the first rows need not wait for the records (~0.1 ms
+        each to decode). A failing labels list is skipped: the full list says why."""
         return self._listed.add(callback)
 
     def start(self) -> None:
@@ -317,7 +321,7 @@ class Observer:
         token: str | None = None
         try:
             while not self._stop.is_set():
-                query = [("labelSelector", OWNER_SELECTOR), ("limit", _LABELS_PAGE)]
+                query = [("labelSelector", _LABELS_SELECTOR), ("limit", _LABELS_PAGE)]
                 if token:
                     query.append(("continue", token))
                 assert self._api is not None
