@@ -268,9 +268,10 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
     out = {n: Samples(n) for n in ("write → row drawn", "write → table", "key → frame", "frame time", "loop lag",
                                    "gc pause (full)", "gc pause (young)", "filter key → table")}
     app, probe, marks, ctx = await launch(target, releases)
-    _print_marks(releases, marks, helm_list_seconds(target))
     table = probe.table
     try:
+        await started(app, marks)  # the live figures are measured once every record is decoded
+        _print_marks(releases, marks, helm_list_seconds(target))
         on_screen = [str(r.key.value) for r in table.ordered_rows[:ON_SCREEN]]
         probe.watch_rows = on_screen
         every = [f"{ns}/{name}" for ns, name in names(releases)]
@@ -371,17 +372,23 @@ async def filter_keys(app: HelmdeckApp, probe: Probe, sink: Samples) -> None:
         await asyncio.sleep(0.1)
 
 
+async def started(app: HelmdeckApp, marks: dict[str, float]) -> None:
+    """Wait until the engine's start made every view (records decoded, statuses read; the first table may
+    come before, from storage's labels) and the table took them."""
+    made = asyncio.Event()
+    _timed(app.engine.book, "refresh_all", lambda _start, _took: made.set())
+    if "views made" not in marks:
+        await asyncio.wait_for(made.wait(), 600)
+    await asyncio.sleep(2.0)  # the table takes the views (a flush every 50 ms)
+
+
 async def memory(target: KubeTarget, count: int) -> None:
     """The app's memory once every record of ``count`` releases is decoded and every view made: its
     resident set now and at its peak (the decode workers apart: they end with the list). Run in a fresh
     process (``--measure-memory``): the seeding's own memory would count."""
     app, _probe, marks, ctx = await launch(target, count, timeout=900)
-    made = asyncio.Event()
-    _timed(app.engine.book, "refresh_all", lambda _start, _took: made.set())
     try:
-        if "views made" not in marks:
-            await asyncio.wait_for(made.wait(), 600)
-        await asyncio.sleep(2.0)  # the table takes the views
+        await started(app, marks)
         rss, peak = status_kib("VmRSS") / 1024, status_kib("VmHWM") / 1024
         records = len(app.engine.observer.observations())
     finally:
