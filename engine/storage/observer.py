@@ -84,6 +84,7 @@ log = logging.getLogger(__name__)
 _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
 _MIN_WATCH_SECONDS = 0.5
+_PAGES_IN_FLIGHT = 4  # list pages sent to the decode workers and not yet applied
 _LABELS_PAGE = "5000"  # objects per page of the labels-only list (~0.3 KB each)
 # The labels list skips superseded revisions: each release's newest is never one, so a release with ten
 # revisions costs one object, not ten (as ``helm list`` shows only the newest).
@@ -422,7 +423,8 @@ class Observer:
                     pool = page_pool()  # more than a page: decode beside the list thread
                 if pool is not None:
                     pending.append(pool.submit(decode_page, [slim(obj) for obj in records], self._driver))
-                    while pending and pending[0].done():
+                    # At most a few pages in flight: the list does not outrun the workers with payloads in memory.
+                    while pending and (pending[0].done() or len(pending) > _PAGES_IN_FLIGHT):
                         self._apply_page(pending.popleft().result())
                 else:
                     for obj in records:
