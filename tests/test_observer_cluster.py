@@ -97,11 +97,10 @@ def test_big_and_corrupt_records(kube_target: KubeTarget, core_api: client.CoreV
         observer.stop()
 
 
-def test_labels_first_then_pages_decoded_in_worker_processes(
+def test_labels_first_then_the_records_page_by_page(
     kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
 ) -> None:
-    # Pages of 4: the list after the first page is decoded in forked workers (engine.storage.pages); the
-    # labels of each release's newest revision come first, before any record is decoded.
+    # Pages of 4; the labels of each release's newest revision come first, before any record is decoded.
     for i in range(5):
         for version in (1, 2):
             core_api.create_namespaced_secret(namespace, new_secret(release(

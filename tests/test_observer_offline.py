@@ -7,8 +7,7 @@ import pytest
 from engine.storage import UnsupportedDriverError, encode_payload
 from engine.storage.codec import record_name
 from engine.storage.observer import Observer, StorageChange
-from engine.storage.pages import decode_page, page_pool, slim
-from engine.storage.records import ListedRevision, decode_entry, key_of, listed_revision
+from engine.storage.records import ListedRevision, listed_revision
 from tests.storage_records import release, secret
 
 
@@ -124,24 +123,6 @@ def test_offline_observer_is_synced_at_start() -> None:
     assert not observer.wait_synced(0)
     observer.start()
     assert observer.wait_synced(0) and observer.namespaces == ("a", "b") and observer.check_access() == []
-
-
-def test_a_page_decodes_in_a_worker_process_as_in_the_list_thread() -> None:
-    good = [secret(release(v, name=f"r{v}"), rv=str(v), uid=f"u{v}") for v in (1, 2, 3)]
-    bad = secret(release(1, name="bad"), payload="not base64!", rv="9")
-    objects = [{**obj, "metadata": {**obj["metadata"], "managedFields": [{"manager": "helm"}]}} for obj in [*good, bad]]
-    here = decode_page([slim(obj) for obj in objects], "secret")
-    assert [(r.key, r.resource_version, r.uid) for r in here] == [(key_of(o), o["metadata"]["resourceVersion"],
-                                                                  o["metadata"].get("uid", "")) for o in objects]
-    assert [r.decoded() for r in here] == [decode_entry(obj, "secret") for obj in objects]
-    assert here[-1].observation is None and here[-1].unreadable is not None
-    assert here[-1].unreadable.code == "bad-base64"
-    pool = page_pool()
-    if pool is None:
-        pytest.skip("one core or no fork: pages are decoded in the list thread (the line above)")
-    with pool:
-        there = pool.submit(decode_page, [slim(obj) for obj in objects], "secret").result(30)
-    assert there == here
 
 
 def test_listed_revisions_come_from_helms_labels_alone() -> None:

@@ -31,9 +31,7 @@ import json
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future
 from typing import Any
 
 from kubernetes import client
@@ -56,7 +54,6 @@ from engine.storage.codec import (
 )
 from engine.storage.index import Entry, StorageIndex
 from engine.storage.observation import Observation, chart_default_values
-from engine.storage.pages import DecodedRecord, decode_page, page_pool, slim
 from engine.storage.records import (
     ListedRevision,
     StorageChange,
@@ -84,7 +81,6 @@ log = logging.getLogger(__name__)
 _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
 _MIN_WATCH_SECONDS = 0.5
-_PAGES_IN_FLIGHT = 4  # list pages sent to the decode workers and not yet applied
 _LABELS_PAGE = "5000"  # objects per page of the labels-only list (~0.3 KB each)
 # The labels list skips superseded revisions: each release's newest is never one, so a release with ten
 # revisions costs one object, not ten (as ``helm list`` shows only the newest).
@@ -105,7 +101,7 @@ class Observer:
     ``driver`` None takes ``HELM_DRIVER`` as Helm does (raises
     ``UnsupportedDriverError`` for drivers that are not observable).
     ``watch_timeout`` (seconds) bounds one watch request; it is then resumed. ``page_size`` is the
-    objects per page of a list (a list of more than one page is decoded in worker processes).
+    objects per page of a list.
     ``start()`` launches the watch threads; ``wait_synced()`` blocks until
     the first list is in. Getters return copies of the internal maps.
     """
@@ -404,39 +400,22 @@ class Observer:
             raise
 
     def _relist(self, namespace: str | None) -> str:
-        # Pages are applied as they come, so a few pages of payloads at most are in memory. After the first
-        # page, pages are decoded in worker processes while the next one is fetched (engine.storage.pages).
+        # Pages are applied as they come, so at most one page of payloads is in memory.
         seen: set[StorageKey] = set()
         token: str | None = None
-        pool: Executor | None = None
-        pending: deque[Future[list[DecodedRecord]]] = deque()
-        try:
-            while True:
-                query = [("labelSelector", OWNER_SELECTOR), ("limit", self._page_size)]
-                if token:
-                    query.append(("continue", token))
-                body = self._call("list", namespace, query)
-                meta = body.get("metadata") or {}
-                records = [obj for obj in body.get("items") or [] if is_record(obj, self._driver)]
-                seen.update(key_of(obj) for obj in records)
-                if pool is None and not token and meta.get("continue"):
-                    pool = page_pool()  # more than a page: decode beside the list thread
-                if pool is not None:
-                    pending.append(pool.submit(decode_page, [slim(obj) for obj in records], self._driver))
-                    # At most a few pages in flight: the list does not outrun the workers with payloads in memory.
-                    while pending and (pending[0].done() or len(pending) > _PAGES_IN_FLIGHT):
-                        self._apply_page(pending.popleft().result())
-                else:
-                    for obj in records:
-                        self._apply(obj)
-                token = meta.get("continue")
-                if not token:
-                    break
-            while pending:
-                self._apply_page(pending.popleft().result())
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+        while True:
+            query = [("labelSelector", OWNER_SELECTOR), ("limit", self._page_size)]
+            if token:
+                query.append(("continue", token))
+            body = self._call("list", namespace, query)
+            for obj in body.get("items") or []:
+                if is_record(obj, self._driver):
+                    self._apply(obj)
+                    seen.add(key_of(obj))
+            meta = body.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                break
         self._relists += 1
         with self._lock:
             gone = [k for k in self._index.stored_keys()
@@ -445,10 +424,6 @@ class Observer:
             self._delete(key)
         # A paginated list is one snapshot: every page carries its resourceVersion.
         return str(meta.get("resourceVersion", ""))
-
-    def _apply_page(self, records: list[DecodedRecord]) -> None:
-        for record in records:
-            self._take(record.key, record.resource_version, record.uid, record.decoded)
 
     def _watch(self, namespace: str | None, rv: str) -> str:
         resp = self._call(
