@@ -46,6 +46,7 @@ from engine.storage.codec import (
     RECORD_PREFIX,
     Driver,
     MissingPayloadError,
+    StorageDecodeError,
     StorageKey,
     decode_payload,
     driver_from_env,
@@ -58,11 +59,11 @@ from engine.storage.records import (
     ListedRevision,
     StorageChange,
     UnreadableRecord,
-    decode_entry,
     decode_object,
     decode_record,
     key_of,
     listed_revision,
+    unreadable_record,
 )
 
 __all__ = [
@@ -460,13 +461,9 @@ class Observer:
 
     def _apply(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        self._take(key_of(obj), str(meta.get("resourceVersion", "")), str(meta.get("uid", "")),
-                   lambda: decode_entry(obj, self._driver))
-
-    def _take(self, key: StorageKey, rv: str, uid: str,
-              decode: Callable[[], tuple[Observation | None, UnreadableRecord | None]]) -> None:
-        """Hold version ``rv`` of the record at ``key`` (``decode`` reads it, when it is not held already)
-        and announce the change."""
+        key = key_of(obj)
+        rv = str(meta.get("resourceVersion", ""))
+        uid = str(meta.get("uid", ""))
         with self._lock:
             cur = self._index.get(key)
         if cur is not None and cur.resource_version == rv:
@@ -475,15 +472,17 @@ class Observer:
             # Deleted and created again while we were not watching: two transitions.
             self._delete(key)
             cur = None
-        observation, unreadable = decode()
-        if unreadable is not None:
-            log.warning("unreadable release record %s", unreadable)
-        entry = Entry(rv, uid, observation, unreadable)
+        try:
+            entry = Entry(rv, uid, decode_record(obj, self._driver), None)
+        except StorageDecodeError as exc:
+            entry = Entry(rv, uid, None, unreadable_record(obj, exc))
+            log.warning("unreadable release record %s", entry.unreadable)
         with self._lock:
             self._index.put(key, entry)
+        problem = entry.unreadable
         self._emit(StorageChange(
             "ADDED" if cur is None else "MODIFIED", key, entry.observation,
-            unreadable.reason if unreadable else None, unreadable,
+            problem.reason if problem else None, problem,
         ))
 
     def _delete(self, key: StorageKey) -> None:

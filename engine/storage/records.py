@@ -120,15 +120,6 @@ def unreadable_record(obj: Mapping[str, Any], exc: StorageDecodeError) -> Unread
     return UnreadableRecord(key, release, revision, exc.code, exc.reason)
 
 
-def decode_entry(obj: Mapping[str, Any], driver: Driver) -> tuple[Observation | None, UnreadableRecord | None]:
-    """Decode one storage object: ``(observation, None)``, or ``(None, why it is unreadable)``; never raises
-    for bad records (see :func:`decode_record` for the typed errors)."""
-    try:
-        return decode_record(obj, driver), None
-    except StorageDecodeError as exc:
-        return None, unreadable_record(obj, exc)
-
-
 def decode_object(obj: Mapping[str, Any], driver: Driver) -> tuple[StorageKey, Observation | None, str | None]:
     """Decode one storage object; ``(key, observation, error)``, exactly one of the last two None.
 
