@@ -142,7 +142,6 @@ def test_unsupported_fields_of_actions_and_sources(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "field"), [
     (("chartRef: {kind: OCIRepository", "chartRef: {kind: ExternalArtifact"), "spec.chartRef.kind"),
-    (("chartRef: {kind: OCIRepository", "chartRef: {kind: HelmChart"), "spec.chartRef.kind"),
 ])
 def test_a_chart_helmdeck_cannot_fetch_leaves_the_release_out(tmp_path: Path, change: tuple[str, str],
                                                               field: str) -> None:

@@ -25,8 +25,9 @@ TYPES = ("string", "integer", "boolean", "duration", "object", "list", "map", "f
 class Field:
     """One field: its camelCase ``name``, ``type`` (one of :data:`TYPES`), a one-line ``doc`` (the CRD's
     description), its ``fields`` (an object, or a list's object items), the ``items`` type of a list,
-    allowed values (``enum``), whether it is ``required``, and ``file_only``: a string form only package
-    files accept besides the object form (``spec.chart``: a local chart folder cannot move into the cluster)."""
+    allowed values (``enum``), whether it is ``required``, ``file_only``: a string form only package
+    files accept besides the object form (``spec.chart``: a local chart folder cannot move into the cluster),
+    and ``helmdeck_only``: why a field is helmdeck's own, not Flux's (a HelmRelease may not carry it)."""
 
     name: str
     type: str
@@ -36,6 +37,7 @@ class Field:
     enum: tuple[str, ...] = ()
     required: bool = False
     file_only: str = ""
+    helmdeck_only: str = ""
 
     def __post_init__(self) -> None:
         if self.type not in TYPES or (self.items and self.items not in TYPES):

@@ -24,12 +24,17 @@ from typing import Any
 from engine.base.fields import PackageError, lines_by_path
 from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
-from engine.package.flux import HELM_RELEASE, LeftOut, tolerant
+from engine.package.flux import HELM_RELEASE, UNFETCHABLE, LeftOut, tolerant, unsupported_error
 from engine.package.model import KIND, PackageSpec
 from engine.sources.repository import (
+    HELM_CHART,
     SOURCE_KINDS,
+    ChartRequest,
+    HelmChartSpec,
     SourceRef,
     SourceSpec,
+    find_source,
+    parse_helm_chart,
     parse_package_chart,
     parse_source,
     request_for,
@@ -42,14 +47,15 @@ _KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 @dataclass(frozen=True)
 class FileDocuments:
     """What one file holds: its Package and HelmRelease documents (index in the file, parse), its sources,
-    the kinds of the documents skipped (in file order), the problems of single documents (the others still
-    count), and the Flux fields left out with ``--allow-unsupported``."""
+    its Flux HelmCharts, the kinds of the documents skipped (in file order), the problems of single documents
+    (the others still count), and the Flux fields left out with ``--allow-unsupported``."""
 
     packages: tuple[tuple[int, Parsed], ...] = ()
     sources: tuple[SourceSpec, ...] = ()
     skipped: tuple[str, ...] = ()
     errors: tuple[PackageError, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
+    charts: tuple[HelmChartSpec, ...] = ()
 
 
 def documents(file: Path) -> tuple[Parsed, ...]:
@@ -70,8 +76,8 @@ def _line(doc: Parsed) -> int | None:
 
 
 def read_file(file: Path, *, allow_unsupported: bool = False) -> FileDocuments:
-    """Sort the documents of ``file``: Packages and HelmReleases, sources (validated; Flux's with
-    :func:`engine.package.flux.tolerant`), other kinds (skipped).
+    """Sort the documents of ``file``: Packages and HelmReleases, sources and Flux's HelmCharts (validated;
+    Flux's with :func:`engine.package.flux.tolerant`), other kinds (skipped).
 
     Raises PackageError when the file as a whole is unreadable (YAML syntax, a size, nesting,
     alias or document-count limit); a bad document is reported in ``errors`` and the others count.
@@ -83,6 +89,7 @@ def read_file(file: Path, *, allow_unsupported: bool = False) -> FileDocuments:
     skipped: list[str] = []
     errors: list[PackageError] = []
     left_out: list[LeftOut] = []
+    charts: list[HelmChartSpec] = []
     for index, doc in enumerate(documents(file)):
         data = doc.data
         if data is None:
@@ -113,9 +120,37 @@ def read_file(file: Path, *, allow_unsupported: bool = False) -> FileDocuments:
                     left_out += dropped
             except PackageError as exc:
                 errors.append(exc)
+        elif kind == HELM_CHART:
+            try:
+                chart, dropped = _helm_chart(file, doc, allow_unsupported)
+                charts.append(chart)
+                left_out += dropped
+            except PackageError as exc:
+                errors.append(exc)
         else:
             skipped.append(kind)
-    return FileDocuments(tuple(packages), tuple(sources), tuple(skipped), tuple(errors), tuple(left_out))
+    return FileDocuments(tuple(packages), tuple(sources), tuple(skipped), tuple(errors), tuple(left_out),
+                         tuple(charts))
+
+
+def _helm_chart(file: Path, doc: Parsed, allow_unsupported: bool) -> tuple[HelmChartSpec, list[LeftOut]]:
+    """A Flux HelmChart document, its unsupported fields refused or left out (:func:`tolerant`); a
+    GitRepository or Bucket source is refused, or with ``allow_unsupported`` kept as unfetchable (a
+    HelmRelease naming it is then refused in its turn). Raises PackageError."""
+    lines = lines_of(doc)
+    spec = doc.data.get("spec") if isinstance(doc.data, dict) else None
+    source = spec.get("sourceRef") if isinstance(spec, dict) else None
+    kind = source.get("kind") if isinstance(source, dict) else None
+    why = UNFETCHABLE.get(kind, "") if isinstance(kind, str) else ""
+    dropped: list[LeftOut] = []
+    if why:
+        where = lines.get("spec.sourceRef.kind", lines.get("spec.sourceRef"))
+        if not allow_unsupported:
+            raise unsupported_error(file, "spec.sourceRef.kind", why, where)
+        dropped.append(LeftOut(file, "spec.sourceRef.kind", f"{HELM_CHART} unusable: {why}", where))
+    chart, more = tolerant(functools.partial(parse_helm_chart, file=file, lines=lines, unfetchable=why), doc.data,
+                           file=file, lines=lines, allow_unsupported=allow_unsupported)
+    return chart, dropped + more
 
 
 def skipped_line(kinds: Iterable[str]) -> str:
@@ -134,15 +169,16 @@ def remote_chart(spec: dict[str, Any], *, file: Path, lines: dict[str, int], nam
     return parse_package_chart(spec, file=file, lines=lines, namespace=namespace)
 
 
-def link(specs: list[PackageSpec], sources: list[SourceSpec], *,
-         files: bool = True) -> tuple[list[PackageSpec], list[PackageError]]:
-    """``specs`` with each remote chart linked to its source (``chart_request`` set); the errors: a source
-    declared twice, a Package naming a missing source (that Package is left out). ``files`` False: the specs
-    are API objects, whose errors name no line."""
+def link(specs: list[PackageSpec], sources: list[SourceSpec], *, files: bool = True,
+         charts: Iterable[HelmChartSpec] = ()) -> tuple[list[PackageSpec], list[PackageError]]:
+    """``specs`` with each remote chart linked to its source (``chart_request`` set; a ``chartRef`` to a
+    HelmChart becomes that HelmChart's ``spec.chart.spec``, ``chart_object`` naming it); the errors: a source
+    or HelmChart declared twice, a Package naming a missing one (that Package is left out). ``files`` False:
+    the specs are API objects, whose errors name no line."""
     errors: list[PackageError] = []
-    by_ref: dict[SourceRef, SourceSpec] = {}
+    by_ref: dict[SourceRef, SourceSpec | HelmChartSpec] = {}
     twice: set[SourceRef] = set()
-    for source in sources:
+    for source in [*sources, *charts]:
         if source.ref in by_ref:
             twice.add(source.ref)
             errors.append(PackageError(source.file, "metadata.name", f"{source.ref} is also declared in "
@@ -150,6 +186,8 @@ def link(specs: list[PackageSpec], sources: list[SourceSpec], *,
         by_ref.setdefault(source.ref, source)
     for ref in twice:
         del by_ref[ref]
+    chart_objects = {ref: s for ref, s in by_ref.items() if isinstance(s, HelmChartSpec)}
+    repositories = {ref: s for ref, s in by_ref.items() if not isinstance(s, HelmChartSpec)}
     out = []
     for spec in specs:
         if spec.chart_source is None:
@@ -158,10 +196,41 @@ def link(specs: list[PackageSpec], sources: list[SourceSpec], *,
         path = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
         try:
             lines = lines_of(documents(spec.file)[spec.document]) if files else {}
-            request = request_for(spec.chart_source, by_ref, file=spec.file, lines=lines, path=path)
+            if isinstance(spec.chart_source, SourceRef) and spec.chart_source.kind == HELM_CHART:
+                found = find_source(spec.chart_source, chart_objects, file=spec.file, lines=lines, path=path)
+                out.append(_through_helm_chart(spec, found, repositories, lines, files=files))
+                continue
+            request = request_for(spec.chart_source, repositories, file=spec.file, lines=lines, path=path)
         except (PackageError, IndexError) as exc:
             errors.append(exc if isinstance(exc, PackageError) else
                           PackageError(spec.file, "", "the file changed while it was read", "save it again"))
             continue
         out.append(dataclasses.replace(spec, chart_request=request))
     return out, errors
+
+
+def _through_helm_chart(spec: PackageSpec, chart: HelmChartSpec, sources: dict[SourceRef, SourceSpec],
+                        lines: dict[str, int], *, files: bool) -> PackageSpec:
+    """``spec`` whose ``chartRef`` names ``chart``, as if its ``spec.chart.spec`` held the HelmChart's fields
+    (what Flux's helm-controller makes of either). Raises PackageError: an unfetchable HelmChart (named at the
+    HelmRelease's chartRef), a HelmRepository missing (named at the HelmChart's sourceRef)."""
+    if chart.unfetchable:
+        raise PackageError(spec.file, "spec.chartRef", f"{chart.ref} names a chart helmdeck cannot fetch "
+                           f"({chart.unfetchable})", f"point {HELM_CHART} {chart.name} at a HelmRepository",
+                           lines.get("spec.chartRef"))
+        # (with --allow-unsupported the HelmChart itself was a warning: its release cannot be reconciled)
+    chart_lines = lines_of(_document(chart)) if files else {}
+    source = find_source(chart.template.source_ref, sources, file=chart.file, lines=chart_lines,
+                         path="spec.sourceRef")
+    request = ChartRequest(source, chart.template.chart, chart.template.version)
+    return dataclasses.replace(spec, chart_source=chart.template, chart_request=request, chart_object=chart)
+
+
+def _document(chart: HelmChartSpec) -> Parsed:
+    """The HelmChart's document in its file (the lines of its errors). Raises IndexError when it is gone."""
+    for doc in documents(chart.file):
+        data = doc.data
+        if isinstance(data, dict) and data.get("kind") == HELM_CHART and isinstance(data.get("metadata"), dict) \
+                and data["metadata"].get("name") == chart.name:
+            return doc
+    raise IndexError(chart.name)

@@ -5,8 +5,10 @@ what a helmdeck Package with the same ``spec`` means, and Flux's HelmRepository 
 A Flux field helmdeck does not implement (:data:`UNSUPPORTED`: ``spec.kubeConfig``, chart verification,
 per-action timeouts, ...) is an error naming the file, line and field; with ``allow_unsupported`` the
 field is left out and a warning says so. A chart helmdeck cannot fetch (``chartRef`` to an
-ExternalArtifact or HelmChart, a GitRepository or Bucket source) leaves the HelmRelease out: an error,
-or with ``allow_unsupported`` a warning. Fields with no effect on the release (labels and annotations
+ExternalArtifact, a GitRepository or Bucket source) leaves the HelmRelease out: an error, or with
+``allow_unsupported`` a warning. Flux's HelmChart object is read as far as a HelmRelease's ``chartRef``
+needs it (:func:`engine.sources.repository.parse_helm_chart`): ``chartRef`` to a HelmChart means
+``spec.chart.spec`` with the HelmChart's fields. Fields with no effect on the release (labels and annotations
 of the object, ``persistentClient``, ``spec.chart.metadata``) are accepted and ignored.
 
 A typo in a field Flux does not know stays an "unknown field" error, as for a Package.
@@ -36,6 +38,7 @@ UNSUPPORTED: Mapping[str, str] = {
     "spec.kubeConfig": "helmdeck acts on the cluster of its own kubeconfig, never a remote one",
     "spec.chart.spec.verify": _VERIFY,
     "spec.chart.spec.valuesFile": "the deprecated single values file: use spec.chart.spec.valuesFiles",
+    "spec.valuesFile": "the deprecated single values file: use spec.valuesFiles",  # a HelmChart's
     **{f"spec.{action}.timeout": _ACTION_TIMEOUT for action in ("install", "upgrade", "rollback", "uninstall")},
     **{f"spec.{action}.{flag}": _VALIDATION for action in ("install", "upgrade")
        for flag in ("disableOpenAPIValidation", "disableSchemaValidation")},
@@ -59,10 +62,9 @@ UNSUPPORTED: Mapping[str, str] = {
 # Accepted and ignored: no effect on the release helmdeck renders.
 IGNORED = ("spec.persistentClient", "spec.chart.metadata", "metadata.labels", "metadata.annotations",
            "metadata.uid", "metadata.resourceVersion", "metadata.generation", "metadata.creationTimestamp",
-           "spec.accessFrom", "spec.chart.spec.sourceRef.apiVersion")
+           "spec.accessFrom", "spec.chart.spec.sourceRef.apiVersion", "spec.sourceRef.apiVersion")
 # chartRef / sourceRef kinds Flux knows and helmdeck cannot fetch from.
 UNFETCHABLE = {"ExternalArtifact": "an ExternalArtifact is produced by another controller",
-               "HelmChart": "a chartRef to a HelmChart object is not implemented yet: use spec.chart.spec",
                "GitRepository": "charts from a Git repository are not implemented",
                "Bucket": "charts from a Bucket are not implemented"}
 

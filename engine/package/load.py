@@ -22,7 +22,7 @@ from typing import Any
 from engine.base.fields import Fields, PackageError, lines_by_path, parse_duration, type_name
 from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
-from engine.base.schema import allowed, booleans
+from engine.base.schema import allowed, at, booleans
 from engine.package.crds import parse_crds
 from engine.package.depends import parse_depends_on
 from engine.package.documents import link, read_file, remote_chart, skipped_line
@@ -61,7 +61,7 @@ from engine.package.schema import PACKAGE_SPEC
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
-from engine.sources.repository import SourceSpec, parse_source
+from engine.sources.repository import HelmChartSpec, SourceSpec, parse_source
 
 # Matched whole (fullmatch): "$" would let a trailing newline through.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -139,6 +139,11 @@ def read_document(file: Path, parsed: Parsed, index: int = 0, *, allow_unsupport
     if isinstance(spec, dict) and isinstance(spec.get("chart"), str):
         raise doc.error("spec.chart", f"a {HELM_RELEASE} names its chart in spec.chart.spec or spec.chartRef",
                         f"write spec.chart.spec: {{chart, version, sourceRef}}, or use a {KIND} for a local chart")
+    for name in _HELMDECK_ONLY:  # Flux's API server would refuse them: never read what Flux cannot apply
+        if isinstance(spec, dict) and name in spec:
+            raise doc.error(f"spec.{name}", f"a helmdeck field Flux's {HELM_RELEASE} does not have "
+                            f"({at(PACKAGE_SPEC, name).helmdeck_only})",
+                            f"remove it, or write a {KIND} (apiVersion {API_VERSION}, kind: {KIND}) to use it")
     found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index), data, file=file,
                                lines=doc.lines, allow_unsupported=allow_unsupported)
     return dataclasses.replace(found, kind=HELM_RELEASE), left_out
@@ -284,6 +289,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
 
 
 _SPEC_FIELDS = allowed(PACKAGE_SPEC)
+_HELMDECK_ONLY = tuple(f.name for f in PACKAGE_SPEC if f.helmdeck_only)  # refused in a HelmRelease
 _INSTALL_FLAGS = booleans(PACKAGE_SPEC, "install")  # each a boolean field of its section's dataclass
 _UPGRADE_FLAGS = booleans(PACKAGE_SPEC, "upgrade")
 _ROLLBACK_FLAGS = booleans(PACKAGE_SPEC, "rollback")
@@ -364,6 +370,7 @@ class FileRead:
     skipped: tuple[str, ...]
     errors: list[PackageError]
     left_out: list[LeftOut]
+    charts: tuple[HelmChartSpec, ...] = ()  # Flux's HelmCharts, for the chartRefs naming them
 
 
 def load_file(file: Path, *, allow_unsupported: bool = False) -> FileRead:
@@ -385,7 +392,7 @@ def load_file(file: Path, *, allow_unsupported: bool = False) -> FileRead:
         left_out += dropped
         if spec is not None:
             specs.append(spec)
-    return FileRead(specs, list(read.sources), read.skipped, errors, left_out)
+    return FileRead(specs, list(read.sources), read.skipped, errors, left_out, read.charts)
 
 
 def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
@@ -404,6 +411,7 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
     skipped: list[str] = []
     errors: list[PackageError] = []
     left_out: list[LeftOut] = []
+    charts: list[HelmChartSpec] = []
     for path in files:
         read = load_file(path.resolve(), allow_unsupported=allow_unsupported)
         specs += read.specs
@@ -411,7 +419,8 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
         skipped += read.skipped
         errors += read.errors
         left_out += read.left_out
-    specs, set_errors = package_set(specs, sources, link)
+        charts += read.charts
+    specs, set_errors = package_set(specs, sources, functools.partial(link, charts=charts))
     return Loaded(specs, errors + set_errors, tuple(skipped), tuple(left_out))
 
 

@@ -54,7 +54,7 @@ from engine.package.schema import MANAGED as MANAGED
 from engine.package.schema import NO_RESOURCE_RECONCILIATION as NO_RESOURCE_RECONCILIATION
 from engine.package.schema import STRATEGIES as STRATEGIES
 from engine.package.values_from import ValuesReference
-from engine.sources.repository import ChartRequest, ChartTemplate, SourceRef
+from engine.sources.repository import ChartRequest, ChartTemplate, HelmChartSpec, SourceRef
 
 KIND = "Package"
 PACKAGE_SUFFIXES = (".yaml", ".yml")
@@ -195,6 +195,7 @@ class PackageSpec:
     # chart_path is then where the resolved archive is found (engine.sources.current).
     chart_source: ChartTemplate | SourceRef | None = None
     chart_request: ChartRequest | None = None
+    chart_object: HelmChartSpec | None = None  # the Flux HelmChart a chartRef named (its fields are chart_source)
 
     @property
     def release_namespace(self) -> str:

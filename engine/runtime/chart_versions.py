@@ -9,7 +9,8 @@
 - :meth:`ChartVersions.plan_pin` / :meth:`ChartVersions.pin`: a precise edit of one scalar of a YAML file
   (:func:`engine.sources.pin.set_scalar`; comments and layout stay): ``spec.chart.spec.version`` of the
   Package, or for ``spec.chartRef`` the OCIRepository's ``spec.ref.semver`` (``spec.ref.tag`` when it
-  selects by tag). The package folder is then reloaded, so the next pass deploys the pinned version.
+  selects by tag) or the Flux HelmChart's ``spec.version``. The package folder is then reloaded, so the next
+  pass deploys the pinned version.
 """
 
 from __future__ import annotations
@@ -128,6 +129,11 @@ class ChartVersions:
             document: int | None = None
             shared = tuple(sorted(f"{s.namespace}/{s.name}" for k, s in self.book.packages.items()
                                   if k != key and s.chart_request is not None and s.chart_request.source == source))
+        elif (chart := self.book.spec(key).chart_object) is not None:  # a chartRef to a Flux HelmChart
+            before, after, path, document = request.version, version, ("spec", "version"), None
+            file, kind, name = chart.file, chart.ref.kind, chart.name
+            shared = tuple(sorted(f"{s.namespace}/{s.name}" for k, s in self.book.packages.items()
+                                  if k != key and s.chart_object == chart))
         else:
             spec = self.book.spec(key)
             before = request.version

@@ -19,7 +19,10 @@ A Package names its chart in one of Flux's two forms (:func:`parse_chart_templat
     spec.chart.spec: {chart: web, version: "^1.0", sourceRef: {kind: HelmRepository, name, namespace},
                       interval, reconcileStrategy: ChartVersion|Revision, valuesFiles: [...],
                       ignoreMissingValuesFiles: false}
-    spec.chartRef: {kind: OCIRepository, name, namespace}
+    spec.chartRef: {kind: OCIRepository | HelmChart, name, namespace}
+
+and Flux's ``HelmChart`` object holds ``spec.chart.spec``'s fields on its own (:func:`parse_helm_chart`;
+its ``sourceRef`` names a HelmRepository of its own namespace).
 
 Every problem raises :class:`engine.base.fields.PackageError` naming file, line, field and fix.
 The parsers take the document's data and a map of dotted field paths to line numbers
@@ -33,14 +36,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from engine.base.fields import Fields as BaseFields
 from engine.base.fields import parse_duration
 from engine.base.labels import API_VERSION
 from engine.base.schema import allowed
-from engine.sources.schema import CHART_REF, CHART_TEMPLATE, SOURCE_SPECS
+from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS
+from engine.sources.schema import HELM_CHART as HELM_CHART
 from engine.sources.schema import HELM_REPOSITORY as HELM_REPOSITORY  # re-exported: the sources' names
 from engine.sources.schema import OCI_REPOSITORY as OCI_REPOSITORY
 from engine.sources.schema import RECONCILE_STRATEGIES as RECONCILE_STRATEGIES
@@ -164,6 +168,7 @@ class OCIRepositorySpec:
 
 
 SourceSpec = HelmRepositorySpec | OCIRepositorySpec
+_Found = TypeVar("_Found")
 
 
 @dataclass(frozen=True)
@@ -339,15 +344,18 @@ def parse_chart_template(
     """
     fields = Fields(file, lines)
     outer = fields.mapping(value, path, allowed(CHART_TEMPLATE), required=True)
-    p = f"{path}.spec"
-    spec = fields.mapping(outer.get("spec"), p, allowed(CHART_TEMPLATE, "spec"), required=True,
+    return _chart_spec(fields, outer.get("spec"), f"{path}.spec", namespace, allowed(CHART_TEMPLATE, "spec.sourceRef"))
+
+
+def _chart_spec(fields: Fields, value: Any, p: str, namespace: str, ref_fields: tuple[str, ...]) -> ChartTemplate:
+    """The chart fields at ``p`` (a HelmRelease's ``spec.chart.spec``, a HelmChart's ``spec``). Raises PackageError."""
+    spec = fields.mapping(value, p, allowed(CHART_TEMPLATE, "spec"), required=True,
                           fix="give chart, version and sourceRef")
     chart = fields.string(spec.get("chart"), f"{p}.chart", required=True, fix="name the chart in the repository")
     if not _CHART_NAME.match(chart) or ".." in chart:
         raise fields.error(f"{p}.chart", f"{chart!r} is not a chart name",
                            "use the chart's name in the repository (letters, digits, '-', '_', '.')")
-    src = fields.mapping(spec.get("sourceRef"), f"{p}.sourceRef", allowed(CHART_TEMPLATE, "spec.sourceRef"),
-                         required=True,
+    src = fields.mapping(spec.get("sourceRef"), f"{p}.sourceRef", ref_fields, required=True,
                          fix="point at a HelmRepository: {kind: HelmRepository, name: ...}")
     kind = fields.string(src.get("kind"), f"{p}.sourceRef.kind") or HELM_REPOSITORY
     if kind != HELM_REPOSITORY:
@@ -377,17 +385,59 @@ def parse_chart_template(
     )
 
 
+@dataclass(frozen=True)
+class HelmChartSpec:
+    """Flux's HelmChart object (``source.toolkit.fluxcd.io/v1``, ``v1beta2``): a chart by name and version range
+    from a HelmRepository of its own namespace, as a standalone object. A HelmRelease's ``spec.chartRef`` to it
+    means what ``spec.chart.spec`` with the same ``template`` means (Flux's helm-controller reads the chart its
+    HelmChart selects either way). ``unfetchable``: why helmdeck cannot fetch its chart (a GitRepository or
+    Bucket source, read with ``--allow-unsupported``), "" when it can."""
+
+    file: Path
+    name: str
+    namespace: str
+    template: ChartTemplate
+    unfetchable: str = ""
+
+    @property
+    def ref(self) -> SourceRef:
+        return SourceRef(HELM_CHART, self.name, self.namespace)
+
+
+def parse_helm_chart(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int],
+                     unfetchable: str = "") -> HelmChartSpec:
+    """Validate one Flux ``HelmChart`` document (``spec``: chart, version, sourceRef, interval,
+    reconcileStrategy, valuesFiles, ignoreMissingValuesFiles). ``unfetchable`` (the caller's reason for a
+    GitRepository or Bucket source) reads the source's kind as HelmRepository and keeps the reason.
+    Raises PackageError."""
+    fields = Fields(file, lines)
+    top = fields.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
+    if top.get("apiVersion") not in SOURCE_API_VERSIONS[1:]:
+        raise fields.error("apiVersion", f"must be one of {', '.join(SOURCE_API_VERSIONS[1:])}, "
+                           f"not {top.get('apiVersion')!r}", f"a {HELM_CHART} is Flux's source-controller object")
+    meta = fields.mapping(top.get("metadata"), "metadata", ("name", "namespace", "labels", "annotations"),
+                          required=True, fix="give metadata.name")
+    name = fields.name(meta.get("name"), "metadata.name", what=HELM_CHART)
+    namespace = fields.namespace(meta.get("namespace"), "metadata.namespace", "default")
+    spec = top.get("spec")
+    if unfetchable and isinstance(spec, dict) and isinstance(spec.get("sourceRef"), dict):
+        spec = {**spec, "sourceRef": {**spec["sourceRef"], "kind": HELM_REPOSITORY}}
+    template = _chart_spec(fields, spec, "spec", namespace, allowed(HELM_CHART_SPEC, "sourceRef"))
+    return HelmChartSpec(file, name, namespace, template, unfetchable)
+
+
 def parse_chart_ref(
     value: Any, *, file: Path, lines: Mapping[str, int], namespace: str, path: str = "spec.chartRef",
 ) -> SourceRef:
-    """Validate ``spec.chartRef`` (``{kind: OCIRepository, name, namespace}``). Raises PackageError."""
+    """Validate ``spec.chartRef`` (``{kind: OCIRepository | HelmChart, name, namespace}``). Raises PackageError."""
     fields = Fields(file, lines)
     ref = fields.mapping(value, path, allowed(CHART_REF), required=True)
     kind = fields.string(ref.get("kind"), f"{path}.kind", required=True, fix=f"write kind: {OCI_REPOSITORY}")
-    if kind != OCI_REPOSITORY:
+    if kind not in (OCI_REPOSITORY, HELM_CHART):
         raise fields.error(f"{path}.kind", f"{kind!r} is not supported here",
-                           f"use {OCI_REPOSITORY}, or spec.chart.spec for a chart from a {HELM_REPOSITORY}")
-    return SourceRef(kind, fields.name(ref.get("name"), f"{path}.name", what=OCI_REPOSITORY),
+                           f"use {OCI_REPOSITORY} or {HELM_CHART}, or spec.chart.spec for a chart from a "
+                           f"{HELM_REPOSITORY}")
+    return SourceRef(kind, fields.name(ref.get("name"), f"{path}.name", what=kind),
                      fields.namespace(ref.get("namespace"), f"{path}.namespace", namespace))
 
 
@@ -417,9 +467,9 @@ def parse_package_chart(
 
 
 def find_source(
-    ref: SourceRef, sources: Mapping[SourceRef, SourceSpec], *, file: Path, lines: Mapping[str, int], path: str,
-) -> SourceSpec:
-    """The source document ``ref`` names; PackageError naming the missing repository (and those known)."""
+    ref: SourceRef, sources: Mapping[SourceRef, _Found], *, file: Path, lines: Mapping[str, int], path: str,
+) -> _Found:
+    """The source document (or HelmChart) ``ref`` names; PackageError naming the missing one (and those known)."""
     found = sources.get(ref)
     if found is not None:
         return found

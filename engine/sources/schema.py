@@ -11,6 +11,7 @@ from engine.base.schema import Field
 
 HELM_REPOSITORY = "HelmRepository"
 OCI_REPOSITORY = "OCIRepository"
+HELM_CHART = "HelmChart"  # Flux's chart object: the fields of a HelmRelease's spec.chart.spec, on their own
 SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
 REPO_TYPES = ("default", "oci")
 RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
@@ -47,15 +48,23 @@ _REF = (
     Field("name", "string", "the source's name", required=True),
     Field("namespace", "string", "the source's namespace (default: the Package's)"),
 )
-CHART_TEMPLATE = (
-    Field("spec", "object", "a chart from a HelmRepository", required=True, fields=(
+
+
+def _chart_spec(ref: tuple[Field, ...]) -> tuple[Field, ...]:
+    return (
         Field("chart", "string", "the chart's name in the repository", required=True),
         Field("version", "string", "a semver range (default *)"),
-        Field("sourceRef", "object", "the HelmRepository", required=True, fields=_REF),
+        Field("sourceRef", "object", "the HelmRepository", required=True, fields=ref),
         Field("interval", "duration", "how often the chart is checked"),
         Field("reconcileStrategy", "string", "ChartVersion or Revision", enum=RECONCILE_STRATEGIES),
         Field("valuesFiles", "list", "values files inside the chart, merged in order", items="string"),
         Field("ignoreMissingValuesFiles", "boolean", "skip a missing chart values file"),
-    )),
+    )
+
+
+CHART_TEMPLATE = (
+    Field("spec", "object", "a chart from a HelmRepository", required=True, fields=_chart_spec(_REF)),
 )
 CHART_REF = _REF
+# Flux's HelmChart (source.toolkit.fluxcd.io/v1): the same fields; its sourceRef is in its own namespace.
+HELM_CHART_SPEC = _chart_spec(_REF[:2])
