@@ -63,12 +63,16 @@ def status_tone(status: str) -> Tone:
     return _STATUS.get(status, ("?", "warn"))[1]
 
 
-def engine_state_text(state: str | None) -> tuple[str, Tone]:
-    """``✔ InSync``, ``‼ Stalled``; ``-`` when the engine reports no state for the release."""
+FLUX_OWNS = " (Flux owns it)"
+
+
+def engine_state_text(state: str | None, *, flux_owned: bool = False) -> tuple[str, Tone]:
+    """``✔ InSync``, ``‼ Stalled``, ``↻ OutOfSync (Flux owns it)`` for a release Flux owns (its state against
+    the document); ``-`` when the engine reports no state for the release."""
     if state is None:
-        return "-", "plain"
+        return ("-" + FLUX_OWNS if flux_owned else "-"), "plain"
     symbol, tone = STATE_SYMBOLS.get(state, ("?", "warn"))
-    return f"{symbol} {state}", tone
+    return f"{symbol} {state}{FLUX_OWNS if flux_owned else ''}", tone
 
 
 def ready_text(ready: bool | None) -> tuple[str, Tone]:

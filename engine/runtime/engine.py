@@ -238,6 +238,7 @@ class Engine:
                 self._emit_access()
             for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
                 self.book.set_state(key, None)  # a verdict made before the status was read does not hold
+            await self.controller.observe_flux()  # which HelmRelease documents' releases Flux owns
         finally:
             self.book.reading = False
             if unlisten is not None:

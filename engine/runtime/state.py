@@ -51,6 +51,9 @@ class ReleaseView:
     ``chart_update`` is a newer chart version its repository offers than the deployed one (None: none known).
     ``listed`` is set only while the engine starts: the release as storage's labels say, before its records
     are decoded and its state is known (:meth:`ReleaseBook.preview <engine.runtime.ledger.book.ReleaseBook.preview>`).
+    ``flux_owned``: its package is a HelmRelease document whose HelmRelease exists in the cluster (Flux owns
+    the release, decided from the cluster: :meth:`PackageController.observe_flux`); ``state`` then says how
+    the release stands against the document as Flux's state detection reads it.
     """
 
     namespace: str
@@ -70,6 +73,7 @@ class ReleaseView:
     warnings: int = 0
     chart_update: ChartUpdate | None = None
     listed: ListedRevision | None = None
+    flux_owned: bool = False
 
     @property
     def key(self) -> ReleaseKey:

@@ -59,7 +59,11 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float) 
             parts += _row("Description", obs.description)
     else:
         parts += _row("Revision", _toned(fmt.helm_status_text(view)))
-    parts += _row("State", _toned(fmt.engine_state_text(view.state)), "   ready ", _toned(fmt.ready_text(view.ready)))
+    parts += _row("State", _toned(fmt.engine_state_text(view.state, flux_owned=view.flux_owned)), "   ready ",
+                  _toned(fmt.ready_text(view.ready)))
+    if view.flux_owned:  # the cluster holds its HelmRelease: helmdeck shows and diffs it, Flux acts
+        parts += _row("Flux", "Flux acts on this release: see what differs in the Diff tab (5); "
+                      "request a reconcile, suspend or resume with F")
     if pkg is not None and pkg.depends_on:
         held = view.condition("Ready")
         parts += _row("Depends on", ", ".join(str(d) for d in pkg.depends_on),

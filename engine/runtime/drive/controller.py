@@ -88,6 +88,9 @@ _FOLLOWER_REFRESH = 3.0
 # A package held for its dependencies looks again this often even without a trigger (Flux's
 # --requeue-dependency default), seconds.
 DEPENDENCY_RETRY = 30.0
+# How long the answer "does the cluster serve Flux's HelmRelease API" holds: one discovery request per round of
+# passes (reconcile --once, a plan, the start), not one per HelmRelease document.
+FLUX_DISCOVERY_TTL = 30.0
 
 
 def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observation, str], Awaitable[Observation]]:
@@ -159,6 +162,7 @@ class PackageController:
     triggers: Triggers = dataclasses.field(init=False)  # the port the triggers get, not this controller
     _ready: dict[ReleaseKey, bool | None] = dataclasses.field(init=False, default_factory=dict)
     _flux_said: dict[ReleaseKey, str] = dataclasses.field(init=False, default_factory=dict)
+    _flux_served: tuple[float, bool] | None = dataclasses.field(init=False, default=None)  # (when asked, answer)
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency,
@@ -218,6 +222,7 @@ class PackageController:
         self.tasks.spawn(self.values.run(self.triggers))
         async for update in self.folder.watch():
             self.apply_folder(update)
+            self.tasks.spawn(self.observe_flux(update.changed))  # a new or changed HelmRelease document
             if self.gate.acting:
                 for key in update.changed:
                     self.queue.add(key)
@@ -296,22 +301,61 @@ class PackageController:
     async def _flux_held(self, key: ReleaseKey, spec: PackageSpec) -> PassResult | None:
         """A HelmRelease document whose HelmRelease exists in the cluster (Flux serving its API) is Flux's:
         helmdeck plans, diffs and shows its release and acts only through Flux's actions (F). None: helmdeck
-        acts. When the cluster cannot say, helmdeck does not act either."""
+        acts. When the cluster cannot say, helmdeck does not act either. The finding is kept in the book, and
+        the release's standing against the document judged on a fresh resolution."""
         owned, message = await self.flux_owns(spec)
+        await self._note_flux(key, spec, owned, message)
         if owned is False:
             self._flux_said.pop(key, None)
             return None
+        await self.book.persist(key)
         return self._say_flux(key, PassResult(FLUX_OWNED, "interval" if owned else "error", message))
+
+    async def observe_flux(self, keys: Iterable[ReleaseKey] | None = None) -> None:
+        """Find whether Flux owns the release of each HelmRelease document of ``keys`` (default: every package)
+        and keep it in the book (the gate and the app read it there), one discovery for them all."""
+        for key in list(self.book.packages) if keys is None else list(keys):
+            spec = self.book.packages.get(key)
+            if spec is not None and spec.kind == HELM_RELEASE:
+                await self._note_flux(key, spec, *await self.flux_owns(spec))
+
+    async def _note_flux(self, key: ReleaseKey, spec: PackageSpec, owned: bool | None, message: str) -> None:
+        """Keep whether Flux owns ``key``'s release, and say it in the Ready condition: Unknown with Flux's
+        ``FluxOwned`` reason (helmdeck does not judge a release it leaves to Flux); dropped when Flux lets go.
+        A release Flux owns is judged against the document on a fresh resolution (its chart pulled when the
+        repository's interval asks, its valuesFrom read): :func:`engine.reconcile.state.flux_state`."""
+        book = self.book
+        if owned:
+            with contextlib.suppress(PackageError, SourceError, PackageNotHelm):  # then the state stays unknown
+                await self.locate(spec)
+                await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
+            book.set_state(key, None)
+        status = book.status(key) or EngineStatus()
+        ready = cond.get(status.conditions, cond.READY)
+        if owned:
+            if ready is None or (ready.reason, ready.message) != (FLUX_OWNED, message):
+                conds = cond.set_condition(status.conditions, cond.READY, None, FLUX_OWNED, message)
+                book.set_status(key, dataclasses.replace(status, conditions=conds))
+        elif owned is False and ready is not None and ready.reason == FLUX_OWNED:
+            book.set_status(key, dataclasses.replace(
+                status, conditions=tuple(c for c in status.conditions if c.type != cond.READY)))
+        if owned is not None:
+            book.set_flux_owned(key, owned)
 
     async def flux_owns(self, spec: PackageSpec) -> tuple[bool | None, str]:
         """Whether Flux owns ``spec``'s release (see :meth:`FluxClient.owns`; always False for a Package or
-        without a cluster), and the sentence saying so; None when the cluster cannot say (a refused read)."""
+        without a cluster), and the sentence saying so; None when the cluster cannot say (a refused read). The
+        discovery of Flux's API is asked once per :data:`FLUX_DISCOVERY_TTL`."""
         api = self.ctx.api
         if api is None or spec.kind != HELM_RELEASE:
             return False, ""
         ref = f"HelmRelease {spec.namespace}/{spec.name}"
+        flux = FluxClient(api)
         try:
-            owned = await FluxClient(api).owns(spec.namespace, spec.name)
+            now = time.monotonic()
+            if self._flux_served is None or now - self._flux_served[0] >= FLUX_DISCOVERY_TTL:
+                self._flux_served = (now, await flux.present())
+            owned = await flux.owns(spec.namespace, spec.name, served=self._flux_served[1])
         except ApiException as exc:
             return None, f"cannot tell whether Flux owns it ({ref}: {exc.status} {exc.reason}): helmdeck does not act"
         return owned, (f"Flux owns it: {ref} exists in the cluster; helmdeck plans and shows it and acts only "

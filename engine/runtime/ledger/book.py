@@ -99,6 +99,7 @@ class ReleaseBook:
         self._monitors: dict[ReleaseKey, MonitorStatus] = {}
         self._warnings: dict[ReleaseKey, int] = {}
         self._offered: dict[ReleaseKey, AvailableVersions | None] = {}  # what its chart's repository offers
+        self._flux_owned: set[ReleaseKey] = set()  # HelmRelease documents whose HelmRelease the cluster holds
         self._views: dict[ReleaseKey, ReleaseView] = {}
         self._events: dict[ReleaseKey, deque[LogEntry]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
@@ -233,6 +234,21 @@ class ReleaseBook:
         self._warnings[key] = count
         self.refresh(key)
 
+    def flux_owned(self, key: ReleaseKey) -> bool:
+        """Whether Flux owns ``key``'s release (as the controller last found it in the cluster)."""
+        return key in self._flux_owned
+
+    def set_flux_owned(self, key: ReleaseKey, owned: bool) -> None:
+        """Whether Flux owns ``key``'s release (a HelmRelease of its document's name exists in the cluster); the
+        release state is judged again (:func:`engine.reconcile.state.flux_state` while Flux owns it)."""
+        if owned == (key in self._flux_owned):
+            return
+        if owned:
+            self._flux_owned.add(key)
+        else:
+            self._flux_owned.discard(key)
+        self.set_state(key, None)
+
     def set_offered(self, key: ReleaseKey, offered: AvailableVersions | None) -> None:
         """What the repository of ``key``'s chart offers (engine.sources), for the newer-version marker."""
         if self._offered.get(key) != offered:
@@ -268,6 +284,8 @@ class ReleaseBook:
         if resolved is None:
             return None
         req = Request.from_resolved(resolved, self.status(key) or EngineStatus())
+        if key in self._flux_owned:  # not helmdeck's to decide: how it stands against the document
+            return st.flux_state(req, obs).status
         if cond.is_true(req.status.conditions, cond.STALLED):
             return st.STALLED
         return st.determine_state(req, obs).status
@@ -301,6 +319,7 @@ class ReleaseBook:
             "chart_update": newer(obs.chart_version if obs is not None else "", self._offered.get(key)),
             "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
             "listed": None,
+            "flux_owned": pkg is not None and key in self._flux_owned,
         }
         if status is not None:
             ready = cond.get(status.conditions, cond.READY)

@@ -18,7 +18,12 @@ same everywhere. Rules, in the order they are checked:
    monitor asks for) does not run on a suspended package, by its file's ``spec.suspend: true`` or by
    the operator (the app's suspend, an uninstall with ``D``, a hand rollback; kept in its status), as
    Flux skips a suspended HelmRelease. ``plan`` reads the same rule. The operator's forced upgrade
-   (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume.
+   (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume;
+9. Flux owns it: a HelmRelease document whose HelmRelease exists in the cluster (the controller's
+   finding, kept in the book) is Flux's to act on: the operator's actions on the release (upgrade,
+   rollback, test, maintenance, suspend, unlock, uninstall) are refused, pointing to Flux's own actions
+   (``flux``, the app's ``F``). The work queue's pass (``reconcile``) still runs: it looks at the cluster
+   again and acts only once Flux no longer owns the release.
 
 ``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
 """
@@ -45,6 +50,8 @@ READING = ("diff", "render", "cleanup-plan")
 # What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
 _OFFLINE_OK = frozenset({"suspend"})
 _NEEDS_PACKAGE = frozenset({"upgrade", "reconcile", "suspend", "maintenance", "render", "diff", "versions"})
+# The operator's actions on a release Flux owns (rule 9): Flux would undo them.
+_FLUX_REFUSES = frozenset({"upgrade", "rollback", "test", "maintenance", "suspend", "unlock", "uninstall"})
 # Actions that hold the release's running-action guard.
 _HOLDS_RELEASE = frozenset({"upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"})
 
@@ -67,6 +74,11 @@ def no_package_reason(key: ReleaseKey) -> str:
 
 def not_flux_reason(key: ReleaseKey) -> str:
     return f"{key[0]}/{key[1]} is not owned by a Flux HelmRelease"
+
+
+def flux_owned_reason(key: ReleaseKey, owner: str) -> str:
+    return (f"{key[0]}/{key[1]} is owned by {owner} (it exists in the cluster): helmdeck does not act on it; "
+            "use Flux's actions (F): request a reconcile, suspend or resume")
 
 
 def local_chart_reason(key: ReleaseKey) -> str:
@@ -149,6 +161,9 @@ class ActionGate:
             return busy_reason(key, view.running if view else None)
         if action == "reconcile":
             return self.suspension(key)
+        if action in _FLUX_REFUSES and self._book.flux_owned(key):
+            spec = self._book.packages[key]
+            return flux_owned_reason(key, f"Flux HelmRelease {spec.namespace}/{spec.name}")
         return None
 
     def check(self, action: str, key: ReleaseKey | None = None) -> None:

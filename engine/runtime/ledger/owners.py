@@ -53,8 +53,11 @@ NONE = Owner("none")
 
 
 def owner_of(view: ReleaseView) -> Owner:
-    """``view``'s owner: its helmdeck package, else the Flux HelmRelease its latest manifest names
-    (``Observation.flux_owner``), else :data:`NONE`."""
+    """``view``'s owner: the Flux HelmRelease of its document when the cluster holds it (``flux_owned``), else
+    its helmdeck package, else the Flux HelmRelease its latest manifest names (``Observation.flux_owner``),
+    else :data:`NONE`."""
+    if view.package is not None and view.flux_owned:
+        return Owner("flux", view.package.namespace, view.package.name)
     if view.package is not None:
         return Owner("helmdeck", view.package.namespace, view.package.name)
     flux = view.observation.flux_owner if view.observation is not None else ""
@@ -89,12 +92,13 @@ class FluxClient:
             return any(isinstance(r, dict) and r.get("kind") == "HelmRelease" for r in found.get("resources") or [])
         return await asyncio.to_thread(read)
 
-    async def owns(self, namespace: str, name: str) -> bool:
+    async def owns(self, namespace: str, name: str, *, served: bool | None = None) -> bool:
         """Does Flux own the release of the document ``namespace/name``: the cluster serves the HelmRelease API
-        and a HelmRelease of that name exists there (decided from the cluster, never from the origin labels in a
-        manifest, which helmdeck writes too). Raises ApiException for errors other than NotFound (403: the
-        caller needs ``get`` on ``helmreleases.helm.toolkit.fluxcd.io``)."""
-        if not await self.present():
+        (``served``, when the caller asked :meth:`present` already) and a HelmRelease of that name exists there
+        (decided from the cluster, never from the origin labels in a manifest, which helmdeck writes too).
+        Raises ApiException for errors other than NotFound (403: the caller needs ``get`` on
+        ``helmreleases.helm.toolkit.fluxcd.io``)."""
+        if not (await self.present() if served is None else served):
             return False
 
         def read() -> bool:

@@ -1,0 +1,77 @@
+"""The app and the gate on a release Flux owns, on the real local cluster (the HelmRelease CRD applied, no Flux
+running: the object's existence is what decides): the row says Flux owns it and how it stands against the
+document, manual actions are refused pointing to F, an edit of the document is judged again, and ``status``
+shows the FluxOwned condition."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube.client import KubeTarget
+from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
+from tests.conftest import run_helm
+from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
+from tests.test_cli import cluster_args, helmdeck
+from tests.test_flux_owns import GROUP, PLURAL, VERSION, helmrelease_api  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.cluster
+
+
+def document(namespace: str, url: str, replicas: int) -> str:
+    return f"""apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {{name: charts, namespace: {namespace}}}
+spec: {{interval: 1m, url: "{url}"}}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: web, namespace: {namespace}}}
+spec:
+  interval: 10m
+  timeout: 60s
+  chart:
+    spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
+  values: {{replicas: {replicas}}}
+"""
+
+
+async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+    core_api: client.CoreV1Api, helmrelease_api: client.CustomObjectsApi,  # noqa: F811
+) -> None:
+    archive = package_chart(helm.binary, tmp_path, "1.0.0")
+    publish_http(helm.binary, archive, repo)
+    run_helm(helm, "install", "web", str(archive), "-n", namespace, "--set", "replicas=1")  # as Flux deployed it
+    helmrelease_api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HelmRelease", "metadata": {"name": "web"},
+        "spec": {"interval": "10m"}})
+    pkgs = tmp_path / "flux-repository"
+    write(pkgs, "web.yaml", document(namespace, repo.url, 2))
+    key = (namespace, "web")
+    app = make_app(kube_target, helm, namespace, pkgs)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "owner") == "flux" and cell(app, key, "state") == "↻ OutOfSync",
+                       seen=lambda: {**row(app, key), "state": cell(app, key, "state")})
+        why = app.client.why_not("upgrade", key)
+        assert why is not None and f"owned by Flux HelmRelease {namespace}/web" in why and "(F)" in why
+        await select(app, key)
+        await pilot.press("u")
+        await wait_for(lambda: any("(F)" in str(n.message) for n in getattr(app, "_notifications", ())),
+                       seen=lambda: row(app, key))
+        write(pkgs, "web.yaml", document(namespace, repo.url, 1))  # the document now says what is deployed
+        await wait_for(lambda: cell(app, key, "state") == "✔ InSync", timeout=30,
+                       seen=lambda: {**row(app, key), "state": cell(app, key, "state")})
+        assert cell(app, key, "owner") == "flux"
+    assert stored(core_api, namespace, "web") == [(1, "deployed")]  # helmdeck acted on nothing
+    write(pkgs, "web.yaml", document(namespace, repo.url, 3))
+    shown = helmdeck("status", "-o", "json", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
+    assert shown.returncode == 0, shown.stderr
+    [web] = json.loads(shown.stdout)
+    assert web["state"] == "OutOfSync" and web["ready"] is None
+    assert web["conditions"][0]["reason"] == "FluxOwned" and web["conditions"][0]["status"] == "Unknown"
+    assert f"HelmRelease {namespace}/web exists in the cluster" in web["conditions"][0]["message"]
