@@ -335,11 +335,11 @@ async def _prune_removed(engine: Any) -> int:
     """``reconcile --once --prune``: uninstall the releases of this package set that no package declares,
     as ``cleanup`` does, also when their files were gone before the run. Nothing is pruned while a package
     file has errors (its release may be one of them). Returns how many were removed, -1 on a failure."""
-    if engine.package_errors:
+    items = await engine.prune_removed()
+    if items is None:
         print("prune skipped: package files have errors, and a release of a bad file would look removed",
               file=sys.stderr)
         return -1
-    items = await engine.cleanup()
     for item in items:
         if item.result != "skipped":
             print(f"{item.namespace}/{item.name}: prune {item.result}{': ' + item.message if item.message else ''}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,8 @@ from engine.storage.records import UnreadableRecord
 
 if TYPE_CHECKING:
     from engine.sources.source import ChartVersionInfo
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
@@ -265,6 +268,8 @@ class Engine:
                 if task is not None:
                     self._monitor_tasks.append(task)
         self.controller.start(reconcile=reconcile)
+        if reconcile and self.controller.prune and self.online and not self.readonly:
+            self.tasks.spawn(self._prune_at_start())
         if reconcile and self.online:  # repositories on their own interval (engine.runtime.drive.repositories)
             self.tasks.spawn(RepositoryRefresh(self.book, self.controller.charts, self.controller.triggers).run())
 
@@ -602,4 +607,27 @@ class Engine:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only;
         ``confirmed``: only these ``namespace/name`` refs, as listed to the operator). See Operations.cleanup."""
         return await self.operations.cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces, confirmed=confirmed)
+
+    async def prune_removed(self) -> list[CleanupItem] | None:
+        """``--prune``'s sweep of what no event says: uninstall the releases of this package set that no package
+        declares, also those whose files went before the start, as :meth:`cleanup` does (each release's log says
+        "prune"). None, and nothing done, while a package file has errors: its release would look removed.
+        Raises ActionRefused (read-only, lease held elsewhere) or NotAvailable (offline)."""
+        if self.package_errors:
+            return None
+        return await self.operations.cleanup(action="prune")
+
+    async def _prune_at_start(self) -> None:
+        """A long-running engine with prune (``reconcile --prune``, the app with ``--prune``) sweeps once it acts,
+        as ``reconcile --once --prune`` does after its pass; later removals are pruned as the folder says them."""
+        if self.elector is not None:
+            await self.controller.leading.wait()
+        try:
+            swept = await self.prune_removed()
+        except (ActionRefused, NotAvailable) as exc:
+            log.warning("prune at start skipped: %s", exc)
+            return
+        if swept is None:
+            log.warning("prune at start skipped: package files have errors, and a release of a bad file would "
+                        "look removed")
 

@@ -241,7 +241,7 @@ class Operations:
 
     async def cleanup(
         self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
-        confirmed: Collection[str] | None = None,
+        confirmed: Collection[str] | None = None, action: str = "cleanup",
     ) -> list[CleanupItem]:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only).
 
@@ -251,7 +251,8 @@ class Operations:
         refs, as an operator approved a dry run's list) limits the removal to those: a release
         that became removable since is skipped. Releases an older helmdeck labelled with this
         folder's base name cannot be told apart from another folder's of the same name: they are
-        listed as skipped, never removed.
+        listed as skipped, never removed. ``action`` names the sweep in each release's log ("prune" for
+        ``--prune``'s).
         """
         self.gate.check("cleanup-plan" if dry_run else "cleanup")
         keep = {f"{ns}/{name}" for ns, name in self.book.packages}
@@ -273,8 +274,8 @@ class Operations:
             if item.result == "removed" and not dry_run:
                 await self.book.drop_status((item.namespace, item.name))
             if item.result in ("removed", "failed"):
-                self.book.log((item.namespace, item.name), "cleanup", "succeeded" if item.result == "removed"
-                              else "failed", item.message or f"cleanup {item.result} the release")
+                self.book.log((item.namespace, item.name), action, "succeeded" if item.result == "removed"
+                              else "failed", item.message or f"{action} {item.result} the release")
         return items
 
     def _removal_order(self, keys: list[ReleaseKey]) -> list[ReleaseKey]:
