@@ -126,3 +126,12 @@ def test_the_overview_marks_it_out_of_sync_flux_owns_it_and_offers_the_diff(snap
 
 def test_u_on_it_is_refused_in_the_gates_words(snap_compare: Any) -> None:
     assert snap_compare(_app(), terminal_size=TALL, run_before=_open("u"))
+
+
+def test_a_finding_about_a_document_no_longer_declared_is_void() -> None:
+    engine = flux_engine()
+    engine.book.set_packages({})  # the HelmRelease document left the folder: its release is no one's
+    engine.book.refresh(KEY)
+    view = engine.release(KEY)
+    assert view is not None and not view.flux_owned and not engine.book.flux_owned(KEY)
+    assert engine.why_not("rollback", KEY) is None and engine.owner(KEY).kind == "none"

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from engine.helm import Helm
+from engine.kube import rest
 from engine.kube.client import KubeTarget
+from engine.runtime import Engine
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from tests.conftest import run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
@@ -75,3 +78,36 @@ async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f
     assert web["state"] == "OutOfSync" and web["ready"] is None
     assert web["conditions"][0]["reason"] == "FluxOwned" and web["conditions"][0]["status"] == "Unknown"
     assert f"HelmRelease {namespace}/web exists in the cluster" in web["conditions"][0]["message"]
+
+
+async def test_fluxs_api_is_discovered_once_for_every_document(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    helmrelease_api: client.CustomObjectsApi,  # noqa: F811
+) -> None:
+    # The API server answers; the test only counts the requests helmdeck makes (one discovery for all, one
+    # GET per document), through the one function that sends them.
+    pkgs = tmp_path / "flux-repository"
+    docs = [document(namespace, "https://charts.example.com", 1).replace("name: web", f"name: web{i}")
+            .replace("name: charts", f"name: charts{i}") for i in range(3)]
+    write(pkgs, "webs.yaml", "---\n".join(docs))
+    helmrelease_api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HelmRelease", "metadata": {"name": "web1"}, "spec": {}})
+    asked: list[str] = []
+    real = rest.get_json
+
+    def counting(api: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(path)
+        return real(api, path, *args, **kwargs)
+
+    monkeypatch.setattr(rest, "get_json", counting)
+    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True, monitors=False)
+    await engine.start(reconcile=False)
+    try:
+        flux = [p for p in asked if p.startswith(f"/apis/{GROUP}/")]
+        assert flux.count(f"/apis/{GROUP}/{VERSION}") == 1, flux
+        assert sorted(p.rsplit("/", 1)[1] for p in flux if p.endswith(("web0", "web1", "web2"))) == [
+            "web0", "web1", "web2"]
+        owned = {k[1]: engine.release(k).flux_owned for k in engine.packages}  # type: ignore[union-attr]
+        assert owned == {"web0": False, "web1": True, "web2": False}
+    finally:
+        await engine.stop()

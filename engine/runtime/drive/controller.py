@@ -533,7 +533,7 @@ class PackageController:
     # -- passes ----------------------------------------------------------------------
     async def run_pass(self, key: ReleaseKey, *, force: bool = False) -> PassResult:
         """Run one atomic pass on ``key`` now and return how it ended; ``force`` upgrades even in sync and
-        runs on a suspended package (the operator's), else it is a ``reconcile`` (the gate's rule 8).
+        runs on a suspended package (the operator's), else it is a ``reconcile`` (the gate's rule 9).
 
         Raises Suspended (not forced, suspended), ActionRefused (no package, busy, read-only) or
         NotAvailable (offline).
@@ -623,7 +623,7 @@ class PackageController:
         lock waits, while ``deadline`` (seconds from now) is not reached; a
         refused pass (busy) retries each second. Setting ``stop`` ends the
         wait: the keys not finished are missing from the result. A suspended
-        package is not passed: its result is ``Suspended`` (the gate's rule 8).
+        package is not passed: its result is ``Suspended`` (the gate's rule 9).
         """
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline

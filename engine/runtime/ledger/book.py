@@ -184,6 +184,7 @@ class ReleaseBook:
     def set_packages(self, specs: Mapping[ReleaseKey, PackageSpec]) -> None:
         """Replace the declared packages (the views are refreshed by the caller)."""
         self.packages = dict(specs)
+        self._flux_owned &= set(self.packages)  # a finding about a document no longer declared is void
 
     def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP,
                    show: bool = True) -> None:
@@ -235,8 +236,8 @@ class ReleaseBook:
         self.refresh(key)
 
     def flux_owned(self, key: ReleaseKey) -> bool:
-        """Whether Flux owns ``key``'s release (as the controller last found it in the cluster)."""
-        return key in self._flux_owned
+        """Whether Flux owns ``key``'s release (as the controller last found it in the cluster for its document)."""
+        return key in self._flux_owned and key in self.packages
 
     def set_flux_owned(self, key: ReleaseKey, owned: bool) -> None:
         """Whether Flux owns ``key``'s release (a HelmRelease of its document's name exists in the cluster); the

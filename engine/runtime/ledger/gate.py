@@ -10,20 +10,20 @@ same everywhere. Rules, in the order they are checked:
    cannot act on one;
 4. no package: actions that need the package's spec (upgrade, suspend,
    maintenance, render, diff, versions); versions also needs a chart from a repository;
-5. pending: unlock needs a release held pending (``pending-*``, as Helm's
-   ``IsPending``);
-6. busy: at most one action of this engine runs on a release;
-7. idle: cancel needs an action of this engine running on the release;
-8. suspended: a ``reconcile`` (a pass nobody forced: the work queue's, ``reconcile --once``'s, one the
-   monitor asks for) does not run on a suspended package, by its file's ``spec.suspend: true`` or by
-   the operator (the app's suspend, an uninstall with ``D``, a hand rollback; kept in its status), as
-   Flux skips a suspended HelmRelease. ``plan`` reads the same rule. The operator's forced upgrade
-   (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume;
-9. Flux owns it: a HelmRelease document whose HelmRelease exists in the cluster (the controller's
+5. Flux owns it: a HelmRelease document whose HelmRelease exists in the cluster (the controller's
    finding, kept in the book) is Flux's to act on: the operator's actions on the release (upgrade,
    rollback, test, maintenance, suspend, unlock, uninstall) are refused, pointing to Flux's own actions
    (``flux``, the app's ``F``). The work queue's pass (``reconcile``) still runs: it looks at the cluster
-   again and acts only once Flux no longer owns the release.
+   again and acts only once Flux no longer owns the release;
+6. pending: unlock needs a release held pending (``pending-*``, as Helm's
+   ``IsPending``);
+7. busy: at most one action of this engine runs on a release;
+8. idle: cancel needs an action of this engine running on the release;
+9. suspended: a ``reconcile`` (a pass nobody forced: the work queue's, ``reconcile --once``'s, one the
+   monitor asks for) does not run on a suspended package, by its file's ``spec.suspend: true`` or by
+   the operator (the app's suspend, an uninstall with ``D``, a hand rollback; kept in its status), as
+   Flux skips a suspended HelmRelease. ``plan`` reads the same rule. The operator's forced upgrade
+   (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume.
 
 ``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
 """
@@ -50,7 +50,7 @@ READING = ("diff", "render", "cleanup-plan")
 # What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
 _OFFLINE_OK = frozenset({"suspend"})
 _NEEDS_PACKAGE = frozenset({"upgrade", "reconcile", "suspend", "maintenance", "render", "diff", "versions"})
-# The operator's actions on a release Flux owns (rule 9): Flux would undo them.
+# The operator's actions on a release Flux owns (rule 5): Flux would undo them.
 _FLUX_REFUSES = frozenset({"upgrade", "rollback", "test", "maintenance", "suspend", "unlock", "uninstall"})
 # Actions that hold the release's running-action guard.
 _HOLDS_RELEASE = frozenset({"upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"})
@@ -87,7 +87,7 @@ def local_chart_reason(key: ReleaseKey) -> str:
 
 
 class Suspended(ActionRefused):
-    """A reconcile refused because the package is suspended (rule 8): it rests, nothing is retried."""
+    """A reconcile refused because the package is suspended (rule 9): it rests, nothing is retried."""
 
 
 @dataclass(eq=False, repr=False)
@@ -117,7 +117,7 @@ class ActionGate:
         self.leader = leader
 
     def suspension(self, key: ReleaseKey) -> str | None:
-        """Why ``key``'s package is suspended (rule 8), None when it is not. The book keeps the state
+        """Why ``key``'s package is suspended (rule 9), None when it is not. The book keeps the state
         (:meth:`ReleaseBook.suspended`); this is the one wording and the one check every path asks."""
         if not self._book.suspended(key):
             return None
@@ -152,6 +152,9 @@ class ActionGate:
             view = self._book.view(key)
             if view is None or owner_of(view).kind != "flux":
                 return not_flux_reason(key)
+        if action in _FLUX_REFUSES and self._book.flux_owned(key):
+            spec = self._book.packages[key]
+            return flux_owned_reason(key, f"Flux HelmRelease {spec.namespace}/{spec.name}")
         if action == "unlock" and not is_pending(self._latest(*key)):
             return not_pending_reason(key)
         if action == "cancel" and not self._book.busy(key):
@@ -161,9 +164,6 @@ class ActionGate:
             return busy_reason(key, view.running if view else None)
         if action == "reconcile":
             return self.suspension(key)
-        if action in _FLUX_REFUSES and self._book.flux_owned(key):
-            spec = self._book.packages[key]
-            return flux_owned_reason(key, f"Flux HelmRelease {spec.namespace}/{spec.name}")
         return None
 
     def check(self, action: str, key: ReleaseKey | None = None) -> None:
