@@ -20,27 +20,9 @@ from tests.chart_sources import ChartRepoServer, package_chart, publish_http, wr
 from tests.conftest import run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tests.test_cli import cluster_args, helmdeck
-from tests.test_flux_owns import GROUP, PLURAL, VERSION, helmrelease_api  # noqa: F401  (a fixture)
+from tests.test_flux_owns import GROUP, PLURAL, VERSION, document, helmrelease_api  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.cluster
-
-
-def document(namespace: str, url: str, replicas: int) -> str:
-    return f"""apiVersion: source.toolkit.fluxcd.io/v1
-kind: HelmRepository
-metadata: {{name: charts, namespace: {namespace}}}
-spec: {{interval: 1m, url: "{url}"}}
----
-apiVersion: helm.toolkit.fluxcd.io/v2
-kind: HelmRelease
-metadata: {{name: web, namespace: {namespace}}}
-spec:
-  interval: 10m
-  timeout: 60s
-  chart:
-    spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
-  values: {{replicas: {replicas}}}
-"""
 
 
 async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f(

@@ -43,16 +43,12 @@ def helmrelease_api(kube_target: KubeTarget) -> client.CustomObjectsApi:
             time.sleep(0.2)
 
 
-def test_flux_owns_the_release_of_an_existing_helmrelease_else_helmdeck_acts(
-    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
-    helmrelease_api: client.CustomObjectsApi,
-) -> None:
-    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
-    pkgs = tmp_path / "flux-repository"
-    write(pkgs, "web.yaml", f"""apiVersion: source.toolkit.fluxcd.io/v1
+def document(namespace: str, url: str, replicas: int) -> str:
+    """A Flux repository's file: a HelmRepository at ``url`` and the HelmRelease ``web`` of its chart."""
+    return f"""apiVersion: source.toolkit.fluxcd.io/v1
 kind: HelmRepository
 metadata: {{name: charts, namespace: {namespace}}}
-spec: {{interval: 1m, url: "{repo.url}"}}
+spec: {{interval: 1m, url: "{url}"}}
 ---
 apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
@@ -62,8 +58,17 @@ spec:
   timeout: 60s
   chart:
     spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
-  values: {{replicas: 1}}
-""")
+  values: {{replicas: {replicas}}}
+"""
+
+
+def test_flux_owns_the_release_of_an_existing_helmrelease_else_helmdeck_acts(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+    helmrelease_api: client.CustomObjectsApi,
+) -> None:
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
+    pkgs = tmp_path / "flux-repository"
+    write(pkgs, "web.yaml", document(namespace, repo.url, 1))
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HelmRelease", "metadata": {"name": "web"},
             "spec": {"interval": "10m"}}
     helmrelease_api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
