@@ -60,6 +60,19 @@ async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f
     assert web["state"] == "OutOfSync" and web["ready"] is None
     assert web["conditions"][0]["reason"] == "FluxOwned" and web["conditions"][0]["status"] == "Unknown"
     assert f"HelmRelease {namespace}/web exists in the cluster" in web["conditions"][0]["message"]
+    # plan reads it as the app does (Flux's state detection): what Flux's next reconcile would change, no
+    # false change against what Flux deployed
+    planned = helmdeck("plan", "-o", "json", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
+    assert planned.returncode == 2, planned.stdout + planned.stderr
+    [line] = json.loads(planned.stdout)["packages"]
+    assert (line["state"], line["action"], line["revision"]) == ("OutOfSync", "upgrade", 1)
+    assert line["reasons"][0].startswith("Flux owns it") and line["reasons"][1:] == ["values changed"]
+    assert "-replicas: 1" in line["values_diff"] and "+replicas: 3" in line["values_diff"]
+    write(pkgs, "web.yaml", document(namespace, repo.url, 1))
+    same = helmdeck("plan", "-o", "json", *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
+    assert same.returncode == 0, same.stdout + same.stderr
+    [line] = json.loads(same.stdout)["packages"]
+    assert (line["state"], line["action"], line["changes"]) == ("InSync", None, False)
 
 
 async def test_fluxs_api_is_discovered_once_for_every_document(

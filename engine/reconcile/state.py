@@ -171,7 +171,8 @@ def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
     """Where a release Flux owns stands against its HelmRelease document, as Flux's helm-controller's state
     detection reads it, without a render: no release (or uninstalled) -> Absent; ``pending-*`` -> Locked;
     failed -> Failed; the chart's name or version, or the values helm stored (``config``) differing from the
-    document's -> OutOfSync (Flux's next reconcile upgrades it); else InSync. Pure, no I/O."""
+    document's -> OutOfSync (Flux's next reconcile upgrades it), its reason naming each difference in plan's
+    words (``chart 1.0.0 → 1.1.0; values changed``); else InSync. Pure, no I/O."""
     if latest is None or latest.status == "uninstalled":
         return ReleaseState(ABSENT, "no release in storage: Flux installs it")
     if latest.status in PENDING_STATUSES:
@@ -179,9 +180,13 @@ def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
     if latest.status == "failed":
         return ReleaseState(FAILED, f"release revision {latest.version} failed")
     stored, wanted = (latest.chart_name, latest.chart_version), (req.chart.name, req.chart.version)
-    if stored != wanted:
-        return ReleaseState(OUT_OF_SYNC, f"chart {stored[0]}@{stored[1]} differs from the document's "
-                                         f"{wanted[0]}@{wanted[1]}")
+    differs = []
+    if stored[0] != wanted[0]:
+        differs.append(f"chart {stored[0]} → {wanted[0]}")
+    elif stored[1] != wanted[1]:
+        differs.append(f"chart {stored[1]} → {wanted[1]}")
     if latest.config != dict(req.values):
-        return ReleaseState(OUT_OF_SYNC, "values differ from the document's")
+        differs.append("values changed")
+    if differs:
+        return ReleaseState(OUT_OF_SYNC, "; ".join(differs))
     return ReleaseState(IN_SYNC, "release is in sync with the document")

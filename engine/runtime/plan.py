@@ -13,7 +13,9 @@ decision: an unchanged spec renders nothing; a changed one (or an install or
 upgrade the state asks for) renders once, through the release service's
 render cache. Drift is looked for only where the package enables it and the
 release is otherwise in sync. A release of this package set that no package declares any more is
-listed as ``uninstall`` (what ``reconcile --prune`` and ``cleanup`` remove). The plan holds object
+listed as ``uninstall`` (what ``reconcile --prune`` and ``cleanup`` remove). A HelmRelease whose object the
+cluster holds is Flux's: it is planned as Flux's state detection reads it (:func:`engine.reconcile.state.flux_state`,
+chart and values, what the app shows too), so a release Flux deployed shows no false change. The plan holds object
 references and counts, never values: nothing secret is in it.
 """
 
@@ -90,6 +92,8 @@ class Engine(Protocol):
 
 
 UNINSTALL = "uninstall"  # a release of this package set whose package is gone (prune, cleanup)
+# What Flux's next reconcile does to a release it owns, by its state against the document (st.flux_state).
+_FLUX_ACTIONS = {st.ABSENT: na.INSTALL, st.OUT_OF_SYNC: na.UPGRADE, st.FAILED: na.UPGRADE, st.LOCKED: "wait"}
 
 
 @dataclass(frozen=True)
@@ -253,26 +257,32 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())
     AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
+    owned, message = await controller.flux_owns(spec)
     try:
-        state = st.determine_state(req, latest)
         desired = None
-        if state.render:  # the spec changed: render once, as the decision does
-            desired = await engine.service.render(spec.release_namespace, spec)
-            req.manifest_checksum = await engine.service.checksum(spec.release_namespace, spec)
-            state = st.determine_state(req, latest)
         drifted: tuple[str, ...] = ()
-        detector = controller.detector_for(spec)  # as the package's ServiceAccount, if it names one
-        if state.status == st.IN_SYNC and spec.drift_detection != "disabled" and latest is not None \
-                and detector is not None:
-            deployed = await engine.manifest(spec.key, latest.version)
-            items = await asyncio.to_thread(detector.detect, deployed, spec.release_namespace, spec.drift_ignore)
-            drifted = tuple(i.ref for i in items)
-            if drifted:
-                plural = "s" if len(drifted) != 1 else ""
-                state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} object{plural} drifted")
-        action, why = _action(req, state, latest)
         deployed_values = await _deployed_values(engine, latest)
-        reasons = [*_reasons(req, state, latest, deployed_values), *why]
+        if owned:  # Flux acts, as its state detection reads the release (the app's STATE says the same)
+            state = st.flux_state(req, latest)
+            action, reasons = _FLUX_ACTIONS.get(state.status), [state.reason]
+        else:
+            state = st.determine_state(req, latest)
+            if state.render:  # the spec changed: render once, as the decision does
+                desired = await engine.service.render(spec.release_namespace, spec)
+                req.manifest_checksum = await engine.service.checksum(spec.release_namespace, spec)
+                state = st.determine_state(req, latest)
+            detector = controller.detector_for(spec)  # as the package's ServiceAccount, if it names one
+            if state.status == st.IN_SYNC and spec.drift_detection != "disabled" and latest is not None \
+                    and detector is not None:
+                deployed = await engine.manifest(spec.key, latest.version)
+                items = await asyncio.to_thread(detector.detect, deployed, spec.release_namespace,
+                                                spec.drift_ignore)
+                drifted = tuple(i.ref for i in items)
+                if drifted:
+                    plural = "s" if len(drifted) != 1 else ""
+                    state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} object{plural} drifted")
+            action, why = _action(req, state, latest)
+            reasons = [*_reasons(req, state, latest, deployed_values), *why]
         objects: tuple[tuple[str, ...], ...] = ((), (), ())
         values_text = manifest_text = ""
         if action in (na.INSTALL, na.UPGRADE):
@@ -284,7 +294,6 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
     except (PackageError, PackageNotHelm, HelmError) as exc:
         return _replace(base, error=str(exc))
-    owned, message = await controller.flux_owns(spec)
     if owned is not False:  # Flux applies the change, not helmdeck: said first
         reasons.insert(0, message)
     if waiting:
