@@ -130,3 +130,20 @@ def test_helmdeck_fields_are_refused_in_a_helmrelease(tmp_path: Path, field: str
         assert (err.file, err.field, err.line) == (path, field, line_of(path, text.rstrip("\n")))
         assert "a helmdeck field Flux's HelmRelease does not have" in err.problem
         assert "kind: Package" in err.fix
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    (("  chart: web\n", ""), "spec.chart", "is required"),
+    (("  sourceRef: {kind: HelmRepository, name: charts}\n", ""), "spec.sourceRef", "is required"),
+    (('"1.x"', '">>1"'), "spec.version", ""),
+    (("name: web, namespace", "name: wéb, namespace"), "metadata.name", "not a valid Kubernetes name"),
+    (("  chart: web\n", "  chart: ../../etc\n"), "spec.chart", "not a chart name"),
+    (("[values-prod.yaml]", "[../../secret.yaml]"), "spec.valuesFiles[0]", "not inside the chart"),
+    (("source.toolkit.fluxcd.io/v1", "helmdeck.dev/v1alpha1"), "apiVersion", "Flux's source-controller object"),
+])
+def test_a_bad_helmchart_is_named_and_its_release_not_read(tmp_path: Path, change: tuple[str, str], field: str,
+                                                           words: str) -> None:
+    write(tmp_path, REPO, HELM_CHART.replace(*change), BY_REF)
+    errors = load_folder(tmp_path).errors
+    assert errors[0].field == field and words in str(errors[0]), str(errors[0])
+    assert errors[1].field == "spec.chartRef" and "does not exist" in errors[1].problem
