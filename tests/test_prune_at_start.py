@@ -14,6 +14,8 @@ import pytest
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
+from engine.runtime import Engine
+from engine.runtime.engine import ActionRefused
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_depends import lines_of, package
 from tests.test_plan import releases
@@ -56,3 +58,12 @@ def test_a_long_running_prune_uninstalls_releases_whose_files_went_before_it_sta
     assert (pruned.get("release"), pruned.get("outcome"), pruned.get("message")) == (
         "gone", "succeeded", "prune removed the release")
     assert releases(helm, namespace) == ["keep"]
+
+
+async def test_prune_without_a_packages_folder_removes_nothing(helm: Helm, kube_target: KubeTarget,
+                                                               namespace: str) -> None:
+    # Without a package set every release helmdeck manages would look removed: the app with --prune and no
+    # --packages must not sweep them.
+    engine = Engine(kube_target, helm, None, namespaces=[namespace], prune=True, monitors=False)
+    with pytest.raises(ActionRefused, match="prune needs a packages folder"):
+        await engine.prune_removed()

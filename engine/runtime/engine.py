@@ -612,7 +612,11 @@ class Engine:
         """``--prune``'s sweep of what no event says: uninstall the releases of this package set that no package
         declares, also those whose files went before the start, as :meth:`cleanup` does (each release's log says
         "prune"). None, and nothing done, while a package file has errors: its release would look removed.
-        Raises ActionRefused (read-only, lease held elsewhere) or NotAvailable (offline)."""
+        Raises ActionRefused (read-only, lease held elsewhere, no packages folder: without a package set every
+        release helmdeck manages would look removed) or NotAvailable (offline)."""
+        if self.controller.package_set is None:
+            raise ActionRefused("prune needs a packages folder (--packages): it removes only its package set's "
+                                "releases")
         if self.package_errors:
             return None
         return await self.operations.cleanup(action="prune")
