@@ -50,6 +50,7 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
 from engine.reconcile.store import StatusStore
 from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
+from engine.runtime.drive.attach import Attachment
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.finalizer import Finalizers
 from engine.runtime.drive.folder import PackageFolder
@@ -71,9 +72,11 @@ from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
+    ControllerInfo,
     LogEntry,
     ReleaseKey,
     ReleaseView,
+    Requested,
 )
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
@@ -109,6 +112,8 @@ class Engine:
     :func:`~engine.runtime.package_set.cluster_package_set`. Raises ApiException when they cannot be listed.
     ``default_service_account`` (with ``cluster_packages``): the ServiceAccount a Package without
     ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
+    ``attach``: follow the cluster's ``helmdeck controller``s; while one is live, its Package objects show as
+    packages and the actions on them become requests it carries out (:mod:`engine.runtime.drive.attach`).
     """
 
     def __init__(
@@ -130,6 +135,7 @@ class Engine:
         allow_unsupported: bool = False,
         cluster_packages: bool = False,
         default_service_account: str = "",
+        attach: bool = False,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -194,8 +200,12 @@ class Engine:
         self.requests = (Requests(self.objects, self.book, actions, acknowledge=self.status_writer.acknowledge,
                                   acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
                          if self.objects is not None and self.status_writer is not None else None)
+        self.attachment = (Attachment(api, self.book, namespaces, self.kube_events.watch)
+                           if attach and online else None)
+        self.gate.attached = self.attachment.attached if self.attachment is not None else self.gate.attached
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
-                                     duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease)
+                                     duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease,
+                                     labels=dict(lease.labels), annotations=dict(lease.annotations))
                         if lease is not None and online else None)
         # Observer callbacks come from its watch threads: handled on the engine's loop.
         # In batches: a list of 10,000 records wakes the loop a few times, not 10,000 (engine.base.handoff).
@@ -270,6 +280,8 @@ class Engine:
         self.controller.start(reconcile=reconcile)
         if reconcile and self.controller.prune and self.online and not self.readonly:
             self.tasks.spawn(self._prune_at_start())
+        if self.attachment is not None:
+            self.tasks.spawn(self.attachment.run())
         if reconcile and self.online:  # repositories on their own interval (engine.runtime.drive.repositories)
             self.tasks.spawn(RepositoryRefresh(self.book, self.controller.charts, self.controller.triggers).run())
 
@@ -489,25 +501,52 @@ class Engine:
         return await self._live().scopes(kinds)
 
     # -- acting (see engine.runtime.operations) ----------------------------------
-    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
+    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | Requested | None:
         """Run one pass now; ``force`` upgrades even when in sync and lifts a suspension.
 
-        Returns the last action's outcome, or None when nothing needed doing.
+        Returns the last action's outcome, or None when nothing needed doing; attached, the request made
+        (:meth:`by_controller`).
         """
-        return await self.operations.upgrade(key, force=force)
+        return (await self.by_controller(key, "upgrade" if force else "reconcile")
+                or await self.operations.upgrade(key, force=force))
 
-    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome:
-        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package."""
-        return await self.operations.rollback(key, revision)
+    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome | Requested:
+        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package (attached: requested)."""
+        return (await self.by_controller(key, "rollback", revision=revision)
+                or await self.operations.rollback(key, revision))
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         """Run ``helm test`` on ``key``."""
         return await self.operations.test(key)
 
-    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Stop the action running on ``key`` and record it as the engine's own failed action (see
-        Operations.cancel)."""
-        return await self.operations.cancel(key)
+        Operations.cancel; attached: requested)."""
+        return await self.by_controller(key, "cancel") or await self.operations.cancel(key)
+
+    # -- attached to a controller (engine.runtime.drive.attach) -------------------------
+    @property
+    def controllers(self) -> tuple[ControllerInfo, ...]:
+        """The live ``helmdeck controller``s of the cluster (by Lease); () when none, or not following them."""
+        return self.attachment.controllers if self.attachment is not None else ()
+
+    async def by_controller(self, key: ReleaseKey, action: str, *, revision: int = 0,
+                            value: bool | str = True) -> Requested | None:
+        """When ``key``'s package is a Package object a live controller reconciles: :meth:`check` (the one gate),
+        then the request the controller carries out (``action`` one of ``upgrade``, ``reconcile``,
+        ``rollback`` (to ``revision``), ``unlock``, ``cancel``, ``pause``/``resume`` (the monitor), ``suspend``
+        (``value`` True/False), ``maintenance`` (``value`` the mode, "" leaves)); None when this engine acts
+        itself. Raises ActionRefused/NotAvailable, ApiException."""
+        if self.attachment is None or self.attachment.attached(key) is None:
+            return None
+        self.gate.check("monitor" if action in ("pause", "resume") else action, key)
+        return await self.attachment.request(key, action, revision=revision, value=value)
+
+    def advertise(self, annotations: Mapping[str, str]) -> None:
+        """Annotations this engine's Lease carries from its next renewal (``helmdeck controller``: where its
+        metrics are served, :mod:`engine.runtime.drive.lease`). Without a Lease, nothing."""
+        if self.elector is not None:
+            self.elector.annotations.update(annotations)
 
     def owner(self, key: ReleaseKey) -> Owner:
         """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.ledger.owners)."""
@@ -529,19 +568,21 @@ class Engine:
         self.book.log(key, "flux", "info", said)
         return said
 
-    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
-        """Mark ``key``'s pending release failed so it can move again."""
-        return await self.operations.unlock(key)
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
+        """Mark ``key``'s pending release failed so it can move again (attached: requested)."""
+        return await self.by_controller(key, "unlock") or await self.operations.unlock(key)
 
     def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
         """Suspend (or with ``suspended`` False resume, which queues a pass) reconciliation of ``key``'s
         package; kept in its engine status. Raises ActionRefused/NotAvailable as :meth:`check` ("suspend")."""
         self.operations.suspend(key, suspended)
 
-    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
+    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult | Requested:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode and reconcile once (each
-        change costs exactly one upgrade); returns that pass. Raises ActionRefused/NotAvailable."""
-        return await self.operations.set_maintenance(key, mode)
+        change costs exactly one upgrade); returns that pass (attached: the spec patch requested). Raises
+        ActionRefused/NotAvailable."""
+        return (await self.by_controller(key, "maintenance", value=mode)
+                or await self.operations.set_maintenance(key, mode))
 
     def pause_monitor(self, key: ReleaseKey) -> int:
         """The release monitor's pause counter +1 (as nelm's PauseMonitor); returns the new count.

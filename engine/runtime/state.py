@@ -38,6 +38,61 @@ class RunningAction:
 
 
 @dataclass(frozen=True)
+class ControllerInfo:
+    """A ``helmdeck controller`` holding a Lease of the cluster, as its Lease says: ``holder`` its
+    ``holderIdentity`` (the pod's name in a cluster, ``<host>-<pid>-<hex>`` elsewhere), ``lease``
+    ``namespace/name``, ``renewed`` the Unix seconds of its last heartbeat (``renewTime``), ``duration`` the
+    Lease's seconds without renewal after which it is taken for dead, ``namespaces`` the namespaces whose
+    Package objects it reconciles (() = all), ``metrics`` where it says its metrics are served ("" unknown)."""
+
+    holder: str
+    lease: str
+    renewed: float
+    duration: float
+    namespaces: tuple[str, ...] = ()
+    metrics: str = ""
+
+    def covers(self, namespace: str) -> bool:
+        """Does it reconcile the Package objects of ``namespace``?"""
+        return not self.namespaces or namespace in self.namespaces
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A release whose package is a Package object a live controller reconciles (the app attached to it):
+    ``ref`` the object's ``(namespace, name)``, ``controller`` the Lease holder, ``generation`` and
+    ``observed`` (its status' ``observedGeneration``), the status' ``lastAttemptedRevision`` and
+    ``lastAppliedRevision``, ``requested`` the requests made on it and not acknowledged yet (``"upgrade"``,
+    ``"cancel"``... the app's action names)."""
+
+    ref: tuple[str, str]
+    controller: str
+    generation: int = 0
+    observed: int = 0
+    attempted: str = ""
+    applied: str = ""
+    requested: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Requested:
+    """An action the app asked the controller for, on the Package object ``ref``: ``action`` (the app's name),
+    ``text`` one sentence (``requested: the controller upgrades web/web (reconcile.helmdeck.dev/forceAt=...)``)."""
+
+    key: ReleaseKey
+    ref: tuple[str, str]
+    action: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ControllerChanged:
+    """The controller the app is attached to changed (None: no live controller holds a Lease)."""
+
+    controller: ControllerInfo | None
+
+
+@dataclass(frozen=True)
 class ReleaseView:
     """One release as the app shows it.
 
@@ -74,6 +129,7 @@ class ReleaseView:
     chart_update: ChartUpdate | None = None
     listed: ListedRevision | None = None
     flux_owned: bool = False
+    attached: Attached | None = None
 
     @property
     def key(self) -> ReleaseKey:
@@ -164,8 +220,11 @@ __all__ = [
     "RELEASE_STATES",
     "AccessProblems",
     "ActionOutcome",
+    "Attached",
     "CleanupItem",
     "Condition",
+    "ControllerChanged",
+    "ControllerInfo",
     "EngineSignal",
     "EntryLogged",
     "FailureCounts",
@@ -176,6 +235,7 @@ __all__ = [
     "ReleaseRemoved",
     "ReleaseUpdated",
     "ReleaseView",
+    "Requested",
     "RunningAction",
 ]
 
@@ -192,4 +252,4 @@ class PassFinished:
 
 
 EngineSignal = (ReleaseUpdated | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged | AccessProblems
-                | PassFinished)
+                | PassFinished | ControllerChanged)

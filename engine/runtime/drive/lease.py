@@ -26,12 +26,18 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base import labels
+from engine.base import labels as labels_
 from engine.kube import rest
 
 log = logging.getLogger(__name__)
 
 OnChange = Callable[[str, bool], None]  # (holder identity, this instance leads)
+
+# What ``helmdeck controller`` writes on its Lease, so the app finds it and attaches (engine.runtime.drive.attach):
+ROLE = "helmdeck.dev/role"  # label: "controller" on a controller's Lease
+CONTROLLER = "controller"
+WATCH_NAMESPACES = "helmdeck.dev/watch-namespaces"  # annotation: its --watch-namespace list, "," joined ("" all)
+METRICS = "helmdeck.dev/metrics"  # annotation: http://host:port of its metrics endpoint, as bound
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class LeaseConfig:
     duration: float = 15.0
     retry: float = 2.0
     identity: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # besides the managed-by label (a controller's: ROLE)
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 def default_identity() -> str:
@@ -60,7 +68,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _age(when: dt.datetime | str | None) -> float:
+def age(when: dt.datetime | str | None) -> float:
     """Seconds since ``when`` (an RFC 3339 time as the API gives it, or a datetime; 0 when unknown)."""
     if when is None:
         return 0.0
@@ -87,6 +95,8 @@ class LeaseElector:
         duration: float = 15.0,
         retry: float = 2.0,
         on_change: OnChange | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ):
         # Dict bodies are accepted by the client; typed as Any to pass them.
         self._api = api
@@ -96,6 +106,8 @@ class LeaseElector:
         self.duration = duration
         self.retry = retry
         self._on_change = on_change
+        self.labels = {labels_.OWNED_BY: labels_.MANAGER, **(labels or {})}
+        self.annotations = dict(annotations or {})  # written with the next renewal
         self.holder = ""
         self.leader = False
         self._seen: tuple[str, str] | None = None  # (holder, renewTime) last seen
@@ -152,8 +164,9 @@ class LeaseElector:
 
     def _body(self, rv: str | None, transitions: int, acquire: str | None) -> dict[str, Any]:
         now = _now()
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
-                                "labels": {labels.OWNED_BY: labels.MANAGER}}
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace, "labels": dict(self.labels)}
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
         if rv:
             meta["resourceVersion"] = rv
         return {
@@ -190,7 +203,7 @@ class LeaseElector:
         expired = (not holder or time.monotonic() - self._seen_at > self.duration
                    # Renewed long ago by our own clock too (far beyond any clock skew): a dead holder,
                    # so a restart after a crash need not wait a whole lease duration.
-                   or _age(spec.get("renewTime")) > 4 * self.duration + 30)
+                   or age(spec.get("renewTime")) > 4 * self.duration + 30)
         if holder != self.identity and not expired:
             return (holder, False)
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)

@@ -160,6 +160,10 @@ class PackageObjects:
         return ("its Package object no longer declares this release (spec.releaseName or spec.targetNamespace "
                 "changed); the release is kept: uninstall it with helm if it is not wanted")
 
+    def specs(self) -> dict[ReleaseKey, PackageSpec]:
+        """The valid packages as of the last validation, by release."""
+        return dict(self._specs)
+
     def generation(self, spec: PackageSpec) -> int | None:
         """The ``metadata.generation`` of the object ``spec`` was read from; None when ``spec`` is not the
         current spec of its object (an older one, or not an object's)."""

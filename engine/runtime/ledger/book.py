@@ -44,6 +44,7 @@ from engine.runtime.state import (
     RunningAction,
 )
 from engine.sources.updates import AvailableVersions, newer
+from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import ListedRevision
@@ -75,6 +76,14 @@ def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
     return f"{action} is already running on {key[0]}/{key[1]}"
 
 
+def _controller_running(obs: Observation | None, spec: PackageSpec) -> RunningAction | None:
+    """The action a controller runs on a release, as its pending revision shows it (``pending-upgrade``:
+    upgrade, since Helm stamped it, within the package's timeout)."""
+    if obs is None or not obs.is_pending:
+        return None
+    return RunningAction(obs.status.removeprefix("pending-"), helm_time(obs.last_deployed) or time.time(), spec.timeout)
+
+
 class ReleaseBook:
     """Per-release state of one engine; see the module docstring.
 
@@ -101,6 +110,9 @@ class ReleaseBook:
         self._offered: dict[ReleaseKey, AvailableVersions | None] = {}  # what its chart's repository offers
         self._flux_owned: set[ReleaseKey] = set()  # HelmRelease documents whose HelmRelease the cluster holds
         self._views: dict[ReleaseKey, ReleaseView] = {}
+        # Releases whose package is a Package object a live controller reconciles: their view's fields
+        # from the object (engine.runtime.drive.attach); a package of this engine's own wins.
+        self._attached: dict[ReleaseKey, dict[str, Any]] = {}
         self._events: dict[ReleaseKey, deque[LogEntry]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._holders: dict[ReleaseKey, asyncio.Task[Any]] = {}  # the task running each held release's action
@@ -185,6 +197,13 @@ class ReleaseBook:
         """Replace the declared packages (the views are refreshed by the caller)."""
         self.packages = dict(specs)
         self._flux_owned &= set(self.packages)  # a finding about a document no longer declared is void
+
+    def set_attached(self, fields: Mapping[ReleaseKey, dict[str, Any]]) -> None:
+        """Replace the attached releases (their view fields from the Package objects) and refresh the changed."""
+        old, self._attached = self._attached, dict(fields)
+        for key in set(old) | set(fields):
+            if old.get(key) != fields.get(key):
+                self.refresh(key)
 
     def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP,
                    show: bool = True) -> None:
@@ -302,7 +321,8 @@ class ReleaseBook:
         cur = self._views.get(key)
         status = self._statuses.get(key)
         bad = self.observer.unreadable_releases().get(key)
-        if obs is None and pkg is None and bad is None:
+        attached = self._attached.get(key) if pkg is None else None
+        if obs is None and pkg is None and bad is None and attached is None:
             if cur is not None and cur.running is None and not changes:
                 del self._views[key]
                 self.emit(ReleaseRemoved(key))
@@ -334,6 +354,10 @@ class ReleaseBook:
                 # The pass stopped before any action: say so in STATE and LAST ACTION, not only in Ready.
                 fields.update(state=FAILED, last=ActionOutcome(
                     "resolve", False, f"{ready.reason}: {ready.message}", at=ready.last_transition))
+        if attached is not None:  # the controller's status, and its running action as storage shows it
+            fields.update(attached, running=_controller_running(obs, attached["package"]))
+        else:
+            fields["attached"] = None
         state = self._states.get(key)
         if state is None and pkg is not None:
             # Until a pass decides (or after storage changed under it): a quick verdict, kept so that

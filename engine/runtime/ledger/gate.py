@@ -25,6 +25,13 @@ same everywhere. Rules, in the order they are checked:
    Flux skips a suspended HelmRelease. ``plan`` reads the same rule. The operator's forced upgrade
    (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume.
 
+Attached to a controller (the release's package is a Package object a live ``helmdeck controller``
+reconciles, :mod:`engine.runtime.drive.attach`), the same rules decide, and the controller carries the action
+out (a request on the object): rule 1 holds; rule 2 (this app's own lease) does not apply; the controller
+takes requests for upgrade, rollback, unlock, cancel, the monitor, and suspend and maintenance (the
+object's spec): any other action is refused naming what to do instead (:func:`controller_refusal`); unlock
+needs a pending release (rule 5) and cancel an action of the controller's running (its pending revision).
+
 ``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
 """
 
@@ -35,7 +42,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
 from engine.runtime.ledger.owners import owner_of
-from engine.runtime.state import ReleaseKey
+from engine.runtime.state import Attached, ReleaseKey
 from engine.storage.observation import Observation
 
 # Mutating actions, by the name the app's keys use.
@@ -86,6 +93,29 @@ def local_chart_reason(key: ReleaseKey) -> str:
             "or OCIRepository")
 
 
+# The app's actions a controller takes as requests on a Package object (engine.runtime.drive.requests; suspend and
+# maintenance as the spec's own fields); "reconcile" is the pass after a pin.
+CONTROLLER_TAKES = frozenset({"upgrade", "reconcile", "rollback", "unlock", "cancel", "monitor", "suspend",
+                              "maintenance"})
+
+
+def controller_refusal(action: str, found: Attached) -> str | None:
+    """Why the controller cannot carry ``action`` out on the Package object of ``found`` (None: it can)."""
+    if action in CONTROLLER_TAKES:
+        return None
+    ns, name = found.ref
+    whose = f"Package {ns}/{name} is reconciled by helmdeck controller {found.controller}"
+    if action in READING:
+        return f"{whose}: it renders the chart; this app does not (kubectl describe pkg -n {ns} {name})"
+    if action == "uninstall":
+        return f"{whose}: delete the object to uninstall (kubectl delete pkg -n {ns} {name}; its finalizer uninstalls)"
+    if action == "test":
+        return f"{whose}: it takes no test request (spec.test runs the tests after each install and upgrade)"
+    if action == "versions":
+        return f"{whose}: pin the chart version in the object (kubectl edit pkg -n {ns} {name})"
+    return f"{whose}: {action} is not one of its requests"
+
+
 class Suspended(ActionRefused):
     """A reconcile refused because the package is suspended (rule 9): it rests, nothing is retried."""
 
@@ -105,6 +135,8 @@ class ActionGate:
     online: bool = True
     leader: bool = True
     holder: str = field(init=False, default="")  # who holds the lease when another instance does
+    # The Package object of a release a live controller reconciles (None: this engine carries actions out).
+    attached: Callable[[ReleaseKey], Attached | None] = lambda _key: None
 
     @property
     def acting(self) -> bool:
@@ -135,15 +167,18 @@ class ActionGate:
         """
         if action not in ACTIONS and action not in READING:
             raise ValueError(f"unknown action {action!r}")
+        found = self.attached(key) if key is not None else None
         if action in ACTIONS:
             if self.readonly:
                 return READ_ONLY
-            if not self.leader:
+            if not self.leader and found is None:
                 return f"read-only: {self.holder or 'another instance'} holds the engine lease"
         if not self.online and action not in _OFFLINE_OK:
             return OFFLINE
         if key is None:
             return None
+        if found is not None:
+            return self._for_controller(action, key, found)
         if action in _NEEDS_PACKAGE and key not in self._book.packages:
             return no_package_reason(key)
         if action == "versions" and self._book.packages[key].chart_request is None:
@@ -164,6 +199,16 @@ class ActionGate:
             return busy_reason(key, view.running if view else None)
         if action == "reconcile":
             return self.suspension(key)
+        return None
+
+    def _for_controller(self, action: str, key: ReleaseKey, found: Attached) -> str | None:
+        refused = controller_refusal(action, found)
+        if refused is not None:
+            return refused
+        if action == "unlock" and not is_pending(self._latest(*key)):
+            return not_pending_reason(key)
+        if action == "cancel" and not is_pending(self._latest(*key)):
+            return f"nothing runs on {key[0]}/{key[1]} (no pending revision of the controller's): nothing to cancel"
         return None
 
     def check(self, action: str, key: ReleaseKey | None = None) -> None:

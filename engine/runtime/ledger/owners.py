@@ -34,17 +34,21 @@ FLUX_OWNED = "FluxOwned"  # a pass's state when a HelmRelease document's release
 
 @dataclass(frozen=True)
 class Owner:
-    """A release's owner: ``kind`` "helmdeck" (a package), "flux" (a HelmRelease) or "none"."""
+    """A release's owner: ``kind`` "helmdeck" (a package), "controller" (a Package object a live ``helmdeck
+    controller`` reconciles), "flux" (a HelmRelease) or "none"."""
 
-    kind: Literal["helmdeck", "flux", "none"]
+    kind: Literal["helmdeck", "controller", "flux", "none"]
     namespace: str = ""
     name: str = ""
 
     @property
     def text(self) -> str:
-        """"helmdeck package ns/name", "Flux HelmRelease ns/name" or "none"."""
+        """"helmdeck package ns/name", "helmdeck controller, Package ns/name", "Flux HelmRelease ns/name" or
+        "none"."""
         if self.kind == "none":
             return "none"
+        if self.kind == "controller":
+            return f"helmdeck controller, Package {self.namespace}/{self.name}"
         what = "helmdeck package" if self.kind == "helmdeck" else "Flux HelmRelease"
         return f"{what} {self.namespace}/{self.name}"
 
@@ -53,9 +57,11 @@ NONE = Owner("none")
 
 
 def owner_of(view: ReleaseView) -> Owner:
-    """``view``'s owner: the Flux HelmRelease of its document when the cluster holds it (``flux_owned``), else
-    its helmdeck package, else the Flux HelmRelease its latest manifest names (``Observation.flux_owner``),
-    else :data:`NONE`."""
+    """``view``'s owner: a live controller's when its package is a Package object that controller reconciles, the
+    Flux HelmRelease of its document when the cluster holds it (``flux_owned``), else its helmdeck package, else
+    the Flux HelmRelease its latest manifest names (``Observation.flux_owner``), else :data:`NONE`."""
+    if view.attached is not None:
+        return Owner("controller", *view.attached.ref)
     if view.package is not None and view.flux_owned:
         return Owner("flux", view.package.namespace, view.package.name)
     if view.package is not None:

@@ -1,0 +1,273 @@
+"""The app attached to a ``helmdeck controller``: its Package objects shown as packages, the operator's actions
+made requests on them.
+
+- Finding a controller: a controller's Lease carries the label ``helmdeck.dev/role: controller`` and, as
+  annotations, its ``--watch-namespace`` list and where its metrics are served
+  (:mod:`engine.runtime.drive.lease`). The Leases so labelled are listed every ``every`` seconds; one whose
+  holder renewed it within its ``leaseDurationSeconds`` (plus two rounds of slack) is live, as client-go's
+  leader election counts a holder alive.
+- Attached: while one is live, the Package objects of the namespaces it covers are read and watched
+  (:class:`~engine.runtime.drive.objects.PackageObjects`, the same loader), and each becomes its release's
+  package in the book, marked :class:`~engine.runtime.state.Attached`: the row follows the object's status
+  (conditions, failure counters, ``lastAttemptedRevision``), its release in storage (a ``pending-*`` revision
+  is the controller's running action) and the controller's Events on the object (the release's log).
+- Requests: the gate still decides whether an action may run (:mod:`engine.runtime.ledger.gate`); attached,
+  it is carried out by the controller: :meth:`Attachment.request` writes the request annotation the
+  controller handles once (:mod:`engine.runtime.drive.requests`), or for suspend and maintenance, which are
+  the spec's own fields, patches the spec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.base.labels import API_VERSION
+from engine.kube import rest
+from engine.monitor.events import KubeEvent
+from engine.package.model import PackageSpec
+from engine.reconcile import conditions as cond
+from engine.reconcile.conditions import Condition
+from engine.reconcile.status import FailureCounts
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, age
+from engine.runtime.drive.object_status import object_ref
+from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
+from engine.runtime.drive.requests import REQUESTS, ROLLBACK_REVISION, pending
+from engine.runtime.ledger.book import ActionRefused, ReleaseBook
+from engine.runtime.state import Attached, ControllerChanged, ControllerInfo, LogEntry, ReleaseKey, Requested
+from engine.storage.helmtime import helm_time
+
+log = logging.getLogger(__name__)
+
+EVERY = 2.0  # seconds between two reads of the controllers' Leases
+# The app's actions the controller carries out, and the request annotation each writes (suspend and
+# maintenance patch the spec instead); "reconcile" is a pass nobody forced (after a pin).
+REQUEST_OF = {"upgrade": "force", "reconcile": "reconcile", "rollback": "rollback", "unlock": "unlock",
+              "cancel": "cancel", "pause": "pause", "resume": "resume"}
+# What the app shows a pending request as (the app's action names), by request.
+_SHOWN = {"force": "upgrade", "reconcile": "reconcile", "reset": "reset", "rollback": "rollback",
+          "unlock": "unlock", "cancel": "cancel", "pause": "pause", "resume": "resume"}
+_VERBS = {"upgrade": "upgrades", "reconcile": "reconciles", "rollback": "rolls back", "unlock": "unlocks",
+          "cancel": "cancels the action on", "pause": "pauses the monitor of", "resume": "resumes the monitor of",
+          "suspend": "suspends", "resume-package": "resumes", "maintenance": "puts in maintenance",
+          "leave-maintenance": "takes out of maintenance"}
+
+
+def now_text() -> str:
+    """A request's value: the time now, RFC 3339 with microseconds (two requests in one second differ)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def live_controllers(leases: Iterable[dict[str, Any]], slack: float = 2 * EVERY) -> tuple[ControllerInfo, ...]:
+    """The controllers of ``leases`` (Lease objects) whose holder renewed within the Lease's duration plus
+    ``slack`` seconds, by Lease; a released Lease (no holder) is none."""
+    out = []
+    for lease in leases:
+        meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
+        holder, renewed = str(spec.get("holderIdentity") or ""), spec.get("renewTime")
+        duration = float(spec.get("leaseDurationSeconds") or 15)
+        if not holder or not renewed or age(renewed) > duration + slack:
+            continue
+        notes = meta.get("annotations") or {}
+        watched = tuple(n for n in str(notes.get(WATCH_NAMESPACES) or "").split(",") if n)
+        out.append(ControllerInfo(holder, f"{meta.get('namespace')}/{meta.get('name')}",
+                                  helm_time(str(renewed)) or 0.0, duration, watched, str(notes.get(METRICS) or "")))
+    return tuple(sorted(out, key=lambda c: c.lease))
+
+
+def read_controllers(api: client.ApiClient) -> tuple[ControllerInfo, ...]:
+    """The live controllers of the cluster (blocking). Raises ApiException (403: the app needs ``list`` on
+    ``leases.coordination.k8s.io`` at cluster scope)."""
+    body = rest.get_json(api, rest.path("coordination.k8s.io/v1", "leases"),
+                         [("labelSelector", f"{ROLE}={CONTROLLER}")])
+    return live_controllers(body.get("items") or ())
+
+
+def attached_state(conditions: tuple[Condition, ...], generation: int, observed: int) -> str:
+    """The release state the row shows for the controller's status: a projection of its conditions (the
+    controller decided), OutOfSync while a spec change waits for its pass."""
+    if cond.is_true(conditions, cond.STALLED):
+        return "Stalled"
+    ready = cond.get(conditions, cond.READY)
+    if generation > observed or ready is None or ready.status == "Unknown":
+        return "OutOfSync"
+    return "InSync" if ready.status == "True" else "Failed"
+
+
+def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str) -> dict[str, Any]:
+    """The release view's fields (``ReleaseView``) a Package object and its status give."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    conditions = tuple(
+        Condition(str(c.get("type")), "True" if c.get("status") == "True" else "False" if c.get("status") == "False"
+                  else "Unknown",
+                  str(c.get("reason") or ""), str(c.get("message") or ""),
+                  helm_time(str(c.get("lastTransitionTime") or "")) or 0.0)
+        for c in status.get("conditions") or () if isinstance(c, dict))
+    generation, observed = int(meta.get("generation") or 0), int(status.get("observedGeneration") or 0)
+    ready = cond.get(conditions, cond.READY)
+    asked = tuple(dict.fromkeys(_SHOWN[r] for r, _ in pending(obj, {})))
+    return {
+        "package": spec,
+        "attached": Attached((str(meta.get("namespace")), str(meta.get("name"))), holder, generation, observed,
+                             str(status.get("lastAttemptedRevision") or ""),
+                             str(status.get("lastAppliedRevision") or ""), asked),
+        "conditions": conditions,
+        "ready": None if ready is None or ready.status == "Unknown" else ready.status == "True",
+        "state": attached_state(conditions, generation, observed),
+        "suspended": spec.suspend,
+        "maintenance": spec.maintenance,
+        "failures": FailureCounts(int(status.get("installFailures") or 0), int(status.get("upgradeFailures") or 0),
+                                  int(status.get("failures") or 0)),
+    }
+
+
+class Attachment:
+    """Finds the live controllers through ``api`` and attaches the book to them (see the module docstring).
+    ``namespaces``: the app's scope (None: all); ``events(namespace, callback)`` watches a namespace's
+    Kubernetes Events (returns the unsubscribe); ``spawn`` runs background tasks."""
+
+    def __init__(self, api: client.ApiClient, book: ReleaseBook, namespaces: list[str] | None,
+                 events: Callable[[str, Callable[[KubeEvent], None]], Callable[[], None]], *, every: float = EVERY):
+        self._api, self._book, self._namespaces = api, book, namespaces
+        self._events = events
+        self.every = every
+        self.controllers: tuple[ControllerInfo, ...] = ()
+        self._objects: PackageObjects | None = None
+        self._watching: asyncio.Task[None] | None = None
+        self._keys: dict[tuple[str, str], ReleaseKey] = {}  # object ref -> its release
+        self._event_watches: dict[str, Callable[[], None]] = {}
+        self.problem = ""
+
+    def attached(self, key: ReleaseKey) -> Attached | None:
+        """``key``'s object when a live controller reconciles its package, else None."""
+        view = self._book.view(key)
+        return view.attached if view is not None and key not in self._book.packages else None
+
+    def controller_of(self, namespace: str) -> ControllerInfo | None:
+        return next((c for c in self.controllers if c.covers(namespace)), None)
+
+    async def run(self) -> None:
+        """Follow the controllers' Leases until cancelled."""
+        try:
+            while True:
+                try:
+                    found = await asyncio.to_thread(read_controllers, self._api)
+                    self.problem = ""
+                except (ApiException, OSError) as exc:
+                    found = self.controllers  # a blip: what was known stays until the next read
+                    problem = f"controller Leases unreadable: {getattr(exc, 'reason', exc)}"
+                    if problem != self.problem:
+                        log.warning("%s", problem)
+                    self.problem = problem
+                if found != self.controllers:
+                    await self._set(found)
+                await asyncio.sleep(self.every)
+        finally:
+            await self._detach()
+
+    async def _set(self, found: tuple[ControllerInfo, ...]) -> None:
+        holders = {c.lease: c.holder for c in self.controllers}
+        self.controllers = found
+        self._book.emit_changed(ControllerChanged(found[0] if found else None), unsaid=ControllerChanged(None))
+        if not found:
+            await self._detach()
+        elif self._objects is None:
+            self._objects = PackageObjects(self._api, self._namespaces)
+            try:
+                await asyncio.to_thread(self._objects.load)
+            except ApiException as exc:
+                self.problem = f"Package objects unreadable: {exc.reason}"
+                log.warning("%s", self.problem)
+                self._objects = None
+                return
+            self._objects.on_burst(self._show)
+            self._show()
+            self._watching = asyncio.create_task(self._watch(self._objects), name="attach-packages")
+        elif holders != {c.lease: c.holder for c in found}:
+            self._show()
+
+    async def _watch(self, objects: PackageObjects) -> None:
+        async for _update in objects.watch():
+            pass  # each burst calls _show (metadata and status changes included)
+
+    async def _detach(self) -> None:
+        if self._objects is not None:
+            self._objects.stop()
+        if self._watching is not None:
+            self._watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watching
+        self._objects, self._watching = None, None
+        for unsubscribe in self._event_watches.values():
+            unsubscribe()
+        self._event_watches.clear()
+        self._keys.clear()
+        self._book.set_attached({})
+
+    def _show(self) -> None:
+        """The book's attached packages from the objects known now (once per burst of changes)."""
+        if self._objects is None:
+            return
+        specs: dict[Path, PackageSpec] = {s.file: s for s in self._objects.specs().values()}
+        fields: dict[ReleaseKey, dict[str, Any]] = {}
+        keys: dict[tuple[str, str], ReleaseKey] = {}
+        for origin, obj in self._objects.objects(PACKAGES).items():
+            spec = specs.get(origin)
+            ref = object_ref(origin)
+            controller = self.controller_of(ref[0]) if ref is not None else None
+            if spec is None or ref is None or controller is None or deleting(obj) or spec.key in self._book.packages:
+                continue  # a package file of this app's own set wins: that one this app drives
+            fields[spec.key] = attached_fields(obj, spec, controller.holder)
+            keys[ref] = spec.key
+        self._keys = keys
+        for namespace in {ref[0] for ref in keys} - set(self._event_watches):
+            self._event_watches[namespace] = self._events(namespace, self._on_event)
+        self._book.set_attached(fields)
+
+    def _on_event(self, event: KubeEvent) -> None:
+        """The controller's Event on a Package object: an entry in its release's log."""
+        key = self._keys.get((event.namespace, event.name)) if event.kind == "Package" else None
+        if key is None:
+            return
+        outcome = "failed" if event.warning else "succeeded" if event.reason.endswith("Succeeded") else "info"
+        self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
+
+    async def request(self, key: ReleaseKey, action: str, *, revision: int = 0, value: bool | str = True) -> Requested:
+        """Have the controller carry ``action`` out on ``key``'s Package object: its request annotation, or
+        for ``suspend`` (``value`` True/False) and ``maintenance`` (``value`` the mode, "" to leave) a patch of
+        its spec. ``revision``: the rollback's target (0: the previous one). Raises ActionRefused (not
+        attached), ApiException."""
+        found = self.attached(key)
+        if found is None:
+            raise ActionRefused(f"{key[0]}/{key[1]} is not a Package object a live controller reconciles")
+        ns, name = found.ref
+        body: dict[str, Any]
+        shown = action
+        if action == "suspend":
+            body, shown = {"spec": {"suspend": bool(value)}}, "suspend" if value else "resume-package"
+            said = f"spec.suspend: {str(bool(value)).lower()}"
+        elif action == "maintenance":
+            body, shown = {"spec": {"maintenance": value or None}}, "maintenance" if value else "leave-maintenance"
+            said = f"spec.maintenance: {value or '(none)'}"
+        else:
+            names, _ = REQUESTS[REQUEST_OF[action]]
+            stamp = now_text()
+            notes = {names[0]: stamp}
+            if action == "rollback":
+                notes[ROLLBACK_REVISION] = str(revision)
+            body = {"metadata": {"annotations": notes}}
+            said = ", ".join(f"{k}={v}" for k, v in notes.items())
+        await asyncio.to_thread(rest.send, self._api, "PATCH", rest.path(API_VERSION, PACKAGES, ns, name), body,
+                                content_type=rest.MERGE_PATCH)
+        target = f" to revision {revision}" if action == "rollback" and revision else ""
+        text = f"requested: the controller {_VERBS[shown]} {key[0]}/{key[1]}{target} ({said})"
+        self._book.log(key, "request", "info", text)
+        return Requested(key, found.ref, action, text)
