@@ -24,7 +24,7 @@ from typing import Any
 from engine.helm import Helm
 from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
 from engine.package.identity import valid_service_account_name
-from engine.runtime.drive.lease import LeaseConfig
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, LeaseConfig
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
 from engine.runtime.state import EntryLogged
@@ -51,8 +51,10 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     namespaces = sorted(set(args.watch_namespaces)) if args.watch_namespaces else None
     package_set = cluster_package_set(args.package_set, namespaces)
     lease_ns = args.lease_namespace or pod_namespace(args.serviceaccount_dir or SERVICE_ACCOUNT_DIR) or "default"
+    # Labelled and annotated so the app finds it and attaches (engine.runtime.drive.attach).
     lease = LeaseConfig(package_set.lease_name, lease_ns, duration=args.lease_duration,
-                        retry=max(0.5, min(2.0, args.lease_duration / 5)))
+                        retry=max(0.5, min(2.0, args.lease_duration / 5)), labels=((ROLE, CONTROLLER),),
+                        annotations=((WATCH_NAMESPACES, ",".join(namespaces or ())),))
     helm = find_helm(args.helm)
     log.info("using helm %s; package set %s, Lease %s/%s", helm.describe(), package_set.identity, lease.namespace,
              lease.name)
@@ -100,7 +102,9 @@ async def _run(engine: Engine, args: argparse.Namespace) -> int:
     metrics = ControllerMetrics(engine.releases, engine.queue_depth)
     engine.subscribe(metrics.on_signal)
     log.info("health probes on %s:%d", *serve_health(args.health_addr, health))
-    log.info("metrics on %s:%d", *serve_metrics(args.metrics_addr, metrics.registry))
+    host, port = serve_metrics(args.metrics_addr, metrics.registry)
+    log.info("metrics on %s:%d", host, port)
+    engine.advertise({METRICS: f"http://{host}:{port}"})  # on the Lease: the app reads the pulses there
     heartbeat = asyncio.create_task(_beat(health))
     await engine.start(reconcile=True)
     health.ready = True

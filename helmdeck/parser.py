@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print helmdeck's version and the helm binary it would run, then exit")
     _add_theme(parser)
+    parser.add_argument("--controller-metrics", action="append", default=[], metavar="URL",
+                        help="a helmdeck controller replica's metrics (repeatable), for the controller view (P), "
+                             "e.g. http://127.0.0.1:8080/metrics after kubectl port-forward; a controller running "
+                             "on this machine is found through its Lease without it")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser(

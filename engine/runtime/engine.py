@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from kubernetes import client
 
@@ -68,12 +69,14 @@ from engine.runtime.ledger.tasks import Background
 from engine.runtime.operations import Operations
 from engine.runtime.package_set import PackageSet, cluster_package_set, package_set_for
 from engine.runtime.plan import Plan, make_plan
+from engine.runtime.pulses import PulseMeter, reachable
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
     ControllerInfo,
     LogEntry,
+    Pulse,
     ReleaseKey,
     ReleaseView,
     Requested,
@@ -114,6 +117,8 @@ class Engine:
     ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
     ``attach``: follow the cluster's ``helmdeck controller``s; while one is live, its Package objects show as
     packages and the actions on them become requests it carries out (:mod:`engine.runtime.drive.attach`).
+    ``controller_metrics``: the metrics URLs of controller replicas (checked by
+    :func:`engine.runtime.pulses.check_url`), read for :meth:`pulses` beside those the controllers' Leases give.
     """
 
     def __init__(
@@ -136,6 +141,7 @@ class Engine:
         cluster_packages: bool = False,
         default_service_account: str = "",
         attach: bool = False,
+        controller_metrics: tuple[str, ...] = (),
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -202,6 +208,8 @@ class Engine:
                          if self.objects is not None and self.status_writer is not None else None)
         self.attachment = (Attachment(api, self.book, namespaces, self.kube_events.watch)
                            if attach and online else None)
+        self._metrics_urls = controller_metrics
+        self.pulse_meter = PulseMeter(self._pulse_endpoints)
         self.gate.attached = self.attachment.attached if self.attachment is not None else self.gate.attached
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease,
@@ -541,6 +549,20 @@ class Engine:
             return None
         self.gate.check("monitor" if action in ("pause", "resume") else action, key)
         return await self.attachment.request(key, action, revision=revision, value=value)
+
+    def _pulse_endpoints(self) -> list[tuple[str, str]]:
+        out = {url: urlsplit(url).netloc for url in self._metrics_urls}
+        for found in self.controllers:
+            url = reachable(found)
+            if url and url not in out:
+                out[url] = found.holder
+        return [(replica, url) for url, replica in out.items()]
+
+    async def pulses(self) -> tuple[Pulse, ...]:
+        """Read each controller replica's metrics once more and return its pulses (reconciles per minute by
+        result, queue depth, helm action p50/p99), one per replica: the URLs given, then the live controllers'
+        reachable from here (:mod:`engine.runtime.pulses`); () when none is known."""
+        return await self.pulse_meter.sample()
 
     def advertise(self, annotations: Mapping[str, str]) -> None:
         """Annotations this engine's Lease carries from its next renewal (``helmdeck controller``: where its

@@ -86,6 +86,31 @@ class Requested:
 
 
 @dataclass(frozen=True)
+class Pulse:
+    """One controller replica's pulses (the app's ``P`` view, :mod:`engine.runtime.pulses`), oldest first, one
+    value per interval between two readings of its metrics: ``succeeded`` and ``failed`` reconciles per
+    minute, ``p50``/``p99`` of its helm actions' durations in seconds (0 when none ended); ``queue`` the queue
+    depth at each reading; ``problem`` why the last reading failed ("" when it did not)."""
+
+    replica: str
+    url: str
+    succeeded: tuple[float, ...] = ()
+    failed: tuple[float, ...] = ()
+    queue: tuple[float, ...] = ()
+    p50: tuple[float, ...] = ()
+    p99: tuple[float, ...] = ()
+    problem: str = ""
+
+    @property
+    def failing_more(self) -> bool:
+        """The failure rate rises: the last interval failed and more than the intervals before did on average."""
+        if not self.failed or self.failed[-1] <= 0:
+            return False
+        earlier = self.failed[:-1]
+        return not earlier or self.failed[-1] > sum(earlier) / len(earlier)
+
+
+@dataclass(frozen=True)
 class ControllerChanged:
     """The controller the app is attached to changed (None: no live controller holds a Lease)."""
 
@@ -231,6 +256,7 @@ __all__ = [
     "LeaseChanged",
     "LogEntry",
     "PackageProblems",
+    "Pulse",
     "ReleaseKey",
     "ReleaseRemoved",
     "ReleaseUpdated",
