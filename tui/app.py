@@ -29,7 +29,15 @@ from textual.theme import Theme
 from engine.base.masking import Masker
 from engine.runtime import Engine, EngineSignal, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.state import AccessProblems, ActionOutcome, LeaseChanged, ReleaseKey, ReleaseRemoved
+from engine.runtime.state import (
+    AccessProblems,
+    ActionOutcome,
+    ControllerChanged,
+    LeaseChanged,
+    ReleaseKey,
+    ReleaseRemoved,
+    Requested,
+)
 from tui.collector import Collector
 from tui.engine_client import ContextSwitch, EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
@@ -39,6 +47,7 @@ from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpFacts, HelpScreen
 from tui.screens.main import MainScreen
 from tui.screens.picker import PickerScreen
+from tui.screens.pulses import PulsesScreen
 from tui.settings import Settings
 from tui.themes import DEFAULT_THEME, SHIPPED_DIR, load_themes
 
@@ -68,6 +77,9 @@ class HelmdeckApp(App[None]):
     BINDINGS = [
         *operation_bindings(),
         Binding("C", "context", "Context", tooltip="Switch the cluster context (as k9s's :ctx)"),
+        # In the footer while a controller (or its metrics) is known; the key works always (the fallback).
+        Binding("P", "pulses(1)", "Pulses", tooltip="The controller view: its pulses, as k9s's"),
+        Binding("P", "pulses(0)", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -112,6 +124,7 @@ class HelmdeckApp(App[None]):
         self.theme = self._initial_theme()
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.signals.lease.subscribe(self, self._lease_changed, immediate=True)
+        self.signals.controller.subscribe(self, self._controller_changed, immediate=True)
         self.signals.problems.subscribe(self, self._package_problems, immediate=True)
         self.signals.access.subscribe(self, self._access_problems, immediate=True)
         for problem in self._startup_problems:
@@ -153,6 +166,17 @@ class HelmdeckApp(App[None]):
         self._collector.stop()
         if self._start_engine:
             await self.client.stop()
+
+    # -- the controller view ------------------------------------------------------------
+    def action_pulses(self, _shown: int = 0) -> None:
+        """Open the controller view (P), or close it when it is open."""
+        if isinstance(self.screen, PulsesScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(PulsesScreen(self.client, self.signals, self.clock))
+
+    def _controller_changed(self, _event: ControllerChanged) -> None:
+        self.refresh_bindings()
 
     # -- cluster contexts --------------------------------------------------------------
     def action_context(self) -> None:
@@ -263,6 +287,8 @@ class HelmdeckApp(App[None]):
     # -- availability (the engine's answer, worded once) -----------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Operations: hidden in read-only mode, shown disabled while the engine cannot do them."""
+        if action == "pulses":
+            return not parameters[0] or bool(self.client.controllers() or self.client.pulse_sources())
         if action != "operation":
             return True
         if self.client.readonly:
@@ -281,6 +307,8 @@ class HelmdeckApp(App[None]):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Context (C)", "Switch the cluster context: the kubeconfig's contexts, as k9s's :ctx",
                             self.action_context)
+        yield SystemCommand("Controller view (P)", "The cluster's helmdeck controllers: reconciles per minute, queue "
+                            "depth, helm action durations, live", self.action_pulses)
         yield SystemCommand("Help (?)", "Every key, what each action does and why one is unavailable",
                             self.action_help)
         if self.client.readonly:
@@ -358,10 +386,15 @@ class HelmdeckApp(App[None]):
                 return
             if choice == "alternative" and step.alternative is not None:
                 call = step.alternative
-        if step.starting:
+        attached = ctx.view is not None and ctx.view.attached is not None
+        if step.starting and not attached:  # a request is written at once: the controller acts
             self.notify(step.starting)
         done = await self._guard(step.what, call())
-        if done is not None:
+        if done is None:
+            return
+        if isinstance(done[0], Requested):  # the gate's wording: the controller carries it out
+            self.notify(done[0].text, title=f"{op.label} {ctx.ref}: requested")
+        else:
             self._report(ctx.key, step.report(done[0]))
 
     async def _pick(self, title: str, choices: list[tuple[str, int]], initial: int) -> int | None:

@@ -27,10 +27,13 @@ from engine.runtime.state import (
     AccessProblems,
     ActionOutcome,
     CleanupItem,
+    ControllerInfo,
     EngineSignal,
     LogEntry,
+    Pulse,
     ReleaseKey,
     ReleaseView,
+    Requested,
 )
 from engine.storage.observation import Observation
 from tui.manifest import Scopes, kinds, placed
@@ -218,17 +221,21 @@ class EngineClient:
         return await self.engine.diff(key, reveal=reveal)
 
     # -- acting ------------------------------------------------------------------
-    async def upgrade(self, key: ReleaseKey) -> ActionOutcome | None:
+    async def upgrade(self, key: ReleaseKey) -> ActionOutcome | Requested | None:
         return await self.engine.reconcile(key, force=True)
 
-    async def rollback(self, key: ReleaseKey, revision: int) -> ActionOutcome:
+    async def rollback(self, key: ReleaseKey, revision: int) -> ActionOutcome | Requested:
         return await self.engine.rollback(key, revision)
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.test(key)
 
-    async def suspend(self, key: ReleaseKey, suspended: bool) -> None:
-        self.engine.suspend(key, suspended)
+    async def suspend(self, key: ReleaseKey, suspended: bool) -> Requested | None:
+        """Suspend or resume reconciliation (attached to a controller: its spec.suspend patched)."""
+        requested = await self.engine.by_controller(key, "suspend", value=suspended)
+        if requested is None:
+            self.engine.suspend(key, suspended)
+        return requested
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.uninstall(key)
@@ -237,13 +244,19 @@ class EngineClient:
         """Cleanup's list (``dry_run``) or the removal of ``confirmed`` refs only (what the dialog listed)."""
         return await self.engine.cleanup(dry_run=dry_run, confirmed=confirmed)
 
-    async def pause_monitor(self, key: ReleaseKey) -> int:
-        """The monitor's pause counter +1; returns the new count."""
+    async def pause_monitor(self, key: ReleaseKey) -> int | Requested:
+        """The monitor's pause counter +1; returns the new count (attached: the request made)."""
+        requested = await self.engine.by_controller(key, "pause")
+        if requested is not None:
+            return requested
         self.check("monitor", key)
         return self.engine.pause_monitor(key)
 
-    async def resume_monitor(self, key: ReleaseKey) -> int:
-        """The monitor's pause counter -1 (never below 0); returns the new count."""
+    async def resume_monitor(self, key: ReleaseKey) -> int | Requested:
+        """The monitor's pause counter -1 (never below 0); returns the new count (attached: the request made)."""
+        requested = await self.engine.by_controller(key, "resume")
+        if requested is not None:
+            return requested
         self.check("monitor", key)
         return self.engine.resume_monitor(key)
 
@@ -252,10 +265,26 @@ class EngineClient:
         self.check("maintenance", key)
         return await self.engine.set_maintenance(key, mode)
 
-    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Stop the action running on ``key``; it is recorded as the engine's own failed action."""
         self.check("cancel", key)
         return await self.engine.cancel(key)
+
+    # -- the cluster's helmdeck controller -------------------------------------------------
+    def controller(self, namespace: str) -> ControllerInfo | None:
+        """The live controller reconciling the Package objects of ``namespace`` (None: none)."""
+        return next((c for c in self.engine.controllers if c.covers(namespace)), None)
+
+    def controllers(self) -> tuple[ControllerInfo, ...]:
+        return self.engine.controllers
+
+    def pulse_sources(self) -> bool:
+        """Are controller metrics known (URLs given, or a live controller's reachable from here)?"""
+        return self.engine.pulse_sources()
+
+    async def pulses(self) -> tuple[Pulse, ...]:
+        """Each controller replica's pulses, read once more from its metrics endpoint."""
+        return await self.engine.pulses()
 
     def owner(self, key: ReleaseKey) -> Owner:
         """Who owns ``key``: a helmdeck package, a Flux HelmRelease or none."""
@@ -278,7 +307,7 @@ class EngineClient:
         """What upgrading ``key`` to chart ``version`` would change ("" = nothing), masked unless ``reveal``."""
         return await self.engine.version_diff(key, version, reveal=reveal)
 
-    async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | str | None]:
+    async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | Requested | str | None]:
         """Pin ``key``'s chart to ``version`` in its package file, then reconcile it (a suspended package
         waits for its resume): the edit and the pass's outcome (None: nothing ran; a text: why it could not
         run now, the package is then queued)."""
@@ -289,7 +318,7 @@ class EngineClient:
             self.engine.enqueue(key)
             return pinned, str(exc)
 
-    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Make a release stuck in a pending state actionable again."""
         self.check("unlock", key)
         return await self.engine.unlock(key)

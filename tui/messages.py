@@ -10,6 +10,7 @@ from textual.signal import Signal
 
 from engine.runtime.state import (
     AccessProblems,
+    ControllerChanged,
     EngineSignal,
     EntryLogged,
     LeaseChanged,
@@ -42,9 +43,11 @@ class EngineSignals:
         self.lease: Signal[LeaseChanged] = Signal(owner, "lease-changed")
         self.problems: Signal[PackageProblems] = Signal(owner, "package-problems")
         self.access: Signal[AccessProblems] = Signal(owner, "access-problems")
+        self.controller: Signal[ControllerChanged] = Signal(owner, "controller-changed")
         self._by_type: dict[type, Signal[Any]] = {
             ReleaseUpdated: self.updated, ReleaseRemoved: self.removed, EntryLogged: self.logged,
             LeaseChanged: self.lease, PackageProblems: self.problems, AccessProblems: self.access,
+            ControllerChanged: self.controller,
         }
 
     def publish(self, event: EngineSignal) -> None:

@@ -109,7 +109,8 @@ def column(key: str) -> Column:
 
 def _owner(view: ReleaseView) -> str:
     kind = owner_of(view).kind
-    return "-" if kind == "none" else kind
+    # "cluster": a Package object the cluster's helmdeck controller reconciles (the Overview names it).
+    return {"none": "-", "controller": "cluster"}.get(kind, kind)
 
 
 _READING = Cell("…")  # a cell of a release listed from storage's labels, its record not decoded yet

@@ -558,6 +558,10 @@ class Engine:
                 out[url] = found.holder
         return [(replica, url) for url, replica in out.items()]
 
+    def pulse_sources(self) -> bool:
+        """True when :meth:`pulses` has an endpoint to read."""
+        return bool(self._pulse_endpoints())
+
     async def pulses(self) -> tuple[Pulse, ...]:
         """Read each controller replica's metrics once more and return its pulses (reconciles per minute by
         result, queue depth, helm action p50/p99), one per replica: the URLs given, then the live controllers'

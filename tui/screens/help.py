@@ -42,6 +42,9 @@ NAVIGATION: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("home / end", "first / last row of a table (release list, History, Resources); the top / bottom of a "
                        "text"),
         ("C", "switch the cluster context: the kubeconfig's contexts, as k9s's :ctx (filter and sort stay)"),
+        ("P", "the controller view, as k9s's pulses: each helmdeck controller replica's reconciles per minute "
+              "(succeeded, failed: red when failures rise), queue depth, helm action p50/p99; its metrics come "
+              "from --controller-metrics URL or, for a controller on this machine, its Lease"),
         ("ctrl+p", "command palette: every action, and Theme to change the theme"),
         ("?", "this help"),
         ("q", "quit"),

@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from engine.runtime.ledger.owners import owner_of
-from engine.runtime.state import ReleaseView
+from engine.runtime.state import ControllerInfo, ReleaseView
 from engine.storage.observation import Observation, previous_deployed
 from tui import format as fmt
 from tui.chart_origin import newer_line, origin_line, update_text
@@ -38,14 +38,39 @@ def _snapshot(label: str, obs: Observation | None) -> list[Part]:
             f"values {obs.config_digest[:19]}…  deployed {fmt.helm_time_text(obs.last_deployed)}\n"]
 
 
-def overview_content(view: ReleaseView, history: list[Observation], now: float) -> Content:
-    """Everything the Overview tab says about one release, as text readable without colour."""
+def _controller_rows(view: ReleaseView, controller: ControllerInfo | None, now: float) -> list[Part]:
+    """Who reconciles an attached release (the controller, its Lease and heartbeat) and how far it got."""
+    found = view.attached
+    if found is None:
+        return []
+    parts: list[Part] = []
+    if controller is not None:
+        beat = fmt.duration(max(0.0, now - controller.renewed))
+        parts += _row("Controller", (controller.holder, "bold"), f"   Lease {controller.lease} (holder)",
+                      f"   last heartbeat {beat} ago")
+    else:
+        parts += _row("Controller", (f"{found.controller} (its Lease is no longer renewed)", TONE_STYLE["warn"]))
+    behind = found.generation > found.observed
+    parts += _row("Object", f"generation {found.generation}, observed ",
+                  (str(found.observed), TONE_STYLE["warn" if behind else "ok"]),
+                  f"   last attempted {found.attempted or '-'}   last applied {found.applied or '-'}")
+    if found.requested:
+        parts += _row("Requested", (", ".join(found.requested), TONE_STYLE["busy"]),
+                      "   (waiting for the controller to handle them)")
+    return parts
+
+
+def overview_content(view: ReleaseView, history: list[Observation], now: float,
+                     controller: ControllerInfo | None = None) -> Content:
+    """Everything the Overview tab says about one release, as text readable without colour; ``controller``:
+    the live controller reconciling its Package object, when the app is attached to one."""
     obs = view.observation
     pkg = view.package
     parts: list[Part] = []
     parts += _row("Release", f"{view.namespace}/{view.name}",
                   f"   package {pkg.name} ({pkg.file.name})" if pkg else "   no package declares it")
     parts += _row("Owner", owner_of(view).text)
+    parts += _controller_rows(view, controller, now)
     if pkg is not None:
         parts += _row("Source", origin_line(pkg))
     if obs is not None:
@@ -129,8 +154,9 @@ class OverviewPanel(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="overview-text")
 
-    def show(self, view: ReleaseView, history: list[Observation], now: float) -> None:
-        self.query_one("#overview-text", Static).update(overview_content(view, history, now))
+    def show(self, view: ReleaseView, history: list[Observation], now: float,
+             controller: ControllerInfo | None = None) -> None:
+        self.query_one("#overview-text", Static).update(overview_content(view, history, now, controller))
 
 
 def _continued(message: str) -> str:

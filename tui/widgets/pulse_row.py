@@ -1,0 +1,24 @@
+"""One line of the controller view: a series' name, its live sparkline and its last value."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Label, Sparkline
+
+
+class PulseRow(Horizontal):
+    """``title`` (fixed), a sparkline of ``values`` and the last one with ``unit``. ``alarm`` (set by the screen)
+    turns the row to the error colour: a rising failure rate stands out without reading a number."""
+
+    def __init__(self, title: str, values: Sequence[float], unit: str, *, alarm: bool = False, id: str | None = None):
+        super().__init__(id=id, classes="-alarm" if alarm else None)
+        self._title, self._values, self._unit = title, list(values), unit
+
+    def compose(self) -> ComposeResult:
+        yield Label(self._title, classes="pulse-title")
+        yield Sparkline(self._values or [0.0], classes="pulse-line")
+        last = f"{self._values[-1]:.1f}" if self._values else "-"
+        yield Label(f"{last} {self._unit}".rstrip(), classes="pulse-last")
