@@ -1,0 +1,94 @@
+"""The app attached to a controller, its pure parts: which Leases are live controllers, a Package object's status
+as the row shows it, and the gate's rules for a release the controller reconciles."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from engine.package.load import load_objects
+from engine.runtime.drive.attach import attached_fields, attached_state, live_controllers
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES
+from engine.runtime.ledger.gate import READ_ONLY
+from engine.runtime.state import Attached, Condition
+from tests.controller_fixtures import oci_repository, package
+from tests.fixtures import FLAKY, LEGACY, fixed_engine
+
+
+def _lease(name: str, holder: str, renewed_ago: float, duration: int = 15, **notes: str) -> dict[str, Any]:
+    renew = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=renewed_ago)).isoformat().replace("+00:00", "Z")
+    return {"metadata": {"name": name, "namespace": "helmdeck", "labels": {ROLE: CONTROLLER}, "annotations": notes},
+            "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": duration}}
+
+
+def test_a_controller_is_live_while_its_holder_renews_the_lease() -> None:
+    found = live_controllers([
+        _lease("helmdeck-cluster", "helmdeck-7f9c-x2", 3, **{WATCH_NAMESPACES: "a,b", METRICS: "http://0.0.0.0:8080"}),
+        _lease("helmdeck-cluster-1", "dead-pod", 60),  # not renewed for 60 s of a 15 s Lease
+        _lease("helmdeck-cluster-2", "", 1),  # given up on a clean stop
+    ])
+    assert [(c.holder, c.lease, c.namespaces, c.metrics) for c in found] == [
+        ("helmdeck-7f9c-x2", "helmdeck/helmdeck-cluster", ("a", "b"), "http://0.0.0.0:8080")]
+    assert found[0].covers("a") and not found[0].covers("c")
+    assert live_controllers([_lease("x", "h", 3)])[0].covers("anything")  # no list: every namespace
+
+
+def _object(status: dict[str, Any], generation: int = 2, **annotations: str) -> dict[str, Any]:
+    obj = package("team-a", "api")
+    obj["metadata"].update(generation=generation, annotations=annotations)
+    obj["status"] = status
+    return obj
+
+
+def test_the_row_follows_the_objects_status() -> None:
+    obj = _object({"observedGeneration": 2, "lastAttemptedRevision": "0.2.0", "lastAppliedRevision": "0.1.0",
+                   "failures": 2, "upgradeFailures": 2,
+                   "conditions": [{"type": "Ready", "status": "False", "reason": "UpgradeFailed",
+                                   "message": "boom", "lastTransitionTime": "2026-12-01T10:00:00Z"}]},
+                  **{"reconcile.helmdeck.dev/forceAt": "t1", "cancel.helmdeck.dev/requestedAt": "t2"})
+    obj["status"]["lastHandledCancelAt"] = "t2"  # the cancel was handled, the forced upgrade not yet
+    specs, errors = load_objects([obj], [oci_repository("team-a", "127.0.0.1:1/x")])
+    assert not errors
+    fields = attached_fields(obj, specs[0], "helmdeck-7f9c")
+    assert fields["attached"] == Attached(("team-a", "api"), "helmdeck-7f9c", 2, 2, "0.2.0", "0.1.0", ("upgrade",))
+    assert fields["state"] == "Failed" and fields["ready"] is False
+    assert fields["failures"].upgrade == 2 and fields["failures"].total == 2
+    assert fields["conditions"][0].reason == "UpgradeFailed"
+
+
+def test_the_state_is_the_controllers_verdict() -> None:
+    ready = Condition("Ready", "True", "UpgradeSucceeded")
+    assert attached_state((ready,), 3, 3) == "InSync"
+    assert attached_state((ready,), 4, 3) == "OutOfSync"  # an edited spec waits for its pass
+    assert attached_state((), 1, 0) == "OutOfSync"
+    assert attached_state((ready, Condition("Stalled", "True", "RetriesExceeded")), 3, 3) == "Stalled"
+    assert attached_state((Condition("Ready", "False", "InvalidPackage"),), 3, 3) == "Failed"
+
+
+def _attached_engine(*, readonly: bool = False) -> Any:
+    engine = fixed_engine(readonly=readonly)
+    engine.gate.online = True
+    found = {FLAKY: Attached(("helmdeck-demo", "flaky"), "helmdeck-7f9c"),
+             LEGACY: Attached(("legacy", "legacy-api"), "helmdeck-7f9c")}
+    engine.gate.attached = found.get
+    return engine
+
+
+def test_the_gate_decides_and_the_controller_carries_out() -> None:
+    gate = _attached_engine().gate
+    gate.set_lease("another-app", False)  # this app's own lease does not matter for a request
+    for action in ("upgrade", "rollback", "monitor", "maintenance", "suspend", "reconcile"):
+        assert gate.why_not(action, FLAKY) is None, action
+    assert "kubectl delete pkg -n helmdeck-demo flaky" in str(gate.why_not("uninstall", FLAKY))
+    assert "takes no test request" in str(gate.why_not("test", FLAKY))
+    assert "kubectl edit pkg" in str(gate.why_not("versions", FLAKY))
+    assert "not pending" in str(gate.why_not("unlock", FLAKY))
+    assert "nothing to cancel" in str(gate.why_not("cancel", FLAKY))
+    # legacy-api is pending-upgrade: the controller's action runs, it can be cancelled or unlocked
+    assert gate.why_not("cancel", LEGACY) is None and gate.why_not("unlock", LEGACY) is None
+
+
+def test_read_only_refuses_every_request() -> None:
+    gate = _attached_engine(readonly=True).gate
+    for action in ("upgrade", "rollback", "monitor", "maintenance", "suspend", "cancel", "unlock"):
+        assert gate.why_not(action, LEGACY) == READ_ONLY
