@@ -36,7 +36,7 @@ from engine.monitor.events import KubeEvent
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
-from engine.reconcile.status import FailureCounts
+from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, age
 from engine.runtime.drive.object_status import object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
@@ -144,6 +144,7 @@ class Attachment:
         self._watching: asyncio.Task[None] | None = None
         self._keys: dict[tuple[str, str], ReleaseKey] = {}  # object ref -> its release
         self._event_watches: dict[str, Callable[[], None]] = {}
+        self._last: dict[ReleaseKey, ActionOutcome] = {}  # the controller's last action on each, from its Events
         self.problem = ""
 
     def attached(self, key: ReleaseKey) -> Attached | None:
@@ -210,6 +211,7 @@ class Attachment:
             unsubscribe()
         self._event_watches.clear()
         self._keys.clear()
+        self._last.clear()
         self._book.set_attached({})
 
     def _show(self) -> None:
@@ -226,6 +228,8 @@ class Attachment:
             if spec is None or ref is None or controller is None or deleting(obj) or spec.key in self._book.packages:
                 continue  # a package file of this app's own set wins: that one this app drives
             fields[spec.key] = attached_fields(obj, spec, controller.holder)
+            if spec.key in self._last:
+                fields[spec.key]["last"] = self._last[spec.key]
             keys[ref] = spec.key
         self._keys = keys
         for namespace in {ref[0] for ref in keys} - set(self._event_watches):
@@ -239,6 +243,10 @@ class Attachment:
             return
         outcome = "failed" if event.warning else "succeeded" if event.reason.endswith("Succeeded") else "info"
         self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
+        if outcome != "info":  # an action's end: the row's LAST ACTION (Flux's reason names it: UpgradeSucceeded)
+            action = event.reason.removesuffix("Succeeded").removesuffix("Failed").lower() or event.reason
+            self._last[key] = ActionOutcome(action, outcome == "succeeded", event.message, at=event.at)
+            self._book.update_attached(key, last=self._last[key])
 
     async def request(self, key: ReleaseKey, action: str, *, revision: int = 0, value: bool | str = True) -> Requested:
         """Have the controller carry ``action`` out on ``key``'s Package object: its request annotation, or

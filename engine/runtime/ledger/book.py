@@ -205,6 +205,12 @@ class ReleaseBook:
             if old.get(key) != fields.get(key):
                 self.refresh(key)
 
+    def update_attached(self, key: ReleaseKey, **changes: Any) -> None:
+        """Change fields of one attached release's view (its controller's last action, from an Event)."""
+        if key in self._attached:
+            self._attached[key] = {**self._attached[key], **changes}
+            self.refresh(key)
+
     def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP,
                    show: bool = True) -> None:
         """Replace ``key``'s engine status; ``state`` also sets the release state (None forgets it).
