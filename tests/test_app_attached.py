@@ -99,7 +99,7 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
                            == "NoResourceReconciliation", 20, seen=lambda: row(app, key))
             await wait_for(lambda: cell(app, key, "maintenance") not in (None, "-", "○ off")
                            and cell(app, key, "state") == "✔ InSync", 60,
-                           seen=lambda: (row(app, key), cell(app, key, "state"), cell(app, key, "maintenance")))
+                           seen=lambda: (row(app, key), cell(app, key, "state"), app.client.release(key)))
             assert releases(core, namespace, "flaky")[-1] == (3, "deployed")
             view = app.client.release(key)
             assert view is not None and view.attached is not None and view.attached.observed == 2

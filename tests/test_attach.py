@@ -61,6 +61,8 @@ def test_the_state_is_the_controllers_verdict() -> None:
     assert attached_state((ready,), 3, 3) == "InSync"
     assert attached_state((ready,), 4, 3) == "OutOfSync"  # an edited spec waits for its pass
     assert attached_state((), 1, 0) == "OutOfSync"
+    assert attached_state((Condition("Ready", "Unknown", "InMaintenance"),), 3, 3) == "InSync"
+    assert attached_state((Condition("Ready", "Unknown", "Progressing"),), 3, 3) == "OutOfSync"
     assert attached_state((ready, Condition("Stalled", "True", "RetriesExceeded")), 3, 3) == "Stalled"
     assert attached_state((Condition("Ready", "False", "InvalidPackage"),), 3, 3) == "Failed"
 

@@ -97,8 +97,10 @@ def attached_state(conditions: tuple[Condition, ...], generation: int, observed:
     if cond.is_true(conditions, cond.STALLED):
         return "Stalled"
     ready = cond.get(conditions, cond.READY)
-    if generation > observed or ready is None or ready.status == "Unknown":
+    if generation > observed or ready is None:
         return "OutOfSync"
+    if ready.status == "Unknown":  # in maintenance the release is left as deployed: in sync, as the app shows it
+        return "InSync" if ready.reason == cond.IN_MAINTENANCE else "OutOfSync"
     return "InSync" if ready.status == "True" else "Failed"
 
 
