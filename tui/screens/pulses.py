@@ -56,7 +56,7 @@ class PulsesScreen(EngineScreen):
                 if pulse.problem:
                     yield Label(pulse.problem, classes="pulse-problem")
                 yield PulseRow("reconciles/min ✔ succeeded", pulse.succeeded, "/min")
-                yield PulseRow("reconciles/min ✖ failed", pulse.failed, "/min", alarm=alarm)
+                yield PulseRow("reconciles/min ✖ failed", pulse.failed, "/min", failures=True, alarm=alarm)
                 yield PulseRow("queue depth", pulse.queue, "")
                 yield PulseRow("helm actions p50", pulse.p50, "s")
                 yield PulseRow("helm actions p99", pulse.p99, "s")

@@ -10,11 +10,13 @@ from textual.widgets import Label, Sparkline
 
 
 class PulseRow(Horizontal):
-    """``title`` (fixed), a sparkline of ``values`` and the last one with ``unit``. ``alarm`` (set by the screen)
-    turns the row to the error colour: a rising failure rate stands out without reading a number."""
+    """``title`` (fixed), a sparkline of ``values`` and the last one with ``unit``. ``failures``: a failure series
+    (drawn in the error colour, dim); ``alarm`` (set by the screen) makes it bright on a tinted line: a rising
+    failure rate stands out without reading a number."""
 
-    def __init__(self, title: str, values: Sequence[float], unit: str, *, alarm: bool = False, id: str | None = None):
-        super().__init__(id=id, classes="-alarm" if alarm else None)
+    def __init__(self, title: str, values: Sequence[float], unit: str, *, failures: bool = False,
+                 alarm: bool = False, id: str | None = None):
+        super().__init__(id=id, classes=" ".join(c for c, on in (("-failures", failures), ("-alarm", alarm)) if on))
         self._title, self._values, self._unit = title, list(values), unit
 
     def compose(self) -> ComposeResult:

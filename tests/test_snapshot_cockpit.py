@@ -1,0 +1,191 @@
+"""Snapshots of the app attached to a helmdeck controller: Package objects in the table with their owner, the
+Overview naming the controller, and the controller view (P) with its sparklines, in every theme."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes import client
+from prometheus_client import generate_latest
+from textual.pilot import Pilot
+
+from engine.base.masking import Masker
+from engine.package.load import load_objects
+from engine.reconcile.status import ActionOutcome
+from engine.runtime.drive.attach import Attachment, attached_fields
+from engine.runtime.engine import Engine
+from engine.runtime.pulses import PulseMeter
+from engine.runtime.state import ControllerInfo
+from helmdeck.metrics import ControllerMetrics
+from tests.controller_fixtures import oci_repository, package
+from tests.fixtures import FIXED_NOW, fixed_clock, fixed_engine, storage_secret
+from tests.test_snapshots import MAIN, TALL, THEMES
+from tui import screens
+from tui.app import HelmdeckApp
+from tui.screens.pulses import PulsesScreen
+from tui.widgets.release_table import ReleaseTable
+
+API = ("team-a", "api")
+WORKER = ("team-a", "worker")
+HOLDER = "helmdeck-7f9c5d-x2kq4"
+CONTROLLER = ControllerInfo(HOLDER, "helmdeck/helmdeck-cluster", FIXED_NOW - 3, 15.0, (),
+                            "http://0.0.0.0:8080")
+
+
+def _object(name: str, generation: int, status: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    obj = package("team-a", name, values={"replicas": 2})
+    obj["metadata"].update(generation=generation, annotations=annotations)
+    obj["status"] = status
+    return obj
+
+
+def _condition(type_: str, status: str, reason: str, message: str) -> dict[str, str]:
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2026-11-30T09:50:00Z"}
+
+
+def attached_engine(*, readonly: bool = False) -> Engine:
+    """The fixed engine, attached to a controller reconciling two Package objects of team-a: ``api`` in sync,
+    ``worker`` upgrading (its revision 4 pending) with a cancel requested and not handled yet."""
+    engine = fixed_engine(readonly=readonly)
+    engine.gate.online = True
+    for record in (
+        storage_secret("api", "team-a", 1, "superseded", "web", "0.1.0", "1.27", {"replicas": 1},
+                       "2026-11-30T09:10:00Z"),
+        storage_secret("api", "team-a", 2, "deployed", "web", "0.2.0", "1.27", {"replicas": 2},
+                       "2026-11-30T09:50:00Z", "Upgrade complete"),
+        storage_secret("worker", "team-a", 3, "superseded", "web", "0.1.0", "1.27", {"replicas": 2},
+                       "2026-11-30T09:30:00Z"),
+        storage_secret("worker", "team-a", 4, "pending-upgrade", "web", "0.2.0", "1.27", {"replicas": 2},
+                       "2026-11-30T09:59:20Z", "Preparing upgrade"),
+    ):
+        engine.observer.apply_object(record)
+    objects = [
+        _object("api", 3, {"observedGeneration": 3, "lastAttemptedRevision": "0.2.0", "lastAppliedRevision": "0.2.0",
+                           "conditions": [_condition("Ready", "True", "UpgradeSucceeded",
+                                                     "Helm upgrade succeeded for release team-a/api.v2"),
+                                          _condition("Released", "True", "UpgradeSucceeded", "revision 2")]}),
+        _object("worker", 5, {"observedGeneration": 4, "lastAttemptedRevision": "0.2.0",
+                              "lastAppliedRevision": "0.1.0", "failures": 1, "upgradeFailures": 1,
+                              "conditions": [_condition("Ready", "False", "UpgradeFailed", "timed out waiting"),
+                                             _condition("Released", "False", "UpgradeFailed", "timed out")]},
+                **{"cancel.helmdeck.dev/requestedAt": "2026-11-30T09:59:58Z"}),
+    ]
+    specs, errors = load_objects(objects, [oci_repository("team-a", "registry.example:5000/charts")])
+    assert not errors, errors
+    by_name = {s.name: s for s in specs}
+    attachment = Attachment(client.ApiClient(), engine.book, None, engine.watch_kube_events)
+    attachment.controllers = (CONTROLLER,)
+    engine.attachment = attachment
+    engine.gate.attached = attachment.attached
+    fields = {by_name[o["metadata"]["name"]].key: attached_fields(o, by_name[o["metadata"]["name"]], HOLDER)
+              for o in objects}
+    fields[API]["last"] = ActionOutcome("upgrade", True, "Helm upgrade succeeded for release team-a/api.v2",
+                                        at=FIXED_NOW - 600)
+    engine.book.set_attached(fields)
+    return engine
+
+
+def _exposition(success: int, failure: int, queue: int, durations: list[float]) -> str:
+    metrics = ControllerMetrics(lambda: [], lambda: queue)
+    metrics.reconciles.labels("success").inc(success)
+    metrics.reconciles.labels("failure").inc(failure)
+    for seconds in durations:
+        metrics.actions.labels("upgrade", "succeeded").observe(seconds)
+    return generate_latest(metrics.registry).decode()
+
+
+class FixedReplicas:
+    """Two replicas' metrics over 30 readings 10 s apart: ``ctl-0`` steady, ``ctl-1`` failing more and more."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.now = FIXED_NOW - 300
+
+    def read(self, url: str) -> str:
+        n = self.calls[url] = self.calls.get(url, 0) + 1
+        if "ctl-0" in url:
+            return _exposition(12 * n + (n * n) % 7, 0, (n * 7) % 5, [0.4 + 0.1 * (i % 4) for i in range(3 * n)])
+        failures = sum(max(0, i - 18) for i in range(n))  # none at first, then more each reading
+        return _exposition(10 * n, failures, min(n // 3, 9), [1.0 + 0.2 * (i % 9) for i in range(2 * n)])
+
+    def clock(self) -> float:
+        self.now += 5  # two replicas read per sample: 10 s between readings of one
+        return self.now
+
+
+def pulses_app(theme: str | None = None) -> HelmdeckApp:
+    engine = attached_engine()
+    replicas = FixedReplicas()
+    engine.pulse_meter = PulseMeter(lambda: [("ctl-0", "http://ctl-0:8080/metrics"),
+                                             ("ctl-1", "http://ctl-1:8080/metrics")],
+                                    read=replicas.read, clock=replicas.clock)
+    for _ in range(29):
+        asyncio.run(engine.pulse_meter.sample())
+    return HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
+                       masker=Masker(b"snapshots"), theme=theme)
+
+
+def attached_app() -> HelmdeckApp:
+    return HelmdeckApp(attached_engine(), context="helmdeck-local", start_engine=False, clock=fixed_clock,
+                       masker=Masker(b"snapshots"))
+
+
+def test_attached_rows(snap_compare: Any) -> None:
+    """The Package objects in the same table, owner "cluster"; worker's upgrade runs (the controller's)."""
+    async def show(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(WORKER)
+        await pilot.pause()
+
+    assert snap_compare(attached_app(), terminal_size=MAIN, run_before=show)
+
+
+@pytest.mark.parametrize("key", [API, WORKER], ids=["in-sync", "upgrading-with-a-cancel-requested"])
+def test_attached_overview(snap_compare: Any, key: tuple[str, str]) -> None:
+    """The Overview names the controller (holder, Lease, heartbeat), the object's generations and requests."""
+    async def open_overview(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(key)
+        await pilot.press("enter", "1")
+        await pilot.pause(0.3)
+
+    assert snap_compare(attached_app(), terminal_size=TALL, run_before=open_overview)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_controller_view(snap_compare: Any, theme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """P: two replicas' pulses; ctl-1's failures rise: its line and name in the error colour."""
+    monkeypatch.setattr(screens.pulses, "EVERY", 3600.0)  # one reading, at open: the snapshot holds still
+
+    async def open_pulses(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press("P")
+        for _ in range(50):
+            if isinstance(pilot.app.screen, PulsesScreen) and pilot.app.screen.pulses:
+                break
+            await pilot.pause(0.1)
+        await pilot.pause(0.2)
+
+    assert snap_compare(pulses_app(theme), terminal_size=TALL, run_before=open_pulses)
+
+
+def test_controller_view_without_metrics(snap_compare: Any) -> None:
+    """P with no controller metrics known: how to give them."""
+    engine = fixed_engine()
+    engine.gate.online = True
+    app = HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
+                      masker=Masker(b"snapshots"))
+
+    async def open_pulses(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press("P")
+        for _ in range(50):
+            if isinstance(pilot.app.screen, PulsesScreen) and pilot.app.screen.pulses is not None:
+                break
+            await pilot.pause(0.1)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=MAIN, run_before=open_pulses)
