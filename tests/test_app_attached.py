@@ -114,7 +114,8 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
             await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("y")
             await wait_for(lambda: _handled(objects, namespace, "cancel.helmdeck.dev/requestedAt",
-                                            "lastHandledCancelAt"), 30, seen=lambda: (row(app, key), ctl.text()[-2000:]))
+                                            "lastHandledCancelAt"), 30,
+                           seen=lambda: (row(app, key), ctl.text()[-2000:]))
             await wait_for(lambda: cell(app, key, "status") == "✖ failed" and cell(app, key, "action") != "⟳ upgrade",
                            30, seen=lambda: row(app, key))
             assert not [s for _, s in releases(core, namespace, "flaky") if s.startswith("pending-")]

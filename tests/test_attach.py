@@ -15,15 +15,16 @@ from tests.controller_fixtures import oci_repository, package
 from tests.fixtures import FLAKY, LEGACY, fixed_engine
 
 
-def _lease(name: str, holder: str, renewed_ago: float, duration: int = 15, **notes: str) -> dict[str, Any]:
+def _lease(name: str, holder: str, renewed_ago: float, notes: dict[str, str] | None = None) -> dict[str, Any]:
     renew = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=renewed_ago)).isoformat().replace("+00:00", "Z")
-    return {"metadata": {"name": name, "namespace": "helmdeck", "labels": {ROLE: CONTROLLER}, "annotations": notes},
-            "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": duration}}
+    return {"metadata": {"name": name, "namespace": "helmdeck", "labels": {ROLE: CONTROLLER},
+                         "annotations": notes or {}},
+            "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": 15}}
 
 
 def test_a_controller_is_live_while_its_holder_renews_the_lease() -> None:
     found = live_controllers([
-        _lease("helmdeck-cluster", "helmdeck-7f9c-x2", 3, **{WATCH_NAMESPACES: "a,b", METRICS: "http://0.0.0.0:8080"}),
+        _lease("helmdeck-cluster", "helmdeck-7f9c-x2", 3, {WATCH_NAMESPACES: "a,b", METRICS: "http://0.0.0.0:8080"}),
         _lease("helmdeck-cluster-1", "dead-pod", 60),  # not renewed for 60 s of a 15 s Lease
         _lease("helmdeck-cluster-2", "", 1),  # given up on a clean stop
     ])
@@ -33,9 +34,9 @@ def test_a_controller_is_live_while_its_holder_renews_the_lease() -> None:
     assert live_controllers([_lease("x", "h", 3)])[0].covers("anything")  # no list: every namespace
 
 
-def _object(status: dict[str, Any], generation: int = 2, **annotations: str) -> dict[str, Any]:
+def _object(status: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
     obj = package("team-a", "api")
-    obj["metadata"].update(generation=generation, annotations=annotations)
+    obj["metadata"].update(generation=2, annotations=annotations)
     obj["status"] = status
     return obj
 
@@ -45,7 +46,7 @@ def test_the_row_follows_the_objects_status() -> None:
                    "failures": 2, "upgradeFailures": 2,
                    "conditions": [{"type": "Ready", "status": "False", "reason": "UpgradeFailed",
                                    "message": "boom", "lastTransitionTime": "2026-12-01T10:00:00Z"}]},
-                  **{"reconcile.helmdeck.dev/forceAt": "t1", "cancel.helmdeck.dev/requestedAt": "t2"})
+                  {"reconcile.helmdeck.dev/forceAt": "t1", "cancel.helmdeck.dev/requestedAt": "t2"})
     obj["status"]["lastHandledCancelAt"] = "t2"  # the cancel was handled, the forced upgrade not yet
     specs, errors = load_objects([obj], [oci_repository("team-a", "127.0.0.1:1/x")])
     assert not errors

@@ -83,7 +83,7 @@ def test_a_restarted_controller_counts_from_zero_and_a_failed_reading_is_said() 
 
 
 class _Huge(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.send_response(200)
         self.end_headers()
         chunk = b"# " + b"x" * 65534 + b"\n"

@@ -1,5 +1,9 @@
 """The app's one door to the engine: reads, texts with secrets masked, availability, actions.
 
+Each action first asks the engine whether a live ``helmdeck controller`` carries it out
+(``Engine.by_controller``: the gate's check, then a request on the Package object); only when it does not
+does this engine act itself.
+
 Every screen, widget and operation reaches :class:`~engine.runtime.engine.Engine`
 through here and nowhere else, so the views never depend on how the engine
 does it. Whether an action may run, and why not, is the engine's answer
@@ -222,10 +226,11 @@ class EngineClient:
 
     # -- acting ------------------------------------------------------------------
     async def upgrade(self, key: ReleaseKey) -> ActionOutcome | Requested | None:
-        return await self.engine.reconcile(key, force=True)
+        return await self.engine.by_controller(key, "upgrade") or await self.engine.reconcile(key, force=True)
 
     async def rollback(self, key: ReleaseKey, revision: int) -> ActionOutcome | Requested:
-        return await self.engine.rollback(key, revision)
+        return (await self.engine.by_controller(key, "rollback", revision=revision)
+                or await self.engine.rollback(key, revision))
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.test(key)
@@ -263,12 +268,13 @@ class EngineClient:
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> object:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode."""
         self.check("maintenance", key)
-        return await self.engine.set_maintenance(key, mode)
+        return (await self.engine.by_controller(key, "maintenance", value=mode)
+                or await self.engine.set_maintenance(key, mode))
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Stop the action running on ``key``; it is recorded as the engine's own failed action."""
         self.check("cancel", key)
-        return await self.engine.cancel(key)
+        return await self.engine.by_controller(key, "cancel") or await self.engine.cancel(key)
 
     # -- the cluster's helmdeck controller -------------------------------------------------
     def controller(self, namespace: str) -> ControllerInfo | None:
@@ -321,4 +327,4 @@ class EngineClient:
     async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Make a release stuck in a pending state actionable again."""
         self.check("unlock", key)
-        return await self.engine.unlock(key)
+        return await self.engine.by_controller(key, "unlock") or await self.engine.unlock(key)

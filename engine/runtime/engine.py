@@ -210,7 +210,7 @@ class Engine:
                            if attach and online else None)
         self._metrics_urls = controller_metrics
         self.pulse_meter = PulseMeter(self._pulse_endpoints)
-        self.gate.attached = self.attachment.attached if self.attachment is not None else self.gate.attached
+        self.gate.attached = self.attachment.attached if self.attachment is not None else None
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease,
                                      labels=dict(lease.labels), annotations=dict(lease.annotations))
@@ -509,28 +509,28 @@ class Engine:
         return await self._live().scopes(kinds)
 
     # -- acting (see engine.runtime.operations) ----------------------------------
-    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | Requested | None:
+    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
         """Run one pass now; ``force`` upgrades even when in sync and lifts a suspension.
 
-        Returns the last action's outcome, or None when nothing needed doing; attached, the request made
-        (:meth:`by_controller`).
+        Returns the last action's outcome, or None when nothing needed doing.
         """
-        return (await self.by_controller(key, "upgrade" if force else "reconcile")
-                or await self.operations.upgrade(key, force=force))
+        self._acts_itself(key)
+        return await self.operations.upgrade(key, force=force)
 
-    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome | Requested:
-        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package (attached: requested)."""
-        return (await self.by_controller(key, "rollback", revision=revision)
-                or await self.operations.rollback(key, revision))
+    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome:
+        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package."""
+        self._acts_itself(key)
+        return await self.operations.rollback(key, revision)
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         """Run ``helm test`` on ``key``."""
         return await self.operations.test(key)
 
-    async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
         """Stop the action running on ``key`` and record it as the engine's own failed action (see
-        Operations.cancel; attached: requested)."""
-        return await self.by_controller(key, "cancel") or await self.operations.cancel(key)
+        Operations.cancel)."""
+        self._acts_itself(key)
+        return await self.operations.cancel(key)
 
     # -- attached to a controller (engine.runtime.drive.attach) -------------------------
     @property
@@ -568,6 +568,14 @@ class Engine:
         reachable from here (:mod:`engine.runtime.pulses`); () when none is known."""
         return await self.pulse_meter.sample()
 
+    def _acts_itself(self, key: ReleaseKey) -> None:
+        """Raise ActionRefused when a live controller reconciles ``key``'s package: it carries the operator's
+        actions out, asked through :meth:`by_controller` (this engine has no spec of its own to act with)."""
+        found = self.attachment.attached(key) if self.attachment is not None else None
+        if found is not None:
+            raise ActionRefused(f"Package {found.ref[0]}/{found.ref[1]} is reconciled by helmdeck controller "
+                                f"{found.controller}: request the action from it")
+
     def advertise(self, annotations: Mapping[str, str]) -> None:
         """Annotations this engine's Lease carries from its next renewal (``helmdeck controller``: where its
         metrics are served, :mod:`engine.runtime.drive.lease`). Without a Lease, nothing."""
@@ -594,21 +602,22 @@ class Engine:
         self.book.log(key, "flux", "info", said)
         return said
 
-    async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
-        """Mark ``key``'s pending release failed so it can move again (attached: requested)."""
-        return await self.by_controller(key, "unlock") or await self.operations.unlock(key)
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
+        """Mark ``key``'s pending release failed so it can move again."""
+        self._acts_itself(key)
+        return await self.operations.unlock(key)
 
     def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
         """Suspend (or with ``suspended`` False resume, which queues a pass) reconciliation of ``key``'s
         package; kept in its engine status. Raises ActionRefused/NotAvailable as :meth:`check` ("suspend")."""
+        self._acts_itself(key)
         self.operations.suspend(key, suspended)
 
-    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult | Requested:
+    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode and reconcile once (each
-        change costs exactly one upgrade); returns that pass (attached: the spec patch requested). Raises
-        ActionRefused/NotAvailable."""
-        return (await self.by_controller(key, "maintenance", value=mode)
-                or await self.operations.set_maintenance(key, mode))
+        change costs exactly one upgrade); returns that pass. Raises ActionRefused/NotAvailable."""
+        self._acts_itself(key)
+        return await self.operations.set_maintenance(key, mode)
 
     def pause_monitor(self, key: ReleaseKey) -> int:
         """The release monitor's pause counter +1 (as nelm's PauseMonitor); returns the new count.

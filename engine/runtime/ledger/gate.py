@@ -136,7 +136,7 @@ class ActionGate:
     leader: bool = True
     holder: str = field(init=False, default="")  # who holds the lease when another instance does
     # The Package object of a release a live controller reconciles (None: this engine carries actions out).
-    attached: Callable[[ReleaseKey], Attached | None] = lambda _key: None
+    attached: Callable[[ReleaseKey], Attached | None] | None = field(init=False, default=None)
 
     @property
     def acting(self) -> bool:
@@ -167,7 +167,7 @@ class ActionGate:
         """
         if action not in ACTIONS and action not in READING:
             raise ValueError(f"unknown action {action!r}")
-        found = self.attached(key) if key is not None else None
+        found = self.attached(key) if key is not None and self.attached is not None else None
         if action in ACTIONS:
             if self.readonly:
                 return READ_ONLY
