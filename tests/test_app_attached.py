@@ -26,12 +26,14 @@ from tests.controller_fixtures import (
     oci_repository,
     package,
     publish_chart,
+    publish_web,
     releases,
     start_controller,
 )
 from tests.test_app_pilot import SIZE, cell, row, select, wait_for
 from tui.app import HelmdeckApp
 from tui.screens.confirm import ConfirmScreen
+from tui.screens.picker import PickerScreen
 from tui.screens.pulses import PulsesScreen
 
 pytestmark = pytest.mark.cluster
@@ -43,6 +45,11 @@ def _object(objects: client.CustomObjectsApi, namespace: str) -> dict[str, Any]:
 
 def _annotation(objects: client.CustomObjectsApi, namespace: str, name: str) -> str:
     return str((_object(objects, namespace).get("metadata") or {}).get("annotations", {}).get(name) or "")
+
+
+def _semver(objects: client.CustomObjectsApi, namespace: str) -> str:
+    found: Any = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, "ocirepositories", "web")
+    return str(found["spec"]["ref"].get("semver") or "")
 
 
 def _handled(objects: client.CustomObjectsApi, namespace: str, annotation: str, ack: str) -> bool:
@@ -141,5 +148,42 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
             await pilot.pause(0.3)
             assert any(READ_ONLY in n.message for n in watcher._notifications)
         assert _object(objects, namespace)["metadata"].get("annotations") == before
+    finally:
+        ctl.stop(signal.SIGKILL)
+
+
+async def test_the_version_picker_pins_in_the_object(
+    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
+    helm_home: dict[str, str], helmdeck_crds: list[str],
+) -> None:
+    """v on an attached package: the OCIRepository's spec.ref.semver is patched (no file), the controller
+    deploys the picked version."""
+    api = api_client(kube_target)
+    objects, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
+    create(objects, oci_repository(namespace, publish_web(helm, tmp_path, local_cluster.registry, helm_home,
+                                                          "0.1.0", "0.2.0")))
+    create(objects, package(namespace, "web"))
+    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    key = (namespace, "web")
+    app = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: (cell(app, key, "chart") or "").startswith("web@0.2.0")
+                           and cell(app, key, "owner") == "cluster", 90, seen=lambda: (row(app, key), ctl.text()))
+            await select(app, key)
+            await pilot.press("v")
+            await wait_for(lambda: isinstance(app.screen, PickerScreen), 30, seen=lambda: row(app, key))
+            picker = app.screen
+            assert isinstance(picker, PickerScreen)
+            await pilot.press("down", "enter")  # newest first: 0.2.0 (deployed), then 0.1.0
+            await wait_for(lambda: isinstance(app.screen, ConfirmScreen), 30, seen=lambda: row(app, key))
+            assert isinstance(app.screen, ConfirmScreen)
+            assert "the object's spec patched" in app.screen.confirmation.body
+            await pilot.press("y")
+            await wait_for(lambda: _semver(objects, namespace) == "0.1.0", 20, seen=lambda: row(app, key))
+            await wait_for(lambda: (cell(app, key, "chart") or "").startswith("web@0.1.0"), 90,
+                           seen=lambda: (row(app, key), ctl.text()[-2000:]))
+            assert releases(core, namespace, "web")[-1][1] == "deployed"
     finally:
         ctl.stop(signal.SIGKILL)

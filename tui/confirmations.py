@@ -88,13 +88,15 @@ def pin(view: ReleaseView, version: str, in_range: bool | None, planned: Pin, di
     """Pin the chart to ``version`` in the package file, then reconcile (the version picker)."""
     deployed = view.observation.chart_version if view.observation is not None else ""
     where = {True: "inside", False: "outside", None: "not comparable with"}[in_range]
-    items = [f"{planned.file.name}: {planned.kind} {planned.field}: {planned.before} → {planned.after} "
-             "(one value edited in place; comments and layout kept);",
+    edit, then = ("the object's spec patched; the controller reconciles it", "the controller reconciles it") \
+        if view.attached is not None else ("one value edited in place; comments and layout kept",
+                                           "the package is reconciled")
+    items = [f"{planned.file.name}: {planned.kind} {planned.field}: {planned.before} → {planned.after} ({edit});",
              f"deployed now: {deployed or 'nothing'}; {version} is "
              f"{where} the range {planned.before};",
-             f"then the package is reconciled: {version} is deployed already, so the pin only holds it there "
+             f"then {then}: {version} is deployed already, so the pin only holds it there "
              "(no upgrade)." if version == deployed else
-             f"then the package is reconciled: the release is upgraded to {version}."]
+             f"then {then}: the release is upgraded to {version}."]
     if planned.shared:
         items.append(f"the {planned.kind} is shared: the pin moves {', '.join(planned.shared)} too.")
     if view.suspended:

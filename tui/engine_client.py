@@ -316,8 +316,12 @@ class EngineClient:
     async def pin(self, key: ReleaseKey, version: str) -> tuple[Pin, ActionOutcome | Requested | str | None]:
         """Pin ``key``'s chart to ``version`` in its package file, then reconcile it (a suspended package
         waits for its resume): the edit and the pass's outcome (None: nothing ran; a text: why it could not
-        run now, the package is then queued)."""
+        run now, the package is then queued). Attached to a controller: the object patched, a reconcile
+        requested."""
         pinned = await self.engine.pin(key, version)
+        requested = await self.engine.by_controller(key, "reconcile")  # attached: the object was patched
+        if requested is not None:
+            return pinned, requested
         try:
             return pinned, await self.engine.reconcile(key)
         except ActionRefused as exc:  # an action runs on it: the pin is written, the next pass takes it

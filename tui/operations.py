@@ -21,7 +21,7 @@ from textual.binding import Binding
 
 from engine.package.model import NO_RESOURCE_RECONCILIATION
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView
+from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView, Requested
 from tui import confirmations
 from tui.chart_origin import picker_rows, picker_title
 from tui.confirmations import Confirmation
@@ -267,8 +267,10 @@ async def _versions(ctx: Context) -> Step | Notice:
     view = ctx.client.release(ctx.key) or ctx.view
     assert view is not None
 
-    def report(done: tuple[Any, ActionOutcome | str | None]) -> Report:
+    def report(done: tuple[Any, ActionOutcome | Requested | str | None]) -> Report:
         pinned = f"{ctx.ref}: {planned.file.name} pins {row.version}"
+        if isinstance(done[1], Requested):  # the object's spec patched: the controller deploys it
+            return Notice(f"{ctx.ref}: {planned.kind} {planned.file.name} pins {row.version}; {done[1].text}")
         if isinstance(done[1], str):
             return Notice(f"{pinned}; not reconciled now ({done[1]}): queued", severity="warning")
         return done[1] or Notice(f"{pinned}; nothing ran yet" + (" (suspended)" if view.suspended else ""))

@@ -10,7 +10,9 @@
   (:func:`engine.sources.pin.set_scalar`; comments and layout stay): ``spec.chart.spec.version`` of the
   Package, or for ``spec.chartRef`` the OCIRepository's ``spec.ref.semver`` (``spec.ref.tag`` when it
   selects by tag) or the Flux HelmChart's ``spec.version``. The package folder is then reloaded, so the next
-  pass deploys the pinned version.
+  pass deploys the pinned version. A package that is a Package object a live controller reconciles (the app
+  attached to it) is pinned in the object: the same field patched (a JSON merge patch of the Package, or of its
+  OCIRepository), and the controller deploys it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from engine.package.model import PackageSpec
 from engine.runtime.drive.controller import PackageController
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate, local_chart_reason, no_package_reason
@@ -72,15 +77,22 @@ class Pin:
 class ChartVersions:
     """The versions of each remote package's chart (see the module docstring)."""
 
-    def __init__(self, book: ReleaseBook, gate: ActionGate, controller: PackageController, operations: Operations):
+    def __init__(self, book: ReleaseBook, gate: ActionGate, controller: PackageController, operations: Operations,
+                 patch_object: Callable[[Path, dict[str, Any]], Awaitable[None]] | None = None):
         self.book = book
         self.gate = gate
         self.controller = controller
         self.operations = operations
+        self.patch_object = patch_object  # merge-patches an API object by its origin (its API path)
+
+    def _spec(self, key: ReleaseKey) -> PackageSpec | None:
+        """``key``'s package: this engine's own, else the Package object a live controller reconciles."""
+        view = self.book.view(key)
+        return self.book.packages.get(key) or (view.package if view is not None and view.attached else None)
 
     def request(self, key: ReleaseKey) -> ChartRequest:
         """The chart request of ``key``'s package. Raises ActionRefused: no package, or a local chart."""
-        spec = self.book.packages.get(key)
+        spec = self._spec(key)
         if spec is None:
             raise ActionRefused(no_package_reason(key))
         if spec.chart_request is None:
@@ -135,11 +147,14 @@ class ChartVersions:
             shared = tuple(sorted(f"{s.namespace}/{s.name}" for k, s in self.book.packages.items()
                                   if k != key and s.chart_object == chart))
         else:
-            spec = self.book.spec(key)
+            spec = self._spec(key)
+            assert spec is not None  # self.request found it
             before = request.version
             file, kind, name, path = spec.file, spec.kind, spec.name, ("spec", "chart", "spec", "version")
             after, shared = version, ()
             document = spec.document  # a file may hold several packages: the one of this release
+        if is_object(file):  # an API object: patched, no text
+            return Pin(file, kind, ".".join(path), before, after, shared, "")
         text = file.read_text()
         new = set_scalar(text, path, after, document=document_index(text, kind, name) if document is None else document)
         return Pin(file, kind, ".".join(path), before, after, shared, new)
@@ -149,6 +164,19 @@ class ChartVersions:
         it). Raises ActionRefused (read-only, lease, no package, local chart), PinError, OSError."""
         self.gate.check("versions", key)
         planned = self.plan_pin(key, version)
+        if is_object(planned.file):
+            if self.patch_object is None:
+                raise ActionRefused(f"{planned.kind} {planned.file.name} is an API object: this engine cannot patch it")
+            body: dict[str, Any] = {}
+            node = body
+            *parents, leaf = planned.field.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = planned.after
+            await self.patch_object(planned.file, body)
+            self.book.log(key, "pin", "info", f"chart version pinned: {planned.kind} {planned.file.name} "
+                          f"{planned.field}: {planned.before} -> {planned.after} (patched; the controller deploys it)")
+            return planned
         await asyncio.to_thread(_write, planned.file, planned.text)
         self.book.log(key, "pin", "info", f"chart version pinned: {planned.file.name} {planned.field}: "
                       f"{planned.before} -> {planned.after}")
@@ -156,6 +184,13 @@ class ChartVersions:
         if source is not None:
             self.controller.apply_folder(await asyncio.to_thread(source.load, {planned.file}))
         return planned
+
+
+def is_object(origin: Path) -> bool:
+    """Is ``origin`` an API object's (``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``,
+    :func:`engine.package.load.object_origin`) rather than a file's?"""
+    parts = origin.parts
+    return len(parts) == 8 and parts[:2] == ("/", "apis") and parts[4] == "namespaces"
 
 
 def _exact(request: ChartRequest, version: str) -> ChartRequest:

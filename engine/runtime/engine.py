@@ -197,7 +197,6 @@ class Engine:
             if self.objects is not None and online else None)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
-        self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations)  # the picker
         # Requests by annotation on Package objects (helmdeck controller): the operator's actions.
         ops = self.operations
         actions = Actions(run=lambda key, force: ops.upgrade(key, force=force), reset=self._reset_failures,
@@ -208,6 +207,9 @@ class Engine:
                          if self.objects is not None and self.status_writer is not None else None)
         self.attachment = (Attachment(api, self.book, namespaces, self.kube_events.watch)
                            if attach and online else None)
+        # The version picker; attached, it pins in the Package objects.
+        self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations,
+                                      self.attachment.patch if self.attachment is not None else None)
         self._metrics_urls = controller_metrics
         self.pulse_meter = PulseMeter(self._pulse_endpoints)
         self.gate.attached = self.attachment.attached if self.attachment is not None else None

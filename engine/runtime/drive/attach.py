@@ -53,8 +53,7 @@ EVERY = 2.0  # seconds between two reads of the controllers' Leases
 REQUEST_OF = {"upgrade": "force", "reconcile": "reconcile", "rollback": "rollback", "unlock": "unlock",
               "cancel": "cancel", "pause": "pause", "resume": "resume"}
 # What the app shows a pending request as (the app's action names), by request.
-_SHOWN = {"force": "upgrade", "reconcile": "reconcile", "reset": "reset", "rollback": "rollback",
-          "unlock": "unlock", "cancel": "cancel", "pause": "pause", "resume": "resume"}
+_SHOWN = {**{request: action for action, request in REQUEST_OF.items()}, "reset": "reset"}
 _VERBS = {"upgrade": "upgrades", "reconcile": "reconciles", "rollback": "rolls back", "unlock": "unlocks",
           "cancel": "cancels the action on", "pause": "pauses the monitor of", "resume": "resumes the monitor of",
           "suspend": "suspends", "resume-package": "resumes", "maintenance": "puts in maintenance",
@@ -249,6 +248,11 @@ class Attachment:
             action = event.reason.removesuffix("Succeeded").removesuffix("Failed").lower() or event.reason
             self._last[key] = ActionOutcome(action, outcome == "succeeded", event.message, at=event.at)
             self._book.update_attached(key, last=self._last[key])
+
+    async def patch(self, origin: Path, body: dict[str, Any]) -> None:
+        """Merge-patch the API object ``origin`` (its API path, :func:`engine.package.load.object_origin`): a
+        version pinned by the picker. Raises ApiException."""
+        await asyncio.to_thread(rest.send, self._api, "PATCH", str(origin), body, content_type=rest.MERGE_PATCH)
 
     async def request(self, key: ReleaseKey, action: str, *, revision: int = 0, value: bool | str = True) -> Requested:
         """Have the controller carry ``action`` out on ``key``'s Package object: its request annotation, or

@@ -28,8 +28,8 @@ same everywhere. Rules, in the order they are checked:
 Attached to a controller (the release's package is a Package object a live ``helmdeck controller``
 reconciles, :mod:`engine.runtime.drive.attach`), the same rules decide, and the controller carries the action
 out (a request on the object): rule 1 holds; rule 2 (this app's own lease) does not apply; the controller
-takes requests for upgrade, rollback, unlock, cancel, the monitor, and suspend and maintenance (the
-object's spec): any other action is refused naming what to do instead (:func:`controller_refusal`); unlock
+takes requests for upgrade, rollback, unlock, cancel, the monitor, and suspend, maintenance and a version
+pinned (the object's spec): any other action is refused naming what to do instead (:func:`controller_refusal`); unlock
 needs a pending release (rule 5) and cancel an action of the controller's running (its pending revision).
 
 ``diff``, ``render`` and ``cleanup-plan`` change nothing: rules 1 and 2 do not apply to them.
@@ -96,7 +96,7 @@ def local_chart_reason(key: ReleaseKey) -> str:
 # The app's actions a controller takes as requests on a Package object (engine.runtime.drive.requests; suspend and
 # maintenance as the spec's own fields); "reconcile" is the pass after a pin.
 CONTROLLER_TAKES = frozenset({"upgrade", "reconcile", "rollback", "unlock", "cancel", "monitor", "suspend",
-                              "maintenance"})
+                              "maintenance", "versions"})
 
 
 def controller_refusal(action: str, found: Attached) -> str | None:
@@ -111,8 +111,6 @@ def controller_refusal(action: str, found: Attached) -> str | None:
         return f"{whose}: delete the object to uninstall (kubectl delete pkg -n {ns} {name}; its finalizer uninstalls)"
     if action == "test":
         return f"{whose}: it takes no test request (spec.test runs the tests after each install and upgrade)"
-    if action == "versions":
-        return f"{whose}: pin the chart version in the object (kubectl edit pkg -n {ns} {name})"
     return f"{whose}: {action} is not one of its requests"
 
 
