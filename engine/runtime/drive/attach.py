@@ -146,6 +146,8 @@ class Attachment:
         self._keys: dict[tuple[str, str], ReleaseKey] = {}  # object ref -> its release
         self._event_watches: dict[str, Callable[[], None]] = {}
         self._last: dict[ReleaseKey, ActionOutcome] = {}  # the controller's last action on each, from its Events
+        # origin -> (resourceVersion, holder, spec, its view fields): a burst projects only the objects it changed
+        self._projected: dict[Path, tuple[str, str, PackageSpec, dict[str, Any]]] = {}
         self.problem = ""
 
     def attached(self, key: ReleaseKey) -> Attached | None:
@@ -213,26 +215,38 @@ class Attachment:
         self._event_watches.clear()
         self._keys.clear()
         self._last.clear()
+        self._projected.clear()
         self._book.set_attached({})
 
     def _show(self) -> None:
-        """The book's attached packages from the objects known now (once per burst of changes)."""
+        """The book's attached packages from the objects known now (once per burst of changes; an object is
+        projected again only when it or its controller changed)."""
         if self._objects is None:
             return
-        specs: dict[Path, PackageSpec] = {s.file: s for s in self._objects.specs().values()}
+        specs = {s.file: (k, s) for k, s in self._objects.specs().items()}
         fields: dict[ReleaseKey, dict[str, Any]] = {}
         keys: dict[tuple[str, str], ReleaseKey] = {}
+        holders: dict[str, str] = {}  # namespace -> the holder of the controller covering it ("" none)
         for origin, obj in self._objects.objects(PACKAGES).items():
-            spec = specs.get(origin)
-            ref = object_ref(origin)
-            controller = self.controller_of(ref[0]) if ref is not None else None
-            if spec is None or ref is None or controller is None or deleting(obj) or spec.key in self._book.packages:
+            found, ref = specs.get(origin), object_ref(origin)
+            if found is None or ref is None or deleting(obj) or found[0] in self._book.packages:
                 continue  # a package file of this app's own set wins: that one this app drives
-            fields[spec.key] = attached_fields(obj, spec, controller.holder)
-            if spec.key in self._last:
-                fields[spec.key]["last"] = self._last[spec.key]
-            keys[ref] = spec.key
+            key, spec = found
+            if ref[0] not in holders:
+                controller = self.controller_of(ref[0])
+                holders[ref[0]] = controller.holder if controller is not None else ""
+            holder = holders[ref[0]]
+            if not holder:
+                continue
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            cached = self._projected.get(origin)
+            if cached is None or cached[:3] != (version, holder, spec):
+                cached = (version, holder, spec, attached_fields(obj, spec, holder))
+                self._projected[origin] = cached
+            fields[key] = {**cached[3], "last": self._last[key]} if key in self._last else cached[3]
+            keys[ref] = key
         self._keys = keys
+        self._projected = {o: p for o, p in self._projected.items() if o in specs}
         for namespace in {ref[0] for ref in keys} - set(self._event_watches):
             self._event_watches[namespace] = self._events(namespace, self._on_event)
         self._book.set_attached(fields)
