@@ -170,7 +170,6 @@ def _engine(
     from engine.runtime import Engine
     from engine.runtime.engine import LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
-    from engine.runtime.pulses import check_url
     from helmdeck.access import scope_fallback
 
     target = KubeTarget(args.kubeconfig, args.context)
@@ -193,11 +192,6 @@ def _engine(
     # A read-only instance never competes for the lease: it would block the one that acts.
     if package_set is not None and not getattr(args, "no_lease", True) and not readonly:
         lease = LeaseConfig(package_set.lease_name, getattr(args, "lease_namespace", "default"))
-    try:  # the app attaches to the cluster's helmdeck controller when one runs
-        metrics = tuple(check_url(u) for u in getattr(args, "controller_metrics", None) or ())
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from None
     engine = Engine(
         target, Helm(_helm(args), target), args.packages,
         namespaces=namespaces,
@@ -205,7 +199,8 @@ def _engine(
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
         lease=lease, watch_packages=watch, monitors=monitors, package_set=name,
         allow_unsupported=getattr(args, "allow_unsupported", False),
-        attach=args.command in (None, "demo"), controller_metrics=metrics,
+        # the app attaches to the cluster's helmdeck controller when one runs
+        attach=args.command in (None, "demo"), controller_metrics=tuple(getattr(args, "controller_metrics", ())),
     )
     engine.scope_note = note
     return engine

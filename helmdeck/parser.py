@@ -65,6 +65,16 @@ def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
     return p
 
 
+def _metrics_url(text: str) -> str:
+    """``--controller-metrics``: an http(s) URL (a bare HOST:PORT gets http:// and /metrics)."""
+    from engine.runtime.pulses import check_url
+
+    try:
+        return check_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_theme(p: argparse.ArgumentParser, default: Any = None) -> None:
     p.add_argument("--theme", default=default,
                    help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
@@ -95,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print helmdeck's version and the helm binary it would run, then exit")
     _add_theme(parser)
-    parser.add_argument("--controller-metrics", action="append", default=[], metavar="URL",
+    parser.add_argument("--controller-metrics", action="append", default=[], metavar="URL", type=_metrics_url,
                         help="a helmdeck controller replica's metrics (repeatable), for the controller view (P), "
                              "e.g. http://127.0.0.1:8080/metrics after kubectl port-forward; a controller running "
                              "on this machine is found through its Lease without it")

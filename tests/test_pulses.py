@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 
 from engine.runtime.pulses import MAX_BYTES, PulseMeter, check_url, fetch, parse, quantile, reachable
 from engine.runtime.state import ControllerInfo, Pulse
+from helmdeck.cli import build_parser
 from helmdeck.metrics import ControllerMetrics
 
 
@@ -124,3 +125,12 @@ def test_metrics_urls() -> None:
     assert reachable(local) == "http://127.0.0.1:9100/metrics"
     assert reachable(pod) == ""  # every address of the pod: not reachable from here without a port-forward
     assert reachable(ControllerInfo("x", "y", 0, 15)) == ""
+
+
+def test_the_controller_metrics_flag_is_checked_by_the_parser() -> None:
+    args = build_parser().parse_args(["--controller-metrics", "127.0.0.1:8080", "--controller-metrics",
+                                      "http://10.0.0.5:8080/metrics"])
+    assert args.controller_metrics == ["http://127.0.0.1:8080/metrics", "http://10.0.0.5:8080/metrics"]
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--controller-metrics", "file:///etc/passwd"])
+    assert exited.value.code == 2
