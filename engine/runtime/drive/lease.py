@@ -25,6 +25,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from engine.base import labels as labels_
 from engine.kube import rest
@@ -126,7 +127,7 @@ class LeaseElector:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if release and self.leader:
-            with contextlib.suppress(ApiException, OSError):
+            with contextlib.suppress(ApiException, OSError, HTTPError):
                 await asyncio.to_thread(self._release)
             self._set(holder="", leader=False)
 
@@ -137,14 +138,12 @@ class LeaseElector:
                 if outcome is not None:
                     self._set(*outcome)  # on the loop: callbacks may touch loop-bound state
                 self.last_error = None
-            except ApiException as exc:
-                self.last_error = f"lease {self.namespace}/{self.name}: API error {exc.status} {exc.reason}"
+            except (ApiException, OSError, HTTPError) as exc:  # HTTPError: urllib3's, the API server unreachable
+                what = f"API error {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
+                self.last_error = f"lease {self.namespace}/{self.name}: {what}"
                 log.warning("%s", self.last_error)
                 if self.leader and time.monotonic() - self._seen_at > self.duration:
                     self._set(self.holder, False)  # could not renew in time: stop acting
-            except OSError as exc:
-                self.last_error = f"lease {self.namespace}/{self.name}: {exc}"
-                log.warning("%s", self.last_error)
             self.decided.set()
             await asyncio.sleep(self.retry)
 
