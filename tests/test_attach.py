@@ -3,14 +3,20 @@ as the row shows it, and the gate's rules for a release the controller reconcile
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 from typing import Any
 
+from kubernetes import client
+
 from engine.package.load import load_objects
-from engine.runtime.drive.attach import attached_fields, attached_state, live_controllers
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES
+from engine.runtime.drive.attach import Attachment, attached_fields, attached_state, live_controllers
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, LeaseElector
+from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import READ_ONLY
 from engine.runtime.state import Attached, Condition
+from engine.storage.observer import Observer
 from tests.controller_fixtures import oci_repository, package
 from tests.fixtures import FLAKY, LEGACY, fixed_engine
 
@@ -95,3 +101,38 @@ def test_read_only_refuses_every_request() -> None:
     gate = _attached_engine(readonly=True).gate
     for action in ("upgrade", "rollback", "monitor", "maintenance", "suspend", "cancel", "unlock"):
         assert gate.why_not(action, LEGACY) == READ_ONLY
+
+
+def _unreachable() -> client.ApiClient:
+    config = client.Configuration()
+    config.host = "http://127.0.0.1:9"  # nothing listens: urllib3 raises MaxRetryError, not an OSError
+    return client.ApiClient(config)
+
+
+async def test_an_unreachable_api_server_is_said_and_the_attachment_keeps_trying() -> None:
+    attachment = Attachment(_unreachable(), ReleaseBook(Observer(None)), None, lambda _ns, _cb: lambda: None,
+                            every=0.05)
+    task = asyncio.create_task(attachment.run())
+    for _ in range(100):
+        if attachment.problem:
+            break
+        await asyncio.sleep(0.05)
+    assert not task.done() and "controller Leases unreadable" in attachment.problem
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_a_leader_that_cannot_reach_the_api_server_stops_acting_after_its_lease() -> None:
+    changes: list[tuple[str, bool]] = []
+    elector = LeaseElector(_unreachable(), "helmdeck-cluster", duration=0.2, retry=0.05,
+                           on_change=lambda holder, leader: changes.append((holder, leader)))
+    elector._set(elector.identity, True)  # it led, then the API server went away
+    elector.start()
+    for _ in range(100):
+        if not elector.leader:
+            break
+        await asyncio.sleep(0.05)
+    assert not elector.leader and changes[-1] == (elector.identity, False)
+    assert elector.last_error is not None and "127.0.0.1" in elector.last_error
+    await elector.stop(release=False)

@@ -284,6 +284,10 @@ class EngineClient:
     def controllers(self) -> tuple[ControllerInfo, ...]:
         return self.engine.controllers
 
+    def controllers_problem(self) -> str:
+        """Why the controllers cannot be found now ("" when they can)."""
+        return self.engine.controllers_problem
+
     def pulse_sources(self) -> bool:
         """Are controller metrics known (URLs given, or a live controller's reachable from here)?"""
         return self.engine.pulse_sources()

@@ -540,6 +540,12 @@ class Engine:
         """The live ``helmdeck controller``s of the cluster (by Lease); () when none, or not following them."""
         return self.attachment.controllers if self.attachment is not None else ()
 
+    @property
+    def controllers_problem(self) -> str:
+        """Why the controllers' Leases or their Package objects cannot be read now ("" when they can, e.g. a 403:
+        the app needs ``list`` on ``leases.coordination.k8s.io`` across namespaces)."""
+        return self.attachment.problem if self.attachment is not None else ""
+
     async def by_controller(self, key: ReleaseKey, action: str, *, revision: int = 0,
                             value: bool | str = True) -> Requested | None:
         """When ``key``'s package is a Package object a live controller reconciles: :meth:`check` (the one gate),

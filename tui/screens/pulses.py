@@ -68,16 +68,17 @@ class PulsesScreen(EngineScreen):
         self.set_interval(EVERY, self.sample)
 
     def _controllers_text(self) -> Content:
-        found = self._client.controllers()
+        found, problem = self._client.controllers(), self._client.controllers_problem()
+        said: tuple[str, str] = (f"\n⚠ {problem}", "$text-error") if problem else ("", "")
         if not found:
             return Content.assemble(("Controller view", "bold $text-primary"), "   no helmdeck controller holds a "
-                                    "Lease of this cluster now")
+                                    "Lease of this cluster now", said)
         now = self._clock()
         parts: list[str | tuple[str, str]] = [("Controller view", "bold $text-primary")]
         for c in found:
             parts += ["\n", ("● ", "$text-success"), (c.holder, "bold"), f"   Lease {c.lease}   last heartbeat ",
                       f"{fmt.duration(max(0.0, now - c.renewed))} ago   namespaces {', '.join(c.namespaces) or 'all'}"]
-        return Content.assemble(*parts)
+        return Content.assemble(*parts, said)
 
     def _controller_changed(self, _event: ControllerChanged) -> None:
         self.query_one("#pulses-controllers", Static).update(self._controllers_text())

@@ -29,6 +29,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from engine.base.labels import API_VERSION
 from engine.kube import rest
@@ -165,7 +166,7 @@ class Attachment:
                 try:
                     found = await asyncio.to_thread(read_controllers, self._api)
                     self.problem = ""
-                except (ApiException, OSError) as exc:
+                except (ApiException, OSError, HTTPError) as exc:  # HTTPError: urllib3's, the server unreachable
                     found = self.controllers  # a blip: what was known stays until the next read
                     problem = f"controller Leases unreadable: {getattr(exc, 'reason', exc)}"
                     if problem != self.problem:
@@ -187,8 +188,8 @@ class Attachment:
             self._objects = PackageObjects(self._api, self._namespaces)
             try:
                 await asyncio.to_thread(self._objects.load)
-            except ApiException as exc:
-                self.problem = f"Package objects unreadable: {exc.reason}"
+            except (ApiException, OSError, HTTPError) as exc:
+                self.problem = f"Package objects unreadable: {getattr(exc, 'reason', exc)}"
                 log.warning("%s", self.problem)
                 self._objects = None
                 return
