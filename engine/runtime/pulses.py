@@ -27,8 +27,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from engine.runtime.state import ControllerInfo, Pulse
 
 MAX_BYTES = 1 << 20  # a controller's /metrics is a few kB; more is not a controller's
@@ -53,6 +51,9 @@ class Reading:
 
 def parse(text: str, at: float) -> Reading:
     """The pulses of one ``/metrics`` text (Prometheus' text format). Raises ValueError when it is not."""
+    # Imported on first use: prometheus_client's package loads its whole client, which headless commands never need.
+    from prometheus_client.parser import text_string_to_metric_families
+
     reconciles: dict[str, float] = {}
     queue = 0.0
     buckets: dict[float, float] = {}
