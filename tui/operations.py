@@ -203,7 +203,7 @@ async def _cancel(ctx: Context) -> Step:
     # The last deployed revision, while helm writes a newer one: offered as the rollback after the cancel.
     target = previous_snapshot(ctx.client.history(ctx.key)) if obs is not None and obs.status != "deployed" else None
 
-    async def and_roll_back() -> ActionOutcome:
+    async def and_roll_back() -> ActionOutcome | Requested:
         await ctx.client.cancel(ctx.key)  # its outcome is in the release's log; the rollback's is reported
         assert target is not None
         return await ctx.client.rollback(ctx.key, target.version)
