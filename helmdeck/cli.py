@@ -88,6 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         raise _usage_error("--concurrency must be at least 1")
     if args.packages is not None and not args.packages.is_dir():
         raise _usage_error(f"--packages {args.packages} is not a directory")
+    _kustomize_flags(args)
     from engine.kube.client import KubeConfigError
 
     handlers = {None: _app, "reconcile": _reconcile, "status": _status, "render": _render, "diff": _diff,
@@ -96,6 +97,37 @@ def _run(args: argparse.Namespace) -> int:
         return handlers[args.command](args)
     except KubeConfigError as exc:
         raise _usage_error(str(exc)) from None
+
+
+def _kustomize_flags(args: argparse.Namespace) -> None:
+    """``--kustomize DIR`` stands for ``--packages``: it names the package set, and the engine builds it
+    (:func:`_kustomize_source`). Its variable flags need it."""
+    if getattr(args, "kustomize", None) is None:
+        if getattr(args, "vars", None) or getattr(args, "vars_from", None) or getattr(args, "vars_from_cluster", None):
+            raise _usage_error("--var, --vars-from and --vars-from-cluster go with --kustomize DIR")
+        return
+    if args.packages is not None:
+        raise _usage_error("give --packages DIR or --kustomize DIR, not both")
+    if not args.kustomize.is_dir():
+        raise _usage_error(f"--kustomize {args.kustomize} is not a directory")
+    for file in args.vars_from or ():
+        if not file.is_file():
+            raise _usage_error(f"--vars-from {file} is not a file")
+    args.packages = args.kustomize
+
+
+def _kustomize_source(args: argparse.Namespace) -> Any:
+    """The KustomizeSource of ``--kustomize`` and its variable flags (None without it)."""
+    if getattr(args, "kustomize", None) is None:
+        return None
+    from engine.package.substitute import SubstitutionError, parse_var, variables
+    from engine.runtime.drive.kustomized import KustomizeSource
+
+    try:
+        given = variables((parse_var(v) for v in args.vars or ()), "--var")
+    except SubstitutionError as exc:
+        raise _usage_error(str(exc)) from None
+    return KustomizeSource(args.kustomize, given, tuple(args.vars_from or ()), args.vars_from_cluster or "")
 
 
 # -- local cluster -----------------------------------------------------------------
@@ -198,7 +230,7 @@ def _engine(
         readonly=readonly,
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
         lease=lease, watch_packages=watch, monitors=monitors, package_set=name,
-        allow_unsupported=getattr(args, "allow_unsupported", False),
+        allow_unsupported=getattr(args, "allow_unsupported", False), kustomize=_kustomize_source(args),
         # the app attaches to the cluster's helmdeck controller when one runs
         attach=args.command in (None, "demo"), controller_metrics=tuple(getattr(args, "controller_metrics", ())),
     )
@@ -250,7 +282,7 @@ def _reconcile(args: argparse.Namespace) -> int:
     from helmdeck.access import report as report_access
 
     if args.packages is None:
-        print("error: reconcile needs --packages DIR", file=sys.stderr)
+        print("error: reconcile needs --packages DIR or --kustomize DIR", file=sys.stderr)
         return EXIT_USAGE
     if args.readonly:
         print("error: --readonly reconciles nothing; use `helmdeck status` to look", file=sys.stderr)
@@ -408,6 +440,17 @@ def _find_package(args: argparse.Namespace) -> Any:
     raise SystemExit(EXIT_USAGE)
 
 
+def _built_package(engine: Any, name: str) -> Any:
+    """The package ``name`` (its name or release name) of a ``--kustomize`` path; exits with a message."""
+    for spec in engine.packages.values():
+        if name in (spec.name, spec.release_name):
+            return spec
+    for err in engine.package_errors:
+        print(f"package error: {err}", file=sys.stderr)
+    print(f"error: no package named {name!r} in the --kustomize path", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
 def _one_package(args: argparse.Namespace, what: str) -> int:
     """``render`` or ``diff`` of one package, through a read-only engine on its namespace."""
     from engine.base.fields import PackageError
@@ -416,10 +459,16 @@ def _one_package(args: argparse.Namespace, what: str) -> int:
     from helmdeck.access import report as report_access
 
     setup_logging(args.log_level, args.log_file)
-    spec = _find_package(args)
-    args.packages = spec.file.parent
-    args.namespaces, args.all_namespaces, args.no_lease = sorted({spec.namespace, spec.release_namespace}), False, True
-    engine = _engine(args, readonly=True, watch=False, monitors=False)
+    if getattr(args, "kustomize", None) is not None:  # the package is one of the built path's
+        args.no_lease = True
+        engine = _engine(args, readonly=True, watch=False, monitors=False)
+        spec = _built_package(engine, args.package)
+    else:
+        spec = _find_package(args)
+        args.packages = spec.file.parent
+        args.namespaces, args.all_namespaces, args.no_lease = (sorted({spec.namespace, spec.release_namespace}),
+                                                               False, True)
+        engine = _engine(args, readonly=True, watch=False, monitors=False)
 
     async def run() -> str:
         await engine.start(reconcile=False)

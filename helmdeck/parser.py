@@ -40,7 +40,18 @@ def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
          help="only this namespace (repeatable; default: all namespaces)")
     flag(g, "-A", "--all-namespaces", action="store_true", default=False,
          help="all namespaces (the default)")
-    flag(g, "--packages", type=Path, help="folder of package files")
+    flag(g, "--packages", type=Path, help="folder of package files (its own files; subfolders are not read)")
+    flag(g, "--kustomize", type=Path, metavar="DIR",
+         help="instead of --packages: a repository path built with kustomize as Flux's kustomize-controller "
+              "builds it (subfolders included), its objects read as package files")
+    flag(g, "--var", action="append", dest="vars", metavar="KEY=VALUE",
+         help="--kustomize: a post-build variable for ${KEY} (repeatable; over --vars-from)")
+    flag(g, "--vars-from", action="append", dest="vars_from", type=Path, metavar="FILE",
+         help="--kustomize: post-build variables from a YAML file (a mapping, or ConfigMap/Secret documents) or "
+              "a .env file of KEY=VALUE lines (repeatable; later files win)")
+    flag(g, "--vars-from-cluster", metavar="NAMESPACE/NAME",
+         help="--kustomize: also the post-build variables of this Flux Kustomization on the cluster "
+              "(spec.postBuild.substitute and the ConfigMaps and Secrets of substituteFrom; read-only)")
     flag(g, "--allow-unsupported", action="store_true", default=False,
          help="read Flux documents with fields helmdeck does not implement (spec.kubeConfig, verify, ...): "
               "leave those fields out with a warning instead of refusing the document")

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     from helmdeck.access import report as report_access
 
     if args.packages is None:
-        print("error: plan needs --packages DIR", file=sys.stderr)
+        print("error: plan needs --packages DIR or --kustomize DIR", file=sys.stderr)
         return EXIT_FAILED
     setup_logging(args.log_level, args.log_file)
     args.no_lease = True

@@ -28,6 +28,7 @@ Cached documents are shared: callers must not mutate them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import threading
@@ -91,6 +92,14 @@ def package_limits() -> Limits:
     (``HELMDECK_MAX_YAML_DEPTH``); 10,000 documents (objects) per file (``HELMDECK_MAX_DOCUMENTS``)."""
     return Limits(_env_int("HELMDECK_MAX_PACKAGE_BYTES", _MIB), "HELMDECK_MAX_PACKAGE_BYTES", **_depth(),
                   max_documents=_env_int("HELMDECK_MAX_DOCUMENTS", 10_000), documents_env="HELMDECK_MAX_DOCUMENTS")
+
+
+def kustomize_limits() -> Limits:
+    """The output of one ``kustomize build`` (``--kustomize DIR``): 16 MiB unless
+    ``HELMDECK_MAX_KUSTOMIZE_BYTES`` says otherwise; each object in it is then held to the package limits
+    (:func:`package_limits`: its size, nesting, aliases; the number of objects, ``HELMDECK_MAX_DOCUMENTS``)."""
+    return dataclasses.replace(package_limits(), max_bytes=_env_int("HELMDECK_MAX_KUSTOMIZE_BYTES", 16 * _MIB),
+                               env="HELMDECK_MAX_KUSTOMIZE_BYTES")
 
 
 def values_limits() -> Limits:

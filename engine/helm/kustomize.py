@@ -23,8 +23,9 @@ class KustomizeMissing(HelmError):
     """No kustomize binary was found; the message says where helmdeck looked and the fixes."""
 
 
-def find_kustomize(env: Mapping[str, str] | None = None) -> Path:
-    """The kustomize binary (see the module docstring). Raises KustomizeMissing."""
+def find_kustomize(env: Mapping[str, str] | None = None, *, needed_by: str = "spec.postRenderers") -> Path:
+    """The kustomize binary (see the module docstring); ``needed_by`` names what needs it in the error.
+    Raises KustomizeMissing."""
     env = os.environ if env is None else env
     explicit = env.get(ENV_VAR)
     if explicit:
@@ -39,5 +40,5 @@ def find_kustomize(env: Mapping[str, str] | None = None) -> Path:
     on_path = shutil.which("kustomize", path=env.get("PATH", ""))
     if on_path is not None:
         return Path(on_path).absolute()
-    raise KustomizeMissing(f"spec.postRenderers needs kustomize: ${ENV_VAR} is unset, {cached} is not built and "
+    raise KustomizeMissing(f"{needed_by} needs kustomize: ${ENV_VAR} is unset, {cached} is not built and "
                            f"PATH has no kustomize; run `make build`, set ${ENV_VAR}, or install kustomize v5")

@@ -55,6 +55,7 @@ from engine.runtime.drive.attach import Attachment
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.finalizer import Finalizers
 from engine.runtime.drive.folder import PackageFolder
+from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.object_status import StatusWriter
 from engine.runtime.drive.objects import PackageObjects
@@ -119,6 +120,9 @@ class Engine:
     packages and the actions on them become requests it carries out (:mod:`engine.runtime.drive.attach`).
     ``controller_metrics``: the metrics URLs of controller replicas (checked by
     :func:`engine.runtime.pulses.check_url`), read for :meth:`pulses` beside those the controllers' Leases give.
+    ``kustomize``: the packages are the objects of a repository path built with kustomize and Flux's
+    post-build substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path
+    (it names the package set).
     """
 
     def __init__(
@@ -142,6 +146,7 @@ class Engine:
         default_service_account: str = "",
         attach: bool = False,
         controller_metrics: tuple[str, ...] = (),
+        kustomize: KustomizeSource | None = None,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -162,8 +167,11 @@ class Engine:
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
         self.objects = (PackageObjects(api, namespaces, default_service_account=default_service_account)
                         if cluster_packages else None)
-        source: PackageInput | None = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported)
-                                       if packages_dir is not None else self.objects)
+        source: PackageInput | None = (
+            KustomizeInput(kustomize, self._api, self.masker.remember, allow_unsupported=allow_unsupported)
+            if kustomize is not None else
+            PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
+            else self.objects)
         # The packages are read now: their storage namespaces are watched too.
         first = source.load() if source is not None else None
         self.observer = observer or Observer(self._api, self._observed_namespaces(first.specs if first else {}))

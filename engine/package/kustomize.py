@@ -1,0 +1,284 @@
+"""``--kustomize DIR``: a repository path built with the real kustomize, as Flux's kustomize-controller
+builds a Kustomization's ``spec.path``, and its objects made package files.
+
+- ``kustomize build --load-restrictor LoadRestrictionsNone DIR`` (Flux builds with no load restriction,
+  so an overlay may name ``../../apps/base``), with the pinned kustomize (:func:`engine.helm.kustomize.
+  find_kustomize`); a path without a ``kustomization.yaml`` gets one generated, as Flux's controller
+  generates it: every YAML file holding Kubernetes objects in the directory tree, a subfolder with its
+  own kustomization taken whole (:func:`generated_resources`). That is how nested repository paths
+  are read: ``--packages DIR`` reads only the files of DIR itself.
+- Bounded: the output is read up to :func:`engine.base.loader.kustomize_limits` (16 MiB) and at most
+  ``max_documents`` objects; each object is parsed within the package limits (size, nesting, aliases)
+  before and after substitution; the build is killed after :data:`BUILD_TIMEOUT` seconds.
+- Post-build substitution (:mod:`engine.package.substitute`) on each object when variables are given
+  (a Kustomization with ``spec.postBuild``); without any, objects are left as built, and how many hold a
+  ``${`` is counted for a note.
+- Each object becomes one file named after it (:func:`object_file`), so that the package loader reads
+  them as it reads any folder, and its errors name the object; :func:`write_objects` rewrites only the
+  files whose text changed, so a change re-reads only the objects it touched.
+
+Errors are :class:`PackageError` naming DIR, the object and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.base.fields import PackageError
+from engine.base.loader import YamlLimitError, documents_error, kustomize_limits, package_limits, parse_text
+from engine.helm.kustomize import KustomizeMissing, find_kustomize
+from engine.package.model import PACKAGE_SUFFIXES
+from engine.package.substitute import SubstitutionError, Variables, disabled, references, substitute
+
+BUILD_TIMEOUT = 120.0  # seconds one kustomize build may take
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,120}")
+_SEPARATOR = re.compile(r"^---[ \t]*\n", re.MULTILINE)
+_STDERR_TAIL = 4000
+
+
+@dataclass(frozen=True)
+class BuiltObject:
+    """One object of the build: its file name (:func:`object_file`), ``ref`` (``Kind namespace/name``) and
+    YAML text (substituted)."""
+
+    file: str
+    ref: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Built:
+    """A repository path built: its objects; the problems of single objects (those objects' files keep their
+    last text: ``kept``); ``unsubstituted``: objects holding a ``${`` left as written (no variables given)."""
+
+    objects: tuple[BuiltObject, ...]
+    errors: tuple[PackageError, ...] = ()
+    kept: frozenset[str] = frozenset()
+    unsubstituted: int = 0
+
+    def note(self) -> str:
+        """One line when objects hold ``${`` references and no variables were given ("" otherwise)."""
+        if not self.unsubstituted:
+            return ""
+        return (f"{self.unsubstituted} object{'s' if self.unsubstituted != 1 else ''} hold ${{...}} references left "
+                "as written: no --var or --vars-from was given (as a Flux Kustomization without spec.postBuild)")
+
+
+def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD_TIMEOUT) -> str:
+    """The output of ``kustomize build`` of ``directory`` (a generated kustomization where it has none).
+    Raises PackageError naming ``directory``: no kustomize, the build failed (kustomize's own words, which
+    name the file), timed out, or printed more than the limit."""
+    try:
+        kustomize = binary or find_kustomize(needed_by="--kustomize")
+    except KustomizeMissing as exc:
+        raise PackageError(directory, "", str(exc)) from None
+    if not directory.is_dir():
+        raise PackageError(directory, "", "is not a directory", "give --kustomize a repository path")
+    with tempfile.TemporaryDirectory(prefix="helmdeck-kustomization-") as gen:
+        target = directory
+        if not any((directory / name).is_file() for name in KUSTOMIZATION_FILES):
+            target = Path(gen)
+            resources = "".join(f"- {_quoted(p)}\n" for p in generated_resources(directory))
+            (target / "kustomization.yaml").write_text(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                + (f"resources:\n{resources}" if resources else "resources: []\n"))
+        return _run([str(kustomize), "build", "--load-restrictor", "LoadRestrictionsNone", str(target)],
+                    directory, timeout)
+
+
+def _quoted(path: Path) -> str:
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def generated_resources(directory: Path) -> list[Path]:
+    """What Flux's generated kustomization lists for a path without one: each subfolder holding a
+    kustomization (whole, not looked into), else every ``.yaml``/``.yml`` file of the tree holding a
+    Kubernetes object (``apiVersion`` and ``kind``), in name order; hidden entries skipped. A file too big
+    or malformed to tell is listed, for kustomize to name its problem."""
+    out: list[Path] = []
+    stack = [directory]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        subfolders = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                subfolders.append(path)
+            elif path.suffix in PACKAGE_SUFFIXES and entry.is_file() and _holds_objects(path):
+                out.append(path)
+        for sub in reversed(subfolders):
+            if any((sub / name).is_file() for name in KUSTOMIZATION_FILES):
+                out.append(sub)
+            else:
+                stack.append(sub)
+    return sorted(out)
+
+
+def _holds_objects(path: Path) -> bool:
+    from engine.base.loader import load_documents
+
+    try:
+        docs = load_documents(path, package_limits())
+    except YamlLimitError:
+        return True
+    return any(isinstance(d.data, dict) and "apiVersion" in d.data and "kind" in d.data for d in docs)
+
+
+def _run(command: list[str], directory: Path, timeout: float) -> str:
+    """Run kustomize; its stdout read up to the limit (the process killed past it or past ``timeout``)."""
+    limits = kustomize_limits()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            out = proc.stdout.read(limits.max_bytes + 1)
+            if len(out) > limits.max_bytes:
+                proc.kill()
+                raise PackageError(directory, "", f"kustomize build printed more than {limits.max_bytes} bytes",
+                                   f"set {limits.env} to raise the limit")
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if code != 0:
+            if timed_out.is_set():
+                raise PackageError(directory, "", f"kustomize build took longer than {timeout:.0f} s")
+            err.seek(0)
+            said = err.read()[-_STDERR_TAIL:].decode("utf-8", errors="replace").strip()
+            raise PackageError(directory, "", f"kustomize build failed: {said or f'exit code {code}'}",
+                               "fix the file kustomize names")
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PackageError(directory, "", f"kustomize build printed no UTF-8 text (byte {exc.start})") from None
+
+
+def object_file(kind: str, namespace: str, name: str) -> str:
+    """The file an object is written to: ``<namespace>.<Kind>.<name>.yaml`` (``_cluster`` for cluster-scoped
+    objects), stable across builds; a digest of them when a part is not a plain name."""
+    parts = (namespace or "_cluster", kind, name)
+    if all(_SAFE.fullmatch(p) or p == "_cluster" for p in parts):
+        return ".".join(parts) + ".yaml"
+    return "object-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16] + ".yaml"
+
+
+def objects(output: str, directory: Path, variables: Variables | None) -> Built:
+    """The objects of a build's ``output``, each substituted with ``variables`` (None: no post-build
+    substitution). An object whose substitution fails is reported (naming it and the variables) and
+    listed in ``kept``; the others count. Raises PackageError when the output holds more objects than the
+    package limits allow, or an object is unreadable or over a limit."""
+    limits = package_limits()
+    chunks = [c for c in _SEPARATOR.split(output) if c.strip()]
+    if len(chunks) > limits.max_documents:
+        exc = documents_error(directory, limits, None)
+        raise PackageError(directory, "", f"kustomize build: {exc.problem}", exc.fix)
+    built: list[BuiltObject] = []
+    errors: list[PackageError] = []
+    kept: set[str] = set()
+    unsubstituted = 0
+    for index, chunk in enumerate(chunks):
+        where = Path(f"{directory} (object {index + 1} of the build)")
+        data = _parse(chunk, where, directory)
+        if not isinstance(data, dict):
+            raise PackageError(directory, "", f"kustomize build printed something that is not an object "
+                               f"(object {index + 1})")
+        meta = data.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        kind, name, namespace = (str(x or "") for x in (data.get("kind"), meta.get("name"), meta.get("namespace")))
+        ref = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        file = object_file(kind, namespace, name)
+        text = chunk
+        if references(chunk):
+            if variables is None:
+                unsubstituted += 1
+            elif not disabled(data):
+                try:
+                    text = substitute(chunk, variables.values)
+                except SubstitutionError as exc:
+                    errors.append(PackageError(directory, "", f"{ref}: {exc}", _fix(exc, variables)))
+                    kept.add(file)
+                    continue
+                try:
+                    _parse(text, where, directory)  # a value may have broken the YAML, as in Flux
+                except PackageError as exc:
+                    errors.append(PackageError(directory, "", f"{ref}: after substitution: {exc.problem}",
+                                               "check the variables' values (a value is put into the YAML text "
+                                               "as it is)"))
+                    kept.add(file)
+                    continue
+        header = f"# {ref}, from `kustomize build {directory}` (helmdeck --kustomize)\n"
+        built.append(BuiltObject(file, ref, header + text))
+    return Built(tuple(built), tuple(errors), frozenset(kept), unsubstituted)
+
+
+def _fix(exc: SubstitutionError, variables: Variables) -> str:
+    if "not set" in str(exc):
+        names = ", ".join(exc.names)
+        return (f"pass --var {exc.names[0]}=VALUE or --vars-from FILE, or give the reference a default: "
+                f"${{{exc.names[0]}:=default}}" + (f" (set: {', '.join(sorted(variables.values))})"
+                                                   if variables.values and len(names) < 200 else ""))
+    return "rewrite the reference"
+
+
+def _parse(text: str, where: Path, directory: Path) -> object:
+    limits = package_limits()
+    if len(text.encode()) > limits.max_bytes:
+        raise PackageError(directory, "", f"{where.name}: an object of {len(text.encode())} bytes, over the limit "
+                           f"of {limits.max_bytes} bytes", f"set {limits.env} to raise it")
+    try:
+        return parse_text(text, where, limits).data
+    except YamlLimitError as exc:
+        raise PackageError(directory, "", exc.located.removeprefix(f"{directory} "), exc.fix) from None
+
+
+def write_objects(folder: Path, built: Iterable[BuiltObject], kept: Iterable[str] = ()) -> set[Path]:
+    """Make ``folder`` hold exactly the files of ``built`` (and ``kept``, left as they are); returns the
+    paths written or removed. Files are written owner-only (a Secret's substituted value may be in one)."""
+    wanted = {b.file: b for b in built}
+    keep = set(kept)
+    touched: set[Path] = set()
+    for path in folder.iterdir():
+        if path.name not in wanted and path.name not in keep:
+            path.unlink(missing_ok=True)
+            touched.add(path)
+    for name, obj in wanted.items():
+        path = folder / name
+        data = obj.text.encode()
+        with contextlib.suppress(OSError):
+            if path.read_bytes() == data:
+                continue
+        tmp = folder / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        tmp.replace(path)
+        touched.add(path)
+    return touched

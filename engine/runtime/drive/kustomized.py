@@ -1,0 +1,202 @@
+"""``--kustomize DIR`` as a :class:`~engine.runtime.drive.ports.PackageInput`: the repository path built with
+kustomize and substituted (:mod:`engine.package.kustomize`), its objects written one file each into a
+private folder that a :class:`~engine.runtime.drive.folder.PackageFolder` reads, so that everything after
+the build (the loader, its bounds and wording, last-good specs, the controller) is the folder's.
+
+Variables, lowest first (a name set twice takes the later value): the ConfigMaps and Secrets a Flux
+Kustomization on the cluster names in ``spec.postBuild.substituteFrom`` (in their order), that
+Kustomization's ``spec.postBuild.substitute`` (``--vars-from-cluster NAMESPACE/NAME``, as Flux lays them),
+then each ``--vars-from FILE``, then each ``--var KEY=VALUE``. Each is read again on every build. Values
+from a Secret are handed to the masker before anything is built, so plans and diffs mask them, and are
+never logged.
+
+Watching: one watch over the git checkout holding DIR (an overlay may name ``../../apps/base``), or DIR
+outside git, and the ``--vars-from`` files; a burst of changes to YAML, JSON or ``.env`` files is one
+rebuild, and only objects whose text changed are read again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import subprocess
+import tempfile
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import watchfiles
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from engine.base.fields import PackageError
+from engine.kube import rest
+from engine.package.kustomize import build, objects, write_objects
+from engine.package.substitute import (
+    NO_VARIABLES,
+    SubstitutionError,
+    Variables,
+    decode_secret_value,
+    read_vars_file,
+    variables,
+)
+from engine.runtime.drive.folder import FolderUpdate, PackageFolder
+
+log = logging.getLogger(__name__)
+
+KUSTOMIZATION_API = "kustomize.toolkit.fluxcd.io/v1"
+_WATCHED_SUFFIXES = (".yaml", ".yml", ".json", ".env")
+
+
+@dataclass(frozen=True)
+class KustomizeSource:
+    """What ``--kustomize`` and its flags say: the repository ``path``; ``variables`` from ``--var``;
+    ``files`` (``--vars-from``); ``cluster`` (``--vars-from-cluster``: the Flux Kustomization
+    ``namespace/name`` whose postBuild variables are read from the cluster, or ""). ``substitute``: whether
+    post-build substitution runs (any variable source given, as a Kustomization with ``spec.postBuild``)."""
+
+    path: Path
+    variables: Variables = NO_VARIABLES
+    files: tuple[Path, ...] = ()
+    cluster: str = ""
+
+    @property
+    def substitute(self) -> bool:
+        return bool(self.variables or self.files or self.cluster)
+
+
+class KustomizeInput:
+    """The packages of a built repository path (module docstring). ``api``: for ``--vars-from-cluster``
+    (None offline); ``remember``: the masker's, given the values read from Secrets."""
+
+    def __init__(self, source: KustomizeSource, api: client.ApiClient | None,
+                 remember: Callable[[Iterable[str]], None], *, allow_unsupported: bool = False,
+                 debounce_ms: int = 1500, step_ms: int = 150):
+        self.source = source
+        self.directory = source.path.resolve()
+        self._api = api
+        self._remember = remember
+        self._debounce_ms, self._step_ms = debounce_ms, step_ms
+        self._out = Path(tempfile.mkdtemp(prefix="helmdeck-kustomize-"))  # owner-only (0700)
+        weakref.finalize(self, shutil.rmtree, self._out, True)
+        self.folder = PackageFolder(self._out, allow_unsupported=allow_unsupported)
+        self._stop: anyio.Event | None = None
+        self._stopping = False
+
+    def variables(self) -> Variables | None:
+        """The post-build variables (module docstring), None when no substitution is asked for. Raises
+        PackageError naming the file or object that cannot be read."""
+        if not self.source.substitute:
+            return None
+        out = cluster_variables(self._api, self.source.cluster) if self.source.cluster else NO_VARIABLES
+        for file in self.source.files:
+            out = read_vars_file(file).over(out)
+        out = self.source.variables.over(out)
+        self._remember(out.secret_texts())
+        return out
+
+    def load(self, touched: set[Path] | None = None) -> FolderUpdate:
+        """Build, substitute and read the path now (blocking). A build that fails keeps the last good
+        packages and reports the problem, as a package file that turns bad."""
+        try:
+            built = objects(build(self.directory), self.directory, self.variables())
+        except PackageError as exc:
+            update = self.folder.load(set())
+            return dataclasses.replace(update, changed=frozenset(), errors=(exc, *update.errors))
+        written = write_objects(self._out, built.objects, built.kept)
+        update = self.folder.load(None if touched is None else written)
+        note = built.note()
+        if note:
+            log.info("%s: %s", self.directory, note)
+        return dataclasses.replace(update, errors=(*built.errors, *update.errors),
+                                   left_out=update.left_out + ((note,) if note else ()))
+
+    def watch_roots(self) -> list[Path]:
+        """The git checkout holding the path (else the path) and the ``--vars-from`` files' folders."""
+        roots = {checkout_root(self.directory) or self.directory}
+        roots.update(f.resolve().parent for f in self.source.files)
+        return sorted(p for p in roots if not any(q != p and q in p.parents for q in roots))
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self._stop is not None:
+            self._stop.set()
+
+    async def watch(self) -> AsyncIterator[FolderUpdate]:
+        """Yield an update per burst of changes under the watched roots until :meth:`stop`."""
+        self._stop = anyio.Event()
+        if self._stopping:
+            return
+        async for changes in watchfiles.awatch(
+            *self.watch_roots(), debounce=self._debounce_ms, step=self._step_ms, stop_event=self._stop,
+            watch_filter=_relevant,
+        ):
+            yield await anyio.to_thread.run_sync(self.load, {Path(p) for _, p in changes})
+
+
+def _relevant(change: watchfiles.Change, path: str) -> bool:
+    """A change kustomize may read: YAML, JSON, ``.env`` or a ``Kustomization`` file, not under ``.git``."""
+    p = Path(path)
+    return watchfiles.DefaultFilter()(change, path) and (p.suffix in _WATCHED_SUFFIXES or p.name == "Kustomization")
+
+
+def checkout_root(directory: Path) -> Path | None:
+    """The top of the git checkout holding ``directory`` (``git rev-parse --show-toplevel``), None outside
+    one or without git."""
+    try:
+        proc = subprocess.run(["git", "-C", str(directory), "rev-parse", "--show-toplevel"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def cluster_variables(api: client.ApiClient | None, ref: str) -> Variables:
+    """The post-build variables of the Flux Kustomization ``ref`` (``namespace/name``, or ``name`` in
+    flux-system) on the cluster, as Flux's kustomize-controller gathers them: each
+    ``spec.postBuild.substituteFrom`` entry (a ConfigMap's ``data``, a Secret's decoded ``data``; in the
+    Kustomization's namespace; a missing one is an error unless ``optional: true``), later entries over
+    earlier ones, then ``spec.postBuild.substitute`` over them all. Read-only. Raises PackageError naming
+    the Kustomization and the entry (never a value)."""
+    namespace, _, name = ref.rpartition("/")
+    namespace = namespace or "flux-system"
+    origin = Path(f"Kustomization {namespace}/{name}")
+    if api is None:
+        raise PackageError(origin, "", "--vars-from-cluster needs a cluster")
+    try:
+        obj = rest.get_json(api, rest.path(KUSTOMIZATION_API, "kustomizations", namespace, name))
+    except ApiException as exc:
+        raise PackageError(origin, "", f"cannot be read from the cluster ({exc.reason or 'error'}, {exc.status})",
+                           "check --vars-from-cluster NAMESPACE/NAME and that Flux's Kustomization API is served"
+                           ) from None
+    post = (obj.get("spec") or {}).get("postBuild") or {}
+    out = NO_VARIABLES
+    try:
+        for i, entry in enumerate(post.get("substituteFrom") or []):
+            field = f"spec.postBuild.substituteFrom[{i}]"
+            kind, ref_name = entry.get("kind"), entry.get("name")
+            if kind not in ("ConfigMap", "Secret") or not isinstance(ref_name, str):
+                raise PackageError(origin, field, f"kind {kind!r} is not ConfigMap or Secret")
+            plural = "configmaps" if kind == "ConfigMap" else "secrets"
+            try:
+                body = rest.get_json(api, rest.path("v1", plural, namespace, ref_name))
+            except ApiException as exc:
+                if exc.status == 404 and entry.get("optional"):
+                    continue
+                raise PackageError(origin, field, f"{kind} {namespace}/{ref_name} cannot be read "
+                                   f"({exc.reason or 'error'}, {exc.status})",
+                                   "create it, or mark the entry optional: true") from None
+            data = body.get("data") or {}
+            where = f"{kind} {namespace}/{ref_name}"
+            pairs = [(str(k), decode_secret_value(str(v), f"{where}: data.{k}") if kind == "Secret" else str(v))
+                     for k, v in data.items()]
+            out = variables(pairs, where, secret=kind == "Secret").over(out)
+        inline = post.get("substitute") or {}
+        out = variables(((str(k), str(v)) for k, v in inline.items()), f"{origin}: spec.postBuild.substitute"
+                        ).over(out)
+    except SubstitutionError as exc:
+        raise PackageError(origin, "", str(exc), "rename the variable") from None
+    return out
