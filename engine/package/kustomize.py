@@ -29,12 +29,19 @@ import re
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.base.fields import PackageError
-from engine.base.loader import YamlLimitError, documents_error, kustomize_limits, package_limits, parse_text
+from engine.base.loader import (
+    YamlLimitError,
+    check_events,
+    documents_error,
+    kustomize_limits,
+    package_limits,
+    parse_text,
+)
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.package.model import PACKAGE_SUFFIXES
 from engine.package.substitute import SubstitutionError, Variables, disabled, references, substitute
@@ -74,9 +81,12 @@ class Built:
                 "as written: no --var or --vars-from was given (as a Flux Kustomization without spec.postBuild)")
 
 
-def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD_TIMEOUT) -> str:
+def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD_TIMEOUT,
+          reads_under: Path | None = None) -> str:
     """The output of ``kustomize build`` of ``directory`` (a generated kustomization where it has none).
-    Raises PackageError naming ``directory``: no kustomize, the build failed (kustomize's own words, which
+    ``reads_under``: the folder whose YAML files kustomize may read (the git checkout; default
+    ``directory``), checked first for alias bombs (:func:`check_aliases`). Raises PackageError naming
+    ``directory`` or the file: no kustomize, an alias bomb, the build failed (kustomize's own words, which
     name the file), timed out, or printed more than the limit."""
     try:
         kustomize = binary or find_kustomize(needed_by="--kustomize")
@@ -84,6 +94,7 @@ def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD
         raise PackageError(directory, "", str(exc)) from None
     if not directory.is_dir():
         raise PackageError(directory, "", "is not a directory", "give --kustomize a repository path")
+    check_aliases(reads_under or directory)
     with tempfile.TemporaryDirectory(prefix="helmdeck-kustomization-") as gen:
         target = directory
         if not any((directory / name).is_file() for name in KUSTOMIZATION_FILES):
@@ -128,6 +139,42 @@ def generated_resources(directory: Path) -> list[Path]:
             else:
                 stack.append(sub)
     return sorted(out)
+
+
+_ALIAS_CHECKED: dict[Path, tuple[int, ...]] = {}  # files found free of alias bombs, by stat signature
+MAX_CHECKED_FILES = 20_000
+
+
+def check_aliases(root: Path) -> None:
+    """Refuse a YAML file under ``root`` whose aliases expand past the package limits, before kustomize
+    reads it: kustomize expands aliases itself (a "billion laughs" file of 1 kB kept it busy for minutes).
+    Only files holding both ``&`` and ``*`` are counted (on the parser's events, constant memory), each
+    once per change; hidden folders are skipped, and at most :data:`MAX_CHECKED_FILES` files are looked at.
+    Raises PackageError naming the file and line."""
+    limits = package_limits()
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            path = Path(folder) / name
+            if path.suffix not in (*PACKAGE_SUFFIXES, ".json") or seen >= MAX_CHECKED_FILES:
+                continue
+            seen += 1
+            try:
+                st = path.stat()
+                signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                if _ALIAS_CHECKED.get(path) == signature or st.st_size > kustomize_limits().max_bytes:
+                    continue
+                raw = path.read_bytes()
+            except OSError:
+                continue
+            if b"&" in raw and b"*" in raw:
+                try:
+                    check_events(raw.decode("utf-8", errors="replace"), path, limits)
+                except YamlLimitError as exc:
+                    if "alias" in exc.problem or "nodes" in exc.problem:
+                        raise PackageError(path, "", exc.problem, exc.fix, exc.line) from None
+            _ALIAS_CHECKED[path] = signature
 
 
 def _holds_objects(path: Path) -> bool:
@@ -205,21 +252,19 @@ def objects(output: str, directory: Path, variables: Variables | None) -> Built:
     kept: set[str] = set()
     unsubstituted = 0
     for index, chunk in enumerate(chunks):
-        where = Path(f"{directory} (object {index + 1} of the build)")
-        data = _parse(chunk, where, directory)
+        data = _parse(chunk, index + 1, directory)
         if not isinstance(data, dict):
             raise PackageError(directory, "", f"kustomize build printed something that is not an object "
                                f"(object {index + 1})")
-        meta = data.get("metadata")
-        meta = meta if isinstance(meta, dict) else {}
-        kind, name, namespace = (str(x or "") for x in (data.get("kind"), meta.get("name"), meta.get("namespace")))
+        substituting = variables is not None and references(chunk) and not disabled(data)
+        kind, namespace, name = _identity(data, variables.values if substituting and variables else None)
         ref = f"{kind} {namespace + '/' if namespace else ''}{name}"
         file = object_file(kind, namespace, name)
         text = chunk
         if references(chunk):
             if variables is None:
                 unsubstituted += 1
-            elif not disabled(data):
+            elif substituting:
                 try:
                     text = substitute(chunk, variables.values)
                 except SubstitutionError as exc:
@@ -227,16 +272,31 @@ def objects(output: str, directory: Path, variables: Variables | None) -> Built:
                     kept.add(file)
                     continue
                 try:
-                    _parse(text, where, directory)  # a value may have broken the YAML, as in Flux
+                    _parse(text, index + 1, directory)  # a value may have broken the YAML, as in Flux
                 except PackageError as exc:
                     errors.append(PackageError(directory, "", f"{ref}: after substitution: {exc.problem}",
-                                               "check the variables' values (a value is put into the YAML text "
-                                               "as it is)"))
+                                               "check the variables' values: each is put into the YAML text as "
+                                               "it is"))
                     kept.add(file)
                     continue
         header = f"# {ref}, from `kustomize build {directory}` (helmdeck --kustomize)\n"
         built.append(BuiltObject(file, ref, header + text))
     return Built(tuple(built), tuple(errors), frozenset(kept), unsubstituted)
+
+
+def _identity(data: dict[str, object], values: Mapping[str, str] | None) -> tuple[str, str, str]:
+    """``(kind, namespace, name)`` of an object, substituted with ``values`` (None: as written) where that
+    succeeds: an object's file is named after what it becomes, and one that fails keeps that file."""
+    meta = data.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    out = []
+    for raw in (data.get("kind"), meta.get("namespace"), meta.get("name")):
+        text = str(raw or "")
+        if values is not None:
+            with contextlib.suppress(SubstitutionError):
+                text = substitute(text, values)
+        out.append(text)
+    return out[0], out[1], out[2]
 
 
 def _fix(exc: SubstitutionError, variables: Variables) -> str:
@@ -248,15 +308,19 @@ def _fix(exc: SubstitutionError, variables: Variables) -> str:
     return "rewrite the reference"
 
 
-def _parse(text: str, where: Path, directory: Path) -> object:
+def _parse(text: str, number: int, directory: Path) -> object:
+    """Object ``number`` of the build parsed within the package limits. Raises PackageError."""
     limits = package_limits()
-    if len(text.encode()) > limits.max_bytes:
-        raise PackageError(directory, "", f"{where.name}: an object of {len(text.encode())} bytes, over the limit "
-                           f"of {limits.max_bytes} bytes", f"set {limits.env} to raise it")
+    where = f"object {number} of the build"
+    size = len(text.encode())
+    if size > limits.max_bytes:
+        raise PackageError(directory, "", f"{where}: {size} bytes, over the limit of {limits.max_bytes} bytes",
+                           f"set {limits.env} to raise it")
     try:
-        return parse_text(text, where, limits).data
+        return parse_text(text, Path(where), limits).data
     except YamlLimitError as exc:
-        raise PackageError(directory, "", exc.located.removeprefix(f"{directory} "), exc.fix) from None
+        line = f", line {exc.line}" if exc.line else ""
+        raise PackageError(directory, "", f"{where}{line}: {exc.problem}", exc.fix) from None
 
 
 def write_objects(folder: Path, built: Iterable[BuiltObject], kept: Iterable[str] = ()) -> set[Path]:

@@ -83,6 +83,7 @@ class KustomizeInput:
         self._out = Path(tempfile.mkdtemp(prefix="helmdeck-kustomize-"))  # owner-only (0700)
         weakref.finalize(self, shutil.rmtree, self._out, True)
         self.folder = PackageFolder(self._out, allow_unsupported=allow_unsupported)
+        self._checkout = checkout_root(self.directory) or self.directory  # what an overlay may read
         self._stop: anyio.Event | None = None
         self._stopping = False
 
@@ -102,7 +103,7 @@ class KustomizeInput:
         """Build, substitute and read the path now (blocking). A build that fails keeps the last good
         packages and reports the problem, as a package file that turns bad."""
         try:
-            built = objects(build(self.directory), self.directory, self.variables())
+            built = objects(build(self.directory, reads_under=self._checkout), self.directory, self.variables())
         except PackageError as exc:
             update = self.folder.load(set())
             return dataclasses.replace(update, changed=frozenset(), errors=(exc, *update.errors))
@@ -116,7 +117,7 @@ class KustomizeInput:
 
     def watch_roots(self) -> list[Path]:
         """The git checkout holding the path (else the path) and the ``--vars-from`` files' folders."""
-        roots = {checkout_root(self.directory) or self.directory}
+        roots = {self._checkout}
         roots.update(f.resolve().parent for f in self.source.files)
         return sorted(p for p in roots if not any(q != p and q in p.parents for q in roots))
 

@@ -1,0 +1,246 @@
+"""``--kustomize DIR`` without a cluster: the real kustomize builds tests/data/flux-repo, Flux's post-build
+substitution (kustomize-controller's docs, "Post build variable substitution") is applied to each object, and
+the objects are read by the package loader; bad YAML, bomb inputs and missing variables are clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.base.fields import PackageError
+from engine.package.kustomize import build, generated_resources, object_file, objects, write_objects
+from engine.package.substitute import (
+    NO_VARIABLES,
+    SubstitutionError,
+    Variables,
+    disabled,
+    parse_var,
+    read_vars_file,
+    substitute,
+    variables,
+)
+from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
+
+REPO = Path(__file__).resolve().parent / "data" / "flux-repo"
+VARS = {"namespace": "shop", "http_url": "http://127.0.0.1:1/charts", "oci_base": "127.0.0.1:2/t",
+        "cluster_name": "staging"}
+
+
+# -- Flux's substitution rules, as its docs state them ----------------------------------------------------
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a: ${x}", "a: 1"),
+    ("a: ${unset:=d}", "a: d"),  # "${var:=default}": the default when unset
+    ("a: ${empty:=d}", "a: d"),  # ... or empty
+    ("a: ${empty:-d}", "a: d"),
+    ("a: ${empty=d}", "a: "),  # without the colon only an unset variable takes the default
+    ("a: ${unset-d}", "a: d"),
+    ("a: ${x:=d}", "a: 1"),
+    ("a: $${x}", "a: ${x}"),  # "$${var}" escapes: left as the literal ${var}
+    ("a: $x $$ ${ x} ${1}", "a: $x $$ ${ x} ${1}"),  # only braced variable names are references
+    ("a: ${x}${x}-${_y2}", "a: 11-z"),
+])
+def test_substitution_follows_flux(text: str, expected: str) -> None:
+    assert substitute(text, {"x": "1", "empty": "", "_y2": "z"}) == expected
+
+
+def test_a_missing_variable_names_every_one_missing() -> None:
+    with pytest.raises(SubstitutionError) as err:
+        substitute("a: ${b}\nc: ${d}\ne: ${b}", {})
+    assert str(err.value) == "variables b, d are not set and have no default"
+    assert err.value.names == ("b", "d")
+
+
+def test_unimplemented_operators_are_named() -> None:
+    with pytest.raises(SubstitutionError, match=r"\$\{x:1:2\} is a substitution helmdeck does not implement"):
+        substitute("a: ${x:1:2}", {"x": "abc"})
+
+
+@pytest.mark.parametrize("name", ["1abc", "a-b", "ä", "a b", "", "a\n"])
+def test_variable_names_are_checked_as_flux_does(name: str) -> None:
+    with pytest.raises(SubstitutionError, match=r"must match \^\[_\[:alpha:\]\]"):
+        variables([(name, "v")], "--var")
+    assert parse_var("good_1=a=b") == ("good_1", "a=b")
+
+
+def test_the_disable_annotation_or_label() -> None:
+    key = "kustomize.toolkit.fluxcd.io/substitute"
+    assert disabled({"metadata": {"annotations": {key: "disabled"}}})
+    assert disabled({"metadata": {"labels": {key: "disabled"}}})
+    assert not disabled({"metadata": {"annotations": {key: "enabled"}}})
+
+
+def test_later_sources_override_earlier_ones_and_secret_values_are_known() -> None:
+    low = variables([("a", "1"), ("s", "hunter22")], "ConfigMap x", secret=True)
+    high = variables([("a", "2")], "--var")
+    merged = high.over(low)
+    assert dict(merged.values) == {"a": "2", "s": "hunter22"}
+    assert merged.secret_texts() == {"hunter22"}
+    assert merged.origins["a"] == "--var"
+
+
+def test_vars_files_yaml_configmap_secret_and_env(tmp_path: Path) -> None:
+    plain = tmp_path / "vars.yaml"
+    plain.write_text("cluster_name: prod\nreplicas: 3\nflag: true\n")
+    assert dict(read_vars_file(plain).values) == {"cluster_name": "prod", "replicas": "3", "flag": "true"}
+    objs = tmp_path / "objs.yaml"
+    objs.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {region: eu, token: x}\n---\n"
+                    "apiVersion: v1\nkind: Secret\nmetadata: {name: b}\ndata: {token: aHVudGVyMjI=}\n")
+    read = read_vars_file(objs)
+    assert dict(read.values) == {"region": "eu", "token": "hunter22"} and read.secret == {"token"}
+    env = tmp_path / "vars.env"
+    env.write_text("# comment\n\ncluster_name=prod\nurl=http://x/?a=b\n")
+    assert dict(read_vars_file(env).values) == {"cluster_name": "prod", "url": "http://x/?a=b"}
+    env.write_text("password hunter22\n")
+    with pytest.raises(PackageError) as err:
+        read_vars_file(env)
+    assert "hunter22" not in str(err.value) and ":1:" in str(err.value)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a-b: 1\n")
+    with pytest.raises(PackageError, match="variable name 'a-b' is invalid"):
+        read_vars_file(bad)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("a: {b: 1}\n")
+    with pytest.raises(PackageError, match="a variable's value must be a string or number"):
+        read_vars_file(nested)
+
+
+# -- the real kustomize over the test repository -------------------------------------------------------------
+def _variables(**more: str) -> Variables:
+    return variables({**VARS, **more}.items(), "--var")
+
+
+@pytest.mark.parametrize(("cluster", "web_values"), [
+    ("staging", {"replicas": 1, "image": {"tag": "1.27-staging"}, "cluster": "staging",
+                 "script": "echo ${not_a_variable}"}),
+    ("prod", {"replicas": 3, "image": {"tag": "1.27"}, "cluster": "prod", "script": "echo ${not_a_variable}"}),
+])
+def test_each_overlay_builds_with_its_values_patch_and_substitution(
+        tmp_path: Path, cluster: str, web_values: dict[str, object]) -> None:
+    source = KustomizeSource(REPO / "clusters" / cluster, _variables(cluster_name=cluster))
+    update = KustomizeInput(source, None, lambda _: None).load()
+    assert update.errors == ()
+    assert set(update.specs) == {("shop", "web"), ("shop", "api")}
+    web = update.specs[("shop", "web")]
+    assert json.loads(web.values_json) == web_values
+    assert web.kind == "HelmRelease" and web.file.name == "shop.HelmRelease.web.yaml"
+    assert web.chart_request is not None and web.chart_request.source.url == VARS["http_url"]
+    api = update.specs[("shop", "api")]
+    assert api.chart_request is not None and api.chart_request.source.url == "oci://127.0.0.1:2/t/web"
+    assert update.skipped == "skipped 2 objects helmdeck does not read: Kustomization (1), Namespace (1)"
+
+
+def test_no_variables_given_leaves_references_and_says_so() -> None:
+    update = KustomizeInput(KustomizeSource(REPO / "clusters" / "prod"), None, lambda _: None).load()
+    assert any("hold ${...} references left as written: no --var or --vars-from was given" in w
+               for w in update.left_out)
+
+
+def test_a_missing_variable_is_an_error_naming_it_and_the_object() -> None:
+    given = variables([(k, v) for k, v in VARS.items() if k != "cluster_name"], "--var")
+    update = KustomizeInput(KustomizeSource(REPO / "clusters" / "staging", given), None, lambda _: None).load()
+    [err] = update.errors
+    assert str(err) == (f"{REPO / 'clusters' / 'staging'}: HelmRelease shop/web: variable cluster_name is not set "
+                        "and has no default (pass --var cluster_name=VALUE or --vars-from FILE, or give the reference "
+                        "a default: ${cluster_name:=default} (set: http_url, namespace, oci_base))")
+    assert set(update.specs) == {("shop", "api")}  # the other objects still count
+
+
+def test_a_value_that_breaks_the_yaml_is_named(tmp_path: Path) -> None:
+    update = KustomizeInput(KustomizeSource(REPO / "clusters" / "staging", _variables(cluster_name="a: [b")),
+                            None, lambda _: None).load()
+    [err] = update.errors
+    assert "HelmRelease shop/web: after substitution: object 3 of the build, line 17: YAML error: mapping values" in str(err)
+
+
+def test_a_change_rewrites_only_the_objects_it_touched(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    source = KustomizeSource(repo / "clusters" / "prod", _variables())
+    kin = KustomizeInput(source, None, lambda _: None)
+    first = kin.load()
+    patch = repo / "clusters" / "prod" / "web-values.yaml"
+    patch.write_text(patch.read_text().replace("replicas: 3", "replicas: 4"))
+    second = kin.load(set())
+    assert second.changed == {("shop", "web")} and first.specs[("shop", "api")] == second.specs[("shop", "api")]
+    # A build that fails keeps the last good packages and says why (kustomize names the file).
+    patch.write_text("spec: [unclosed\n")
+    third = kin.load(set())
+    assert set(third.specs) == {("shop", "web"), ("shop", "api")} and third.changed == frozenset()
+    assert "kustomize build failed" in str(third.errors[0]) and "web-values.yaml" in str(third.errors[0])
+
+
+def test_a_path_without_kustomization_is_read_recursively_as_flux_generates_one(tmp_path: Path) -> None:
+    infra = REPO / "infrastructure"
+    assert [p.relative_to(infra) for p in generated_resources(infra)] == [
+        Path("monitoring/alerts/rules.yaml"), Path("monitoring/namespace.yaml")]
+    built = objects(build(infra), infra, None)
+    assert sorted(o.file for o in built.objects) == ["_cluster.Namespace.monitoring.yaml",
+                                                     "monitoring.ConfigMap.alert-rules.yaml"]
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    (repo / "notes.yaml").write_text("just: values\n")  # not an object: left out, as Flux's generator does
+    assert [p.relative_to(repo) for p in generated_resources(repo)] == [
+        Path("apps/base"), Path("clusters/prod"), Path("clusters/staging"),  # taken whole: their own kustomization
+        Path("infrastructure/monitoring/alerts/rules.yaml"), Path("infrastructure/monitoring/namespace.yaml")]
+
+
+def test_bad_yaml_and_bombs_are_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "p"
+    path.mkdir()
+    (path / "kustomization.yaml").write_text("resources: [a.yaml]\n")
+    (path / "a.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a\n")
+    with pytest.raises(PackageError, match=r"kustomize build failed: .*a\.yaml"):
+        build(path)
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8))
+    (path / "a.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n"
+                                 + "".join(f"  {line}\n" for line in laughs.splitlines()))
+    with pytest.raises(PackageError) as err:  # refused before kustomize reads it: kustomize expands it for minutes
+        build(path)
+    assert str(err.value) == (f"{path / 'a.yaml'}:10: aliases expand past 1000000 nodes (write the values out or "
+                              "use fewer nested aliases)")
+    # More objects than the limit (HELMDECK_MAX_DOCUMENTS), more output than HELMDECK_MAX_KUSTOMIZE_BYTES,
+    # deeper than HELMDECK_MAX_YAML_DEPTH: each names its limit and variable.
+    (path / "a.yaml").write_text("".join(f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n"
+                                         for i in range(30)))
+    monkeypatch.setenv("HELMDECK_MAX_DOCUMENTS", "20")
+    with pytest.raises(PackageError, match=r"more than 20 documents \(split the file, or set HELMDECK_MAX_DOCUMENTS"):
+        objects(build(path), path, None)
+    monkeypatch.setenv("HELMDECK_MAX_KUSTOMIZE_BYTES", "1000")
+    with pytest.raises(PackageError, match="printed more than 1000 bytes.*HELMDECK_MAX_KUSTOMIZE_BYTES"):
+        build(path)
+    monkeypatch.delenv("HELMDECK_MAX_KUSTOMIZE_BYTES")
+    deep = "x: " + "[" * 80 + "]" * 80
+    (path / "a.yaml").write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{}}\n{deep}\n")
+    with pytest.raises(PackageError) as err:
+        objects(build(path), path, None)
+    assert "nesting deeper than 64 levels" in str(err.value) or "kustomize build failed" in str(err.value)
+
+
+def test_a_substituted_value_cannot_blow_an_object_past_the_limit(tmp_path: Path) -> None:
+    big = "x" * 300_000
+    update = KustomizeInput(KustomizeSource(REPO / "clusters" / "staging", _variables(cluster_name=big)),
+                            None, lambda _: None).load()
+    assert update.errors == ()  # one reference: 300 kB is within 1 MiB
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: '${v}${v}${v}${v}'}\n"
+    built = objects(text, tmp_path, variables([("v", big)], "--var"))
+    [err] = built.errors
+    assert "over the limit of 1048576 bytes" in str(err) and built.kept == {"_cluster.ConfigMap.a.yaml"}
+
+
+def test_object_files_are_stable_and_safe(tmp_path: Path) -> None:
+    assert object_file("HelmRelease", "apps", "web") == "apps.HelmRelease.web.yaml"
+    assert object_file("Namespace", "", "apps") == "_cluster.Namespace.apps.yaml"
+    odd = object_file("ConfigMap", "a", "../../etc/passwd")
+    assert odd.startswith("object-") and "/" not in odd
+    built = objects("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", tmp_path, NO_VARIABLES)
+    (tmp_path / "old.yaml").write_text("x")
+    written = write_objects(tmp_path, built.objects)
+    assert written == {tmp_path / "old.yaml", tmp_path / "_cluster.ConfigMap.a.yaml"}
+    assert (tmp_path / "_cluster.ConfigMap.a.yaml").stat().st_mode & 0o077 == 0
+    assert write_objects(tmp_path, built.objects) == set()  # unchanged: nothing rewritten
