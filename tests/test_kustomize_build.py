@@ -152,7 +152,8 @@ def test_a_value_that_breaks_the_yaml_is_named(tmp_path: Path) -> None:
     update = KustomizeInput(KustomizeSource(REPO / "clusters" / "staging", _variables(cluster_name="a: [b")),
                             None, lambda _: None).load()
     [err] = update.errors
-    assert "HelmRelease shop/web: after substitution: object 3 of the build, line 17: YAML error: mapping values" in str(err)
+    assert ("HelmRelease shop/web: after substitution: object 3 of the build, line 17: YAML error: mapping values"
+            in str(err))
 
 
 def test_a_change_rewrites_only_the_objects_it_touched(tmp_path: Path) -> None:
@@ -212,7 +213,7 @@ def test_bad_yaml_and_bombs_are_clear_errors(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(PackageError, match=r"more than 20 documents \(split the file, or set HELMDECK_MAX_DOCUMENTS"):
         objects(build(path), path, None)
     monkeypatch.setenv("HELMDECK_MAX_KUSTOMIZE_BYTES", "1000")
-    with pytest.raises(PackageError, match="printed more than 1000 bytes.*HELMDECK_MAX_KUSTOMIZE_BYTES"):
+    with pytest.raises(PackageError, match=r"printed more than 1000 bytes.*HELMDECK_MAX_KUSTOMIZE_BYTES"):
         build(path)
     monkeypatch.delenv("HELMDECK_MAX_KUSTOMIZE_BYTES")
     deep = "x: " + "[" * 80 + "]" * 80
