@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="For every package of --packages, in dependency order: its state, the next action, why, "
                     "and the objects an install or upgrade would add, change or remove (no values: secrets "
                     f"never show). {diff_codes}")
+    plan.add_argument("--base", metavar="GIT_REF",
+                      help="plan the change from this commit's packages to the working tree's (both rendered; the "
+                           "cluster's drift does not show): what merging a pull request would change")
     plan.add_argument("-o", "--output", choices=["text", "json", "markdown"], default="text",
                       help="markdown: a pull-request comment (a summary table, then a collapsed section per release)")
 

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import subprocess
 import sys
-from collections.abc import Callable
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helmdeck.logs import setup_logging
@@ -24,7 +29,8 @@ class _Refused(RuntimeError):
 
 
 def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
-    """Print the plan of ``args.packages`` (text, ``-o json`` or ``-o markdown``) and return the exit code."""
+    """Print the plan of ``args.packages`` (text, ``-o json`` or ``-o markdown``) and return the exit code;
+    with ``--base REF``, the plan of the change from REF's tree to the working tree (:func:`base_tree`)."""
     from helmdeck.access import report as report_access
 
     if args.packages is None:
@@ -32,24 +38,86 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
         return EXIT_FAILED
     setup_logging(args.log_level, args.log_file)
     args.no_lease = True
-    engine = make_engine(args, readonly=True, watch=False, monitors=False)
+    with contextlib.ExitStack() as stack:
+        base = None
+        if getattr(args, "base", None):
+            try:
+                base_dir = stack.enter_context(base_tree(args.packages, args.base))
+            except GitError as exc:
+                print(f"error: --base {args.base}: {exc}", file=sys.stderr)
+                return EXIT_FAILED
+            moved = {"packages": base_dir} | ({"kustomize": base_dir} if getattr(args, "kustomize", None) else {})
+            base = make_engine(argparse.Namespace(**{**vars(args), **moved}), readonly=True, watch=False,
+                               monitors=False)
+        engine = make_engine(args, readonly=True, watch=False, monitors=False)
 
-    async def plan_all() -> Any:
-        await engine.start(reconcile=False)
+        async def plan_all() -> Any:
+            started = [e for e in (base, engine) if e is not None]
+            try:
+                for e in started:
+                    await e.start(reconcile=False)
+                if report_access(engine.access()):
+                    raise _Refused("cannot plan: release storage that cannot be read would be missed")
+                return await (engine.plan_against(base, args.base) if base is not None else engine.plan())
+            finally:
+                for e in started:
+                    await e.stop()
+
         try:
-            if report_access(engine.access()):
-                raise _Refused("cannot plan: release storage that cannot be read would be missed")
-            return await engine.plan()
-        finally:
-            await engine.stop()
-
-    try:
-        plan = asyncio.run(plan_all())
-    except _Refused as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+            plan = asyncio.run(plan_all())
+        except _Refused as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
     out = {"json": lambda: plan.as_json() + "\n", "markdown": plan.markdown}.get(args.output, plan.text)()
     sys.stdout.write(out)
     if plan.failed:
         return EXIT_FAILED
     return EXIT_CHANGES if plan.changes else EXIT_NO_CHANGES
+
+
+class GitError(RuntimeError):
+    """``--base`` cannot be read with git; the message says why (git's own words)."""
+
+
+def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=300, check=False)
+    except FileNotFoundError:
+        raise GitError("git is not installed (--base reads the commit with git)") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} took longer than 300 s") from None
+    if proc.returncode != 0:
+        raise GitError(proc.stderr.decode(errors="replace").strip() or f"git {args[0]} failed")
+    return proc
+
+
+@contextlib.contextmanager
+def base_tree(folder: Path, ref: str) -> Iterator[Path]:
+    """The folder ``folder`` as it is in commit ``ref`` of the git checkout holding it: the commit's whole
+    tree (an overlay may read ``../../apps/base``) exported with ``git archive`` into a temporary folder,
+    removed after. Git itself reads the repository, nothing else does. Raises GitError: not in a git
+    checkout, ``ref`` names no commit, or the folder is not in that commit."""
+    folder = folder.resolve()
+    top = Path(_git("rev-parse", "--show-toplevel", cwd=folder).stdout.decode().strip())
+    if ref.startswith("-"):
+        raise GitError("a ref cannot start with '-'")
+    try:
+        commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=top).stdout.decode().strip()
+    except GitError:
+        raise GitError(f"names no commit of {top}") from None
+    relative = folder.relative_to(top.resolve())
+    with tempfile.TemporaryDirectory(prefix="helmdeck-base-") as tmp:
+        archive = Path(tmp) / "tree.tar"
+        with archive.open("wb") as out:
+            proc = subprocess.run(["git", "archive", "--format=tar", commit], cwd=top, stdout=out,
+                                  stderr=subprocess.PIPE, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise GitError(proc.stderr.decode(errors="replace").strip() or "git archive failed")
+        tree = Path(tmp) / "tree"
+        with tarfile.open(archive) as tar:
+            tar.extractall(tree, filter="data")  # no links out of the tree, no special files
+        archive.unlink()
+        base = tree / relative
+        if not base.is_dir():
+            raise GitError(f"{relative} is not in {ref} ({commit[:12]})")
+        yield base

@@ -69,7 +69,7 @@ from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, ow
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.operations import Operations
 from engine.runtime.package_set import PackageSet, cluster_package_set, package_set_for
-from engine.runtime.plan import Plan, make_plan
+from engine.runtime.plan import Plan, make_change_plan, make_plan
 from engine.runtime.pulses import PulseMeter, reachable
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.state import (
@@ -486,6 +486,11 @@ class Engine:
         """The plan of every package (state, next action, why, object changes), dependencies first; acts
         on nothing (:mod:`engine.runtime.plan`). Call it on a started engine."""
         return await make_plan(self)
+
+    async def plan_against(self, base: Engine, base_name: str) -> Plan:
+        """What the change from ``base``'s packages (another started engine, e.g. over a git ref's tree) to
+        this engine's would do, whatever the cluster holds (:func:`engine.runtime.plan.make_change_plan`)."""
+        return await make_change_plan(base, self, base_name)
 
     # -- Kubernetes Events and live objects (read-only) ---------------------------------
     def watch_kube_events(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:

@@ -44,7 +44,7 @@ from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, R
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
-from engine.runtime.diff import unified
+from engine.runtime.diff import manifest_diff, unified
 from engine.runtime.drive.controller import PackageController
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
@@ -381,3 +381,89 @@ def _values_diff(engine: Engine, deployed: dict[str, Any] | None, desired: Any,
 
 def _canonical(values: Any) -> str:
     return json.dumps(values, sort_keys=True, default=str)
+
+
+# -- plan --base: the desired state of one commit against another's -------------------------------------
+ADDED, REMOVED, CHANGED, UNCHANGED = "Added", "Removed", "Changed", "Unchanged"
+
+
+@dataclass(frozen=True)
+class _Desired:
+    """One package resolved and rendered by one engine (its values and manifest, as a pass would use)."""
+
+    spec: PackageSpec
+    values: dict[str, Any]
+    secret_paths: Any
+    chart: str
+    manifest: str
+
+
+async def make_change_plan(base: Engine, head: Engine, base_name: str) -> Plan:
+    """What the change from ``base`` (an engine over the base commit's packages) to ``head`` (over the working
+    tree's) would do, whatever the cluster holds: a package only in ``head`` is an ``install``, only in ``base``
+    an ``uninstall``, in both an ``upgrade`` when its chart, values or rendered manifest differ, else nothing.
+    ``state`` says which (``Added``, ``Removed``, ``Changed``, ``Unchanged``); values and manifest diffs are
+    base against head, masked; ``revision`` is the cluster's latest revision it would replace. Both engines
+    are started and read-only; ``base_name`` (the git ref) labels the diffs."""
+    keys = [s.key for s in dependency_order(head.book.packages.values())]
+    keys += [s.key for s in dependency_order(base.book.packages.values()) if s.key not in head.book.packages]
+    plans = []
+    for key in keys:
+        old_spec, new_spec = base.book.packages.get(key), head.book.packages.get(key)
+        shown = new_spec or old_spec
+        assert shown is not None
+        plan = PackagePlan(key[0], key[1], shown.name, shown.file.name, UNCHANGED, None)
+        latest = head.observer.latest(*key)
+        try:
+            old = await _desired(base, old_spec) if old_spec is not None else None
+            new = await _desired(head, new_spec) if new_spec is not None else None
+        except (PackageError, SourceError, PackageNotHelm, HelmError) as exc:
+            plans.append(_replace(plan, error=str(exc)))
+            continue
+        state, action, reasons = _change(old, new, base_name)
+        secret_paths = (*(old.secret_paths if old else ()), *(new.secret_paths if new else ()))
+        masker = head.masker
+        values_text = ""
+        if (old.values if old else None) != (new.values if new else None):
+            values_text = unified(
+                masker.values_yaml(old.values, reveal=False, secret_paths=secret_paths) if old else "",
+                masker.values_yaml(new.values, reveal=False, secret_paths=secret_paths) if new else "",
+                f"{base_name} values" if old else "/dev/null", "working tree values" if new else "/dev/null")
+        before, after = old.manifest if old else "", new.manifest if new else ""
+        objects = comparison.changes(before, after)
+        manifest_text = await asyncio.to_thread(
+            manifest_diff, before, after, base_name, masker, [v.values for v in (old, new) if v is not None])
+        plans.append(_replace(plan, state=state, action=action, reasons=tuple(reasons), added=objects[0],
+                              changed=objects[1], removed=objects[2], rendered=True,
+                              revision=latest.version if latest is not None else None,
+                              values_diff=values_text, manifest_diff=manifest_text))
+    errors = tuple(f"{base_name}: {e}" for e in base.package_errors) + tuple(str(e) for e in head.package_errors)
+    return Plan(tuple(plans), errors, head.skipped, head.left_out)
+
+
+async def _desired(engine: Engine, spec: PackageSpec) -> _Desired:
+    await engine.controller.locate(spec)
+    resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=engine.service.values_from))
+    manifest = await engine.service.render(spec.release_namespace, spec)
+    return _Desired(spec, dict(resolved.values), resolved.secret_paths,
+                    f"{resolved.chart.name} {resolved.chart.version}", manifest)
+
+
+def _change(old: _Desired | None, new: _Desired | None, base_name: str) -> tuple[str, str | None, list[str]]:
+    """The state, action and reasons of one package between the two commits."""
+    if old is None:
+        return ADDED, na.INSTALL, [f"added since {base_name}"]
+    if new is None:
+        return REMOVED, UNINSTALL, [f"removed since {base_name}: reconcile --prune (or cleanup) uninstalls it"]
+    reasons = []
+    if old.chart != new.chart:
+        reasons.append(f"chart {old.chart} → {new.chart}")
+    if _canonical(old.values) != _canonical(new.values):
+        reasons.append("values changed")
+    if old.spec.rendering.digest != new.spec.rendering.digest:
+        reasons.append("post-renderers or commonMetadata changed")
+    if not reasons and comparison.normalised(old.manifest) != comparison.normalised(new.manifest):
+        reasons.append("rendered manifest changed")
+    if not reasons:
+        return UNCHANGED, None, [f"unchanged since {base_name}"]
+    return CHANGED, na.UPGRADE, reasons
