@@ -113,6 +113,7 @@ def _kustomize_flags(args: argparse.Namespace) -> None:
     for file in args.vars_from or ():
         if not file.is_file():
             raise _usage_error(f"--vars-from {file} is not a file")
+    _kustomize_source(args)  # a bad --var is a usage error before anything else
     args.packages = args.kustomize
 
 

@@ -1,0 +1,122 @@
+"""``--kustomize`` on the local cluster: tests/data/flux-repo's staging overlay (HelmReleases from an HTTP chart
+repository and the local OCI registry, a values patch, ``${cluster_name}``, a Namespace and a Flux Kustomization)
+reconciled, planned (0 when deployed, 2 listing only the release an overlay change touches), ``plan --base``
+over a two-commit git history while the cluster drifted, and a missing variable as a clear error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine.helm import Helm
+from engine.kube.client import KubeTarget
+from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
+from localcluster.cluster import LocalCluster
+from tests.chart_sources import ChartRepoServer, package_chart, publish_http, push_oci
+from tests.conftest import run_helm
+from tests.test_cli import helmdeck
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parent / "data" / "flux-repo"
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
+                          capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+@pytest.fixture
+def flux_repo(helm: Helm, namespace: str, tmp_path: Path, repo: ChartRepoServer, local_cluster: LocalCluster,
+              helm_home: dict[str, str]) -> tuple[Path, list[str]]:
+    """The test repository in a git checkout of one commit, its charts published; returns it and the
+    variables' flags."""
+    h = helm.binary
+    publish_http(h, package_chart(h, tmp_path, "1.0.0"), repo)
+    base = f"{local_cluster.registry}/t-{uuid.uuid4().hex[:8]}"
+    push_oci(h, package_chart(h, tmp_path, "1.0.0", marker="oci"), base, env=helm_home)
+    checkout = tmp_path / "flux-repo"
+    shutil.copytree(REPO, checkout)
+    git(checkout, "init", "-q", "-b", "main")
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-qm", "first")
+    flags = ["--var", f"namespace={namespace}", "--var", f"http_url={repo.url}", "--var", f"oci_base={base}",
+             "--var", "cluster_name=staging"]
+    return checkout, flags
+
+
+def test_plan_a_flux_repository_overlay(helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+                                        flux_repo: tuple[Path, list[str]]) -> None:
+    checkout, flags = flux_repo
+    staging = checkout / "clusters" / "staging"
+    common = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", namespace,
+              "--kustomize", str(staging), "--log-file", str(tmp_path / "log")]
+    args = [*common, *flags]
+    done = helmdeck("reconcile", "--once", "--no-lease", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "skipped 2 objects helmdeck does not read: Kustomization (1), Namespace (1)" in done.stderr
+    releases = {r["name"]: r for r in json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))}
+    assert set(releases) == {"web", "api"}
+    assert releases["api"]["chart"].startswith("web-1.0.0+")  # the OCI chart's version carries its digest
+    web_values = json.loads(run_helm(helm, "get", "values", "web", "-n", namespace, "-o", "json"))
+    assert web_values == {"replicas": 1, "image": {"tag": "1.27-staging"}, "cluster": "staging",
+                          "script": "echo ${not_a_variable}"}
+
+    planned = helmdeck("plan", *args)
+    assert planned.returncode == EXIT_NO_CHANGES, planned.stdout + planned.stderr
+    assert "0 of 2 packages would change" in planned.stdout
+
+    # A values change in the staging overlay: only web, with its values diff.
+    patch = staging / "web-values.yaml"
+    patch.write_text(patch.read_text().replace('"1.27-staging"', '"1.28-staging"'))
+    planned = helmdeck("plan", *args, "-o", "json")
+    assert planned.returncode == EXIT_CHANGES, planned.stdout + planned.stderr
+    changed = [p for p in json.loads(planned.stdout)["packages"] if p["changes"]]
+    assert [(p["release"], p["action"]) for p in changed] == [("web", "upgrade")]
+    [web] = changed
+    assert "values changed" in web["reasons"] and web["revision"] == 1
+    assert "-  tag: 1.27-staging" in web["values_diff"] and "+  tag: 1.28-staging" in web["values_diff"]
+    assert "nginx:1.28-staging" in web["manifest_diff"]
+
+    # plan --base: commit the change; the cluster drifts on api (an upgrade by hand). The plan of the commit
+    # shows web only; the plan against the cluster shows api too.
+    git(checkout, "commit", "-qam", "staging: web 1.28")
+    run_helm(helm, "upgrade", "api", "--reuse-values", "--set", "service.port=9090", "-n", namespace,
+             f"oci://{flags[5].split('=', 1)[1]}/web", "--version", "1.0.0", "--plain-http")
+    against_cluster = helmdeck("plan", *args, "-o", "json")
+    assert {p["release"] for p in json.loads(against_cluster.stdout)["packages"] if p["changes"]} == {"web", "api"}
+    change = helmdeck("plan", *args, "--base", "HEAD~1", "-o", "json")
+    assert change.returncode == EXIT_CHANGES, change.stdout + change.stderr
+    doc = json.loads(change.stdout)
+    states = {p["release"]: (p["state"], p["action"]) for p in doc["packages"]}
+    assert states == {"web": ("Changed", "upgrade"), "api": ("Unchanged", None)}
+    [web] = [p for p in doc["packages"] if p["release"] == "web"]
+    assert "-  tag: 1.27-staging" in web["values_diff"] and "HEAD~1 values" in web["values_diff"]
+    assert web["changed"] == ["Deployment/web"]  # the chart names no namespace
+    same = helmdeck("plan", *args, "--base", "HEAD")
+    assert same.returncode == EXIT_NO_CHANGES, same.stdout + same.stderr
+    bad = helmdeck("plan", *args, "--base", "no-such-ref")
+    assert bad.returncode == EXIT_FAILED and "--base no-such-ref: names no commit of" in bad.stderr
+
+    # A missing variable: a clear error naming it and the object; exit 1.
+    missing = helmdeck("plan", *common, *flags[:-2])  # all but --var cluster_name=staging
+    assert missing.returncode == EXIT_FAILED, missing.stdout + missing.stderr
+    assert (f"HelmRelease {namespace}/web: variable cluster_name is not set and has no default "
+            "(pass --var cluster_name=VALUE") in missing.stdout + missing.stderr
+
+
+def test_kustomize_flags_are_checked(tmp_path: Path) -> None:
+    for extra, said in (
+        (["--packages", str(tmp_path), "--kustomize", str(tmp_path)], "give --packages DIR or --kustomize DIR"),
+        (["--packages", str(tmp_path), "--var", "a=b"], "--var, --vars-from and --vars-from-cluster go with"),
+        (["--kustomize", str(tmp_path / "none")], "is not a directory"),
+        (["--kustomize", str(tmp_path), "--var", "a-b=c"], "variable name 'a-b' is invalid"),
+    ):
+        proc = helmdeck("plan", "--kubeconfig", str(tmp_path / "kubeconfig"), *extra)
+        assert proc.returncode == EXIT_FAILED and said in proc.stderr, proc.stderr
