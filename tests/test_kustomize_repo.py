@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
@@ -120,3 +124,96 @@ def test_kustomize_flags_are_checked(tmp_path: Path) -> None:
     ):
         proc = helmdeck("plan", "--kubeconfig", str(tmp_path / "kubeconfig"), *extra)
         assert proc.returncode == EXIT_FAILED and said in proc.stderr, proc.stderr
+
+
+KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, KUSTOMIZATIONS = "kustomize.toolkit.fluxcd.io", "v1", "kustomizations"
+
+
+def install_kustomization_crd(api: client.ApiClient) -> client.CustomObjectsApi:
+    """A schema-less Kustomization CRD (Flux's group, version and kind), served before it returns."""
+    crd: Any = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{KUSTOMIZATIONS}.{KUSTOMIZATION_GROUP}"},
+        "spec": {"group": KUSTOMIZATION_GROUP, "scope": "Namespaced",
+                 "names": {"plural": KUSTOMIZATIONS, "singular": "kustomization", "kind": "Kustomization"},
+                 "versions": [{"name": KUSTOMIZATION_VERSION, "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+    try:
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    objects = client.CustomObjectsApi(api)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            objects.list_cluster_custom_object(KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, KUSTOMIZATIONS)
+            return objects
+        except ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_variables_from_the_clusters_kustomization_and_a_secret_value_never_shows(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+    core_api: client.CoreV1Api,
+) -> None:
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
+    objects = install_kustomization_crd(core_api.api_client)
+    secret = "s3cr3t-hunter-42"
+    core_api.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="cluster-vars"), data={"cluster_name": "prod-eu", "region": "us"}))
+    core_api.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="cluster-secrets"), string_data={"greeting": secret}))
+    flux = {"apiVersion": f"{KUSTOMIZATION_GROUP}/{KUSTOMIZATION_VERSION}", "kind": "Kustomization",
+            "metadata": {"name": "apps"},
+            "spec": {"interval": "10m", "path": "./apps", "prune": True,
+                     "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+                     "postBuild": {"substitute": {"region": "eu"}, "substituteFrom": [
+                         {"kind": "ConfigMap", "name": "cluster-vars"}, {"kind": "Secret", "name": "cluster-secrets"},
+                         {"kind": "ConfigMap", "name": "absent", "optional": True}]}}}
+    objects.create_namespaced_custom_object(KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, namespace, KUSTOMIZATIONS,
+                                            flux)
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    (apps / "web.yaml").write_text(f"""apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {{name: charts, namespace: {namespace}}}
+spec: {{interval: 1m, url: "{repo.url}"}}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: web, namespace: {namespace}}}
+spec:
+  interval: 10m
+  chart:
+    spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
+  values:
+    cluster: ${{cluster_name}}
+    region: ${{region}}
+    greeting: ${{greeting}}
+""")
+    log = tmp_path / "log"
+    args = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", namespace,
+            "--kustomize", str(apps), "--vars-from-cluster", f"{namespace}/apps", "--log-file", str(log)]
+    planned = helmdeck("plan", *args, "-o", "json")
+    assert planned.returncode == EXIT_CHANGES, planned.stdout + planned.stderr
+    [web] = json.loads(planned.stdout)["packages"]
+    assert "+cluster: prod-eu" in web["values_diff"]  # from the ConfigMap
+    assert "+region: eu" in web["values_diff"]  # spec.postBuild.substitute over substituteFrom
+    assert "+greeting: '••••••" in web["values_diff"]
+    rendered = helmdeck("render", "web", *args)
+    assert rendered.returncode == 0, rendered.stderr
+    for text in (planned.stdout, planned.stderr, rendered.stdout, rendered.stderr, log.read_text()):
+        assert secret not in text
+
+    flux["spec"]["postBuild"]["substituteFrom"].append({"kind": "ConfigMap", "name": "nope"})
+    objects.patch_namespaced_custom_object(KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, namespace, KUSTOMIZATIONS,
+                                           "apps", {"spec": flux["spec"]})
+    failed = helmdeck("plan", *args)
+    assert failed.returncode == EXIT_FAILED
+    assert (f"Kustomization {namespace}/apps: spec.postBuild.substituteFrom[3]: ConfigMap {namespace}/nope cannot be "
+            "read (Not Found, 404) (create it, or mark the entry optional: true)") in failed.stdout + failed.stderr
