@@ -168,7 +168,7 @@ def test_variables_from_the_clusters_kustomization_and_a_secret_value_never_show
         metadata=client.V1ObjectMeta(name="cluster-vars"), data={"cluster_name": "prod-eu", "region": "us"}))
     core_api.create_namespaced_secret(namespace, client.V1Secret(
         metadata=client.V1ObjectMeta(name="cluster-secrets"), string_data={"greeting": secret}))
-    flux = {"apiVersion": f"{KUSTOMIZATION_GROUP}/{KUSTOMIZATION_VERSION}", "kind": "Kustomization",
+    flux: Any = {"apiVersion": f"{KUSTOMIZATION_GROUP}/{KUSTOMIZATION_VERSION}", "kind": "Kustomization",
             "metadata": {"name": "apps"},
             "spec": {"interval": "10m", "path": "./apps", "prune": True,
                      "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
