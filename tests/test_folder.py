@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.folder import FolderUpdate, PackageFolder
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -33,7 +34,7 @@ def folder(tmp_path: Path) -> Path:
 class Watching:
     """Consumes ``source.watch()`` in a task so the watcher runs while the test writes files."""
 
-    def __init__(self, source: PackageFolder):
+    def __init__(self, source: PackageInput):
         self.source = source
         self.updates: asyncio.Queue[FolderUpdate] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None

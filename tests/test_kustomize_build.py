@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from engine.package.substitute import (
     variables,
 )
 from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
+from tests.test_folder import Watching
 
 REPO = Path(__file__).resolve().parent / "data" / "flux-repo"
 VARS = {"namespace": "shop", "http_url": "http://127.0.0.1:1/charts", "oci_base": "127.0.0.1:2/t",
@@ -245,3 +247,28 @@ def test_object_files_are_stable_and_safe(tmp_path: Path) -> None:
     assert written == {tmp_path / "old.yaml", tmp_path / "_cluster.ConfigMap.a.yaml"}
     assert (tmp_path / "_cluster.ConfigMap.a.yaml").stat().st_mode & 0o077 == 0
     assert write_objects(tmp_path, built.objects) == set()  # unchanged: nothing rewritten
+
+
+async def test_long_running_modes_rebuild_when_the_checkout_changes(tmp_path: Path) -> None:
+    repo = tmp_path / "checkout"
+    shutil.copytree(REPO, repo)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    vars_file = tmp_path / "vars" / "cluster.env"
+    vars_file.parent.mkdir()
+    vars_file.write_text("cluster_name=staging\n")
+    given = variables([(k, v) for k, v in VARS.items() if k != "cluster_name"], "--var")
+    kin = KustomizeInput(KustomizeSource(repo / "clusters" / "staging", given, (vars_file,)), None, lambda _: None,
+                         debounce_ms=300, step_ms=50)
+    assert kin.watch_roots() == [repo, vars_file.parent]
+    assert kin.load().errors == ()
+    async with Watching(kin) as watching:
+        api = repo / "apps" / "base" / "api.yaml"  # outside the overlay's folder, read through ../../apps/base
+        api.write_text(api.read_text().replace("port: 8080", "port: 8081"))
+        update = await watching.next()
+        assert update.changed == {("shop", "api")}
+        (repo / "README.md").write_text("not read by kustomize\n")
+        assert await watching.collect_for(1.0) == []
+        vars_file.write_text("cluster_name=qa\n")
+        update = await watching.next()
+        assert update.changed == {("shop", "web")}
+        assert json.loads(update.specs[("shop", "web")].values_json)["cluster"] == "qa"
