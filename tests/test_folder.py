@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.folder import FolderUpdate, PackageFolder
+from engine.runtime.drive.ports import PackageInput
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

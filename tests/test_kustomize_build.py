@@ -249,10 +249,17 @@ def test_object_files_are_stable_and_safe(tmp_path: Path) -> None:
     assert write_objects(tmp_path, built.objects) == set()  # unchanged: nothing rewritten
 
 
-async def test_long_running_modes_rebuild_when_the_checkout_changes(tmp_path: Path) -> None:
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """The test repository in a git checkout of its own."""
     repo = tmp_path / "checkout"
     shutil.copytree(REPO, repo)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    return repo
+
+
+async def test_long_running_modes_rebuild_when_the_checkout_changes(tmp_path: Path, checkout: Path) -> None:
+    repo = checkout
     vars_file = tmp_path / "vars" / "cluster.env"
     vars_file.parent.mkdir()
     vars_file.write_text("cluster_name=staging\n")
