@@ -114,3 +114,14 @@ async def test_new_chart_folder_is_watched_after_a_package_points_at_it(folder: 
         (other / "values.yaml").write_text("settings: {x: y}\n")
         update = await w.next()
         assert update.changed == {("ns", "c")}
+
+
+def test_subfolders_holding_yaml_are_named_not_read(folder: Path) -> None:
+    (folder / "apps" / "base").mkdir(parents=True)
+    (folder / "apps" / "base" / "web.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n")
+    (folder / "charts-only").mkdir()
+    (folder / "charts-only" / "README.md").write_text("no YAML here\n")
+    update = PackageFolder(folder).load()
+    assert len(update.specs) == 2  # the folder's own files are read as before
+    assert update.left_out == (f"subfolders of {folder} are not read: apps (--packages reads the folder's own files; "
+                               "--kustomize DIR builds a repository path with its subfolders, as Flux does)",)

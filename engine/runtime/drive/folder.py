@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from engine.base.fields import PackageError
 from engine.package.load import load_folder
-from engine.package.model import PackageSpec
+from engine.package.model import PACKAGE_SUFFIXES, PackageSpec
 from engine.resolve.release import resolve
 
 if TYPE_CHECKING:
@@ -113,8 +114,9 @@ class PackageFolder:
             log.info("%s: %s", self.directory, skipped)
         for item in loaded.left_out:
             log.warning("%s", item)
+        unread = unread_subfolders(self.directory)
         return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
-                            skipped, tuple(str(item) for item in loaded.left_out))
+                            skipped, tuple(str(item) for item in loaded.left_out) + ((unread,) if unread else ()))
 
     def _roots(self) -> set[Path]:
         """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""
@@ -150,6 +152,34 @@ class PackageFolder:
                     yield update
                 if self._roots() != roots:
                     self._cycle.set()  # new chart or values folders to watch: restart the watcher
+
+
+def unread_subfolders(directory: Path, budget: int = 2000) -> str:
+    """One line naming the subfolders of ``directory`` that hold package-like files (``.yaml``/``.yml`` at any
+    depth), which the folder does not read, and what does ("" when none). Looks at ``budget`` entries at
+    most: a note, not a second reader."""
+    found: list[str] = []
+    try:
+        subfolders = sorted((e for e in os.scandir(directory) if e.is_dir() and not e.name.startswith(".")),
+                            key=lambda e: e.name)
+    except OSError:
+        return ""
+    for sub in subfolders:
+        stack = [Path(sub.path)]
+        while stack and budget > 0:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            budget -= len(entries)
+            if any(e.name.endswith(PACKAGE_SUFFIXES) and e.is_file() for e in entries):
+                found.append(sub.name)
+                break
+            stack += [Path(e.path) for e in entries if e.is_dir() and not e.name.startswith(".")]
+    if not found:
+        return ""
+    return (f"subfolders of {directory} are not read: {', '.join(found)} (--packages reads the folder's own files; "
+            "--kustomize DIR builds a repository path with its subfolders, as Flux does)")
 
 
 def warm(spec: PackageSpec) -> None:
