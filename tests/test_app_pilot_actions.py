@@ -113,23 +113,38 @@ async def test_after_a_cancel_remediation_follows_the_package(
                                    for e in app.client.events(key)), seen=lambda: app.client.events(key)[-3:])
 
 
-def install_flux_crd(api: client.ApiClient) -> None:
-    """A schema-less HelmRelease CRD (Flux's group, version and kind), as the issue allows for tests."""
+def install_crd(api: client.ApiClient, group: str, version: str, kind: str, plural: str) -> client.CustomObjectsApi:
+    """A schema-less CRD of ``kind`` (a Flux kind in Flux's group and version, as the issue allows for tests),
+    left for the session; returns once the API serves it."""
     crd: Any = {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{FLUX_PLURAL}.{FLUX_GROUP}"},
-        "spec": {"group": FLUX_GROUP, "scope": "Namespaced",
-                 "names": {"plural": FLUX_PLURAL, "singular": "helmrelease", "kind": "HelmRelease"},
-                 "versions": [{"name": FLUX_VERSION, "served": True, "storage": True,
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                 "versions": [{"name": version, "served": True, "storage": True,
                                "schema": {"openAPIV3Schema": {"type": "object",
                                                               "x-kubernetes-preserve-unknown-fields": True}}}]},
     }
-    ext = client.ApiextensionsV1Api(api)
     try:
-        ext.create_custom_resource_definition(crd)
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
     except client.ApiException as exc:
         if exc.status != 409:
             raise
+    objects = client.CustomObjectsApi(api)
+    deadline = time.monotonic() + 30
+    while True:  # served a moment after it is created
+        try:
+            objects.list_cluster_custom_object(group, version, plural)
+            return objects
+        except client.ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def install_flux_crd(api: client.ApiClient) -> client.CustomObjectsApi:
+    """Flux's HelmRelease API served (:func:`install_crd`)."""
+    return install_crd(api, FLUX_GROUP, FLUX_VERSION, "HelmRelease", FLUX_PLURAL)
 
 
 async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(

@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
@@ -23,6 +21,7 @@ from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, push_oci
 from tests.conftest import run_helm
+from tests.test_app_pilot_actions import install_crd
 from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
@@ -130,31 +129,8 @@ KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, KUSTOMIZATIONS = "kustomize.toolkit.
 
 
 def install_kustomization_crd(api: client.ApiClient) -> client.CustomObjectsApi:
-    """A schema-less Kustomization CRD (Flux's group, version and kind), served before it returns."""
-    crd: Any = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{KUSTOMIZATIONS}.{KUSTOMIZATION_GROUP}"},
-        "spec": {"group": KUSTOMIZATION_GROUP, "scope": "Namespaced",
-                 "names": {"plural": KUSTOMIZATIONS, "singular": "kustomization", "kind": "Kustomization"},
-                 "versions": [{"name": KUSTOMIZATION_VERSION, "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object",
-                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
-    }
-    try:
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    objects = client.CustomObjectsApi(api)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            objects.list_cluster_custom_object(KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, KUSTOMIZATIONS)
-            return objects
-        except ApiException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    """Flux's Kustomization API served (a schema-less CRD)."""
+    return install_crd(api, KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, "Kustomization", KUSTOMIZATIONS)
 
 
 def test_variables_from_the_clusters_kustomization_and_a_secret_value_never_shows(
