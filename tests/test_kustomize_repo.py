@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
+from engine.base import tools
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
@@ -193,3 +195,92 @@ spec:
     assert failed.returncode == EXIT_FAILED
     assert (f"Kustomization {namespace}/apps: spec.postBuild.substituteFrom[3]: ConfigMap {namespace}/nope cannot be "
             "read (Not Found, 404) (create it, or mark the entry optional: true)") in failed.stdout + failed.stderr
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
+
+
+def flux_values(release: dict[str, Any], config_maps: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The values Flux's helm-controller gives a HelmRelease, written from its docs ("Values references"):
+    the valuesFrom entries merged in the order given (``valuesKey`` default ``values.yaml``; an entry with
+    ``targetPath`` sets its value at that path, as helm's ``--set``; a missing optional one skipped), then
+    ``spec.values`` over them. (The chart's own values are helm's to merge under these.)"""
+    result: dict[str, Any] = {}
+    for ref in release["spec"].get("valuesFrom", []):
+        data, key = config_maps.get(ref["name"]), ref.get("valuesKey", "values.yaml")
+        if data is None or key not in data:
+            assert ref.get("optional")
+            continue
+        if ref.get("targetPath"):
+            *parents, leaf = ref["targetPath"].split(".")
+            node = result
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = yaml.safe_load(data[key])  # a plain number or word, typed as --set types it
+        else:
+            result = _merge(result, yaml.safe_load(data[key]))
+    return _merge(result, release["spec"].get("values") or {})
+
+
+def flux_build(path: Path, variables: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The HelmReleases of ``path`` as Flux would apply them: the kustomize build, then ``${name}`` replaced by each
+    variable, the test repository's one default (``${replicas:=1}``) and escape (``$${``) done by hand."""
+    text = subprocess.run([str(tools.kustomize()), "build", "--load-restrictor", "LoadRestrictionsNone", str(path)],
+                          capture_output=True, text=True, check=True).stdout
+    for name, value in variables.items():
+        text = text.replace("${" + name + "}", value)
+    text = text.replace("${replicas:=1}", "1").replace("$${", "${")
+    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(text) if d and d["kind"] == "HelmRelease"}
+
+
+def objects_by_ref(manifest: str) -> dict[tuple[str, str], Any]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(manifest) if d}
+
+
+def test_helmdeck_composes_and_renders_as_flux_would(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, flux_repo: tuple[Path, list[str]],
+    core_api: client.CoreV1Api,
+) -> None:
+    """For each overlay: helmdeck's values (as deployed) equal the values Flux would compose, and its manifest
+    equals ``helm template`` of the same chart with those values plus Flux's origin labels on every object."""
+    checkout, flags = flux_repo
+    given = dict(f.split("=", 1) for f in flags[1::2])
+    prod_namespace = f"{namespace}-prod"
+    core_api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=prod_namespace)))
+    try:
+        for cluster, ns in (("staging", namespace), ("prod", prod_namespace)):
+            config_maps = {"web-values": {"values.yaml": f"image: {{repository: mirror.example/{cluster}}}\n"
+                                                         "extra: from-configmap\n", "port": "8081"}}
+            core_api.create_namespaced_config_map(ns, client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="web-values"), data=config_maps["web-values"]))
+            variables = {**given, "namespace": ns, "cluster_name": cluster}
+            path = checkout / "clusters" / cluster
+            args = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", ns, "--kustomize",
+                    str(path), *(f for k, v in variables.items() for f in ("--var", f"{k}={v}")),
+                    "--log-file", str(tmp_path / "log")]
+            done = helmdeck("reconcile", "--once", "--no-lease", *args)
+            assert done.returncode == 0, done.stdout + done.stderr
+            for name, release in flux_build(path, variables).items():
+                values = flux_values(release, config_maps)
+                deployed = json.loads(run_helm(helm, "get", "values", name, "-n", ns, "-o", "json"))
+                assert deployed == values, (cluster, name)
+                if name == "web":
+                    assert values["service"] == {"port": 8081} and values["extra"] == "from-configmap"
+                values_file = tmp_path / f"{cluster}-{name}.json"
+                values_file.write_text(json.dumps(values))
+                chart = (["web", "--repo", variables["http_url"]] if name == "web" else
+                         [f"oci://{variables['oci_base']}/web", "--plain-http"])
+                expected = objects_by_ref(run_helm(helm, "template", name, *chart, "--version", "1.0.0", "-n", ns,
+                                                   "-f", str(values_file)))
+                for obj in expected.values():  # Flux's post-renderer: its origin labels on every object
+                    obj["metadata"].setdefault("labels", {}).update(
+                        {"helm.toolkit.fluxcd.io/name": name, "helm.toolkit.fluxcd.io/namespace": ns})
+                stored = run_helm(helm, "get", "manifest", name, "-n", ns) + "\n---\n" + run_helm(
+                    helm, "get", "hooks", name, "-n", ns)  # the objects, then the hooks (the test Job)
+                assert objects_by_ref(stored) == expected, (cluster, name)
+    finally:
+        core_api.delete_namespace(prod_namespace)
