@@ -173,6 +173,8 @@ def cluster_variables(api: client.ApiClient | None, ref: str) -> Variables:
         raise PackageError(origin, "", f"cannot be read from the cluster ({exc.reason or 'error'}, {exc.status})",
                            "check --vars-from-cluster NAMESPACE/NAME and that Flux's Kustomization API is served"
                            ) from None
+    except Exception as exc:  # the cluster unreachable, say: named, never a crash of the load
+        raise PackageError(origin, "", f"cannot be read from the cluster ({type(exc).__name__})") from None
     post = (obj.get("spec") or {}).get("postBuild") or {}
     out = NO_VARIABLES
     try:
@@ -190,6 +192,9 @@ def cluster_variables(api: client.ApiClient | None, ref: str) -> Variables:
                 raise PackageError(origin, field, f"{kind} {namespace}/{ref_name} cannot be read "
                                    f"({exc.reason or 'error'}, {exc.status})",
                                    "create it, or mark the entry optional: true") from None
+            except Exception as exc:
+                raise PackageError(origin, field, f"{kind} {namespace}/{ref_name} cannot be read "
+                                   f"({type(exc).__name__})") from None
             data = body.get("data") or {}
             where = f"{kind} {namespace}/{ref_name}"
             pairs = [(str(k), decode_secret_value(str(v), f"{where}: data.{k}") if kind == "Secret" else str(v))
