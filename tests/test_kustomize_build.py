@@ -279,3 +279,13 @@ async def test_long_running_modes_rebuild_when_the_checkout_changes(tmp_path: Pa
         update = await watching.next()
         assert update.changed == {("shop", "web")}
         assert json.loads(update.specs[("shop", "web")].values_json)["cluster"] == "qa"
+
+
+def test_an_object_that_opts_out_is_left_as_built(tmp_path: Path) -> None:
+    text = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n"
+            "    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata: {script: 'echo ${HOME}'}\n---\n"
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {x: '${v}'}\n")
+    built = objects(text, tmp_path, variables([("v", "1")], "--var"))
+    assert built.errors == ()
+    a, b = built.objects
+    assert "echo ${HOME}" in a.text and "x: '1'" in b.text

@@ -44,7 +44,7 @@ from engine.base.loader import (
 )
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.package.model import PACKAGE_SUFFIXES
-from engine.package.substitute import SubstitutionError, Variables, disabled, references, substitute
+from engine.package.substitute import DISABLE_KEY, SubstitutionError, Variables, disabled, references, substitute
 
 BUILD_TIMEOUT = 120.0  # seconds one kustomize build may take
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -252,36 +252,48 @@ def objects(output: str, directory: Path, variables: Variables | None) -> Built:
     kept: set[str] = set()
     unsubstituted = 0
     for index, chunk in enumerate(chunks):
-        data = _parse(chunk, index + 1, directory)
-        if not isinstance(data, dict):
-            raise PackageError(directory, "", f"kustomize build printed something that is not an object "
-                               f"(object {index + 1})")
-        substituting = variables is not None and references(chunk) and not disabled(data)
-        kind, namespace, name = _identity(data, variables.values if substituting and variables else None)
-        ref = f"{kind} {namespace + '/' if namespace else ''}{name}"
-        file = object_file(kind, namespace, name)
-        text = chunk
-        if references(chunk):
-            if variables is None:
-                unsubstituted += 1
-            elif substituting:
-                try:
-                    text = substitute(chunk, variables.values)
-                except SubstitutionError as exc:
-                    errors.append(PackageError(directory, "", f"{ref}: {exc}", _fix(exc, variables)))
-                    kept.add(file)
-                    continue
-                try:
-                    _parse(text, index + 1, directory)  # a value may have broken the YAML, as in Flux
-                except PackageError as exc:
-                    errors.append(PackageError(directory, "", f"{ref}: after substitution: {exc.problem}",
-                                               "check the variables' values: each is put into the YAML text as "
-                                               "it is"))
-                    kept.add(file)
-                    continue
+        number = index + 1
+        # One parse per object: before substitution only when it may opt out, or its substitution fails.
+        substituting = variables is not None and references(chunk) and not (
+            DISABLE_KEY in chunk and disabled(_object(chunk, number, directory)))
+        if variables is not None and substituting:
+            try:
+                text = substitute(chunk, variables.values)
+            except SubstitutionError as exc:
+                kind, namespace, name = _identity(_object(chunk, number, directory), variables.values)
+                ref = _ref(kind, namespace, name)
+                errors.append(PackageError(directory, "", f"{ref}: {exc}", _fix(exc, variables)))
+                kept.add(object_file(kind, namespace, name))
+                continue
+            try:
+                data = _object(text, number, directory)  # a value may have broken the YAML, as in Flux
+            except PackageError as exc:
+                kind, namespace, name = _identity(_object(chunk, number, directory), variables.values)
+                errors.append(PackageError(directory, "", f"{_ref(kind, namespace, name)}: after substitution: "
+                                           f"{exc.problem}", "check the variables' values: each is put into the "
+                                           "YAML text as it is"))
+                kept.add(object_file(kind, namespace, name))
+                continue
+        else:
+            text, data = chunk, _object(chunk, number, directory)
+            unsubstituted += variables is None and references(chunk)
+        kind, namespace, name = _identity(data, None)
+        ref = _ref(kind, namespace, name)
         header = f"# {ref}, from `kustomize build {directory}` (helmdeck --kustomize)\n"
-        built.append(BuiltObject(file, ref, header + text))
+        built.append(BuiltObject(object_file(kind, namespace, name), ref, header + text))
     return Built(tuple(built), tuple(errors), frozenset(kept), unsubstituted)
+
+
+def _ref(kind: str, namespace: str, name: str) -> str:
+    return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+
+def _object(text: str, number: int, directory: Path) -> dict[str, object]:
+    """Object ``number`` of the build, parsed (:func:`_parse`). Raises PackageError when it is no object."""
+    data = _parse(text, number, directory)
+    if not isinstance(data, dict):
+        raise PackageError(directory, "", f"object {number} of the build is not a mapping")
+    return data
 
 
 def _identity(data: dict[str, object], values: Mapping[str, str] | None) -> tuple[str, str, str]:
