@@ -40,7 +40,8 @@ def generate(root: Path, releases: int) -> Path:
         (base / name).write_text(
             f"apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: app-{i}, namespace: apps}}\n"
             "spec:\n  interval: 10m\n  chart:\n    spec: {chart: web, version: '1.x', "
-            "sourceRef: {kind: HelmRepository, name: charts}}\n  values:\n    cluster: ${cluster_name}\n    replicas: ${replicas:=1}\n"
+            "sourceRef: {kind: HelmRepository, name: charts}}\n"
+            "  values:\n    cluster: ${cluster_name}\n    replicas: ${replicas:=1}\n"
             f"    index: {i}\n")
     prod = root / "clusters" / "prod"
     prod.mkdir(parents=True)
