@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.base.fields import PackageError
-from engine.package.kustomize import build, generated_resources, object_file, objects, write_objects
+from engine.package.kustomize import BuiltObject, build, generated_resources, object_file, objects, write_objects
 from engine.package.substitute import (
     NO_VARIABLES,
     SubstitutionError,
@@ -289,3 +289,14 @@ def test_an_object_that_opts_out_is_left_as_built(tmp_path: Path) -> None:
     assert built.errors == ()
     a, b = built.objects
     assert "echo ${HOME}" in a.text and "x: '1'" in b.text
+
+
+def test_unchanged_objects_are_not_parsed_again(tmp_path: Path) -> None:
+    text = "".join(f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{x: '${{v}}'}}\n"
+                   for i in range(3))
+    memo: dict[str, BuiltObject] = {}
+    given = variables([("v", "1")], "--var")
+    first = objects(text, tmp_path, given, memo)
+    second = objects(text.replace("c2}", "c9}"), tmp_path, given, memo)
+    assert [a is b for a, b in zip(first.objects, second.objects, strict=True)] == [True, True, False]
+    assert len(memo) == 3  # only the last build's objects are kept

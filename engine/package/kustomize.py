@@ -237,11 +237,14 @@ def object_file(kind: str, namespace: str, name: str) -> str:
     return "object-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16] + ".yaml"
 
 
-def objects(output: str, directory: Path, variables: Variables | None) -> Built:
+def objects(output: str, directory: Path, variables: Variables | None,
+            memo: dict[str, BuiltObject] | None = None) -> Built:
     """The objects of a build's ``output``, each substituted with ``variables`` (None: no post-build
     substitution). An object whose substitution fails is reported (naming it and the variables) and
-    listed in ``kept``; the others count. Raises PackageError when the output holds more objects than the
-    package limits allow, or an object is unreadable or over a limit."""
+    listed in ``kept``; the others count. ``memo``: the objects of the previous call with the same
+    variables by their built text, reused (an unchanged object is not parsed again), and replaced by this
+    call's. Raises PackageError when the output holds more objects than the package limits allow, or an
+    object is unreadable or over a limit."""
     limits = package_limits()
     chunks = [c for c in _SEPARATOR.split(output) if c.strip()]
     if len(chunks) > limits.max_documents:
@@ -251,8 +254,18 @@ def objects(output: str, directory: Path, variables: Variables | None) -> Built:
     errors: list[PackageError] = []
     kept: set[str] = set()
     unsubstituted = 0
+    previous = dict(memo or {})
+    if memo is not None:
+        memo.clear()
     for index, chunk in enumerate(chunks):
         number = index + 1
+        known = previous.get(chunk)
+        if known is not None:
+            built.append(known)
+            unsubstituted += variables is None and references(chunk)
+            if memo is not None:
+                memo[chunk] = known
+            continue
         # One parse per object: before substitution only when it may opt out, or its substitution fails.
         substituting = variables is not None and references(chunk) and not (
             DISABLE_KEY in chunk and disabled(_object(chunk, number, directory)))
@@ -281,6 +294,8 @@ def objects(output: str, directory: Path, variables: Variables | None) -> Built:
         ref = _ref(kind, namespace, name)
         header = f"# {ref}, from `kustomize build {directory}` (helmdeck --kustomize)\n"
         built.append(BuiltObject(object_file(kind, namespace, name), ref, header + text))
+        if memo is not None:
+            memo[chunk] = built[-1]
     return Built(tuple(built), tuple(errors), frozenset(kept), unsubstituted)
 
 

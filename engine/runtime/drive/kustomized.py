@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.base.fields import PackageError
 from engine.kube import rest
-from engine.package.kustomize import build, objects, write_objects
+from engine.package.kustomize import BuiltObject, build, objects, write_objects
 from engine.package.substitute import (
     NO_VARIABLES,
     SubstitutionError,
@@ -86,6 +86,8 @@ class KustomizeInput:
         self._checkout = checkout_root(self.directory) or self.directory  # what an overlay may read
         self._stop: anyio.Event | None = None
         self._stopping = False
+        self._memo: dict[str, BuiltObject] = {}  # the last build's objects by their built text
+        self._variables: Variables | None = None
 
     def variables(self) -> Variables | None:
         """The post-build variables (module docstring), None when no substitution is asked for. Raises
@@ -103,7 +105,11 @@ class KustomizeInput:
         """Build, substitute and read the path now (blocking). A build that fails keeps the last good
         packages and reports the problem, as a package file that turns bad."""
         try:
-            built = objects(build(self.directory, reads_under=self._checkout), self.directory, self.variables())
+            output, variables = build(self.directory, reads_under=self._checkout), self.variables()
+            if variables != self._variables:  # the memo holds objects substituted with the last variables
+                self._memo.clear()
+                self._variables = variables
+            built = objects(output, self.directory, variables, self._memo)
         except PackageError as exc:
             update = self.folder.load(set())
             return dataclasses.replace(update, changed=frozenset(), errors=(exc, *update.errors))
