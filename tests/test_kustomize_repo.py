@@ -88,6 +88,11 @@ def test_plan_a_flux_repository_overlay(helm: Helm, kube_target: KubeTarget, nam
     assert "values changed" in web["reasons"] and web["revision"] == 1
     assert "-  tag: 1.27-staging" in web["values_diff"] and "+  tag: 1.28-staging" in web["values_diff"]
     assert "nginx:1.28-staging" in web["manifest_diff"]
+    diffed = helmdeck("diff", "web", *args)  # diff and status take --kustomize too
+    assert diffed.returncode == EXIT_CHANGES and "+        image: \"nginx:1.28-staging\"" in diffed.stdout, diffed
+    status = helmdeck("status", *args, "-o", "json")
+    assert status.returncode == 0, status.stderr
+    assert {r["name"] for r in json.loads(status.stdout)} >= {"web", "api"}
 
     # plan --base: commit the change; the cluster drifts on api (an upgrade by hand). The plan of the commit
     # shows web only; the plan against the cluster shows api too.
