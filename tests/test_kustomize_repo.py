@@ -5,6 +5,7 @@ over a two-commit git history while the cluster drifted, and a missing variable 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -18,13 +19,15 @@ from kubernetes import client
 
 from engine.base import tools
 from engine.helm import Helm
-from engine.kube.client import KubeTarget
+from engine.kube.client import KubeTarget, api_client
+from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 from helmdeck.cli import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, push_oci
 from tests.conftest import run_helm
 from tests.test_app_pilot_actions import install_crd
 from tests.test_cli import helmdeck
+from tests.test_folder import Watching
 
 pytestmark = pytest.mark.cluster
 
@@ -192,6 +195,21 @@ spec:
     assert rendered.returncode == 0, rendered.stderr
     for text in (planned.stdout, planned.stderr, rendered.stdout, rendered.stderr, log.read_text()):
         assert secret not in text
+
+    # A long-running mode reads the cluster's variables again on its interval: a changed ConfigMap re-renders.
+    kin = KustomizeInput(KustomizeSource(apps, cluster=f"{namespace}/apps"), api_client(kube_target),
+                         lambda _: None, debounce_ms=200, step_ms=50)
+    kin.cluster_interval = 0.5
+    assert json.loads(kin.load().specs[(namespace, "web")].values_json)["cluster"] == "prod-eu"
+
+    async def watch_cluster_change() -> Any:
+        async with Watching(kin) as watching:
+            core_api.patch_namespaced_config_map("cluster-vars", namespace, {"data": {"cluster_name": "prod-us"}})
+            return await watching.next(20)
+
+    update = asyncio.run(watch_cluster_change())
+    assert update.changed == {(namespace, "web")}
+    assert json.loads(update.specs[(namespace, "web")].values_json)["cluster"] == "prod-us"
 
     flux["spec"]["postBuild"]["substituteFrom"].append({"kind": "ConfigMap", "name": "nope"})
     objects.patch_namespaced_custom_object(KUSTOMIZATION_GROUP, KUSTOMIZATION_VERSION, namespace, KUSTOMIZATIONS,

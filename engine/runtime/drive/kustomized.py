@@ -72,6 +72,8 @@ class KustomizeInput:
     """The packages of a built repository path (module docstring). ``api``: for ``--vars-from-cluster``
     (None offline); ``remember``: the masker's, given the values read from Secrets."""
 
+    cluster_interval = 60.0  # seconds between rebuilds reading --vars-from-cluster's objects again
+
     def __init__(self, source: KustomizeSource, api: client.ApiClient | None,
                  remember: Callable[[Iterable[str]], None], *, allow_unsupported: bool = False,
                  debounce_ms: int = 1500, step_ms: int = 150):
@@ -133,15 +135,25 @@ class KustomizeInput:
             self._stop.set()
 
     async def watch(self) -> AsyncIterator[FolderUpdate]:
-        """Yield an update per burst of changes under the watched roots until :meth:`stop`."""
+        """Yield an update per burst of changes under the watched roots until :meth:`stop`; with
+        ``--vars-from-cluster`` also a rebuild every :attr:`cluster_interval` seconds (the cluster's
+        ConfigMaps and Secrets are read again, as Flux reconciles a Kustomization on its interval), yielded
+        only when it changed a package or its problems."""
         self._stop = anyio.Event()
         if self._stopping:
             return
+        polling = bool(self.source.cluster)
+        problems: tuple[str, ...] | None = None
         async for changes in watchfiles.awatch(
             *self.watch_roots(), debounce=self._debounce_ms, step=self._step_ms, stop_event=self._stop,
-            watch_filter=_relevant,
+            watch_filter=_relevant, rust_timeout=int(self.cluster_interval * 1000) if polling else None,
+            yield_on_timeout=polling,
         ):
-            yield await anyio.to_thread.run_sync(self.load, {Path(p) for _, p in changes})
+            update = await anyio.to_thread.run_sync(self.load, {Path(p) for _, p in changes})
+            said = tuple(str(e) for e in update.errors)
+            if changes or update.changed or update.removed or said != problems:
+                yield update
+            problems = said
 
 
 def _relevant(change: watchfiles.Change, path: str) -> bool:
