@@ -113,8 +113,11 @@ class KustomizeInput:
                 self._variables = variables
             built = objects(output, self.directory, variables, self._memo)
         except PackageError as exc:
+            log.warning("package problem: %s", exc)
             update = self.folder.load(set())
             return dataclasses.replace(update, changed=frozenset(), errors=(exc, *update.errors))
+        for err in built.errors:
+            log.warning("package problem: %s", err)
         written = write_objects(self._out, built.objects, built.kept)
         update = self.folder.load(None if touched is None else written)
         note = built.note()
