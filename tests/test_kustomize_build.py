@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.base.fields import PackageError
+from engine.helm import Helm
+from engine.kube.client import KubeTarget
 from engine.package.kustomize import BuiltObject, build, generated_resources, object_file, objects, write_objects
 from engine.package.substitute import (
     NO_VARIABLES,
@@ -23,7 +25,10 @@ from engine.package.substitute import (
     substitute,
     variables,
 )
+from engine.runtime import Engine
 from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
+from engine.sources.pin import PinError
+from engine.storage.observer import Observer
 from tests.test_folder import Watching
 
 REPO = Path(__file__).resolve().parent / "data" / "flux-repo"
@@ -300,3 +305,13 @@ def test_unchanged_objects_are_not_parsed_again(tmp_path: Path) -> None:
     second = objects(text.replace("c2}", "c9}"), tmp_path, given, memo)
     assert [a is b for a, b in zip(first.objects, second.objects, strict=True)] == [True, True, False]
     assert len(memo) == 3  # only the last build's objects are kept
+
+
+def test_the_version_picker_does_not_pin_into_the_built_files() -> None:
+    source = KustomizeSource(REPO / "clusters" / "prod", _variables(cluster_name="prod"))
+    engine = Engine(KubeTarget(), Helm("helm"), source.path, observer=Observer(None), online=False,
+                    watch_packages=False, monitors=False, kustomize=source)
+    assert set(engine.packages) == {("shop", "web"), ("shop", "api")}
+    with pytest.raises(PinError, match=r"shop/web is built by --kustomize from .*clusters/prod: pin the chart "
+                                       "version in the repository"):
+        engine.plan_pin(("shop", "web"), "1.2.0")

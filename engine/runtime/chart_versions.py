@@ -27,6 +27,7 @@ from typing import Any
 
 from engine.package.model import PackageSpec
 from engine.runtime.drive.controller import PackageController
+from engine.runtime.drive.kustomized import KustomizeInput
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate, local_chart_reason, no_package_reason
 from engine.runtime.operations import Operations
@@ -126,6 +127,10 @@ class ChartVersions:
         """The edit pinning ``key``'s chart to ``version`` (nothing written). Raises ActionRefused, PinError
         (an OCIRepository selecting a digest, a field that cannot be edited in place), OSError."""
         request = self.request(key)
+        built = self.controller.folder
+        if isinstance(built, KustomizeInput):  # its file is kustomize's output, rewritten by the next build
+            raise PinError(f"{key[0]}/{key[1]} is built by --kustomize from {built.directory}: pin the chart version "
+                           "in the repository (the HelmRelease or the overlay patching it)")
         source = request.source
         if isinstance(source, OCIRepositorySpec):
             ref = source.reference
