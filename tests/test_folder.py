@@ -121,6 +121,10 @@ def test_subfolders_holding_yaml_are_named_not_read(folder: Path) -> None:
     (folder / "apps" / "base" / "web.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n")
     (folder / "charts-only").mkdir()
     (folder / "charts-only" / "README.md").write_text("no YAML here\n")
+    shutil.copytree(EXAMPLES / "charts" / "settings", folder / "local-chart")  # a chart's templates: its own
+    (folder / "values").mkdir()
+    (folder / "values" / "a.yaml").write_text("x: 1\n")  # a values file a package names: its own
+    (folder / "a.yaml").write_text((folder / "a.yaml").read_text() + "  valuesFiles: [values/a.yaml]\n")
     update = PackageFolder(folder).load()
     assert len(update.specs) == 2  # the folder's own files are read as before
     assert update.left_out == (f"subfolders of {folder} are not read: apps (--packages reads the folder's own files; "

@@ -114,7 +114,7 @@ class PackageFolder:
             log.info("%s: %s", self.directory, skipped)
         for item in loaded.left_out:
             log.warning("%s", item)
-        unread = unread_subfolders(self.directory)
+        unread = unread_subfolders(self.directory, {f for spec in new.values() for f in spec.values_files})
         return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
                             skipped, tuple(str(item) for item in loaded.left_out) + ((unread,) if unread else ()))
 
@@ -154,10 +154,11 @@ class PackageFolder:
                     self._cycle.set()  # new chart or values folders to watch: restart the watcher
 
 
-def unread_subfolders(directory: Path, budget: int = 2000) -> str:
-    """One line naming the subfolders of ``directory`` that hold package-like files (``.yaml``/``.yml`` at any
-    depth), which the folder does not read, and what does ("" when none). Looks at ``budget`` entries at
-    most: a note, not a second reader."""
+def unread_subfolders(directory: Path, used: set[Path], budget: int = 2000) -> str:
+    """One line naming the subfolders of ``directory`` holding ``.yaml``/``.yml`` files (at any depth) that the
+    folder does not read, and what does ("" when none). A chart's folder (with a ``Chart.yaml``) and the files
+    in ``used`` (values files the packages name) are the packages' own, not left out. Looks at ``budget``
+    entries at most: a note, not a second reader."""
     found: list[str] = []
     try:
         subfolders = sorted((e for e in os.scandir(directory) if e.is_dir() and not e.name.startswith(".")),
@@ -172,7 +173,10 @@ def unread_subfolders(directory: Path, budget: int = 2000) -> str:
             except OSError:
                 continue
             budget -= len(entries)
-            if any(e.name.endswith(PACKAGE_SUFFIXES) and e.is_file() for e in entries):
+            if any(e.name == "Chart.yaml" for e in entries):
+                continue  # a chart: its templates are no packages
+            if any(e.name.endswith(PACKAGE_SUFFIXES) and e.is_file() and Path(e.path).resolve() not in used
+                   for e in entries):
                 found.append(sub.name)
                 break
             stack += [Path(e.path) for e in entries if e.is_dir() and not e.name.startswith(".")]
