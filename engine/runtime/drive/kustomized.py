@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.base.fields import PackageError
 from engine.kube import rest
 from engine.package.kustomize import BuiltObject, build, objects, write_objects
+from engine.package.model import PackageSpec
 from engine.package.substitute import (
     NO_VARIABLES,
     SubstitutionError,
@@ -102,6 +103,11 @@ class KustomizeInput:
         out = self.source.variables.over(out)
         self._remember(out.secret_texts())
         return out
+
+    def removal(self, spec: PackageSpec) -> str:
+        """A package gone from the built path keeps its release unless the engine prunes."""
+        return (f"{spec.kind} {spec.namespace}/{spec.name} is no longer in the build of {self.directory}; the release "
+                "is kept (run with --prune to uninstall such releases)")
 
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """Build, substitute and read the path now (blocking). A build that fails keeps the last good
