@@ -28,6 +28,8 @@ from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer
 
+pytest_plugins = ("tests.controller_fixtures",)  # the controller tests' fixtures
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 HELM_COMPONENTS = {"helm4": "helm4", "helm3": "helm3"}

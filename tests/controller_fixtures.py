@@ -1,4 +1,9 @@
-"""`helmdeck controller` as a subprocess on the local cluster, and Package objects to feed it."""
+"""`helmdeck controller` as a subprocess on the local cluster, and Package objects to feed it.
+
+A pytest plugin (tests/conftest.py loads it): the fixture ``controller_env`` gives a test the APIs, its
+namespace and what starts a controller there; ``apis`` the three APIs alone; ``package_loads`` counts the
+Package objects loaded.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
+from engine.kube.client import KubeTarget, api_client
+from engine.package.load import package_object
+from engine.package.model import PackageSpec
+from localcluster.cluster import LocalCluster
 from tests.chart_sources import helm_run, package_chart, push_oci
 
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 T = TypeVar("T")
+Apis = tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api]
 
 
 @dataclass
@@ -142,3 +154,73 @@ def endpoint(text: str, what: str) -> str:
         if f"{what} on " in line:
             return "http://" + line.split(f"{what} on ", 1)[1].split("'")[0].strip()
     return ""
+
+
+@pytest.fixture
+def apis(kube_target: KubeTarget, helmdeck_crds: list[str]) -> Apis:
+    """The custom objects, core and coordination APIs of the local cluster, with helmdeck's CRDs applied."""
+    api = api_client(kube_target)
+    return client.CustomObjectsApi(api), client.CoreV1Api(api), client.CoordinationV1Api(api)
+
+
+@dataclass
+class ControllerEnv:
+    """A controller test's set-up: the APIs, its namespace, helm, its work directory and the local cluster."""
+
+    objects: client.CustomObjectsApi
+    core: client.CoreV1Api
+    coordination: client.CoordinationV1Api
+    namespace: str
+    helm: Helm
+    work: Path
+    cluster: LocalCluster
+    helm_home: dict[str, str]
+
+    @property
+    def kubeconfig(self) -> Path:
+        assert self.cluster.kubeconfig is not None
+        return self.cluster.kubeconfig
+
+    @property
+    def registry(self) -> str:
+        assert self.cluster.registry is not None
+        return self.cluster.registry
+
+    def web_source(self) -> None:
+        """The web example chart 0.1.0 pushed to the local registry, and the OCIRepository ``web`` selecting it."""
+        create(self.objects, oci_repository(self.namespace, publish_web(self.helm, self.work, self.registry,
+                                                                        self.helm_home, "0.1.0")))
+
+    def flaky_source(self) -> None:
+        """The flaky example chart (a ``hang`` value makes --wait never end) pushed to the local registry, and
+        the OCIRepository ``web`` selecting its 0.1.0."""
+        base = publish_chart(self.helm, EXAMPLES / "charts" / "flaky", self.work, self.registry, self.helm_home)
+        create(self.objects, {**oci_repository(self.namespace, base), "spec": {
+            "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+
+    def start(self, *extra: str, name: str = "c", in_cluster: bool = False,
+              env: dict[str, str] | None = None) -> Controller:
+        """:func:`start_controller` on this namespace, with the cluster's kubeconfig unless ``in_cluster``."""
+        return start_controller(None if in_cluster else self.kubeconfig, self.namespace, self.helm, self.work,
+                                *extra, name=name, env=env)
+
+
+@pytest.fixture
+def controller_env(apis: Apis, namespace: str, helm: Helm, tmp_path: Path, local_cluster: LocalCluster,
+                   helm_home: dict[str, str]) -> ControllerEnv:
+    """A :class:`ControllerEnv` in the test's namespace."""
+    return ControllerEnv(*apis, namespace, helm, tmp_path, local_cluster, helm_home)
+
+
+@pytest.fixture
+def package_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the Package objects the object set (engine.package.object_set) has the loader validate,
+    in order."""
+    seen: list[str] = []
+
+    def counting(obj: Any) -> PackageSpec:
+        seen.append(obj["metadata"]["name"])
+        return package_object(obj)
+
+    monkeypatch.setattr("engine.package.object_set.package_object", counting)
+    return seen

@@ -18,7 +18,6 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
 from engine.package.load import object_origin
@@ -27,41 +26,22 @@ from engine.reconcile.store import DATA_KEY, object_name
 from engine.runtime.drive.finalizer import FINALIZER, Finalizers
 from engine.runtime.drive.objects import PackageObjects
 from helmdeck.parser import EXIT_USAGE
-from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http
 from tests.controller_fixtures import (
     GROUP,
     VERSION,
+    ControllerEnv,
     create,
     endpoint,
     eventually,
     get_package,
     lease_holder,
-    oci_repository,
     package,
-    publish_chart,
-    publish_web,
     releases,
-    start_controller,
 )
 
 pytestmark = pytest.mark.cluster
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
-
-@pytest.fixture
-def apis(kube_target: KubeTarget, helmdeck_crds: list[str]) -> tuple[client.CustomObjectsApi, client.CoreV1Api,
-                                                                        client.CoordinationV1Api]:
-    api = api_client(kube_target)
-    return client.CustomObjectsApi(api), client.CoreV1Api(api), client.CoordinationV1Api(api)
-
-
-def web_source(objects: client.CustomObjectsApi, namespace: str, helm: Helm, work: Path, cluster: LocalCluster,
-               helm_home: dict[str, str]) -> None:
-    """The web example chart 0.1.0 pushed to the local registry, and the OCIRepository ``web`` selecting it."""
-    assert cluster.registry is not None
-    create(objects, oci_repository(namespace, publish_web(helm, work, cluster.registry, helm_home, "0.1.0")))
 
 
 def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -95,14 +75,13 @@ def _messages(core: client.CoreV1Api, namespace: str, name: str, reason: str) ->
 
 
 def test_a_package_object_is_installed_and_an_edit_upgrades_once(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str], kube_target: KubeTarget,
+    controller_env: ControllerEnv, kube_target: KubeTarget,
 ) -> None:
-    objects, core, _ = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    env = controller_env
+    objects, core, _, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.web_source()
     create(objects, package(namespace, "web", values={"replicas": 1}))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     try:
         eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
                    logs=ctl.text)
@@ -153,19 +132,18 @@ def test_a_package_object_is_installed_and_an_edit_upgrades_once(
 
 
 def test_a_second_controller_takes_over_within_20s_of_sigkill(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    controller_env: ControllerEnv,
 ) -> None:
-    objects, core, coordination = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
-    first = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="a")
+    env = controller_env
+    objects, core, coordination, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.web_source()
+    first = env.start(name="a")
     second = None
     try:
         holder = eventually(lambda: lease_holder(coordination, namespace), 30, "a controller holds the Lease",
                             logs=first.text)
         assert f"-{first.pid}-" in holder
-        second = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="b")
+        second = env.start(name="b")
         time.sleep(3)
         assert lease_holder(coordination, namespace) == holder  # the second one waits
         first.stop(signal.SIGKILL)
@@ -194,17 +172,16 @@ def test_without_cluster_access_it_says_what_is_missing(tmp_path: Path) -> None:
 
 
 def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    controller_env: ControllerEnv,
 ) -> None:
-    objects, core, _ = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    env = controller_env
+    objects, core, _, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.web_source()
     create(objects, package(namespace, "lost", chartRef={"kind": "OCIRepository", "name": "nowhere"}))
     create(objects, package(namespace, "loop-a", dependsOn=[{"name": "loop-b"}]))
     create(objects, package(namespace, "loop-b", dependsOn=[{"name": "loop-a"}]))
     create(objects, package(namespace, "web"))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     try:
         eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
                    logs=ctl.text)
@@ -230,15 +207,14 @@ def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on
 
 
 def test_deleting_a_package_uninstalls_its_release_with_its_uninstall_options(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    controller_env: ControllerEnv,
 ) -> None:
-    objects, core, _ = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    env = controller_env
+    objects, core, _, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.web_source()
     create(objects, package(namespace, "kept", uninstall={"keepHistory": True}))
     create(objects, package(namespace, "gone"))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     try:
         for name in ("kept", "gone"):
             def installed(n: str = name) -> bool:
@@ -279,15 +255,14 @@ def _acknowledged(objects: client.CustomObjectsApi, namespace: str, name: str, f
 
 
 def test_each_request_annotation_is_handled_once_and_acknowledged(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    controller_env: ControllerEnv,
 ) -> None:
-    objects, core, _ = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    env = controller_env
+    objects, core, _, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.web_source()
     create(objects, package(namespace, "web"))
     create(objects, package(namespace, "broken", values={"replicas": "many"}))  # the API server refuses it
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     try:
         eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "web installed",
                    logs=ctl.text)
@@ -320,7 +295,7 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
     finally:
         assert ctl.stop() == 0, ctl.text()
     # A restarted controller does not handle them again: the acknowledgements are in status.
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="again")
+    ctl = env.start(name="again")
     try:
         eventually(lambda: "controller started" in ctl.text(), 30, "restarted", logs=ctl.text)
         time.sleep(8)
@@ -331,16 +306,13 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
 
 
 def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    controller_env: ControllerEnv,
 ) -> None:
-    objects, core, coordination = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_chart(helm, EXAMPLES / "charts" / "flaky", tmp_path, local_cluster.registry, helm_home)
-    create(objects, {**oci_repository(namespace, base), "spec": {
-        "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+    env = controller_env
+    objects, core, coordination, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.flaky_source()
     create(objects, package(namespace, "flaky", timeout="5m"))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, "--stop-deadline", "3")
+    ctl = env.start("--stop-deadline", "3")
     try:
         eventually(lambda: releases(core, namespace, "flaky") == [(1, "deployed")], 90, "flaky installed",
                    logs=ctl.text)
@@ -369,16 +341,13 @@ def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
 
 
 def test_rollback_cancel_unlock_and_monitor_requests(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
+    controller_env: ControllerEnv,
 ) -> None:
-    objects, core, _ = apis
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_chart(helm, EXAMPLES / "charts" / "flaky", tmp_path, local_cluster.registry, helm_home)
-    create(objects, {**oci_repository(namespace, base), "spec": {
-        "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+    env = controller_env
+    objects, core, _, namespace = env.objects, env.core, env.coordination, env.namespace
+    env.flaky_source()
     create(objects, package(namespace, "flaky", timeout="5m"))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     try:
         eventually(lambda: releases(core, namespace, "flaky") == [(1, "deployed")], 90, "installed", logs=ctl.text)
         _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f1"})
@@ -431,7 +400,7 @@ def test_rollback_cancel_unlock_and_monitor_requests(
         eventually(lambda: (5, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",
                    logs=ctl.text)
         ctl.stop(signal.SIGKILL)
-        ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path, name="next")
+        ctl = env.start(name="next")
         eventually(lambda: "controller started" in ctl.text(), 30, "the next controller", logs=ctl.text)
         assert (5, "pending-upgrade") in releases(core, namespace, "flaky")  # not stale before its timeout
         _annotate(objects, namespace, "flaky", **{"unlock.helmdeck.dev/requestedAt": "u1"})
@@ -443,14 +412,13 @@ def test_rollback_cancel_unlock_and_monitor_requests(
 
 
 def test_a_helm_repository_chart_with_values_from_a_config_map_and_a_secret(
-    apis: tuple[client.CustomObjectsApi, client.CoreV1Api, client.CoordinationV1Api], namespace: str,
-    helm: Helm, tmp_path: Path, local_cluster: LocalCluster, kube_target: KubeTarget,
+    controller_env: ControllerEnv, kube_target: KubeTarget,
 ) -> None:
     """The two parts only OCIRepository packages had not shown in controller mode: a chart from an HTTP Helm
     repository (a HelmRepository object) and values from a ConfigMap and a Secret (spec.valuesFrom), whose
     change upgrades once; the Secret's value never reaches the log."""
-    objects, core, _ = apis
-    assert local_cluster.kubeconfig is not None
+    env = controller_env
+    objects, core, namespace, helm, tmp_path = env.objects, env.core, env.namespace, env.helm, env.work
     secret_tag = "1.26-s3cr3t-tag"
     repo = ChartRepoServer(tmp_path / "repo")
     try:
@@ -479,7 +447,7 @@ def test_a_helm_repository_chart_with_values_from_a_config_map_and_a_secret(
                 return None
             return found.spec.replicas, found.spec.template.spec.containers[0].image
 
-        ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+        ctl = env.start()
         try:
             eventually(lambda: releases(core, namespace, "web") == [(1, "deployed")], 90, "installed from the "
                        "HelmRepository", logs=ctl.text)

@@ -162,7 +162,7 @@ def object_origin(plural: str, namespace: str, name: str) -> Path:
     return Path(f"/apis/{API_VERSION}/namespaces/{namespace}/{plural}/{name}")
 
 
-def _object_document(obj: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
+def object_document(obj: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
     """An API object's origin and the fields the loader reads (Kubernetes' own metadata left out)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(meta, dict)
@@ -182,7 +182,7 @@ def package_object(obj: Mapping[str, Any], default_service_account: str = "") ->
     ``default_service_account`` is the ServiceAccount (in the Package's namespace) a Package without
     ``spec.serviceAccountName`` acts as: Flux's ``--default-service-account``, the multi-tenancy lockdown
     (``helmdeck controller --default-service-account``); "" acts as the controller itself."""
-    origin, data = _object_document(obj)
+    origin, data = object_document(obj)
     spec = _package(_Doc(origin, {}, in_cluster=True), data)
     if default_service_account and not spec.service_account_name:
         return dataclasses.replace(spec, service_account_name=default_service_account)
@@ -441,7 +441,7 @@ def load_objects(packages: Iterable[Mapping[str, Any]], sources: Iterable[Mappin
     errors: list[PackageError] = []
     found: list[SourceSpec] = []
     for obj in sources:
-        origin, data = _object_document(obj)
+        origin, data = object_document(obj)
         try:
             found.append(parse_source(data, file=origin, lines={}))
         except PackageError as exc:
@@ -466,7 +466,8 @@ def package_set(specs: list[PackageSpec], sources: list[SourceSpec],
     for spec in specs:
         by_release.setdefault(spec.key, []).append(spec)
     for key, group in by_release.items():
-        if len(group) > 1:
+        if len(group) > 1:  # named in file order, whatever order they were read in
+            group.sort(key=lambda s: (str(s.file), s.document))
             names = ", ".join(f"{s.file.name} ({s.kind} {s.name})" for s in group)
             for spec in group:
                 errors.append(PackageError(spec.file, "spec.releaseName",

@@ -189,10 +189,9 @@ class PackageController:
         """Take a (re)load of the packages folder: new specs, problems, changed and removed packages
         (pruned in reverse dependency order)."""
         book = self.book
-        before_specs = dict(book.packages)
-        old = set(before_specs)
-        for key, spec in update.specs.items():
-            before = book.packages.get(key)
+        before_specs = {k: book.packages[k] for k in update.removed if k in book.packages}
+        for key in update.changed:  # only these differ from the book's packages: the rest is left alone
+            before, spec = book.packages.get(key), update.specs[key]
             status = book.status(key)
             if before is not None and before.maintenance != spec.maintenance and status is not None \
                     and status.maintenance is not None:
@@ -211,7 +210,7 @@ class PackageController:
         if self.prune and self.gate.acting and update.removed:
             gone = [before_specs[k] for k in update.removed if k in before_specs]
             self.tasks.spawn(self._prune_all(list(reversed(dependency_order(gone)))))
-        for key in old | set(book.packages):
+        for key in update.changed | update.removed:
             book.refresh(key)
         book.emit(PackageProblems(tuple(update.errors)))
 

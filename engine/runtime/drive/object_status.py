@@ -191,7 +191,12 @@ class StatusWriter:
             self.spawn(self._write_later(ref))
 
     def _spec(self, ref: tuple[str, str]) -> tuple[ReleaseKey, PackageSpec] | None:
-        return next(((k, s) for k, s in self.book.packages.items() if object_ref(s.file) == ref), None)
+        """The book's package of the object ``ref``, None when the book has none (looked up by its key: a
+        write costs the same whatever the number of packages)."""
+        spec = self.objects.spec(_origin(ref))
+        if spec is None or self.book.packages.get(spec.key) != spec:
+            return None
+        return spec.key, spec
 
     async def _write_later(self, ref: tuple[str, str]) -> None:
         await asyncio.sleep(self.delay)
