@@ -9,7 +9,8 @@ cluster's OCI registry; no ``--wait`` is needed):
 - the controller's peak RSS (``VmHWM``) and CPU seconds; the CPU of the helm processes it ran (its waited-for
   children) and of the API server and etcd; helm processes spawned, by subcommand (a wrapper counts them);
 - the helm CLI beside it: ``helm install`` of the same chart from the same registry, sequentially, K times
-  (``--helm-sample``, all N by default up to 100), extrapolated to N when K < N;
+  (``--helm-sample``, all N by default up to 100), extrapolated to N when K < N; time and CPU, each as a
+  ratio (helmdeck's CPU: the controller's and its helm processes');
 - Flux's published figure: 8m12s for 1,000 HelmReleases (fluxcd/flux-benchmark, helm-controller at 2 CPU,
   concurrency 10), a different machine: a scale, not a ratio.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import stat
 import subprocess
@@ -41,6 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.service_common import CHART
 from bench.storage_common import private_cluster
 from engine.helm.crds import CREATE_REPLACE, apply_crds
+from engine.kube import rest
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
 from localcluster import build
@@ -146,6 +149,20 @@ def _metrics(text: str) -> dict[str, float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+def _api_requests(api: client.ApiClient) -> Counter[str]:
+    """The API server's requests so far by ``verb resource[/subresource]`` (its apiserver_request_total)."""
+    out: Counter[str] = Counter()
+    text = rest.get(api, "/metrics", accept="text/plain").data.decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            labels = sample.labels
+            sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+            out[f"{labels.get('verb')} {labels.get('resource')}{sub}"] += int(sample.value)
+    return out
+
+
 def _endpoint(log: Path, what: str, timeout: float) -> str:
     """``http://host:port`` the controller's log says ``what`` is served on."""
     deadline = time.monotonic() + timeout
@@ -170,14 +187,20 @@ def _wait_ready(health: str, timeout: float) -> None:
     raise SystemExit(f"the controller was not ready within {timeout}s")
 
 
-def _helm_cli(helm: str, target: KubeTarget, url: str, namespace: str, sample: int, env: dict[str, str]) -> float:
-    """Seconds for ``sample`` sequential ``helm install``s of the chart, as a user would run them."""
+def _helm_cli(helm: str, target: KubeTarget, url: str, namespace: str, sample: int,
+              env: dict[str, str]) -> tuple[float, float]:
+    """(seconds, CPU seconds) of ``sample`` sequential ``helm install``s of the chart, as a user would run them."""
     assert target.kubeconfig is not None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     for i in range(sample):
         helm_run(helm, "install", f"h{i:05d}", url, "--version", "0.1.0", "--plain-http", "-n", namespace,
                  "--kubeconfig", str(target.kubeconfig), "--set", f"value=v{i}", env=env)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _children_cpu() - cpu
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _clock(seconds: float) -> str:
@@ -214,6 +237,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
         before = {name: _cpu(pid)[0] for name, pid in pids.items()}
         ctl_before, helm_before = _cpu(ctl.pid)
         spawned_before = len(calls.read_text().splitlines())
+        requests_before = _api_requests(api)
         load_before = os.getloadavg()
         started = time.perf_counter()
         for obj in _objects(namespace, url, args.packages):
@@ -243,13 +267,14 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
         with urllib.request.urlopen(metrics + "/metrics", timeout=10) as resp:
             samples = _metrics(resp.read().decode())
         spawned = Counter(calls.read_text().splitlines()[spawned_before:])
+        requests = _api_requests(api) - requests_before
     finally:
         ctl.terminate()
         ctl.wait(60)
         if args.controller_log is not None:
             shutil.copyfile(log, args.controller_log)
     sample = min(args.packages, args.helm_sample)
-    cli = _helm_cli(helm, target, url, cli_ns, sample, env)
+    cli, cli_cpu = _helm_cli(helm, target, url, cli_ns, sample, env)
     cli_n = cli * args.packages / sample
 
     print(f"\nhelmdeck controller, {args.packages} Packages, --concurrency {args.concurrency} "
@@ -264,6 +289,9 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     print(f"  helm processes:    {sum(spawned.values())} spawned ({kinds}), {helm_cpu:.1f} CPU s")
     for name, cpu in sorted(server_cpu.items()):
         print(f"  {name + ':':18} {cpu:.1f} CPU s")
+    writes = {k: v for k, v in requests.items() if k.split()[0] in ("CREATE", "UPDATE", "PATCH", "DELETE", "APPLY")}
+    print(f"  API requests:      {sum(requests.values())} ({sum(writes.values())} writes: "
+          + ", ".join(f"{k} {v}" for k, v in Counter(writes).most_common(8)) + ")")
     actions = {k: v for k, v in samples.items() if k.startswith("helmdeck_helm_action_duration_seconds_sum")}
     for key, total in sorted(actions.items()):
         labels = dict(re.findall(r"\('(\w+)', '([^']*)'\)", key))
@@ -275,7 +303,8 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     print(f"  passes:            {count:.0f}, mean {reconciles / max(1, count):.2f}s")
     how = "all of them" if sample == args.packages else f"a sample of {sample}, extrapolated to {args.packages}"
     print(f"helm CLI, sequential helm install of the same chart ({how}): {_clock(cli_n)} "
-          f"({cli / sample:.2f}s each); helmdeck/helm CLI: {elapsed / cli_n:.2f}")
+          f"({cli / sample:.2f}s and {cli_cpu / sample:.2f} CPU s each); helmdeck/helm CLI: {elapsed / cli_n:.2f} "
+          f"in time, {(helm_cpu + ctl_cpu) / (cli_cpu * args.packages / sample):.2f} in CPU (helm and helmdeck)")
     flux_n = FLUX[1] * args.packages / FLUX[0]
     print(f"Flux helm-controller (published, fluxcd/flux-benchmark, 2 CPU, concurrency 10): {_clock(FLUX[1])} for "
           f"{FLUX[0]}" + (f" ({_clock(flux_n)} for {args.packages} at that rate)" if args.packages != FLUX[0] else ""))

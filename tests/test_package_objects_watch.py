@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +43,9 @@ def test_a_burst_loads_what_it_changed_and_reports_only_changed_keys(
     first = watched.load()
     assert len(first.specs) == 43 and not first.errors and len(package_loads) == 43
 
+    bursts: list[frozenset[Path]] = []
+    watched.on_burst(bursts.append)
+
     async def scenario() -> None:
         updates = watched.watch().__aiter__()
         pending = asyncio.ensure_future(_next(updates))
@@ -55,7 +59,9 @@ def test_a_burst_loads_what_it_changed_and_reports_only_changed_keys(
         assert update.specs[(namespace, "web7")].values == {"replicas": 2}
         assert package_loads == ["web7"]
 
-        # A status write or an annotation changes no spec: nothing loaded, no update.
+        # A status write or an annotation changes no spec: nothing loaded, no update; the burst names them alone
+        # (what the finalizers and the request annotations look at).
+        bursts.clear()
         await asyncio.to_thread(objects.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
                                 "packages", "web8", {"status": {"observedGeneration": 1}})
         await asyncio.to_thread(objects.patch_namespaced_custom_object, GROUP, VERSION, namespace, "packages",
@@ -63,6 +69,8 @@ def test_a_burst_loads_what_it_changed_and_reports_only_changed_keys(
         pending = asyncio.ensure_future(_next(updates))
         await asyncio.sleep(2)
         assert not pending.done() and package_loads == ["web7"]
+        # (web7's burst is announced when the next update is asked for: after the clear)
+        assert {o.name for burst in bursts for o in burst} == {"web7", "web8", "web9"}, bursts
 
         # A source change refreshes exactly the packages that use it, loading none of them again.
         await asyncio.to_thread(objects.patch_namespaced_custom_object, GROUP, VERSION, namespace,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.ledger.book import ActionRefused
-from engine.runtime.state import EngineSignal, LeaseChanged, PackageProblems
+from engine.runtime.state import EngineSignal, LeaseChanged
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,18 @@ class Finalizers:
     _busy: set[Path] = field(default_factory=set)
 
     def on_signal(self, signal: EngineSignal) -> None:
-        """The book's signals: the objects were read again (PackageProblems), or the Lease was taken."""
-        if isinstance(signal, PackageProblems) or (isinstance(signal, LeaseChanged) and signal.leader):
+        """The book's signals: the Lease was taken (each burst of object changes calls :meth:`sweep` itself)."""
+        if isinstance(signal, LeaseChanged) and signal.leader:
             self.sweep()
 
-    def sweep(self) -> None:
-        """Look at every Package object now (after each change of the objects, and on taking the Lease over)."""
+    def sweep(self, origins: Collection[Path] | None = None) -> None:
+        """Look at the Package objects ``origins`` (those of a burst of changes; None: every one, on taking the
+        Lease over)."""
         if not self.acting():
             return
-        for origin, obj in self.objects.objects(PACKAGES).items():
+        objects = self.objects.objects(PACKAGES) if origins is None else \
+            {o: obj for o in origins if (obj := self.objects.get(o)) is not None}
+        for origin, obj in objects.items():
             if origin in self._busy:
                 continue
             finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
@@ -122,7 +125,7 @@ class Finalizers:
             await self.record(ref, f"{cond.UNINSTALL_FAILED}", f"release not uninstalled: {problem}", True)
             await asyncio.sleep(RETRY)
             self._busy.discard(origin)
-            self.sweep()
+            self.sweep([origin])
             return
         if spec is not None:
             await self.record(ref, cond.UNINSTALL_SUCCEEDED,

@@ -191,12 +191,11 @@ class StatusWriter:
             self.spawn(self._write_later(ref))
 
     def _spec(self, ref: tuple[str, str]) -> tuple[ReleaseKey, PackageSpec] | None:
-        """The book's package of the object ``ref``, None when the book has none (looked up by its key: a
-        write costs the same whatever the number of packages)."""
+        """The book's package of the object ``ref`` (the book may hold its previous spec for a moment), None
+        when the book has none; looked up by its key: a write costs the same whatever the number of packages."""
         spec = self.objects.spec(_origin(ref))
-        if spec is None or self.book.packages.get(spec.key) != spec:
-            return None
-        return spec.key, spec
+        found = self.book.packages.get(spec.key) if spec is not None else None
+        return (found.key, found) if found is not None and found.file == _origin(ref) else None
 
     async def _write_later(self, ref: tuple[str, str]) -> None:
         await asyncio.sleep(self.delay)

@@ -150,11 +150,13 @@ class PackageObjects:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[frozenset[Path]], None]] = []
+        self._burst: frozenset[Path] = frozenset()  # the Package objects the last update looked at
 
-    def on_burst(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (on the event loop) after each burst of object changes, whatever changed:
-        metadata too (annotations, finalizers, deletion), which no update reports."""
+    def on_burst(self, callback: Callable[[frozenset[Path]], None]) -> None:
+        """Call ``callback(origins)`` (on the event loop) after each burst of object changes with the Package
+        objects it changed, whatever changed: metadata too (annotations, finalizers, deletion), which no
+        update reports."""
         self._listeners.append(callback)
 
     def _scopes(self) -> list[str | None]:
@@ -165,10 +167,14 @@ class PackageObjects:
         with self._lock:
             return dict(self._objects[plural])
 
-    def meta(self, origin: Path) -> dict[str, Any] | None:
-        """The metadata of the Package object ``origin`` (``PackageSpec.file``), None when unknown."""
+    def get(self, origin: Path) -> dict[str, Any] | None:
+        """The Package object ``origin`` (``PackageSpec.file``), None when unknown."""
         with self._lock:
-            obj = self._objects[PACKAGES].get(origin)
+            return self._objects[PACKAGES].get(origin)
+
+    def meta(self, origin: Path) -> dict[str, Any] | None:
+        """The metadata of the Package object ``origin``, None when unknown."""
+        obj = self.get(origin)
         return obj.get("metadata") if obj is not None else None
 
     def removal(self, spec: PackageSpec) -> str:
@@ -212,6 +218,7 @@ class PackageObjects:
         """Validate the objects changed since the last update; changed and removed keys against it."""
         with self._lock:
             dirty, self._dirty = self._dirty, {p: {} for p in KINDS}
+        self._burst = frozenset(dirty[PACKAGES])
         packages = {o: obj if obj is not None and not deleting(obj) else None for o, obj in dirty[PACKAGES].items()}
         checked = self._set.update(packages, {o: obj for p in KINDS if p != PACKAGES for o, obj in dirty[p].items()})
         touched: set[ReleaseKey] = set()
@@ -310,7 +317,7 @@ class PackageObjects:
                     self._said = update.errors
                     yield update
                 for callback in self._listeners:
-                    callback()
+                    callback(self._burst)
         finally:
             self.stop()
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from engine.package.load import object_origin
 from engine.package.model import PackageSpec
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
@@ -104,26 +106,30 @@ class Requests:
         if isinstance(signal, LeaseChanged) and signal.leader:
             self.sweep()
 
-    def sweep(self) -> None:
-        """Look for new requests on every Package object (after each burst of changes, on taking the Lease)."""
+    def sweep(self, origins: Collection[Path] | None = None) -> None:
+        """Look for new requests on the Package objects ``origins`` (those of a burst of changes; None: every
+        one, on taking the Lease)."""
         if not self.acting():
             return
-        specs = {(s.namespace, s.name): (k, s) for k, s in self.book.packages.items()}
-        for obj in self.objects.objects(PACKAGES).values():
+        objects = self.objects.objects(PACKAGES) if origins is None else \
+            {o: obj for o in origins if (obj := self.objects.get(o)) is not None}
+        for origin, obj in objects.items():
             meta = obj.get("metadata") or {}
             ref = (str(meta.get("namespace")), str(meta.get("name")))
-            if deleting(obj) or ref not in specs:
+            latest = self.objects.spec(origin)
+            spec = self.book.packages.get(latest.key) if latest is not None else None
+            if deleting(obj) or spec is None or spec.file != origin:
                 continue
             todo = pending(obj, self._acked.get(ref, {}))
             cancel = dict(todo).get("cancel")
             if cancel is not None and ("cancel", cancel) not in self._cancels:  # not behind what it stops
                 self._cancels.add(("cancel", cancel))
-                self.spawn(self._cancel(ref, specs[ref][0], cancel))
+                self.spawn(self._cancel(ref, spec.key, cancel))
             todo = [(r, v) for r, v in todo if r != "cancel"]
             if todo and ref not in self._busy:
                 self._busy.add(ref)
                 annotations = meta.get("annotations") or {}
-                self.spawn(self._handle(ref, *specs[ref], todo, str(annotations.get(ROLLBACK_REVISION, "0"))))
+                self.spawn(self._handle(ref, spec.key, spec, todo, str(annotations.get(ROLLBACK_REVISION, "0"))))
 
     def _ack(self, ref: tuple[str, str], key: ReleaseKey, request: str, value: str, problem: str = "") -> None:
         ack = REQUESTS[request][1]
@@ -171,7 +177,7 @@ class Requests:
                 self._ack(ref, key, request, value)
         finally:
             self._busy.discard(ref)
-        self.sweep()  # a request made while this one ran
+        self.sweep([object_origin(PACKAGES, *ref)])  # a request made while this one ran
 
     async def _one(self, key: ReleaseKey, request: str, revision: str) -> None:
         """Run one of the requests that are not a pass. Raises ActionRefused, ValueError (a bad revision)."""
