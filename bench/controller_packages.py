@@ -289,7 +289,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     print(f"  helm processes:    {sum(spawned.values())} spawned ({kinds}), {helm_cpu:.1f} CPU s")
     for name, cpu in sorted(server_cpu.items()):
         print(f"  {name + ':':18} {cpu:.1f} CPU s")
-    writes = {k: v for k, v in requests.items() if k.split()[0] in ("CREATE", "UPDATE", "PATCH", "DELETE", "APPLY")}
+    writes = {k: v for k, v in requests.items() if k.split()[0] in ("POST", "PUT", "PATCH", "DELETE", "APPLY")}
     print(f"  API requests:      {sum(requests.values())} ({sum(writes.values())} writes: "
           + ", ".join(f"{k} {v}" for k, v in Counter(writes).most_common(8)) + ")")
     actions = {k: v for k, v in samples.items() if k.startswith("helmdeck_helm_action_duration_seconds_sum")}
