@@ -43,13 +43,12 @@ from tests.controller_fixtures import (
     GROUP,
     VERSION,
     Controller,
+    ControllerEnv,
     create,
     eventually,
     get_package,
     lease_holder,
-    oci_repository,
     package,
-    publish_web,
     releases,
     start_controller,
 )
@@ -404,12 +403,6 @@ def _as_in_the_cluster(docs: list[dict[str, Any]], namespace: str, helm: Helm, w
         _delete_cluster_scoped(api, rbac)
 
 
-def _web_source(objects: client.CustomObjectsApi, namespace: str, helm: Helm, work: Path, cluster: LocalCluster,
-                helm_home: dict[str, str]) -> None:
-    assert cluster.registry is not None
-    create(objects, oci_repository(namespace, publish_web(helm, work, cluster.registry, helm_home, "0.1.0")))
-
-
 def _installed_and_ready(objects: client.CustomObjectsApi, api: client.ApiClient, namespace: str,
                          ctl: Controller) -> None:
     """Package ``web`` installed (revision 1 deployed), Ready=True, by the controller holding the Lease."""
@@ -422,15 +415,15 @@ def _installed_and_ready(objects: client.CustomObjectsApi, api: client.ApiClient
 
 @pytest.mark.cluster
 def test_the_controller_as_the_charts_service_account_bound_to_cluster_admin(
-    namespace: str, helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
-    kube_target: KubeTarget, helmdeck_crds: list[str],
+    namespace: str, helm: Helm, tmp_path: Path, local_cluster: LocalCluster, kube_target: KubeTarget,
+    controller_env: ControllerEnv,
 ) -> None:
     # As in a pod: no kubeconfig; KUBERNETES_SERVICE_HOST/PORT, and the token (a TokenRequest), CA and namespace
     # in the ServiceAccount's mount (here another directory). The Lease goes to that namespace.
     api = api_client(kube_target)
     objects = client.CustomObjectsApi(api)
     docs = render(namespace, "--set", f"controller.watchNamespaces={{{namespace}}}")
-    _web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    controller_env.web_source()
     create(objects, package(namespace, "web"))
     with _as_in_the_cluster(docs, namespace, helm, tmp_path, local_cluster, api) as ctl:
         _installed_and_ready(objects, api, namespace, ctl)
@@ -441,8 +434,8 @@ def test_the_controller_as_the_charts_service_account_bound_to_cluster_admin(
 
 @pytest.mark.cluster
 def test_the_controller_locked_down_applies_each_release_as_a_service_account(
-    namespace: str, helm: Helm, tmp_path: Path, local_cluster: LocalCluster, helm_home: dict[str, str],
-    kube_target: KubeTarget, helmdeck_crds: list[str],
+    namespace: str, helm: Helm, tmp_path: Path, local_cluster: LocalCluster, kube_target: KubeTarget,
+    controller_env: ControllerEnv,
 ) -> None:
     # The chart's locked-down role, for real: a Package naming ServiceAccount "deployer" (admin of its namespace)
     # installs with values from a ConfigMap, is uninstalled when deleted, and the controller stops cleanly, never
@@ -457,7 +450,7 @@ def test_the_controller_locked_down_applies_each_release_as_a_service_account(
         metadata=client.V1ObjectMeta(name="deployer-admin"),
         role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="admin"),
         subjects=[client.RbacV1Subject(kind="ServiceAccount", name="deployer", namespace=namespace)]))
-    _web_source(objects, namespace, helm, tmp_path, local_cluster, helm_home)
+    controller_env.web_source()
     # valuesFrom is read as the ServiceAccount too: the controller's own role has no "get configmaps".
     core.create_namespaced_config_map(namespace, client.V1ConfigMap(
         metadata=client.V1ObjectMeta(name="web-values"), data={"values.yaml": "replicas: 3\n"}))
