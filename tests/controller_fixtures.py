@@ -218,9 +218,9 @@ def package_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     in order."""
     seen: list[str] = []
 
-    def counting(obj: Any) -> PackageSpec:
+    def counting(obj: Any, default_service_account: str = "") -> PackageSpec:
         seen.append(obj["metadata"]["name"])
-        return package_object(obj)
+        return package_object(obj, default_service_account)
 
     monkeypatch.setattr("engine.package.object_set.package_object", counting)
     return seen
