@@ -53,6 +53,7 @@ class Finalizers:
     acting: Callable[[], bool]
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     _busy: set[Path] = field(default_factory=set)
+    _missed: set[Path] = field(default_factory=set)  # busy when a burst named them: looked at once free
 
     def on_signal(self, signal: EngineSignal) -> None:
         """The book's signals: the Lease was taken (each burst of object changes calls :meth:`sweep` itself)."""
@@ -68,6 +69,7 @@ class Finalizers:
             {o: obj for o in origins if (obj := self.objects.get(o)) is not None}
         for origin, obj in objects.items():
             if origin in self._busy:
+                self._missed.add(origin)
                 continue
             finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
             if deleting(obj):
@@ -109,6 +111,9 @@ class Finalizers:
                 log.warning("finalizers of Package %s/%s not written: %s", namespace, name, exc.reason)
         finally:
             self._busy.discard(origin)
+            if origin in self._missed:  # it changed meanwhile (deleted, say): look at it as it is now
+                self._missed.discard(origin)
+                self.sweep([origin])
 
     async def _finish(self, origin: Path, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -125,6 +130,7 @@ class Finalizers:
             await self.record(ref, f"{cond.UNINSTALL_FAILED}", f"release not uninstalled: {problem}", True)
             await asyncio.sleep(RETRY)
             self._busy.discard(origin)
+            self._missed.discard(origin)
             self.sweep([origin])
             return
         if spec is not None:
