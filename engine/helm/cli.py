@@ -205,6 +205,7 @@ class Helm:
         self.target = target or KubeTarget()
         self.env = dict(env or {})
         self._version: HelmVersion | None = None
+        self._detecting: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None  # one detection at once
 
     # -- plumbing ----------------------------------------------------------
     def _resolve(self) -> str:
@@ -252,7 +253,17 @@ class Helm:
         return stdout
 
     async def version(self) -> HelmVersion:
-        """Detect (once) the helm version; raises HelmMissing or HelmTooOld."""
+        """Detect (once, however many passes start at once) the helm version; raises HelmMissing or
+        HelmTooOld."""
+        if self._version is not None:
+            return self._version
+        loop = asyncio.get_running_loop()
+        if self._detecting is None or self._detecting[0] is not loop:  # a lock belongs to one event loop
+            self._detecting = (loop, asyncio.Lock())
+        async with self._detecting[1]:
+            return await self._detect()
+
+    async def _detect(self) -> HelmVersion:
         if self._version is None:
             out = (await self._run("version", ["version", "--template", "{{.Version}}"], 30)).strip()
             m = _VERSION_RE.search(out)
