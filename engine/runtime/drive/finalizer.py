@@ -102,7 +102,7 @@ class Finalizers:
                     if exc.status != 409:
                         raise
                 await asyncio.sleep(CONFLICT_WAIT)
-                now = self.objects.objects(PACKAGES).get(origin)
+                now = self.objects.get(origin)
                 if now is None:
                     return  # gone
                 obj = now
