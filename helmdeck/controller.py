@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from engine.helm import Helm
 from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
@@ -26,6 +27,7 @@ from engine.package.identity import valid_service_account_name
 from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, LeaseConfig
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
+from engine.runtime.state import EntryLogged
 from helmdeck.endpoints import Health, parse_addr, serve_health, serve_metrics
 from helmdeck.helm_binary import HelmNotFound, find_helm
 from helmdeck.logs import setup_logging
@@ -95,6 +97,7 @@ async def _run(engine: Engine, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    engine.subscribe(_log_signal)
     health = Health()
     metrics = ControllerMetrics(engine.releases, engine.queue_depth)
     engine.subscribe(metrics.on_signal)
@@ -122,3 +125,8 @@ async def _beat(health: Health) -> None:
         health.beat()
         await asyncio.sleep(1)
 
+
+def _log_signal(signal_: Any) -> None:
+    if isinstance(signal_, EntryLogged) and signal_.event.outcome != "started":
+        ev = signal_.event
+        log.info("%s/%s: %s %s: %s", ev.key[0], ev.key[1], ev.action, ev.outcome, ev.message)
