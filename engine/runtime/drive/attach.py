@@ -193,7 +193,7 @@ class Attachment:
                 log.warning("%s", self.problem)
                 self._objects = None
                 return
-            self._objects.on_burst(self._show)
+            self._objects.on_burst(lambda _origins: self._show())  # whatever the burst changed
             self._show()
             self._watching = asyncio.create_task(self._watch(self._objects), name="attach-packages")
         elif holders != {c.lease: c.holder for c in found}:
