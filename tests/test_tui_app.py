@@ -75,19 +75,25 @@ def footer(app: HelmdeckApp) -> dict[str, bool]:
     return {k.description: not k.has_class("-disabled") for k in app.screen.query(FooterKey) if k.description}
 
 
+def repaints(monkeypatch: pytest.MonkeyPatch, table: ReleaseTable) -> list[int]:
+    """The row indexes ``table`` repaints from now on, in order (its ``refresh_row`` spied on)."""
+    painted: list[int] = []
+    original = table.refresh_row
+
+    def spy(index: int) -> Any:
+        painted.append(index)
+        return original(index)
+
+    monkeypatch.setattr(table, "refresh_row", spy)
+    return painted
+
+
 async def test_live_event_repaints_only_the_affected_row(monkeypatch: pytest.MonkeyPatch) -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(ReleaseTable)
         await pilot.pause()
-        painted: list[int] = []
-        original = table.refresh_row
-
-        def spy(index: int) -> Any:
-            painted.append(index)
-            return original(index)
-
-        monkeypatch.setattr(table, "refresh_row", spy)
+        painted = repaints(monkeypatch, table)
         set_engine_status(app.engine, WEB, ready=True)
         await pilot.pause()
         assert painted == [table.get_row_index("helmdeck-demo/web")]
@@ -100,14 +106,7 @@ async def test_rows_off_screen_are_not_repainted_and_show_their_latest_cells_whe
     async with app.run_test(size=(160, 20)) as pilot:
         table = app.query_one(ReleaseTable)
         last = table.views[-1].key  # sorted by namespace then name: the last row is far below
-        painted: list[int] = []
-        original = table.refresh_row
-
-        def spy(index: int) -> Any:
-            painted.append(index)
-            return original(index)
-
-        monkeypatch.setattr(table, "refresh_row", spy)
+        painted = repaints(monkeypatch, table)
         set_engine_status(app.engine, last, state="Locked")
         await pilot.pause(0.5)
         assert painted == []  # nothing on screen changed: no repaint
