@@ -189,5 +189,8 @@ def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
     for name in ("app2", "app3", "app4"):
         (pkgs / f"{name}.yaml").write_text(text.replace("name: app\n", f"name: {name}\n"))
     four = noop_requests()
-    assert len(four) == len(one), (one, four)
+    # A watch is a stream opened once per kind, whatever the count; whether a --once command opens it before
+    # it exits is a matter of timing, so the comparison is over the reads.
+    reads_one, reads_four = ([r for r in found if "watch=true" not in r] for found in (one, four))
+    assert len(reads_four) == len(reads_one), (reads_one, reads_four)
     assert not [r for r in four if "/secrets/sh.helm.release.v1." in r or "%2Cname%3D" in r], four
