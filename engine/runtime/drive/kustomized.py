@@ -26,9 +26,8 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import anyio
-import watchfiles
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -45,6 +44,10 @@ from engine.package.substitute import (
     variables,
 )
 from engine.runtime.drive.folder import FolderUpdate, PackageFolder
+
+if TYPE_CHECKING:
+    import anyio
+    import watchfiles
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +151,9 @@ class KustomizeInput:
         ``--vars-from-cluster`` also a rebuild every :attr:`cluster_interval` seconds (the cluster's
         ConfigMaps and Secrets are read again, as Flux reconciles a Kustomization on its interval), yielded
         only when it changed a package or its problems."""
+        import anyio  # a command that watches nothing (reconcile --once, status) does without them
+        import watchfiles
+
         self._stop = anyio.Event()
         if self._stopping:
             return
@@ -167,6 +173,8 @@ class KustomizeInput:
 
 def _relevant(change: watchfiles.Change, path: str) -> bool:
     """A change kustomize may read: YAML, JSON, ``.env`` or a ``Kustomization`` file, not under ``.git``."""
+    import watchfiles
+
     p = Path(path)
     return watchfiles.DefaultFilter()(change, path) and (p.suffix in _WATCHED_SUFFIXES or p.name == "Kustomization")
 
