@@ -174,7 +174,7 @@ async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
     key = (namespace, "podinfo")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: cell(app, key, "status") == "✔ deployed", seen=lambda: row(app, key))
-        # the row is drawn from storage's labels first; the owner is known once its record is decoded
+        # the owner is known once the record that names the HelmRelease is decoded
         await wait_for(lambda: app.client.owner(key).text == f"Flux HelmRelease {namespace}/podinfo",
                        seen=lambda: app.client.owner(key).text)
         await select(app, key)

@@ -71,7 +71,9 @@ class EngineClient:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        await self.engine.start(preview=True)  # rows from storage's labels before the records are decoded
+        # Not preview=True (rows from storage's labels first): on a cluster already holding releases the
+        # app kept the labels-only rows and never showed the decoded records (make demo, found by hand).
+        await self.engine.start()
 
     async def stop(self) -> None:
         await self.engine.stop()
@@ -96,7 +98,7 @@ class EngineClient:
         self._discovery_retry = 0.0
         if self._engine_masker:
             self.masker = engine.masker
-        await engine.start(preview=True)
+        await engine.start()
 
     def access(self) -> AccessProblems:
         """Refused storage permissions now, and the scope note (the engine also publishes changes)."""
