@@ -24,9 +24,10 @@ from typing import Any
 from engine.helm import Helm
 from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
 from engine.package.identity import valid_service_account_name
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, LeaseConfig
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, LeaseConfig
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
+from engine.runtime.shard import ShardSelectorError, shard_for
 from engine.runtime.state import EntryLogged
 from helmdeck.endpoints import Health, parse_addr, serve_health, serve_metrics
 from helmdeck.helm_binary import HelmNotFound, find_helm
@@ -51,16 +52,22 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     namespaces = sorted(set(args.watch_namespaces)) if args.watch_namespaces else None
     package_set = cluster_package_set(args.package_set, namespaces)
     lease_ns = args.lease_namespace or pod_namespace(args.serviceaccount_dir or SERVICE_ACCOUNT_DIR) or "default"
-    # Labelled and annotated so the app finds it and attaches (engine.runtime.drive.attach).
-    lease = LeaseConfig(package_set.lease_name, lease_ns, duration=args.lease_duration,
-                        retry=max(0.5, min(2.0, args.lease_duration / 5)), labels=((ROLE, CONTROLLER),),
-                        annotations=((WATCH_NAMESPACES, ",".join(namespaces or ())),))
+    shard = shard_for(args.watch_label_selector)
+    # Labelled and annotated so the app finds it and attaches (engine.runtime.drive.attach); a shard's Lease is
+    # its own, named from its selector.
+    labels, notes = [(ROLE, CONTROLLER)], [(WATCH_NAMESPACES, ",".join(namespaces or ()))]
+    if shard is not None:
+        labels.append((SHARD, shard.name))
+        notes.append((SELECTOR, shard.selector))
+    lease = LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, lease_ns,
+                        duration=args.lease_duration, retry=max(0.5, min(2.0, args.lease_duration / 5)),
+                        labels=tuple(labels), annotations=tuple(notes))
     helm = find_helm(args.helm)
-    log.info("using helm %s; package set %s, Lease %s/%s", helm.describe(), package_set.identity, lease.namespace,
-             lease.name)
+    log.info("using helm %s; package set %s%s, Lease %s/%s", helm.describe(), package_set.identity,
+             f", shard {shard.name} ({shard.selector})" if shard else "", lease.namespace, lease.name)
     return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
                   lease=lease, package_set=package_set.identity, cluster_packages=True,
-                  default_service_account=args.default_service_account)
+                  default_service_account=args.default_service_account, shard=shard)
 
 
 def run_controller(args: argparse.Namespace) -> int:
@@ -71,6 +78,11 @@ def run_controller(args: argparse.Namespace) -> int:
     if args.default_service_account and not valid_service_account_name(args.default_service_account):
         print(f"error: --default-service-account: {args.default_service_account!r} is not a valid ServiceAccount "
               "name (use lower-case letters, digits, '-' and '.')", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        shard_for(args.watch_label_selector)
+    except ShardSelectorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     for flag, addr in (("--health-addr", args.health_addr), ("--metrics-addr", args.metrics_addr)):
         try:

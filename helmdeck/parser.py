@@ -183,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: /var/run/secrets/kubernetes.io/serviceaccount)")
     ctl.add_argument("--watch-namespace", action="append", dest="watch_namespaces", metavar="NAMESPACE",
                      help="only this namespace's objects (repeatable; default: all namespaces)")
+    ctl.add_argument("--watch-label-selector", metavar="SELECTOR",
+                     help="only the Package objects this label selector matches, and the sources they use: a "
+                          "static shard with its own Lease, as Flux's (sharding.helmdeck.dev/key=shard1 on a shard, "
+                          "'!sharding.helmdeck.dev/key' on the main instance; default: every Package)")
     ctl.add_argument("--package-set", metavar="NAME",
                      help="the package set's name: its releases' label and its Lease (default: cluster, or "
                           "cluster-<digest> of the --watch-namespace list)")

@@ -11,10 +11,12 @@ import pytest
 
 from engine.base import pointer
 from engine.base.fields import PackageError
+from engine.base.label_selector import SelectorError
+from engine.base.label_selector import parse as parse_label_selector
 from engine.package.drift import IgnoreRule, detection_disabled, ignored_paths
 from engine.package.load import load_package
 from engine.package.postrender import Image, Kustomize, Patch, Rendering
-from engine.package.selector import Selector, SelectorError, parse_label_selector
+from engine.package.selector import Selector
 from engine.resolve.release import PostRenderSettings, spec_digest
 from tests.test_package import pkg, write
 

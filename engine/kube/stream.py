@@ -15,14 +15,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.kube import rest
 from engine.kube.client import watch_lines
 
 log = logging.getLogger(__name__)
 
 _FIRST_BACKOFF = 0.2
 _MAX_BACKOFF = 5.0
+LIST_PAGE = 500  # objects per list page (``limit``), as client-go's reflector pages
 
 
 def describe(exc: Exception) -> str:
@@ -39,6 +42,41 @@ def describe(exc: Exception) -> str:
 
 class Gone(Exception):
     """The resourceVersion is too old (HTTP 410): relist."""
+
+
+def list_all(api: client.ApiClient, path: str, each: Callable[[dict[str, Any]], None], *,
+             label_selector: str = "", accept: str = rest.JSON) -> str:
+    """Give each item of the collection ``path`` whose labels match ``label_selector`` ("" all) to
+    ``each``, a page of :data:`LIST_PAGE` at a time (followed by ``continue``, so no more than a page is
+    held here); returns the list's resourceVersion, to watch from. ``accept``:
+    :data:`engine.kube.rest.METADATA_LIST` for metadata only. Raises ApiException."""
+    token = ""
+    selector = [("labelSelector", label_selector)] if label_selector else []
+    while True:
+        query = [*selector, ("limit", str(LIST_PAGE))] + ([("continue", token)] if token else [])
+        body = rest.get_json(api, path, query, accept=accept)
+        for item in body.get("items") or ():
+            each(item)
+        meta = body.get("metadata") or {}
+        token = str(meta.get("continue") or "")
+        if not token:
+            return str(meta.get("resourceVersion", ""))
+
+
+def open_watch(api: client.ApiClient, path: str, rv: str, *, label_selector: str = "", timeout: int = 300,
+               accept: str = rest.JSON) -> Any:
+    """Open a watch of the collection ``path`` from resourceVersion ``rv`` (bookmarks allowed; the server
+    ends it after ``timeout`` seconds) over the objects ``label_selector`` matches; returns the response for
+    :meth:`WatchThread._stream`. ``accept``: :data:`engine.kube.rest.METADATA` for metadata only. Raises
+    Gone when ``rv`` is too old (HTTP 410: list again), ApiException otherwise."""
+    query = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
+             ("timeoutSeconds", str(timeout))] + ([("labelSelector", label_selector)] if label_selector else [])
+    try:
+        return rest.get(api, path, query, accept=accept, timeout=(10, timeout + 30))
+    except ApiException as exc:
+        if exc.status == 410:
+            raise Gone() from None
+        raise
 
 
 class WatchThread:

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from engine.base.listeners import Listeners
 from engine.kube import rest
 from engine.kube.discovery import ResourceType
-from engine.kube.stream import Gone, WatchThread
+from engine.kube.stream import WatchThread, list_all, open_watch
 from engine.monitor.readiness import PRESENT, Readiness, assess, needs_full_object
 
 # Watches hold a connection each; let the pool keep that many instead of discarding them.
@@ -84,34 +83,22 @@ class SharedWatch(WatchThread):
         return assess(self.key.type.group, self.key.type.kind, obj) if self.full else PRESENT
 
     def _relist(self) -> str:
-        accept = rest.JSON if self.full else rest.METADATA_LIST
         fresh: dict[str, Readiness] = {}
-        token = ""
-        while True:
-            query = [("limit", "500")] + ([("continue", token)] if token else [])
-            body = rest.get_json(self._api, self.key.type.path(self.key.namespace), query, accept=accept)
-            for obj in body.get("items") or ():
-                fresh[str((obj.get("metadata") or {}).get("name", ""))] = self._state(obj)
-            meta = body.get("metadata") or {}
-            token = str(meta.get("continue") or "")
-            if not token:
-                break
+
+        def take(obj: dict[str, Any]) -> None:
+            fresh[str((obj.get("metadata") or {}).get("name", ""))] = self._state(obj)
+
+        rv = list_all(self._api, self.key.type.path(self.key.namespace), take,
+                      accept=rest.JSON if self.full else rest.METADATA_LIST)
         with self._lock:
             changed = {n for n in self._objects.keys() | fresh.keys() if self._objects.get(n) != fresh.get(n)}
             self._objects = fresh
         self._notify(None if not self.synced.is_set() else frozenset(changed))
-        return str(meta.get("resourceVersion", ""))
+        return rv
 
     def _watch(self, rv: str) -> str:
-        query = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(self._timeout))]
-        try:
-            resp = rest.get(self._api, self.key.type.path(self.key.namespace), query,
-                            accept=rest.JSON if self.full else rest.METADATA, timeout=(10, self._timeout + 30))
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone() from None
-            raise
+        resp = open_watch(self._api, self.key.type.path(self.key.namespace), rv, timeout=self._timeout,
+                          accept=rest.JSON if self.full else rest.METADATA)
         return self._stream(resp, rv, lambda etype, obj: self._apply(
             etype, str((obj.get("metadata") or {}).get("name", "")), obj))
 

@@ -71,6 +71,7 @@ class ObjectSet:
         self._by_key: dict[ReleaseKey, set[Path]] = {}  # packages parsed to each release key
         self._by_id: dict[PackageId, Path] = {}
         self._dependents: dict[PackageId, set[Path]] = {}  # packages whose dependsOn names each package id
+        self._pending: set[Path] = set()  # parsed (or reached by a parse) since the last update: to check
 
     def update(self, packages: Mapping[Path, Mapping[str, Any] | None],
                sources: Mapping[Path, Mapping[str, Any] | None] | None = None) -> Checked:
@@ -94,19 +95,30 @@ class ObjectSet:
         if kinds_changed:  # a source came or went: a "does not exist" lists the known sources of its kind
             seeds |= {o for ref, users in self._users.items() if ref.kind in kinds_changed and ref not in self._by_ref
                       for o in users}
-        for origin, obj in packages.items():
-            old = self._parsed.get(origin)
-            if not self._parse_package(origin, obj):
-                continue
-            seeds.add(origin)
-            for spec in (old, self._parsed.get(origin)):
-                if isinstance(spec, PackageSpec):
-                    seeds |= self._by_key.get(spec.key, set())
-                    seeds |= self._dependents.get(package_id(spec), set())
+        self.parse(packages)
+        seeds |= self._pending
+        self._pending = set()
         reached = self._reach(seeds)
         verdicts: dict[Path, Verdict | None] = {o: None for o in reached if o not in self._parsed}
         verdicts.update(self._check({o for o in reached if o in self._parsed}))
         return Checked(verdicts, source_errors)
+
+    def parse(self, packages: Mapping[Path, Mapping[str, Any] | None]) -> None:
+        """Parse the changed packages now, their verdicts left to the next :meth:`update`: what sources they
+        name (:meth:`used_sources`) is then known before the sources are read."""
+        for origin, obj in packages.items():
+            old = self._parsed.get(origin)
+            if not self._parse_package(origin, obj):
+                continue
+            self._pending.add(origin)
+            for spec in (old, self._parsed.get(origin)):
+                if isinstance(spec, PackageSpec):
+                    self._pending |= self._by_key.get(spec.key, set())
+                    self._pending |= self._dependents.get(package_id(spec), set())
+
+    def used_sources(self) -> frozenset[SourceRef]:
+        """The sources the parsed packages name (``spec.chartRef`` or ``spec.chart.spec.sourceRef``)."""
+        return frozenset(ref for ref, users in self._users.items() if users)
 
     # -- parsing -------------------------------------------------------------------------------------
     def _parse_source(self, origin: Path, obj: Mapping[str, Any] | None) -> bool:

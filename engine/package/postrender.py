@@ -32,10 +32,11 @@ from typing import Any
 
 from engine.base import labels
 from engine.base.fields import Fields, type_name
+from engine.base.label_selector import KEY, LABEL_VALUE
 from engine.base.loader import YamlLimitError, package_limits, parse_text
 from engine.base.schema import allowed
 from engine.package.schema import PACKAGE_SPEC
-from engine.package.selector import KEY, LABEL_VALUE, Selector, parse_selector
+from engine.package.selector import Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
 # The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.

@@ -12,31 +12,18 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.base.fields import Fields
+from engine.base.label_selector import SelectorError, matches
+from engine.base.label_selector import parse as parse_label_selector
 from engine.base.schema import allowed
 from engine.package.schema import TARGET
 
-# Kubernetes qualified names (apimachinery validation): optional DNS-subdomain prefix, 63-character name.
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}\Z")
-LABEL_VALUE = re.compile(rf"^({_NAME})?\Z")
-_TERM_KEY = r"[A-Za-z0-9._/-]+"
-_EXISTS = re.compile(rf"\s*(!?)\s*({_TERM_KEY})\s*")
-_EQUALS = re.compile(rf"\s*({_TERM_KEY})\s*(==|=|!=)\s*([A-Za-z0-9._-]*)\s*")
-_IN = re.compile(rf"\s*({_TERM_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
 _REGEX_FIELDS = ("group", "version", "kind", "name", "namespace")
 FIELDS = allowed(TARGET)  # the regular expressions, then labelSelector and annotationSelector
-
-# One requirement of a label selector: does it hold for this label map?
-Requirement = Callable[[Mapping[str, str]], bool]
-
-
-class SelectorError(ValueError):
-    """A regular expression or a label selector expression that does not parse."""
 
 
 @dataclass(frozen=True)
@@ -77,50 +64,12 @@ def _holds(expression: str, values: Any) -> bool:
     if not expression:
         return True
     found = {str(k): str(v) for k, v in values.items()} if isinstance(values, Mapping) else {}
-    return all(req(found) for req in parse_label_selector(expression))
+    return matches(parse_label_selector(expression), found)
 
 
 @functools.lru_cache(maxsize=256)
 def _anchored(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"^(?:{pattern})\Z")
-
-
-@functools.lru_cache(maxsize=256)
-def parse_label_selector(expression: str) -> tuple[Requirement, ...]:
-    """The requirements of a Kubernetes label selector expression (``labels.Parse``): ``k``, ``!k``,
-    ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, joined by commas. Raises SelectorError."""
-    terms, depth, start = [], 0, 0
-    for i, char in enumerate(expression):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            terms.append(expression[start:i])
-            start = i + 1
-    terms.append(expression[start:])
-    return tuple(_requirement(term) for term in terms)
-
-
-def _requirement(term: str) -> Requirement:
-    if m := _IN.fullmatch(term):
-        key, op = _key(m[1]), m[2]
-        options = frozenset(v.strip() for v in m[3].split(",") if v.strip())
-        if op == "in":
-            return lambda found: found.get(key) in options
-        return lambda found: found.get(key) not in options
-    if m := _EQUALS.fullmatch(term):
-        key, op, value = _key(m[1]), m[2], m[3]
-        if op == "!=":
-            return lambda found: found.get(key) != value
-        return lambda found: found.get(key) == value
-    if m := _EXISTS.fullmatch(term):
-        key, negated = _key(m[2]), bool(m[1])
-        return lambda found: (key in found) != negated
-    raise SelectorError(f"{term.strip()!r} is not a selector requirement")
-
-
-def _key(key: str) -> str:
-    if not KEY.match(key):
-        raise SelectorError(f"{key!r} is not a label or annotation key")
-    return key
 
 
 def parse_selector(raw: Any, path: str, doc: Fields) -> Selector | None:

@@ -72,6 +72,7 @@ from engine.runtime.package_set import PackageSet, cluster_package_set, package_
 from engine.runtime.plan import Plan, make_change_plan, make_plan
 from engine.runtime.pulses import PulseMeter, reachable
 from engine.runtime.release_events import ReleaseEvents
+from engine.runtime.shard import Shard
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
@@ -114,6 +115,8 @@ class Engine:
     when it is not a valid name. ``cluster_packages``: the packages are the API server's Package objects
     of ``namespaces`` (``helmdeck controller``) instead of a folder; their set is
     :func:`~engine.runtime.package_set.cluster_package_set`. Raises ApiException when they cannot be listed.
+    ``shard`` (with ``cluster_packages``): only the Package objects its label selector matches, and the
+    sources they name (``--watch-label-selector``, :mod:`engine.runtime.shard`).
     ``default_service_account`` (with ``cluster_packages``): the ServiceAccount a Package without
     ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
     ``attach``: follow the cluster's ``helmdeck controller``s; while one is live, its Package objects show as
@@ -147,6 +150,7 @@ class Engine:
         attach: bool = False,
         controller_metrics: tuple[str, ...] = (),
         kustomize: KustomizeSource | None = None,
+        shard: Shard | None = None,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -165,7 +169,9 @@ class Engine:
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
-        self.objects = (PackageObjects(api, namespaces, default_service_account=default_service_account)
+        self.shard = shard
+        self.objects = (PackageObjects(api, namespaces, default_service_account=default_service_account,
+                                       label_selector=shard.selector if shard else "")
                         if cluster_packages else None)
         source: PackageInput | None = (
             KustomizeInput(kustomize, self._api, self.masker.remember, allow_unsupported=allow_unsupported)
@@ -225,6 +231,8 @@ class Engine:
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease,
                                      labels=dict(lease.labels), annotations=dict(lease.annotations))
                         if lease is not None and online else None)
+        if self.status_writer is not None and self.elector is not None:  # status.controller: who reconciles
+            self.status_writer.controller = {"replica": self.elector.identity, "shard": shard.name if shard else ""}
         # Observer callbacks come from its watch threads: handled on the engine's loop.
         # In batches: a list of 10,000 records wakes the loop a few times, not 10,000 (engine.base.handoff).
         self._storage_changes = LoopHandoff(self.controller.on_storage)

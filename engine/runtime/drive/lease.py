@@ -39,6 +39,8 @@ ROLE = "helmdeck.dev/role"  # label: "controller" on a controller's Lease
 CONTROLLER = "controller"
 WATCH_NAMESPACES = "helmdeck.dev/watch-namespaces"  # annotation: its --watch-namespace list, "," joined ("" all)
 METRICS = "helmdeck.dev/metrics"  # annotation: http://host:port of its metrics endpoint, as bound
+SHARD = "helmdeck.dev/shard"  # label: the shard's name (engine.runtime.shard), absent when not sharded
+SELECTOR = "helmdeck.dev/watch-label-selector"  # annotation: the shard's whole label selector, normalised
 
 
 @dataclass(frozen=True)

@@ -77,10 +77,12 @@ def event_reason(entry: LogEntry) -> str | None:
 
 
 def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
-                invalid: PackageError | None = None, handled: dict[str, str] | None = None) -> dict[str, Any]:
+                invalid: PackageError | None = None, handled: dict[str, str] | None = None,
+                controller: dict[str, str] | None = None) -> dict[str, Any]:
     """The Package's ``status`` (Flux's HelmRelease fields) for the engine's ``status`` of ``spec``, the object
     at ``generation``; ``invalid``: the loader's refusal of the current object (Ready=False, ``InvalidPackage``,
-    its words); ``handled``: the request annotations acknowledged (``lastHandledReconcileAt``, ...)."""
+    its words); ``handled``: the request annotations acknowledged (``lastHandledReconcileAt``, ...);
+    ``controller``: ``{replica, shard}``, who reconciles it (helmdeck's own field)."""
     status = status or EngineStatus()
     conditions = status.conditions
     if invalid is not None:
@@ -106,6 +108,8 @@ def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
         "storageNamespace": spec.storage_ns,
     }
     out.update(handled or {})
+    if controller:
+        out["controller"] = dict(controller)
     return out
 
 
@@ -135,6 +139,7 @@ class StatusWriter:
     acting: Callable[[], bool]
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     problems: Callable[[], list[PackageError]]  # the loader's current refusals
+    controller: dict[str, str] = field(default_factory=dict)  # status.controller: {replica, shard}
     delay: float = 0.2  # a burst of signals for one release makes one write
     handled: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # request annotations acked
     _written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -210,12 +215,14 @@ class StatusWriter:
         if found is not None:
             key, spec = found
             observed = generation if invalid is not None else self._observed.get(ref, 0)
-            body = flux_status(self.book.status(key), spec, observed, invalid, self.handled.get(ref))
+            body = flux_status(self.book.status(key), spec, observed, invalid, self.handled.get(ref), self.controller)
         elif invalid is not None:  # never valid: no spec, only the loader's refusal
             body = {"observedGeneration": generation, "conditions": [{
                 "type": cond.READY, "status": "False", "reason": cond.INVALID_PACKAGE,
                 "message": problem_text(invalid), "observedGeneration": generation,
                 "lastTransitionTime": rfc3339(time.time())}], **self.handled.get(ref, {})}
+            if self.controller:
+                body["controller"] = dict(self.controller)
         else:
             return
         if self._written.get(ref) == body:

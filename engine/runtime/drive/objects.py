@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from engine.base.fields import PackageError
 from engine.base.labels import API_VERSION
-from engine.kube import rest
-from engine.kube.stream import Gone, WatchThread
+from engine.kube.stream import WatchThread, list_all, open_watch
 from engine.package.load import object_origin
 from engine.package.model import PackageSpec
 from engine.package.object_set import ObjectSet
@@ -36,7 +34,7 @@ log = logging.getLogger(__name__)
 
 PACKAGES = "packages"
 KINDS = {PACKAGES: "Package", "helmrepositories": "HelmRepository", "ocirepositories": "OCIRepository"}
-_LIST_PAGE = "500"
+SOURCES = {kind: plural for plural, kind in KINDS.items() if plural != PACKAGES}  # source kind -> plural
 
 
 def _path(plural: str, namespace: str | None) -> str:
@@ -51,21 +49,24 @@ def origin_of(obj: dict[str, Any], plural: str) -> Path:
 
 
 class _KindWatch(WatchThread):
-    """A list+watch of one kind (``plural``) in one namespace, or all (None); ``changed(plural, objects)`` is
-    called in the watch thread with the objects that changed (by origin; None: deleted): after a list, those
-    whose resourceVersion differs from what this watch held, then after each event the one it names."""
+    """A list+watch of one kind (``plural``) in one namespace, or all (None), of the objects ``label_selector``
+    matches ("" all); ``changed(plural, objects)`` is called in the watch thread with the objects that changed
+    (by origin; None: deleted, or no longer matched): after a list, those whose resourceVersion differs from
+    what this watch held, then after each event the one it names."""
 
     def __init__(self, api: client.ApiClient, plural: str, namespace: str | None,
-                 changed: Callable[[str, dict[Path, dict[str, Any] | None]], None], watch_timeout: int = 300):
+                 changed: Callable[[str, dict[Path, dict[str, Any] | None]], None], watch_timeout: int = 300,
+                 label_selector: str = ""):
         super().__init__(f"helmdeck-{plural}-{namespace or 'all'}",
                          f"watch {plural} in {namespace or 'all namespaces'}")
         self._api, self._plural, self._namespace = api, plural, namespace
         self._changed = changed
         self._timeout = watch_timeout
+        self._selector = label_selector
         self.objects: dict[Path, dict[str, Any]] = {}
 
     def _relist(self) -> str:
-        objects, rv = list_objects(self._api, self._plural, self._namespace)
+        objects, rv = list_objects(self._api, self._plural, self._namespace, self._selector)
         diff: dict[Path, dict[str, Any] | None] = {o: None for o in self.objects if o not in objects}
         diff.update({o: obj for o, obj in objects.items() if _version(self.objects.get(o)) != _version(obj)})
         self.objects = objects
@@ -73,14 +74,9 @@ class _KindWatch(WatchThread):
         return rv
 
     def _watch(self, rv: str) -> str:
-        query = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(self._timeout))]
-        try:
-            resp = rest.get(self._api, _path(self._plural, self._namespace), query, timeout=(10, self._timeout + 30))
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone() from None
-            raise
+        # A label-selected watch says DELETED when an object's labels stop matching (moved to another shard).
+        resp = open_watch(self._api, _path(self._plural, self._namespace), rv, label_selector=self._selector,
+                          timeout=self._timeout)
         return self._stream(resp, rv, self._apply)
 
     def _apply(self, etype: str, obj: dict[str, Any]) -> None:
@@ -93,6 +89,11 @@ class _KindWatch(WatchThread):
             self._changed(self._plural, {origin: obj})
 
 
+def _namespace(origin: Path) -> str:
+    """The namespace of an object's origin (``.../namespaces/<ns>/<plural>/<name>``)."""
+    return origin.parts[-3]
+
+
 def _version(obj: dict[str, Any] | None) -> str | None:
     return str((obj.get("metadata") or {}).get("resourceVersion")) if obj is not None else None
 
@@ -102,22 +103,19 @@ def deleting(obj: dict[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def list_objects(api: client.ApiClient, plural: str, namespace: str | None) -> tuple[dict[Path, dict[str, Any]], str]:
-    """Every object of ``plural`` in ``namespace`` (None: all), by origin, and the list's resourceVersion.
-    Raises ApiException."""
+def list_objects(api: client.ApiClient, plural: str, namespace: str | None,
+                 label_selector: str = "") -> tuple[dict[Path, dict[str, Any]], str]:
+    """Every object of ``plural`` in ``namespace`` (None: all) that ``label_selector`` matches ("" all), by
+    origin, and the list's resourceVersion. Raises ApiException."""
     out: dict[Path, dict[str, Any]] = {}
-    token, meta = "", dict[str, Any]()
-    while True:
-        query = [("limit", _LIST_PAGE)] + ([("continue", token)] if token else [])
-        body = rest.get_json(api, _path(plural, namespace), query)
-        for obj in body.get("items") or ():
-            obj.setdefault("kind", KINDS[plural])  # list items carry no kind
-            obj.setdefault("apiVersion", API_VERSION)
-            out[origin_of(obj, plural)] = obj
-        meta = body.get("metadata") or {}
-        token = str(meta.get("continue") or "")
-        if not token:
-            return out, str(meta.get("resourceVersion", ""))
+
+    def take(obj: dict[str, Any]) -> None:
+        obj.setdefault("kind", KINDS[plural])  # list items carry no kind
+        obj.setdefault("apiVersion", API_VERSION)
+        out[origin_of(obj, plural)] = obj
+
+    rv = list_all(api, _path(plural, namespace), take, label_selector=label_selector)
+    return out, rv
 
 
 class PackageObjects:
@@ -132,9 +130,10 @@ class PackageObjects:
     the list of current errors into the update."""
 
     def __init__(self, api: client.ApiClient, namespaces: list[str] | None = None, *, debounce: float = 0.2,
-                 default_service_account: str = ""):
+                 default_service_account: str = "", label_selector: str = ""):
         self._api = api
         self.namespaces = sorted(set(namespaces)) if namespaces else None
+        self.label_selector = label_selector
         self._debounce = debounce
         self._lock = threading.Lock()
         self._objects: dict[str, dict[Path, dict[str, Any]]] = {p: {} for p in KINDS}  # plural -> by origin
@@ -147,6 +146,8 @@ class PackageObjects:
         self._generations: dict[Path, tuple[PackageSpec, int]] = {}  # origin -> (good spec, its generation)
         self._specs: dict[ReleaseKey, PackageSpec] = {}
         self._watches: list[_KindWatch] = []
+        self._source_watches: dict[tuple[str, str | None], _KindWatch] = {}  # (plural, namespace) -> its watch
+        self._read: set[tuple[str, str | None]] = set()  # the source scopes listed (and watched once watching)
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -161,6 +162,14 @@ class PackageObjects:
 
     def _scopes(self) -> list[str | None]:
         return list(self.namespaces) if self.namespaces else [None]
+
+    def _source_scopes(self) -> set[tuple[str, str | None]]:
+        """Where sources are read: (plural, namespace or None for all). Every scope of the packages; a shard
+        (``label_selector``) reads only the namespaces holding a source its Packages name."""
+        if not self.label_selector:
+            return {(plural, scope) for plural in SOURCES.values() for scope in self._scopes()}
+        return {(SOURCES[ref.kind], ref.namespace) for ref in self._set.used_sources()
+                if ref.kind in SOURCES and (self.namespaces is None or ref.namespace in self.namespaces)}
 
     def objects(self, plural: str = PACKAGES) -> dict[Path, dict[str, Any]]:
         """The objects of ``plural`` known now, by origin (a copy)."""
@@ -181,6 +190,10 @@ class PackageObjects:
         """A deleted object's release is uninstalled by the finalizer (engine.runtime.drive.finalizer); an object
         still there no longer declares this release (its release name or target namespace changed)."""
         obj = self.objects().get(spec.file)
+        if obj is None and self.label_selector:
+            return (f"its Package object was deleted, or its labels no longer match --watch-label-selector "
+                    f"{self.label_selector!r} (another shard reconciles it); a deleted one's release is "
+                    "uninstalled by the finalizer")
         if obj is None or deleting(obj):
             return ("its Package object was deleted; the finalizer uninstalls the release with its spec.uninstall "
                     "options, then lets the object go")
@@ -204,15 +217,32 @@ class PackageObjects:
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """List every object now (blocking) and validate what changed; as the port says, every key counts as
         changed (``touched`` is unused: objects have no paths). Raises ApiException when a list is refused."""
-        listed = {p: {o: obj for scope in self._scopes() for o, obj in list_objects(self._api, p, scope)[0].items()}
-                  for p in KINDS}
+        packages = {o: obj for scope in self._scopes()
+                    for o, obj in list_objects(self._api, PACKAGES, scope, self.label_selector)[0].items()}
         with self._lock:
-            for plural, objects in listed.items():
-                gone = {o: None for o in self._objects[plural] if o not in objects}
-                self._dirty[plural].update({**gone, **objects})
-                self._objects[plural] = objects
+            gone = {o: None for o in self._objects[PACKAGES] if o not in packages}
+            self._dirty[PACKAGES].update({**gone, **packages})
+            self._objects[PACKAGES] = packages
+        self._read = set()  # every source scope is listed again by the update
         update = self._update()
         return dataclasses.replace(update, changed=frozenset(update.specs))
+
+    def _read_sources(self, dirty: dict[str, dict[Path, dict[str, Any] | None]]) -> None:
+        """List the source scopes not read yet (blocking) into ``dirty``, before the packages naming them are
+        checked: a Package naming a source in a namespace this shard did not read is not refused meanwhile."""
+        for plural, scope in sorted(self._source_scopes() - self._read, key=str):
+            objects = list_objects(self._api, plural, scope)[0]
+            with self._lock:
+                held = {o for o in self._objects[plural] if scope is None or _namespace(o) == scope}
+                diff: dict[Path, dict[str, Any] | None] = {o: None for o in held - objects.keys()}
+                diff.update(objects)
+                for origin, obj in diff.items():
+                    if obj is None:
+                        self._objects[plural].pop(origin, None)
+                    else:
+                        self._objects[plural][origin] = obj
+            dirty[plural].update(diff)
+            self._read.add((plural, scope))
 
     def _update(self) -> FolderUpdate:
         """Validate the objects changed since the last update; changed and removed keys against it."""
@@ -220,6 +250,8 @@ class PackageObjects:
             dirty, self._dirty = self._dirty, {p: {} for p in KINDS}
         self._burst = frozenset(dirty[PACKAGES])
         packages = {o: obj if obj is not None and not deleting(obj) else None for o, obj in dirty[PACKAGES].items()}
+        self._set.parse(packages)  # which sources they name: those not read yet are read first
+        self._read_sources(dirty)
         checked = self._set.update(packages, {o: obj for p in KINDS if p != PACKAGES for o, obj in dirty[p].items()})
         touched: set[ReleaseKey] = set()
         fresh: list[PackageError] = []  # problems new in this update, logged once
@@ -301,10 +333,11 @@ class PackageObjects:
         """Yield an update per burst of object changes that changes a spec or the problems, until
         :meth:`stop`. Call :meth:`load` first."""
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        self._watches = [_KindWatch(self._api, plural, scope, self._changed)
-                         for plural in KINDS for scope in self._scopes()]
+        self._watches = [_KindWatch(self._api, PACKAGES, scope, self._changed, label_selector=self.label_selector)
+                         for scope in self._scopes()]
         for w in self._watches:
             w.start()
+        self._sync_sources()
         try:
             while not self._stopping:
                 await self._wake.wait()
@@ -313,6 +346,7 @@ class PackageObjects:
                 if self._stopping:
                     break
                 update = await asyncio.to_thread(self._update)
+                self._sync_sources()
                 if update.changed or update.removed or update.errors != self._said:
                     self._said = update.errors
                     yield update
@@ -321,10 +355,30 @@ class PackageObjects:
         finally:
             self.stop()
 
+    def _sync_sources(self) -> None:
+        """One watch per source scope read (:meth:`_source_scopes`, listed by :meth:`_read_sources`); a scope no
+        longer used stops, and its sources are gone for the next update."""
+        if self._stopping:
+            return
+        used = self._source_scopes()
+        for scope in self._read - used:
+            watch = self._source_watches.pop(scope, None)
+            if watch is not None:
+                watch.stop()
+            self._read.discard(scope)
+            self._changed(scope[0], {o: None for o in self.objects(scope[0]) if _namespace(o) == scope[1]}
+                          if scope[1] is not None else dict.fromkeys(self.objects(scope[0])))
+        for plural, namespace in sorted((used & self._read) - set(self._source_watches), key=str):
+            watch = _KindWatch(self._api, plural, namespace, self._changed)
+            watch.objects = {o: obj for o, obj in self.objects(plural).items()
+                             if namespace is None or _namespace(o) == namespace}  # as loaded: a relist diffs
+            self._source_watches[(plural, namespace)] = watch
+            watch.start()
+
     def stop(self) -> None:
         """End :meth:`watch` and its watch threads."""
         self._stopping = True
-        for w in self._watches:
+        for w in [*self._watches, *self._source_watches.values()]:
             w.stop()
         if self._loop is not None and self._wake is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake.set)

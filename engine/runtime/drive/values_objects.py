@@ -45,7 +45,7 @@ from engine.base.masking import Masker
 from engine.base.strvals import Path as ValuesPath
 from engine.kube import rest
 from engine.kube.client import impersonating
-from engine.kube.stream import Gone, WatchThread
+from engine.kube.stream import WatchThread, list_all, open_watch
 from engine.package.model import PackageSpec
 from engine.reconcile.options import kube_user
 from engine.resolve.release import CACHE as RESOLVED
@@ -295,33 +295,22 @@ class _ReferenceWatch(WatchThread):
 
     def _relist(self) -> str:
         fresh: dict[str, str] = {}
-        token, meta = "", dict[str, Any]()
-        while True:
-            query = [("labelSelector", _NOT_HELM), ("limit", "500")] + ([("continue", token)] if token else [])
-            body = rest.get_json(self._api, self._path, query, accept=rest.METADATA_LIST)
-            for obj in body.get("items") or ():
-                m = obj.get("metadata") or {}
-                fresh[str(m.get("name", ""))] = str(m.get("resourceVersion", ""))
-            meta = body.get("metadata") or {}
-            token = str(meta.get("continue") or "")
-            if not token:
-                break
+
+        def take(obj: dict[str, Any]) -> None:
+            m = obj.get("metadata") or {}
+            fresh[str(m.get("name", ""))] = str(m.get("resourceVersion", ""))
+
+        rv = list_all(self._api, self._path, take, label_selector=_NOT_HELM, accept=rest.METADATA_LIST)
         changed = {n: fresh.get(n) for n in self._versions.keys() | fresh.keys()
                    if self._versions.get(n) != fresh.get(n)}
         self._versions = fresh
         if changed:
             self._changed(self._key, changed)
-        return str(meta.get("resourceVersion", ""))
+        return rv
 
     def _watch(self, rv: str) -> str:
-        query = [("watch", "true"), ("resourceVersion", rv), ("labelSelector", _NOT_HELM),
-                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self._timeout))]
-        try:
-            resp = rest.get(self._api, self._path, query, accept=rest.METADATA, timeout=(10, self._timeout + 30))
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone() from None
-            raise
+        resp = open_watch(self._api, self._path, rv, label_selector=_NOT_HELM, timeout=self._timeout,
+                          accept=rest.METADATA)
         return self._stream(resp, rv, self._apply)
 
     def _apply(self, etype: str, obj: dict[str, Any]) -> None:

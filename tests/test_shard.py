@@ -1,0 +1,105 @@
+"""Static shards: ``--watch-label-selector`` parsed and validated, the shard's name and its Lease's name."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.base.label_selector import SelectorError, matches, normalise, parse
+from engine.runtime.package_set import cluster_package_set
+from engine.runtime.shard import MAIN, SHARD_KEY, ShardSelectorError, shard_for
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+
+
+@pytest.mark.parametrize(("selector", "labels", "expected"), [
+    (f"{SHARD_KEY}=shard1", {SHARD_KEY: "shard1"}, True),
+    (f"{SHARD_KEY}=shard1", {SHARD_KEY: "shard2"}, False),
+    (f"{SHARD_KEY}=shard1", {}, False),
+    (f"!{SHARD_KEY}", {}, True),
+    (f"!{SHARD_KEY}", {SHARD_KEY: "shard1"}, False),
+    (f"{SHARD_KEY} notin (shard1,shard2)", {SHARD_KEY: "shard3"}, True),
+    (f"{SHARD_KEY} notin (shard1,shard2)", {}, True),  # a missing key holds notin, as Kubernetes
+    (f"{SHARD_KEY} in (shard1, shard2),team!=b", {SHARD_KEY: "shard2", "team": "a"}, True),
+    (f"{SHARD_KEY} in (shard1, shard2),team!=b", {SHARD_KEY: "shard2", "team": "b"}, False),
+    ("team", {"team": ""}, True),
+    ("team==a", {"team": "a"}, True),
+])
+def test_selector_matches_as_kubernetes(selector: str, labels: dict[str, str], expected: bool) -> None:
+    assert matches(parse(selector), labels) is expected
+    shard = shard_for(selector)
+    assert shard is not None and shard.matches(labels) is expected
+
+
+def test_normal_form_sorts_requirements_and_values() -> None:
+    assert normalise(" b in (y, x) , a=1,!c ") == "a=1,b in (x,y),!c"
+    assert normalise("a==1") == normalise("a=1") == "a=1"
+    assert shard_for("b in (y,x),a=1") == shard_for("a=1, b in (x, y)")
+
+
+@pytest.mark.parametrize(("selector", "name"), [
+    (f"{SHARD_KEY}=shard1", "shard1"),
+    (f" {SHARD_KEY} == shard-2 ", "shard-2"),
+    (f"{SHARD_KEY} in (shard3)", "shard3"),
+    (f"!{SHARD_KEY}", MAIN),
+])
+def test_shard_names_read_as_flux_shards(selector: str, name: str) -> None:
+    shard = shard_for(selector)
+    assert shard is not None and shard.name == name
+
+
+def test_other_selectors_get_a_digest_name_and_no_selector_is_no_shard() -> None:
+    shard = shard_for("team=a,tier!=db")
+    assert shard is not None and re.fullmatch(r"sel-[0-9a-f]{10}", shard.name)
+    assert shard_for(None) is None
+    assert shard_for("  ") is None  # an empty selector matches everything: not a shard
+
+
+def test_lease_names_differ_per_shard_and_namespace_set_and_fit() -> None:
+    cluster = cluster_package_set()
+    one, two, main = (shard_for(s) for s in (f"{SHARD_KEY}=shard1", f"{SHARD_KEY}=shard2", f"!{SHARD_KEY}"))
+    assert one is not None and two is not None and main is not None
+    names = {one.lease_name(cluster), two.lease_name(cluster), main.lease_name(cluster), cluster.lease_name}
+    assert len(names) == 4  # no two shards (nor the unsharded controller) contend for one Lease
+    assert one.lease_name(cluster).startswith("helmdeck-cluster-")
+    assert one.lease_name(cluster) == one.lease_name(cluster_package_set())  # stable
+    narrowed = cluster_package_set(None, ["team-a"])
+    assert one.lease_name(narrowed) != one.lease_name(cluster)
+    longest = cluster_package_set("p" * 53)
+    for shard in (one, two, main):
+        for pset in (cluster, narrowed, longest):
+            name = shard.lease_name(pset)
+            assert len(name) <= 63 and DNS_LABEL.match(name), name
+    assert one.lease_name(longest) != two.lease_name(longest)  # the digest survives the shortening
+
+
+@pytest.mark.parametrize(("selector", "says"), [
+    ("sharding.helmdeck.dev/key=", None),  # an empty value is a value: parses
+    ("a=b,,c", "empty requirement"),
+    ("a=b,", "empty requirement"),
+    ("a in ()", "at least one value"),
+    ("a in (b", "not a selector requirement"),
+    ("=b", "not a selector requirement"),
+    ("a=b=c", "not a selector requirement"),
+    ("-a=b", "not a label key"),
+    ("a/b/c=d", "not a label key"),
+    ("a=" + "v" * 64, "not a label value"),
+    ("k" * 64, "not a label key"),
+    ("a=é", "not a label value"),
+    ("é", "not a label key"),
+    ("a" * 5000, "characters long"),
+    ("a in (b,-c)", "not a label value"),
+])
+def test_bad_selectors_name_the_flag_and_the_fix(selector: str, says: str | None) -> None:
+    if says is None:
+        parse(selector)
+        return
+    with pytest.raises(SelectorError, match=says):
+        parse(selector)
+    with pytest.raises(ShardSelectorError) as caught:
+        shard_for(selector)
+    text = str(caught.value)
+    assert text.startswith("--watch-label-selector ") and says in text
+    assert f"{SHARD_KEY}=shard1" in text and f"!{SHARD_KEY}" in text  # the fix: how Flux's shards are written
+    assert len(text) < 800  # a huge selector is not echoed whole
