@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from engine.base.label_selector import SelectorError, matches, normalise, parse
 from engine.runtime.package_set import cluster_package_set
 from engine.runtime.shard import MAIN, SHARD_KEY, ShardSelectorError, shard_for
+from helmdeck.parser import EXIT_USAGE
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
@@ -103,3 +107,11 @@ def test_bad_selectors_name_the_flag_and_the_fix(selector: str, says: str | None
     assert text.startswith("--watch-label-selector ") and says in text
     assert f"{SHARD_KEY}=shard1" in text and f"!{SHARD_KEY}" in text  # the fix: how Flux's shards are written
     assert len(text) < 800  # a huge selector is not echoed whole
+
+
+def test_the_controller_refuses_a_bad_selector_before_it_reaches_the_cluster(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "helmdeck", "controller", "--serviceaccount-dir", str(tmp_path),
+                           "--watch-label-selector", f"{SHARD_KEY} in (shard1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    assert proc.stderr.startswith("error: --watch-label-selector ") and f"!{SHARD_KEY}" in proc.stderr, proc.stderr

@@ -6,9 +6,11 @@ keep them without locking. Times are Unix seconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.base import label_selector
 from engine.base.fields import PackageError
 from engine.monitor.status import MonitorStatus
 from engine.package.model import PackageSpec
@@ -43,7 +45,9 @@ class ControllerInfo:
     ``holderIdentity`` (the pod's name in a cluster, ``<host>-<pid>-<hex>`` elsewhere), ``lease``
     ``namespace/name``, ``renewed`` the Unix seconds of its last heartbeat (``renewTime``), ``duration`` the
     Lease's seconds without renewal after which it is taken for dead, ``namespaces`` the namespaces whose
-    Package objects it reconciles (() = all), ``metrics`` where it says its metrics are served ("" unknown)."""
+    Package objects it reconciles (() = all), ``metrics`` where it says its metrics are served ("" unknown),
+    ``shard`` its shard's name ("" not sharded; ``--watch-label-selector``, :mod:`engine.runtime.shard`) and
+    ``selector`` that shard's label selector ("" every Package)."""
 
     holder: str
     lease: str
@@ -51,10 +55,20 @@ class ControllerInfo:
     duration: float
     namespaces: tuple[str, ...] = ()
     metrics: str = ""
+    shard: str = ""
+    selector: str = ""
 
-    def covers(self, namespace: str) -> bool:
-        """Does it reconcile the Package objects of ``namespace``?"""
-        return not self.namespaces or namespace in self.namespaces
+    def covers(self, namespace: str, labels: Mapping[str, str] | None = None) -> bool:
+        """Does it reconcile the Package objects of ``namespace`` (labelled ``labels``: its shard's selector
+        matches them; None: the namespace alone is asked)?"""
+        if self.namespaces and namespace not in self.namespaces:
+            return False
+        if not self.selector or labels is None:
+            return True
+        try:
+            return label_selector.matches(label_selector.parse(self.selector), labels)
+        except label_selector.SelectorError:  # a Lease annotated by hand: it covers nothing it can be sure of
+            return False
 
 
 @dataclass(frozen=True)
@@ -63,7 +77,8 @@ class Attached:
     ``ref`` the object's ``(namespace, name)``, ``controller`` the Lease holder, ``generation`` and
     ``observed`` (its status' ``observedGeneration``), the status' ``lastAttemptedRevision`` and
     ``lastAppliedRevision``, ``requested`` the requests made on it and not acknowledged yet (``"upgrade"``,
-    ``"cancel"``... the app's action names)."""
+    ``"cancel"``... the app's action names); ``lease`` the covering controller's Lease (``namespace/name``),
+    ``replica`` and ``shard`` who reconciles it, as its ``status.controller`` says ("" not said yet)."""
 
     ref: tuple[str, str]
     controller: str
@@ -72,6 +87,9 @@ class Attached:
     attempted: str = ""
     applied: str = ""
     requested: tuple[str, ...] = ()
+    lease: str = ""
+    replica: str = ""
+    shard: str = ""
 
 
 @dataclass(frozen=True)

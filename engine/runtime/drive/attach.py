@@ -38,7 +38,7 @@ from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, age
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, age
 from engine.runtime.drive.object_status import object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.drive.requests import REQUESTS, ROLLBACK_REVISION, pending
@@ -76,10 +76,11 @@ def live_controllers(leases: Iterable[dict[str, Any]], slack: float = 2 * EVERY)
         duration = float(spec.get("leaseDurationSeconds") or 15)
         if not holder or not renewed or age(renewed) > duration + slack:
             continue
-        notes = meta.get("annotations") or {}
+        notes, marks = meta.get("annotations") or {}, meta.get("labels") or {}
         watched = tuple(n for n in str(notes.get(WATCH_NAMESPACES) or "").split(",") if n)
         out.append(ControllerInfo(holder, f"{meta.get('namespace')}/{meta.get('name')}",
-                                  helm_time(str(renewed)) or 0.0, duration, watched, str(notes.get(METRICS) or "")))
+                                  helm_time(str(renewed)) or 0.0, duration, watched, str(notes.get(METRICS) or ""),
+                                  str(marks.get(SHARD) or ""), str(notes.get(SELECTOR) or "")))
     return tuple(sorted(out, key=lambda c: c.lease))
 
 
@@ -104,9 +105,11 @@ def attached_state(conditions: tuple[Condition, ...], generation: int, observed:
     return "InSync" if ready.status == "True" else "Failed"
 
 
-def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str) -> dict[str, Any]:
-    """The release view's fields (``ReleaseView``) a Package object and its status give."""
+def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str, lease: str = "") -> dict[str, Any]:
+    """The release view's fields (``ReleaseView``) a Package object and its status give; ``holder`` and
+    ``lease``: the live controller covering it."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    owner: dict[str, Any] = status["controller"] if isinstance(status.get("controller"), dict) else {}
     conditions = tuple(
         Condition(str(c.get("type")), "True" if c.get("status") == "True" else "False" if c.get("status") == "False"
                   else "Unknown",
@@ -120,7 +123,8 @@ def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str) -> dict
         "package": spec,
         "attached": Attached((str(meta.get("namespace")), str(meta.get("name"))), holder, generation, observed,
                              str(status.get("lastAttemptedRevision") or ""),
-                             str(status.get("lastAppliedRevision") or ""), asked),
+                             str(status.get("lastAppliedRevision") or ""), asked, lease,
+                             str(owner.get("replica") or ""), str(owner.get("shard") or "")),
         "conditions": conditions,
         "ready": None if ready is None or ready.status == "Unknown" else ready.status == "True",
         "state": attached_state(conditions, generation, observed),
@@ -156,8 +160,9 @@ class Attachment:
         view = self._book.view(key)
         return view.attached if view is not None and key not in self._book.packages else None
 
-    def controller_of(self, namespace: str) -> ControllerInfo | None:
-        return next((c for c in self.controllers if c.covers(namespace)), None)
+    def controller_of(self, namespace: str, labels: dict[str, str] | None = None) -> ControllerInfo | None:
+        """The live controller reconciling a Package of ``namespace`` labelled ``labels`` (its shard's)."""
+        return next((c for c in self.controllers if c.covers(namespace, labels)), None)
 
     async def run(self) -> None:
         """Follow the controllers' Leases until cancelled."""
@@ -227,22 +232,24 @@ class Attachment:
         specs = {s.file: (k, s) for k, s in self._objects.specs().items()}
         fields: dict[ReleaseKey, dict[str, Any]] = {}
         keys: dict[tuple[str, str], ReleaseKey] = {}
-        holders: dict[str, str] = {}  # namespace -> the holder of the controller covering it ("" none)
+        covering: dict[tuple[str, tuple[tuple[str, str], ...]], ControllerInfo | None] = {}  # (ns, labels) ->
         for origin, obj in self._objects.objects(PACKAGES).items():
             found, ref = specs.get(origin), object_ref(origin)
             if found is None or ref is None or deleting(obj) or found[0] in self._book.packages:
                 continue  # a package file of this app's own set wins: that one this app drives
             key, spec = found
-            if ref[0] not in holders:
-                controller = self.controller_of(ref[0])
-                holders[ref[0]] = controller.holder if controller is not None else ""
-            holder = holders[ref[0]]
-            if not holder:
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            seen = (ref[0], tuple(sorted(labels.items())) if any(c.selector for c in self.controllers) else ())
+            if seen not in covering:  # a shard's controller covers the objects its selector matches
+                covering[seen] = self.controller_of(ref[0], dict(seen[1]))
+            controller = covering[seen]
+            if controller is None:
                 continue
+            holder = controller.holder
             version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
             cached = self._projected.get(origin)
             if cached is None or cached[:3] != (version, holder, spec):
-                cached = (version, holder, spec, attached_fields(obj, spec, holder))
+                cached = (version, holder, spec, attached_fields(obj, spec, holder, controller.lease))
                 self._projected[origin] = cached
             fields[key] = {**cached[3], "last": self._last[key]} if key in self._last else cached[3]
             keys[ref] = key
