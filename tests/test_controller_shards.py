@@ -44,9 +44,8 @@ def test_two_shards_each_act_only_on_their_own_packages_and_hold_their_own_lease
         return f"--- shard1\n{shard1.text()}\n--- main\n{main.text()}"
 
     try:
-        for name in ("one", "two"):
-            eventually(lambda n=name: releases(env.core, ns, n) == [(1, "deployed")],
-                       120, f"{name} installed", logs=logs)
+        eventually(lambda: all(releases(env.core, ns, n) == [(1, "deployed")] for n in ("one", "two")), 120,
+                   "one and two installed", logs=logs)
         owner_one = eventually(lambda: _owner(env, "one"), 30, "status.controller of one", logs=logs)
         owner_two = eventually(lambda: _owner(env, "two"), 30, "status.controller of two", logs=logs)
         assert owner_one["shard"] == "shard1" and f"-{shard1.pid}-" in owner_one["replica"], owner_one
