@@ -232,8 +232,9 @@ def _engine(
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
         lease=lease, watch_packages=watch, monitors=monitors, package_set=name,
         allow_unsupported=getattr(args, "allow_unsupported", False), kustomize=_kustomize_source(args),
-        # the app attaches to the cluster's helmdeck controller when one runs
-        attach=args.command in (None, "demo"), controller_metrics=tuple(getattr(args, "controller_metrics", ())),
+        # the app attaches to the cluster's helmdeck controllers when one runs; status names their packages' owners
+        attach=args.command in (None, "demo", "status"),
+        controller_metrics=tuple(getattr(args, "controller_metrics", ())),
     )
     engine.scope_note = note
     return engine
@@ -391,6 +392,7 @@ def _status(args: argparse.Namespace) -> int:
     async def collect() -> tuple[list[dict[str, Any]], Any]:
         await engine.start(reconcile=False)
         await engine.monitors_ready()  # monitors list their resources: absent ones are reported
+        await engine.controllers_read()  # a live controller's Package objects: their owner (replica, shard)
         try:
             unreadable = engine.unreadable_releases()
             return [status_row(v, unreadable.get(v.key)) for v in engine.releases()], engine.access()

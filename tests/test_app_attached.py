@@ -85,9 +85,13 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
                            and cell(app, key, "state") == "✔ InSync", 90, seen=lambda: (row(app, key), ctl.text()))
             view = app.client.release(key)
             assert view is not None and view.attached is not None and view.attached.ref == key
-            assert app.client.controller(namespace) is not None
-            holder = app.client.controller(namespace).holder  # type: ignore[union-attr]
+            found = app.client.controller(view.attached)
+            assert found is not None and found.lease == view.attached.lease
+            holder = found.holder
             assert view.attached.controller == holder and holder in ctl.text()
+            # status.controller: the replica reconciling it (not sharded: no shard), in the Overview's owner line
+            await wait_for(lambda: (v := app.client.release(key)) is not None and v.attached is not None
+                           and v.attached.replica == holder, 30, seen=lambda: app.client.release(key))
             await select(app, key)
 
             # u: a forced upgrade, requested; the controller upgrades and the row shows revision 2.

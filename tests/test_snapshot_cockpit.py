@@ -17,6 +17,8 @@ from engine.reconcile.status import ActionOutcome
 from engine.runtime.drive.attach import Attachment, attached_fields
 from engine.runtime.engine import Engine
 from engine.runtime.pulses import PulseMeter
+from engine.runtime.shard import MAIN as MAIN_SHARD
+from engine.runtime.shard import SHARD_KEY
 from engine.runtime.state import ControllerInfo
 from helmdeck.metrics import ControllerMetrics
 from tests.controller_fixtures import oci_repository, package
@@ -30,13 +32,19 @@ from tui.widgets.release_table import ReleaseTable
 API = ("team-a", "api")
 WORKER = ("team-a", "worker")
 HOLDER = "helmdeck-7f9c5d-x2kq4"
-CONTROLLER = ControllerInfo(HOLDER, "helmdeck/helmdeck-cluster", FIXED_NOW - 3, 15.0, (),
-                            "http://0.0.0.0:8080")
+SHARD1_HOLDER = "helmdeck-shard1-6d8f4-k2x9p"
+# Two static shards (--watch-label-selector): shard1 reconciles api, the main instance the rest (worker).
+CONTROLLER = ControllerInfo(HOLDER, "helmdeck/helmdeck-cluster-5e0c2a91bd", FIXED_NOW - 3, 15.0, (),
+                            "http://0.0.0.0:8080", MAIN_SHARD, f"!{SHARD_KEY}")
+SHARD1 = ControllerInfo(SHARD1_HOLDER, "helmdeck/helmdeck-cluster-0b7d3e55c4", FIXED_NOW - 5, 15.0, (),
+                        "http://0.0.0.0:8081", "shard1", f"{SHARD_KEY}=shard1")
 
 
-def _object(name: str, generation: int, status: dict[str, Any], **annotations: str) -> dict[str, Any]:
+def _object(name: str, generation: int, status: dict[str, Any], shard: str = "", **annotations: str) -> dict[str, Any]:
     obj = package("team-a", name, values={"replicas": 2})
     obj["metadata"].update(generation=generation, annotations=annotations)
+    if shard:
+        obj["metadata"]["labels"] = {SHARD_KEY: shard}
     obj["status"] = status
     return obj
 
@@ -66,22 +74,28 @@ def attached_engine(*, readonly: bool = False) -> Engine:
         _object("api", 3, {"observedGeneration": 3, "lastAttemptedRevision": "0.2.0", "lastAppliedRevision": "0.2.0",
                            "conditions": [_condition("Ready", "True", "UpgradeSucceeded",
                                                      "Helm upgrade succeeded for release team-a/api.v2"),
-                                          _condition("Released", "True", "UpgradeSucceeded", "revision 2")]}),
+                                          _condition("Released", "True", "UpgradeSucceeded", "revision 2")],
+                           "controller": {"replica": SHARD1_HOLDER, "shard": "shard1"}}, "shard1"),
         _object("worker", 5, {"observedGeneration": 4, "lastAttemptedRevision": "0.2.0",
                               "lastAppliedRevision": "0.1.0", "failures": 1, "upgradeFailures": 1,
                               "conditions": [_condition("Ready", "False", "UpgradeFailed", "timed out waiting"),
-                                             _condition("Released", "False", "UpgradeFailed", "timed out")]},
+                                             _condition("Released", "False", "UpgradeFailed", "timed out")],
+                              "controller": {"replica": HOLDER, "shard": MAIN_SHARD}},
                 **{"cancel.helmdeck.dev/requestedAt": "2026-11-30T09:59:58Z"}),
     ]
     specs, errors = load_objects(objects, [oci_repository("team-a", "registry.example:5000/charts")])
     assert not errors, errors
     by_name = {s.name: s for s in specs}
     attachment = Attachment(client.ApiClient(), engine.book, None, engine.watch_kube_events)
-    attachment.controllers = (CONTROLLER,)
+    attachment.controllers = (CONTROLLER, SHARD1)
     engine.attachment = attachment
     engine.gate.attached = attachment.attached
-    fields = {by_name[o["metadata"]["name"]].key: attached_fields(o, by_name[o["metadata"]["name"]], HOLDER)
-              for o in objects}
+    fields = {}
+    for obj in objects:
+        spec = by_name[obj["metadata"]["name"]]
+        covering = attachment.controller_of("team-a", obj["metadata"].get("labels") or {})
+        assert covering is not None
+        fields[spec.key] = attached_fields(obj, spec, covering.holder, covering.lease)
     fields[API]["last"] = ActionOutcome("upgrade", True, "Helm upgrade succeeded for release team-a/api.v2",
                                         at=FIXED_NOW - 600)
     engine.book.set_attached(fields)
@@ -134,7 +148,8 @@ def attached_app() -> HelmdeckApp:
 
 
 def test_attached_rows(snap_compare: Any) -> None:
-    """The Package objects in the same table, owner "cluster"; worker's upgrade runs (the controller's)."""
+    """The Package objects in the same table, OWNER their shard (api shard1's, worker the main instance's);
+    worker's upgrade runs (the controller's); the header counts the two live controllers."""
     async def show(pilot: Pilot[None]) -> None:
         await pilot.pause()
         pilot.app.query_one(ReleaseTable).select(WORKER)
@@ -143,9 +158,21 @@ def test_attached_rows(snap_compare: Any) -> None:
     assert snap_compare(attached_app(), terminal_size=MAIN, run_before=show)
 
 
+def test_attached_rows_at_80_columns(snap_compare: Any) -> None:
+    """At 80 columns the header still counts the live controllers and the table keeps NAMESPACE, NAME and
+    STATE (OWNER is among the columns left out first: the Overview names the shard and replica)."""
+    async def show(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.query_one(ReleaseTable).select(API)
+        await pilot.pause()
+
+    assert snap_compare(attached_app(), terminal_size=(80, 24), run_before=show)
+
+
 @pytest.mark.parametrize("key", [API, WORKER], ids=["in-sync", "upgrading-with-a-cancel-requested"])
 def test_attached_overview(snap_compare: Any, key: tuple[str, str]) -> None:
-    """The Overview names the controller (holder, Lease, heartbeat), the object's generations and requests."""
+    """The Overview names the controller (holder, shard, Lease, heartbeat), the replica its status names, the
+    object's generations and requests."""
     async def open_overview(pilot: Pilot[None]) -> None:
         await pilot.pause()
         pilot.app.query_one(ReleaseTable).select(key)

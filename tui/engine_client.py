@@ -30,6 +30,7 @@ from engine.runtime.ledger.owners import Owner
 from engine.runtime.state import (
     AccessProblems,
     ActionOutcome,
+    Attached,
     CleanupItem,
     ControllerInfo,
     EngineSignal,
@@ -279,9 +280,10 @@ class EngineClient:
         return await self.engine.by_controller(key, "cancel") or await self.engine.cancel(key)
 
     # -- the cluster's helmdeck controller -------------------------------------------------
-    def controller(self, namespace: str) -> ControllerInfo | None:
-        """The live controller reconciling the Package objects of ``namespace`` (None: none)."""
-        return next((c for c in self.engine.controllers if c.covers(namespace)), None)
+    def controller(self, attached: Attached) -> ControllerInfo | None:
+        """The live controller reconciling the Package object of ``attached`` (its Lease's; None: none live)."""
+        return next((c for c in self.engine.controllers
+                     if c.lease == attached.lease or (not attached.lease and c.covers(attached.ref[0]))), None)
 
     def controllers(self) -> tuple[ControllerInfo, ...]:
         return self.engine.controllers

@@ -108,9 +108,12 @@ def column(key: str) -> Column:
 
 
 def _owner(view: ReleaseView) -> str:
-    kind = owner_of(view).kind
-    # "cluster": a Package object the cluster's helmdeck controller reconciles (the Overview names it).
-    return {"none": "-", "controller": "cluster"}.get(kind, kind)
+    owner = owner_of(view)
+    # A Package object a helmdeck controller reconciles: its shard's name, "cluster" when not sharded (the
+    # Overview names the replica).
+    if owner.kind == "controller":
+        return owner.shard or "cluster"
+    return {"none": "-"}.get(owner.kind, owner.kind)
 
 
 _READING = Cell("…")  # a cell of a release listed from storage's labels, its record not decoded yet

@@ -561,6 +561,18 @@ class Engine:
         """The live ``helmdeck controller``s of the cluster (by Lease); () when none, or not following them."""
         return self.attachment.controllers if self.attachment is not None else ()
 
+    async def controllers_read(self, timeout: float = 10.0) -> bool:
+        """Wait (at most ``timeout`` seconds) until the controllers' Leases were read once and the Package
+        objects of the live ones are shown (``helmdeck status`` then names their owners); False when this
+        engine does not follow controllers, or not in time."""
+        if self.attachment is None:
+            return False
+        try:
+            await asyncio.wait_for(self.attachment.read.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
     @property
     def controllers_problem(self) -> str:
         """Why the controllers' Leases or their Package objects cannot be read now ("" when they can, e.g. a 403:

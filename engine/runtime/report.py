@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import LogEntry, ReleaseView
 from engine.storage.observer import UnreadableRecord
 
@@ -35,10 +36,13 @@ def status_row(view: ReleaseView, unreadable: UnreadableRecord | None = None) ->
         state = UNREADABLE
         conditions.insert(0, {"type": "Readable", "status": "False", "reason": unreadable_reason(unreadable.code),
                               "message": f"revision {unreadable.revision or '?'}: {unreadable.reason}"})
+    owner = owner_of(view)
     return {
         "namespace": view.namespace,
         "name": view.name,
         "package": view.package.name if view.package else None,
+        "owner": {"kind": owner.kind, "namespace": owner.namespace or None, "name": owner.name or None,
+                  "replica": owner.replica or None, "shard": owner.shard or None},
         "revision": obs.version if obs else None,
         "status": obs.status if obs else None,
         "chart": f"{obs.chart_name}-{obs.chart_version}" if obs else None,

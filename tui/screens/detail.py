@@ -168,7 +168,7 @@ class ReleaseDetailScreen(EngineScreen):
         self.query_one("#detail-title", Static).update(detail_title(view, self.key, now))
         history = self._client.history(self.key)
         if view is not None:
-            controller = self._client.controller(view.attached.ref[0]) if view.attached is not None else None
+            controller = self._client.controller(view.attached) if view.attached is not None else None
             self.query_one(OverviewPanel).show(view, history, now, controller)
             self.query_one(ResourcesPane).show(view.monitor, history[0].version if history else None)
         self.query_one(HistoryTable).show(history)

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Input
 
 from engine.runtime.state import (
     AccessProblems,
+    ControllerChanged,
     LeaseChanged,
     PackageProblems,
     ReleaseKey,
@@ -82,6 +83,8 @@ class MainScreen(EngineScreen):
         self._signals.lease.subscribe(self, self._lease_changed, immediate=True)
         self._signals.problems.subscribe(self, self._package_problems, immediate=True)
         self._signals.access.subscribe(self, self._access_problems, immediate=True)
+        self._signals.controller.subscribe(self, self._controllers_changed, immediate=True)
+        self._controllers_changed(None)
         self._access_problems(self._client.access())  # published before this screen subscribed?
         # The engine starts beside the mounting: releases said before the subscription would be missed.
         self.query_one(ReleaseTable).sync(self._client.releases())
@@ -104,6 +107,10 @@ class MainScreen(EngineScreen):
 
     def _lease_changed(self, lease: LeaseChanged) -> None:
         self.query_one(HeaderBar).lease = lease
+
+    def _controllers_changed(self, _event: ControllerChanged | None) -> None:
+        """The number of live controllers (as the engine decides it, engine.runtime.drive.attach)."""
+        self.query_one(HeaderBar).controllers = len(self._client.controllers())
 
     def _package_problems(self, event: PackageProblems) -> None:
         """The package files that are bad now (none: all good)."""

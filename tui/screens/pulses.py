@@ -3,7 +3,7 @@
 Per replica: reconciles per minute that succeeded and that failed, the queue depth, and the p50 and p99 of
 its helm actions' durations, one value per reading of its metrics endpoint (every :data:`EVERY` seconds,
 :mod:`engine.runtime.pulses`). A rising failure rate turns its line and the replica's name to the error
-colour. Above them: the controllers holding the cluster's Leases (holder, Lease, last heartbeat).
+colour. Above them: the controllers holding the cluster's Leases (holder, shard, Lease, last heartbeat).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class PulsesScreen(EngineScreen):
         now = self._clock()
         parts: list[str | tuple[str, str]] = [("Controller view", "bold $text-primary")]
         for c in found:
-            parts += ["\n", ("● ", "$text-success"), (c.holder, "bold"), f"   Lease {c.lease}   last heartbeat ",
+            parts += ["\n", ("● ", "$text-success"), (c.holder, "bold"), f"   shard {c.shard}" if c.shard else "",
+                      f"   Lease {c.lease}   last heartbeat ",
                       f"{fmt.duration(max(0.0, now - c.renewed))} ago   namespaces {', '.join(c.namespaces) or 'all'}"]
         return Content.assemble(*parts, said)
 

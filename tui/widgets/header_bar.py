@@ -32,6 +32,7 @@ class HeaderBar(Widget):
 
     context: reactive[str] = reactive("")
     lease: reactive[LeaseChanged | None] = reactive(None)
+    controllers: reactive[int] = reactive(0)  # live helmdeck controllers (their Leases): said when any
     readonly: reactive[bool] = reactive(False)
     counts: reactive[Counter[str]] = reactive(Counter, always_update=True)
     total: reactive[int] = reactive(0)
@@ -52,9 +53,11 @@ class HeaderBar(Widget):
         parts: list[str | tuple[str, str]] = [
             ("helmdeck", "bold $text-primary"), sep,
             "context ", (self.context or "-", "bold"), sep,
-            (lease, TONE_STYLE[lease_tone]), "\n",
-            (f"{self.total} releases", "bold"), f" ({self.shown} shown)", sep,
+            (lease, TONE_STYLE[lease_tone]),
         ]
+        if self.controllers:  # the cluster's helmdeck controllers whose Leases are renewed
+            parts += [sep, "controllers ", (str(self.controllers), "bold"), " live"]
+        parts += ["\n", (f"{self.total} releases", "bold"), f" ({self.shown} shown)", sep]
         parts.extend(self._count_parts())
         parts.extend([sep, "view: ", (self.view, "bold")])
         if self.running:

@@ -46,8 +46,9 @@ def _controller_rows(view: ReleaseView, controller: ControllerInfo | None, now: 
     parts: list[Part] = []
     if controller is not None:
         beat = fmt.duration(max(0.0, now - controller.renewed))
-        parts += _row("Controller", (controller.holder, "bold"), f"   Lease {controller.lease} (holder)",
-                      f"   last heartbeat {beat} ago")
+        shard = f"   shard {controller.shard}" + (f" ({controller.selector})" if controller.selector else "")
+        parts += _row("Controller", (controller.holder, "bold"), shard if controller.shard else "",
+                      f"   Lease {controller.lease} (holder)", f"   last heartbeat {beat} ago")
     else:
         parts += _row("Controller", (f"{found.controller} (its Lease is no longer renewed)", TONE_STYLE["warn"]))
     behind = found.generation > found.observed

@@ -154,6 +154,7 @@ class Attachment:
         # origin -> (resourceVersion, holder, spec, its view fields): a burst projects only the objects it changed
         self._projected: dict[Path, tuple[str, str, PackageSpec, dict[str, Any]]] = {}
         self.problem = ""
+        self.read = asyncio.Event()  # set once the Leases were read (and the live ones' objects shown) once
 
     def attached(self, key: ReleaseKey) -> Attached | None:
         """``key``'s object when a live controller reconciles its package, else None."""
@@ -179,6 +180,7 @@ class Attachment:
                     self.problem = problem
                 if found != self.controllers:
                     await self._set(found)
+                self.read.set()
                 await asyncio.sleep(self.every)
         finally:
             await self._detach()

@@ -35,20 +35,25 @@ FLUX_OWNED = "FluxOwned"  # a pass's state when a HelmRelease document's release
 @dataclass(frozen=True)
 class Owner:
     """A release's owner: ``kind`` "helmdeck" (a package), "controller" (a Package object a live ``helmdeck
-    controller`` reconciles), "flux" (a HelmRelease) or "none"."""
+    controller`` reconciles), "flux" (a HelmRelease) or "none"; for "controller", ``replica`` and ``shard``
+    as the object's ``status.controller`` says ("" not said, or not sharded)."""
 
     kind: Literal["helmdeck", "controller", "flux", "none"]
     namespace: str = ""
     name: str = ""
+    replica: str = ""
+    shard: str = ""
 
     @property
     def text(self) -> str:
-        """"helmdeck package ns/name", "helmdeck controller, Package ns/name", "Flux HelmRelease ns/name" or
-        "none"."""
+        """"helmdeck package ns/name", "helmdeck controller, Package ns/name" (then ", replica R, shard S" as
+        known), "Flux HelmRelease ns/name" or "none"."""
         if self.kind == "none":
             return "none"
         if self.kind == "controller":
-            return f"helmdeck controller, Package {self.namespace}/{self.name}"
+            said = "".join(f", {what} {value}" for what, value in (("replica", self.replica), ("shard", self.shard))
+                           if value)
+            return f"helmdeck controller, Package {self.namespace}/{self.name}{said}"
         what = "helmdeck package" if self.kind == "helmdeck" else "Flux HelmRelease"
         return f"{what} {self.namespace}/{self.name}"
 
@@ -61,7 +66,7 @@ def owner_of(view: ReleaseView) -> Owner:
     Flux HelmRelease of its document when the cluster holds it (``flux_owned``), else its helmdeck package, else
     the Flux HelmRelease its latest manifest names (``Observation.flux_owner``), else :data:`NONE`."""
     if view.attached is not None:
-        return Owner("controller", *view.attached.ref)
+        return Owner("controller", *view.attached.ref, view.attached.replica, view.attached.shard)
     if view.package is not None and view.flux_owned:
         return Owner("flux", view.package.namespace, view.package.name)
     if view.package is not None:
