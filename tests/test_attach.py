@@ -12,9 +12,12 @@ from kubernetes import client
 
 from engine.package.load import load_objects
 from engine.runtime.drive.attach import Attachment, attached_fields, attached_state, live_controllers
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, WATCH_NAMESPACES, LeaseElector
+from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, LeaseElector
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import READ_ONLY
+from engine.runtime.ledger.owners import owner_of
+from engine.runtime.report import status_row
+from engine.runtime.shard import SHARD_KEY
 from engine.runtime.state import Attached, Condition
 from engine.storage.observer import Observer
 from tests.controller_fixtures import oci_repository, package
@@ -38,6 +41,42 @@ def test_a_controller_is_live_while_its_holder_renews_the_lease() -> None:
         ("helmdeck-7f9c-x2", "helmdeck/helmdeck-cluster", ("a", "b"), "http://0.0.0.0:8080")]
     assert found[0].covers("a") and not found[0].covers("c")
     assert live_controllers([_lease("x", "h", 3)])[0].covers("anything")  # no list: every namespace
+
+
+def test_a_shards_controller_covers_the_objects_its_selector_matches() -> None:
+    def sharded(name: str, holder: str, shard: str, selector: str) -> dict[str, Any]:
+        lease = _lease(name, holder, 2, {SELECTOR: selector})
+        lease["metadata"]["labels"][SHARD] = shard
+        return lease
+
+    found = live_controllers([sharded("helmdeck-cluster-aa", "p1", "shard1", f"{SHARD_KEY}=shard1"),
+                              sharded("helmdeck-cluster-bb", "p0", "main", f"!{SHARD_KEY}"),
+                              sharded("helmdeck-cluster-cc", "px", "broken", "a in (")])  # annotated by hand
+    by_shard = {c.shard: c for c in found}
+    assert by_shard["shard1"].selector == f"{SHARD_KEY}=shard1"
+    assert by_shard["shard1"].covers("team-a", {SHARD_KEY: "shard1"})
+    assert not by_shard["shard1"].covers("team-a", {})
+    assert by_shard["main"].covers("team-a", {}) and not by_shard["main"].covers("team-a", {SHARD_KEY: "shard1"})
+    assert not by_shard["broken"].covers("team-a", {})  # a selector that does not parse covers nothing
+    assert by_shard["shard1"].covers("team-a")  # the namespace alone: it reconciles some of its objects
+
+
+def test_status_controller_names_the_replica_and_shard_as_the_owner() -> None:
+    obj = _object({"observedGeneration": 2, "controller": {"replica": "pod-7f9c", "shard": "shard1"}}, {})
+    specs, errors = load_objects([obj], [oci_repository("team-a", "127.0.0.1:1/x")])
+    assert not errors
+    attached = attached_fields(obj, specs[0], "pod-7f9c", "helmdeck/helmdeck-cluster-aa")["attached"]
+    assert (attached.lease, attached.replica, attached.shard) == ("helmdeck/helmdeck-cluster-aa", "pod-7f9c", "shard1")
+    engine = fixed_engine()
+    key = specs[0].key
+    engine.book.set_attached({key: attached_fields(obj, specs[0], "pod-7f9c", "helmdeck/helmdeck-cluster-aa")})
+    view = engine.release(key)
+    assert view is not None
+    assert owner_of(view).text == "helmdeck controller, Package team-a/api, replica pod-7f9c, shard shard1"
+    assert status_row(view)["owner"] == {"kind": "controller", "namespace": "team-a", "name": "api",
+                                         "replica": "pod-7f9c", "shard": "shard1"}
+    bare = _object({"observedGeneration": 2}, {})  # not written yet (an older controller): no replica, no shard
+    assert attached_fields(bare, specs[0], "pod-7f9c")["attached"].replica == ""
 
 
 def _object(status: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
