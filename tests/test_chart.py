@@ -55,6 +55,9 @@ from tests.controller_fixtures import (
 
 CHART = ROOT / "deploy" / "chart"
 LOCKED = ("--set", "rbac.clusterAdmin=false")
+# Two static shards beside the main instance; shard2 with two replicas and its own resources.
+SHARDS = ("--set", "shards[0].name=shard1", "--set", "shards[1].name=shard2", "--set", "shards[1].replicas=2",
+          "--set", "shards[1].resources.limits.memory=2Gi")
 APPLY = "application/apply-patch+yaml"
 # Where each kind the chart renders is applied (group/version, plural, namespaced).
 PATHS = {
@@ -97,7 +100,7 @@ def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 # -- the chart alone ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("values", [(), LOCKED], ids=["cluster-admin", "locked-down"])
+@pytest.mark.parametrize("values", [(), LOCKED, SHARDS], ids=["cluster-admin", "locked-down", "shards"])
 def test_helm_lint(values: tuple[str, ...]) -> None:
     for helm in ("helm4", "helm3"):
         out = subprocess.run([str(helm_binary(helm)), "lint", "--strict", str(CHART), *values],
@@ -164,6 +167,63 @@ def test_a_grace_period_shorter_than_the_stop_deadline_fails_rendering() -> None
     assert "Raise terminationGracePeriodSeconds to 45" in out.stderr
 
 
+def _deployments(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+
+
+def _selector_arg(deployment: dict[str, Any]) -> str | None:
+    [ctl] = deployment["spec"]["template"]["spec"]["containers"]
+    return next((a.split("=", 1)[1] for a in ctl["args"] if a.startswith("--watch-label-selector=")), None)
+
+
+def test_shards_run_as_one_deployment_each_beside_the_main_instance() -> None:
+    assert _selector_arg(_deployments(render("x"))["hd-helmdeck"]) is None  # not sharded: every Package
+    docs = render("x", *SHARDS)
+    found = _deployments(docs)
+    assert set(found) == {"hd-helmdeck", "hd-helmdeck-shard1", "hd-helmdeck-shard2"}
+    key = "sharding.helmdeck.dev/key"
+    assert _selector_arg(found["hd-helmdeck-shard1"]) == f"{key}=shard1"
+    assert _selector_arg(found["hd-helmdeck-shard2"]) == f"{key}=shard2"
+    # The main instance: the complement (unlabelled Packages, and any labelled for a shard not listed).
+    assert _selector_arg(found["hd-helmdeck"]) == f"{key} notin (shard1,shard2)"
+    assert [found[n]["spec"]["replicas"] for n in sorted(found)] == [1, 1, 2]
+    [ctl2] = found["hd-helmdeck-shard2"]["spec"]["template"]["spec"]["containers"]
+    assert ctl2["resources"] == {"limits": {"memory": "2Gi"}}
+    # No Deployment's selector takes another's pods (the main one's selector is immutable: kept as it was).
+    for name, deployment in found.items():
+        wanted = deployment["spec"]["selector"]["matchLabels"]
+        for other, pods in found.items():
+            labels = pods["spec"]["template"]["metadata"]["labels"]
+            assert (wanted.items() <= labels.items()) == (name == other), (name, other)
+    assert found["hd-helmdeck"]["spec"]["selector"] == _deployments(render("x"))["hd-helmdeck"]["spec"]["selector"]
+    # Each shard pod is the same hardened controller as the main one.
+    pods = {n: d["spec"]["template"]["spec"] for n, d in found.items()}
+    assert all(p["securityContext"] == pods["hd-helmdeck"]["securityContext"] for p in pods.values())
+    assert all(p["serviceAccountName"] == "helmdeck" for p in pods.values())
+
+
+def test_a_shard_with_its_own_selector_and_the_main_selector_given() -> None:
+    found = _deployments(render("x", "--set", "shards[0].name=team-a", "--set", "shards[0].selector=team=a",
+                                "--set", "controller.watchLabelSelector=team!=a"))
+    assert _selector_arg(found["hd-helmdeck-team-a"]) == "team=a"
+    assert _selector_arg(found["hd-helmdeck"]) == "team!=a"
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    (("--set", "shards[0].name=a", "--set", "shards[1].name=a"), 'shards: "a" is listed twice'),
+    (("--set", "shards[0].name=a", "--set", "shards[0].selector=team=a"),
+     'shards: "a" has its own selector, so the main instance\'s cannot be computed: set controller.watchLabelSelector'),
+    (("--set", "shards[0].name=Shard_1"), "/shards/0/name"),
+    (("--set", "shards[0].name=" + "s" * 41), "/shards/0/name"),
+    (("--set", "shards[0].selector=a=b"), "missing property 'name'"),
+    (("--set", "shards[0].name=a", "--set", "shards[0].replica=2"), "additional properties 'replica'"),
+])
+def test_bad_shard_values_fail_rendering_naming_the_value(values: tuple[str, ...], says: str) -> None:
+    out = subprocess.run([str(helm_binary("helm4")), "template", "hd", str(CHART), *values],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode != 0 and says in out.stderr, out.stderr
+
+
 def test_locked_down_the_releases_act_as_the_default_service_account() -> None:
     assert "--default-service-account=default" in container(render("x", *LOCKED))["args"]
     assert not any(a.startswith("--default-service-account") for a in container(render("x"))["args"])
@@ -193,7 +253,7 @@ def test_a_bad_default_service_account_is_refused_naming_the_flag(tmp_path: Path
 # -- on the local cluster ---------------------------------------------------------------------------------------
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("values", [(), LOCKED], ids=["cluster-admin", "locked-down"])
+@pytest.mark.parametrize("values", [(), LOCKED, SHARDS], ids=["cluster-admin", "locked-down", "shards"])
 def test_the_rendered_chart_applies_server_side_as_a_dry_run(values: tuple[str, ...], namespace: str,
                                                              kube_target: KubeTarget) -> None:
     api = api_client(kube_target)

@@ -41,3 +41,24 @@ since the kubelet's SIGKILL would then cut that work short and could leave a rel
 {{- int .Values.terminationGracePeriodSeconds -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The main instance's --watch-label-selector: controller.watchLabelSelector when set; with shards listed, the
+Packages no listed shard claims, "<shardKey> notin (<shard names>)" (unlabelled Packages included, as Flux's
+main instance runs with "!<key>", and a Package labelled for a shard not listed is not left out); else none
+(every Package). A shard with its own selector has no complement the chart can compute: it asks for one.
+*/}}
+{{- define "helmdeck.mainSelector" -}}
+{{- if .Values.controller.watchLabelSelector -}}
+{{- .Values.controller.watchLabelSelector -}}
+{{- else if .Values.shards -}}
+{{- $names := list -}}
+{{- range .Values.shards -}}
+{{- if .selector -}}
+{{- fail (printf "shards: %q has its own selector, so the main instance's cannot be computed: set controller.watchLabelSelector to the Packages no shard reconciles (e.g. \"team notin (a,b)\")" .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- printf "%s notin (%s)" .Values.shardKey (join "," $names) -}}
+{{- end -}}
+{{- end -}}
