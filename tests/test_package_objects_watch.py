@@ -14,6 +14,7 @@ from kubernetes import client
 from engine.kube.client import KubeTarget, api_client
 from engine.runtime.drive.folder import FolderUpdate
 from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.shard import SHARD_KEY
 from tests.controller_fixtures import GROUP, VERSION, Apis, create, package
 
 pytestmark = pytest.mark.cluster
@@ -105,3 +106,52 @@ def test_listing_again_loads_nothing_that_did_not_change(apis: Apis, namespace: 
         GROUP, VERSION, namespace, "packages", "web0")
     after = watched.load()
     assert after.removed == {(namespace, "web0")} and package_loads == []
+
+
+def test_a_shard_reads_its_packages_and_only_the_sources_they_name(
+    apis: Apis, namespace: str, kube_target: KubeTarget,
+) -> None:
+    objects, core, _ = apis
+    other = f"{namespace}-src"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    watched = PackageObjects(api_client(kube_target), [namespace, other], debounce=0.3,
+                             label_selector=f"{SHARD_KEY}=shard1")
+    try:
+        create(objects, _source(namespace, "web", "1.0.0"))
+        create(objects, _source(other, "db", "1.0.0"))  # no Package of the shard names it yet: not read
+        one = package(namespace, "one")
+        one["metadata"]["labels"] = {SHARD_KEY: "shard1"}
+        create(objects, one)
+        create(objects, package(namespace, "rest"))  # not labelled: another shard's
+        first = watched.load()
+        assert set(first.specs) == {(namespace, "one")} and not first.errors, first
+        assert {o.parts[-3] for o in watched.objects("ocirepositories")} == {namespace}
+
+        async def scenario() -> None:
+            updates = watched.watch().__aiter__()
+            # A new Package of the shard naming a source in a namespace not read yet: that namespace is read
+            # before the Package is checked, so it is never refused for a missing source.
+            two = package(namespace, "two", chartRef={"kind": "OCIRepository", "name": "db", "namespace": other})
+            two["metadata"]["labels"] = {SHARD_KEY: "shard1"}
+            await asyncio.to_thread(create, objects, two)
+            update = await _next(updates)
+            assert update.changed == {(namespace, "two")} and not update.errors, update
+            assert {o.parts[-3] for o in watched.objects("ocirepositories")} == {namespace, other}
+            # Relabelled for another shard: it leaves this one (the watch says so), and the source only it
+            # named is no longer read.
+            await asyncio.to_thread(objects.patch_namespaced_custom_object, GROUP, VERSION, namespace, "packages",
+                                    "one", {"metadata": {"labels": {SHARD_KEY: "shard2"}}})
+            update = await _next(updates)
+            assert update.removed == {(namespace, "one")} and set(update.specs) == {(namespace, "two")}, update
+            for _ in range(50):
+                if {o.parts[-3] for o in watched.objects("ocirepositories")} == {other}:
+                    break
+                await asyncio.sleep(0.1)
+            assert {o.parts[-3] for o in watched.objects("ocirepositories")} == {other}
+            assert (namespace, "rest") not in watched.specs()
+            watched.stop()
+
+        asyncio.run(scenario())
+    finally:
+        watched.stop()
+        core.delete_namespace(other)

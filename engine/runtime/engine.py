@@ -169,7 +169,6 @@ class Engine:
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
-        self.shard = shard
         self.objects = (PackageObjects(api, namespaces, default_service_account=default_service_account,
                                        label_selector=shard.selector if shard else "")
                         if cluster_packages else None)
