@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from engine.base.fields import PackageError
 from engine.base.labels import API_VERSION
@@ -224,14 +226,24 @@ class PackageObjects:
             self._dirty[PACKAGES].update({**gone, **packages})
             self._objects[PACKAGES] = packages
         self._read = set()  # every source scope is listed again by the update
-        update = self._update()
+        update = self._update(strict=True)
         return dataclasses.replace(update, changed=frozenset(update.specs))
 
-    def _read_sources(self, dirty: dict[str, dict[Path, dict[str, Any] | None]]) -> None:
+    def _read_sources(self, dirty: dict[str, dict[Path, dict[str, Any] | None]], *, strict: bool) -> None:
         """List the source scopes not read yet (blocking) into ``dirty``, before the packages naming them are
-        checked: a Package naming a source in a namespace this shard did not read is not refused meanwhile."""
+        checked: a Package naming a source in a namespace this shard did not read is not refused meanwhile.
+        A list that fails raises with ``strict`` (ApiException, at load); else the scope counts as read empty
+        and its watch, started next (:meth:`_sync_sources`), lists it again with its retries."""
         for plural, scope in sorted(self._source_scopes() - self._read, key=str):
-            objects = list_objects(self._api, plural, scope)[0]
+            try:
+                objects = list_objects(self._api, plural, scope)[0]
+            except (ApiException, OSError, HTTPError) as exc:  # HTTPError: urllib3's, the server unreachable
+                if strict:
+                    raise
+                log.warning("listing %s in %s failed (%s): its watch retries", plural, scope or "all namespaces",
+                            getattr(exc, "reason", exc))
+                self._read.add((plural, scope))
+                continue
             with self._lock:
                 held = {o for o in self._objects[plural] if scope is None or _namespace(o) == scope}
                 diff: dict[Path, dict[str, Any] | None] = {o: None for o in held - objects.keys()}
@@ -244,14 +256,15 @@ class PackageObjects:
             dirty[plural].update(diff)
             self._read.add((plural, scope))
 
-    def _update(self) -> FolderUpdate:
-        """Validate the objects changed since the last update; changed and removed keys against it."""
+    def _update(self, *, strict: bool = False) -> FolderUpdate:
+        """Validate the objects changed since the last update; changed and removed keys against it.
+        ``strict``: a source list that fails raises (ApiException) instead of being left to its watch."""
         with self._lock:
             dirty, self._dirty = self._dirty, {p: {} for p in KINDS}
         self._burst = frozenset(dirty[PACKAGES])
         packages = {o: obj if obj is not None and not deleting(obj) else None for o, obj in dirty[PACKAGES].items()}
         self._set.parse(packages)  # which sources they name: those not read yet are read first
-        self._read_sources(dirty)
+        self._read_sources(dirty, strict=strict)
         checked = self._set.update(packages, {o: obj for p in KINDS if p != PACKAGES for o, obj in dirty[p].items()})
         touched: set[ReleaseKey] = set()
         fresh: list[PackageError] = []  # problems new in this update, logged once
