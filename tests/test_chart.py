@@ -176,9 +176,20 @@ def _selector_arg(deployment: dict[str, Any]) -> str | None:
     return next((a.split("=", 1)[1] for a in ctl["args"] if a.startswith("--watch-label-selector=")), None)
 
 
+class _Strict(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping (the API server's decoder does)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+        assert len(keys) == len(set(keys)), f"a key given twice: {keys}"
+        return super().construct_mapping(node, deep=deep)
+
+
 def test_shards_run_as_one_deployment_each_beside_the_main_instance() -> None:
     assert _selector_arg(_deployments(render("x"))["hd-helmdeck"]) is None  # not sharded: every Package
-    docs = render("x", *SHARDS)
+    out = subprocess.run([str(helm_binary("helm4")), "template", "hd", str(CHART), "--namespace", "x", *SHARDS],
+                         capture_output=True, text=True, timeout=60, check=True)
+    docs = [d for d in yaml.load_all(out.stdout, Loader=_Strict) if d]
     found = _deployments(docs)
     assert set(found) == {"hd-helmdeck", "hd-helmdeck-shard1", "hd-helmdeck-shard2"}
     key = "sharding.helmdeck.dev/key"
@@ -196,6 +207,12 @@ def test_shards_run_as_one_deployment_each_beside_the_main_instance() -> None:
             labels = pods["spec"]["template"]["metadata"]["labels"]
             assert (wanted.items() <= labels.items()) == (name == other), (name, other)
     assert found["hd-helmdeck"]["spec"]["selector"] == _deployments(render("x"))["hd-helmdeck"]["spec"]["selector"]
+    # A metrics Service per Deployment, each selecting that Deployment's pods only.
+    services = {d["metadata"]["name"]: d["spec"]["selector"] for d in docs if d["kind"] == "Service"}
+    assert set(services) == {f"{n}-metrics" for n in found}
+    for name, deployment in found.items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert [s for s, sel in services.items() if sel.items() <= labels.items()] == [f"{name}-metrics"]
     # Each shard pod is the same hardened controller as the main one.
     pods = {n: d["spec"]["template"]["spec"] for n, d in found.items()}
     assert all(p["securityContext"] == pods["hd-helmdeck"]["securityContext"] for p in pods.values())

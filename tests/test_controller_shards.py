@@ -4,6 +4,7 @@ shard is reconciled by that one from then on."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from engine.runtime.drive.lease import ROLE, SELECTOR, SHARD
 from engine.runtime.shard import SHARD_KEY
 from tests.controller_fixtures import GROUP, VERSION, ControllerEnv, create, eventually, get_package, package, releases
+from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
 
@@ -61,6 +63,20 @@ def test_two_shards_each_act_only_on_their_own_packages_and_hold_their_own_lease
         assert leases["main"].metadata.annotations[SELECTOR] == f"!{SHARD_KEY}"
         assert f"-{shard1.pid}-" in leases["shard1"].spec.holder_identity
         assert f"-{main.pid}-" in leases["main"].spec.holder_identity  # both act at once: no contention
+
+        # helmdeck status -o json names each release's owner: the Package, the replica and the shard.
+        # (Asked again while a controller, starved on a loaded machine, let its Lease lapse: then it is not live.)
+        def owners() -> dict[str, Any] | None:
+            proc = helmdeck("status", "-o", "json", "--kubeconfig", str(env.kubeconfig), "--helm",
+                            env.helm.binary, "-n", ns)
+            rows = {r["name"]: r["owner"] for r in json.loads(proc.stdout or "[]")}
+            return rows if all(rows.get(n, {}).get("kind") == "controller" for n in ("one", "two")) else None
+
+        rows = eventually(owners, 90, "status -o json names both owners", logs=logs)
+        assert rows["one"] == {"kind": "controller", "namespace": ns, "name": "one",
+                               "replica": owner_one["replica"], "shard": "shard1"}
+        assert rows["two"] == {"kind": "controller", "namespace": ns, "name": "two",
+                               "replica": owner_two["replica"], "shard": "main"}
 
         # Each acted on its own only (the log names every release an action ran on).
         assert f"{ns}/two:" not in shard1.text() and f"{ns}/one:" in shard1.text()

@@ -12,16 +12,32 @@
 {{- printf "%s-%s" (include "helmdeck.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+The selector labels of one controller instance: (dict "root" $ "shard" NAME), "" for the main one. A shard's
+pods are app.kubernetes.io/name <chart>-shard with helmdeck.dev/shard, so the main Deployment's selector
+(immutable: kept as it was) never takes them.
+*/}}
+{{- define "helmdeck.instanceSelectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}{{ if .shard }}-shard{{ end }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- if .shard }}
+helmdeck.dev/shard: {{ .shard }}
+{{- end }}
+{{- end -}}
+
+{{- define "helmdeck.instanceLabels" -}}
+{{ include "helmdeck.instanceSelectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end -}}
+
 {{- define "helmdeck.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "helmdeck.instanceSelectorLabels" (dict "root" . "shard" "") }}
 {{- end -}}
 
 {{- define "helmdeck.labels" -}}
-{{ include "helmdeck.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "helmdeck.instanceLabels" (dict "root" . "shard" "") }}
 {{- end -}}
 
 {{/*
