@@ -25,6 +25,7 @@ from engine.base.fields import PackageError, lines_by_path
 from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
 from engine.package.flux import HELM_RELEASE, UNFETCHABLE, LeftOut, tolerant, unsupported_error
+from engine.package.identity import service_account_user
 from engine.package.model import KIND, PackageSpec
 from engine.sources.repository import (
     HELM_CHART,
@@ -205,8 +206,17 @@ def link(specs: list[PackageSpec], sources: list[SourceSpec], *, files: bool = T
             errors.append(exc if isinstance(exc, PackageError) else
                           PackageError(spec.file, "", "the file changed while it was read", "save it again"))
             continue
-        out.append(dataclasses.replace(spec, chart_request=request))
+        out.append(dataclasses.replace(spec, chart_request=_verify_as(spec, request)))
     return out, errors
+
+
+def _verify_as(spec: PackageSpec, request: ChartRequest) -> ChartRequest:
+    """``request`` whose verification keys are read as ``spec``'s ServiceAccount, when it names one (as its
+    other reads of the cluster)."""
+    if request.verify is None or not spec.service_account_name:
+        return request
+    user = service_account_user(spec.namespace, spec.service_account_name)
+    return dataclasses.replace(request, verify=dataclasses.replace(request.verify, user=user))
 
 
 def _through_helm_chart(spec: PackageSpec, chart: HelmChartSpec, sources: dict[SourceRef, SourceSpec],
@@ -222,8 +232,9 @@ def _through_helm_chart(spec: PackageSpec, chart: HelmChartSpec, sources: dict[S
     chart_lines = lines_of(_document(chart)) if files else {}
     source = find_source(chart.template.source_ref, sources, file=chart.file, lines=chart_lines,
                          path="spec.sourceRef")
-    request = ChartRequest(source, chart.template.chart, chart.template.version)
-    return dataclasses.replace(spec, chart_source=chart.template, chart_request=request, chart_object=chart)
+    request = ChartRequest(source, chart.template.chart, chart.template.version, chart.template.verify)
+    return dataclasses.replace(spec, chart_source=chart.template, chart_request=_verify_as(spec, request),
+                               chart_object=chart)
 
 
 def _document(chart: HelmChartSpec) -> Parsed:

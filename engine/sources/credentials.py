@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.helm.cli import values_dir
 from engine.sources.errors import CredentialsError
+from engine.sources.verify import KeyReader
 
 # (namespace, name) -> the Secret's data (decoded bytes), or None when there is no such Secret.
 SecretReader = Callable[[str, str], Awaitable[Mapping[str, bytes] | None]]
@@ -166,5 +167,21 @@ def kube_secret_reader(api_client: Any) -> SecretReader:
 
     async def reader(namespace: str, name: str) -> Mapping[str, bytes] | None:
         return await asyncio.to_thread(read, namespace, name)
+
+    return reader
+
+
+def kube_key_reader(api_client: Any) -> KeyReader:
+    """A :data:`~engine.sources.verify.KeyReader` over a kubernetes ``ApiClient``: a Secret read as the user
+    named (Kubernetes impersonation, one client per user), or as ``api_client``'s own for ""."""
+    from engine.kube.client import impersonating
+
+    readers: dict[str, SecretReader] = {}
+
+    async def reader(user: str, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        read = readers.get(user)
+        if read is None:
+            read = readers[user] = kube_secret_reader(impersonating(api_client, user) if user else api_client)
+        return await read(namespace, name)
 
     return reader

@@ -27,6 +27,7 @@ from engine.helm.cli import values_dir
 from engine.sources.credentials import Credentials, tls_files
 from engine.sources.errors import PullFailed, SourceAuthFailed, SourceError, SourceUnreachable
 from engine.sources.index import IndexEntry
+from engine.sources.verify import KeySet, key_files
 
 _REPO_NAME = "helmdeck-source"
 _AUTH = re.compile(r"\b(401|403)\b|unauthorized|forbidden|authentication required|denied", re.I)
@@ -104,7 +105,7 @@ async def _run(helm: Helm, args: Sequence[str], env: Mapping[str, str], timeout:
 
 
 def _single_archive(folder: Path, what: str) -> Path:
-    found = [p for p in folder.iterdir() if p.suffix == ".tgz"]
+    found = [p for p in folder.iterdir() if p.suffix == ".tgz"]  # (a verified pull leaves the .prov too)
     if len(found) != 1:
         raise PullFailed(f"{what}: helm pull left {len(found)} archives", repository=what)
     return found[0]
@@ -112,11 +113,16 @@ def _single_archive(folder: Path, what: str) -> Path:
 
 async def pull_http(
     helm: Helm, *, url: str, entry: IndexEntry, creds: Credentials, pass_credentials: bool, dest: Path,
-    timeout: float, what: str,
-) -> Path:
+    timeout: float, what: str, keys: KeySet | None = None,
+) -> str:
     """``helm pull helmdeck-source/<chart> --version <version>`` of the index ``entry`` helmdeck resolved,
-    from the repository at ``url``. The archive is moved to ``dest`` (a file path); returns ``dest``."""
-    with _workspace() as folder, tls_files(creds, folder) as tls:
+    from the repository at ``url``. The archive is moved to ``dest`` (a file path); returns helm's output.
+
+    With ``keys`` (a ``pubring.gpg`` key set), ``--verify --keyring <0600 file>``: helm fetches the chart's
+    ``.prov`` next to it and checks its signature and the archive's hash, and says who signed; a failed
+    check raises PullFailed with helm's message and moves nothing to ``dest``."""
+    with _workspace() as folder, tls_files(creds, folder) as tls, \
+            key_files(keys or KeySet({}, ""), folder) as keyring:
         repo: dict[str, object] = {"name": _REPO_NAME, "url": url, "pass_credentials_all": pass_credentials}
         if creds.basic:
             repo.update(username=creds.username, password=creds.password)
@@ -134,10 +140,11 @@ async def pull_http(
         (folder / "repository" / f"{_REPO_NAME}-index.yaml").write_text(json.dumps(one))
         out = folder / "out"
         out.mkdir()
-        await _run(helm, ["pull", f"{_REPO_NAME}/{entry.name}", "--version", entry.version, "-d", str(out)],
-                   _env(folder), timeout, what)
+        verify = ["--verify", "--keyring", str(keyring["pubring.gpg"])] if "pubring.gpg" in keyring else []
+        said = await _run(helm, ["pull", f"{_REPO_NAME}/{entry.name}", "--version", entry.version, *verify,
+                                 "-d", str(out)], _env(folder), timeout, what)
         shutil.move(_single_archive(out, what), dest)
-    return dest
+    return said
 
 
 async def pull_oci(
@@ -164,3 +171,13 @@ async def pull_oci(
                    env, timeout, what)
         shutil.move(_single_archive(out, what), dest)
     return dest
+
+
+def signer(output: str) -> str:
+    """Who signed, from ``helm pull --verify``'s output (``Signed by: <user ID>`` lines and ``Using Key With
+    Fingerprint: <hex>``): ``Name <mail> (key <fingerprint>)``; "" when helm said neither."""
+    names = [ln.split(":", 1)[1].strip() for ln in output.splitlines() if ln.startswith("Signed by:")]
+    prints = [ln.split(":", 1)[1].strip() for ln in output.splitlines() if ln.startswith("Using Key With Fingerprint:")]
+    who = ", ".join(n for n in names if n)
+    key = f"key {prints[0]}" if prints and prints[0] else ""
+    return f"{who} ({key})" if who and key else who or key

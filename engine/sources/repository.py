@@ -43,7 +43,7 @@ from engine.base.fields import Fields as BaseFields
 from engine.base.fields import parse_duration
 from engine.base.labels import API_VERSION
 from engine.base.schema import allowed
-from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS
+from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS, VERIFY_PROVIDERS
 from engine.sources.schema import HELM_CHART as HELM_CHART
 from engine.sources.schema import HELM_REPOSITORY as HELM_REPOSITORY  # re-exported: the sources' names
 from engine.sources.schema import OCI_REPOSITORY as OCI_REPOSITORY
@@ -51,6 +51,7 @@ from engine.sources.schema import RECONCILE_STRATEGIES as RECONCILE_STRATEGIES
 from engine.sources.schema import REPO_TYPES as REPO_TYPES
 from engine.sources.schema import SOURCE_KINDS as SOURCE_KINDS
 from engine.sources.semver import Range, SemverError
+from engine.sources.verify import VerifySpec
 
 # helmdeck's own apiVersion, and Flux's source-controller's (its documents are read as they are)
 SOURCE_API_VERSIONS = (API_VERSION, "source.toolkit.fluxcd.io/v1", "source.toolkit.fluxcd.io/v1beta2")
@@ -185,6 +186,7 @@ class ChartTemplate:
     reconcile_strategy: str = "ChartVersion"
     values_files: tuple[str, ...] = ()
     ignore_missing_values_files: bool = False
+    verify: VerifySpec | None = None
 
 
 class Fields(BaseFields):
@@ -376,13 +378,31 @@ def _chart_spec(fields: Fields, value: Any, p: str, namespace: str, ref_fields: 
                                "give a path relative to the chart's root, e.g. values-prod.yaml")
         values_files.append(rel)
     return ChartTemplate(
-        chart=chart, source_ref=ref,
+        chart=chart, source_ref=ref, verify=_chart_verify(fields, spec.get("verify"), f"{p}.verify", ref.namespace),
         version=fields.version_range(spec.get("version"), f"{p}.version", "*"),
         interval=fields.duration(spec.get("interval"), f"{p}.interval", None),
         reconcile_strategy=strategy, values_files=tuple(values_files),
         ignore_missing_values_files=fields.boolean(spec.get("ignoreMissingValuesFiles"),
                                                    f"{p}.ignoreMissingValuesFiles"),
     )
+
+
+def _chart_verify(fields: Fields, value: Any, p: str, namespace: str) -> VerifySpec | None:
+    """``spec.chart.spec.verify``: ``{provider: helm, secretRef: {name}}`` (the Secret in the HelmRepository's
+    namespace, as Flux's HelmChart holds it), None when absent. Raises PackageError."""
+    if value is None:
+        return None
+    section = fields.mapping(value, p, allowed(CHART_TEMPLATE, "spec.verify"), required=True,
+                             fix="write verify: {provider: helm, secretRef: {name: <Secret with pubring.gpg>}}")
+    provider = fields.string(section.get("provider"), f"{p}.provider", required=True, fix="write provider: helm")
+    if provider not in VERIFY_PROVIDERS:
+        hint = (f"verify cosign signatures on an {OCI_REPOSITORY} (its spec.verify) named by spec.chartRef"
+                if provider in ("cosign", "notation") else "write provider: helm")
+        raise fields.error(f"{p}.provider", f"{provider!r} is not supported here", hint)
+    ref = fields.mapping(section.get("secretRef"), f"{p}.secretRef", allowed(CHART_TEMPLATE, "spec.verify.secretRef"),
+                         required=True, fix="name the Secret holding pubring.gpg")
+    name = fields.name(ref.get("name"), f"{p}.secretRef.name", what="Secret")
+    return VerifySpec(provider, name, namespace, field=p)
 
 
 @dataclass(frozen=True)
@@ -481,11 +501,13 @@ def find_source(
 @dataclass(frozen=True)
 class ChartRequest:
     """What a package asks for: a chart (by name, in a HelmRepository) and a version range, or the chart an
-    OCIRepository's ``ref`` selects (``chart`` and ``version`` unused)."""
+    OCIRepository's ``ref`` selects (``chart`` and ``version`` unused). ``verify``: the verification the
+    artifact must pass before it is used (:mod:`engine.sources.verify`), None for none."""
 
     source: SourceSpec
     chart: str = ""
     version: str = "*"
+    verify: VerifySpec | None = None
 
     def wanted(self) -> str:
         """What is asked for, in a few words: ``chart 'web' in range '^1.0'`` or the OCI reference."""
@@ -516,5 +538,11 @@ def request_for(
     where = f"{path}.spec.sourceRef" if isinstance(chart, ChartTemplate) else path
     source = find_source(ref, sources, file=file, lines=lines, path=where)
     if isinstance(chart, ChartTemplate):
-        return ChartRequest(source, chart.chart, chart.version)
+        if chart.verify is not None and chart.verify.provider == "helm" and isinstance(source, HelmRepositorySpec) \
+                and source.is_oci:
+            raise Fields(file, lines).error(f"{chart.verify.field}.provider", f"provider helm checks the .prov "
+                                            f"file of an HTTP repository; {source.ref} is an OCI registry",
+                                            f"serve the chart from an HTTP HelmRepository, or verify with cosign on "
+                                            f"an {OCI_REPOSITORY}")
+        return ChartRequest(source, chart.chart, chart.version, chart.verify)
     return ChartRequest(source)

@@ -43,6 +43,14 @@ OCI_REPOSITORY_SPEC = (
 )
 SOURCE_SPECS = {HELM_REPOSITORY: HELM_REPOSITORY_SPEC, OCI_REPOSITORY: OCI_REPOSITORY_SPEC}
 
+VERIFY_PROVIDERS = ("helm",)  # spec.chart.spec.verify (cosign verifies an OCIRepository's spec.verify)
+CHART_VERIFY = (
+    Field("provider", "string", "helm: Helm provenance (.prov), a helmdeck extension", required=True,
+          enum=VERIFY_PROVIDERS),
+    Field("secretRef", "object", "a Secret with the public keyring under pubring.gpg, in the "
+          "HelmRepository's namespace", required=True, fields=_SECRET_REF),
+)
+
 _REF = (
     Field("kind", "string", "the source's kind"),
     Field("name", "string", "the source's name", required=True),
@@ -59,6 +67,9 @@ def _chart_spec(ref: tuple[Field, ...]) -> tuple[Field, ...]:
         Field("reconcileStrategy", "string", "ChartVersion or Revision", enum=RECONCILE_STRATEGIES),
         Field("valuesFiles", "list", "values files inside the chart, merged in order", items="string"),
         Field("ignoreMissingValuesFiles", "boolean", "skip a missing chart values file"),
+        Field("verify", "object", "verify the chart before it is used: provider helm (a helmdeck extension: "
+              "the chart's .prov, checked by helm pull --verify against the Secret's pubring.gpg)",
+              fields=CHART_VERIFY),
     )
 
 

@@ -12,6 +12,7 @@ re-pushed tag with new content is a new revision.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections import defaultdict
@@ -23,7 +24,7 @@ from engine.helm import Helm
 from engine.sources import helm_pull
 from engine.sources.cache import ChartCache, chart_meta, set_chart_version, with_build_metadata
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
-from engine.sources.errors import NoMatchingVersion, SourceError
+from engine.sources.errors import NoMatchingVersion, PullFailed, SourceAuthFailed, SourceError, SourceUnreachable
 from engine.sources.index import Index, IndexEntry, IndexStore
 from engine.sources.oci import ChartManifest, OciLocation, Registry, tag_to_version
 from engine.sources.repository import (
@@ -34,6 +35,21 @@ from engine.sources.repository import (
 )
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
 from engine.sources.updates import AvailableVersions, available, prepare
+from engine.sources.verify import (
+    FAILED,
+    HELM,
+    NOT_ASKED,
+    VERIFIED,
+    KeyReader,
+    KeySet,
+    Verification,
+    VerificationCache,
+    Verifications,
+    VerifyError,
+    VerifySpec,
+    clip,
+    wanted,
+)
 
 MAX_LISTED = 100  # versions() describes at most this many OCI tags (one manifest + config each)
 MAX_LISTED_HTTP = 1_000  # and lists at most this many versions of an HTTP repository's chart
@@ -44,7 +60,8 @@ class ChartArtifact:
     """A chart archive on disk: ``digest`` is ``sha256:<hex>`` of the archive, ``revision`` Flux's
     (version, or ``version+digest12`` for OCI), ``source`` a one-line description of where it came from.
     ``version`` is the version the repository published; for OCI the archive at ``path`` says ``revision``
-    in its Chart.yaml (as Flux's helm-controller installs it)."""
+    in its Chart.yaml (as Flux's helm-controller installs it). ``verification``: how the request's
+    ``verify`` judged it (``NotVerified`` when it asks none); a pull never returns a failed one."""
 
     path: Path
     digest: str
@@ -53,6 +70,7 @@ class ChartArtifact:
     app_version: str
     revision: str
     source: str
+    verification: Verification = NOT_ASKED
 
 
 @dataclass(frozen=True)
@@ -91,11 +109,12 @@ class ChartSource:
     HTTP requests to repositories (tests and benchmarks read them)."""
 
     def __init__(self, helm: Helm, cache_root: Path, *, secrets: SecretReader | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 keys: KeyReader | None = None, clock: Callable[[], float] = time.monotonic):
         self.helm = helm
         self.secrets = secrets
         self.clock = clock
         self.cache = ChartCache(cache_root / "charts")
+        self.verifications = Verifications(VerificationCache(cache_root / "sources" / "verified", clock), keys)
         self.indexes = IndexStore(cache_root / "sources" / "index", clock)
         self.pulls = 0
         self._oci_requests = 0
@@ -207,16 +226,64 @@ class ChartSource:
     async def _pull(self, request: ChartRequest) -> ChartArtifact:
         sel = await self._select(request)
         choice = sel.choice
+        verify, what = request.verify, request.source.describe()
+        keys = (await self.verifications.keys(verify, wanted(verify.provider), request.source.interval, what)
+                if verify is not None else None)
         # One pull per archive, however many packages (or repositories) want it.
         async with self._locks[choice.archive_hex or sel.ref_key]:
+            verification = NOT_ASKED
+            if verify is not None and keys is not None:  # before the archive can be used; raises VerifyError
+                verification = await self._verify(request, verify, keys, sel)
             hex_digest = await self._fetch(request, choice, sel.entry, sel.location, sel.creds, sel.ref_key)
             # Off the loop, under the same lock (one writer of the versioned archive): reading Chart.yaml, and
             # for OCI writing the archive with its version set.
-            artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location,
-                                               request.source.describe())
+            artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location, what)
+        if verify is not None:
+            artifact = dataclasses.replace(artifact, verification=verification)
         self._last[request] = artifact
         self._chosen[request] = choice
         return artifact
+
+    # -- verifying -----------------------------------------------------------
+    async def _verify(self, request: ChartRequest, verify: VerifySpec, keys: KeySet,
+                      sel: _Selection) -> Verification:
+        """The artifact ``sel`` chose, verified with ``keys`` (kept results first: a no-op pass runs no
+        check). Returns a Verified result; raises VerifyError (the artifact is not used)."""
+        source, what = request.source, request.source.describe()
+        if verify.provider == HELM:
+            if sel.location is not None or sel.entry is None:  # the loader refuses it; a guard for the API
+                raise VerifyError(f"{what}: provider helm verifies charts of an HTTP HelmRepository",
+                                  repository=what)
+            hex_digest = sel.choice.archive_hex or self.cache.ref(sel.ref_key)
+            digest = f"sha256:{hex_digest}" if hex_digest else ""
+            return await self.verifications.check(
+                verify, keys, digest, source.interval, what,
+                lambda k: self._helm_verify(request, sel, k, digest))
+        raise VerifyError(f"{what}: {verify.field}: provider {verify.provider!r} is not supported here",
+                          repository=what)
+
+    async def _helm_verify(self, request: ChartRequest, sel: _Selection, keys: KeySet,
+                           digest: str) -> Verification:
+        """``helm pull --verify --keyring``: helm checks the ``.prov`` next to the chart; the verified
+        archive goes to the store (so the pass that follows pulls nothing)."""
+        source, what = request.source, request.source.describe()
+        assert isinstance(source, HelmRepositorySpec) and sel.entry is not None
+        staged = self.cache.staging()
+        self.pulls += 1
+        try:
+            said = await helm_pull.pull_http(
+                self.helm, url=source.url, entry=sel.entry, creds=sel.creds,
+                pass_credentials=source.pass_credentials, dest=staged, timeout=source.timeout, what=what, keys=keys)
+        except (SourceUnreachable, SourceAuthFailed):
+            raise  # not the artifact's fault: the repository's (Ready says it, SourceVerified stays)
+        except PullFailed as exc:
+            staged.unlink(missing_ok=True)
+            return Verification(HELM, FAILED, message=clip(exc.message.removeprefix(f"{what}: ")),
+                                artifact_digest=digest, keys_digest=keys.digest)
+        hex_digest = self.cache.put(staged, sel.choice.archive_hex, what)
+        self.cache.remember(sel.ref_key, hex_digest)
+        return Verification(HELM, VERIFIED, identity=helm_pull.signer(said), artifact_digest=f"sha256:{hex_digest}",
+                            keys_digest=keys.digest)
 
     def due(self, request: ChartRequest) -> float:
         """Seconds until the repository's answer for ``request`` is older than its ``interval`` (0: a

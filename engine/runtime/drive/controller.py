@@ -70,6 +70,15 @@ from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import SourceError
 from engine.sources.current import point
+from engine.sources.verify import (
+    FAILED,
+    SOURCE_VERIFIED,
+    SUCCEEDED,
+    VERIFICATION_ERROR,
+    Verification,
+    VerifyError,
+    verified_message,
+)
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
@@ -449,21 +458,54 @@ class PackageController:
     @functools.cached_property
     def charts(self) -> ChartSource:
         """Charts from repositories (engine.sources), with helmdeck's cache and the cluster's Secrets."""
-        from engine.sources.credentials import kube_secret_reader  # a command that pulls nothing loads none of it
-        from engine.sources.source import ChartSource
+        from engine.sources.credentials import kube_key_reader, kube_secret_reader  # (a command that pulls
+        from engine.sources.source import ChartSource  # nothing loads none of it)
 
         api = self.ctx.api
-        return ChartSource(self.helm, cache_root(), secrets=kube_secret_reader(api) if api is not None else None)
+        return ChartSource(self.helm, cache_root(), secrets=kube_secret_reader(api) if api is not None else None,
+                           keys=kube_key_reader(api) if api is not None else None)
 
     async def locate(self, spec: PackageSpec) -> None:
         """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when
         new; no request within the repository's interval), and read its valuesFrom objects. Raises SourceError."""
         await self.values.fetch(spec)
         if spec.chart_request is not None:
-            artifact = await self.charts.pull(spec.chart_request)
+            try:
+                artifact = await self.charts.pull(spec.chart_request)
+            except VerifyError as exc:  # the artifact is not used: the chart path keeps the last verified one
+                self._note_verified(spec, exc.verification or Verification(
+                    spec.chart_request.verify.provider if spec.chart_request.verify else "", FAILED,
+                    message=exc.message.removeprefix(f"{exc.repository}: ")))
+                raise
+            self._note_verified(spec, artifact.verification)
             self.book.set_offered(spec.key, self.charts.available(spec.chart_request))  # the row's marker
             if point(spec.chart_path, artifact.path) and spec.key in self.book.packages:
                 self.book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
+
+    def _note_verified(self, spec: PackageSpec, verification: Verification) -> None:
+        """Keep ``SourceVerified`` (Flux's condition and reasons) on the package's status: True with who signed,
+        False with the tool's message, absent when the package asks no verification. Written only when it
+        changes (a no-op pass writes nothing)."""
+        key = spec.key
+        if key not in self.book.packages:
+            return
+        status = self.book.status(key) or EngineStatus()
+        before = cond.get(status.conditions, SOURCE_VERIFIED)
+        if spec.chart_request is None or spec.chart_request.verify is None:
+            if before is not None:
+                self.book.set_status(key, dataclasses.replace(
+                    status, conditions=cond.delete_condition(status.conditions, SOURCE_VERIFIED)))
+            return
+        ok = verification.verified
+        reason = SUCCEEDED if ok else VERIFICATION_ERROR
+        message = verified_message(verification)
+        if before is not None and (before.status, before.reason, before.message) == (
+                "True" if ok else "False", reason, message):
+            return
+        conds = cond.set_condition(status.conditions, SOURCE_VERIFIED, ok, reason, message)
+        self.book.set_status(key, dataclasses.replace(status, conditions=conds))
+        if ok:
+            self.book.log(key, "source", "info", message)
 
     # -- requests --------------------------------------------------------------------
     async def _request(self, key: ReleaseKey, force: bool) -> Request:
