@@ -19,6 +19,11 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+# The problem of a field whose value names something helmdeck does not implement (e.g. a verify provider): a
+# Flux document's reader treats it as the unknown field helmdeck does not implement (engine.package.flux).
+UNSUPPORTED_VALUE = "a value helmdeck does not implement"
+
+
 class PackageError(ValueError):
     """A package file is invalid. ``str()`` reads ``file:line: field: problem (fix)``."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.base.fields import PackageError
+from engine.base.fields import UNSUPPORTED_VALUE, PackageError
 from engine.base.labels import API_VERSION
 
 HELM_RELEASE = "HelmRelease"
@@ -33,10 +33,11 @@ ALLOW_FLAG = "--allow-unsupported"
 _ACTION_TIMEOUT = "per-action timeouts are not implemented: helmdeck uses spec.timeout"
 _VALIDATION = "helm's CLI validates against the OpenAPI schema on every action"
 _VERIFY = "chart verification (cosign, notation) is not implemented"
+_CHART_VERIFY = "chart verification with cosign or notation is not implemented here (provider helm is)"
 # Flux fields helmdeck does not implement, by dotted path (list indices left out), and why.
 UNSUPPORTED: Mapping[str, str] = {
     "spec.kubeConfig": "helmdeck acts on the cluster of its own kubeconfig, never a remote one",
-    "spec.chart.spec.verify": _VERIFY,
+    "spec.chart.spec.verify": _CHART_VERIFY,
     "spec.chart.spec.valuesFile": "the deprecated single values file: use spec.chart.spec.valuesFiles",
     "spec.valuesFile": "the deprecated single values file: use spec.valuesFiles",  # a HelmChart's
     **{f"spec.{action}.timeout": _ACTION_TIMEOUT for action in ("install", "upgrade", "rollback", "uninstall")},
@@ -127,7 +128,8 @@ def tolerant(parse: Callable[[Any], T], data: Any, *, file: Path, lines: Mapping
             return parse(work), warnings
         except PackageError as exc:
             general = _INDEX.sub("", exc.field)
-            if exc.problem != "unknown field" or not (general in UNSUPPORTED or general in IGNORED):
+            known = general in UNSUPPORTED or general in IGNORED
+            if exc.problem not in ("unknown field", UNSUPPORTED_VALUE) or not known:
                 raise
             if general in UNSUPPORTED:
                 why = UNSUPPORTED[general]

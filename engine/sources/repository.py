@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from engine.base.fields import UNSUPPORTED_VALUE, parse_duration
 from engine.base.fields import Fields as BaseFields
-from engine.base.fields import parse_duration
 from engine.base.labels import API_VERSION
 from engine.base.schema import allowed
 from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS, VERIFY_PROVIDERS
@@ -349,9 +349,10 @@ def parse_chart_template(
     return _chart_spec(fields, outer.get("spec"), f"{path}.spec", namespace, allowed(CHART_TEMPLATE, "spec.sourceRef"))
 
 
-def _chart_spec(fields: Fields, value: Any, p: str, namespace: str, ref_fields: tuple[str, ...]) -> ChartTemplate:
+def _chart_spec(fields: Fields, value: Any, p: str, namespace: str, ref_fields: tuple[str, ...],
+                spec_fields: tuple[str, ...] = allowed(CHART_TEMPLATE, "spec")) -> ChartTemplate:
     """The chart fields at ``p`` (a HelmRelease's ``spec.chart.spec``, a HelmChart's ``spec``). Raises PackageError."""
-    spec = fields.mapping(value, p, allowed(CHART_TEMPLATE, "spec"), required=True,
+    spec = fields.mapping(value, p, spec_fields, required=True,
                           fix="give chart, version and sourceRef")
     chart = fields.string(spec.get("chart"), f"{p}.chart", required=True, fix="name the chart in the repository")
     if not _CHART_NAME.match(chart) or ".." in chart:
@@ -395,10 +396,12 @@ def _chart_verify(fields: Fields, value: Any, p: str, namespace: str) -> VerifyS
     section = fields.mapping(value, p, allowed(CHART_TEMPLATE, "spec.verify"), required=True,
                              fix="write verify: {provider: helm, secretRef: {name: <Secret with pubring.gpg>}}")
     provider = fields.string(section.get("provider"), f"{p}.provider", required=True, fix="write provider: helm")
+    if provider in ("cosign", "notation"):  # Flux's providers for OCI HelmRepository charts
+        raise fields.error(p, UNSUPPORTED_VALUE, f"provider {provider!r}: verify signatures on an "
+                           f"{OCI_REPOSITORY}'s spec.verify, named by spec.chartRef; or sign with helm package "
+                           "--sign and use provider helm")
     if provider not in VERIFY_PROVIDERS:
-        hint = (f"verify cosign signatures on an {OCI_REPOSITORY} (its spec.verify) named by spec.chartRef"
-                if provider in ("cosign", "notation") else "write provider: helm")
-        raise fields.error(f"{p}.provider", f"{provider!r} is not supported here", hint)
+        raise fields.error(f"{p}.provider", f"unknown provider {provider!r}", "write provider: helm")
     ref = fields.mapping(section.get("secretRef"), f"{p}.secretRef", allowed(CHART_TEMPLATE, "spec.verify.secretRef"),
                          required=True, fix="name the Secret holding pubring.gpg")
     name = fields.name(ref.get("name"), f"{p}.secretRef.name", what="Secret")
@@ -442,7 +445,8 @@ def parse_helm_chart(data: Mapping[str, Any], *, file: Path, lines: Mapping[str,
     spec = top.get("spec")
     if unfetchable and isinstance(spec, dict) and isinstance(spec.get("sourceRef"), dict):
         spec = {**spec, "sourceRef": {**spec["sourceRef"], "kind": HELM_REPOSITORY}}
-    template = _chart_spec(fields, spec, "spec", namespace, allowed(HELM_CHART_SPEC, "sourceRef"))
+    template = _chart_spec(fields, spec, "spec", namespace, allowed(HELM_CHART_SPEC, "sourceRef"),
+                           allowed(HELM_CHART_SPEC))
     return HelmChartSpec(file, name, namespace, template, unfetchable)
 
 

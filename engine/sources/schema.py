@@ -58,7 +58,7 @@ _REF = (
 )
 
 
-def _chart_spec(ref: tuple[Field, ...]) -> tuple[Field, ...]:
+def _chart_spec(ref: tuple[Field, ...], verify: bool = True) -> tuple[Field, ...]:
     return (
         Field("chart", "string", "the chart's name in the repository", required=True),
         Field("version", "string", "a semver range (default *)"),
@@ -67,9 +67,9 @@ def _chart_spec(ref: tuple[Field, ...]) -> tuple[Field, ...]:
         Field("reconcileStrategy", "string", "ChartVersion or Revision", enum=RECONCILE_STRATEGIES),
         Field("valuesFiles", "list", "values files inside the chart, merged in order", items="string"),
         Field("ignoreMissingValuesFiles", "boolean", "skip a missing chart values file"),
-        Field("verify", "object", "verify the chart before it is used: provider helm (a helmdeck extension: "
-              "the chart's .prov, checked by helm pull --verify against the Secret's pubring.gpg)",
-              fields=CHART_VERIFY),
+        *([Field("verify", "object", "verify the chart before it is used: provider helm (a helmdeck extension: "
+                 "the chart's .prov, checked by helm pull --verify against the Secret's pubring.gpg)",
+                 fields=CHART_VERIFY)] if verify else []),
     )
 
 
@@ -78,4 +78,5 @@ CHART_TEMPLATE = (
 )
 CHART_REF = _REF
 # Flux's HelmChart (source.toolkit.fluxcd.io/v1): the same fields; its sourceRef is in its own namespace.
-HELM_CHART_SPEC = _chart_spec(_REF[:2])
+# (its spec.verify is Flux's cosign/notation for OCI HelmRepository charts: not implemented)
+HELM_CHART_SPEC = _chart_spec(_REF[:2], verify=False)
