@@ -13,6 +13,7 @@ from engine.runtime.chart_versions import VersionList
 from engine.runtime.state import ReleaseView
 from engine.sources.repository import OCIRepositorySpec
 from engine.sources.updates import ChartUpdate
+from engine.sources.verify import SOURCE_VERIFIED
 from tui.format import Tone
 
 
@@ -28,6 +29,24 @@ def origin_line(pkg: PackageSpec) -> str:
     if isinstance(source, OCIRepositorySpec):
         return f"{where}  ref {source.reference.describe()}"
     return f"{where}  chart {request.chart}, range {request.version or '*'}"
+
+
+def verification_line(view: ReleaseView) -> tuple[str, Tone, str] | None:
+    """The Overview's verification row for a remote chart (None for a local one): ``✔ Verified`` with who
+    signed, ``✖ Failed`` with the tool's message (Flux's ``SourceVerified`` condition), or ``Not verified``
+    (no ``verify`` asked, or not checked yet)."""
+    pkg = view.package
+    if pkg is None or pkg.chart_request is None:
+        return None
+    found = view.condition(SOURCE_VERIFIED)
+    asked = pkg.chart_request.verify
+    if found is not None and found.status == "True":
+        return "✔ Verified", "ok", found.message
+    if found is not None and found.status == "False":
+        return "✖ Failed", "bad", f"{found.message} (the chart is not installed; the last verified one is kept)"
+    if asked is None:
+        return "Not verified", "plain", "no verify is declared for this chart"
+    return "Not verified", "warn", f"{asked.describe()}: not checked yet"
 
 
 def update_text(update: ChartUpdate) -> str:
@@ -78,10 +97,15 @@ def _width(listed: VersionList) -> int:
     return max([len("VERSION"), *(len(r.version) for r in listed.rows)])
 
 
+_VERIFIED_MARKS = {"Verified": "  ✔ verified", "Failed": "  ✖ fails verification"}
+
+
 def picker_rows(listed: VersionList) -> list[str]:
-    """One line per version, newest first: ``● 0.2.0  app-0.2.0  2026-11-30  in range  deployed``."""
+    """One line per version, newest first: ``● 0.2.0  app-0.2.0  2026-11-30  in range  deployed``, then what
+    verification found for it once known (``✔ verified``, ``✖ fails verification``)."""
     width = _width(listed)
     marks = {True: "in range", False: "out of range", None: "?"}
     return [f"{'●' if r.deployed else ' '} {r.version:<{width}}  {r.app_version or '-':<14} "
-            f"{r.created[:10] or '-':<10}  {marks[r.in_range]:<12}{'  deployed' if r.deployed else ''}".rstrip()
+            f"{r.created[:10] or '-':<10}  {marks[r.in_range]:<12}{'  deployed' if r.deployed else ''}"
+            f"{_VERIFIED_MARKS.get(r.verification, '')}".rstrip()
             for r in listed.rows]

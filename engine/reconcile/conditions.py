@@ -56,8 +56,10 @@ DEPENDENCY_NOT_READY = "DependencyNotReady"  # Flux's reason: a dependsOn packag
 RECONCILE_ERROR = "ReconcileError"
 UNLOCKED = "Unlocked"
 # Ready's reasons when a pass stops before any action because the package cannot be resolved (the
-# controller's resolution failure; Flux's ValuesError, and source-controller's ArtifactFailed/SourceNotReady).
-UNRESOLVED_REASONS = frozenset({"ValuesError", INVALID_PACKAGE, "ArtifactFailed", "SourceNotReady"})
+# controller's resolution failure; Flux's ValuesError, and source-controller's ArtifactFailed/SourceNotReady/
+# VerificationError).
+UNRESOLVED_REASONS = frozenset({"ValuesError", INVALID_PACKAGE, "ArtifactFailed", "SourceNotReady",
+                                "VerificationError"})
 
 
 def set_condition(

@@ -36,18 +36,25 @@ from engine.sources import updates
 from engine.sources.pin import PinError, document_index, set_scalar
 from engine.sources.repository import ChartRequest, OCIReference, OCIRepositorySpec
 from engine.sources.updates import available, in_range, range_text
+from engine.sources.verify import Verification
 
 
 @dataclass(frozen=True)
 class VersionRow:
     """One offered version: ``created`` as the repository gives it (RFC 3339 or ""), ``in_range`` None when
-    that cannot be said (an OCIRepository selecting a digest)."""
+    that cannot be said (an OCIRepository selecting a digest); ``verification`` the outcome known for its
+    artifact (``Verified`` | ``Failed``; "" when the package asks none or it is not known yet)."""
 
     version: str
     app_version: str
     created: str
     in_range: bool | None
     deployed: bool
+    verification: str = ""
+
+
+def _outcome(found: Verification | None) -> str:
+    return found.outcome if found is not None else ""
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,10 @@ class ChartVersions:
         deployed = obs.chart_version if obs is not None else ""
         last = self.controller.charts.last(request)
         published = updates.published(request, deployed, (last.revision, last.version) if last else None)
+        charts = self.controller.charts
         rows = tuple(VersionRow(i.version, i.app_version, i.created, in_range(request, i.version),
-                                bool(published) and i.version == published) for i in infos)
+                                bool(published) and i.version == published,
+                                _outcome(charts.verification_of(request, i.digest))) for i in infos)
         return VersionList(request.origin(), range_text(request), deployed, rows)
 
     async def diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:

@@ -75,11 +75,14 @@ class ChartArtifact:
 
 @dataclass(frozen=True)
 class ChartVersionInfo:
-    """One available version: ``created`` as the repository gives it (RFC 3339, or "")."""
+    """One available version: ``created`` as the repository gives it (RFC 3339, or ""); ``digest``
+    (``sha256:<hex>``, "" when the repository does not say) the archive's for an HTTP repository, the
+    manifest's for OCI: the artifact digest verification results are kept by."""
 
     version: str
     app_version: str = ""
     created: str = ""
+    digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,13 @@ class ChartSource:
         return Verification(HELM, VERIFIED, identity=helm_pull.signer(said), artifact_digest=f"sha256:{hex_digest}",
                             keys_digest=keys.digest)
 
+    def verification_of(self, request: ChartRequest, digest: str) -> Verification | None:
+        """The verification kept for the artifact ``digest`` with ``request``'s keys (no I/O): None when the
+        request asks none or none is known yet (the version picker's marks)."""
+        if request.verify is None or not digest:
+            return None
+        return self.verifications.known(request.verify, digest, request.source.interval)
+
     def due(self, request: ChartRequest) -> float:
         """Seconds until the repository's answer for ``request`` is older than its ``interval`` (0: a
         request would ask the repository now; ``inf`` for an OCI digest, which never changes)."""
@@ -400,7 +410,7 @@ class ChartSource:
             what = source.describe()
             index = await self.indexes.get(source.url, what=what, interval=source.interval, timeout=source.timeout,
                                            creds=creds, pass_credentials=source.pass_credentials)
-            return [ChartVersionInfo(e.version, e.app_version, e.created)
+            return [ChartVersionInfo(e.version, e.app_version, e.created, f"sha256:{e.digest}" if e.digest else "")
                     for _, e in (await _ordered(index, request.chart))[:MAX_LISTED_HTTP]]
         registry = self._registry(source, creds, location.host)
         out = []
@@ -413,7 +423,8 @@ class ChartSource:
                 manifest = await registry.manifest(location.repository, tag.replace("+", "_"))
                 config = await registry.chart_config(location.repository, manifest.config_digest)
                 out.append(ChartVersionInfo(tag, str(config.get("appVersion") or ""),
-                                            manifest.annotations.get("org.opencontainers.image.created", "")))
+                                            manifest.annotations.get("org.opencontainers.image.created", ""),
+                                            manifest.digest))
         finally:
             self._oci_requests += registry.requests
         return out

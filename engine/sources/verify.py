@@ -86,24 +86,16 @@ class Verification:
     def verified(self) -> bool:
         return self.outcome == VERIFIED
 
-    def summary(self) -> str:
-        """One line: ``verified (helm), signed by <identity>`` or the failure."""
-        if self.outcome == VERIFIED:
-            return f"verified ({self.provider}), signed by {self.identity or 'an unnamed key'}"
-        if self.outcome == FAILED:
-            return f"verification failed ({self.provider}): {self.message}"
-        return "not verified"
-
 
 NOT_ASKED = Verification("", NOT_VERIFIED)
 
 
 def verified_message(result: Verification) -> str:
-    """``SourceVerified``'s message: who signed the artifact, or the tool's message (after Flux's
-    "verified signature of revision ..." wording)."""
+    """``SourceVerified``'s message (the app shows it as it is): who signed the artifact, with the provider and
+    digest, or the tool's message on failure."""
     if result.verified:
-        signer = f" signed by {result.identity}" if result.identity else ""
-        return f"verified {result.provider} signature of {result.artifact_digest[:19]}{signer}"
+        return (f"signed by {result.identity or 'an unnamed key'} ({result.provider} signature of "
+                f"{result.artifact_digest[:19]} verified)")
     return result.message or "verification failed"
 
 

@@ -11,7 +11,7 @@ from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import ControllerInfo, ReleaseView
 from engine.storage.observation import Observation, previous_deployed
 from tui import format as fmt
-from tui.chart_origin import newer_line, origin_line, update_text
+from tui.chart_origin import newer_line, origin_line, update_text, verification_line
 from tui.widgets.header_bar import TONE_STYLE
 
 Part = str | tuple[str, str]
@@ -74,6 +74,9 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
     parts += _controller_rows(view, controller, now)
     if pkg is not None:
         parts += _row("Source", origin_line(pkg))
+    verified = verification_line(view)
+    if verified is not None:
+        parts += _row("Verified", (verified[0], TONE_STYLE[verified[1]]), f"   {_continued(verified[2])}")
     if obs is not None:
         parts += _row("Chart", f"{obs.chart_name}@{obs.chart_version}   app version {obs.app_version or '-'}")
         if view.chart_update is not None:
