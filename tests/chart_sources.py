@@ -6,7 +6,8 @@ engine whose packages take their charts from repositories.
 - :class:`TestRegistry`: a further instance of distribution's ``registry`` with
   htpasswd basic auth (bcrypt) and TLS (a CA made with ``cryptography``).
 - :func:`package_chart`, :func:`publish_http`, :func:`push_oci`: charts made from
-  ``examples/charts/web`` with a chosen version and content, published with helm.
+  ``examples/charts/web`` with a chosen version and content (signed by a :class:`GpgSigner`'s key),
+  published with helm.
 - :func:`write`, :func:`oci_folder`: package folders using them.
 - :class:`CmdlineWatch`: samples every process's command line while a test acts, to catch
   a credential passed as an argument.
@@ -68,8 +69,35 @@ def helm_run(helm: str, *args: str, env: dict[str, str] | None = None) -> str:
     return proc.stdout + proc.stderr
 
 
-def package_chart(helm: str, work: Path, version: str, *, name: str = "web", marker: str = "") -> Path:
-    """Package the web example chart as ``name`` at ``version``; ``marker`` changes its content."""
+class GpgSigner:
+    """An OpenPGP key made with the real gpg in a private GNUPGHOME (batch mode, no passphrase), for
+    ``helm package --sign``: ``pubring`` is the public keyring (what a Secret's ``pubring.gpg`` holds),
+    ``secring`` the secret keyring in the legacy format helm's ``--keyring`` reads, ``fingerprint`` its hex."""
+
+    def __init__(self, work: Path, name: str = "Chart Signer", email: str = "signer@example.com"):
+        self.home = work / "gnupg"
+        self.home.mkdir(parents=True, mode=0o700)
+        self.name = name
+        spec = work / "key.spec"
+        spec.write_text(f"%no-protection\nKey-Type: RSA\nKey-Length: 2048\nName-Real: {name}\n"
+                        f"Name-Email: {email}\nExpire-Date: 0\n%commit\n")
+        self._gpg("--gen-key", str(spec))
+        self.pubring = work / "pubring.gpg"
+        self.secring = work / "secring.gpg"
+        self.pubring.write_bytes(self._gpg("--export"))
+        self.secring.write_bytes(self._gpg("--export-secret-keys"))
+        listed = self._gpg("--with-colons", "--fingerprint").decode()
+        self.fingerprint = next(ln.split(":")[9] for ln in listed.splitlines() if ln.startswith("fpr:"))
+
+    def _gpg(self, *args: str) -> bytes:
+        return subprocess.run(["gpg", "--batch", "--quiet", *args], capture_output=True, check=True, timeout=120,
+                              env={**os.environ, "GNUPGHOME": str(self.home)}).stdout
+
+
+def package_chart(helm: str, work: Path, version: str, *, name: str = "web", marker: str = "",
+                  signer: GpgSigner | None = None) -> Path:
+    """Package the web example chart as ``name`` at ``version``; ``marker`` changes its content; ``signer``
+    signs it (``helm package --sign``: the ``.prov`` is written next to the archive)."""
     src = work / f"src-{name}-{version}-{hashlib.sha256(marker.encode()).hexdigest()[:6]}"
     shutil.rmtree(src, ignore_errors=True)
     shutil.copytree(WEB_CHART, src / name)
@@ -82,13 +110,21 @@ def package_chart(helm: str, work: Path, version: str, *, name: str = "web", mar
             f"data:\n  marker: {marker!r}\n")
     out = work / "packaged"
     out.mkdir(exist_ok=True)
-    helm_run(helm, "package", str(src / name), "-d", str(out), "--app-version", f"app-{version}")
+    sign = ("--sign", "--key", signer.name, "--keyring", str(signer.secring)) if signer else ()
+    (out / f"{name}-{version}.tgz.prov").unlink(missing_ok=True)  # an earlier signed package's
+    helm_run(helm, "package", str(src / name), "-d", str(out), "--app-version", f"app-{version}", *sign)
     return out / f"{name}-{version}.tgz"
 
 
-def publish_http(helm: str, archive: Path, repo: ChartRepoServer) -> None:
-    """Copy ``archive`` into the served folder and rebuild its index (as ``helm repo index``)."""
+def publish_http(helm: str, archive: Path, repo: ChartRepoServer, *, prov: Path | None = None) -> None:
+    """Copy ``archive`` into the served folder (with its ``.prov`` when there is one, or ``prov`` in its
+    place) and rebuild its index (as ``helm repo index``)."""
     shutil.copy(archive, repo.folder / archive.name)
+    served_prov = repo.folder / f"{archive.name}.prov"
+    served_prov.unlink(missing_ok=True)
+    given = prov or archive.with_name(f"{archive.name}.prov")
+    if given.is_file():
+        shutil.copy(given, served_prov)
     helm_run(helm, "repo", "index", str(repo.folder), "--url", repo.url)
 
 
@@ -138,11 +174,13 @@ class TestRegistry:
 
 
 class CmdlineWatch:
-    """Samples every process's /proc/<pid>/cmdline while active; remembers helm runs and leaks of ``needle``."""
+    """Samples every process's /proc/<pid>/cmdline while active; remembers helm runs (their subcommands in
+    ``helm_runs``, whole argument lists in ``helm_commands``) and leaks of ``needle``."""
 
     def __init__(self, needle: str):
         self.needle = needle.encode()
         self.helm_runs: set[str] = set()
+        self.helm_commands: set[tuple[str, ...]] = set()
         self.leaks: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -161,6 +199,7 @@ class CmdlineWatch:
                 parts = cmd.split(b"\0")
                 if parts and parts[0].endswith(b"/helm") and len(parts) > 1:
                     self.helm_runs.add(parts[1].decode())
+                    self.helm_commands.add(tuple(p.decode(errors="replace") for p in parts[1:] if p))
 
     def __enter__(self) -> CmdlineWatch:
         self._thread.start()

@@ -203,8 +203,9 @@ class ChartSource:
     async def pull(self, request: ChartRequest) -> ChartArtifact:
         """The chart archive ``request`` selects now, pulled only when not cached.
 
-        Raises SourceUnreachable, SourceAuthFailed, SourceInvalid, CredentialsError (SourceNotReady) or
-        NoMatchingVersion, PullFailed (ArtifactFailed); messages name the repository and the range.
+        Raises SourceUnreachable, SourceAuthFailed, SourceInvalid, CredentialsError (SourceNotReady),
+        NoMatchingVersion, PullFailed (ArtifactFailed) or VerifyError (VerificationError: the request's
+        ``verify`` refused the artifact, which is then not used); messages name the repository and the range.
         """
         try:
             return await self._pull(request)
@@ -212,7 +213,10 @@ class ChartSource:
             wanted = request.wanted()
             if wanted in exc.message:
                 raise
-            raise type(exc)(f"{exc.message} (looking for {wanted})", repository=exc.repository) from None
+            said = type(exc)(f"{exc.message} (looking for {wanted})", repository=exc.repository)
+            if isinstance(exc, VerifyError) and isinstance(said, VerifyError):
+                said.verification = exc.verification
+            raise said from None
 
     async def _select(self, request: ChartRequest) -> _Selection:
         """What the repository offers for ``request`` now (asking it at most once per interval)."""
