@@ -17,13 +17,16 @@ engine whose packages take their charts from repositories.
   0.2.0 deployed: its repository offers 0.2.1 (inside the range) and 0.3.0 (outside). ``shop/api`` comes
   from an OCIRepository with semver ``~1.0`` and has 1.0.0 deployed: its registry offers 1.0.3 (inside).
   What the repositories offer is given as the engine learns it after a resolve (``book.set_offered``);
-  their version lists as ``ChartSource.versions`` answers.
+  their version lists as ``ChartSource.versions`` answers. ``shop/web`` verifies its charts (Helm provenance):
+  0.2.0 (deployed, ``SourceVerified`` True) and 0.2.1 are known to verify, 0.3.0 to fail
+  (``ChartSource.verification_of``), 0.1.0 is not known.
 
 The command line is run as a user would by :func:`tests.test_cli.helmdeck`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -38,6 +41,7 @@ from engine.runtime import Engine
 from engine.runtime.state import Condition, ReleaseKey
 from engine.sources import ChartRequest, ChartVersionInfo
 from engine.sources.updates import available
+from engine.sources.verify import FAILED, SOURCE_VERIFIED, SUCCEEDED, VERIFIED, Verification, verified_message
 from engine.storage.observer import Observer
 from localcluster import registry as local_registry
 from localcluster.chartrepo import ChartRepoServer as ChartRepoServer  # re-exported for the tests
@@ -51,10 +55,10 @@ SOURCES_PACKAGES = Path(__file__).resolve().parent / "data" / "sources-packages"
 SHOP_WEB: ReleaseKey = ("shop", "web")
 SHOP_API: ReleaseKey = ("shop", "api")
 OFFERED = {
-    "web": [ChartVersionInfo("0.3.0", "2.1.0", "2026-11-29T08:00:00Z"),
-            ChartVersionInfo("0.2.1", "2.0.1", "2026-11-20T08:00:00Z"),
-            ChartVersionInfo("0.2.0", "2.0.0", "2026-11-02T08:00:00Z"),
-            ChartVersionInfo("0.1.0", "1.9.0", "2026-10-01T08:00:00Z")],
+    "web": [ChartVersionInfo("0.3.0", "2.1.0", "2026-11-29T08:00:00Z", "sha256:" + "3" * 64),
+            ChartVersionInfo("0.2.1", "2.0.1", "2026-11-20T08:00:00Z", "sha256:" + "21" * 32),
+            ChartVersionInfo("0.2.0", "2.0.0", "2026-11-02T08:00:00Z", "sha256:" + "2" * 64),
+            ChartVersionInfo("0.1.0", "1.9.0", "2026-10-01T08:00:00Z", "sha256:" + "1" * 64)],
     "api": [ChartVersionInfo("1.0.3", "5.2.3", "2026-11-28T12:00:00Z"),
             ChartVersionInfo("1.0.0", "5.2.0", "2026-11-01T12:00:00Z")],
 }
@@ -229,6 +233,11 @@ def oci_folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
     return source
 
 
+VERIFIED_WEB = Verification("helm", VERIFIED, "Shop Release Team <release@shop.example>, "
+                             "key 5686A5B785CE526ACCDB131162D09BC064A1AC86", "", "sha256:" + "2" * 64,
+                             "sha256:" + "9" * 64)
+
+
 def _chart(request: ChartRequest) -> str:
     return request.chart or request.source.name
 
@@ -244,7 +253,8 @@ def sources_engine() -> Engine:
     for key in (SHOP_WEB, SHOP_API):
         ready = Condition("Ready", "True", "InstallSucceeded", "Helm install succeeded for revision 1",
                           FIXED_NOW - 50 * 60)
-        set_engine_status(engine, key, state="InSync", conditions=(ready,))
+        verified = Condition(SOURCE_VERIFIED, "True", SUCCEEDED, verified_message(VERIFIED_WEB), FIXED_NOW - 51 * 60)
+        set_engine_status(engine, key, state="InSync", conditions=(ready, verified) if key == SHOP_WEB else (ready,))
         request = engine.packages[key].chart_request
         assert request is not None
         engine.book.set_offered(key, available(request, tuple(v.version for v in OFFERED[_chart(request)])))
@@ -252,5 +262,11 @@ def sources_engine() -> Engine:
     async def versions(request: ChartRequest) -> list[ChartVersionInfo]:
         return OFFERED[_chart(request)]
 
+    def verification_of(request: ChartRequest, digest: str) -> Verification | None:
+        outcome = {"sha256:" + "2" * 64: VERIFIED, "sha256:" + "21" * 32: VERIFIED, "sha256:" + "3" * 64: FAILED}
+        known = outcome.get(digest) if request.verify is not None else None
+        return dataclasses.replace(VERIFIED_WEB, outcome=known, artifact_digest=digest) if known else None
+
     engine.controller.charts.versions = versions  # type: ignore[method-assign]
+    engine.controller.charts.verification_of = verification_of  # type: ignore[method-assign]
     return engine

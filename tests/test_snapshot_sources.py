@@ -1,16 +1,20 @@
 """Snapshot tests of charts from repositories (tests/chart_sources.py): the CHART column's short form and
-newer-version marker, the Overview's source line, the version picker (v) and its pin confirmation."""
+newer-version marker, the Overview's source line and verification (Verified, Failed), the version picker (v)
+with the versions known to verify or fail, and its pin confirmation."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from textual.pilot import Pilot
 
 from engine.base.masking import Masker
+from engine.reconcile.conditions import Condition
 from engine.runtime.diff import unified
+from engine.sources.verify import SOURCE_VERIFIED, VERIFICATION_ERROR
 from tests.chart_sources import SHOP_WEB, sources_engine
-from tests.fixtures import WEB, fixed_clock
+from tests.fixtures import FIXED_NOW, WEB, fixed_clock
 from tests.test_snapshots import MAIN, TALL
 from tests.test_snapshots import app as local_app
 from tui.app import HelmdeckApp
@@ -46,6 +50,18 @@ def test_chart_column_marks_newer_versions(snap_compare: Any) -> None:
 
 def test_overview_shows_the_source(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=TALL, run_before=_open("enter"))
+
+
+def test_overview_shows_a_failed_verification(snap_compare: Any) -> None:
+    shown = app()
+    engine = shown.engine
+    status = engine.book.status(SHOP_WEB)
+    assert status is not None
+    said = 'helm pull failed: sha256 sum does not match for web-0.2.1.tgz: "sha256:2121" != "sha256:4444"'
+    failed = (Condition("Ready", "False", VERIFICATION_ERROR, said, FIXED_NOW - 60),
+              Condition(SOURCE_VERIFIED, "False", VERIFICATION_ERROR, said, FIXED_NOW - 60))
+    engine.book.set_status(SHOP_WEB, dataclasses.replace(status, conditions=failed))
+    assert snap_compare(shown, terminal_size=TALL, run_before=_open("enter"))
 
 
 def test_version_picker(snap_compare: Any) -> None:

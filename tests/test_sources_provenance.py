@@ -89,7 +89,7 @@ async def test_signed_chart_verifies_once_and_names_its_signer(
         art = await source.pull(request)
     found = art.verification
     assert found.outcome == "Verified" and found.provider == "helm"
-    assert found.identity == f"Chart Signer <signer@example.com> (key {signer.fingerprint})"
+    assert found.identity == f"Chart Signer <signer@example.com>, key {signer.fingerprint}"
     assert found.artifact_digest == art.digest and found.keys_digest.startswith("sha256:")
     assert source.verifications.runs == 1 and source.pulls == 1  # the verified pull is the only pull
     assert "/web-1.0.0.tgz.prov" in repo.requests  # helm fetched the .prov next to the chart
@@ -208,7 +208,7 @@ def test_package_installs_verified_and_a_tampered_upgrade_leaves_the_release(
 
     conds = status()
     assert conds["SourceVerified"]["status"] == "True" and conds["SourceVerified"]["reason"] == "Succeeded"
-    signed_by = f"signed by Chart Signer <signer@example.com> (key {signer.fingerprint})"
+    signed_by = f"signed by Chart Signer <signer@example.com>, key {signer.fingerprint} (helm)"
     assert signed_by in conds["SourceVerified"]["message"]
     assert conds["row"]["chart"] == "web-1.0.0" and conds["row"]["revision"] == 1
     # A tampered 1.1.0 (another chart under 1.1.0's signed .prov): refused, the release stays on 1.0.0.

@@ -43,7 +43,7 @@ def verification_line(view: ReleaseView) -> tuple[str, Tone, str] | None:
     if found is not None and found.status == "True":
         return "✔ Verified", "ok", found.message
     if found is not None and found.status == "False":
-        return "✖ Failed", "bad", f"{found.message} (the chart is not installed; the last verified one is kept)"
+        return "✖ Failed", "bad", f"{found.message} (not installed: the last verified chart is kept)"
     if asked is None:
         return "Not verified", "plain", "no verify is declared for this chart"
     return "Not verified", "warn", f"{asked.describe()}: not checked yet"

@@ -175,9 +175,9 @@ async def pull_oci(
 
 def signer(output: str) -> str:
     """Who signed, from ``helm pull --verify``'s output (``Signed by: <user ID>`` lines and ``Using Key With
-    Fingerprint: <hex>``): ``Name <mail> (key <fingerprint>)``; "" when helm said neither."""
+    Fingerprint: <hex>``): ``Name <mail>, key <fingerprint>``; "" when helm said neither."""
     names = [ln.split(":", 1)[1].strip() for ln in output.splitlines() if ln.startswith("Signed by:")]
     prints = [ln.split(":", 1)[1].strip() for ln in output.splitlines() if ln.startswith("Using Key With Fingerprint:")]
     who = ", ".join(n for n in names if n)
     key = f"key {prints[0]}" if prints and prints[0] else ""
-    return f"{who} ({key})" if who and key else who or key
+    return f"{who}, {key}" if who and key else who or key

@@ -91,11 +91,10 @@ NOT_ASKED = Verification("", NOT_VERIFIED)
 
 
 def verified_message(result: Verification) -> str:
-    """``SourceVerified``'s message (the app shows it as it is): who signed the artifact, with the provider and
-    digest, or the tool's message on failure."""
+    """``SourceVerified``'s message (the app shows it as it is): who signed, and with which provider, or the
+    tool's message on failure."""
     if result.verified:
-        return (f"signed by {result.identity or 'an unnamed key'} ({result.provider} signature of "
-                f"{result.artifact_digest[:19]} verified)")
+        return f"signed by {result.identity or 'an unnamed key'} ({result.provider})"
     return result.message or "verification failed"
 
 

@@ -113,12 +113,13 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
 
     parts.append(("\nConditions\n", "bold $text-primary"))
     if view.conditions:
-        parts.append((f"  {'TYPE':<12} {'STATUS':<8} {'REASON':<22} {'SINCE':<20} MESSAGE\n", "bold"))
+        width = max(12, *(len(c.type) for c in view.conditions))  # SourceVerified is longer than the rest
+        parts.append((f"  {'TYPE':<{width}} {'STATUS':<8} {'REASON':<22} {'SINCE':<20} MESSAGE\n", "bold"))
         for c in view.conditions:
             tone: fmt.Tone = "ok" if c.status == "True" else "bad" if c.status == "False" else "warn"
             if c.type in ("Stalled", "Reconciling", "Remediated"):
                 tone = "warn" if c.status == "True" else "plain"
-            parts += [f"  {c.type:<12} ", (f"{c.status:<8}", TONE_STYLE[tone]),
+            parts += [f"  {c.type:<{width}} ", (f"{c.status:<8}", TONE_STYLE[tone]),
                       f" {c.reason:<22} {fmt.unix_time(c.last_transition):<20} {_continued(c.message)}\n"]
     else:
         parts.append("  none reported by the engine\n")
