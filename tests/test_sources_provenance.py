@@ -11,6 +11,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -200,7 +201,7 @@ def test_package_installs_verified_and_a_tampered_upgrade_leaves_the_release(
     assert first.returncode == 0, first.stdout + first.stderr
     assert watch.leaks == []
 
-    def status() -> dict[str, dict[str, str]]:
+    def status() -> dict[str, dict[str, Any]]:
         proc = helmdeck("status", "-o", "json", *common)
         assert proc.returncode == 0, proc.stderr
         row = next(r for r in json.loads(proc.stdout) if r["name"] == "web")
