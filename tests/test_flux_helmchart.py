@@ -147,3 +147,25 @@ def test_a_bad_helmchart_is_named_and_its_release_not_read(tmp_path: Path, chang
     errors = load_folder(tmp_path).errors
     assert errors[0].field == field and words in str(errors[0]), str(errors[0])
     assert errors[1].field == "spec.chartRef" and "does not exist" in errors[1].problem
+
+
+def test_helmrelease_chart_verify_helm_is_read_and_cosign_is_unsupported(tmp_path: Path) -> None:
+    signed = WEB.replace("      version: \"1.x\"\n", "      version: \"1.x\"\n"
+                         "      verify: {provider: helm, secretRef: {name: chart-keys}}\n")
+    signed = signed.replace("  interval: 10m\n", "  interval: 10m\n  serviceAccountName: deployer\n", 1)
+    write(tmp_path, REPO, signed)
+    loaded = load_folder(tmp_path)
+    assert loaded.errors == [], loaded.errors
+    request = loaded.specs[0].chart_request
+    assert request is not None and request.verify is not None
+    # The keyring Secret is the HelmRepository's namespace's, read as the HelmRelease's ServiceAccount.
+    assert (request.verify.provider, request.verify.namespace, request.verify.secret_ref, request.verify.user) == (
+        "helm", "flux-system", "chart-keys", "system:serviceaccount:apps:deployer")
+    path = write(tmp_path, REPO, signed.replace("provider: helm", "provider: cosign"))
+    err, = load_folder(tmp_path).errors
+    assert (err.field, err.line) == ("spec.chart.spec.verify", line_of(
+        path, "      verify: {provider: cosign, secretRef: {name: chart-keys}}"))
+    assert "does not implement" in err.problem and "--allow-unsupported" in str(err)
+    loaded = load_folder(tmp_path, allow_unsupported=True)
+    assert loaded.errors == [] and [w.field for w in loaded.left_out] == ["spec.chart.spec.verify"]
+    assert loaded.specs[0].chart_request is not None and loaded.specs[0].chart_request.verify is None

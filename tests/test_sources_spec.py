@@ -23,6 +23,7 @@ from engine.sources.repository import (
     parse_source,
     request_for,
 )
+from engine.sources.verify import VerifySpec
 
 FILE = Path("/pk/sources.yaml")
 
@@ -179,3 +180,34 @@ def test_package_chart_forms_are_exclusive() -> None:
     assert err.value.line == 3
     with pytest.raises(PackageError, match="is required"):
         form("spec:\n  values: {}\n")
+
+
+VERIFIED = ("spec:\n  chart:\n    spec:\n      chart: web\n      sourceRef: {name: charts}\n"
+            "      verify: {provider: helm, secretRef: {name: keys}}\n")
+
+
+def test_chart_verify_helm_provider() -> None:
+    tpl = chart_spec(VERIFIED)
+    assert tpl.verify == VerifySpec("helm", "keys", "demo", field="spec.chart.spec.verify")
+    charts = HelmRepositorySpec(FILE, "charts", "demo", "https://c.example")
+    req = request_for(tpl, {charts.ref: charts}, file=FILE, lines=lines_of(VERIFIED), path="spec.chart")
+    assert req.verify == tpl.verify
+    oci = HelmRepositorySpec(FILE, "charts", "demo", "oci://r.example/c", type="oci")
+    with pytest.raises(PackageError) as err:  # a .prov is an HTTP repository's
+        request_for(tpl, {oci.ref: oci}, file=FILE, lines=lines_of(VERIFIED), path="spec.chart")
+    assert err.value.field == "spec.chart.spec.verify.provider" and "cosign" in err.value.fix
+
+
+@pytest.mark.parametrize(("verify", "field", "words"), [
+    ("{provider: helm}", "spec.chart.spec.verify.secretRef", "pubring.gpg"),
+    ("{provider: helm, secretRef: {name: Keys!}}", "spec.chart.spec.verify.secretRef.name", "lower-case"),
+    ("{provider: pgp, secretRef: {name: k}}", "spec.chart.spec.verify.provider", "provider: helm"),
+    ("{provider: cosign, secretRef: {name: k}}", "spec.chart.spec.verify", "OCIRepository"),
+    ("{provider: helm, secretRef: {name: k}, matchOIDCIdentity: []}", "spec.chart.spec.verify.matchOIDCIdentity",
+     ""),
+    ("helm", "spec.chart.spec.verify", ""),
+])
+def test_chart_verify_errors(verify: str, field: str, words: str) -> None:
+    with pytest.raises(PackageError) as err:
+        chart_spec(VERIFIED.replace("{provider: helm, secretRef: {name: keys}}", verify))
+    assert err.value.field == field and words in str(err.value), str(err.value)
