@@ -64,6 +64,16 @@ OFFERED = {
 }
 
 
+class Clock:
+    """A monotonic clock the test moves by hand (``now``, seconds): a repository's interval passes at once."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def helm_run(helm: str, *args: str, env: dict[str, str] | None = None) -> str:
     """Run helm; return stdout and stderr together (helm 3 reports some results on stderr)."""
     proc = subprocess.run([helm, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},

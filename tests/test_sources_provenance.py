@@ -23,25 +23,12 @@ from engine.sources.credentials import kube_key_reader
 from engine.sources.repository import ChartRequest, HelmRepositorySpec
 from engine.sources.source import ChartSource
 from engine.sources.verify import VerifyError, VerifySpec
-from tests.chart_sources import ChartRepoServer, CmdlineWatch, GpgSigner, package_chart, publish_http, write
-from tests.conftest import helm_binary, run_helm
+from tests.chart_sources import ChartRepoServer, Clock, CmdlineWatch, GpgSigner, package_chart, publish_http, write
+from tests.conftest import run_helm
 from tests.test_cli import helmdeck
 
 pytestmark = pytest.mark.cluster
 FILE = Path("/pk/sources.yaml")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(scope="module")
-def helm4() -> str:
-    return str(helm_binary("helm4"))
 
 
 @pytest.fixture(scope="module")
@@ -70,21 +57,19 @@ def verified_request(url: str, namespace: str, *, user: str = "") -> ChartReques
                         VerifySpec("helm", "chart-keys", namespace, user=user))
 
 
-def chart_source(helm4: str, kube_target: KubeTarget, helm_home: dict[str, str], cache: Path,
-                 clock: Clock) -> ChartSource:
-    return ChartSource(Helm(helm4, kube_target, helm_home), cache, keys=kube_key_reader(api_client(kube_target)),
-                       clock=clock)
+def chart_source(helm: Helm, kube_target: KubeTarget, cache: Path, clock: Clock) -> ChartSource:
+    return ChartSource(helm, cache, keys=kube_key_reader(api_client(kube_target)), clock=clock)
 
 
 async def test_signed_chart_verifies_once_and_names_its_signer(
-    helm4: str, kube_target: KubeTarget, helm_home: dict[str, str], core_api: client.CoreV1Api, namespace: str,
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
     tmp_path: Path, repo: ChartRepoServer, signer: GpgSigner, caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     clock = Clock()
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.0.0", signer=signer), repo)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0", signer=signer), repo)
     keys_secret(core_api, namespace, signer)
-    source = chart_source(helm4, kube_target, helm_home, tmp_path / "cache", clock)
+    source = chart_source(helm, kube_target, tmp_path / "cache", clock)
     request = verified_request(repo.url, namespace)
     with CmdlineWatch(needle(signer)) as watch:
         art = await source.pull(request)
@@ -106,7 +91,7 @@ async def test_signed_chart_verifies_once_and_names_its_signer(
     assert (await source.pull(request)).verification == found
     assert source.verifications.runs == 1 and source.pulls == 1
     # Another process on the same cache: the Verified result is kept on disk.
-    again = chart_source(helm4, kube_target, helm_home, tmp_path / "cache", clock)
+    again = chart_source(helm, kube_target, tmp_path / "cache", clock)
     assert (await again.pull(request)).verification == found and again.verifications.runs == 0 and again.pulls == 0
     # The picker's mark: the version's digest is known to verify with these keys.
     listed = await source.versions(request)
@@ -115,13 +100,13 @@ async def test_signed_chart_verifies_once_and_names_its_signer(
 
 
 async def test_unsigned_foreign_and_tampered_charts_are_refused_and_the_verified_one_kept(
-    helm4: str, kube_target: KubeTarget, helm_home: dict[str, str], core_api: client.CoreV1Api, namespace: str,
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
     tmp_path: Path, repo: ChartRepoServer, signer: GpgSigner, stranger: GpgSigner,
 ) -> None:
     clock = Clock()
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.0.0", signer=signer), repo)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0", signer=signer), repo)
     keys_secret(core_api, namespace, signer)
-    source = chart_source(helm4, kube_target, helm_home, tmp_path / "cache", clock)
+    source = chart_source(helm, kube_target, tmp_path / "cache", clock)
     request = verified_request(repo.url, namespace)
     good = await source.pull(request)
 
@@ -134,7 +119,7 @@ async def test_unsigned_foreign_and_tampered_charts_are_refused_and_the_verified
         return err.value
 
     # No .prov: helm cannot fetch the provenance file.
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.1.0"), repo)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.1.0"), repo)
     err = await refused("failed to fetch provenance")
     assert err.verification is not None and err.verification.outcome == "Failed"
     unsigned = err.verification.artifact_digest
@@ -147,28 +132,28 @@ async def test_unsigned_foreign_and_tampered_charts_are_refused_and_the_verified
     marks = {v.version: source.verification_of(request, v.digest) for v in listed}
     assert marks["1.1.0"] is not None and marks["1.1.0"].outcome == "Failed" and marks["1.0.0"] is not None
     # Signed by a key the Secret does not hold.
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.2.0", signer=stranger), repo)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.2.0", signer=stranger), repo)
     await refused("unknown entity")
     # Tampered: another chart served under a .prov signed for the original.
-    signed = package_chart(helm4, tmp_path, "1.3.0", signer=signer)
+    signed = package_chart(helm.binary, tmp_path, "1.3.0", signer=signer)
     prov = tmp_path / "original.prov"
     shutil.copy(signed.with_name(signed.name + ".prov"), prov)
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.3.0", marker="tampered"), repo, prov=prov)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.3.0", marker="tampered"), repo, prov=prov)
     await refused("sha256 sum does not match")
     # Signed again, properly: verified and used.
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.3.0", signer=signer, marker="fixed"), repo)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.3.0", signer=signer, marker="fixed"), repo)
     clock.now += 61
     fixed = await source.pull(request)
     assert fixed.version == "1.3.0" and fixed.verification.verified
 
 
 async def test_keys_are_read_as_the_service_account(
-    helm4: str, kube_target: KubeTarget, helm_home: dict[str, str], core_api: client.CoreV1Api, namespace: str,
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
     tmp_path: Path, repo: ChartRepoServer, signer: GpgSigner,
 ) -> None:
-    publish_http(helm4, package_chart(helm4, tmp_path, "1.0.0", signer=signer), repo)
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0", signer=signer), repo)
     keys_secret(core_api, namespace, signer)
-    source = chart_source(helm4, kube_target, helm_home, tmp_path / "cache", Clock())
+    source = chart_source(helm, kube_target, tmp_path / "cache", Clock())
     account = f"system:serviceaccount:{namespace}:deployer"  # allowed nothing: the Secret cannot be read
     with pytest.raises(VerifyError, match=f"Secret {namespace}/chart-keys.*403"):
         await source.pull(verified_request(repo.url, namespace, user=account))

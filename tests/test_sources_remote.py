@@ -28,6 +28,7 @@ from localcluster.cluster import LocalCluster
 from localcluster.process import free_port
 from tests.chart_sources import (
     ChartRepoServer,
+    Clock,
     CmdlineWatch,
     TestRegistry,
     package_chart,
@@ -39,14 +40,6 @@ from tests.conftest import helm_binary
 pytestmark = pytest.mark.cluster
 FILE = Path("/pk/sources.yaml")
 PASSWORD = "s3cret-" + uuid.uuid4().hex[:10]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
