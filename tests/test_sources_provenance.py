@@ -1,7 +1,8 @@
 """Helm provenance on the local cluster: charts signed with ``helm package --sign`` by a key the real gpg made,
 served by an HTTP chart repository, verified by ``helm pull --verify --keyring`` against a Secret's
 ``pubring.gpg``: verified once (then kept by digest and key set), refused when unsigned, signed by another
-key or tampered, the last verified chart kept; the key material never on a command line or in a log."""
+key or tampered, the last verified chart kept; the key material never on a command line or in a log; the
+app's Overview and version picker saying so."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from textual.css.query import NoMatches
+from textual.widgets import Static
 
 from engine.helm import Helm
 from engine.helm.cli import values_dir
@@ -25,7 +28,9 @@ from engine.sources.source import ChartSource
 from engine.sources.verify import VerifyError, VerifySpec
 from tests.chart_sources import ChartRepoServer, Clock, CmdlineWatch, GpgSigner, package_chart, publish_http, write
 from tests.conftest import run_helm
+from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tests.test_cli import helmdeck
+from tui.screens.picker import PickerScreen
 
 pytestmark = pytest.mark.cluster
 FILE = Path("/pk/sources.yaml")
@@ -212,3 +217,51 @@ def test_package_installs_verified_and_a_tampered_upgrade_leaves_the_release(
     rows = json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))
     assert [(r["name"], r["chart"], r["revision"]) for r in rows] == [("web", "web-1.0.0", "1")]
     assert needle(signer) not in log.read_text()
+
+
+async def test_app_shows_verified_then_failed_and_marks_the_picker(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path,
+    repo: ChartRepoServer, signer: GpgSigner,
+) -> None:
+    """The app on the local cluster: a signed chart installs and the Overview says who signed; a tampered
+    patch release in range is refused (the release stays), the Overview says Failed with helm's message and
+    the picker marks each version as verification found it."""
+    h = helm.binary
+    publish_http(h, package_chart(h, tmp_path, "1.0.0", signer=signer), repo)
+    keys_secret(core_api, namespace, signer)
+    pkgs = tmp_path / "packages"
+    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: HelmRepository\n"
+          f"metadata: {{name: charts, namespace: {namespace}}}\nspec: {{url: '{repo.url}', interval: 1s}}\n---\n"
+          f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {{name: web, namespace: {namespace}}}\n"
+          "spec:\n  timeout: 1m\n  chart:\n    spec:\n      chart: web\n      version: '~1.0'\n"
+          "      sourceRef: {kind: HelmRepository, name: charts}\n"
+          "      verify: {provider: helm, secretRef: {name: chart-keys}}\n")
+    app = make_app(kube_target, helm, namespace, pkgs)
+    key = (namespace, "web")
+
+    def overview() -> str:
+        try:
+            return str(app.screen.query_one("#overview-text", Static).render())
+        except NoMatches:
+            return ""
+
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "status") == "✔ deployed", 90, seen=lambda: row(app, key))
+        await select(app, key)
+        await pilot.press("enter")
+        await wait_for(lambda: "✔ Verified" in overview(), 30, seen=overview)
+        assert f"signed by Chart Signer <signer@example.com>, key {signer.fingerprint} (helm)" in overview()
+        signed = package_chart(h, tmp_path, "1.0.1", signer=signer)
+        prov = tmp_path / "original.prov"
+        shutil.copy(signed.with_name(signed.name + ".prov"), prov)
+        publish_http(h, package_chart(h, tmp_path, "1.0.1", marker="tampered"), repo, prov=prov)
+        await wait_for(lambda: "✖ Failed" in overview(), 60, seen=overview)
+        assert "sha256 sum does not match" in overview()
+        await pilot.press("escape")
+        await wait_for(lambda: isinstance(app.screen, type(app.get_default_screen())), 10)
+        await pilot.press("v")
+        await wait_for(lambda: isinstance(app.screen, PickerScreen), 30)
+        assert isinstance(app.screen, PickerScreen)
+        labels = {label.lstrip("● ").split()[0]: label for label, _ in app.screen._choices}
+        assert labels["1.0.1"].endswith("✖ fails verification") and labels["1.0.0"].endswith("✔ verified")
+    assert stored(core_api, namespace, "web") == [(1, "deployed")]  # the tampered chart never installed

@@ -297,7 +297,7 @@ class ChartSource:
         request asks none or none is known yet (the version picker's marks)."""
         if request.verify is None or not digest:
             return None
-        return self.verifications.known(request.verify, digest, request.source.interval)
+        return self.verifications.known(request.verify, digest)
 
     def due(self, request: ChartRequest) -> float:
         """Seconds until the repository's answer for ``request`` is older than its ``interval`` (0: a

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -254,11 +255,11 @@ class Verifications:
         self._keys[cache_key] = (self.cache.clock(), keys)
         return keys
 
-    def known(self, spec: VerifySpec, artifact_digest: str, retry: float) -> Verification | None:
-        """The result kept for ``artifact_digest`` with the key set last read for ``spec`` (no I/O), None
-        when none is kept: what the version picker marks."""
+    def known(self, spec: VerifySpec, artifact_digest: str) -> Verification | None:
+        """The last result for ``artifact_digest`` with the key set last read for ``spec`` (no I/O; a failure
+        however old: it stands until checked again), None when there is none: what the version picker marks."""
         seen = self._keys.get((spec.provider, spec.user, spec.namespace, spec.secret_ref))
-        return self.cache.get(spec.provider, artifact_digest, seen[1].digest, retry) if seen else None
+        return self.cache.get(spec.provider, artifact_digest, seen[1].digest, math.inf) if seen else None
 
     async def check(self, spec: VerifySpec, keys: KeySet, artifact_digest: str, retry: float, what: str,
                     run: Callable[[KeySet], Awaitable[Verification]]) -> Verification:
