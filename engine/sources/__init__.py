@@ -5,6 +5,8 @@
 - :mod:`engine.sources.source`: :class:`ChartSource` resolves a :class:`ChartRequest` to a local
   chart archive (:class:`ChartArtifact`) and lists versions; every pull is ``helm pull``;
 - :mod:`engine.sources.semver`: Helm's version ranges;
+- :mod:`engine.sources.verify`: verification before an artifact is used (Helm provenance, cosign), the
+  results kept by artifact and key set digest, Flux's ``SourceVerified``;
 - :mod:`engine.sources.pin`: precise edits of one YAML scalar (the version picker's pin);
 - :mod:`engine.sources.errors`: typed failures with Flux's reasons.
 """
