@@ -13,7 +13,11 @@ a key the real gpg made; a Secret holds its ``pubring.gpg``. In one run, with an
 - ``helm pull --verify --keyring`` of the chart, ``--helm-runs`` times (default 20), as a script checking
   each release's chart would: the time per chart and for N.
 
-Run: ``python -m bench.sources_verify [--packages 100] [--rounds 5] [--concurrency 4] [--cluster-dir DIR]``
+With ``--interval 1s`` every no-op pass asks the index again (a conditional request) and reads the keyring
+Secret once (shared by every package naming it): the worst case of a pass after the interval.
+
+Run: ``python -m bench.sources_verify [--packages 100] [--rounds 5] [--concurrency 4] [--interval 1m]
+[--cluster-dir DIR]``
 (DIR: reuse and keep that local cluster; needs ``make build``).
 """
 
@@ -51,12 +55,12 @@ def publish_signed(bench: Bench, signer: GpgSigner, repo: ChartRepoServer) -> No
     helm_run(bench.helm.binary, "repo", "index", str(repo.folder), "--url", repo.url, env=bench.helm.env)
 
 
-def write_packages(bench: Bench, folder: Path, n: int, repo: ChartRepoServer) -> None:
+def write_packages(bench: Bench, folder: Path, n: int, repo: ChartRepoServer, interval: str) -> None:
     folder.mkdir()
     ns = bench.namespace
     (folder / "repository.yaml").write_text(json.dumps({
         "apiVersion": "helmdeck.dev/v1alpha1", "kind": "HelmRepository",
-        "metadata": {"name": "signed", "namespace": ns}, "spec": {"url": repo.url}}))
+        "metadata": {"name": "signed", "namespace": ns}, "spec": {"url": repo.url, "interval": interval}}))
     for verified in (True, False):
         for i in range(n):
             name = f"{'verified' if verified else 'plain'}-{i:03d}"
@@ -95,7 +99,7 @@ def helm_verify_each(bench: Bench, signer: GpgSigner, repo: ChartRepoServer, run
     return (time.perf_counter() - start) / runs
 
 
-async def main_async(bench: Bench, n: int, rounds: int, concurrency: int, helm_runs: int) -> None:
+async def main_async(bench: Bench, n: int, rounds: int, concurrency: int, helm_runs: int, interval: str) -> None:
     signer = GpgSigner(bench.folder / "signer")
     repo = ChartRepoServer(bench.folder / "repo")
     try:
@@ -104,7 +108,7 @@ async def main_async(bench: Bench, n: int, rounds: int, concurrency: int, helm_r
             metadata=client.V1ObjectMeta(name="chart-keys"),
             data={"pubring.gpg": base64.b64encode(signer.pubring.read_bytes()).decode()}))
         folder = bench.folder / "packages"
-        write_packages(bench, folder, n, repo)
+        write_packages(bench, folder, n, repo, interval)
         os.environ["HELMDECK_CACHE"] = str(bench.folder / "cache")  # an empty chart cache (helm is resolved)
         engine = Engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
                         watch_packages=False, monitors=False)
@@ -149,10 +153,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="no-op passes of each kind (default 5)")
     parser.add_argument("--concurrency", type=int, default=4, help="passes at once (default 4)")
     parser.add_argument("--helm-runs", type=int, default=20, help="helm pull --verify runs timed (default 20)")
+    parser.add_argument("--interval", default="1m", help="the repository's interval (default 1m; 1s: every pass "
+                        "asks the index again and reads the keyring Secret once, shared by all packages)")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args()
     with bench_setup(args.cluster_dir) as bench:
-        asyncio.run(main_async(bench, args.packages, args.rounds, args.concurrency, args.helm_runs))
+        asyncio.run(main_async(bench, args.packages, args.rounds, args.concurrency, args.helm_runs, args.interval))
 
 
 if __name__ == "__main__":
