@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.helm.cli import values_dir
 from engine.sources.errors import CredentialsError, SourceError
 
 HELM = "helm"  # Helm provenance (.prov, OpenPGP): a helmdeck extension of Flux's providers
@@ -134,9 +135,9 @@ KeyReader = Callable[[str, str, str], Awaitable[Mapping[str, bytes] | None]]
 @contextlib.contextmanager
 def key_files(keys: KeySet, directory: Path | None = None) -> Iterator[dict[str, Path]]:
     """The key set written to 0600 files (one per Secret key, named ``key-<n>`` plus the key's suffix, so
-    no Secret key becomes a path) in a private 0700 folder (in ``directory``, default the system's temp
-    folder), all removed on exit."""
-    folder = Path(tempfile.mkdtemp(prefix=f"keys-{os.getpid()}-", dir=directory))
+    no Secret key becomes a path) in a private 0700 folder (in ``directory``, default the helm runner's
+    private folder, as :func:`engine.sources.credentials.tls_files`), all removed on exit."""
+    folder = Path(tempfile.mkdtemp(prefix=f"keys-{os.getpid()}-", dir=directory or values_dir()))
     try:
         out: dict[str, Path] = {}
         for n, name in enumerate(sorted(keys.files)):
