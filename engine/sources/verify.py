@@ -20,6 +20,7 @@ source gives :meth:`Verifications.check`; it returns a :class:`Verification`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -28,6 +29,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -224,15 +226,22 @@ class Verifications:
         self.reader = reader
         self.runs = 0
         self._keys: dict[tuple[str, str, str, str], tuple[float, KeySet]] = {}
+        self._reading: defaultdict[tuple[str, str, str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def keys(self, spec: VerifySpec, wanted: Callable[[str], bool], interval: float, what: str) -> KeySet:
         """The Secret's keys ``wanted`` admits (e.g. ``pubring.gpg``, ``*.pub``), read at most once per
         ``interval`` seconds. Raises VerifyError (no access to the cluster, no such Secret, no such key,
         keys over :data:`MAX_KEY_BYTES`); the messages name the Secret, never its content."""
         cache_key = (spec.provider, spec.user, spec.namespace, spec.secret_ref)
-        seen = self._keys.get(cache_key)
-        if seen is not None and self.cache.clock() - seen[0] < interval:
-            return seen[1]
+        async with self._reading[cache_key]:  # packages passing together share one read
+            seen = self._keys.get(cache_key)
+            if seen is not None and self.cache.clock() - seen[0] < interval:
+                return seen[1]
+            keys = await self._read(spec, wanted, what)
+            self._keys[cache_key] = (self.cache.clock(), keys)
+            return keys
+
+    async def _read(self, spec: VerifySpec, wanted: Callable[[str], bool], what: str) -> KeySet:
         secret = f"Secret {spec.namespace}/{spec.secret_ref}"
         if self.reader is None:
             raise VerifyError(f"{what}: {spec.field} needs the cluster's Secrets to read {secret}",
@@ -252,9 +261,7 @@ class Verifications:
         if sum(len(v) for v in files.values()) > MAX_KEY_BYTES:
             raise VerifyError(f"{what}: {spec.field}: the keys in {secret} are over {MAX_KEY_BYTES} bytes",
                               repository=what)
-        keys = KeySet.of(files)
-        self._keys[cache_key] = (self.cache.clock(), keys)
-        return keys
+        return KeySet.of(files)
 
     def known(self, spec: VerifySpec, artifact_digest: str) -> Verification | None:
         """The last result for ``artifact_digest`` with the key set last read for ``spec`` (no I/O; a failure
