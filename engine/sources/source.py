@@ -231,11 +231,15 @@ class ChartSource:
         return _Selection(choice, creds, f"{location.url}@{choice.manifest_digest}", location=location)
 
     async def _pull(self, request: ChartRequest) -> ChartArtifact:
-        sel = await self._select(request)
-        choice = sel.choice
         verify, what = request.verify, request.source.describe()
-        keys = (await self.verifications.keys(verify, wanted(verify.provider), request.source.interval, what)
-                if verify is not None else None)
+        keys: KeySet | None = None
+        if verify is None:
+            sel = await self._select(request)
+        else:  # the repository and the keyring Secret asked together: a pass waits for the slower, not both
+            sel, keys = await asyncio.gather(
+                self._select(request),
+                self.verifications.keys(verify, wanted(verify.provider), request.source.interval, what))
+        choice = sel.choice
         # One pull per archive, however many packages (or repositories) want it.
         async with self._locks[choice.archive_hex or sel.ref_key]:
             verification = NOT_ASKED
