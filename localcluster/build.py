@@ -29,6 +29,7 @@ from typing import TextIO
 from engine.base import tools
 from engine.base.paths import cache_root
 from engine.base.tools import (
+    COSIGN_VERSION,
     ETCD_VERSION,
     HELM3_VERSION,
     HELM4_VERSION,
@@ -93,15 +94,17 @@ class Component:
     binaries: dict[str, str]
     ldflags: tuple[str, ...] = ()
     replaces: dict[str, str] = field(default_factory=dict)
+    on_demand: bool = False  # not built by a plain `make build` (`make demo` needs it not)
 
     @classmethod
     def commands(cls, name: str, module: str, version: str, *commands: str, version_var: str = "",
-                 ldflags: tuple[str, ...] = (), replaces: dict[str, str] | None = None) -> Component:
+                 ldflags: tuple[str, ...] = (), replaces: dict[str, str] | None = None,
+                 on_demand: bool = False) -> Component:
         """A component whose binaries are the module's ``cmd/<command>`` packages; ``version_var``
         (a Go variable relative to the module, e.g. ``internal/version.version``) is stamped with the version."""
         stamp = (f"-X {module}/{version_var}={version}",) if version_var else ()
         return cls(name, module, version, {c: f"{module}/cmd/{c}" for c in commands}, ldflags + stamp,
-                   dict(replaces or {}))
+                   dict(replaces or {}), on_demand)
 
     @property
     def key(self) -> str:
@@ -142,6 +145,10 @@ COMPONENTS: dict[str, Component] = {
             version=KUSTOMIZE_VERSION,
             binaries={"kustomize": "sigs.k8s.io/kustomize/kustomize/v5"},
         ),
+        # Verifies OCIRepository signatures (spec.verify); its own version package is sigstore's release-utils.
+        Component.commands("cosign", "github.com/sigstore/cosign/v2", COSIGN_VERSION, "cosign",
+                           ldflags=(f"-X sigs.k8s.io/release-utils/version.gitVersion={COSIGN_VERSION}",),
+                           on_demand=True),
         Component.commands(
             "kubernetes", "k8s.io/kubernetes", KUBERNETES_VERSION,
             "kube-apiserver", "kube-controller-manager", "kube-scheduler",
@@ -272,14 +279,17 @@ def _tail(path: Path, n: int) -> str:
 
 
 def build_all(names: Iterable[str] | None = None, *, progress: Callable[[str], None] = print) -> None:
-    """Build the named components (all by default); raises BuildError on the first failure."""
-    for name in names or COMPONENTS:
+    """Build the named components (by default all but the ``on_demand`` ones); raises BuildError on the first
+    failure."""
+    for name in names or [c.name for c in COMPONENTS.values() if not c.on_demand]:
         build(COMPONENTS[name], progress=progress)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("components", nargs="*", metavar="COMPONENT", help=f"of {', '.join(COMPONENTS)}; default: all")
+    on_demand = [c.name for c in COMPONENTS.values() if c.on_demand]
+    parser.add_argument("components", nargs="*", metavar="COMPONENT",
+                        help=f"of {', '.join(COMPONENTS)}; default: all but {', '.join(on_demand)}")
     args = parser.parse_args(argv)
     unknown = [c for c in args.components if c not in COMPONENTS]
     if unknown:

@@ -20,6 +20,8 @@ HELM4_VERSION = "v4.3.2"
 REGISTRY_VERSION = "v3.1.2"
 # v5.8.x needs Go 1.27; v5.7.1 builds with Go 1.26.
 KUSTOMIZE_VERSION = "v5.7.1"
+# cosign verifies OCIRepository signatures (spec.verify); built on first need (verification, the tests), not by `make build`.
+COSIGN_VERSION = "v2.6.5"
 
 
 def bin_dir(component: str, version: str, root: Path | None = None) -> Path:
@@ -30,3 +32,8 @@ def bin_dir(component: str, version: str, root: Path | None = None) -> Path:
 def kustomize() -> Path:
     """The pinned kustomize helmdeck builds (built or not)."""
     return bin_dir("kustomize", KUSTOMIZE_VERSION) / "kustomize"
+
+
+def cosign() -> Path:
+    """The pinned cosign helmdeck builds (built or not)."""
+    return bin_dir("cosign", COSIGN_VERSION) / "cosign"
