@@ -5,6 +5,7 @@ repository whose index has 100,000 versions of one chart (localcluster's chart r
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import threading
@@ -19,13 +20,15 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
-from engine.sources.oci import Registry
+from engine.sources.oci import CHART_LAYER, Registry
 from engine.sources.repository import ChartRequest, HelmRepositorySpec
 from engine.sources.semver import sort_newest_first
 from engine.sources.source import MAX_LISTED_HTTP, ChartSource
 from engine.sources.updates import AvailableVersions
 from localcluster.chartrepo import ChartRepoServer
 
+MANIFEST = json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "c" * 64},
+                       "layers": [{"mediaType": CHART_LAYER, "digest": "sha256:" + "d" * 64}]}).encode()
 PAGE = 100  # this registry ignores n, as some page by 100 whatever is asked
 TAGS = {
     "many": [f"{i // 100}.{i % 100}.0" for i in range(10_000)],  # the newest, 99.99.0, on the last page
@@ -43,6 +46,13 @@ class _Registry(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         type(self).requests += 1
         parts = urlsplit(self.path)
+        if "/manifests/" in parts.path:  # one chart manifest under any reference, said to be the one asked for
+            self.send_response(200)
+            self.send_header("Docker-Content-Digest", parts.path.rsplit("/", 1)[1])
+            self.send_header("Content-Length", str(len(MANIFEST)))
+            self.end_headers()
+            self.wfile.write(MANIFEST)
+            return
         repo = parts.path.removeprefix("/v2/").removesuffix("/tags/list")
         start = int(parse_qs(parts.query).get("last", ["0"])[0])
         headers = {}
@@ -98,6 +108,16 @@ async def test_a_tag_list_whose_pages_loop_is_refused(registry: Registry) -> Non
 
 async def test_tags_outside_the_distribution_grammar_are_left_out(registry: Registry) -> None:
     assert await registry.tags("odd") == ["1.0.0", "x" * 128, "_1"]
+
+
+async def test_a_manifest_asked_by_digest_must_hash_to_it_whatever_the_registry_says(registry: Registry) -> None:
+    """A pin by digest (``ref.digest``) is content addressing: bytes of another digest are refused even when the
+    registry's Docker-Content-Digest header claims the digest asked for."""
+    real = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+    assert (await registry.manifest("web", real)).digest == real
+    other = "sha256:" + "0" * 64
+    with pytest.raises(SourceInvalid, match=f"answered a manifest that is not {other}"):
+        await registry.manifest("web", other)
 
 
 async def test_an_index_of_a_hundred_thousand_versions_is_sorted_once_not_at_every_pass(tmp_path: Path) -> None:

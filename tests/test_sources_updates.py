@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 
 from engine.runtime import Engine
+from engine.runtime.chart_versions import VersionList, VersionRow
 from engine.runtime.engine import ActionRefused
 from engine.sources.pin import PinError
 from engine.sources.repository import ChartRequest, HelmRepositorySpec, OCIReference, OCIRepositorySpec
-from engine.sources.updates import AvailableVersions, ChartUpdate, available, in_range, newer
+from engine.sources.updates import AvailableVersions, ChartUpdate, available, in_range, newer, range_text
 from engine.storage.observer import Observer
 from tests.fixtures import EXAMPLES, storage_secret
 from tests.test_sources_pin import FILE
+from tui.chart_origin import newer_line, picker_rows, picker_title, update_text
 from tui.engine_client import EngineClient
 
 HTTP = HelmRepositorySpec(Path("charts.yaml"), "charts", "demo", "https://charts.example.com")
@@ -110,8 +112,33 @@ def test_a_digest_reference_is_not_pinned_in_place(tmp_path: Path) -> None:
     digest = "sha256:" + "b" * 64
     (tmp_path / "source.yaml").write_text(OCI_FILES["source.yaml"].replace("semver: '~1.0'", f"digest: {digest}"))
     (tmp_path / "a.yaml").write_text(OCI_FILES["a.yaml"])
-    with pytest.raises(PinError, match="selects the digest"):
+    with pytest.raises(PinError, match=r"is pinned by digest sha256:b{64} \(spec\.ref\.digest comes before tag"):
         _engine(tmp_path).versions.plan_pin(("demo", "a"), "1.0.0")
+
+
+def test_a_digest_pin_is_said_by_the_marker_the_overview_and_the_picker() -> None:
+    """As Flux, ``ref.digest`` comes before tag and semver: no newer version is inside a range, and each view
+    says the version is pinned by digest rather than out of range."""
+    digest = "sha256:" + "b" * 64
+    pinned = ChartRequest(dataclasses.replace(OCI, reference=OCIReference(digest=digest, semver="~1.0", tag="1.0.0")))
+    offered = available(pinned, ("1.0.0", "1.0.3", "2.0.0"))
+    assert offered == AvailableVersions("2.0.0", "", by_digest=True)
+    update = newer("1.0.0+abcdefabcdef", offered)
+    assert update == ChartUpdate("2.0.0", False, "", by_digest=True)
+    assert update_text(update) == "⇡2.0.0 (pinned by digest)"
+    assert newer_line(update).startswith("2.0.0 is offered, but the chart is pinned by digest (spec.ref.digest)")
+    assert newer("2.0.0+abcdefabcdef", offered) is None
+    assert range_text(pinned) == f"pinned by digest {digest}" and in_range(pinned, "1.0.3") is None
+    listed = VersionList(pinned.origin(), range_text(pinned), "1.0.0+abcdefabcdef",
+                         (VersionRow("2.0.0", "", "", None, False), VersionRow("1.0.0", "", "", None, True)),
+                         by_digest=True)
+    title = picker_title("demo/web", listed)
+    assert title.startswith("Versions of the chart of demo/web (edit spec.ref by hand to move it)\n")
+    assert f"range pinned by digest {digest} · deployed 1.0.0+abcdefabcdef" in title
+    assert [line.split()[-2:] for line in picker_rows(listed)] == [["-", "-"], ["-", "deployed"]]
+    unpinned = dataclasses.replace(listed, by_digest=False)
+    assert picker_title("demo/web", unpinned).startswith("Pin the chart of demo/web to a version\n")
+    assert picker_rows(unpinned)[0].endswith("?")
 
 
 def test_a_pin_the_semver_filter_would_drop_is_refused(tmp_path: Path) -> None:

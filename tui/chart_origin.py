@@ -50,8 +50,10 @@ def verification_line(view: ReleaseView) -> tuple[str, Tone, str] | None:
 
 
 def update_text(update: ChartUpdate) -> str:
-    """``↑0.3.0 (in range)`` (the next reconcile installs it) or ``⇡1.0.0 (out of range)``."""
-    return f"{update_mark(update)} ({'in range' if update.in_range else 'out of range'})"
+    """``↑0.3.0 (in range)`` (the next reconcile installs it), ``⇡1.0.0 (out of range)`` or ``⇡1.0.0 (pinned by
+    digest)``."""
+    said = "pinned by digest" if update.by_digest else "in range" if update.in_range else "out of range"
+    return f"{update_mark(update)} ({said})"
 
 
 def update_mark(update: ChartUpdate) -> str:
@@ -80,6 +82,9 @@ def chart_cell(view: ReleaseView, room: int = 20) -> tuple[str, Tone]:
 
 def newer_line(update: ChartUpdate) -> str:
     """The Overview's sentence about newer versions."""
+    if update.by_digest:
+        return (f"{update.version} is offered, but the chart is pinned by digest (spec.ref.digest): it stays on that "
+                "artifact until spec.ref changes")
     if update.in_range:
         return f"{update.version} is inside the range: the next reconcile installs it"
     inside = f"; {update.in_range_version} is, and the next reconcile installs it" if update.in_range_version else ""
@@ -87,8 +92,11 @@ def newer_line(update: ChartUpdate) -> str:
 
 
 def picker_title(ref: str, listed: VersionList) -> str:
-    """The picker's heading: what, from where, the range, what is deployed, and the column names."""
-    return (f"Pin the chart of {ref} to a version\n{listed.source}\n"
+    """The picker's heading: what, from where, the range (``pinned by digest sha256:…``), what is deployed, and the
+    column names."""
+    action = "Versions of the chart of" if listed.by_digest else "Pin the chart of"
+    goal = " (edit spec.ref by hand to move it)" if listed.by_digest else " to a version"
+    return (f"{action} {ref}{goal}\n{listed.source}\n"
             f"range {listed.range} · deployed {listed.deployed or 'nothing'}\n\n"
             f"  {'VERSION':<{_width(listed)}}  {'APP VERSION':<14} {'CREATED':<10}  RANGE")
 
@@ -102,9 +110,10 @@ _VERIFIED_MARKS = {"Verified": "  ✔ verified", "Failed": "  ✖ fails verifica
 
 def picker_rows(listed: VersionList) -> list[str]:
     """One line per version, newest first: ``● 0.2.0  app-0.2.0  2026-11-30  in range  deployed``, then what
-    verification found for it once known (``✔ verified``, ``✖ fails verification``)."""
+    verification found for it once known (``✔ verified``, ``✖ fails verification``); under a pin by digest the
+    range column says ``-`` (no version is selected by the range: the digest is)."""
     width = _width(listed)
-    marks = {True: "in range", False: "out of range", None: "?"}
+    marks = {True: "in range", False: "out of range", None: "-" if listed.by_digest else "?"}
     return [f"{'●' if r.deployed else ' '} {r.version:<{width}}  {r.app_version or '-':<14} "
             f"{r.created[:10] or '-':<10}  {marks[r.in_range]:<12}{'  deployed' if r.deployed else ''}"
             f"{_VERIFIED_MARKS.get(r.verification, '')}".rstrip()

@@ -59,12 +59,14 @@ def _outcome(found: Verification | None) -> str:
 
 @dataclass(frozen=True)
 class VersionList:
-    """What the picker shows: the source (one line), the range as written, the deployed version ("" none)."""
+    """What the picker shows: the source (one line), the range as written, the deployed version ("" none);
+    ``by_digest``: the package is pinned by digest (an OCIRepository's ``ref.digest``): no row can be pinned."""
 
     source: str
     range: str
     deployed: str
     rows: tuple[VersionRow, ...]
+    by_digest: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ class ChartVersions:
         rows = tuple(VersionRow(i.version, i.app_version, i.created, in_range(request, i.version),
                                 bool(published) and i.version == published,
                                 _outcome(charts.verification_of(request, i.digest))) for i in infos)
-        return VersionList(request.origin(), range_text(request), deployed, rows)
+        by_digest = isinstance(request.source, OCIRepositorySpec) and bool(request.source.reference.digest)
+        return VersionList(request.origin(), range_text(request), deployed, rows, by_digest)
 
     async def diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
         """What upgrading ``key`` to chart ``version`` would change (unified diff, "" = nothing), secrets masked
@@ -144,7 +147,8 @@ class ChartVersions:
         if isinstance(source, OCIRepositorySpec):
             ref = source.reference
             if ref.digest:
-                raise PinError(f"{source.describe()} selects the digest {ref.digest}: edit its spec.ref by hand")
+                raise PinError(f"{source.describe()} is pinned by digest {ref.digest} (spec.ref.digest comes before "
+                               "tag and semver): edit its spec.ref by hand")
             if ref.semver and not ref.admits_version(version):  # the resolution would never select it
                 raise PinError(f"{source.describe()}: the tag of {version} does not match spec.ref.semverFilter "
                                f"{ref.semver_filter!r}; change the filter by hand")

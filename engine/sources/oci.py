@@ -156,13 +156,17 @@ class Registry:
 
     async def manifest(self, repository: str, reference: str) -> ChartManifest:
         """The manifest of ``reference`` (tag or digest). NoMatchingVersion when absent; SourceInvalid when
-        it is not a Helm chart."""
+        it is not a Helm chart, or asked by digest its bytes have another digest."""
         resp = await self._get(f"/v2/{repository}/manifests/{reference}", f"repository:{repository}:pull",
                                accept=_MANIFEST_TYPES)
         if resp.status == 404:
             raise NoMatchingVersion(f"{self.what}: no {reference} in {self.host}/{repository}", repository=self.what)
         body = _json(resp.body, self.what)
         digest = resp.headers.get("docker-content-digest") or "sha256:" + hashlib.sha256(resp.body).hexdigest()
+        if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(resp.body).hexdigest() != reference:
+            # Content addressing: a manifest asked for by digest is that digest's bytes, whatever the registry says.
+            raise SourceInvalid(f"{self.what}: {self.host}/{repository} answered a manifest that is not {reference}",
+                                repository=self.what)
         layers = [x for x in body.get("layers") or [] if isinstance(x, dict) and x.get("mediaType") == CHART_LAYER]
         config = body["config"] if isinstance(body.get("config"), dict) else {}
         if not layers:

@@ -24,26 +24,32 @@ from engine.sources.semver import Range, SemverError, Version, parsed_newest_fir
 @dataclass(frozen=True)
 class AvailableVersions:
     """What a repository offered for one package when last asked: ``newest`` its newest release (pre-releases
-    only when nothing else), ``newest_in_range`` the newest version the package's range selects ("" none)."""
+    only when nothing else), ``newest_in_range`` the newest version the package's range selects ("" none);
+    ``by_digest``: the package is pinned by digest (an OCIRepository's ``ref.digest``), so no version is."""
 
     newest: str
     newest_in_range: str = ""
+    by_digest: bool = False
 
 
 @dataclass(frozen=True)
 class ChartUpdate:
     """A newer chart version than the deployed one: ``version`` the newest offered, ``in_range`` whether the
-    package's range selects it, ``in_range_version`` the newest newer one inside the range ("" none)."""
+    package's range selects it, ``in_range_version`` the newest newer one inside the range ("" none);
+    ``by_digest``: the package is pinned by digest, which no newer version moves."""
 
     version: str
     in_range: bool
     in_range_version: str = ""
+    by_digest: bool = False
 
 
 def range_text(request: ChartRequest) -> str:
-    """The package's range as written (``*`` by default; the OCI reference for an OCIRepository)."""
+    """The package's range as written (``*`` by default; the OCI reference for an OCIRepository, ``pinned by
+    digest sha256:…`` for its ``ref.digest``, which takes precedence over tag and semver as in Flux)."""
     if isinstance(request.source, OCIRepositorySpec):
-        return request.source.reference.describe()
+        ref = request.source.reference
+        return f"pinned by digest {ref.digest}" if ref.digest else ref.describe()
     return request.version or "*"
 
 
@@ -125,6 +131,8 @@ def available(request: ChartRequest, versions: tuple[str, ...]) -> AvailableVers
         return None
     newest = next((raw for v, raw in ordered if not v.pre), ordered[0][1])
     how, text = _wanted(request)
+    if how == "digest":
+        return AvailableVersions(newest, by_digest=True)
     exact = next((raw for _, raw in ordered if raw == text), "") if how == "range" else ""
     inside = exact or next((raw for v, raw in ordered if _inside(how, text, v, raw)), "")
     return AvailableVersions(newest, inside)
@@ -158,7 +166,7 @@ def newer(deployed: str, offered: AvailableVersions | None) -> ChartUpdate | Non
         return None
     inside_newer = offered.newest_in_range if inside is not None and inside > current else ""
     if newest > current:
-        return ChartUpdate(offered.newest, offered.newest == offered.newest_in_range, inside_newer)
+        return ChartUpdate(offered.newest, offered.newest == offered.newest_in_range, inside_newer, offered.by_digest)
     if inside_newer:  # a pre-release inside the range, newer than deployed
         return ChartUpdate(inside_newer, True, inside_newer)
     return None
