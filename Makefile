@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Go-built etcd, kube-apiserver/-controller-manager/-scheduler, kwok, the OCI registry, helm 3 and 4, kustomize;
-# cached in ~/.cache/helmdeck by version (a warm run takes seconds).
+# cached in ~/.cache/helmdeck by version (a warm run takes seconds). cosign (OCIRepository spec.verify) is built
+# on first need: by `make test`, or `python -m localcluster.build cosign`.
 build: $(STAMP)
 	$(BIN)/python -m localcluster.build
 
@@ -30,6 +31,7 @@ lint: $(STAMP)
 # pytest includes tests/test_wheel.py: the wheel, built offline, runs `helmdeck --version` and
 # `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).
 test: build lint
+	$(BIN)/python -m localcluster.build cosign
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # helmdeck's CRDs, generated from the loaders' field tables (a test checks the committed files are current).

@@ -37,6 +37,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import send
 from helmdeck.parser import EXIT_USAGE
+from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.conftest import ROOT, helm_binary
 from tests.controller_fixtures import (
@@ -248,10 +249,15 @@ def test_locked_down_the_releases_act_as_the_default_service_account() -> None:
     assert "--default-service-account=tenant" in args
 
 
-def test_the_containerfile_builds_the_pinned_helm_and_kustomize() -> None:
+def test_the_containerfile_builds_the_pinned_helm_kustomize_and_cosign() -> None:
     text = (ROOT / "Containerfile").read_text()
     assert f"ARG HELM_VERSION={tools.HELM4_VERSION}\n" in text
     assert f"ARG KUSTOMIZE_VERSION={tools.KUSTOMIZE_VERSION}\n" in text
+    assert f"ARG COSIGN_VERSION={tools.COSIGN_VERSION}\n" in text
+    cosign = build.COMPONENTS["cosign"]  # the same module and version stamp as `make test` builds
+    assert f'"{cosign.binaries["cosign"]}@${{COSIGN_VERSION}}"' in text
+    assert "-X sigs.k8s.io/release-utils/version.gitVersion=${COSIGN_VERSION}" in text
+    assert f"-X sigs.k8s.io/release-utils/version.gitVersion={tools.COSIGN_VERSION}" in cosign.ldflags
     # The image runs what the chart's Deployment asks for, as the chart's non-root user.
     assert 'ENTRYPOINT ["helmdeck"]' in text and container(render("x"))["args"][0] == "controller"
     user = next(line.split()[1] for line in text.splitlines() if line.startswith("USER "))

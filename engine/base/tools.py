@@ -20,7 +20,7 @@ HELM4_VERSION = "v4.3.2"
 REGISTRY_VERSION = "v3.1.2"
 # v5.8.x needs Go 1.27; v5.7.1 builds with Go 1.26.
 KUSTOMIZE_VERSION = "v5.7.1"
-# cosign verifies OCIRepository signatures (spec.verify); built on first need (verification, the tests), not by `make build`.
+# cosign verifies OCIRepository signatures (spec.verify); built on first need, not by a plain `make build`.
 COSIGN_VERSION = "v2.6.5"
 
 
