@@ -1,13 +1,17 @@
 """The tools helmdeck pins, and where its own builds of them live.
 
 ``make build`` (:mod:`localcluster.build`) builds each from its Go module into
-``<cache>/bin/<component>-<version>/``; the engine runs the pinned kustomize from there, so a render and
-its manifest checksum do not depend on what happens to be installed. The versions are here, not in
+``<cache>/bin/<component>-<version>/``; the engine runs the pinned kustomize and cosign from there
+(:func:`locate`), so a render and its manifest checksum, or a signature check, do not depend on what happens
+to be installed. The versions are here, not in
 localcluster, because the engine needs them and never imports the local cluster.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from engine.base.paths import cache_root
@@ -37,3 +41,29 @@ def kustomize() -> Path:
 def cosign() -> Path:
     """The pinned cosign helmdeck builds (built or not)."""
     return bin_dir("cosign", COSIGN_VERSION) / "cosign"
+
+
+class ToolMissing(LookupError):
+    """A tool helmdeck runs was not found; the message says where it looked and the fixes."""
+
+
+def locate(name: str, env_var: str, cached: Path, *, needed_by: str, fix: str,
+           env: Mapping[str, str] | None = None) -> Path:
+    """The ``name`` binary to run: ``$env_var`` (empty counts as unset; a name is looked up on ``PATH``), then
+    helmdeck's pinned build ``cached``, then ``name`` on ``PATH``. An explicit choice that cannot be found is an
+    error. Raises ToolMissing naming ``needed_by`` (what needs the tool) and ending with ``fix``."""
+    env = os.environ if env is None else env
+    explicit = env.get(env_var)
+    if explicit:
+        found = shutil.which(explicit, path=env.get("PATH", "")) if os.sep not in explicit else explicit
+        if found is None or not os.access(found, os.X_OK):
+            raise ToolMissing(f"{name} {explicit!r} given by ${env_var} not found or not executable; "
+                              f"fix ${env_var} or leave it unset")
+        return Path(found).absolute()
+    if os.access(cached, os.X_OK):
+        return cached
+    on_path = shutil.which(name, path=env.get("PATH", ""))
+    if on_path is not None:
+        return Path(on_path).absolute()
+    raise ToolMissing(f"{needed_by} needs {name}: ${env_var} is unset, {cached} is not built and PATH has no "
+                      f"{name}; {fix}")

@@ -8,8 +8,6 @@ manifest checksum do not depend on what happens to be installed), then
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,19 +24,8 @@ class KustomizeMissing(HelmError):
 def find_kustomize(env: Mapping[str, str] | None = None, *, needed_by: str = "spec.postRenderers") -> Path:
     """The kustomize binary (see the module docstring); ``needed_by`` names what needs it in the error.
     Raises KustomizeMissing."""
-    env = os.environ if env is None else env
-    explicit = env.get(ENV_VAR)
-    if explicit:
-        found = shutil.which(explicit, path=env.get("PATH", "")) if os.sep not in explicit else explicit
-        if found is None or not os.access(found, os.X_OK):
-            raise KustomizeMissing(f"kustomize {explicit!r} given by ${ENV_VAR} not found or not executable; "
-                                   f"fix ${ENV_VAR} or leave it unset")
-        return Path(found).absolute()
-    cached = tools.kustomize()
-    if os.access(cached, os.X_OK):
-        return cached
-    on_path = shutil.which("kustomize", path=env.get("PATH", ""))
-    if on_path is not None:
-        return Path(on_path).absolute()
-    raise KustomizeMissing(f"{needed_by} needs kustomize: ${ENV_VAR} is unset, {cached} is not built and "
-                           f"PATH has no kustomize; run `make build`, set ${ENV_VAR}, or install kustomize v5")
+    try:
+        return tools.locate("kustomize", ENV_VAR, tools.kustomize(), needed_by=needed_by, env=env,
+                            fix=f"run `make build`, set ${ENV_VAR}, or install kustomize v5")
+    except tools.ToolMissing as exc:
+        raise KustomizeMissing(str(exc)) from None
