@@ -9,6 +9,7 @@ engine whose packages take their charts from repositories.
   ``examples/charts/web`` with a chosen version and content (signed by a :class:`GpgSigner`'s key),
   published with helm.
 - :func:`write`, :func:`oci_folder`: package folders using them.
+- :class:`CosignSigner`: a cosign key pair and ``cosign sign`` of a chart pushed to the registry.
 - :class:`CmdlineWatch`: samples every process's command line while a test acts, to catch
   a credential passed as an argument.
 - :func:`sources_engine`: fixed engine state with charts from repositories (tests/data/sources-packages), for
@@ -40,6 +41,7 @@ import bcrypt
 from engine.runtime import Engine
 from engine.runtime.state import Condition, ReleaseKey
 from engine.sources import ChartRequest, ChartVersionInfo
+from engine.sources.cosign import fingerprint
 from engine.sources.updates import available
 from engine.sources.verify import FAILED, SOURCE_VERIFIED, SUCCEEDED, VERIFIED, Verification, verified_message
 from engine.storage.observer import Observer
@@ -106,6 +108,36 @@ class GpgSigner:
     def _gpg(self, *args: str) -> bytes:
         return subprocess.run(["gpg", "--batch", "--quiet", *args], capture_output=True, check=True, timeout=120,
                               env={**os.environ, "GNUPGHOME": str(self.home)}).stdout
+
+
+class CosignSigner:
+    """A cosign key pair made by the real cosign (``generate-key-pair``; its password only in the environment, as
+    ``COSIGN_PASSWORD``): ``pub`` the public key (what a Secret's ``*.pub`` holds), ``fingerprint`` as
+    :func:`engine.sources.cosign.fingerprint` says it. :meth:`sign` signs ``host/repository@digest`` with
+    ``cosign sign --key --tlog-upload=false`` (no transparency log is reachable here)."""
+
+    def __init__(self, cosign: Path, work: Path, password: str = "cosign-test-password"):
+        work.mkdir(parents=True, exist_ok=True)
+        self.cosign = cosign
+        self.work = work
+        self.password = password
+        self.env = {**os.environ, "COSIGN_PASSWORD": password, "HOME": str(work), "TUF_ROOT": str(work / "tuf"),
+                    "DOCKER_CONFIG": str(work / "docker")}
+        self._cosign("generate-key-pair")
+        self.key = work / "cosign.key"
+        self.pub = work / "cosign.pub"
+        self.fingerprint = fingerprint(self.pub.read_bytes())
+
+    def _cosign(self, *args: str) -> str:
+        proc = subprocess.run([str(self.cosign), *args], cwd=self.work, env=self.env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        if proc.returncode != 0:
+            raise AssertionError(f"cosign {' '.join(args)} failed:\n{proc.stderr}")
+        return proc.stdout + proc.stderr
+
+    def sign(self, image: str) -> None:
+        """Sign ``image`` (``host:port/repository@sha256:...``) in the registry, over plain HTTP."""
+        self._cosign("sign", "--key", str(self.key), "--tlog-upload=false", "--allow-http-registry", "-y", image)
 
 
 def package_chart(helm: str, work: Path, version: str, *, name: str = "web", marker: str = "",
@@ -189,12 +221,14 @@ class TestRegistry:
 
 class CmdlineWatch:
     """Samples every process's /proc/<pid>/cmdline while active; remembers helm runs (their subcommands in
-    ``helm_runs``, whole argument lists in ``helm_commands``) and leaks of ``needle``."""
+    ``helm_runs``, whole argument lists in ``helm_commands``), cosign runs (``cosign_commands``) and leaks of
+    ``needle``."""
 
     def __init__(self, needle: str):
         self.needle = needle.encode()
         self.helm_runs: set[str] = set()
         self.helm_commands: set[tuple[str, ...]] = set()
+        self.cosign_commands: set[tuple[str, ...]] = set()
         self.leaks: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -211,6 +245,8 @@ class CmdlineWatch:
                 if self.needle in cmd:
                     self.leaks.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
                 parts = cmd.split(b"\0")
+                if parts and parts[0].endswith(b"/cosign") and len(parts) > 1:
+                    self.cosign_commands.add(tuple(p.decode(errors="replace") for p in parts[1:] if p))
                 if parts and parts[0].endswith(b"/helm") and len(parts) > 1:
                     self.helm_runs.add(parts[1].decode())
                     self.helm_commands.add(tuple(p.decode(errors="replace") for p in parts[1:] if p))

@@ -106,6 +106,46 @@ def test_source_errors_name_file_line_field_fix(body: str, field: str, line: int
     assert fix in err.value.fix, str(err.value)
 
 
+def test_oci_repository_verify_with_keys_reaches_the_chart_request() -> None:
+    """Flux's ``spec.verify: {provider: cosign, secretRef: {name}}``: the Secret is the repository's namespace's,
+    and the request a chartRef makes carries it (the pull verifies before the chart is used)."""
+    spec = source("apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata: {name: web, namespace: "
+                  "apps}\nspec:\n  url: oci://r/c/web\n  verify: {provider: cosign, secretRef: {name: cosign-keys}}\n")
+    assert spec.verify == VerifySpec("cosign", "cosign-keys", "apps", field="spec.verify")
+    request = request_for(SourceRef("OCIRepository", "web", "apps"), {spec.ref: spec}, file=FILE, lines={},
+                          path="spec.chartRef")
+    assert request.verify == spec.verify
+
+
+@pytest.mark.parametrize(("verify", "field", "line", "problem", "fix"), [
+    ("{provider: cosign}", "spec.verify.secretRef", 6, "keyless verification is not possible here", "*.pub"),
+    ("\n    provider: cosign\n    secretRef: {name: k}\n    matchOIDCIdentity:\n"
+     "    - {issuer: '^https://token.actions.githubusercontent.com$', subject: '^https://github.com/org/.*$'}",
+     "spec.verify.matchOIDCIdentity", 9, "Sigstore instance (Fulcio's certificates, Rekor's transparency log)",
+     "remove matchOIDCIdentity"),
+    ("{provider: cosign, matchOIDCIdentity: [{issuer: x}]}", "spec.verify.matchOIDCIdentity[0].subject", 6,
+     "is required", "subject"),
+    ("{provider: notation, secretRef: {name: k}}", "spec.verify.provider", 6, "notation is not implemented",
+     "provider: cosign"),
+    ("{provider: gpg, secretRef: {name: k}}", "spec.verify.provider", 6, "unknown provider 'gpg'", "cosign"),
+    ("{secretRef: {name: k}}", "spec.verify.provider", 6, "is required", "cosign"),
+    ("{provider: cosign, secretRef: {name: Keys!}}", "spec.verify.secretRef.name", 6, "not a valid", "lower-case"),
+    ("{provider: cosign, secretRef: {name: k}, key: x}", "spec.verify.key", 6, "unknown field", "matchOIDCIdentity"),
+    ("cosign", "spec.verify", 6, "must be a mapping", ""),
+])
+def test_oci_repository_verify_errors_name_file_line_field_and_why(
+    verify: str, field: str, line: int, problem: str, fix: str,
+) -> None:
+    """Keyless fields are accepted by the field table (a Flux document reads) and refused with why: helmdeck
+    cannot reach a Sigstore instance here."""
+    with pytest.raises(PackageError) as err:
+        source("apiVersion: helmdeck.dev/v1alpha1\nkind: OCIRepository\nmetadata: {name: c}\nspec:\n"
+               f"  url: oci://x/y\n  verify: {verify}\n")
+    assert (err.value.file, err.value.field) == (FILE, field), str(err.value)
+    assert problem in err.value.problem and fix in err.value.fix, str(err.value)
+    assert err.value.line == line, str(err.value)
+
+
 def chart_spec(text: str) -> Any:
     data = yaml.safe_load(text)
     return parse_chart_template(data["spec"]["chart"], file=FILE, lines=lines_of(text), namespace="demo")

@@ -47,14 +47,17 @@ def _private_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"pull-{os.getpid()}-", dir=base))
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new 0600 file ``path`` (credentials: never readable by others, not even briefly)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
 
 
 @contextlib.contextmanager
-def _workspace() -> Iterator[Path]:
+def workspace() -> Iterator[Path]:
+    """A private 0700 folder for one run of a tool (helm, cosign) and its credentials, inside the helm runner's
+    private folder; removed afterwards (and, left by a killed helmdeck, at the next process's first run)."""
     folder = _private_dir()
     try:
         yield folder
@@ -96,12 +99,17 @@ async def _run(helm: Helm, args: Sequence[str], env: Mapping[str, str], timeout:
     text = (err or out).decode(errors="replace").strip()
     lines = [ln.removeprefix("Error:").strip() for ln in text.splitlines() if ln.strip()]
     message = f"{what}: helm {args[0]} failed: {lines[-1] if lines else 'exit ' + str(proc.returncode)}"
-    cls: type[SourceError] = PullFailed
+    raise (transport_failure(text) or PullFailed)(message, repository=what)
+
+
+def transport_failure(text: str) -> type[SourceError] | None:
+    """SourceAuthFailed or SourceUnreachable when a tool's output (helm's, cosign's) says the repository refused
+    access or could not be reached; None when the failure is something else."""
     if _AUTH.search(text):
-        cls = SourceAuthFailed
-    elif _NET.search(text):
-        cls = SourceUnreachable
-    raise cls(message, repository=what)
+        return SourceAuthFailed
+    if _NET.search(text):
+        return SourceUnreachable
+    return None
 
 
 def _single_archive(folder: Path, what: str) -> Path:
@@ -121,7 +129,7 @@ async def pull_http(
     With ``keys`` (a ``pubring.gpg`` key set), ``--verify --keyring <0600 file>``: helm fetches the chart's
     ``.prov`` next to it and checks its signature and the archive's hash, and says who signed; a failed
     check raises PullFailed with helm's message and moves nothing to ``dest``."""
-    with _workspace() as folder, tls_files(creds, folder) as tls, \
+    with workspace() as folder, tls_files(creds, folder) as tls, \
             key_files(keys or KeySet({}, ""), folder) as keyring:
         repo: dict[str, object] = {"name": _REPO_NAME, "url": url, "pass_credentials_all": pass_credentials}
         if creds.basic:
@@ -130,7 +138,7 @@ async def pull_http(
             if key in tls:
                 repo[field] = str(tls[key])
         # JSON is YAML: repositories.yaml without a YAML writer.
-        _write_private(folder / "repositories.yaml", json.dumps({"apiVersion": "", "repositories": [repo]}))
+        write_private(folder / "repositories.yaml", json.dumps({"apiVersion": "", "repositories": [repo]}))
         # An index of the one resolved version, so helm neither fetches nor parses the whole index again.
         one = {"apiVersion": "v1", "entries": {entry.name: [{
             "apiVersion": "v2", "name": entry.name, "version": entry.version, "urls": list(entry.urls),
@@ -154,7 +162,7 @@ async def pull_oci(
     """``helm pull oci://<location>@<digest>``, the credentials in helmdeck's registry config.
     The archive is moved to ``dest``; returns ``dest``."""
     host = location.split("/", 1)[0]
-    with _workspace() as folder, tls_files(creds, folder) as tls:
+    with workspace() as folder, tls_files(creds, folder) as tls:
         tls_args: list[str] = []
         for key, flag in (("ca", "--ca-file"), ("cert", "--cert-file"), ("key", "--key-file")):
             if key in tls:
@@ -163,14 +171,20 @@ async def pull_oci(
         env = _env(folder)
         # The registry config helm's login would write (docker's format), written directly: `helm registry
         # login` takes the password on stdin but the user name only as an argument.
-        auths = {host: {"auth": creds.authorization().removeprefix("Basic ")}} if creds.basic else {}
-        _write_private(folder / "registry.json", json.dumps({"auths": auths}))
+        write_private(folder / "registry.json", registry_config(creds, host))
         out = folder / "out"
         out.mkdir()
         await _run(helm, ["pull", f"oci://{location}@{digest}", *tls_args, *plain, "-d", str(out)],
                    env, timeout, what)
         shutil.move(_single_archive(out, what), dest)
     return dest
+
+
+def registry_config(creds: Credentials, host: str) -> str:
+    """Docker's config.json (``{"auths": {host: {"auth": base64(user:password)}}}``) with ``creds`` for ``host``:
+    what helm's registry config and cosign's ``$DOCKER_CONFIG`` read."""
+    auths = {host: {"auth": creds.authorization().removeprefix("Basic ")}} if creds.basic else {}
+    return json.dumps({"auths": auths})
 
 
 def signer(output: str) -> str:

@@ -11,7 +11,8 @@ ignored), with the ``spec`` of Flux's source.toolkit.fluxcd.io/v1::
     kind: OCIRepository
     spec: {url: oci://registry.example.com/charts/web,
            ref: {digest: sha256:... | semver: ">=1.0.0" (semverFilter: regex) | tag: latest},
-           interval: 1m, timeout: 60s, secretRef: {name}, certSecretRef: {name}, insecure: false}
+           interval: 1m, timeout: 60s, secretRef: {name}, certSecretRef: {name}, insecure: false,
+           verify: {provider: cosign, secretRef: {name}}}
 
 A Package names its chart in one of Flux's two forms (:func:`parse_chart_template`,
 :func:`parse_chart_ref`)::
@@ -147,7 +148,8 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class OCIRepositorySpec:
-    """Flux's OCIRepository (``url`` is ``oci://host/path/chart``); durations in seconds."""
+    """Flux's OCIRepository (``url`` is ``oci://host/path/chart``); durations in seconds; ``verify`` its
+    ``spec.verify`` (cosign with public keys), None for none."""
 
     file: Path
     name: str
@@ -159,6 +161,7 @@ class OCIRepositorySpec:
     secret_ref: str = ""
     cert_secret_ref: str = ""
     insecure: bool = False
+    verify: VerifySpec | None = None
 
     @property
     def ref(self) -> SourceRef:
@@ -310,7 +313,44 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
         secret_ref=fields.secret_ref(spec.get("secretRef"), "spec.secretRef"),
         cert_secret_ref=fields.secret_ref(spec.get("certSecretRef"), "spec.certSecretRef"),
         insecure=fields.boolean(spec.get("insecure"), "spec.insecure"),
+        verify=_oci_verify(fields, spec.get("verify"), namespace),
     )
+
+
+def _oci_verify(fields: Fields, value: Any, namespace: str) -> VerifySpec | None:
+    """Flux's OCIRepository ``spec.verify``: ``{provider: cosign, secretRef: {name}}``, the Secret (in the
+    repository's namespace) holding cosign public keys (``*.pub``); None when absent. Keyless verification
+    (``matchOIDCIdentity``, or no ``secretRef``) is read and refused: it checks a Fulcio certificate and a Rekor
+    transparency log entry, and no Sigstore instance is reachable from here; ``notation`` is not implemented.
+    Raises PackageError."""
+    if value is None:
+        return None
+    p = "spec.verify"
+    table = SOURCE_SPECS[OCI_REPOSITORY]
+    section = fields.mapping(value, p, allowed(table, "verify"), required=True,
+                             fix="write verify: {provider: cosign, secretRef: {name: <Secret with cosign.pub>}}")
+    provider = fields.string(section.get("provider"), f"{p}.provider", required=True, fix="write provider: cosign")
+    if provider == "notation":
+        raise fields.error(f"{p}.provider", "notation is not implemented by helmdeck",
+                           "sign the chart with cosign and write provider: cosign")
+    if provider != "cosign":
+        raise fields.error(f"{p}.provider", f"unknown provider {provider!r}", "write provider: cosign")
+    identities = []
+    for i, item in enumerate(fields.sequence(section.get("matchOIDCIdentity"), f"{p}.matchOIDCIdentity",
+                                             "write a list of {issuer, subject}")):
+        at = f"{p}.matchOIDCIdentity[{i}]"
+        pair = fields.mapping(item, at, allowed(table, "verify.matchOIDCIdentity"), required=True)
+        identities.append((fields.string(pair.get("issuer"), f"{at}.issuer", required=True, fix="give the issuer"),
+                           fields.string(pair.get("subject"), f"{at}.subject", required=True,
+                                         fix="give the subject")))
+    if identities or section.get("secretRef") is None:
+        where = f"{p}.matchOIDCIdentity" if identities else f"{p}.secretRef"
+        raise fields.error(where, "keyless verification is not possible here: it needs a Sigstore instance (Fulcio's "
+                           "certificates, Rekor's transparency log) that helmdeck cannot reach",
+                           f"verify with public keys: name a Secret holding cosign public keys (*.pub) in "
+                           f"{p}.secretRef{' and remove matchOIDCIdentity' if identities else ''}")
+    name = fields.secret_ref(section.get("secretRef"), f"{p}.secretRef")
+    return VerifySpec("cosign", name, namespace, field=p)
 
 
 def _oci_reference(fields: Fields, raw: Any) -> OCIReference:
@@ -549,4 +589,4 @@ def request_for(
                                             f"serve the chart from an HTTP HelmRepository, or verify with cosign on "
                                             f"an {OCI_REPOSITORY}")
         return ChartRequest(source, chart.chart, chart.version, chart.verify)
-    return ChartRequest(source)
+    return ChartRequest(source, verify=source.verify if isinstance(source, OCIRepositorySpec) else None)

@@ -15,6 +15,7 @@ HELM_CHART = "HelmChart"  # Flux's chart object: the fields of a HelmRelease's s
 SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
 REPO_TYPES = ("default", "oci")
 RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
+OCI_VERIFY_PROVIDERS = ("cosign", "notation")  # Flux's; notation is refused by the loader
 
 _SECRET_REF = (Field("name", "string", "the Secret's name, in the repository's namespace", required=True),)
 _COMMON = (
@@ -39,6 +40,18 @@ OCI_REPOSITORY_SPEC = (
               Field("semver", "string", "a semver range"),
               Field("semverFilter", "string", "a regular expression the versions must match"),
               Field("tag", "string", "an OCI tag"),
+          )),
+    Field("verify", "object", "verify the artifact's signature before it is used (Flux's): provider cosign with "
+          "public keys", fields=(
+              Field("provider", "string", "cosign (notation is not implemented)", required=True,
+                    enum=OCI_VERIFY_PROVIDERS),
+              Field("secretRef", "object", "a Secret with cosign public keys (*.pub), in the repository's namespace",
+                    fields=_SECRET_REF),
+              Field("matchOIDCIdentity", "list", "keyless verification's OIDC issuer and subject (read and refused: "
+                    "it needs a Sigstore instance helmdeck cannot reach)", items="object", fields=(
+                        Field("issuer", "string", "a regular expression of the OIDC issuer", required=True),
+                        Field("subject", "string", "a regular expression of the signer's identity", required=True),
+                    )),
           )),
 )
 SOURCE_SPECS = {HELM_REPOSITORY: HELM_REPOSITORY_SPEC, OCI_REPOSITORY: OCI_REPOSITORY_SPEC}

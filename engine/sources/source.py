@@ -23,6 +23,7 @@ from pathlib import Path
 from engine.helm import Helm
 from engine.sources import helm_pull
 from engine.sources.cache import ChartCache, chart_meta, set_chart_version, with_build_metadata
+from engine.sources.cosign import verify_cosign
 from engine.sources.credentials import Credentials, SecretReader, load_credentials
 from engine.sources.errors import NoMatchingVersion, PullFailed, SourceAuthFailed, SourceError, SourceUnreachable
 from engine.sources.index import Index, IndexEntry, IndexStore
@@ -36,6 +37,7 @@ from engine.sources.repository import (
 from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
 from engine.sources.updates import AvailableVersions, available, prepare
 from engine.sources.verify import (
+    COSIGN,
     FAILED,
     HELM,
     NOT_ASKED,
@@ -270,6 +272,13 @@ class ChartSource:
             return await self.verifications.check(
                 verify, keys, digest, source.interval, what,
                 lambda k: self._helm_verify(request, sel, k, digest))
+        if verify.provider == COSIGN and sel.location is not None:
+            location, digest = sel.location, sel.choice.manifest_digest
+            return await self.verifications.check(
+                verify, keys, digest, source.interval, what,
+                lambda k: verify_cosign(location=f"{location.host}/{location.repository}", digest=digest, keys=k,
+                                        secret=f"{verify.namespace}/{verify.secret_ref}", creds=sel.creds,
+                                        plain_http=source.insecure, timeout=source.timeout, what=what))
         raise VerifyError(f"{what}: {verify.field}: provider {verify.provider!r} is not supported here",
                           repository=what)
 
