@@ -85,6 +85,29 @@ async def settle(ctl: PackageController, keys: list[tuple[str, str]], what: str)
     return took, charts.verifications.runs - runs, charts.pulls - pulls
 
 
+async def passes(bench: Bench, ctl: PackageController, rounds: int,
+                 tool: str) -> tuple[float, int, float, float, int, int, int]:
+    """The first reconcile of the ``verified-*`` and ``plain-*`` packages, then ``rounds`` no-op passes of each,
+    alternating (so that a slower moment of the machine hits both): the first's seconds and checks run, the
+    median no-op pass of each, and the checks (``tool`` runs), pulls and revisions the no-op passes made."""
+    verified = sorted(k for k in ctl.book.packages if k[1].startswith("verified-"))
+    plain = sorted(k for k in ctl.book.packages if k[1].startswith("plain-"))
+    first, first_runs, first_pulls = await settle(ctl, verified + plain, "first reconcile")
+    print(f"first reconcile of {len(verified) + len(plain)} packages ({len(verified)} verified): {first:.1f}s; "
+          f"{first_runs} {tool}, {first_pulls} pulls", flush=True)
+    before = revisions(bench)
+    times: dict[str, list[float]] = {"verified": [], "plain": []}
+    verify_runs = pulls = 0
+    for _ in range(rounds):
+        for name, keys in (("verified", verified), ("plain", plain)):
+            took, r, p = await settle(ctl, keys, f"no-op pass ({name})")
+            times[name].append(took)
+            verify_runs, pulls = verify_runs + r, pulls + p
+    made = revisions(bench) - before
+    return (first, first_runs, statistics.median(times["verified"]), statistics.median(times["plain"]), verify_runs,
+            pulls, made)
+
+
 def helm_verify_each(bench: Bench, signer: GpgSigner, repo: ChartRepoServer, runs: int) -> float:
     """Seconds per ``helm pull --verify --keyring`` of the chart (into a fresh folder each time)."""
     start = time.perf_counter()
@@ -114,24 +137,10 @@ async def main_async(bench: Bench, n: int, rounds: int, concurrency: int, helm_r
                         watch_packages=False, monitors=False)
         await engine.start(reconcile=False)
         try:
-            ctl = engine.controller
-            verified = sorted(k for k in ctl.book.packages if k[1].startswith("verified-"))
-            plain = sorted(k for k in ctl.book.packages if k[1].startswith("plain-"))
-            first, first_runs, first_pulls = await settle(ctl, verified + plain, "first reconcile")
-            print(f"first reconcile of {2 * n} packages ({n} verified): {first:.1f}s; {first_runs} helm pull --verify, "
-                  f"{first_pulls} pulls", flush=True)
-            before = revisions(bench)
-            times: dict[str, list[float]] = {"verified": [], "plain": []}
-            verify_runs = pulls = 0
-            for _ in range(rounds):  # alternating, so that a slower moment of the machine hits both
-                for name, keys in (("verified", verified), ("plain", plain)):
-                    took, r, p = await settle(ctl, keys, f"no-op pass ({name})")
-                    times[name].append(took)
-                    verify_runs, pulls = verify_runs + r, pulls + p
-            made = revisions(bench) - before
+            first, first_runs, mine, theirs, verify_runs, pulls, made = await passes(
+                bench, engine.controller, rounds, "helm pull --verify")
         finally:
             await engine.stop()
-        mine, theirs = statistics.median(times["verified"]), statistics.median(times["plain"])
         print(f"no-op pass over {n} verified packages: {mine:.3f}s (median of {rounds}); without verification: "
               f"{theirs:.3f}s; {verify_runs} helm pull --verify runs, {pulls} pulls, {made} revisions", flush=True)
         per = helm_verify_each(bench, signer, repo, helm_runs)

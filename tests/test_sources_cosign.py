@@ -30,17 +30,10 @@ from engine.sources.verify import VerifyError, VerifySpec
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import CmdlineWatch, CosignSigner, package_chart, push_oci, write
 from tests.conftest import helm_binary
+from tests.test_sources_remote import Clock
 
 pytestmark = pytest.mark.cluster
 FILE = Path("/pk/sources.yaml")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

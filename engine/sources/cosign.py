@@ -19,23 +19,21 @@ verifies names the signer.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextlib
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from engine.base import tools
 from engine.sources.credentials import Credentials, tls_files
 from engine.sources.errors import SourceUnreachable
-from engine.sources.helm_pull import registry_config, transport_failure, workspace, write_private
+from engine.sources.helm_pull import registry_config, run_tool, transport_failure, workspace, write_private
 from engine.sources.verify import COSIGN, FAILED, VERIFIED, KeySet, Verification, VerifyError, clip, key_files
 
 ENV_VAR = "HELMDECK_COSIGN"
-_EMPTY_ROOT = '{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}'
+EMPTY_ROOT = '{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}'
 _PASSED = ("PATH", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
 
 
@@ -66,21 +64,6 @@ def cosign_message(text: str) -> str:
     return "; ".join(errors) if errors else (lines[-1] if lines else "no output")
 
 
-async def _run(binary: Path, args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-    """Run cosign; its return code and output (stderr, else stdout). TimeoutError past ``timeout`` seconds."""
-    proc = await asyncio.create_subprocess_exec(
-        str(binary), *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=dict(env), start_new_session=True)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except (TimeoutError, asyncio.CancelledError):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode or 0, (err or out).decode(errors="replace")
-
-
 async def verify_cosign(
     *, location: str, digest: str, keys: KeySet, secret: str, creds: Credentials, plain_http: bool, timeout: float,
     what: str,
@@ -106,7 +89,7 @@ async def verify_cosign(
         write_private(folder / "docker" / "config.json", registry_config(creds, location.split("/", 1)[0]))
         # An empty trusted root: a key needs no Fulcio, Rekor or CT material, and cosign fetches none (without one
         # it asks Sigstore's TUF repository first).
-        (folder / "trusted_root.json").write_text(_EMPTY_ROOT)
+        (folder / "trusted_root.json").write_text(EMPTY_ROOT)
         env = {k: v for k, v in os.environ.items() if k in _PASSED}
         env.update(HOME=str(folder), DOCKER_CONFIG=str(folder / "docker"), TUF_ROOT=str(folder / "tuf"))
         if "ca" in tls:
@@ -116,7 +99,9 @@ async def verify_cosign(
             args = ["verify", "--key", str(path), "--insecure-ignore-tlog=true", "--offline=true", "--trusted-root",
                     str(folder / "trusted_root.json"), *plain, image]
             try:
-                code, output = await _run(binary, args, env, timeout)
+                code, out, err = await run_tool(str(binary), args, env, timeout)
+            except OSError as exc:
+                raise VerifyError(f"{what}: cannot run cosign ({exc})", repository=what) from None
             except TimeoutError:
                 raise SourceUnreachable(f"{what}: cosign verify of {image} took longer than {timeout:g}s",
                                         repository=what) from None
@@ -124,7 +109,7 @@ async def verify_cosign(
                 identity = f"key {name} of Secret {secret} ({fingerprint(keys.files[name])})"
                 return Verification(COSIGN, VERIFIED, identity=identity, artifact_digest=digest,
                                     keys_digest=keys.digest)
-            said = cosign_message(output)
+            said = cosign_message(err or out)
             failed = transport_failure(said)
             if failed is not None:
                 raise failed(f"{what}: cosign verify of {image}: {said}", repository=what)

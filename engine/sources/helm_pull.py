@@ -77,16 +77,12 @@ def _env(folder: Path) -> dict[str, str]:
     }
 
 
-async def _run(helm: Helm, args: Sequence[str], env: Mapping[str, str], timeout: float, what: str) -> str:
-    """Run helm; its output is classified into SourceAuthFailed / SourceUnreachable / PullFailed."""
-    full_env = {**os.environ, **helm.env, **env}
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            helm.binary, *args, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=full_env, start_new_session=True,
-        )
-    except OSError as exc:
-        raise PullFailed(f"{what}: cannot run helm ({exc})", repository=what) from exc
+async def run_tool(binary: str, args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
+    """Run ``binary`` (helm, cosign) with only ``env``, no stdin, in a session of its own: its return code, stdout
+    and stderr. Killed on cancellation or past ``timeout`` seconds (TimeoutError); OSError when it cannot start."""
+    proc = await asyncio.create_subprocess_exec(
+        binary, *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=dict(env), start_new_session=True)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except (TimeoutError, asyncio.CancelledError):
@@ -94,11 +90,20 @@ async def _run(helm: Helm, args: Sequence[str], env: Mapping[str, str], timeout:
             proc.kill()
         await proc.wait()
         raise
-    if proc.returncode == 0:
-        return out.decode(errors="replace")
-    text = (err or out).decode(errors="replace").strip()
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+async def _run(helm: Helm, args: Sequence[str], env: Mapping[str, str], timeout: float, what: str) -> str:
+    """Run helm; its output is classified into SourceAuthFailed / SourceUnreachable / PullFailed."""
+    try:
+        code, out, err = await run_tool(helm.binary, args, {**os.environ, **helm.env, **env}, timeout)
+    except OSError as exc:
+        raise PullFailed(f"{what}: cannot run helm ({exc})", repository=what) from exc
+    if code == 0:
+        return out
+    text = (err or out).strip()
     lines = [ln.removeprefix("Error:").strip() for ln in text.splitlines() if ln.strip()]
-    message = f"{what}: helm {args[0]} failed: {lines[-1] if lines else 'exit ' + str(proc.returncode)}"
+    message = f"{what}: helm {args[0]} failed: {lines[-1] if lines else 'exit ' + str(code)}"
     raise (transport_failure(text) or PullFailed)(message, repository=what)
 
 
