@@ -128,16 +128,36 @@ def test_an_unsupported_field_is_named_with_its_file_and_line(tmp_path: Path) ->
 
 def test_unsupported_fields_of_actions_and_sources(tmp_path: Path) -> None:
     text = WEB.replace("  values:", "  install:\n    timeout: 5m\n    disableOpenAPIValidation: true\n  values:")
-    oci = OCI.replace("  ref:", "  verify: {provider: cosign}\n  ref:")
+    oci = OCI.replace("  ref:", "  layerSelector: {mediaType: application/x-tar}\n  ref:")
     path = write(tmp_path, REPO, text, oci)
     fields = sorted(e.field for e in load_folder(tmp_path).errors)
-    assert fields == ["spec.install.timeout", "spec.verify"]  # the first of the HelmRelease's, the source's
+    assert fields == ["spec.install.timeout", "spec.layerSelector"]  # the first of the HelmRelease's, the source's
     loaded = load_folder(tmp_path, allow_unsupported=True)
     assert loaded.errors == [] and [s.name for s in loaded.specs] == ["web"]
     assert sorted((w.field, w.line) for w in loaded.left_out) == sorted([
         ("spec.install.timeout", line_of(path, "    timeout: 5m")),
         ("spec.install.disableOpenAPIValidation", line_of(path, "    disableOpenAPIValidation: true")),
-        ("spec.verify", line_of(path, "  verify: {provider: cosign}"))])
+        ("spec.layerSelector", line_of(path, "  layerSelector: {mediaType: application/x-tar}"))])
+
+
+def test_an_oci_repositorys_cosign_verify_is_read_and_keyless_is_refused_even_when_allowed(tmp_path: Path) -> None:
+    """Flux's OCIRepository ``spec.verify`` with keys is implemented; keyless verification is not, and
+    ``--allow-unsupported`` does not leave it out: a chart asked to be verified is never installed unverified."""
+    keys = OCI.replace("  ref:", "  verify: {provider: cosign, secretRef: {name: cosign-keys}}\n  ref:")
+    write(tmp_path, API, keys)
+    loaded = load_folder(tmp_path)
+    assert loaded.errors == [] and not loaded.left_out
+    request = loaded.specs[0].chart_request
+    assert request is not None and request.verify is not None
+    assert (request.verify.provider, request.verify.namespace, request.verify.secret_ref) == (
+        "cosign", "apps", "cosign-keys")
+    path = write(tmp_path, API, OCI.replace("  ref:", "  verify: {provider: cosign}\n  ref:"))
+    for allowed in (False, True):
+        err, missing = load_folder(tmp_path, allow_unsupported=allowed).errors  # and the HelmRelease's source
+        assert missing.field == "spec.chartRef" and "OCIRepository apps/api-chart does not exist" in missing.problem
+        assert (err.file, err.field, err.line) == (path, "spec.verify.secretRef",
+                                                   line_of(path, "  verify: {provider: cosign}"))
+        assert "keyless verification is not possible here" in err.problem
 
 
 @pytest.mark.parametrize(("change", "field"), [

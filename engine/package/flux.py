@@ -32,7 +32,7 @@ ALLOW_FLAG = "--allow-unsupported"
 
 _ACTION_TIMEOUT = "per-action timeouts are not implemented: helmdeck uses spec.timeout"
 _VALIDATION = "helm's CLI validates against the OpenAPI schema on every action"
-_VERIFY = "chart verification (cosign, notation) is not implemented"
+_VERIFY = "a HelmChart's verification (cosign, notation) is not implemented: verify on an OCIRepository"
 _CHART_VERIFY = "chart verification with cosign or notation is not implemented here (provider helm is)"
 # Flux fields helmdeck does not implement, by dotted path (list indices left out), and why.
 UNSUPPORTED: Mapping[str, str] = {
@@ -51,7 +51,7 @@ UNSUPPORTED: Mapping[str, str] = {
     "spec.upgrade.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
     "spec.uninstall.deletionPropagation": "helm's CLI deletes with its own propagation",
     "spec.dependsOn.readyExpr": "CEL readiness expressions are not implemented",
-    # Flux's sources
+    # Flux's sources (an OCIRepository's spec.verify is read: engine.sources.repository)
     "spec.verify": _VERIFY,
     "spec.provider": "cloud provider authentication is not implemented: use spec.secretRef",
     "spec.layerSelector": "helmdeck pulls the chart layer helm pulls",
