@@ -28,9 +28,8 @@ from engine.sources.repository import ChartRequest, OCIReference, OCIRepositoryS
 from engine.sources.source import ChartSource
 from engine.sources.verify import VerifyError, VerifySpec
 from localcluster.cluster import LocalCluster
-from tests.chart_sources import CmdlineWatch, CosignSigner, package_chart, push_oci, write
+from tests.chart_sources import Clock, CmdlineWatch, CosignSigner, package_chart, push_oci, write
 from tests.conftest import helm_binary
-from tests.test_sources_remote import Clock
 
 pytestmark = pytest.mark.cluster
 FILE = Path("/pk/sources.yaml")

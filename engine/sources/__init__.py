@@ -7,6 +7,7 @@
 - :mod:`engine.sources.semver`: Helm's version ranges;
 - :mod:`engine.sources.verify`: verification before an artifact is used (Helm provenance, cosign), the
   results kept by artifact and key set digest, Flux's ``SourceVerified``;
+- :mod:`engine.sources.cosign`: ``cosign verify`` of an OCIRepository's ``spec.verify`` (keys, no transparency log);
 - :mod:`engine.sources.pin`: precise edits of one YAML scalar (the version picker's pin);
 - :mod:`engine.sources.errors`: typed failures with Flux's reasons.
 """
