@@ -5,20 +5,26 @@ with the versions known to verify or fail, and its pin confirmation."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
 
 from engine.base.masking import Masker
 from engine.reconcile.conditions import Condition
+from engine.runtime import Engine
 from engine.runtime.diff import unified
+from engine.sources import ChartRequest, ChartVersionInfo
 from engine.sources.verify import SOURCE_VERIFIED, VERIFICATION_ERROR
-from tests.chart_sources import SHOP_WEB, sources_engine
+from engine.storage.observer import Observer
+from tests.chart_sources import OFFERED, SHOP_API, SHOP_WEB, SOURCES_PACKAGES, sources_engine
 from tests.fixtures import FIXED_NOW, WEB, fixed_clock
 from tests.test_snapshots import MAIN, TALL
 from tests.test_snapshots import app as local_app
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
+
+DIGEST = "sha256:" + "5" * 64
 
 
 def app() -> HelmdeckApp:
@@ -83,3 +89,31 @@ async def test_v_on_a_local_chart_is_refused_in_the_gates_words() -> None:
         assert said == ["Version: helmdeck-demo/web uses a local chart: versions are listed for a chart from a "
                         "HelmRepository or OCIRepository"]
         assert shown.screen is shown.get_default_screen()  # no picker
+
+
+async def test_picking_a_version_under_a_digest_pin_says_how_to_move_it(tmp_path: Path) -> None:
+    """The picker lists the versions of an OCIRepository pinned by digest (``ref.digest`` comes first, as Flux):
+    picking one pins nothing and says why, as a warning."""
+    for name in ("api.yaml", "charts.yaml"):
+        text = (SOURCES_PACKAGES / name).read_text()
+        (tmp_path / name).write_text(text.replace('semver: "~1.0"   # patch releases only', f"digest: '{DIGEST}'"))
+    engine = Engine.offline(tmp_path, observer=Observer(None))
+    engine.gate.online = True
+
+    async def versions(_request: ChartRequest) -> list[ChartVersionInfo]:
+        return OFFERED["api"]
+
+    engine.controller.charts.versions = versions  # type: ignore[method-assign]
+    shown = HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
+                        masker=Masker(b"snapshots"))
+    async with shown.run_test(size=TALL) as pilot:
+        await pilot.pause()
+        shown.query_one(ReleaseTable).select(SHOP_API)
+        await pilot.press("v")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        said = [(n.severity, str(n.message)) for n in shown._notifications]
+        assert said == [("warning", f"shop/api: the chart is pinned by digest {DIGEST}; edit the OCIRepository's "
+                                    "spec.ref by hand to move it")]
+    assert (tmp_path / "api.yaml").read_text() == (SOURCES_PACKAGES / "api.yaml").read_text()  # nothing pinned

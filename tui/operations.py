@@ -255,6 +255,9 @@ async def _versions(ctx: Context) -> Step | Notice:
                                                                        strict=True)), initial)
     if picked is None:
         return Notice("")
+    if listed.by_digest:  # spec.ref.digest comes first: no version of the list can be pinned in its place
+        return Notice(f"{ctx.ref}: the chart is {listed.range}; edit the OCIRepository's spec.ref by hand to move it",
+                      title="Versions", severity="warning")
     row = listed.rows[picked]
     planned = ctx.client.plan_pin(ctx.key, row.version)
     diff, reason = None, None
