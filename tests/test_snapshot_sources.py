@@ -100,7 +100,7 @@ async def test_picking_a_version_under_a_digest_pin_says_how_to_move_it(tmp_path
     engine = Engine.offline(tmp_path, observer=Observer(None))
     engine.gate.online = True
 
-    async def versions(_request: ChartRequest) -> list[ChartVersionInfo]:
+    async def versions(request: ChartRequest) -> list[ChartVersionInfo]:
         return OFFERED["api"]
 
     engine.controller.charts.versions = versions  # type: ignore[method-assign]
