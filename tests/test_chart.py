@@ -258,6 +258,7 @@ def test_the_containerfile_builds_the_pinned_helm_kustomize_and_cosign() -> None
     assert f'"{cosign.binaries["cosign"]}@${{COSIGN_VERSION}}"' in text
     assert "-X sigs.k8s.io/release-utils/version.gitVersion=${COSIGN_VERSION}" in text
     assert f"-X sigs.k8s.io/release-utils/version.gitVersion={tools.COSIGN_VERSION}" in cosign.ldflags
+    assert f"cosign {tools.COSIGN_VERSION}\n" in (ROOT / "README.md").read_text()  # its Versions line
     # The image runs what the chart's Deployment asks for, as the chart's non-root user.
     assert 'ENTRYPOINT ["helmdeck"]' in text and container(render("x"))["args"][0] == "controller"
     user = next(line.split()[1] for line in text.splitlines() if line.startswith("USER "))
