@@ -172,6 +172,22 @@ def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
         assert heavy == [], command[0]
 
 
+def test_an_empty_folder_reconcile_imports_only_what_it_uses(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    # The start of a command with nothing to do (issue 24): no generated module, nothing of a controller,
+    # the app, --kustomize or a chart pull.
+    (tmp_path / "empty").mkdir()
+    loaded, _ = _observed(helm, tmp_path, "reconcile", "--once", "--no-lease",
+                          *cluster_args(helm, kube_target, namespace, tmp_path / "empty", tmp_path / "log"))
+    assert "engine.kube.rest" in loaded and "engine.runtime.drive.controller" in loaded
+    assert [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))] == []
+    unused = ("engine.runtime.drive.objects", "engine.runtime.drive.object_status", "engine.runtime.drive.finalizer",
+              "engine.runtime.drive.requests", "engine.runtime.drive.attach", "engine.runtime.drive.repositories",
+              "engine.runtime.plan", "engine.sources.source", "engine.sources.oci", "engine.sources.helm_pull")
+    assert [m for m in loaded if m in unused or m.split(".")[0] in ("textual", "tui", "watchfiles", "anyio")] == []
+
+
 def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
 ) -> None:

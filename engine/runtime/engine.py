@@ -51,17 +51,10 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
 from engine.reconcile.store import StatusStore
 from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
-from engine.runtime.drive.attach import Attachment
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
-from engine.runtime.drive.finalizer import Finalizers
 from engine.runtime.drive.folder import PackageFolder
-from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
-from engine.runtime.drive.object_status import StatusWriter
-from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.ports import PackageInput
-from engine.runtime.drive.repositories import RepositoryRefresh
-from engine.runtime.drive.requests import Actions, Requests
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
@@ -69,7 +62,6 @@ from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, ow
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.operations import Operations
 from engine.runtime.package_set import PackageSet, cluster_package_set, package_set_for
-from engine.runtime.plan import Plan, make_change_plan, make_plan
 from engine.runtime.pulses import PulseMeter, reachable
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.shard import Shard
@@ -90,7 +82,14 @@ from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import UnreadableRecord
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and plan are imported when built
+    from engine.runtime.drive.attach import Attachment
+    from engine.runtime.drive.finalizer import Finalizers
+    from engine.runtime.drive.kustomized import KustomizeSource
+    from engine.runtime.drive.object_status import StatusWriter
+    from engine.runtime.drive.objects import PackageObjects
+    from engine.runtime.drive.requests import Requests
+    from engine.runtime.plan import Plan
     from engine.sources.source import ChartVersionInfo
 
 log = logging.getLogger(__name__)
@@ -169,12 +168,14 @@ class Engine:
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
-        self.objects = (PackageObjects(api, namespaces, default_service_account=default_service_account,
-                                       label_selector=shard.selector if shard else "")
-                        if cluster_packages else None)
+        self.objects: PackageObjects | None = None
+        if cluster_packages:
+            from engine.runtime.drive.objects import PackageObjects
+
+            self.objects = PackageObjects(api, namespaces, default_service_account=default_service_account,
+                                          label_selector=shard.selector if shard else "")
         source: PackageInput | None = (
-            KustomizeInput(kustomize, self._api, self.masker.remember, allow_unsupported=allow_unsupported)
-            if kustomize is not None else
+            self._kustomized(kustomize, allow_unsupported) if kustomize is not None else
             PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
             else self.objects)
         # The packages are read now: their storage namespaces are watched too.
@@ -200,26 +201,18 @@ class Engine:
             self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors,
             values=self.values_objects, relabel=storage_relabeler(self._api, driver) if self._api else None)
         self._inspector = Inspector(self._api) if self._api is not None else None
-        # Package objects get their status and Events written back (helmdeck controller).
-        self.status_writer = (StatusWriter(api, self.book, self.objects, acting=lambda: self.gate.acting,
-                                           spawn=self.tasks.spawn, problems=lambda: self.controller.package_errors)
-                              if self.objects is not None and online else None)
-        self.finalizers = (Finalizers(
-            api, self.objects, lambda spec, why: self.controller.uninstall_removed(spec, why, stored=True),
-            self._record, acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
-            if self.objects is not None and online else None)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
         self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
-        # Requests by annotation on Package objects (helmdeck controller): the operator's actions.
-        ops = self.operations
-        actions = Actions(run=lambda key, force: ops.upgrade(key, force=force), reset=self._reset_failures,
-                          rollback=ops.rollback, unlock=ops.unlock, cancel=ops.cancel, pause=ops.pause_monitor,
-                          resume=ops.resume_monitor)
-        self.requests = (Requests(self.objects, self.book, actions, acknowledge=self.status_writer.acknowledge,
-                                  acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
-                         if self.objects is not None and self.status_writer is not None else None)
-        self.attachment = (Attachment(api, self.book, namespaces, self.kube_events.watch)
-                           if attach and online else None)
+        self.status_writer: StatusWriter | None = None
+        self.finalizers: Finalizers | None = None
+        self.requests: Requests | None = None
+        if self.objects is not None and online:
+            self._controller_parts(api, self.objects)
+        self.attachment: Attachment | None = None
+        if attach and online:
+            from engine.runtime.drive.attach import Attachment
+
+            self.attachment = Attachment(api, self.book, namespaces, self.kube_events.watch)
         # The version picker; attached, it pins in the Package objects.
         self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations,
                                       self.attachment.patch if self.attachment is not None else None)
@@ -239,6 +232,30 @@ class Engine:
         self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
             self.controller.apply_folder(first)
+
+    def _kustomized(self, kustomize: KustomizeSource, allow_unsupported: bool) -> PackageInput:
+        from engine.runtime.drive.kustomized import KustomizeInput
+
+        return KustomizeInput(kustomize, self._api, self.masker.remember, allow_unsupported=allow_unsupported)
+
+    def _controller_parts(self, api: client.ApiClient, objects: PackageObjects) -> None:
+        """What ``helmdeck controller`` adds over the Package objects: their status and Events written back,
+        finalizers, and the operator's actions requested by annotation."""
+        from engine.runtime.drive.finalizer import Finalizers
+        from engine.runtime.drive.object_status import StatusWriter
+        from engine.runtime.drive.requests import Actions, Requests
+
+        self.status_writer = StatusWriter(api, self.book, objects, acting=lambda: self.gate.acting,
+                                          spawn=self.tasks.spawn, problems=lambda: self.controller.package_errors)
+        self.finalizers = Finalizers(
+            api, objects, lambda spec, why: self.controller.uninstall_removed(spec, why, stored=True),
+            self._record, acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
+        ops = self.operations
+        actions = Actions(run=lambda key, force: ops.upgrade(key, force=force), reset=self._reset_failures,
+                          rollback=ops.rollback, unlock=ops.unlock, cancel=ops.cancel, pause=ops.pause_monitor,
+                          resume=ops.resume_monitor)
+        self.requests = Requests(objects, self.book, actions, acknowledge=self.status_writer.acknowledge,
+                                 acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
 
     def _reset_failures(self, key: ReleaseKey) -> None:
         """Zero ``key``'s failure counters (a resetAt request), so a stalled package is attempted again."""
@@ -308,6 +325,8 @@ class Engine:
         if self.attachment is not None:
             self.tasks.spawn(self.attachment.run())
         if reconcile and self.online:  # repositories on their own interval (engine.runtime.drive.repositories)
+            from engine.runtime.drive.repositories import RepositoryRefresh
+
             self.tasks.spawn(RepositoryRefresh(self.book, self.controller.charts, self.controller.triggers).run())
 
     async def stop(self, deadline: float = 30.0) -> bool:
@@ -492,11 +511,15 @@ class Engine:
     async def plan(self) -> Plan:
         """The plan of every package (state, next action, why, object changes), dependencies first; acts
         on nothing (:mod:`engine.runtime.plan`). Call it on a started engine."""
+        from engine.runtime.plan import make_plan
+
         return await make_plan(self)
 
     async def plan_against(self, base: Engine, base_name: str) -> Plan:
         """What the change from ``base``'s packages (another started engine, e.g. over a git ref's tree) to
         this engine's would do, whatever the cluster holds (:func:`engine.runtime.plan.make_change_plan`)."""
+        from engine.runtime.plan import make_change_plan
+
         return await make_change_plan(base, self, base_name)
 
     # -- Kubernetes Events and live objects (read-only) ---------------------------------
