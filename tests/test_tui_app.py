@@ -96,8 +96,12 @@ async def test_live_event_repaints_only_the_affected_row(monkeypatch: pytest.Mon
         painted = repaints(monkeypatch, table)
         set_engine_status(app.engine, WEB, ready=True)
         await pilot.pause()
-        assert painted == [table.get_row_index("helmdeck-demo/web")]
+        index = table.get_row_index("helmdeck-demo/web")
+        assert painted == [index]
         assert table.plain_cell(WEB, "ready") == "✔ yes"
+        # as drawn, not only kept: the line drawn before the change is not the one drawn now
+        line = table.render_line(index - int(table.scroll_y) + table.header_height).text
+        assert " web " in line and "✔ yes" in line, line
 
 
 async def test_rows_off_screen_are_not_repainted_and_show_their_latest_cells_when_scrolled_to(

@@ -135,6 +135,14 @@ class LineTable(RowTable):
         self.check_idle()
         self.refresh()
 
+    def refresh_row(self, row_index: int) -> LineTable:
+        """Redraw row ``row_index`` from its cells now (:meth:`row_texts`): a row changes here without
+        DataTable's mutators (``update_cell``), so the lines DataTable cached, keyed by its update count,
+        are dropped first; otherwise the row would be drawn as it was when first drawn."""
+        self._update_count += 1
+        super().refresh_row(row_index)
+        return self
+
     def clear(self, columns: bool = False) -> LineTable:
         self._keys, self._positions = [], {}
         super().clear(columns)
