@@ -428,3 +428,20 @@ def test_the_book_lists_releases_from_labels_only_while_the_engine_starts() -> N
     shown = book.view(("demo", "web"))
     assert shown is not None and shown.listed is None and shown.observation is not None
     assert book.view(("demo", "gone")) is None and isinstance(said[-1], ReleaseRemoved)
+
+
+def test_a_package_view_made_before_storage_was_read_gives_way_to_the_labels() -> None:
+    book = ReleaseBook(Observer(None, driver="secret"))
+    package = views()[WEB].package
+    assert package is not None
+    key = WEB
+    book.set_packages({key: package})
+    book.refresh(key)  # the folder loaded as the engine was built: storage not read yet
+    early = book.view(key)
+    assert early is not None and early.observation is None and early.listed is None
+    book.reading = True
+    listed = ListedRevision(*key, 3, "deployed")
+    book.preview([listed])
+    shown = book.view(key)
+    assert shown is not None and shown.listed == listed  # not "not installed" while the records decode
+    assert cells(shown, FIXED_NOW)["revision"].text == "3"

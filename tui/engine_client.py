@@ -72,9 +72,7 @@ class EngineClient:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        # Not preview=True (rows from storage's labels first): on a cluster already holding releases the
-        # app kept the labels-only rows and never showed the decoded records (make demo, found by hand).
-        await self.engine.start()
+        await self.engine.start(preview=True)  # rows from storage's labels before the records are decoded
 
     async def stop(self) -> None:
         await self.engine.stop()
@@ -99,7 +97,7 @@ class EngineClient:
         self._discovery_retry = 0.0
         if self._engine_masker:
             self.masker = engine.masker
-        await engine.start()
+        await engine.start(preview=True)
 
     def access(self) -> AccessProblems:
         """Refused storage permissions now, and the scope note (the engine also publishes changes)."""

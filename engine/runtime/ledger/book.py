@@ -381,7 +381,9 @@ class ReleaseBook:
     def preview(self, revisions: Iterable[ListedRevision]) -> None:
         """While :attr:`reading`: a view of each release from its newest revision's storage labels alone
         (:attr:`ReleaseView.listed`), announced, so the app lists every release before the records are
-        decoded and the statuses read; the start's :meth:`refresh_all` remakes (or removes) each one."""
+        decoded and the statuses read; the start's :meth:`refresh_all` remakes (or removes) each one. A
+        view made before storage was read (a package's, when the folder loaded) said "not installed" without
+        knowing: the labels' view replaces it."""
         if not self.reading:
             return
         newest: dict[ReleaseKey, ListedRevision] = {}
@@ -391,7 +393,8 @@ class ReleaseBook:
                 newest[key] = revision
         for key, revision in newest.items():
             cur = self._views.get(key)
-            if cur is None or (cur.listed is not None and revision.version > cur.listed.version):
+            if (cur is None or (cur.listed is None and cur.observation is None)
+                    or (cur.listed is not None and revision.version > cur.listed.version)):
                 view = self._views[key] = ReleaseView(namespace=key[0], name=key[1], listed=revision)
                 self.emit(ReleaseUpdated(view))
 
