@@ -8,7 +8,7 @@ writing to a terminal). Prints p50/p99 of:
   and 1,000 releases, with where the time goes (storage listed and decoded, views made, rows in the
   table, sorted and drawn); against ``helm list -A`` on the same releases in the same run;
 * storage write → row drawn: a writer process creates new revisions (100/s, half of them of rows on
-  screen); from the write's start to the first frame whose row shows that revision (or a later one);
+  screen); from the write's start to the first frame whose row, as drawn, shows that revision (or a later one);
   write → table: the same to the engine's view reaching the table, for every row;
 * key → frame: a cursor key to the first frame showing the moved cursor, during the writes;
 * loop lag: how late a 5 ms timer fires on the app's event loop, during the writes;
@@ -186,13 +186,26 @@ class Probe:
             self.full_at = end
             self.full.set()
         for rid in self.watch_rows:
-            shown = self.table.plain_cell(_key(rid), "revision")
+            shown = drawn_cell(self.table, rid, "revision")
             if shown and shown.isdigit():
                 history = self.drawn.setdefault(rid, [])
                 if not history or history[-1][0] != int(shown):
                     history.append((int(shown), end))
         for hook in self.on_frame:
             hook(end)
+
+
+def drawn_cell(table: ReleaseTable, rid: Rid, column: str) -> str | None:
+    """The text of one cell as the table draws its line now (None when the row is not on screen): what
+    the terminal shows, not the table's kept cells."""
+    index = table._positions.get(rid)
+    top = int(table.scroll_y)
+    if index is None or not top <= index < top + table.size.height - table.header_height:
+        return None
+    at = table.get_column_index(column)
+    x = sum(c.get_render_width(table) for c in table.ordered_columns[:at])
+    line = table.render_line(index - top + table.header_height).text
+    return line[x:x + table.ordered_columns[at].get_render_width(table)].strip()
 
 
 class GcPauses:

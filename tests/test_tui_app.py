@@ -220,8 +220,12 @@ async def test_a_filter_keystroke_sets_the_rows_from_kept_search_texts_without_w
 
         table._take = counted_take  # type: ignore[method-assign,assignment]
         table.row_texts = counted_texts  # type: ignore[method-assign]
-        await pilot.press("slash", "s")  # every release matches "s": the whole table again
-        await pilot.pause()
+        await pilot.press("slash")
+        while not isinstance(app.focused, Input):  # the filter line shows (slow under load)
+            await pilot.pause(0.05)
+        await pilot.press("s")  # every release matches "s": the whole table again
+        while table.row_filter.text.source != "s":
+            await pilot.pause(0.05)
         assert table.row_filter.text.source == "s" and not made  # no cells made: the kept texts are searched
         assert table.row_count == 1000 and not table.busy  # every row at once
         assert len(set(drawn)) <= SIZE[1]  # at most the rows on screen are made into cells (none: drawn alike)
@@ -230,6 +234,21 @@ async def test_a_filter_keystroke_sets_the_rows_from_kept_search_texts_without_w
         await pilot.press("v", "c", "minus", "0", "0", "9")  # "svc-009": svc-0090 … svc-0099
         await pilot.pause()
         assert sorted(key.split("/")[1] for key in table.row_keys) == [f"svc-{i:04d}" for i in range(90, 100)]
+        rendered: list[str] = []
+        render_row = table._render_line_in_row
+
+        def counted_row(row_key: Any, *args: Any, **kwargs: Any) -> Any:
+            if row_key is not table._header_row_key:
+                rendered.append(str(row_key.value))
+            return render_row(row_key, *args, **kwargs)
+
+        table._render_line_in_row = counted_row  # type: ignore[method-assign]
+        await pilot.press(*["backspace"] * 7)  # the whole table again: its lines on screen were drawn before
+        await pilot.pause()
+        # drawn from the lines kept by what they show, but the rows the cursor left and came to
+        assert table.row_count == 1000 and set(rendered) <= {"team-00/svc-0090", "team-00/svc-0000"}, rendered
+        lines = [table.render_line(y).text for y in range(1, 4)]
+        assert [line.split()[:2] for line in lines] == [["team-00", f"svc-00{i}0"] for i in range(3)]
 
 
 async def test_a_burst_of_new_releases_is_shown_in_order_in_one_pass() -> None:

@@ -44,6 +44,8 @@ from tui.model import (
     namespaces,
     natural_key,
     quick_match,
+    quick_set,
+    row_id,
     search_text,
     state_counts,
 )
@@ -112,6 +114,22 @@ def test_text_filter_is_a_regex_or_literal_text_when_invalid_and_can_exclude() -
     assert TextFilter("web(").error is not None
     assert shown(RowFilter(TextFilter("web("))) == []  # literal: no row contains "web("
     assert shown(RowFilter(TextFilter("!helmdeck-demo"))) == ["legacy-api"]
+
+
+def test_a_filter_selects_from_the_kept_row_keys_in_their_order() -> None:
+    rows = {row_id(v.key): v for v in views().values()}
+    search = {rid: search_text(cells(v, FIXED_NOW)) for rid, v in rows.items()}
+    quick = {rid: quick_set(v) for rid, v in rows.items()}
+    order = sorted(rows, reverse=True)
+    for filter_ in (RowFilter(TextFilter("e")), RowFilter(TextFilter("!web")), RowFilter(TextFilter("^helmdeck.*\tf")),
+                    RowFilter(quick="pending"), RowFilter(TextFilter("a"), quick="pending", namespace="helmdeck-demo"),
+                    RowFilter(namespace="legacy"), RowFilter()):
+        text = filter_.text.compile()
+        expected = [rid for rid in order if (filter_.namespace in (None, rows[rid].namespace))
+                    and (filter_.quick == "all" or quick_match(rows[rid], filter_.quick)) and text(search[rid])]
+        assert filter_.select(order, search, quick) == expected, filter_
+    assert RowFilter(TextFilter("a"), quick="pending", namespace="helmdeck-demo").select(order, search, quick) == [
+        "helmdeck-demo/settings"]
 
 
 def test_quick_filters() -> None:

@@ -10,16 +10,20 @@ offset are lookups, not walks over every row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.geometry import Region, Spacing
+from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, Row, RowKey, StringKey
 
 from tui.widgets.row_table import RowTable
+
+DRAWN_LINES = 2_000  # drawn row lines kept by what they show (a screen shows ~50; a filter flips between sets)
 
 
 def _plain(key: object) -> str:
@@ -103,6 +107,9 @@ class LineTable(RowTable):
     """
 
     def __init__(self, **kwargs: object) -> None:
+        # Drawn lines by what they show, not by where: DataTable keys its lines by screen line and an update
+        # count every change of rows bumps, so each filter keystroke drew every line on screen anew.
+        self._drawn: LRUCache[tuple[object, ...], Strip] = LRUCache(DRAWN_LINES)
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._keys: list[str] = []
         self._positions: dict[str, int] = {}
@@ -117,6 +124,10 @@ class LineTable(RowTable):
         """The cells of row ``key``, by column (a subclass gives them)."""
         raise NotImplementedError
 
+    def row_signature(self, key: str) -> Hashable:
+        """What row ``key`` is drawn from: rows of equal signatures draw equal lines (a subclass gives it)."""
+        raise NotImplementedError
+
     @property
     def row_keys(self) -> list[str]:
         """The rows' keys, in their order (the table's own list: do not change it)."""
@@ -128,8 +139,7 @@ class LineTable(RowTable):
         self._keys = list(keys)
         self._positions = {key: i for i, key in enumerate(self._keys)}
         self._bind()
-        self._update_count += 1
-        self._clear_caches()
+        self._update_count += 1  # DataTable's caches are keyed by it: no need to empty them
         self._require_update_dimensions = True
         self.cursor_coordinate = self.cursor_coordinate  # clamped to the rows there are
         self.check_idle()
@@ -154,6 +164,34 @@ class LineTable(RowTable):
 
     def remove_row(self, row_key: RowKey | str) -> None:
         raise NotImplementedError("a LineTable's rows are set with set_rows")
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        self._drawn.clear()
+
+    def notify_style_update(self) -> None:
+        self._drawn.clear()
+        super().notify_style_update()
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        try:
+            row_key, _line = self._get_offsets(y)
+        except LookupError:
+            row_key = None
+        if row_key is None or row_key is self._header_row_key:
+            return super()._render_line(y, x1, x2, base_style)
+        key = _plain(row_key)
+        index = self._positions[key]
+        cursor, hover, column = self.cursor_coordinate, self.hover_coordinate, self.cursor_type == "column"
+        # The row's place matters only through the zebra stripe and the cursor and hover on it; the index the
+        # segments name is put right on a click (_point).
+        drawn = (key, self.row_signature(key), index % 2, x1, x2, self.size.width, base_style,
+                 cursor if column or cursor.row == index else None, hover if column or hover.row == index else None,
+                 self.cursor_type, self.show_cursor, self._show_hover_cursor, self._pseudo_class_state)
+        strip = self._drawn.get(drawn)
+        if strip is None:
+            strip = self._drawn[drawn] = super()._render_line(y, x1, x2, base_style)
+        return strip
 
     @property
     def _y_offsets(self) -> list[tuple[RowKey, int]]:

@@ -25,7 +25,18 @@ from textual.widgets.data_table import ColumnKey
 from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
 from tui.layout import FULL, MARKER, ColumnLayout, fit, fit_text, header_label
-from tui.model import Cell, RowFilter, SortOrder, cells, column, key_of, row_id, search_text
+from tui.model import (
+    Cell,
+    QuickFilter,
+    RowFilter,
+    SortOrder,
+    cells,
+    column,
+    key_of,
+    quick_set,
+    row_id,
+    search_text,
+)
 from tui.themes import tone_styles
 from tui.widgets.line_table import LineTable
 
@@ -61,6 +72,7 @@ class ReleaseTable(LineTable):
         # Per release, made when its view changes: its cells, what the filter searches, its sort key.
         self._cells: dict[str, dict[str, Cell]] = {}
         self._search: dict[str, str] = {}
+        self._quick: dict[str, frozenset[QuickFilter]] = {}  # the quick filters it belongs to
         self._sort_keys: dict[str, tuple[object, ...]] = {}
         # Every release's row key in sort order (sorted when asked after a change: mostly sorted already,
         # so a sort after a burst is a merge); a filter keeps those it matches, in this order.
@@ -162,6 +174,7 @@ class ReleaseTable(LineTable):
         self._count(rid, view)
         row = self._cells[rid] = cells(view, now)
         self._search[rid] = search_text(row)
+        self._quick[rid] = quick_set(view)
         key = self.order.key(view, now)
         before = self._sort_keys.get(rid)
         if before == key:
@@ -173,7 +186,7 @@ class ReleaseTable(LineTable):
         return True
 
     def _forget(self, rid: str) -> None:
-        for table in (self._cells, self._search, self._sort_keys):
+        for table in (self._cells, self._search, self._quick, self._sort_keys):
             table.pop(rid, None)
         self._count(rid, None)
         self._ranked_stale = True  # dropped from the ranking at its next sort
@@ -213,12 +226,12 @@ class ReleaseTable(LineTable):
         dirty, moved = self._take_dirty()
         if not dirty:
             return
-        shown, positions = self.row_filter.matcher(), self._positions
+        positions = self._positions
+        shown = set(self.row_filter.select([rid for rid in dirty if rid in self._views], self._search, self._quick))
         changed = False  # rows come or go
         repaint = []
         for rid in dirty:
-            view = self._views.get(rid)
-            visible = view is not None and shown(view, self._search[rid])
+            visible = rid in shown
             if (rid in positions) != visible:
                 changed = True
             elif visible:
@@ -289,6 +302,9 @@ class ReleaseTable(LineTable):
         """The text of one shown cell (None when the row is not shown)."""
         rid = row_id(key)
         return self._cells[rid][column].text if rid in self._positions else None
+
+    def row_signature(self, key: str) -> tuple[Cell, ...]:
+        return tuple(self._cells[key].values())
 
     def row_texts(self, key: str) -> dict[ColumnKey, Text]:
         row = self._cells[key]
@@ -374,9 +390,8 @@ class ReleaseTable(LineTable):
         return text
 
     def _matching(self) -> list[str]:
-        """The row keys the filter keeps, in order: one test of each release's kept search text."""
-        shown, views, search = self.row_filter.matcher(), self._views, self._search
-        return [rid for rid in self._rank() if shown(views[rid], search[rid])]
+        """The row keys the filter keeps, in order: one scan of each release's kept search text and quick filters."""
+        return self.row_filter.select(self._rank(), self._search, self._quick)
 
     def _show(self, rows: list[str], selected: ReleaseKey | None, *, top: bool) -> None:
         """Set the rows; the cursor stays on ``selected`` when it is shown, else goes to the first row
