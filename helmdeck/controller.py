@@ -24,7 +24,17 @@ from typing import Any
 from engine.helm import Helm
 from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
 from engine.package.identity import valid_service_account_name
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, LeaseConfig
+from engine.runtime.drive.lease import (
+    CONTROLLER,
+    METRICS,
+    ROLE,
+    SELECTOR,
+    SHARD,
+    WATCH_NAMESPACES,
+    LeaseConfig,
+    default_identity,
+)
+from engine.runtime.drive.members import member_lease
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
 from engine.runtime.shard import ShardSelectorError, shard_for
@@ -59,15 +69,20 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     if shard is not None:
         labels.append((SHARD, shard.name))
         notes.append((SELECTOR, shard.selector))
-    lease = LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, lease_ns,
-                        duration=args.lease_duration, retry=max(0.5, min(2.0, args.lease_duration / 5)),
-                        labels=tuple(labels), annotations=tuple(notes))
+    auto = args.shards == "auto"
+    # --shards auto: each replica its own membership Lease (engine.runtime.drive.members).
+    lease = (member_lease(default_identity(), lease_ns, args.lease_duration, tuple(notes)) if auto else
+             LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, lease_ns,
+                         duration=args.lease_duration, retry=max(0.5, min(2.0, args.lease_duration / 5)),
+                         labels=tuple(labels), annotations=tuple(notes)))
     helm = find_helm(args.helm)
-    log.info("using helm %s; package set %s%s, Lease %s/%s", helm.describe(), package_set.identity,
-             f", shard {shard.name} ({shard.selector})" if shard else "", lease.namespace, lease.name)
+    log.info("using helm %s; package set %s%s, Lease %s/%s%s", helm.describe(), package_set.identity,
+             f", shard {shard.name} ({shard.selector})" if shard else "", lease.namespace, lease.name,
+             f" (--shards auto, replica {lease.identity})" if auto else "")
     return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
                   lease=lease, package_set=package_set.identity, cluster_packages=True,
-                  default_service_account=args.default_service_account, shard=shard)
+                  default_service_account=args.default_service_account, shard=shard, auto_shards=auto,
+                  stop_deadline=args.stop_deadline)
 
 
 def run_controller(args: argparse.Namespace) -> int:

@@ -194,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="namespace of the Lease (default: the pod's namespace, else default)")
     ctl.add_argument("--lease-duration", type=float, default=15.0,
                      help="seconds without renewal after which another instance takes over (default: %(default)s)")
+    ctl.add_argument("--shards", choices=["auto"], default=None,
+                     help="auto: every replica acts, each on the Packages placed on it (rendezvous hashing over the "
+                          "live replicas, each holding its own membership Lease), one replica per release at a time "
+                          "(an actor claim in the Package's status); default: one acting instance per package set")
     ctl.add_argument("--default-service-account", default="", metavar="NAME",
                      help="a Package without spec.serviceAccountName acts as this ServiceAccount of its namespace "
                           "(Flux's multi-tenancy lockdown; default: the controller's own)")

@@ -142,4 +142,12 @@ PACKAGE_STATUS: tuple[Field, ...] = (
         Field("replica", "string", "the replica's identity (its Lease holderIdentity: the pod's name)"),
         Field("shard", "string", "its shard (--watch-label-selector), \"\" when not sharded"),
     )),
+    Field("claim", "object", "the actor claim (--shards auto): the controller replica running a helm action on "
+                             "the release; cleared when it ends", fields=(
+        Field("replica", "string", "the replica's identity"),
+        Field("action", "string", "the helm action (install, upgrade, test, rollback, uninstall, unlock)"),
+        Field("startedAt", "string", "when the action started (RFC 3339)"),
+        Field("timeoutSeconds", "integer", "the action's helm timeout: its pending release is not unlocked by "
+                                           "another replica before startedAt plus this"),
+    )),
 )

@@ -72,6 +72,10 @@ class ActionContext:
     now: Callable[[], float] = time.time
     # The manifest checksum of a request's render (the release service's, cached); None: no renderer.
     checksum: Callable[[Request], Awaitable[str]] | None = None
+    # Awaited before each helm action (and storage write) on a release, with the release key, the action's name
+    # and its timeout (seconds): raises (an ActionRefused of the runtime's) when this engine may not start it now
+    # (``--shards auto``: the actor claim, engine.runtime.drive.shards). None: it always may.
+    fence: Callable[[tuple[str, str], str, float], Awaitable[None]] | None = None
 
 
 class ObservedReleases:
@@ -212,6 +216,13 @@ def newer(observed: ObservedReleases, before: Observation | None) -> Observation
     return newest
 
 
+async def fenced(ctx: ActionContext, req: Request, action: str) -> None:
+    """Ask the context's fence (:attr:`ActionContext.fence`) whether ``action`` may start on ``req``'s release;
+    raises what the fence raises."""
+    if ctx.fence is not None:
+        await ctx.fence(req.key, action, req.spec.timeout)
+
+
 async def observed_run(
     ctx: ActionContext, req: Request, guard: Callable[[str, str], AbstractContextManager[None]],
     call: Callable[[], Awaitable[object]],
@@ -263,6 +274,12 @@ class Reconciler:
     def started(self, message: str) -> None:
         self.ctx.events(self.name, "started", message, ())
 
+    async def begin(self, req: Request, message: str) -> None:
+        """Start the action: once the fence lets it (:func:`fenced`; raises what it raises), the ``started``
+        event."""
+        await fenced(self.ctx, req, self.name)
+        self.started(message)
+
     def failed(self, req: Request, message: str, condition: Condition | None = None,
                error: HelmError | None = None) -> str:
         """Set ``condition`` (if any) with ``message``, tell the failure (helm's tail with it); return message."""
@@ -303,7 +320,7 @@ class ReleaseReconciler(Reconciler):
         call = self.helm_call(req)
         before = self.latest(req)
         req.status = dataclasses.replace(req.status, last_attempted_release_action=self.name)
-        self.started(f"{self.verb} {req.chart.name}@{req.chart.version}")
+        await self.begin(req, f"{self.verb} {req.chart.name}@{req.chart.version}")
         try:
             seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
         except asyncio.CancelledError as exc:
@@ -353,7 +370,7 @@ class UninstallReconciler(Reconciler):
         """
         ns, release = req.key
         opts = uninstall_options(req.spec)
-        self.started(started)
+        await self.begin(req, started)
         _, error = await observed_run(self.ctx, req, self.ctx.paused,
                                       lambda: self.ctx.helm.uninstall(release, ns, opts))
         if isinstance(error, ReleaseNotFound):

@@ -36,7 +36,7 @@ class CorrectClusterDrift(Reconciler):
         items = await asyncio.to_thread(self.detector.detect, manifest, ns, req.spec.drift_ignore)
         if not items:
             return outcome(self.name, True, "no drift left to correct", latest)
-        self.started("; ".join(i.describe() for i in items))
+        await self.begin(req, "; ".join(i.describe() for i in items))
         try:
             fixed = await asyncio.to_thread(self.detector.correct, manifest, ns, items, HELM_FIELD_MANAGER,
                                             req.spec.drift_ignore)

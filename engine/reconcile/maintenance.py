@@ -21,7 +21,7 @@ from engine.helm import HelmError
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.reconcile.action import ObservedReleases, Reconciler, drop_conditions, record, set_conditions
+from engine.reconcile.action import ObservedReleases, Reconciler, drop_conditions, fenced, record, set_conditions
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome
@@ -67,6 +67,7 @@ class Maintenance(Reconciler):
         """
         spec = req.spec
         outcomes: tuple[ActionOutcome, ...] = ()
+        await fenced(self.ctx, req, self.name)
         async with ObservedReleases(self.ctx, req) as seen:
             try:
                 extra = {k: v for k, v in req.release_labels.items() if k in _PASSED_LABELS}

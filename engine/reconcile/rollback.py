@@ -34,7 +34,7 @@ class Rollback(Reconciler):
         target = self.revision or "previous"
         before = self.latest(req)
         opts = rollback_options(req.spec)
-        self.started(f"rolling back to revision {target}")
+        await self.begin(req, f"rolling back to revision {target}")
         # The monitor is left as it is (as before this reconciler existed): its refresh follows the action.
         seen, error = await observed_run(
             self.ctx, req, lambda _n, _r: contextlib.nullcontext(),

@@ -23,7 +23,7 @@ class RollbackRemediation(Reconciler):
             raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
         before = self.latest(req)
         opts = rollback_options(req.spec)
-        self.started(f"rolling back to revision {target.version}")
+        await self.begin(req, f"rolling back to revision {target.version}")
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.rollback(release, ns, target.version, opts))
         written = newer(seen, before)

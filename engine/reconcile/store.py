@@ -126,6 +126,27 @@ class StatusStore:
             if exc.status != 404:
                 raise
 
+    def load(self, namespace: str, release: str) -> EngineStatus | None:
+        """The status of one release as stored now (beside its release, else at home), None when none is
+        stored. Lists by name (the controller's role may list status objects, not get them). Raises
+        ApiException."""
+        where = [(namespace, object_name(release))]
+        if namespace != self.home:
+            where.append((self.home, home_name(namespace, release)))
+        for ns, name in where:
+            try:
+                body = rest.get_json(self._api, rest.path("v1", "configmaps", ns),
+                                     [("labelSelector", SELECTOR), ("fieldSelector", f"metadata.name={name}")])
+            except ApiException as exc:
+                if exc.status in (403, 404) and ns == self.home != namespace:
+                    continue  # the home namespace is only a fall-back
+                raise
+            for obj in body.get("items") or ():
+                status = self._parse(obj, namespace, release)
+                if status is not None:
+                    return status
+        return None
+
     def list(self, namespaces: list[str] | None = None) -> list[StoredStatus]:
         """Every stored status (all namespaces, or the given ones)."""
         found: list[dict[str, Any]] = []

@@ -25,7 +25,7 @@ class Test(Reconciler):
         spec = req.spec
         ns, release = req.key
         timeout = spec.test.timeout or spec.timeout
-        self.started("running helm test")
+        await self.begin(req, "running helm test")
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused,
             lambda: self.ctx.helm.test(release, ns, timeout=timeout, filters=spec.test.helm_filters(),

@@ -29,7 +29,7 @@ class Unlock(Reconciler):
         if self.ctx.unlock is None:
             raise ActionFailed("this engine cannot write release storage to unlock")
         detail = f"pending longer than its {req.spec.timeout:.0f}s timeout"
-        self.started(f"unlocking revision {latest.version} ({latest.status})")
+        await self.begin(req, f"unlocking revision {latest.version} ({latest.status})")
         async with ObservedReleases(self.ctx, req) as seen:
             with self.ctx.paused(*req.key):
                 try:

@@ -89,6 +89,7 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and plan ar
     from engine.runtime.drive.object_status import StatusWriter
     from engine.runtime.drive.objects import PackageObjects
     from engine.runtime.drive.requests import Requests
+    from engine.runtime.drive.shards import Shards
     from engine.runtime.plan import Plan
     from engine.sources.source import ChartVersionInfo
 
@@ -125,6 +126,10 @@ class Engine:
     ``kustomize``: the packages are the objects of a repository path built with kustomize and Flux's
     post-build substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path
     (it names the package set).
+    ``auto_shards`` (with ``cluster_packages`` and a ``lease``: this replica's membership Lease,
+    :func:`engine.runtime.drive.members.member_lease`): ``helmdeck controller --shards auto``, every replica acts
+    on the packages placed on it, under the actor claim (:mod:`engine.runtime.drive.shards`); an action on a
+    package that moves away has ``stop_deadline`` seconds to finish.
     """
 
     def __init__(
@@ -150,6 +155,8 @@ class Engine:
         controller_metrics: tuple[str, ...] = (),
         kustomize: KustomizeSource | None = None,
         shard: Shard | None = None,
+        auto_shards: bool = False,
+        stop_deadline: float = 30.0,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -225,6 +232,9 @@ class Engine:
                         if lease is not None and online else None)
         if self.status_writer is not None and self.elector is not None:  # status.controller: who reconciles
             self.status_writer.controller = {"replica": self.elector.identity, "shard": shard.name if shard else ""}
+        self.shards = (self._shards(api, lease, stop_deadline)
+                       if auto_shards and lease is not None and self.elector is not None and self.objects is not None
+                       else None)
         # Observer callbacks come from its watch threads: handled on the engine's loop.
         # In batches: a list of 10,000 records wakes the loop a few times, not 10,000 (engine.base.handoff).
         self._storage_changes = LoopHandoff(self.controller.on_storage)
@@ -256,6 +266,38 @@ class Engine:
                           resume=ops.resume_monitor)
         self.requests = Requests(objects, self.book, actions, acknowledge=self.status_writer.acknowledge,
                                  acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
+
+    def _shards(self, api: client.ApiClient, lease: LeaseConfig, stop_deadline: float) -> Shards:
+        """``--shards auto``'s parts, wired: the gate, the guard, the action context and the writers on the
+        Package objects ask them (engine.runtime.drive.shards)."""
+        from engine.runtime.drive.members import Membership
+        from engine.runtime.drive.shards import Shards
+
+        assert self.elector is not None and self.objects is not None
+        membership = Membership(api, lease.namespace, self.elector.identity, duration=lease.duration,
+                                retry=lease.retry)
+        shards = Shards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
+                        self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained)
+        membership.on_change = shards.on_members
+        self.gate.shard_refusal = shards.why_not
+        self.gate.placed_elsewhere = shards.placed_elsewhere
+        self.book.let_go = shards.let_go
+        self.controller.ctx.fence = shards.fence
+        for writer in (self.status_writer, self.finalizers, self.requests):
+            if writer is not None:
+                writer.mine = shards.mine
+        return shards
+
+    def _gained(self, keys: set[ReleaseKey]) -> None:
+        """Packages placed on this replica now (``--shards auto``): reconciled, their objects looked at."""
+        if self.controller.auto and self.gate.acting:
+            for key in keys:
+                self.controller.queue.add(key)
+        if self.status_writer is not None:
+            self.status_writer.catch_up()
+        for part in (self.finalizers, self.requests):
+            if part is not None:
+                part.sweep()
 
     def _reset_failures(self, key: ReleaseKey) -> None:
         """Zero ``key``'s failure counters (a resetAt request), so a stalled package is attempted again."""
@@ -313,6 +355,10 @@ class Engine:
             self.elector.start()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.elector.decided.wait(), 10)
+            if self.shards is not None:  # the members before the first pass: each acts on its own share
+                await self.shards.membership.refresh()
+                self.shards.on_members(self.shards.membership.live())
+                self.tasks.spawn(self.shards.membership.run())
             self.tasks.spawn(self.controller.follow_statuses(lambda: self._observed_namespaces(self.book.packages)))
         if self.online and self.monitors:
             for key in list(self.book.packages):

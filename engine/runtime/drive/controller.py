@@ -54,6 +54,7 @@ from engine.runtime.drive.ports import PackageInput, Triggers
 from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
+from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
 from engine.runtime.ledger.owners import FLUX_OWNED, FluxClient
 from engine.runtime.ledger.tasks import Background
@@ -256,6 +257,8 @@ class PackageController:
             return None
         ns, release = key
         async with self.book.running(key, "uninstall", spec.timeout):
+            if self.ctx.fence is not None:  # --shards auto: the actor claim
+                await self.ctx.fence(key, "uninstall", spec.timeout)
             try:
                 await self.helm.uninstall(release, ns, uninstall_options(spec))
             except HelmError as exc:
@@ -438,12 +441,16 @@ class PackageController:
                 self.queue.add(key)
 
     async def follow_statuses(self, namespaces: Callable[[], list[str] | None]) -> None:
-        """While not the leader, keep the persisted statuses (written by the leader) in view."""
+        """While not the leader, keep the persisted statuses (written by the leader) in view; with ``--shards
+        auto``, those of the packages placed on other replicas (they write them)."""
         while True:
             await asyncio.sleep(_FOLLOWER_REFRESH)
-            if self.gate.leader:
+            sharded = self.gate.shard_refusal is not None
+            if self.gate.leader and not sharded:
                 continue
-            for key in await self.book.load_statuses(namespaces()):
+            ours = ((lambda key: self.gate.placed_elsewhere(key) is None or self.book.busy(key))
+                    if self.gate.leader else None)
+            for key in await self.book.load_statuses(namespaces(), skip=ours):
                 self.book.set_state(key, None)
 
     async def refresh_monitor(self, key: ReleaseKey) -> None:
@@ -633,21 +640,26 @@ class PackageController:
     async def kept_if_cancelled(self, req: Request) -> AsyncIterator[None]:
         """Around an action on ``req``: when it is cancelled (the operator, a request, a shutdown), what it
         recorded on ``req.status`` is kept and persisted (a declared package's), the revision a stopped helm
-        wrote included, so that revision is never taken for a change made outside helmdeck."""
+        wrote included, so that revision is never taken for a change made outside helmdeck. So too when a later
+        action of the pass is refused its claim (``--shards auto``) after an earlier one wrote a revision."""
+        before = req.status.history
         try:
             yield
-        except asyncio.CancelledError:
-            if req.key in self.book.packages:
+        except (asyncio.CancelledError, ClaimRefused) as exc:
+            wrote = req.status.history != before
+            if req.key in self.book.packages and (wrote or not isinstance(exc, ClaimRefused)):
                 self.book.set_status(req.key, req.status, state=None, show=False)
                 await self.book.persist(req.key)
             raise
 
     async def _run_queued(self, key: ReleaseKey, force: bool) -> RunResult:
         spec = self.book.packages.get(key)
-        if spec is None or not self.gate.acting:
-            return RunResult("stop")
+        if spec is None or not self.gate.acting or self.gate.placed_elsewhere(key) is not None:
+            return RunResult("stop")  # a package placed on another replica (--shards auto) is its to reconcile
         try:
             result = await self.reconcile(key, force)
+        except ClaimRefused as exc:  # another replica's claim, or a pass to start over: when the rule says
+            return RunResult("interval", max(0.5, min(exc.retry_after, spec.interval)))
         except ActionRefused:
             return RunResult("interval", _REFUSED_RETRY)  # something else runs on it; look again shortly
         return verdict(result, spec.interval)

@@ -54,6 +54,8 @@ class Finalizers:
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     _busy: set[Path] = field(default_factory=set)
     _missed: set[Path] = field(default_factory=set)  # busy when a burst named them: looked at once free
+    # --shards auto: is the Package object ``(namespace, name)`` placed on this replica (only its replica acts)?
+    mine: Callable[[tuple[str, str]], bool] = lambda _ref: True
 
     def on_signal(self, signal: EngineSignal) -> None:
         """The book's signals: the Lease was taken (each burst of object changes calls :meth:`sweep` itself)."""
@@ -68,6 +70,9 @@ class Finalizers:
         objects = self.objects.objects(PACKAGES) if origins is None else \
             {o: obj for o in origins if (obj := self.objects.get(o)) is not None}
         for origin, obj in objects.items():
+            meta = obj.get("metadata") or {}
+            if not self.mine((str(meta.get("namespace")), str(meta.get("name")))):
+                continue
             if origin in self._busy:
                 self._missed.add(origin)
                 continue

@@ -115,6 +115,8 @@ class LeaseElector:
         self.leader = False
         self._seen: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._seen_at = 0.0
+        self._renewed = (0.0, 0.0)  # (monotonic, wall) time of this instance's last write of the Lease
+        self._round = asyncio.Lock()  # one election round at a time (the loop's, confirm's)
         self._task: asyncio.Task[None] | None = None
         self.last_error: str | None = None
         self.decided = asyncio.Event()  # set after the first round: holder and leader are known
@@ -135,6 +137,12 @@ class LeaseElector:
 
     async def _loop(self) -> None:
         while True:
+            await self._one_round()
+            self.decided.set()
+            await asyncio.sleep(self.retry)
+
+    async def _one_round(self) -> None:
+        async with self._round:
             try:
                 outcome = await asyncio.to_thread(self._try_once)
                 if outcome is not None:
@@ -146,8 +154,18 @@ class LeaseElector:
                 log.warning("%s", self.last_error)
                 if self.leader and time.monotonic() - self._seen_at > self.duration:
                     self._set(self.holder, False)  # could not renew in time: stop acting
-            self.decided.set()
-            await asyncio.sleep(self.retry)
+
+    def lapsed(self, limit: float) -> bool:
+        """More than ``limit`` seconds since this instance last wrote the Lease, by the monotonic clock or the
+        wall clock, whichever says more: the process was stopped (SIGSTOP), paused (a long GC) or cut off (a
+        partition), or its machine suspended (the monotonic clock stands still then, the wall clock does not)."""
+        mono, wall = self._renewed
+        return max(time.monotonic() - mono, time.time() - wall) > limit
+
+    async def confirm(self) -> bool:
+        """Run one election round now (renew, or learn the Lease is lost); True when this instance holds it."""
+        await self._one_round()
+        return self.leader
 
     def _set(self, holder: str, leader: bool) -> None:
         changed = (holder, leader) != (self.holder, self.leader)
@@ -195,6 +213,7 @@ class LeaseElector:
                     return None  # someone else created it first; next round reads it
                 raise
             self._seen, self._seen_at = (self.identity, ""), time.monotonic()
+            self._renewed = (self._seen_at, time.time())
             return (self.identity, True)
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
@@ -217,6 +236,7 @@ class LeaseElector:
                 return None
             raise
         self._seen_at = time.monotonic()
+        self._renewed = (self._seen_at, time.time())
         return (self.identity, True)
 
     def _release(self) -> None:

@@ -147,6 +147,8 @@ class StatusWriter:
     _invalid: dict[tuple[str, str], PackageError] = field(default_factory=dict)
     _warned: dict[tuple[str, str], str] = field(default_factory=dict)
     _observed: dict[tuple[str, str], int] = field(default_factory=dict)  # generation of the last finished pass
+    # --shards auto: is the Package object placed on this replica (only its replica writes its status)?
+    mine: Callable[[tuple[str, str]], bool] = lambda _ref: True
 
     def start(self) -> Callable[[], None]:
         """Follow the book; returns the unsubscribe function."""
@@ -190,8 +192,8 @@ class StatusWriter:
         self.touch(ref)
 
     def touch(self, ref: tuple[str, str]) -> None:
-        """Write ``ref``'s status soon (once per burst)."""
-        if ref not in self._pending:
+        """Write ``ref``'s status soon (once per burst), when it is placed on this replica."""
+        if ref not in self._pending and self.mine(ref):
             self._pending.add(ref)
             self.spawn(self._write_later(ref))
 

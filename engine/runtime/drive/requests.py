@@ -100,6 +100,8 @@ class Requests:
     _acked: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     _busy: set[tuple[str, str]] = field(default_factory=set)
     _cancels: set[tuple[str, str]] = field(default_factory=set)  # cancel requests under way or done
+    # --shards auto: is the Package object ``ref`` placed on this replica (only its replica handles requests)?
+    mine: Callable[[tuple[str, str]], bool] = lambda _ref: True
 
     def on_signal(self, signal: EngineSignal) -> None:
         """Taking the Lease over: requests made while another instance acted (or none did)."""
@@ -118,7 +120,7 @@ class Requests:
             ref = (str(meta.get("namespace")), str(meta.get("name")))
             latest = self.objects.spec(origin)
             spec = self.book.packages.get(latest.key) if latest is not None else None
-            if deleting(obj) or spec is None or spec.file != origin:
+            if deleting(obj) or spec is None or spec.file != origin or not self.mine(ref):
                 continue
             todo = pending(obj, self._acked.get(ref, {}))
             cancel = dict(todo).get("cancel")

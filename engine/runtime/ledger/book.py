@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from engine.base.listeners import Listeners
@@ -124,6 +124,9 @@ class ReleaseBook:
         self.reading = False
         # Masks the secrets the engine knows in what the book keeps and says (set to the engine's masker's scrub).
         self.scrub: Callable[[str], str] = lambda text: text
+        # Awaited when the running-action guard lets a release go, before another action may take it (``--shards
+        # auto``: the actor claim persisted and cleared, engine.runtime.drive.shards).
+        self.let_go: Callable[[ReleaseKey], Awaitable[None]] | None = None
 
     # -- subscribers ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -437,6 +440,11 @@ class ReleaseBook:
             finally:
                 self._holders.pop(key, None)
                 self._cancelled.discard(key)
+                if self.let_go is not None:
+                    try:
+                        await self.let_go(key)
+                    except Exception:  # the claim is taken over later; the action's own outcome stands
+                        log.exception("letting %s/%s go", *key)
                 self.refresh(key, running=None)
 
     def cancel(self, key: ReleaseKey, by: str = "by the operator") -> bool:
@@ -458,8 +466,10 @@ class ReleaseBook:
                 pass
 
     # -- persistence ---------------------------------------------------------------
-    async def load_statuses(self, namespaces: list[str] | None) -> set[ReleaseKey]:
-        """Read the persisted statuses of ``namespaces`` (None: all); returns the keys whose status changed.
+    async def load_statuses(self, namespaces: list[str] | None,
+                            skip: Callable[[ReleaseKey], bool] | None = None) -> set[ReleaseKey]:
+        """Read the persisted statuses of ``namespaces`` (None: all), but those ``skip`` says this engine keeps
+        itself; returns the keys whose status changed.
 
         A store that cannot be read is logged and leaves the statuses as they are.
         """
@@ -473,6 +483,8 @@ class ReleaseBook:
         changed = set()
         for item in stored:
             key = (item.namespace, item.release)
+            if skip is not None and skip(key):
+                continue
             if key not in self._statuses and not self._matches_storage(key, item.status):
                 log.info("ignoring the stored engine status of %s/%s: its history is not the release's (a "
                          "leftover of an uninstalled release)", *key)
@@ -492,6 +504,24 @@ class ReleaseBook:
             return True
         return any(obs.version == latest.version and obs.digest == latest.digest
                    for obs in self.observer.history(*key))
+
+    async def reload_status(self, key: ReleaseKey) -> bool:
+        """Read ``key``'s persisted status again and take it when its history differs from the book's (another
+        controller replica acted on the release since this one last read it, ``--shards auto``); True when it
+        was taken. A store that cannot be read is logged and changes nothing."""
+        spec = self.packages.get(key)
+        if self.store is None:
+            return False
+        try:
+            stored = await asyncio.to_thread(self.store.load, spec.storage_ns if spec else key[0], key[1])
+        except Exception as exc:  # as load_statuses: the engine still works without persisted status
+            log.warning("cannot read the persisted engine status of %s/%s: %s", key[0], key[1], exc)
+            return False
+        current = self._statuses.get(key)
+        if stored is None or (current is not None and current.history == stored.history):
+            return False
+        self.set_status(key, stored, state=None)
+        return True
 
     async def drop_status(self, key: ReleaseKey, storage_ns: str | None = None) -> None:
         """Forget ``key``'s engine status and remove it from the cluster, from ``storage_ns`` (default: the

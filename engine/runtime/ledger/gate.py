@@ -25,6 +25,11 @@ same everywhere. Rules, in the order they are checked:
    Flux skips a suspended HelmRelease. ``plan`` reads the same rule. The operator's forced upgrade
    (``upgrade``) still runs and lifts the suspension, as ``flux reconcile --force`` after a resume.
 
+10. shards (checked after rule 7): with ``helmdeck controller --shards auto`` an action holding the release
+   runs only on the replica the package is placed on, and not while another live member holds its actor claim
+   (:mod:`engine.runtime.ledger.claims`; the claim write before each helm action decides again,
+   :mod:`engine.runtime.drive.shards`).
+
 Attached to a controller (the release's package is a Package object a live ``helmdeck controller``
 reconciles, :mod:`engine.runtime.drive.attach`), the same rules decide, and the controller carries the action
 out (a request on the object): rule 1 holds; rule 2 (this app's own lease) does not apply; the controller
@@ -135,6 +140,10 @@ class ActionGate:
     holder: str = field(init=False, default="")  # who holds the lease when another instance does
     # The Package object of a release a live controller reconciles (None: this engine carries actions out).
     attached: Callable[[ReleaseKey], Attached | None] | None = field(init=False, default=None)
+    # --shards auto (rule 10): why this replica may not act on a release now, and the member the release's
+    # package is placed on when another (engine.runtime.drive.shards); None: no shards.
+    shard_refusal: Callable[[ReleaseKey], str | None] | None = field(init=False, default=None)
+    placed_elsewhere: Callable[[ReleaseKey], str | None] = field(init=False, default=lambda _key: None)
 
     @property
     def acting(self) -> bool:
@@ -195,6 +204,10 @@ class ActionGate:
         if action in _HOLDS_RELEASE and self._book.busy(key):
             view = self._book.view(key)
             return busy_reason(key, view.running if view else None)
+        if action in _HOLDS_RELEASE and self.shard_refusal is not None:
+            refused = self.shard_refusal(key)
+            if refused is not None:
+                return refused
         if action == "reconcile":
             return self.suspension(key)
         return None

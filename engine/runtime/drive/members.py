@@ -1,0 +1,149 @@
+"""The members of ``helmdeck controller --shards auto``: one membership Lease per replica, and the live set.
+
+Every replica holds its own Lease, ``helmdeck-member-<hash of its identity>`` in the controller's namespace,
+labelled ``helmdeck.dev/role: controller`` (the app finds it) and ``helmdeck.dev/shard: auto``, its
+``holderIdentity`` the replica's identity; the engine's :class:`~engine.runtime.drive.lease.LeaseElector` renews
+it (nobody competes for it). :class:`Membership` lists those Leases every renew interval (one bounded list) and
+keeps, for each member, when this replica last saw its ``renewTime`` change, on its own monotonic clock, as
+client-go's leader election does: a member not seen renewing for the Lease duration is gone, whatever the
+clocks of the machines say. A Lease given up (no holder: a clean stop) is gone at once; one left behind by a
+replica long dead (unrenewed for :data:`FORGET_AFTER` Lease durations, by its ``renewTime``) is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from engine.kube import rest
+from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, age
+from engine.runtime.ledger.claims import Members
+
+log = logging.getLogger(__name__)
+
+SHARD = "helmdeck.dev/shard"  # label: the shard a controller's Lease is for; "auto" on a membership Lease
+AUTO = "auto"
+FORGET_AFTER = 10  # Lease durations (and at least a minute) after which a dead member's Lease is deleted
+MAX_MEMBERS = 500  # one list page; more replicas than this are not read (nor expected)
+
+
+def member_lease_name(identity: str) -> str:
+    """``helmdeck-member-<12 hex of SHA-256 of the identity>``: a valid Lease name for any identity."""
+    return f"helmdeck-member-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def member_lease(identity: str, namespace: str, duration: float,
+                 annotations: tuple[tuple[str, str], ...] = ()) -> LeaseConfig:
+    """The membership Lease of the replica ``identity`` (renewed every fifth of ``duration``, at most 2 s)."""
+    return LeaseConfig(member_lease_name(identity), namespace, duration=duration,
+                       retry=max(0.5, min(2.0, duration / 5)), identity=identity,
+                       labels=((ROLE, CONTROLLER), (SHARD, AUTO)), annotations=annotations)
+
+
+class Membership:
+    """The live members as replica ``me`` sees them, from the membership Leases of ``namespace``;
+    ``on_change(live)`` is called (on the event loop) when the live set changes."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, me: str, *, duration: float, retry: float,
+                 on_change: Callable[[frozenset[str]], None] | None = None):
+        self._api = api
+        self.namespace = namespace
+        self.me = me
+        self.duration = duration
+        self.retry = retry
+        self.on_change = on_change
+        self._started = time.monotonic()
+        self._seen: dict[str, tuple[str, float]] = {}  # identity -> (renewTime, monotonic time it changed)
+        self._gone: set[str] = set()  # identities whose Lease was given up
+        self._live: frozenset[str] = frozenset({me})
+        self.last_error: str | None = None
+        self.listed = asyncio.Event()  # set after the first list
+
+    def members(self) -> Members:
+        """What this replica knows now (the claim's rule reads it)."""
+        now = time.monotonic()
+        silent = {m: now - at for m, (_, at) in self._seen.items()}
+        silent.update({m: math.inf for m in self._gone})
+        return Members(self.me, self.duration, silent, watched=now - self._started)
+
+    def live(self) -> frozenset[str]:
+        """The live members as of the last list, this replica included."""
+        return self._live
+
+    async def run(self) -> None:
+        """List every renew interval until cancelled."""
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self.retry)
+
+    async def refresh(self) -> None:
+        """List the membership Leases now and update the live set; an API error is logged and leaves the view
+        as it is (members then go silent by the clock alone)."""
+        try:
+            leases = await asyncio.to_thread(self._list_and_forget)
+            self.last_error = None
+        except (ApiException, OSError, HTTPError) as exc:
+            self.last_error = f"membership Leases in {self.namespace}: {exc}"
+            log.warning("%s", self.last_error)
+            leases = None
+        if leases is not None:
+            self._observe(leases)
+            self.listed.set()
+        live = self.members().live()
+        if live != self._live:
+            log.info("live members: %s", ", ".join(sorted(live)))
+            self._live = live
+            if self.on_change is not None:
+                self.on_change(live)
+
+    def _list_and_forget(self) -> list[dict[str, Any]]:
+        """The membership Leases (blocking); those of members long gone are deleted on the way."""
+        body = rest.get_json(self._api, rest.path("coordination.k8s.io/v1", "leases", self.namespace),
+                             [("labelSelector", f"{SHARD}={AUTO}"), ("limit", str(MAX_MEMBERS))])
+        leases = list(body.get("items") or [])
+        for lease in leases:
+            self._forget(lease)
+        return leases
+
+    def _observe(self, leases: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        held: set[str] = set()
+        for lease in leases:
+            spec = lease.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            renew = str(spec.get("renewTime") or "")
+            if not holder:
+                continue
+            held.add(holder)
+            seen = self._seen.get(holder)
+            if seen is None or seen[0] != renew:
+                # First sight counts as a renewal: a member met now is given a whole Lease duration.
+                self._seen[holder] = (renew, now)
+            self._gone.discard(holder)
+        for member in set(self._seen) - held:  # its Lease given up or deleted: gone now
+            del self._seen[member]
+            self._gone.add(member)
+
+    def _forget(self, lease: dict[str, Any]) -> None:
+        """Delete a membership Lease given up, or left unrenewed for :data:`FORGET_AFTER` durations by its
+        ``renewTime`` (its resourceVersion as precondition: one renewed meanwhile stays)."""
+        meta = lease.get("metadata") or {}
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        if holder == self.me or (holder and age(spec.get("renewTime")) < max(60.0, FORGET_AFTER * self.duration)):
+            return
+        body = {"apiVersion": "v1", "kind": "DeleteOptions",
+                "preconditions": {"resourceVersion": meta.get("resourceVersion")}}
+        with contextlib.suppress(ApiException, OSError, HTTPError):
+            rest.send(self._api, "DELETE", rest.path("coordination.k8s.io/v1", "leases", self.namespace,
+                                                       str(meta.get("name"))), body)

@@ -1,0 +1,230 @@
+"""``helmdeck controller --shards auto``: placement on the live members, the actor claim, and handover.
+
+The I/O around two pure rules: :mod:`engine.runtime.ledger.placement` (which live member a Package is placed
+on, rendezvous hashing of ``namespace/name``) and :mod:`engine.runtime.ledger.claims` (may this replica claim a
+release). The members come from :class:`~engine.runtime.drive.members.Membership`; this replica's own
+membership Lease is the engine's :class:`~engine.runtime.drive.lease.LeaseElector` (while it cannot renew it the
+gate lets it act on nothing).
+
+- The gate asks :meth:`Shards.why_not` (a package placed on another member, a claim another member holds).
+- Before each helm action the engine awaits :meth:`Shards.fence` (the action context's fence): after a pause
+  (the Lease not written for half its duration, by the monotonic or the wall clock) it re-checks the membership
+  Lease and the members first; it refuses a package placed elsewhere now; then it writes ``status.claim`` with
+  the object's resourceVersion as precondition (409 Conflict: another writer won; the object is looked at again
+  as the watch brings it, and the rule decides again). The first claim of a pass reads the release's persisted
+  status again: when another replica acted since, the pass starts over on the fresh status.
+- When the action's guard lets the release go (:meth:`Shards.let_go`), the status is persisted, then the claim
+  cleared (only if it is still this replica's).
+- When the live set changes, the packages placed on this replica now are handed to ``gained``; a package
+  placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish, then is cancelled
+  (its claim then cleared, so the new owner may claim it).
+
+Reads use the watched objects (the controller's role may list, watch and patch Packages, not get them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from engine.kube import rest
+from engine.package.load import object_origin
+from engine.runtime.drive.lease import LeaseElector
+from engine.runtime.drive.members import Membership
+from engine.runtime.drive.object_status import GROUP, VERSION, object_ref
+from engine.runtime.drive.objects import PACKAGES, PackageObjects
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.claims import Claim, ClaimRefused, decide
+from engine.runtime.ledger.gate import is_pending
+from engine.runtime.ledger.placement import owner, package_name
+from engine.runtime.state import ReleaseKey
+from engine.storage.observation import Observation
+
+log = logging.getLogger(__name__)
+
+CONFLICTS = 10  # claim writes tried on an object that keeps changing
+CONFLICT_WAIT = 0.3  # seconds for the watch to bring the object's newer version after a conflict
+MERGE_PATCH = "application/merge-patch+json"
+
+Ref = tuple[str, str]  # a Package object's (namespace, name)
+
+
+def _origin(ref: Ref) -> Path:
+    return object_origin(PACKAGES, *ref)
+
+
+@dataclass(eq=False, repr=False)
+class Shards:
+    """Placement and claims of one replica (see the module docstring). ``latest(ns, name)``: the release's
+    latest stored revision; ``spawn`` runs background tasks; ``stop_deadline``: seconds a handed-over action may
+    still run here."""
+
+    api: client.ApiClient
+    objects: PackageObjects
+    book: ReleaseBook
+    membership: Membership
+    elector: LeaseElector
+    latest: Callable[[str, str], Observation | None]
+    spawn: Callable[[Coroutine[Any, Any, None]], object]
+    stop_deadline: float = 30.0
+    gained: Callable[[set[ReleaseKey]], None] = lambda _keys: None  # set by the engine
+    _held: set[ReleaseKey] = field(default_factory=set)  # releases whose claim this replica holds
+    _mine: set[ReleaseKey] = field(default_factory=set)  # placed here as of the last change of the live set
+
+    @property
+    def me(self) -> str:
+        return self.membership.me
+
+    def ref(self, key: ReleaseKey) -> Ref | None:
+        """The Package object of ``key``'s package, None when none."""
+        spec = self.book.packages.get(key)
+        return object_ref(spec.file) if spec is not None else None
+
+    def owner_of(self, ref: Ref) -> str | None:
+        """The live member the Package ``ref`` is placed on."""
+        return owner(package_name(*ref), self.membership.live())
+
+    def mine(self, ref: Ref) -> bool:
+        """Is the Package ``ref`` placed on this replica?"""
+        return self.owner_of(ref) == self.me
+
+    def placed_elsewhere(self, key: ReleaseKey) -> str | None:
+        """The member ``key``'s package is placed on when it is another, else None."""
+        ref = self.ref(key)
+        if ref is None:
+            return None
+        found = self.owner_of(ref)
+        return found if found != self.me else None
+
+    def why_not(self, key: ReleaseKey) -> str | None:
+        """Why this replica may not act on ``key`` now (placement, or the claim as the watch last saw it), None
+        when it may. The gate's rule; the claim write decides again on the object (:meth:`fence`)."""
+        ref = self.ref(key)
+        if ref is None or key in self._held:
+            return None
+        found = self.owner_of(ref)
+        if found != self.me:
+            return f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} (--shards auto)"
+        obj = self.objects.get(_origin(ref)) or {}
+        verdict = decide(Claim.from_status(obj.get("status")), self.membership.members(),
+                         pending=is_pending(self.latest(*key)), now=time.time())
+        return None if verdict.take else verdict.reason
+
+    # -- the claim -------------------------------------------------------------------
+    async def fence(self, key: ReleaseKey, action: str, timeout: float) -> None:
+        """Claim ``key``'s release for ``action`` (its helm ``timeout``, seconds) before it starts. Raises
+        ClaimRefused (with when to try again) when this replica may not start it."""
+        limit = self.membership.duration / 2
+        if self.elector.lapsed(limit):
+            log.warning("no membership Lease write for over %.0fs (a pause?): re-checking it before acting", limit)
+            if not await self.elector.confirm():
+                raise ClaimRefused("this replica's membership Lease is not renewed: it acts on nothing until it is",
+                                   self.membership.retry)
+            await self.membership.refresh()  # what moved while it slept
+        ref = self.ref(key)
+        if ref is None:
+            return  # not a Package object's release: nothing to claim it on
+        found = self.owner_of(ref)
+        if found != self.me:
+            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} now", 30.0)
+        first = key not in self._held
+        verdict = await self._write_claim(key, ref, action, timeout)
+        self._held.add(key)
+        if verdict:
+            self.book.log(key, "claim", "info", verdict)
+        if first and await self.book.reload_status(key):
+            raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
+                               "starts over on the status it wrote", 0.5)
+
+    async def _write_claim(self, key: ReleaseKey, ref: Ref, action: str, timeout: float) -> str:
+        """Write this replica's claim on ``ref`` (compare-and-swap on the resourceVersion); returns the take-over
+        sentence ("" when it took none). Raises ClaimRefused."""
+        for _ in range(CONFLICTS):
+            obj = self.objects.get(_origin(ref))
+            if obj is None:
+                raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is gone", 30.0)
+            verdict = decide(Claim.from_status(obj.get("status")), self.membership.members(),
+                             pending=is_pending(self.latest(*key)), now=time.time())
+            if not verdict.take:
+                raise ClaimRefused(verdict.reason, verdict.retry_after)
+            claim = Claim(self.me, action, time.time(), timeout).to_status()
+            if await self._patch(ref, obj, {"claim": claim}):
+                if verdict.taken_from:
+                    log.warning("%s/%s: claim %s", *ref, verdict.reason)
+                return verdict.reason if verdict.taken_from else ""
+            await asyncio.sleep(CONFLICT_WAIT)
+        raise ClaimRefused(f"Package {ref[0]}/{ref[1]} kept changing while its claim was written (409 Conflict)", 1.0)
+
+    async def _patch(self, ref: Ref, obj: dict[str, Any], status: dict[str, Any]) -> bool:
+        """Merge ``status`` into ``ref``'s status with ``obj``'s resourceVersion as precondition; False on 409
+        Conflict. Raises ClaimRefused for another API error (404: the object is gone)."""
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        path = rest.path(f"{GROUP}/{VERSION}", PACKAGES, ref[0], ref[1]) + "/status"
+        try:
+            await asyncio.to_thread(rest.send, self.api, "PATCH", path,
+                                    {"metadata": {"resourceVersion": rv}, "status": status},
+                                    content_type=MERGE_PATCH)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise ClaimRefused(f"claim on Package {ref[0]}/{ref[1]} not written: {exc.status} {exc.reason}",
+                               5.0) from exc
+        except (OSError, HTTPError) as exc:
+            raise ClaimRefused(f"claim on Package {ref[0]}/{ref[1]} not written: {exc}", 5.0) from exc
+        return True
+
+    async def let_go(self, key: ReleaseKey) -> None:
+        """The action's guard let ``key`` go: persist its status, then clear the claim if it is still this
+        replica's (a failure is logged: a claim left behind is taken over once this replica is gone, or
+        cleared by its next action)."""
+        if key not in self._held:
+            return
+        self._held.discard(key)
+        await self.book.persist(key)  # before the claim goes: the next claimant reads what this one did
+        ref = self.ref(key)
+        if ref is None:
+            return
+        with contextlib.suppress(ClaimRefused):
+            for _ in range(CONFLICTS):
+                obj = self.objects.get(_origin(ref))
+                claim = Claim.from_status(obj.get("status")) if obj is not None else None
+                if claim is None or claim.replica != self.me:
+                    return
+                if await self._patch(ref, obj or {}, {"claim": None}):
+                    return
+                await asyncio.sleep(CONFLICT_WAIT)
+            log.warning("claim on Package %s/%s not cleared: the object kept changing", *ref)
+
+    # -- membership changes ---------------------------------------------------------------
+    def on_members(self, live: frozenset[str]) -> None:
+        """The live set changed: hand the packages placed here now to ``gained``; give a package placed
+        elsewhere now whose action runs here ``stop_deadline`` seconds to finish, then cancel it."""
+        mine: set[ReleaseKey] = set()
+        for key in list(self.book.packages):
+            ref = self.ref(key)
+            if ref is None or self.owner_of(ref) == self.me:
+                mine.add(key)
+            elif self.book.busy(key) and key in self._mine:
+                self.spawn(self._hand_over(key, self.owner_of(ref) or "?"))
+        gained, self._mine = mine - self._mine, mine
+        if gained:
+            self.gained(gained)
+
+    async def _hand_over(self, key: ReleaseKey, to: str) -> None:
+        self.book.log(key, "handover", "info", f"placed on controller replica {to} now: the running action has "
+                                               f"{self.stop_deadline:.0f}s to finish before it is cancelled")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.book.released(key), self.stop_deadline)
+            return
+        if self.placed_elsewhere(key) is not None:
+            self.book.cancel(key, f"as the package moved to controller replica {to}")

@@ -1,0 +1,63 @@
+"""The actor claim's rule (``--shards auto``): when a replica may take a release's claim."""
+
+from __future__ import annotations
+
+from engine.runtime.ledger.claims import STALE_GRACE, Claim, Members, decide
+
+NOW = 1_800_000_000.0
+ME = "b"
+
+
+def members(**silent: float) -> Members:
+    return Members(ME, 6.0, silent, watched=60.0)
+
+
+def claim(replica: str = "a", started: float = NOW - 10, timeout: float = 60) -> Claim:
+    return Claim(replica, "upgrade", started, timeout)
+
+
+def test_no_claim_or_our_own_is_taken() -> None:
+    assert decide(None, members(), pending=True, now=NOW).take
+    assert decide(claim(ME), members(), pending=True, now=NOW).take
+
+
+def test_a_live_members_claim_is_never_taken_whatever_its_age() -> None:
+    old = claim(started=NOW - 10_000, timeout=1)  # long past its timeout, but its member renews
+    for pending in (False, True):
+        verdict = decide(old, members(a=5.9), pending=pending, now=NOW)
+        assert not verdict.take and "live member" in verdict.reason and verdict.retry_after > 0
+
+
+def test_a_silent_members_claim_is_taken_over_after_the_lease_duration() -> None:
+    assert not decide(claim(), members(a=5.9), pending=False, now=NOW).take
+    verdict = decide(claim(), members(a=6.0), pending=False, now=NOW)
+    assert verdict.take and verdict.taken_from == "a"
+
+
+def test_a_pending_release_waits_for_the_claimed_actions_timeout() -> None:
+    c = claim(started=NOW - 30, timeout=60)  # 30 s of its 60 s left
+    verdict = decide(c, members(a=100), pending=True, now=NOW)
+    assert not verdict.take and "pending" in verdict.reason
+    assert verdict.retry_after == 30 + STALE_GRACE + 0.5
+    assert not decide(c, members(a=100), pending=True, now=NOW + 30 + STALE_GRACE - 0.1).take
+    assert decide(c, members(a=100), pending=True, now=NOW + 30 + STALE_GRACE).take
+    assert decide(c, members(a=100), pending=False, now=NOW).take  # not pending: nothing of it runs on helm
+
+
+def test_a_member_never_seen_is_silent_for_as_long_as_we_watched() -> None:
+    assert not decide(claim("x"), Members(ME, 6.0, {}, watched=2.0), pending=False, now=NOW).take
+    assert decide(claim("x"), Members(ME, 6.0, {}, watched=6.0), pending=False, now=NOW).take
+    assert Members(ME, 6.0, {"a": 1.0, "c": 7.0}).live() == {"a", "b"}
+
+
+def test_the_status_object_reads_back_and_bad_claims_are_bounded() -> None:
+    c = Claim("a", "upgrade", NOW, 59.2)
+    assert c.to_status() == {"replica": "a", "action": "upgrade", "startedAt": "2027-01-15T08:00:00Z",
+                             "timeoutSeconds": 60}
+    assert Claim.from_status({"claim": c.to_status()}) == Claim("a", "upgrade", NOW, 60)
+    assert Claim.from_status({}) is None and Claim.from_status({"claim": None}) is None
+    assert Claim.from_status({"claim": {"action": "upgrade"}}) is None  # no replica: no claim
+    bad = Claim.from_status({"claim": {"replica": "a" * 10_000, "startedAt": "yesterday", "timeoutSeconds": "nan"}})
+    assert bad == Claim("a" * 253, "", 0.0, 0.0)
+    huge = Claim.from_status({"claim": {"replica": "a", "timeoutSeconds": 1e300}})
+    assert huge is not None and huge.timeout == 7 * 24 * 3600
