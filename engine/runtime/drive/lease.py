@@ -20,6 +20,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,6 +118,8 @@ class LeaseElector:
         self._seen_at = 0.0
         self._renewed = (0.0, 0.0)  # (monotonic, wall) time of this instance's last write of the Lease
         self._round = asyncio.Lock()  # one election round at a time (the loop's, confirm's)
+        # Its own thread: a renewal never waits behind the engine's other blocking calls in the shared pool.
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"lease-{name}")
         self._task: asyncio.Task[None] | None = None
         self.last_error: str | None = None
         self.decided = asyncio.Event()  # set after the first round: holder and leader are known
@@ -134,6 +137,7 @@ class LeaseElector:
             with contextlib.suppress(ApiException, OSError, HTTPError):
                 await asyncio.to_thread(self._release)
             self._set(holder="", leader=False)
+        self._thread.shutdown(wait=False)
 
     async def _loop(self) -> None:
         while True:
@@ -144,7 +148,7 @@ class LeaseElector:
     async def _one_round(self) -> None:
         async with self._round:
             try:
-                outcome = await asyncio.to_thread(self._try_once)
+                outcome = await asyncio.get_running_loop().run_in_executor(self._thread, self._try_once)
                 if outcome is not None:
                     self._set(*outcome)  # on the loop: callbacks may touch loop-bound state
                 self.last_error = None

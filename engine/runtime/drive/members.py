@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -62,7 +63,8 @@ class Membership:
         self.duration = duration
         self.retry = retry
         self.on_change = on_change
-        self._started = time.monotonic()
+        self._started = self._listed_at = time.monotonic()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="members")  # never behind the shared pool
         self._seen: dict[str, tuple[str, float]] = {}  # identity -> (renewTime, monotonic time it changed)
         self._gone: set[str] = set()  # identities whose Lease was given up
         self._live: frozenset[str] = frozenset({me})
@@ -70,11 +72,12 @@ class Membership:
         self.listed = asyncio.Event()  # set after the first list
 
     def members(self) -> Members:
-        """What this replica knows now (the claim's rule reads it)."""
-        now = time.monotonic()
-        silent = {m: now - at for m, (_, at) in self._seen.items()}
+        """What this replica knows as of its last list (the claim's rule reads it). Silences are measured to
+        that list, not to now: a replica whose own lists stall (a pause, a partition) finds nobody silent for
+        longer than it could see, so it takes nothing over on the strength of its own blindness."""
+        silent = {m: self._listed_at - at for m, (_, at) in self._seen.items()}
         silent.update({m: math.inf for m in self._gone})
-        return Members(self.me, self.duration, silent, watched=now - self._started)
+        return Members(self.me, self.duration, silent, watched=self._listed_at - self._started)
 
     def live(self) -> frozenset[str]:
         """The live members as of the last list, this replica included."""
@@ -90,7 +93,7 @@ class Membership:
         """List the membership Leases now and update the live set; an API error is logged and leaves the view
         as it is (members then go silent by the clock alone)."""
         try:
-            leases = await asyncio.to_thread(self._list_and_forget)
+            leases = await asyncio.get_running_loop().run_in_executor(self._thread, self._list_and_forget)
             self.last_error = None
         except (ApiException, OSError, HTTPError) as exc:
             self.last_error = f"membership Leases in {self.namespace}: {exc}"
@@ -116,7 +119,7 @@ class Membership:
         return leases
 
     def _observe(self, leases: list[dict[str, Any]]) -> None:
-        now = time.monotonic()
+        now = self._listed_at = time.monotonic()
         held: set[str] = set()
         for lease in leases:
             spec = lease.get("spec") or {}

@@ -13,6 +13,8 @@ gate lets it act on nothing).
   the object's resourceVersion as precondition (409 Conflict: another writer won; the object is looked at again
   as the watch brings it, and the rule decides again). The first claim of a pass reads the release's persisted
   status again: when another replica acted since, the pass starts over on the fresh status.
+- A later helm action of the same pass rewrites the claim (its action, start and timeout) and clears it, both
+  in a JSON patch that applies only while the claim still names this replica.
 - When the action's guard lets the release go (:meth:`Shards.let_go`), the status is persisted, then the claim
   cleared (only if it is still this replica's).
 - When the live set changes, the packages placed on this replica now are handed to ``gained``; a package
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 CONFLICTS = 10  # claim writes tried on an object that keeps changing
 CONFLICT_WAIT = 0.3  # seconds for the watch to bring the object's newer version after a conflict
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 Ref = tuple[str, str]  # a Package object's (namespace, name)
 
@@ -95,8 +98,8 @@ class Shards:
         return owner(package_name(*ref), self.membership.live())
 
     def mine(self, ref: Ref) -> bool:
-        """Is the Package ``ref`` placed on this replica?"""
-        return self.owner_of(ref) == self.me
+        """Is the Package ``ref`` placed on this replica (never before the members were first listed)?"""
+        return self.membership.listed.is_set() and self.owner_of(ref) == self.me
 
     def placed_elsewhere(self, key: ReleaseKey) -> str | None:
         """The member ``key``'s package is placed on when it is another, else None."""
@@ -138,10 +141,14 @@ class Shards:
         if found != self.me:
             raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} now", 30.0)
         first = key not in self._held
-        verdict = await self._write_claim(key, ref, action, timeout)
-        self._held.add(key)
-        if verdict:
-            self.book.log(key, "claim", "info", verdict)
+        if first:
+            verdict = await self._write_claim(key, ref, action, timeout)
+            self._held.add(key)
+            if verdict:
+                self.book.log(key, "claim", "info", verdict)
+        elif not await self._swap_own(ref, Claim(self.me, action, time.time(), timeout).to_status()):
+            self._held.discard(key)
+            raise ClaimRefused(f"the claim on Package {ref[0]}/{ref[1]} is no longer this replica's", 5.0)
         if first and await self.book.reload_status(key):
             raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
                                "starts over on the status it wrote", 0.5)
@@ -169,13 +176,23 @@ class Shards:
         """Merge ``status`` into ``ref``'s status with ``obj``'s resourceVersion as precondition; False on 409
         Conflict. Raises ClaimRefused for another API error (404: the object is gone)."""
         rv = (obj.get("metadata") or {}).get("resourceVersion")
+        return await self._send(ref, {"metadata": {"resourceVersion": rv}, "status": status}, MERGE_PATCH, (409,))
+
+    async def _swap_own(self, ref: Ref, claim: dict[str, Any] | None) -> bool:
+        """Replace (``claim`` None: remove) this replica's own claim on ``ref``, in one JSON patch whose ``test``
+        makes it apply only while the claim names this replica (no resourceVersion needed: the API server applies
+        the patch to the object as it is). False when the claim is not this replica's (or none)."""
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/status/claim/replica", "value": self.me}]
+        ops.append({"op": "remove", "path": "/status/claim"} if claim is None else
+                   {"op": "replace", "path": "/status/claim", "value": claim})
+        return await self._send(ref, ops, JSON_PATCH, (409, 422, 400))
+
+    async def _send(self, ref: Ref, body: Any, content_type: str, refused: tuple[int, ...]) -> bool:
         path = rest.path(f"{GROUP}/{VERSION}", PACKAGES, ref[0], ref[1]) + "/status"
         try:
-            await asyncio.to_thread(rest.send, self.api, "PATCH", path,
-                                    {"metadata": {"resourceVersion": rv}, "status": status},
-                                    content_type=MERGE_PATCH)
+            await asyncio.to_thread(rest.send, self.api, "PATCH", path, body, content_type=content_type)
         except ApiException as exc:
-            if exc.status == 409:
+            if exc.status in refused:
                 return False
             raise ClaimRefused(f"claim on Package {ref[0]}/{ref[1]} not written: {exc.status} {exc.reason}",
                                5.0) from exc
@@ -185,25 +202,24 @@ class Shards:
 
     async def let_go(self, key: ReleaseKey) -> None:
         """The action's guard let ``key`` go: persist its status, then clear the claim if it is still this
-        replica's (a failure is logged: a claim left behind is taken over once this replica is gone, or
-        cleared by its next action)."""
+        replica's (a failure is logged)."""
         if key not in self._held:
             return
         self._held.discard(key)
-        await self.book.persist(key)  # before the claim goes: the next claimant reads what this one did
         ref = self.ref(key)
+        obj = self.objects.get(_origin(ref)) if ref is not None else None
+        claim = Claim.from_status(obj.get("status")) if obj is not None else None
+        if ref is not None and claim is not None and claim.replica != self.me:
+            log.warning("%s/%s: the claim was taken over by replica %s while this one acted (its membership Lease "
+                        "lapsed): the release's status is left to it", *ref, claim.replica)
+            return
+        await self.book.persist(key)  # before the claim goes: the next claimant reads what this one did
         if ref is None:
             return
-        with contextlib.suppress(ClaimRefused):
-            for _ in range(CONFLICTS):
-                obj = self.objects.get(_origin(ref))
-                claim = Claim.from_status(obj.get("status")) if obj is not None else None
-                if claim is None or claim.replica != self.me:
-                    return
-                if await self._patch(ref, obj or {}, {"claim": None}):
-                    return
-                await asyncio.sleep(CONFLICT_WAIT)
-            log.warning("claim on Package %s/%s not cleared: the object kept changing", *ref)
+        try:
+            await self._swap_own(ref, None)  # False: taken over meanwhile, or gone: nothing of ours to clear
+        except ClaimRefused as exc:
+            log.warning("%s (it is taken over once this replica is gone, or cleared by its next action)", exc)
 
     # -- membership changes ---------------------------------------------------------------
     def on_members(self, live: frozenset[str]) -> None:
