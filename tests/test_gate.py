@@ -131,3 +131,16 @@ def test_a_suspended_package_is_not_reconciled_but_the_operator_may_upgrade_it()
     assert gate.suspension(SETTINGS) == f"helmdeck-demo/settings is suspended (spec.suspend: true in {spec.file.name})"
     with pytest.raises(ActionRefused):  # Suspended is an ActionRefused: callers that only refuse still do
         gate.check("reconcile", SETTINGS)
+
+
+def test_shards_refuse_what_holds_a_release_placed_or_claimed_elsewhere() -> None:
+    gate = online_gate(fixed_engine())
+    refusals = {WEB: "Package helmdeck-demo/web is placed on controller replica b (--shards auto)"}
+    gate.shard_refusal = refusals.get
+    for action in ("upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"):
+        why = gate.why_not(action, WEB)
+        assert why == refusals[WEB] or (action == "unlock" and why is not None), (action, why)
+    assert gate.why_not("upgrade", SETTINGS) is None  # placed here
+    assert gate.why_not("diff", WEB) is None and gate.why_not("suspend", WEB) is None  # nothing run on it
+    with pytest.raises(ActionRefused, match="replica b"):
+        gate.check("reconcile", WEB)

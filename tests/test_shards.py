@@ -15,15 +15,22 @@ import pytest
 from engine.kube.client import KubeTarget, api_client
 from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import AUTO, SHARD, Membership, member_lease, member_lease_name
+from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.drive.shards import Shards
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.ledger.placement import owner, package_name
+from engine.storage.observer import Observer
 from tests.controller_fixtures import (
     GROUP,
     VERSION,
+    Apis,
     Controller,
     ControllerEnv,
     create,
     eventually,
     get_package,
+    oci_repository,
     package,
     releases,
 )
@@ -77,6 +84,86 @@ async def test_members_see_each_other_and_a_silent_one_is_gone_after_the_lease_d
             t.cancel()
         for e in (ea, eb, ec):
             await e.stop()
+
+
+async def _replica(kube_target: KubeTarget, namespace: str, identity: str, duration: float) -> Shards:
+    """One replica's claim side over the real API server: its view of the Package objects as listed now (no
+    watch: it goes stale, as a replica's view does for a moment), its membership Lease renewed once."""
+    api = api_client(kube_target)
+    objects = PackageObjects(api, [namespace])
+    await asyncio.to_thread(objects.load)
+    book = ReleaseBook(Observer(None))
+    book.set_packages(objects.specs())
+    elector = LeaseElector(api, member_lease_name(identity), namespace, identity=identity, duration=duration,
+                           retry=0.3, labels={SHARD: AUTO})
+    assert await elector.confirm()
+    membership = Membership(api, namespace, identity, duration=duration, retry=0.3)
+    await membership.refresh()
+    return Shards(api, objects, book, membership, elector, lambda _ns, _n: None, lambda coro: coro.close())
+
+
+def _claim(apis: Apis, namespace: str, name: str) -> dict[str, Any] | None:
+    claim = ((get_package(apis[0], namespace, name) or {}).get("status") or {}).get("claim")
+    return dict(claim) if claim else None
+
+
+async def test_of_two_replicas_claiming_at_once_one_wins_and_a_silent_ones_claim_is_taken_over(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    # A Package placement gives a when a and b are live: b, which does not know a yet, thinks it its own too.
+    name = next(n for n in (f"web-{i}" for i in range(100)) if owner(package_name(namespace, n), ["a", "b"]) == "a")
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    create(apis[0], package(namespace, name))
+    key = (namespace, name)
+    b = await _replica(kube_target, namespace, "b", 30.0)  # lists before a's Lease exists: sees only itself
+    a = await _replica(kube_target, namespace, "a", 30.0)
+    c = None
+    try:
+        assert a.placed_elsewhere(key) is None and b.placed_elsewhere(key) is None  # both think it theirs
+        # Both read it unclaimed; a writes first; b's write carries the resourceVersion it read: 409 every time.
+        await a.fence(key, "upgrade", 60)
+        claim = _claim(apis, namespace, name)
+        assert claim is not None
+        assert (claim["replica"], claim["action"], claim["timeoutSeconds"]) == ("a", "upgrade", 60)
+        with pytest.raises(ClaimRefused, match="409 Conflict"):
+            await b.fence(key, "install", 60)
+        assert _claim(apis, namespace, name) == claim
+
+        # Seen as it is now, a's claim is a live member's: refused.
+        await asyncio.to_thread(b.objects.load)
+        with pytest.raises(ClaimRefused, match="a live member"):
+            await b.fence(key, "install", 60)
+        assert not await b._swap_own(key, None)  # b clears only its own claim
+
+        # A later action of a's pass rewrites its own claim; letting go clears it.
+        await a.fence(key, "test", 60)
+        assert (_claim(apis, namespace, name) or {})["action"] == "test"
+        await a.let_go(key)
+        assert _claim(apis, namespace, name) is None
+
+        # a claims again and falls silent (nothing renews its Lease). c, with a 1 s Lease duration, takes the
+        # claim over once a has been silent that long in its sight; a's next action, and its letting go, find the
+        # claim c's and leave it.
+        await asyncio.to_thread(a.objects.load)
+        await a.fence(key, "upgrade", 60)
+        c = await _replica(kube_target, namespace, "c", 1.0)
+        assert c.membership.members().is_live("a")  # first sight counts as a renewal
+        with pytest.raises(ClaimRefused):
+            await c.fence(key, "upgrade", 60)  # a live member's claim (or placed on a)
+        await asyncio.sleep(1.2)
+        await c.membership.refresh()
+        assert c.membership.live() == {"c"}
+        await c.fence(key, "upgrade", 60)
+        assert (_claim(apis, namespace, name) or {})["replica"] == "c"
+        await asyncio.to_thread(a.objects.load)
+        with pytest.raises(ClaimRefused, match="no longer this replica's"):
+            await a.fence(key, "test", 60)
+        await a.let_go(key)
+        assert (_claim(apis, namespace, name) or {})["replica"] == "c"
+    finally:
+        for r in (a, b, c):
+            if r is not None:
+                await r.elector.stop()
 
 
 def _identities(env: ControllerEnv) -> dict[str, str]:
