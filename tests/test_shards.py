@@ -7,7 +7,6 @@ import asyncio
 import re
 import signal
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,18 +33,10 @@ from tests.controller_fixtures import (
     package,
     releases,
 )
+from tests.test_lease import wait_until
 
 pytestmark = pytest.mark.cluster
 LEASE = 10  # seconds: --lease-duration of the replicas (this 2-core machine runs at a load of 30: shorter ones lapse)
-
-
-async def wait_until(check: Callable[[], bool], timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not check():
-        if loop.time() > end:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.05)
 
 
 def _member(kube_target: KubeTarget, namespace: str, identity: str) -> tuple[LeaseElector, Membership]:
@@ -162,6 +153,42 @@ async def test_of_two_replicas_claiming_at_once_one_wins_and_a_silent_ones_claim
         assert (_claim(apis, namespace, name) or {})["replica"] == "c"
     finally:
         for r in (a, b, c):
+            if r is not None:
+                await r.elector.stop()
+
+
+async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_moved_meanwhile(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    # Two Packages: one placement gives p whether q is live or not, one it gives q once q is.
+    names = [f"web-{i}" for i in range(100)]
+    stays = next(n for n in names if owner(package_name(namespace, n), ["p", "q"]) == "p")
+    moves = next(n for n in names if owner(package_name(namespace, n), ["p", "q"]) == "q")
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    for name in (stays, moves):
+        create(apis[0], package(namespace, name))
+    p = await _replica(kube_target, namespace, "p", 2.0)  # nothing renews its Lease now: p is "stopped"
+    q = None
+    try:
+        assert p.placed_elsewhere((namespace, moves)) is None  # p knows no other member: both are p's
+        q = await _replica(kube_target, namespace, "q", 30.0)  # joins while p sleeps
+        await asyncio.sleep(1.2)
+        assert p.elector.lapsed(1.0)
+        def renewed() -> str:
+            lease: Any = apis[2].read_namespaced_lease(member_lease_name("p"), namespace)
+            return str(lease.spec.renew_time)
+
+        before = renewed()
+        # p wakes: before writing a claim it renews its Lease and lists the members again, so the Package that
+        # moved to q meanwhile is refused, and the one still its own is claimed.
+        with pytest.raises(ClaimRefused, match="placed on controller replica q now"):
+            await p.fence((namespace, moves), "upgrade", 60)
+        assert renewed() > before
+        assert not p.elector.lapsed(1.0) and p.membership.live() == {"p", "q"}
+        await p.fence((namespace, stays), "upgrade", 60)
+        assert (_claim(apis, namespace, stays) or {})["replica"] == "p" and _claim(apis, namespace, moves) is None
+    finally:
+        for r in (p, q):
             if r is not None:
                 await r.elector.stop()
 
