@@ -135,8 +135,11 @@ def test_a_suspended_package_is_not_reconciled_but_the_operator_may_upgrade_it()
 
 def test_shards_refuse_what_holds_a_release_placed_or_claimed_elsewhere() -> None:
     gate = online_gate(fixed_engine())
+    assert gate.placed_elsewhere(WEB) is None  # not sharded: every package is this engine's
     refusals = {WEB: "Package helmdeck-demo/web is placed on controller replica b (--shards auto)"}
     gate.shard_refusal = refusals.get
+    gate.placement = {WEB: "b"}.get
+    assert gate.placed_elsewhere(WEB) == "b" and gate.placed_elsewhere(SETTINGS) is None
     for action in ("upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"):
         why = gate.why_not(action, WEB)
         assert why == refusals[WEB] or (action == "unlock" and why is not None), (action, why)

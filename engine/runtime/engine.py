@@ -280,7 +280,7 @@ class Engine:
                         self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained)
         membership.on_change = shards.on_members
         self.gate.shard_refusal = shards.why_not
-        self.gate.placed_elsewhere = shards.placed_elsewhere
+        self.gate.placement = shards.placed_elsewhere
         self.book.let_go = shards.let_go
         self.controller.ctx.fence = shards.fence
         for writer in (self.status_writer, self.finalizers, self.requests):

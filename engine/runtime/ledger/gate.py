@@ -143,12 +143,17 @@ class ActionGate:
     # --shards auto (rule 10): why this replica may not act on a release now, and the member the release's
     # package is placed on when another (engine.runtime.drive.shards); None: no shards.
     shard_refusal: Callable[[ReleaseKey], str | None] | None = field(init=False, default=None)
-    placed_elsewhere: Callable[[ReleaseKey], str | None] = field(init=False, default=lambda _key: None)
+    placement: Callable[[ReleaseKey], str | None] | None = field(init=False, default=None)
 
     @property
     def acting(self) -> bool:
         """True when this instance may change the cluster (not read-only, and holding the lease if any)."""
         return not self.readonly and self.leader
+
+    def placed_elsewhere(self, key: ReleaseKey) -> str | None:
+        """The controller replica ``key``'s package is placed on when it is another (``--shards auto``), else
+        None."""
+        return self.placement(key) if self.placement is not None else None
 
     def set_lease(self, holder: str, leader: bool) -> None:
         """Who holds the engine lease, and whether it is this instance."""
