@@ -270,3 +270,66 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         codes = [c.stop() for c in ctls if c.proc.poll() is None]
     assert codes == [0, 0], logs()
     assert set(_identities(env)) == {ids[victim.pid]}  # the survivors gave their membership Leases up
+
+
+def _stamp(ctl: Controller, needle: str) -> float | None:
+    """When ``ctl`` first logged a line holding ``needle`` (its log's local time, as seconds), None if not."""
+    for line in ctl.text().splitlines():
+        if needle in line:
+            when = re.match(r"time=(\S+ \S+),(\d+)", line)
+            if when:
+                return time.mktime(time.strptime(when.group(1), "%Y-%m-%d %H:%M:%S")) + int(when.group(2)) / 1000
+    return None
+
+
+def test_a_package_moving_to_a_joining_replica_is_handed_over_after_its_action_is_cancelled(
+    controller_env: ControllerEnv,
+) -> None:
+    env = controller_env
+    objects, core, namespace = env.objects, env.core, env.namespace
+    env.flaky_source()
+    names = [f"h{i}" for i in range(8)]  # 1 in 256 that none moves to the second replica
+    for name in names:
+        create(objects, package(namespace, name, timeout="3m"))
+    flags = ("--shards", "auto", "--lease-duration", str(LEASE), "--stop-deadline", "5", "--concurrency", "8")
+    a = env.start(*flags, name="a")
+    b: Controller | None = None
+
+    def logs() -> str:
+        return "\n".join(c.text()[-8000:] for c in (a, b) if c is not None)
+
+    try:
+        eventually(lambda: all(releases(core, namespace, n) == [(1, "deployed")] for n in names), 180,
+                   "every Package installed by the one replica", logs=logs)
+        for name in names:  # upgrades whose --wait never ends
+            objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", name,
+                                                   {"spec": {"values": {"hang": True}}})
+        eventually(lambda: all((2, "pending-upgrade") in releases(core, namespace, n) for n in names), 120,
+                   "every upgrade waiting", logs=logs)
+        b = env.start(*flags, name="b")
+        eventually(lambda: _sees(a, 2), 60, "the first replica sees the second", logs=logs)
+        ids = _identities(env)
+        ida, idb = _identity(a, ids), _identity(b, ids)
+        moved = [n for n in names if owner(package_name(namespace, n), [ida, idb]) == idb]
+        assert moved, "placement moved nothing: run again"
+
+        def taken(name: str) -> bool:
+            return any(s == "pending-upgrade" for v, s in releases(core, namespace, name) if v >= 3)
+
+        # Each moved Package: the first replica cancels its upgrade after --stop-deadline, the second starts
+        # its own only after that (its claim refused meanwhile), on a release no longer pending.
+        eventually(lambda: all(taken(n) for n in moved), 120, "the moved upgrades taken over", logs=logs)
+        for name in moved:
+            cancelled = _stamp(a, f"{namespace}/{name}: upgrade failed: Helm upgrade cancelled as the package moved")
+            started = _stamp(b, f"event {namespace}/{name} upgrade started")
+            assert cancelled is not None and started is not None and cancelled <= started, (name, cancelled, started)
+            stored = releases(core, namespace, name)
+            assert stored[:3] == [(1, "superseded"), (2, "failed"), (3, "pending-upgrade")] or \
+                stored[:3] == [(1, "deployed"), (2, "failed"), (3, "pending-upgrade")], stored
+        for name in set(names) - set(moved):  # the first replica's upgrades of the rest go on
+            assert (2, "pending-upgrade") in releases(core, namespace, name), name
+            assert _stamp(b, f"event {namespace}/{name} upgrade started") is None
+    finally:
+        for c in (a, b):
+            if c is not None:
+                c.stop()

@@ -283,6 +283,7 @@ class Engine:
         self.gate.placement = shards.placed_elsewhere
         self.book.let_go = shards.let_go
         self.controller.ctx.fence = shards.fence
+        shards.cancel = lambda key, by: self.operations.cancel(key, by=by)
         for writer in (self.status_writer, self.finalizers, self.requests):
             if writer is not None:
                 writer.mine = shards.mine

@@ -19,7 +19,8 @@ gate lets it act on nothing).
   cleared (only if it is still this replica's).
 - When the live set changes, the packages placed on this replica now are handed to ``gained``; a package
   placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish, then is cancelled
-  (its claim then cleared, so the new owner may claim it).
+  as the operator's cancel does (its claim cleared as the guard lets go, then the pending revision it left
+  unlocked: the new owner, finding it pending without a claim, waits as for any lock until then).
 
 Reads use the watched objects (the controller's role may list, watch and patch Packages, not get them).
 """
@@ -30,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import Membership
 from engine.runtime.drive.object_status import GROUP, VERSION, object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects
-from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.claims import Claim, ClaimRefused, decide
 from engine.runtime.ledger.gate import is_pending
 from engine.runtime.ledger.placement import owner, package_name
@@ -81,6 +82,9 @@ class Shards:
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     stop_deadline: float = 30.0
     gained: Callable[[set[ReleaseKey]], None] = lambda _keys: None  # set by the engine
+    # Stops the action running on a release, as the operator's cancel does (its pending revision unlocked);
+    # ``(key, by)``, ``by`` who asked. None: the book's cancel alone.
+    cancel: Callable[[ReleaseKey, str], Awaitable[object]] | None = None
     _held: set[ReleaseKey] = field(default_factory=set)  # releases whose claim this replica holds
     _mine: set[ReleaseKey] = field(default_factory=set)  # placed here as of the last change of the live set
 
@@ -242,5 +246,11 @@ class Shards:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.book.released(key), self.stop_deadline)
             return
-        if self.placed_elsewhere(key) is not None:
-            self.book.cancel(key, f"as the package moved to controller replica {to}")
+        if self.placed_elsewhere(key) is None:
+            return  # back here meanwhile
+        by = f"as the package moved to controller replica {to}"
+        if self.cancel is None:
+            self.book.cancel(key, by)
+            return
+        with contextlib.suppress(ActionRefused):  # ended on its own meanwhile
+            await self.cancel(key, by)
