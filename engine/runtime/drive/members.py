@@ -66,7 +66,7 @@ class Membership:
         self._started = self._listed_at = time.monotonic()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="members")  # never behind the shared pool
         self._seen: dict[str, tuple[str, float]] = {}  # identity -> (renewTime, monotonic time it changed)
-        self._gone: set[str] = set()  # identities whose Lease was given up
+        self._gone: dict[str, None] = {}  # identities whose Lease was given up, oldest first
         self._live: frozenset[str] = frozenset({me})
         self.last_error: str | None = None
         self.listed = asyncio.Event()  # set after the first list
@@ -132,10 +132,12 @@ class Membership:
             if seen is None or seen[0] != renew:
                 # First sight counts as a renewal: a member met now is given a whole Lease duration.
                 self._seen[holder] = (renew, now)
-            self._gone.discard(holder)
+            self._gone.pop(holder, None)
         for member in set(self._seen) - held:  # its Lease given up or deleted: gone now
             del self._seen[member]
-            self._gone.add(member)
+            self._gone[member] = None
+        while len(self._gone) > MAX_MEMBERS:  # the oldest departures are forgotten (never seen: silent anyway)
+            del self._gone[next(iter(self._gone))]
 
     def _forget(self, lease: dict[str, Any]) -> None:
         """Delete a membership Lease given up, or left unrenewed for :data:`FORGET_AFTER` durations by its

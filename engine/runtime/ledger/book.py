@@ -506,19 +506,21 @@ class ReleaseBook:
                    for obs in self.observer.history(*key))
 
     async def reload_status(self, key: ReleaseKey) -> bool:
-        """Read ``key``'s persisted status again and take it when its history differs from the book's (another
-        controller replica acted on the release since this one last read it, ``--shards auto``); True when it
-        was taken. A store that cannot be read is logged and changes nothing."""
+        """Read ``key``'s persisted status again and take it when its history holds the release's latest
+        stored revision and the book's does not (another controller replica acted on the release since this
+        one last read it, ``--shards auto``; a status older than the book's, say one whose write failed, is
+        not taken); True when it was taken. A store that cannot be read is logged and changes nothing."""
         spec = self.packages.get(key)
-        if self.store is None:
+        latest = self.observer.latest(*key)
+        if self.store is None or latest is None or self.ours(key, latest):
             return False
         try:
             stored = await asyncio.to_thread(self.store.load, spec.storage_ns if spec else key[0], key[1])
         except Exception as exc:  # as load_statuses: the engine still works without persisted status
             log.warning("cannot read the persisted engine status of %s/%s: %s", key[0], key[1], exc)
             return False
-        current = self._statuses.get(key)
-        if stored is None or (current is not None and current.history == stored.history):
+        digest = Snapshot.from_observation(latest).digest
+        if stored is None or not any(s.digest == digest for s in stored.history.snapshots):
             return False
         self.set_status(key, stored, state=None)
         return True
