@@ -1,8 +1,14 @@
-"""The actor claim's rule (``--shards auto``): when a replica may take a release's claim."""
+"""The actor claim's rule (``--shards auto``): when a replica may take a release's claim, and when a claimant
+reads the release's status again."""
 
 from __future__ import annotations
 
+import asyncio
+
+from engine.reconcile.status import EngineStatus
 from engine.runtime.ledger.claims import STALE_GRACE, Claim, Members, decide
+from engine.storage.snapshot import History, Snapshot
+from tests.fixtures import WEB, fixed_engine
 
 NOW = 1_800_000_000.0
 ME = "b"
@@ -61,3 +67,29 @@ def test_the_status_object_reads_back_and_bad_claims_are_bounded() -> None:
     assert bad == Claim("a" * 253, "", 0.0, 0.0)
     huge = Claim.from_status({"claim": {"replica": "a", "timeoutSeconds": 1e300}})
     assert huge is not None and huge.timeout == 7 * 24 * 3600
+
+
+class _Store:
+    """A persisted-status store holding one status (the one read the test needs)."""
+
+    def __init__(self, status: EngineStatus) -> None:
+        self.status = status
+
+    def load(self, _namespace: str, _release: str) -> EngineStatus:
+        return self.status
+
+
+def test_a_status_is_read_again_only_when_it_holds_the_latest_stored_revision() -> None:
+    engine = fixed_engine()
+    book = engine.book
+    latest = engine.observer.latest(*WEB)
+    assert latest is not None
+    theirs = EngineStatus(history=History((Snapshot.from_observation(latest),)))  # another replica's action
+    stale = EngineStatus()
+    book.store = _Store(theirs)  # type: ignore[assignment]
+    book.set_status(WEB, stale)
+    assert asyncio.run(book.reload_status(WEB)) and book.status(WEB) == theirs
+    assert not asyncio.run(book.reload_status(WEB))  # the book knows the latest revision now
+    book.set_status(WEB, stale)
+    book.store = _Store(EngineStatus())  # type: ignore[assignment]  # a persisted status older than the book's (its write failed)
+    assert not asyncio.run(book.reload_status(WEB)) and book.status(WEB) == stale
