@@ -258,7 +258,7 @@ class StatusWriter:
         self._invalid = invalid
         for ref, err in invalid.items():
             text = problem_text(err)
-            if self._warned.get(ref) != text:  # once per problem, not at every reload
+            if self._warned.get(ref) != text and self.mine(ref):  # once per problem, not at every reload
                 self._warned[ref] = text
                 self.spawn(self.event(ref, cond.INVALID_PACKAGE, text, warning=True))
         for ref in set(self._warned) - set(invalid):
