@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime.drive.lease import LeaseElector
-from engine.runtime.drive.members import AUTO, SHARD, Membership, member_lease, member_lease_name
+from engine.runtime.drive.lease import SHARD, LeaseElector
+from engine.runtime.drive.members import AUTO, Membership, member_lease, member_lease_name
 from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.shards import Shards
 from engine.runtime.ledger.book import ReleaseBook

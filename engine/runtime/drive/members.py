@@ -27,13 +27,12 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from engine.kube import rest
-from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, age
+from engine.runtime.drive.lease import CONTROLLER, ROLE, SHARD, LeaseConfig, age
 from engine.runtime.ledger.claims import Members
 
 log = logging.getLogger(__name__)
 
-SHARD = "helmdeck.dev/shard"  # label: the shard a controller's Lease is for; "auto" on a membership Lease
-AUTO = "auto"
+AUTO = "auto"  # the SHARD label's value on a membership Lease
 FORGET_AFTER = 10  # Lease durations (and at least a minute) after which a dead member's Lease is deleted
 MAX_MEMBERS = 500  # one list page; more replicas than this are not read (nor expected)
 
