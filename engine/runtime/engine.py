@@ -231,7 +231,8 @@ class Engine:
                                      labels=dict(lease.labels), annotations=dict(lease.annotations))
                         if lease is not None and online else None)
         if self.status_writer is not None and self.elector is not None:  # status.controller: who reconciles
-            self.status_writer.controller = {"replica": self.elector.identity, "shard": shard.name if shard else ""}
+            self.status_writer.controller = {"replica": self.elector.identity,
+                                             "shard": shard.name if shard else "auto" if auto_shards else ""}
         self.shards = (self._shards(api, lease, stop_deadline)
                        if auto_shards and lease is not None and self.elector is not None and self.objects is not None
                        else None)
