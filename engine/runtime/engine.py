@@ -231,6 +231,7 @@ class Engine:
                                      labels=dict(lease.labels), annotations=dict(lease.annotations))
                         if lease is not None and online else None)
         if self.status_writer is not None and self.elector is not None:  # status.controller: who reconciles
+            self.status_writer.instance = self.elector.identity  # its Events' reportingInstance
             self.status_writer.controller = {"replica": self.elector.identity,
                                              "shard": shard.name if shard else "auto" if auto_shards else ""}
         self.shards = (self._shards(api, lease, stop_deadline)

@@ -5,7 +5,9 @@ and ``kubectl events`` show what the engine did.
 :func:`flux_status` is the projection of the engine's status (:class:`~engine.reconcile.status.EngineStatus`,
 kept by the release book) onto the CRD's status fields (:data:`engine.package.schema.PACKAGE_STATUS`);
 :class:`StatusWriter` follows the book's signals: a changed release view rewrites its object's status (only
-when the projection changed), a finished action becomes an Event, and a problem only the loader can find
+when the projection changed), an action's start and its end each become an Event (``reportingInstance``: this
+replica, ``action``: the engine's action, ``eventTime`` to the microsecond: an audit can tell which replica acted
+on a release when), and a problem only the loader can find
 (references, cycles, limits) becomes Ready=False, reason ``InvalidPackage``, with the loader's words and a
 Warning Event. Writes run off the event loop; an object deleted meanwhile is skipped.
 """
@@ -49,6 +51,8 @@ GROUP, VERSION = API_VERSION.split("/")
 HISTORY = 5  # snapshots kept in status.history, as Flux
 COMPONENT = "helmdeck-controller"
 MAX_MESSAGE = 1024  # an Event's message, as client-go's recorder truncates it
+MAX_FIELD = 128  # an Event's reportingInstance and action (the API server's validation)
+STARTED = "Started"  # the suffix of an action's start Event (InstallStarted, UpgradeStarted)
 # The engine's actions, as Flux names them in reasons (<Action>Succeeded / <Action>Failed).
 _ACTION_REASONS = {"install": "Install", "upgrade": "Upgrade", "test": "Test", "rollback": "Rollback",
                    "uninstall": "Uninstall", "uninstall-remediation": "Uninstall", "prune": "Uninstall"}
@@ -64,8 +68,11 @@ def rfc3339(seconds: float) -> str:
 
 def event_reason(entry: LogEntry) -> str | None:
     """The Flux reason of a finished action (``InstallSucceeded``, ``UpgradeFailed``, ``DriftCorrected``), or
-    ``UpgradeCancelled`` (Flux has none: a cancel's account of what stays live), None for what is not an
-    action's end (started, info)."""
+    ``UpgradeCancelled`` (Flux has none: a cancel's account of what stays live); an action's start is
+    ``<Action>Started`` (``UpgradeStarted``, ``CorrectDriftStarted``: Flux records none, an audit of who acted
+    when needs both ends); None for what is no action's start or end (info)."""
+    if entry.outcome == "started":
+        return f"{_action_word(entry.action)}{STARTED}"
     if entry.outcome == "cancelled":
         return f"{_ACTION_REASONS.get(entry.action, 'Action')}Cancelled"
     if entry.outcome not in ("succeeded", "failed"):
@@ -73,7 +80,21 @@ def event_reason(entry: LogEntry) -> str | None:
     action = _ACTION_REASONS.get(entry.action)
     if action is not None:
         return f"{action}{'Succeeded' if entry.outcome == 'succeeded' else 'Failed'}"
-    return _OTHER_REASONS.get((entry.action, entry.outcome))
+    found = _OTHER_REASONS.get((entry.action, entry.outcome))
+    if found is None and entry.outcome == "failed":  # every started action's end is recorded
+        return f"{_action_word(entry.action)}Failed"
+    return found
+
+
+def _action_word(action: str) -> str:
+    """``Upgrade`` for "upgrade", ``CorrectDrift`` for "correct-drift" (a reason is CamelCase)."""
+    return _ACTION_REASONS.get(action) or "".join(part.capitalize() for part in action.split("-"))
+
+
+def micro_time(seconds: float) -> str:
+    """``2026-12-01T10:00:00.123456Z`` (Kubernetes' MicroTime, an Event's ``eventTime``)."""
+    whole = int(seconds)
+    return f"{rfc3339(whole)[:-1]}.{int((seconds - whole) * 1e6):06d}Z"
 
 
 def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
@@ -131,7 +152,8 @@ def object_ref(origin: Path) -> tuple[str, str] | None:
 @dataclass
 class StatusWriter:
     """Writes status and Events on the Package objects of ``objects`` as the ``book`` changes; ``acting()``:
-    only the acting instance writes; ``spawn`` runs the writes as background tasks."""
+    only the acting instance writes; ``spawn`` runs the writes as background tasks; ``instance``: this replica's
+    identity, its Events' ``reportingInstance``."""
 
     api: client.ApiClient
     book: ReleaseBook
@@ -140,6 +162,7 @@ class StatusWriter:
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     problems: Callable[[], list[PackageError]]  # the loader's current refusals
     controller: dict[str, str] = field(default_factory=dict)  # status.controller: {replica, shard}
+    instance: str = COMPONENT
     delay: float = 0.2  # a burst of signals for one release makes one write
     handled: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # request annotations acked
     _written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -244,7 +267,7 @@ class StatusWriter:
         if ref is None or reason is None:
             return
         warning = entry.outcome in ("failed", "cancelled")
-        self.spawn(self.event(ref, reason, entry.message, warning=warning))
+        self.spawn(self.event(ref, reason, entry.message, warning=warning, action=entry.action, at=entry.at))
 
     def _on_problems(self, errors: tuple[PackageError, ...]) -> None:
         invalid: dict[tuple[str, str], PackageError] = {}
@@ -260,15 +283,18 @@ class StatusWriter:
             text = problem_text(err)
             if self._warned.get(ref) != text and self.mine(ref):  # once per problem, not at every reload
                 self._warned[ref] = text
-                self.spawn(self.event(ref, cond.INVALID_PACKAGE, text, warning=True))
+                self.spawn(self.event(ref, cond.INVALID_PACKAGE, text, warning=True, action="load"))
         for ref in set(self._warned) - set(invalid):
             del self._warned[ref]
 
-    async def event(self, ref: tuple[str, str], reason: str, message: str, *, warning: bool = False) -> None:
-        """Record a Kubernetes Event on the Package ``ref`` (core/v1, as ``kubectl describe`` reads them)."""
+    async def event(self, ref: tuple[str, str], reason: str, message: str, *, warning: bool = False,
+                    action: str = "", at: float | None = None) -> None:
+        """Record a Kubernetes Event on the Package ``ref`` (core/v1, as ``kubectl describe`` reads them), by this
+        replica (``reportingInstance``), of ``action`` (the engine's action; ``reason`` when empty), that happened
+        at ``at`` (epoch seconds; now when None)."""
         namespace, name = ref
         meta = self.objects.meta(_origin(ref)) or {}
-        now = time.time()
+        now = time.time() if at is None else at
         when = rfc3339(now)
         body: Any = {
             "apiVersion": "v1", "kind": "Event",
@@ -277,7 +303,8 @@ class StatusWriter:
                                "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
             "reason": reason, "message": message[:MAX_MESSAGE], "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-            "firstTimestamp": when, "lastTimestamp": when, "count": 1,
+            "reportingInstance": self.instance[:MAX_FIELD], "action": (action or reason)[:MAX_FIELD],
+            "eventTime": micro_time(now), "firstTimestamp": when, "lastTimestamp": when, "count": 1,
         }
         try:
             await asyncio.to_thread(client.CoreV1Api(self.api).create_namespaced_event, namespace, body)
