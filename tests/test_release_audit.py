@@ -94,7 +94,7 @@ def test_a_start_without_an_end_ends_at_the_next_start() -> None:
 
 
 def test_pending_in_progress_and_unaccounted_revisions_are_flagged() -> None:
-    events = _action("a", 10.0, 14.0) + [ActionEvent(
+    events = [*_action("a", 10.0, 14.0), ActionEvent(
         WEB, "b", "upgrade", "UpgradeFailed", 30.0,
         "Helm upgrade failed: another operation (install/upgrade/rollback) is in progress")]
     revisions = [Revision(WEB, 1, "deployed", 10.5), Revision(WEB, 2, "pending-upgrade", 50.0)]
