@@ -1,0 +1,171 @@
+"""``helmdeck controller --shards auto`` at scale: N Package objects (default 1,000) applied from scratch with 1
+replica and with 3, the time until all are Ready, each replica's peak RSS, and where the time goes.
+
+In one run, on a private local cluster (kwok: no container runs; the chart is one ConfigMap from the cluster's OCI
+registry, as bench/controller_packages.py), for each replica count (``--replicas``, default 1 and 3), in a fresh
+namespace:
+
+- the replicas are started as processes and, once each serves its health probes, N Packages are created;
+- the time from the first create until every Package is Ready=True, with the rate per minute;
+- per replica: peak RSS (``VmHWM``), its own CPU seconds, its helm processes' (its waited-for children's) CPU
+  seconds and how many helm commands it ran (the audit's helm process log, tests/release_audit.py);
+- the CPU seconds of the API server, etcd, kube-controller-manager, kube-scheduler and kwok over the same time,
+  and each group's share of the machine's CPU time (elapsed x CPUs): where the time went;
+- Flux's published figure beside it: 8m12s for 1,000 HelmReleases (fluxcd/flux-benchmark, helm-controller at
+  2 CPU, concurrency 10), another machine: a scale, not a ratio. The helm CLI's own figure (sequential
+  ``helm install``) is bench/controller_packages.py's.
+
+Run: ``python -m bench.controller_shards [--packages 1000] [--replicas 1 3] [--concurrency 4] [--mode auto]
+[--cluster-dir DIR]``. The load average is printed with the figures: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from bench.controller_packages import FLUX, TICKS, _clock, _cpu, _objects, _peak_rss_mib, _publish, _ready_count
+from bench.storage_common import private_cluster
+from engine.helm import Helm
+from engine.helm.crds import CREATE_REPLACE, apply_crds
+from engine.kube.client import KubeTarget, api_client
+from localcluster import build
+from localcluster.cluster import LocalCluster
+from tests.controller_fixtures import GROUP, VERSION, Controller, endpoint, eventually, start_controller
+from tests.release_audit import helm_wrapper, read_processes
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def server_pids(state_dir: Path) -> dict[str, int]:
+    """The PIDs of the local cluster's processes (their command lines name its state directory)."""
+    found: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and str(state_dir).encode() in b" ".join(cmd):
+            name = Path(cmd[0].decode(errors="replace")).name
+            if name in SERVERS:
+                found[name] = int(entry.name)
+    return found
+
+
+def busy_cpu() -> float:
+    """CPU seconds the whole machine has been busy (/proc/stat: every state but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / TICKS
+
+
+def run_size(cluster: LocalCluster, work: Path, args: argparse.Namespace, replicas: int) -> None:
+    assert cluster.kubeconfig is not None and cluster.registry is not None
+    target = KubeTarget(cluster.kubeconfig)
+    api = api_client(target)
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    namespace = f"shards-{replicas}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    env = {"HELM_CONFIG_HOME": str(work / "hc"), "HELM_CACHE_HOME": str(work / "hcache"),
+           "HELM_DATA_HOME": str(work / "hd")}
+    helm = str(build.binary("helm4"))
+    url = _publish(helm, work, cluster.registry, env)
+    run_dir = work / namespace
+    run_dir.mkdir()
+    wrapper, calls = helm_wrapper(run_dir, helm)
+    mode = ("--shards", "auto") if args.mode == "auto" else ()
+    ctls: list[Controller] = [start_controller(
+        cluster.kubeconfig, namespace, Helm(wrapper, target, env), run_dir, *mode, "--log-level", "info",
+        "--lease-duration", "15", "--concurrency", str(args.concurrency), name=f"r{i + 1}") for i in range(replicas)]
+    try:
+        for ctl in ctls:
+            eventually(lambda: all(endpoint(c.text(), "health probes") for c in ctls), 120,
+                       "every replica serves its probes", logs=ctl.text)
+        time.sleep(3)  # the replicas see each other's membership Leases before the Packages come
+        pids = server_pids(cluster.state_dir)
+        servers_before = {name: _cpu(pid)[0] for name, pid in pids.items()}
+        ctl_before = {ctl.pid: _cpu(ctl.pid) for ctl in ctls}
+        load_before = os.getloadavg()
+        busy_before = busy_cpu()
+        started = time.perf_counter()
+        for obj in _objects(namespace, url, args.packages):
+            plural = "ocirepositories" if obj["kind"] == "OCIRepository" else "packages"
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, obj)
+        print(f"  {replicas} replica(s): {args.packages} Packages created in {time.perf_counter() - started:.1f}s",
+              flush=True)
+        ready = failed = 0
+        loads: list[float] = []
+        while time.perf_counter() < started + args.timeout:
+            ready, failed = _ready_count(api, namespace)
+            loads.append(os.getloadavg()[0])
+            if ready + failed >= args.packages:
+                break
+            print(f"  {time.perf_counter() - started:6.1f}s: {ready} Ready, {failed} failed", flush=True)
+            time.sleep(args.poll)
+        elapsed = time.perf_counter() - started
+        busy = busy_cpu() - busy_before
+        own = {ctl.pid: tuple(a - b for a, b in zip(_cpu(ctl.pid), ctl_before[ctl.pid], strict=True)) for ctl in ctls}
+        peaks = {ctl.pid: _peak_rss_mib(ctl.pid) for ctl in ctls}
+        servers = {name: _cpu(pid)[0] - servers_before[name] for name, pid in pids.items()}
+        ran = Counter(p.replica for p in read_processes(calls))
+        dead = [ctl for ctl in ctls if ctl.proc.poll() is not None]
+    finally:
+        for ctl in ctls:
+            ctl.stop(timeout=90)
+    cpus = os.cpu_count() or 1
+    print(f"\n{replicas} replica(s) {' '.join(mode) or '(one Lease)'}, {args.packages} Packages, --concurrency "
+          f"{args.concurrency} each (load average before {load_before[0]:.1f}, during max {max(loads or [0]):.1f}, "
+          f"mean {sum(loads) / max(1, len(loads)):.1f}; {cpus} CPUs)")
+    print(f"  all Ready:        {_clock(elapsed)} ({ready} Ready, {failed} Ready=False"
+          f"{'' if ready + failed >= args.packages else ', TIMED OUT'}); {ready / elapsed * 60:.0f} per minute"
+          + (f"; {len(dead)} replica(s) EXITED" if dead else ""))
+    total = elapsed * cpus
+    helm_all = sum(cpu[1] for cpu in own.values())
+    for i, ctl in enumerate(ctls):
+        mine, children = own[ctl.pid]
+        print(f"  replica r{i + 1}:       peak RSS {peaks[ctl.pid]:.0f} MiB, helmdeck {mine:.1f} CPU s, its helm "
+              f"processes {children:.1f} CPU s ({ran.get(f'pid {ctl.pid}', 0)} mutating helm commands)")
+    print("  where the CPU went (share of elapsed x CPUs):")
+    groups = {"helmdeck (the replicas)": sum(cpu[0] for cpu in own.values()), "helm processes": helm_all,
+              **{name: cpu for name, cpu in sorted(servers.items())}}
+    for name, cpu in groups.items():
+        print(f"    {name + ':':26} {cpu:7.1f} CPU s  {cpu / total * 100:5.1f}%")
+    others = busy - sum(groups.values())
+    print(f"    {'other processes (shared)':26} {others:7.1f} CPU s  {others / total * 100:5.1f}%")
+    print(f"    {'idle':26} {total - busy:7.1f} CPU s  {(total - busy) / total * 100:5.1f}%")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--packages", type=int, default=1000, help="Package objects to apply (default 1000)")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 3], help="replica counts (default 1 3)")
+    parser.add_argument("--concurrency", type=int, default=4, help="each replica's --concurrency (default 4)")
+    parser.add_argument("--mode", choices=["auto", "one-lease"], default="auto",
+                        help="auto: --shards auto (default); one-lease: one acting instance, the others standing by")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for all Ready (default 3600)")
+    parser.add_argument("--poll", type=float, default=5.0, help="seconds between counts of Ready (default 5)")
+    parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
+    args = parser.parse_args(argv)
+    with private_cluster(args.cluster_dir) as (cluster, work):
+        assert cluster.kubeconfig is not None
+        crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
+        apply_crds(api_client(KubeTarget(cluster.kubeconfig)), crds, CREATE_REPLACE, 60)
+        for replicas in args.replicas:
+            run_size(cluster, work, args, replicas)
+        flux_n = FLUX[1] * args.packages / FLUX[0]
+        print(f"\nFlux helm-controller (published, fluxcd/flux-benchmark, 2 CPU, concurrency 10): {_clock(FLUX[1])} "
+              f"for {FLUX[0]}" + (f" ({_clock(flux_n)} for {args.packages} at that rate)"
+                                  if args.packages != FLUX[0] else ""))
+
+
+if __name__ == "__main__":
+    main()
