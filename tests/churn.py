@@ -37,6 +37,13 @@ from tests.release_audit import Finding, audit, collect, helm_wrapper, read_proc
 SLOW = Path(__file__).resolve().parent / "data" / "charts" / "slow"
 
 
+def ready_now(obj: dict[str, Any]) -> bool:
+    """Is the Package ``obj`` Ready=True at its current generation (Flux's ``observedGeneration``)?"""
+    status = obj.get("status") or {}
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    return ready.get("status") == "True" and status.get("observedGeneration") == obj["metadata"]["generation"]
+
+
 @dataclass
 class Replica:
     """One controller process of the churn; ``paused``: its SIGSTOP..SIGCONT windows (epoch seconds)."""
@@ -190,13 +197,7 @@ class Churn:
     def ready(self) -> int:
         """Packages Ready=True at their current generation now."""
         body: Any = self.objects.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "packages")
-        count = 0
-        for obj in body.get("items") or ():
-            status = obj.get("status") or {}
-            ready: dict[str, Any] = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
-            if ready.get("status") == "True" and status.get("observedGeneration") == obj["metadata"]["generation"]:
-                count += 1
-        return count
+        return sum(1 for obj in body.get("items") or () if ready_now(obj))
 
     def wait_ready(self, count: int, timeout: float) -> float:
         """Seconds until at least ``count`` Packages are Ready at their generation (AssertionError after
@@ -267,7 +268,10 @@ def run_churn(churn: Churn, count: int, *, delay: int = 4, replicas: int = 3, ed
         churn.stop_edits()
     churn.say(f"  {churn.edits} edits made; waiting for every Package to converge")
     churned = time.monotonic() - started
-    churn.wait_ready(count, timeout)
+    try:
+        churn.wait_ready(count, timeout)
+    except AssertionError:
+        churn.say(f"  not every Package converged within {timeout:.0f}s: the audit says which")
     converged = time.monotonic() - started
     time.sleep(2)  # the last Events and status writes land
     findings = churn.audit()

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.cluster
 PACKAGES = 12
 
 
-@pytest.mark.parametrize("mode", [pytest.param((), id="one-lease")])
+@pytest.mark.parametrize("mode", [pytest.param(("--shards", "auto"), id="auto")])
 def test_no_release_is_acted_on_by_two_replicas_through_kills_pauses_and_edits(
     controller_env: ControllerEnv, mode: tuple[str, ...],
 ) -> None:
