@@ -18,13 +18,14 @@ pytestmark = pytest.mark.cluster
 PACKAGES = 12
 
 
+@pytest.mark.timeout(600)  # a few minutes under this machine's load
 @pytest.mark.parametrize("mode", [pytest.param(("--shards", "auto"), id="auto")])
 def test_no_release_is_acted_on_by_two_replicas_through_kills_pauses_and_edits(
     controller_env: ControllerEnv, mode: tuple[str, ...],
 ) -> None:
     env = controller_env
     churn = Churn(env.objects.api_client, env.kubeconfig, env.namespace, env.helm, env.work, env.registry,
-                  extra=mode, lease=6.0)
+                  extra=mode, lease=10.0)
     try:
         result = run_churn(churn, PACKAGES, delay=3, edit_every=1.0, tail=10.0, timeout=240.0)
     finally:
