@@ -26,6 +26,7 @@ import shutil
 import statistics
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from engine.runtime.ledger.placement import owner, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.churn import Churn, Replica, ready_now, run_churn
-from tests.controller_fixtures import get_package, lease_holder
+from tests.controller_fixtures import eventually, get_package, lease_holder
 from tests.release_audit import replica_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +99,10 @@ def _members(run: Churn) -> dict[str, Replica]:
             if x.spec.holder_identity and replica_of(str(x.spec.holder_identity)) in live}
 
 
+def _joined(run: Churn, replica: Replica) -> bool:
+    return any(r is replica for r in _members(run).values())
+
+
 def _placed_on(run: Churn, victim: Replica, auto: bool) -> list[str]:
     """The Packages placed on ``victim`` now: by rendezvous over the live members (auto), else all of them when it
     holds the one Lease."""
@@ -135,9 +140,9 @@ def takeover(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> Non
         _settle(run, args.takeover_packages, args.timeout)
         for kill in range(args.kills):
             time.sleep(args.lease / 2)  # the members' Leases seen renewing by all
-            live = [r for r in run.replicas if r.alive]
-            victim = random.choice(live)
-            placed = _placed_on(run, victim, auto)
+            shares = {r.name: _placed_on(run, r, auto) for r in run.replicas if r.alive}
+            victim = random.choice([r for r in run.replicas if shares.get(r.name)])  # a member holding Packages
+            placed = shares[victim.name]
             ready = [n for n in placed if _ready_at(run, n, 0)]  # a stuck one would time no takeover
             sample = random.sample(ready, min(args.sample, len(ready)))
             run.kill(victim)
@@ -155,7 +160,9 @@ def takeover(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> Non
             times.append(took)
             run.say(f"kill {kill + 1}: {victim.name}, {len(placed)} Packages placed on it, {len(sample)} edited: "
                     f"all Ready after {took:.1f}s" + (" (TIMED OUT)" if waiting else ""))
-            run.start(f"t{len(run.replicas) + 1}")
+            joined = run.start(f"t{len(run.replicas) + 1}")
+            if auto:  # a member (its Lease listed) before the next kill
+                eventually(partial(_joined, run, joined), 120, "the new replica joined")
             _settle(run, args.takeover_packages, 120)
         findings = run.audit()
     finally:
