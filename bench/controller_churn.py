@@ -23,7 +23,9 @@ import math
 import os
 import random
 import shutil
+import signal
 import statistics
+import sys
 import time
 import uuid
 from functools import partial
@@ -200,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, help="keep the replicas' logs and the helm process log in this directory")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the replicas are stopped on the way out
     with private_cluster(args.cluster_dir) as (cluster, work):
         assert cluster.kubeconfig is not None
         crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 import time
 import uuid
 from collections import Counter
@@ -155,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--poll", type=float, default=5.0, help="seconds between counts of Ready (default 5)")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the replicas are stopped on the way out
     with private_cluster(args.cluster_dir) as (cluster, work):
         assert cluster.kubeconfig is not None
         crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
