@@ -86,8 +86,9 @@ def churn(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
         _keep(run, args)
     print(f"\nchurn, {args.packages} Packages ({args.mode}, Lease {args.lease:g}s, upgrades of {args.delay}s; "
           f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after; {os.cpu_count()} CPUs)")
-    print(f"  {result.edits} spec edits over {result.churned:.0f}s; every Package converged after "
-          f"{result.converged:.0f}s")
+    print(f"  {result.edits} spec edits over {result.churned:.0f}s; " + (
+        f"every Package converged after {result.converged:.0f}s" if result.converged is not None
+        else f"NOT every Package converged within {args.timeout:.0f}s"))
     print("  mutating helm commands by replica: " + ", ".join(f"{k} {v}" for k, v in sorted(result.actions.items())))
     print(f"  audit: {len(result.findings)} findings" + "".join(f"\n    {f}" for f in result.findings[:50]))
 

@@ -241,7 +241,7 @@ class ChurnResult:
 
     findings: list[Finding]
     churned: float  # from the first Package created to the last edit
-    converged: float  # ... to every Package converged
+    converged: float | None  # ... to every Package converged (None: not within the timeout)
     edits: int
     actions: dict[str, int]
 
@@ -271,11 +271,12 @@ def run_churn(churn: Churn, count: int, *, delay: int = 4, replicas: int = 3, ed
         churn.stop_edits()
     churn.say(f"  {churn.edits} edits made; waiting for every Package to converge")
     churned = time.monotonic() - started
+    converged: float | None = None
     try:
         churn.wait_ready(count, timeout)
+        converged = time.monotonic() - started
     except AssertionError:
         churn.say(f"  not every Package converged within {timeout:.0f}s: the audit says which")
-    converged = time.monotonic() - started
     time.sleep(2)  # the last Events and status writes land
     findings = churn.audit()
     actions: dict[str, int] = {}
