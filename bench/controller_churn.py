@@ -39,7 +39,7 @@ from bench.storage_common import private_cluster
 from engine.helm import Helm
 from engine.helm.crds import CREATE_REPLACE, apply_crds
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime.drive.members import SHARD
+from engine.runtime.drive.lease import SHARD
 from engine.runtime.ledger.placement import owner, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
