@@ -289,6 +289,8 @@ class Engine:
         for writer in (self.status_writer, self.finalizers, self.requests):
             if writer is not None:
                 writer.mine = shards.mine
+        if self.status_writer is not None:
+            self.status_writer.after_pass_only = True
         return shards
 
     def _gained(self, keys: set[ReleaseKey]) -> None:
@@ -297,6 +299,7 @@ class Engine:
             for key in keys:
                 self.controller.queue.add(key)
         if self.status_writer is not None:
+            self.status_writer.forget(keys)
             self.status_writer.catch_up()
         for part in (self.finalizers, self.requests):
             if part is not None:

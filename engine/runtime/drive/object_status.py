@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,9 @@ class StatusWriter:
     _observed: dict[tuple[str, str], int] = field(default_factory=dict)  # generation of the last finished pass
     # --shards auto: is the Package object placed on this replica (only its replica writes its status)?
     mine: Callable[[tuple[str, str]], bool] = lambda _ref: True
+    # --shards auto: a package gained from another replica keeps that replica's status until a pass here
+    # finished (else the book's view, made before any pass here, is written with observedGeneration 0).
+    after_pass_only: bool = False
 
     def start(self) -> Callable[[], None]:
         """Follow the book; returns the unsubscribe function."""
@@ -209,6 +212,16 @@ class StatusWriter:
             if ref is not None:
                 self.touch(ref)
 
+    def forget(self, keys: Iterable[ReleaseKey]) -> None:
+        """Packages gained from another replica (``--shards auto``): what this replica wrote on them before is
+        no longer what their objects hold, so the next write is sent whatever it was."""
+        for key in keys:
+            spec = self.book.packages.get(key)
+            ref = object_ref(spec.file) if spec is not None else None
+            if ref is not None:
+                self._written.pop(ref, None)
+                self._observed.pop(ref, None)
+
     def acknowledge(self, ref: tuple[str, str], field_: str, value: str) -> None:
         """Record a request annotation as handled (``lastHandledReconcileAt``...) in ``ref``'s status."""
         self.handled.setdefault(ref, {})[field_] = value
@@ -239,6 +252,8 @@ class StatusWriter:
         generation = int(meta.get("generation") or 0)  # a refusal is about the object as it is now
         if found is not None:
             key, spec = found
+            if invalid is None and self.after_pass_only and ref not in self._observed:
+                return  # the previous owner's status stands until this replica's first pass ends
             observed = generation if invalid is not None else self._observed.get(ref, 0)
             body = flux_status(self.book.status(key), spec, observed, invalid, self.handled.get(ref), self.controller)
         elif invalid is not None:  # never valid: no spec, only the loader's refusal
