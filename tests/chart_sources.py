@@ -104,6 +104,9 @@ class GpgSigner:
         self.secring.write_bytes(self._gpg("--export-secret-keys"))
         listed = self._gpg("--with-colons", "--fingerprint").decode()
         self.fingerprint = next(ln.split(":")[9] for ln in listed.splitlines() if ln.startswith("fpr:"))
+        # gpg started an agent daemon for this home; helm signs from the exported secring, so it is not needed.
+        subprocess.run(["gpgconf", "--kill", "gpg-agent"], capture_output=True, check=False, timeout=60,
+                       env={**os.environ, "GNUPGHOME": str(self.home)})
 
     def _gpg(self, *args: str) -> bytes:
         return subprocess.run(["gpg", "--batch", "--quiet", *args], capture_output=True, check=True, timeout=120,
