@@ -73,8 +73,8 @@ def _peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _cluster_pids(state_dir: Path) -> dict[str, int]:
-    """The PIDs of the cluster's kube-apiserver and etcd (their command lines name its state directory)."""
+def server_pids(state_dir: Path, names: tuple[str, ...] = ("kube-apiserver", "etcd")) -> dict[str, int]:
+    """The PIDs of the local cluster's processes called ``names`` (their command lines name its state directory)."""
     found: dict[str, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -83,11 +83,10 @@ def _cluster_pids(state_dir: Path) -> dict[str, int]:
             cmd = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if not cmd or str(state_dir).encode() not in b" ".join(cmd):
-            continue
-        name = Path(cmd[0].decode(errors="replace")).name
-        if name in ("kube-apiserver", "etcd"):
-            found[name] = int(entry.name)
+        if cmd and str(state_dir).encode() in b" ".join(cmd):
+            name = Path(cmd[0].decode(errors="replace")).name
+            if name in names:
+                found[name] = int(entry.name)
     return found
 
 
@@ -233,7 +232,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     try:
         _wait_ready(_endpoint(log, "health probes", 60), 120)
         metrics = _endpoint(log, "metrics", 5)
-        pids = _cluster_pids(cluster.state_dir)
+        pids = server_pids(cluster.state_dir)
         before = {name: _cpu(pid)[0] for name, pid in pids.items()}
         ctl_before, helm_before = _cpu(ctl.pid)
         spawned_before = len(calls.read_text().splitlines())

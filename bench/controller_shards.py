@@ -33,7 +33,17 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from bench.controller_packages import FLUX, TICKS, _clock, _cpu, _objects, _peak_rss_mib, _publish, _ready_count
+from bench.controller_packages import (
+    FLUX,
+    TICKS,
+    _clock,
+    _cpu,
+    _objects,
+    _peak_rss_mib,
+    _publish,
+    _ready_count,
+    server_pids,
+)
 from bench.storage_common import private_cluster
 from engine.helm import Helm
 from engine.helm.crds import CREATE_REPLACE, apply_crds
@@ -45,23 +55,6 @@ from tests.release_audit import helm_wrapper, read_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
-
-
-def server_pids(state_dir: Path) -> dict[str, int]:
-    """The PIDs of the local cluster's processes (their command lines name its state directory)."""
-    found: dict[str, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if cmd and str(state_dir).encode() in b" ".join(cmd):
-            name = Path(cmd[0].decode(errors="replace")).name
-            if name in SERVERS:
-                found[name] = int(entry.name)
-    return found
 
 
 def busy_cpu() -> float:
@@ -93,7 +86,7 @@ def run_size(cluster: LocalCluster, work: Path, args: argparse.Namespace, replic
             eventually(lambda: all(endpoint(c.text(), "health probes") for c in ctls), 120,
                        "every replica serves its probes", logs=ctl.text)
         time.sleep(3)  # the replicas see each other's membership Leases before the Packages come
-        pids = server_pids(cluster.state_dir)
+        pids = server_pids(cluster.state_dir, SERVERS)
         servers_before = {name: _cpu(pid)[0] for name, pid in pids.items()}
         ctl_before = {ctl.pid: _cpu(ctl.pid) for ctl in ctls}
         load_before = os.getloadavg()
