@@ -32,12 +32,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
+from bench.controller_packages import apply_package_crds
 from bench.storage_common import private_cluster
 from engine.helm import Helm
-from engine.helm.crds import CREATE_REPLACE, apply_crds
 from engine.kube.client import KubeTarget, api_client
 from engine.runtime.drive.lease import SHARD
 from engine.runtime.ledger.placement import owner, package_name
@@ -206,8 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the replicas are stopped on the way out
     with private_cluster(args.cluster_dir) as (cluster, work):
         assert cluster.kubeconfig is not None
-        crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
-        apply_crds(api_client(KubeTarget(cluster.kubeconfig)), crds, CREATE_REPLACE, 60)
+        apply_package_crds(api_client(KubeTarget(cluster.kubeconfig)))
         if not args.skip_churn:
             churn(cluster, work, args)
         if args.kills:

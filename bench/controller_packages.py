@@ -73,6 +73,12 @@ def _peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def apply_package_crds(api: client.ApiClient) -> None:
+    """The deploy chart's CRDs (Package and the sources) applied, as the chart installs them."""
+    crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
+    apply_crds(api, crds, CREATE_REPLACE, 60)
+
+
 def server_pids(state_dir: Path, names: tuple[str, ...] = ("kube-apiserver", "etcd")) -> dict[str, int]:
     """The PIDs of the local cluster's processes called ``names`` (their command lines name its state directory)."""
     found: dict[str, int] = {}
@@ -210,8 +216,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     assert cluster.kubeconfig is not None and cluster.registry is not None
     target = KubeTarget(cluster.kubeconfig)
     api = api_client(target)
-    crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
-    apply_crds(api, crds, CREATE_REPLACE, 60)
+    apply_package_crds(api)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     namespace, cli_ns = f"bench-{uuid.uuid4().hex[:6]}", f"bench-cli-{uuid.uuid4().hex[:6]}"
     for ns in (namespace, cli_ns):

@@ -30,7 +30,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import yaml
 from kubernetes import client
 
 from bench.controller_packages import (
@@ -42,11 +41,11 @@ from bench.controller_packages import (
     _peak_rss_mib,
     _publish,
     _ready_count,
+    apply_package_crds,
     server_pids,
 )
 from bench.storage_common import private_cluster
 from engine.helm import Helm
-from engine.helm.crds import CREATE_REPLACE, apply_crds
 from engine.kube.client import KubeTarget, api_client
 from localcluster import build
 from localcluster.cluster import LocalCluster
@@ -153,8 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the replicas are stopped on the way out
     with private_cluster(args.cluster_dir) as (cluster, work):
         assert cluster.kubeconfig is not None
-        crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
-        apply_crds(api_client(KubeTarget(cluster.kubeconfig)), crds, CREATE_REPLACE, 60)
+        apply_package_crds(api_client(KubeTarget(cluster.kubeconfig)))
         for replicas in args.replicas:
             run_size(cluster, work, args, replicas)
         flux_n = FLUX[1] * args.packages / FLUX[0]
