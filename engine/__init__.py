@@ -2,3 +2,7 @@
 
 Never imports Textual: usable headless and from tests.
 """
+
+from engine.kube.deferred import defer
+
+defer()  # before any module of the engine imports the kubernetes package (engine.kube.deferred says why)

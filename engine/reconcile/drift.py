@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from engine.base import pointer
 from engine.monitor.manifest import manifest_bodies
@@ -78,7 +76,11 @@ class DriftDetector:
         self._dyn: Any = None  # DynamicClient; its methods are untyped
 
     def _client(self) -> Any:
+        # The dynamic client (with the websocket stream and requests) is imported when drift is first looked
+        # for: a pass of packages without drift detection never needs it.
         if self._dyn is None:
+            from kubernetes.dynamic import DynamicClient
+
             self._dyn = DynamicClient(self._api)  # type: ignore[no-untyped-call]
         return self._dyn
 
@@ -106,6 +108,8 @@ class DriftDetector:
         return items
 
     def _check(self, obj: dict[str, Any], namespace: str, ignore: Sequence[IgnoreRule]) -> DriftItem | None:
+        from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
         try:
             res, ns, name, placed = self._placed(obj, namespace)
         except ResourceNotFoundError:
@@ -150,6 +154,8 @@ class DriftDetector:
     def _keep_live(self, body: dict[str, Any], res: Any, ns: str, name: str, paths: list[str]) -> None:
         """Set ``paths`` of ``body`` to their live values (removed when live has none), so applying it
         leaves them as they are."""
+        from kubernetes.dynamic.exceptions import NotFoundError
+
         try:
             live = self._client().get(res, name=name, namespace=ns or None).to_dict()
         except NotFoundError:

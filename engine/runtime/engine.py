@@ -1,7 +1,7 @@
 """The engine: the one object the app and the CLI talk to.
 
-It builds its collaborators at construction, starts and stops them, and
-delegates to them:
+It builds its collaborators at construction (those only the app or an operator's action uses, on first
+use: a headless command imports what it runs), starts and stops them, and delegates to them:
 
 - :class:`~engine.runtime.ledger.book.ReleaseBook`: every per-release state, the
   :class:`~engine.runtime.state.ReleaseView` rows and the events
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
@@ -43,14 +44,12 @@ from engine.base.strvals import Path as ValuesPath
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.monitor.events import KubeEvent
-from engine.monitor.inspect import Inspector, PodRow
 from engine.package.model import PackageSpec
 from engine.reconcile.action import ActionContext
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
 from engine.reconcile.store import StatusStore
-from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
@@ -60,11 +59,8 @@ from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook,
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
 from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, owner_of
 from engine.runtime.ledger.tasks import Background
-from engine.runtime.operations import Operations
 from engine.runtime.package_set import PackageSet, cluster_package_set, package_set_for
-from engine.runtime.pulses import PulseMeter, reachable
 from engine.runtime.release_events import ReleaseEvents
-from engine.runtime.shard import Shard
 from engine.runtime.state import (
     AccessProblems,
     CleanupItem,
@@ -82,7 +78,9 @@ from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import UnreadableRecord
 
-if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and plan are imported when built
+if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and actions are imported when built
+    from engine.monitor.inspect import Inspector, PodRow
+    from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
     from engine.runtime.drive.attach import Attachment
     from engine.runtime.drive.finalizer import Finalizers
     from engine.runtime.drive.kustomized import KustomizeSource
@@ -90,7 +88,10 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and plan ar
     from engine.runtime.drive.objects import PackageObjects
     from engine.runtime.drive.requests import Requests
     from engine.runtime.drive.shards import Shards
+    from engine.runtime.operations import Operations
     from engine.runtime.plan import Plan
+    from engine.runtime.pulses import PulseMeter
+    from engine.runtime.shard import Shard
     from engine.sources.source import ChartVersionInfo
 
 log = logging.getLogger(__name__)
@@ -207,9 +208,8 @@ class Engine:
             self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
             self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors,
             values=self.values_objects, relabel=storage_relabeler(self._api, driver) if self._api else None)
-        self._inspector = Inspector(self._api) if self._api is not None else None
+        self._inspector: Inspector | None = None  # built on first use (_live)
         self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
-        self.operations = Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
         self.status_writer: StatusWriter | None = None
         self.finalizers: Finalizers | None = None
         self.requests: Requests | None = None
@@ -220,11 +220,7 @@ class Engine:
             from engine.runtime.drive.attach import Attachment
 
             self.attachment = Attachment(api, self.book, namespaces, self.kube_events.watch)
-        # The version picker; attached, it pins in the Package objects.
-        self.versions = ChartVersions(self.book, self.gate, self.controller, self.operations,
-                                      self.attachment.patch if self.attachment is not None else None)
         self._metrics_urls = controller_metrics
-        self.pulse_meter = PulseMeter(self._pulse_endpoints)
         self.gate.attached = self.attachment.attached if self.attachment is not None else None
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
                                      duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease,
@@ -244,6 +240,28 @@ class Engine:
         self.observer.on_problems(lambda: self._on_loop(self._emit_access))
         if first is not None:
             self.controller.apply_folder(first)
+
+    @functools.cached_property
+    def operations(self) -> Operations:
+        """The operator's actions (:mod:`engine.runtime.operations`)."""
+        from engine.runtime.operations import Operations
+
+        return Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
+
+    @functools.cached_property
+    def versions(self) -> ChartVersions:
+        """The version picker; attached, it pins in the Package objects."""
+        from engine.runtime.chart_versions import ChartVersions
+
+        return ChartVersions(self.book, self.gate, self.controller, self.operations,
+                             self.attachment.patch if self.attachment is not None else None)
+
+    @functools.cached_property
+    def pulse_meter(self) -> PulseMeter:
+        """The controller replicas' metrics, read for :meth:`pulses`."""
+        from engine.runtime.pulses import PulseMeter
+
+        return PulseMeter(self._pulse_endpoints)
 
     def _kustomized(self, kustomize: KustomizeSource, allow_unsupported: bool) -> PackageInput:
         from engine.runtime.drive.kustomized import KustomizeInput
@@ -420,7 +438,11 @@ class Engine:
     def _live(self) -> Inspector:
         """Live objects, their pods and container logs (the app's drill-down). Raises NotAvailable offline."""
         if self._inspector is None:
-            raise NotAvailable("no cluster (offline): live objects cannot be read")
+            if self._api is None:
+                raise NotAvailable("no cluster (offline): live objects cannot be read")
+            from engine.monitor.inspect import Inspector
+
+            self._inspector = Inspector(self._api)
         return self._inspector
 
     def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
@@ -666,6 +688,8 @@ class Engine:
         return await self.attachment.request(key, action, revision=revision, value=value)
 
     def _pulse_endpoints(self) -> list[tuple[str, str]]:
+        from engine.runtime.pulses import reachable
+
         out = {url: urlsplit(url).netloc for url in self._metrics_urls}
         for found in self.controllers:
             url = reachable(found)
