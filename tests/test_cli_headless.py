@@ -166,9 +166,13 @@ def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
         assert generated == [], command[0]
         # Nor what only a watching command, a chart pull or the app uses: the folder watcher (watchfiles,
         # anyio), the pulling code (engine.sources.source and its index, OCI and helm pull modules), Textual.
-        heavy = [m for m in loaded if m.split(".")[0] in ("anyio", "watchfiles", "textual", "tui")
+        # Nor the kubernetes package's eager parts (engine.kube.deferred: its dynamic client, websocket stream,
+        # watch), nor the app's and actions' collaborators (the version picker, operations, pulses, inspect).
+        heavy = [m for m in loaded if m.split(".")[0] in ("anyio", "watchfiles", "textual", "tui", "websocket")
                  or m in ("engine.sources.source", "engine.sources.index", "engine.sources.oci",
-                          "engine.sources.helm_pull")]
+                          "engine.sources.helm_pull", "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch",
+                          "engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
+                          "engine.runtime.pulses", "engine.monitor.inspect", "difflib")]
         assert heavy == [], command[0]
 
 
@@ -184,8 +188,12 @@ def test_an_empty_folder_reconcile_imports_only_what_it_uses(
     assert [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))] == []
     unused = ("engine.runtime.drive.objects", "engine.runtime.drive.object_status", "engine.runtime.drive.finalizer",
               "engine.runtime.drive.requests", "engine.runtime.drive.attach", "engine.runtime.drive.repositories",
-              "engine.runtime.plan", "engine.sources.source", "engine.sources.oci", "engine.sources.helm_pull")
-    assert [m for m in loaded if m in unused or m.split(".")[0] in ("textual", "tui", "watchfiles", "anyio")] == []
+              "engine.runtime.plan", "engine.sources.source", "engine.sources.oci", "engine.sources.helm_pull",
+              "engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
+              "engine.runtime.pulses", "engine.monitor.inspect", "engine.runtime.drive.kustomized",
+              "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "kubernetes.informer", "difflib")
+    assert [m for m in loaded if m in unused
+            or m.split(".")[0] in ("textual", "tui", "watchfiles", "anyio", "websocket")] == []
 
 
 def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
