@@ -97,7 +97,7 @@ async def main_async(bench: Bench) -> None:
             raise RuntimeError("a no-op reconcile made a revision")
         ours, ours_cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
         print(f"  helmdeck reconcile --once (fresh process), median of {RUNS}: {ours:.2f} s, {ours_cpu:.2f} s CPU "
-              f"(runs: {', '.join(f'{t:.2f}' for t, _ in runs)})", flush=True)
+              f"(runs: {', '.join(f'{t:.2f}' for t, _ in runs)}; load average {os.getloadavg()[0]:.1f})", flush=True)
         if BASELINE:
             prior = [reconcile_once(bench, folder, bench.folder / "noop.log", source=BASELINE) for _ in range(RUNS)]
             old_wall, old_cpu = statistics.median(r[0] for r in prior), statistics.median(r[1] for r in prior)
@@ -116,7 +116,7 @@ async def main_async(bench: Bench) -> None:
             await bench.helm.upgrade(spec.release_name, bench.namespace, chart, dict(resolve(spec).values), opts)
         theirs, theirs_cpu = time.perf_counter() - start, children_cpu() - cpu
         print(f"  helm upgrade --install of each: {theirs:.2f} s, {theirs_cpu:.2f} s CPU "
-              f"({theirs / size * 1000:.0f} ms per package)", flush=True)
+              f"({theirs / size * 1000:.0f} ms per package; load average {os.getloadavg()[0]:.1f})", flush=True)
         results.append((size, ours, theirs, ours_cpu, theirs_cpu))
         done = size
     print()
