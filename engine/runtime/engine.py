@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
@@ -132,6 +131,13 @@ class Engine:
     on the packages placed on it, under the actor claim (:mod:`engine.runtime.drive.shards`); an action on a
     package that moves away has ``stop_deadline`` seconds to finish.
     """
+
+    # Built on first use (a headless command imports only what it runs): the operator's actions
+    # (engine.runtime.operations), the version picker (attached, it pins in the Package objects) and the
+    # controller replicas' metrics read for pulses().
+    operations: Operations
+    versions: ChartVersions
+    pulse_meter: PulseMeter
 
     def __init__(
         self,
@@ -241,24 +247,30 @@ class Engine:
         if first is not None:
             self.controller.apply_folder(first)
 
-    @functools.cached_property
-    def operations(self) -> Operations:
-        """The operator's actions (:mod:`engine.runtime.operations`)."""
+    if not TYPE_CHECKING:  # for mypy they are the attributes annotated on the class
+
+        def __getattr__(self, name: str) -> Any:
+            """``operations``, ``versions`` and ``pulse_meter``: built on first use, then plain attributes."""
+            builders = {"operations": self._new_operations, "versions": self._new_versions,
+                        "pulse_meter": self._new_pulse_meter}
+            if name not in builders:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = builders[name]()
+            setattr(self, name, value)
+            return value
+
+    def _new_operations(self) -> Operations:
         from engine.runtime.operations import Operations
 
         return Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
 
-    @functools.cached_property
-    def versions(self) -> ChartVersions:
-        """The version picker; attached, it pins in the Package objects."""
+    def _new_versions(self) -> ChartVersions:
         from engine.runtime.chart_versions import ChartVersions
 
         return ChartVersions(self.book, self.gate, self.controller, self.operations,
                              self.attachment.patch if self.attachment is not None else None)
 
-    @functools.cached_property
-    def pulse_meter(self) -> PulseMeter:
-        """The controller replicas' metrics, read for :meth:`pulses`."""
+    def _new_pulse_meter(self) -> PulseMeter:
         from engine.runtime.pulses import PulseMeter
 
         return PulseMeter(self._pulse_endpoints)
