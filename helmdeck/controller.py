@@ -95,7 +95,7 @@ def run_controller(args: argparse.Namespace) -> int:
               "name (use lower-case letters, digits, '-' and '.')", file=sys.stderr)
         return EXIT_USAGE
     try:
-        shard_for(args.watch_label_selector)
+        shard_for(args.watch_label_selector, auto=args.shards == "auto")
     except ShardSelectorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -115,3 +115,17 @@ def test_the_controller_refuses_a_bad_selector_before_it_reaches_the_cluster(tmp
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == EXIT_USAGE, proc.stderr
     assert proc.stderr.startswith("error: --watch-label-selector ") and f"!{SHARD_KEY}" in proc.stderr, proc.stderr
+
+
+def test_the_controller_refuses_shards_auto_with_a_selector_before_it_reaches_the_cluster(tmp_path: Path) -> None:
+    # No kubeconfig and no in-cluster config either: had the flags passed, the error would be about those.
+    proc = subprocess.run([sys.executable, "-m", "helmdeck", "controller", "--serviceaccount-dir", str(tmp_path),
+                           "--shards", "auto", "--watch-label-selector", f"{SHARD_KEY}=shard1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("error: --shards auto and --watch-label-selector ") and "cannot be combined" in first
+    assert "drop --watch-label-selector" in first and "drop --shards auto" in first, first  # the fix, both ways
+    with pytest.raises(ShardSelectorError, match="cannot be combined"):
+        shard_for("", auto=True)  # even an empty one: the flags say two different things
+    assert shard_for(None, auto=True) is None

@@ -56,11 +56,18 @@ class Shard:
         return label_selector.matches(label_selector.parse(self.selector), labels)
 
 
-def shard_for(selector: str | None) -> Shard | None:
+def shard_for(selector: str | None, *, auto: bool = False) -> Shard | None:
     """The shard ``--watch-label-selector`` names; None for no selector (or one matching everything).
-    Raises ShardSelectorError naming the flag and how to write it."""
+    ``auto``: ``--shards auto`` was given too, which refuses any selector: its replicas place every Package they
+    watch on each other (rendezvous over the live members), so a selector would have members of different
+    selectors place Packages they do not see. Raises ShardSelectorError naming the flag(s) and the fix."""
     if selector is None:
         return None
+    if auto:
+        raise ShardSelectorError(
+            f"--shards auto and --watch-label-selector {selector[:200]!r} cannot be combined: automatic placement "
+            f"spreads every Package among the replicas, a static shard takes the Packages its selector matches; "
+            f"drop --watch-label-selector to place automatically, or drop --shards auto to run a static shard")
     try:
         normal = label_selector.normalise(selector)
     except SelectorError as exc:
