@@ -51,7 +51,7 @@ from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
 from engine.reconcile.store import StatusStore
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
-from engine.runtime.drive.lease import LeaseConfig, LeaseElector
+from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, LeaseElector
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
@@ -238,7 +238,9 @@ class Engine:
                                              "shard": shard.name if shard else "auto" if auto_shards else ""}
         self.shards = (self._shards(api, lease, stop_deadline)
                        if auto_shards and lease is not None and self.elector is not None and self.objects is not None
-                       else None)
+                       else self._static_shards(api, lease, shard, stop_deadline)
+                       if shard is not None and lease is not None and self.elector is not None
+                       and self.objects is not None else None)
         # Observer callbacks come from its watch threads: handled on the engine's loop.
         # In batches: a list of 10,000 records wakes the loop a few times, not 10,000 (engine.base.handoff).
         self._storage_changes = LoopHandoff(self.controller.on_storage)
@@ -310,7 +312,29 @@ class Engine:
                                 retry=lease.retry)
         shards = Shards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
                         self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained)
-        membership.on_change = shards.on_members
+        return self._wire_shards(shards)
+
+    def _static_shards(self, api: client.ApiClient, lease: LeaseConfig, shard: Shard,
+                       stop_deadline: float) -> Shards:
+        """A static shard's parts (``--watch-label-selector``): the same claim and hand-over as ``--shards
+        auto``, with every live controller's Lease as the members, and no Package another live controller also
+        takes acted on (engine.runtime.drive.static_shards)."""
+        from engine.runtime.drive.members import Membership
+        from engine.runtime.drive.static_shards import StaticShards
+
+        assert self.elector is not None and self.objects is not None
+        membership = Membership(api, lease.namespace, self.elector.identity, duration=lease.duration,
+                                retry=lease.retry, selector=f"{ROLE}={CONTROLLER}", forget=False)
+        shards = StaticShards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
+                              self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, shard=shard,
+                              lease=lease.name,
+                              warn=lambda ref, reason, message: self._record(ref, reason, message, True))
+        self.objects.on_burst(shards.sweep)
+        return self._wire_shards(shards)
+
+    def _wire_shards(self, shards: Shards) -> Shards:
+        """The gate, the guard, the action context and the writers on the Package objects ask ``shards``."""
+        shards.membership.on_change = shards.on_members
         self.gate.shard_refusal = shards.why_not
         self.gate.placement = shards.placed_elsewhere
         self.book.let_go = shards.let_go

@@ -14,11 +14,13 @@ never contend for one Lease.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from engine.base import label_selector
 from engine.base.label_selector import SelectorError
+from engine.runtime.drive.lease import SELECTOR, SHARD, WATCH_NAMESPACES
 from engine.runtime.package_set import PackageSet
 
 SHARD_KEY = "sharding.helmdeck.dev/key"  # the label a Package's shard is chosen by (Flux: sharding.fluxcd.io/key)
@@ -84,3 +86,75 @@ def shard_for(selector: str | None, *, auto: bool = False) -> Shard | None:
         if only.op == "!":
             return Shard(MAIN, normal)
     return Shard(f"sel-{hashlib.sha256(normal.encode()).hexdigest()[:_DIGEST]}", normal)
+
+
+# -- overlapping shards -------------------------------------------------------------------------------------
+# Two live shards whose selectors both match one Package would both act on it: neither does (the rule below,
+# asked by engine.runtime.drive.static_shards), and each says so on the Package and in its log.
+
+@dataclass(frozen=True)
+class Peer:
+    """Another live controller beside this shard, as its Lease (in the same Lease namespace) describes it:
+    ``lease`` its name, ``holder`` the replica acting for it, ``shard`` its ``helmdeck.dev/shard`` label ("" for
+    a controller without shards), ``selector`` the Packages it takes ("" every one: no
+    ``--watch-label-selector``, or ``--shards auto`` whose members spread every Package), ``namespaces`` the
+    namespaces it watches (() every one)."""
+
+    lease: str
+    holder: str
+    shard: str = ""
+    selector: str = ""
+    namespaces: tuple[str, ...] = ()
+
+    def takes(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Does this controller act on a Package of ``namespace`` labelled ``labels``? A selector that does not
+        parse (written by something else) counts as taking every Package: the overlap is then reported, not
+        missed."""
+        if self.namespaces and namespace not in self.namespaces:
+            return False
+        try:
+            return label_selector.matches(label_selector.parse(self.selector), labels)
+        except SelectorError:
+            return True
+
+    @property
+    def described(self) -> str:
+        """``shard shard1 (sharding.helmdeck.dev/key=shard1, Lease helmdeck-cluster-0a1b2c3d4e)``."""
+        what = f"shard {self.shard}" if self.shard and self.shard != "auto" else (
+            "the --shards auto replicas" if self.shard == "auto" else "a controller without --watch-label-selector")
+        return f"{what} ({self.selector or 'every Package'}, Lease {self.lease})"
+
+
+def overlapping(peers: Iterable[Peer], namespace: str, labels: Mapping[str, str]) -> tuple[Peer, ...]:
+    """The live controllers besides this shard that also take a Package of ``namespace`` labelled ``labels``
+    (which this shard's selector matches: its watch brought it). Any: this shard does not act on it, nor does
+    any of them that applies the same rule; which is the same answer on every shard, whatever each saw first.
+    ``--shards auto`` members count as one peer (their first Lease, by name, stands for them all)."""
+    found: dict[str, Peer] = {}
+    for peer in sorted(peers, key=lambda p: p.lease):
+        group = "auto" if peer.shard == "auto" else peer.lease
+        if group not in found and peer.takes(namespace, labels):
+            found[group] = peer
+    return tuple(found.values())
+
+
+def overlap_message(shard: Shard, ref: tuple[str, str], peers: tuple[Peer, ...]) -> str:
+    """Why shard ``shard`` does not act on the Package ``ref`` that ``peers`` also take, and the fix."""
+    others = "; ".join(p.described for p in peers)
+    return (f"Package {ref[0]}/{ref[1]} is matched by this shard's --watch-label-selector {shard.selector!r} "
+            f"(shard {shard.name}) and by {others}: neither acts on it until one selector alone matches it; "
+            f"make the selectors disjoint, e.g. {SHARD_KEY}=X on one and {SHARD_KEY} notin (X) on the other")
+
+
+def peer_of(lease: Mapping[str, Any]) -> Peer | None:
+    """The :class:`Peer` a controller Lease (as the API server gives it) describes; None without a holder (no
+    replica acts for it: a clean stop gave it up)."""
+    meta = lease.get("metadata") or {}
+    spec = lease.get("spec") or {}
+    holder = str(spec.get("holderIdentity") or "")
+    if not holder:
+        return None
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    namespaces = tuple(n for n in str(notes.get(WATCH_NAMESPACES) or "").split(",") if n)
+    return Peer(str(meta.get("name") or ""), holder, str(labels.get(SHARD) or ""),
+                str(notes.get(SELECTOR) or "")[:label_selector.MAX_EXPRESSION + 1], namespaces)

@@ -52,12 +52,19 @@ def member_lease(identity: str, namespace: str, duration: float,
 
 class Membership:
     """The live members as replica ``me`` sees them, from the membership Leases of ``namespace``;
-    ``on_change(live)`` is called (on the event loop) when the live set changes."""
+    ``on_change(live)`` is called (on the event loop) when the live set changes. ``selector``: the Leases that
+    count (default the membership Leases; static shards give every controller's, ``helmdeck.dev/role=controller``,
+    and ``forget`` False: a shard's Lease is its standbys' too, never deleted by another shard). ``leases``: the
+    Leases of the last list."""
 
     def __init__(self, api: client.ApiClient, namespace: str, me: str, *, duration: float, retry: float,
-                 on_change: Callable[[frozenset[str]], None] | None = None):
+                 on_change: Callable[[frozenset[str]], None] | None = None, selector: str = f"{SHARD}={AUTO}",
+                 forget: bool = True):
         self._api = api
         self.namespace = namespace
+        self.selector = selector
+        self.forget = forget
+        self.leases: list[dict[str, Any]] = []
         self.me = me
         self.duration = duration
         self.retry = retry
@@ -99,6 +106,7 @@ class Membership:
             log.warning("%s", self.last_error)
             leases = None
         if leases is not None:
+            self.leases = leases
             self._observe(leases)
             self.listed.set()
         live = self.members().live()
@@ -111,9 +119,9 @@ class Membership:
     def _list_and_forget(self) -> list[dict[str, Any]]:
         """The membership Leases (blocking); those of members long gone are deleted on the way."""
         body = rest.get_json(self._api, rest.path("coordination.k8s.io/v1", "leases", self.namespace),
-                             [("labelSelector", f"{SHARD}={AUTO}"), ("limit", str(MAX_MEMBERS))])
+                             [("labelSelector", self.selector), ("limit", str(MAX_MEMBERS))])
         leases = list(body.get("items") or [])
-        for lease in leases:
+        for lease in leases if self.forget else ():
             self._forget(lease)
         return leases
 

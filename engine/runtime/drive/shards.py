@@ -240,15 +240,19 @@ class Shards:
         if gained:
             self.gained(gained)
 
+    def where(self, to: str) -> str:
+        """Where a handed-over package went, in a sentence's words (a static shard's say it otherwise)."""
+        return f"controller replica {to}"
+
     async def _hand_over(self, key: ReleaseKey, to: str) -> None:
-        self.book.log(key, "handover", "info", f"placed on controller replica {to} now: the running action has "
+        self.book.log(key, "handover", "info", f"placed on {self.where(to)} now: the running action has "
                                                f"{self.stop_deadline:.0f}s to finish before it is cancelled")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.book.released(key), self.stop_deadline)
             return
         if self.placed_elsewhere(key) is None:
             return  # back here meanwhile
-        by = f"as the package moved to controller replica {to}"
+        by = f"as the package moved to {self.where(to)}"
         if self.cancel is None:
             self.book.cancel(key, by)
             return
