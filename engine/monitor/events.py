@@ -48,6 +48,7 @@ class KubeEvent:
     message: str
     count: int = 1
     uid: str = ""
+    action: str = ""  # what the reporter did (events.k8s.io's ``action``; helmdeck's: the engine's action)
 
     @property
     def warning(self) -> bool:
@@ -82,7 +83,7 @@ def parse_event(obj: dict[str, Any]) -> KubeEvent | None:
     return KubeEvent(at, str(involved.get("namespace") or meta.get("namespace") or ""), kind, name,
                      str(obj.get("type") or "Normal"), str(obj.get("reason") or ""),
                      str(obj.get("message") or "").strip(), int(count) if isinstance(count, int) else 1,
-                     str(meta.get("uid") or meta.get("name") or ""))
+                     str(meta.get("uid") or meta.get("name") or ""), str(obj.get("action") or "")[:128])
 
 
 _HASH = r"[a-z0-9]{1,10}"  # a pod-template-hash

@@ -9,8 +9,10 @@ made requests on them.
 - Attached: while one is live, the Package objects of the namespaces it covers are read and watched
   (:class:`~engine.runtime.drive.objects.PackageObjects`, the same loader), and each becomes its release's
   package in the book, marked :class:`~engine.runtime.state.Attached`: the row follows the object's status
-  (conditions, failure counters, ``lastAttemptedRevision``), its release in storage (a ``pending-*`` revision
-  is the controller's running action) and the controller's Events on the object (the release's log).
+  (conditions, failure counters, ``lastAttemptedRevision``), its release in storage and the controller's
+  Events on the object (the release's log). The controller's running action is the one its latest
+  ``<Action>Started`` Event names until an Event of that action ends it (:func:`started`, :func:`ends`; the
+  rule: ``ReleaseBook``'s ``_controller_running``), else a ``pending-*`` revision's.
 - Requests: the gate still decides whether an action may run (:mod:`engine.runtime.ledger.gate`); attached,
   it is carried out by the controller: :meth:`Attachment.request` writes the request annotation the
   controller handles once (:mod:`engine.runtime.drive.requests`), or for suspend and maintenance, which are
@@ -23,6 +25,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -34,16 +37,24 @@ from urllib3.exceptions import HTTPError
 from engine.base.labels import API_VERSION
 from engine.kube import rest
 from engine.monitor.events import KubeEvent
-from engine.package.model import PackageSpec
+from engine.package.model import DEFAULT_TIMEOUT, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, age
-from engine.runtime.drive.object_status import object_ref
+from engine.runtime.drive.object_status import STARTED, object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.drive.requests import REQUESTS, ROLLBACK_REVISION, pending
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
-from engine.runtime.state import Attached, ControllerChanged, ControllerInfo, LogEntry, ReleaseKey, Requested
+from engine.runtime.state import (
+    Attached,
+    ControllerChanged,
+    ControllerInfo,
+    LogEntry,
+    ReleaseKey,
+    Requested,
+    RunningAction,
+)
 from engine.storage.helmtime import helm_time
 
 log = logging.getLogger(__name__)
@@ -135,6 +146,25 @@ def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str, lease: 
     }
 
 
+def started(event: KubeEvent, spec: PackageSpec | None) -> RunningAction | None:
+    """The action a controller's ``<Action>Started`` Event (engine.runtime.drive.object_status.event_reason)
+    says it began on the Package: the Event's ``action`` (``upgrade``, ``correct-drift``; from the reason when
+    none), since the Event's time, with the package's helm timeout (seconds); None for any other Event."""
+    if event.warning or not event.reason.endswith(STARTED) or event.reason == STARTED:
+        return None
+    action = event.action or re.sub(r"(?<!^)(?=[A-Z])", "-", event.reason.removesuffix(STARTED)).lower()
+    return RunningAction(action, event.at, spec.timeout if spec is not None else DEFAULT_TIMEOUT)
+
+
+def ends(event: KubeEvent, outcome: str, running: RunningAction) -> bool:
+    """Does ``event`` (its ``outcome`` as the log reads it) end the controller's ``running`` action: an Event of
+    the same action that is no start (``UpgradeSucceeded``, ``UpgradeCancelled``, ``DriftCorrected``), or, from
+    a controller whose Events name no action, any success or failure."""
+    if event.action:
+        return event.action == running.action
+    return outcome != "info"
+
+
 class Attachment:
     """Finds the live controllers through ``api`` and attaches the book to them (see the module docstring).
     ``namespaces``: the app's scope (None: all); ``events(namespace, callback)`` watches a namespace's
@@ -151,6 +181,7 @@ class Attachment:
         self._keys: dict[tuple[str, str], ReleaseKey] = {}  # object ref -> its release
         self._event_watches: dict[str, Callable[[], None]] = {}
         self._last: dict[ReleaseKey, ActionOutcome] = {}  # the controller's last action on each, from its Events
+        self._running: dict[ReleaseKey, RunningAction] = {}  # its action started and not ended, from its Events
         # origin -> (resourceVersion, holder, spec, its view fields): a burst projects only the objects it changed
         self._projected: dict[Path, tuple[str, str, PackageSpec, dict[str, Any]]] = {}
         self.problem = ""
@@ -223,6 +254,7 @@ class Attachment:
         self._event_watches.clear()
         self._keys.clear()
         self._last.clear()
+        self._running.clear()
         self._projected.clear()
         self._book.set_attached({})
 
@@ -253,7 +285,8 @@ class Attachment:
             if cached is None or cached[:3] != (version, holder, spec):
                 cached = (version, holder, spec, attached_fields(obj, spec, holder, controller.lease))
                 self._projected[origin] = cached
-            fields[key] = {**cached[3], "last": self._last[key]} if key in self._last else cached[3]
+            fields[key] = {**cached[3], **({"last": self._last[key]} if key in self._last else {}),
+                           **({"running": self._running[key]} if key in self._running else {})}
             keys[ref] = key
         self._keys = keys
         self._projected = {o: p for o, p in self._projected.items() if o in specs}
@@ -268,6 +301,18 @@ class Attachment:
             return
         outcome = "failed" if event.warning else "succeeded" if event.reason.endswith("Succeeded") else "info"
         self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
+        running = self._running.get(key)
+        view = self._book.view(key)
+        begun = started(event, view.package if view is not None else None)
+        if begun is not None:
+            last = self._last.get(key)
+            if last is None or begun.started > last.at:  # not an earlier action's start, read after its end
+                self._running[key] = begun
+                self._book.update_attached(key, running=begun)
+            return
+        if running is not None and event.at >= running.started and ends(event, outcome, running):
+            del self._running[key]
+            self._book.update_attached(key, running=None)
         if outcome != "info":  # an action's end: the row's LAST ACTION (Flux's reason names it: UpgradeSucceeded)
             action = event.reason.removesuffix("Succeeded").removesuffix("Failed").lower() or event.reason
             self._last[key] = ActionOutcome(action, outcome == "succeeded", event.message, at=event.at)

@@ -70,15 +70,24 @@ class NotAvailable(RuntimeError):
     """This engine cannot perform the action at all; the message says why."""
 
 
+STARTED_GRACE = 5.0  # seconds past its timeout a controller's started action is still shown running
+
+
 def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
     """The one wording for "an action already runs on this release"."""
     action = running.action if running is not None else "an action"
     return f"{action} is already running on {key[0]}/{key[1]}"
 
 
-def _controller_running(obs: Observation | None, spec: PackageSpec) -> RunningAction | None:
-    """The action a controller runs on a release, as its pending revision shows it (``pending-upgrade``:
-    upgrade, since Helm stamped it, within the package's timeout)."""
+def _controller_running(obs: Observation | None, spec: PackageSpec,
+                        started: RunningAction | None = None) -> RunningAction | None:
+    """The action a controller runs on a release: the one its latest ``<Action>Started`` Event names
+    (``started``, no end of it seen since: engine.runtime.drive.attach), until its helm timeout (plus
+    STARTED_GRACE seconds: an end Event lost with its controller does not show it running for ever); else as
+    its pending revision shows it (``pending-upgrade``: upgrade, since Helm stamped it, within the package's
+    timeout). The Event names what no revision shows (a test, a drift correction, the time before helm writes)."""
+    if started is not None and time.time() < started.started + started.timeout + STARTED_GRACE:
+        return started
     if obs is None or not obs.is_pending:
         return None
     return RunningAction(obs.status.removeprefix("pending-"), helm_time(obs.last_deployed) or time.time(), spec.timeout)
@@ -364,7 +373,7 @@ class ReleaseBook:
                 fields.update(state=FAILED, last=ActionOutcome(
                     "resolve", False, f"{ready.reason}: {ready.message}", at=ready.last_transition))
         if attached is not None:  # the controller's status, and its running action as storage shows it
-            fields.update(attached, running=_controller_running(obs, attached["package"]))
+            fields.update(attached, running=_controller_running(obs, attached["package"], attached.get("running")))
         else:
             fields["attached"] = None
         state = self._states.get(key)
