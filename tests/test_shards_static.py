@@ -121,8 +121,8 @@ def test_two_shards_whose_selectors_overlap_leave_the_shared_package_alone_and_s
             assert event.type == "Warning"
             assert f"{SHARD_KEY} in (s1,s2)" in event.message and f"{SHARD_KEY}=s2" in event.message, event.message
             assert f"{SHARD_KEY} notin (X)" in event.message  # the fix
-        holders = {lease.spec.holder_identity for lease in env.coordination.list_namespaced_lease(
-            ns, label_selector=SHARD).items}
+        leases: Any = env.coordination.list_namespaced_lease(ns, label_selector=SHARD).items
+        holders = {lease.spec.holder_identity for lease in leases}
         assert {e.reporting_instance for e in _events(env, "both", OVERLAP)} == holders  # each shard said so
         for ctl in (wide, narrow):
             assert "neither acts on it" in ctl.text() and f"{ns}/both: install" not in ctl.text(), logs()
@@ -195,6 +195,10 @@ def test_a_package_relabelled_mid_upgrade_is_acted_on_by_its_new_shard_only_afte
         else:
             assert a_ended - moved < delay + 5  # it finished on its own
             assert "cancelled as the package moved" not in a.ctl.text(), a.ctl.text()
+        # The old shard's upgrade ended after its Package left: that end is still an Event on the Package.
+        items: Any = env.core.list_namespaced_event(env.namespace, field_selector=f"involvedObject.name={name}").items
+        assert [e for e in items if e.reason in ("UpgradeSucceeded", "UpgradeFailed", "UpgradeCancelled")
+                and f"-{a.ctl.pid}-" in (e.reporting_instance or "") and e.event_time.timestamp() > moved], items
         findings = [f for f in churn.audit() if f.kind in ("overlap", "in-progress", "pending")]
         assert findings == [], "\n".join(map(str, findings))
         obj = get_package(env.objects, env.namespace, name) or {}

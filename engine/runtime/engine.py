@@ -330,6 +330,8 @@ class Engine:
                               lease=lease.name,
                               warn=lambda ref, reason, message: self._record(ref, reason, message, True))
         self.objects.on_burst(shards.sweep)
+        if self.status_writer is not None:
+            self.status_writer.left = shards.ref
         return self._wire_shards(shards)
 
     def _wire_shards(self, shards: Shards) -> Shards:

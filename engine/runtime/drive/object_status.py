@@ -175,6 +175,9 @@ class StatusWriter:
     # --shards auto: a package gained from another replica keeps that replica's status until a pass here
     # finished (else the book's view, made before any pass here, is written with observedGeneration 0).
     after_pass_only: bool = False
+    # Static shards: the Package object of a release whose Package left this shard (relabelled) while its
+    # action ran here, so that action's end Event is still recorded on it.
+    left: Callable[[ReleaseKey], tuple[str, str] | None] = lambda _key: None
 
     def start(self) -> Callable[[], None]:
         """Follow the book; returns the unsubscribe function."""
@@ -277,7 +280,7 @@ class StatusWriter:
 
     def _on_entry(self, entry: LogEntry) -> None:
         spec = self.book.packages.get(entry.key)
-        ref = object_ref(spec.file) if spec is not None else None
+        ref = object_ref(spec.file) if spec is not None else self.left(entry.key)
         reason = event_reason(entry)
         if ref is None or reason is None:
             return
