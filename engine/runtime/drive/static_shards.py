@@ -51,7 +51,7 @@ class StaticShards(Shards):
     _peers: tuple[Peer, ...] = ()  # the other live controllers, as of the last list
     _overlaps: dict[Ref, frozenset[str]] = field(default_factory=dict)  # refused Packages: the peers' Leases
     _leaving: set[ReleaseKey] = field(default_factory=set)  # releases handed over, their action still running
-    _refused: set[ReleaseKey] = field(default_factory=set)  # releases refused for an overlap, as of the last look
+    _keys: dict[Ref, ReleaseKey] = field(default_factory=dict)  # _refs the other way
 
     # -- placement: this shard, unless another takes the Package too -------------------------
     def peers(self) -> tuple[Peer, ...]:
@@ -67,6 +67,7 @@ class StaticShards(Shards):
             return "the other controllers' Leases are not listed yet"
         obj = self.objects.get(_origin(ref))
         if obj is None:
+            self._overlaps.pop(ref, None)
             return (f"Package {ref[0]}/{ref[1]} left this shard: its labels no longer match --watch-label-selector "
                     f"{self.shard.selector!r}")
         labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -91,7 +92,7 @@ class StaticShards(Shards):
         on it then)."""
         found = super().ref(key)
         if found is not None:
-            self._refs[key] = found
+            self._refs[key], self._keys[found] = found, key
             return found
         return self._refs.get(key)
 
@@ -120,7 +121,6 @@ class StaticShards(Shards):
             ref = self.ref(key)
             if ref is None or self.refusal(ref) is None:
                 mine.add(key)
-        self._refused = set(self.book.packages) - mine
         gained, self._mine = mine - self._mine, mine
         if gained:
             self.gained(gained)
@@ -134,10 +134,8 @@ class StaticShards(Shards):
             if ref is not None and self.objects.get(_origin(ref)) is None and self.book.busy(key):
                 self._leaving.add(key)
                 self.spawn(self._leave(key))
-        ended = {key for key in self._refused
-                 if key in self.book.packages and (ref := self.ref(key)) is not None and self.refusal(ref) is None}
+        ended = {self._keys[ref] for ref in list(self._overlaps) if self.refusal(ref) is None and ref in self._keys}
         if ended:
-            self._refused -= ended
             self._mine |= ended
             self.gained(ended)
 
