@@ -110,8 +110,10 @@ def test_two_shards_whose_selectors_overlap_leave_the_shared_package_alone_and_s
         one["metadata"]["labels"] = {SHARD_KEY: "s1"}
         both = package(ns, "both", values={"replicas": 1})
         both["metadata"]["labels"] = {SHARD_KEY: "s2"}
-        create(env.objects, one)
-        create(env.objects, both)
+        also = package(ns, "also", values={"replicas": 1})
+        also["metadata"]["labels"] = {SHARD_KEY: "s2"}
+        for obj in (one, both, also):
+            create(env.objects, obj)
         eventually(lambda: releases(env.core, ns, "one") == [(1, "deployed")] or None, 120, "one installed",
                    logs=logs)
         warned = eventually(lambda: len(_events(env, "both", OVERLAP)) >= 2 or None, 60,
@@ -129,13 +131,25 @@ def test_two_shards_whose_selectors_overlap_leave_the_shared_package_alone_and_s
         assert releases(env.core, ns, "both") == []  # never installed while both shards are live
         assert f"{ns}/one:" not in narrow.text()
 
-        # One selector alone matches it once the other shard is gone: it is installed then.
+        assert releases(env.core, ns, "also") == []
+
+        # One selector alone matches it once relabelled: the wide shard installs it at once.
+        env.objects.patch_namespaced_custom_object(GROUP, VERSION, ns, "packages", "both",
+                                                   {"metadata": {"labels": {SHARD_KEY: "s1"}}})
+        eventually(lambda: releases(env.core, ns, "both") == [(1, "deployed")] or None, 60,
+                   "both installed by the wide shard once relabelled", logs=logs)
+        # ... or once the other shard is gone.
+        assert releases(env.core, ns, "also") == []
         assert narrow.stop() == 0, narrow.text()
-        eventually(lambda: releases(env.core, ns, "both") == [(1, "deployed")] or None, 120,
-                   "both installed by the wide shard alone", logs=logs)
-        eventually(lambda: f"-{wide.pid}-" in (((get_package(env.objects, ns, "both") or {}).get("status") or {})
-                                               .get("controller") or {}).get("replica", ""), 30,
+        eventually(lambda: releases(env.core, ns, "also") == [(1, "deployed")] or None, 120,
+                   "also installed by the wide shard alone", logs=logs)
+        def replica(name: str) -> str:
+            status = (get_package(env.objects, ns, name) or {}).get("status") or {}
+            return str((status.get("controller") or {}).get("replica") or "")
+
+        eventually(lambda: all(f"-{wide.pid}-" in replica(n) for n in ("both", "also")), 30,
                    "status.controller names the wide shard", logs=logs)
+        assert f"{ns}/both: install" not in narrow.text() and f"{ns}/also: install" not in narrow.text()
     finally:
         wide.stop()
         narrow.stop()
