@@ -47,11 +47,20 @@ def test_the_event_object_gives_its_action_bounded() -> None:
            "eventTime": "2026-12-01T10:00:00.250000Z", "action": "upgrade" * 100}
     event = parse_event(obj)
     assert event is not None and event.action.startswith("upgrade") and len(event.action) == 128
+    assert event.at == 1796119200.25  # eventTime's microseconds, with no lastTimestamp
+    # lastTimestamp has whole seconds: eventTime within that second orders an end and the next start in it.
+    ended = parse_event({**obj, "reason": "InstallSucceeded", "lastTimestamp": "2026-12-01T10:00:00Z",
+                         "eventTime": "2026-12-01T10:00:00.100000Z"})
+    begun = parse_event({**obj, "lastTimestamp": "2026-12-01T10:00:00Z"})
+    assert ended is not None and begun is not None and ended.at < begun.at == 1796119200.25
+    later = parse_event({**obj, "lastTimestamp": "2026-12-01T10:05:00Z"})  # repeated since: its last time
+    assert later is not None and later.at == 1796119500.0
 
 
 def test_the_attached_row_runs_the_started_action_until_its_end_whatever_order_the_events_come_in() -> None:
     book, attachment, key = _attached()
     now = time.time()
+    attachment._on_event(_event("InstallSucceeded", now - 2.5, "install"))  # the pass's previous action
     attachment._on_event(_event("UpgradeStarted", now - 2, "upgrade"))
     view = book.view(key)
     assert view is not None and view.running == RunningAction("upgrade", now - 2, 120.0)

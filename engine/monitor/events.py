@@ -69,7 +69,8 @@ def parse_event(obj: dict[str, Any]) -> KubeEvent | None:
     """The event in a core/v1 Event object, or None when it names no object.
 
     Its time is the last occurrence (``series.lastObservedTime``, ``lastTimestamp``,
-    ``eventTime``, then ``metadata.creationTimestamp``), as ``kubectl get events`` sorts.
+    ``eventTime``, then ``metadata.creationTimestamp``), as ``kubectl get events`` sorts; to the
+    microsecond when ``eventTime`` falls in that second.
     """
     meta = obj.get("metadata") or {}
     involved = obj.get("involvedObject") or {}
@@ -79,6 +80,9 @@ def parse_event(obj: dict[str, Any]) -> KubeEvent | None:
     series = obj.get("series") or {}
     at = (_time(series.get("lastObservedTime")) or _time(obj.get("lastTimestamp")) or _time(obj.get("eventTime"))
           or _time(meta.get("creationTimestamp")) or 0.0)
+    precise = _time(obj.get("eventTime"))
+    if precise is not None and at <= precise < int(at) + 1:  # the same second, to the microsecond: an end and
+        at = precise  # the next start written within one second keep their order
     count = series.get("count") or obj.get("count") or 1
     return KubeEvent(at, str(involved.get("namespace") or meta.get("namespace") or ""), kind, name,
                      str(obj.get("type") or "Normal"), str(obj.get("reason") or ""),
