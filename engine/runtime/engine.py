@@ -332,6 +332,7 @@ class Engine:
         self.objects.on_burst(shards.sweep)
         if self.status_writer is not None:
             self.status_writer.left = shards.ref
+        self.controller.follow_placed = False
         return self._wire_shards(shards)
 
     def _wire_shards(self, shards: Shards) -> Shards:

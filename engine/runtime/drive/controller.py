@@ -167,6 +167,9 @@ class PackageController:
     skipped: str = dataclasses.field(init=False, default="")  # the folder's objects of other kinds, one line
     left_out: tuple[str, ...] = dataclasses.field(init=False, default=())  # Flux fields left out: warnings
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
+    # --shards auto: the leader keeps the statuses other replicas write in view too; a static shard's other
+    # shards' Packages are not in its book (one it gains reads its status again at its first claim).
+    follow_placed: bool = dataclasses.field(init=False, default=True)
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
     triggers: Triggers = dataclasses.field(init=False)  # the port the triggers get, not this controller
@@ -445,7 +448,7 @@ class PackageController:
         auto``, those of the packages placed on other replicas (they write them)."""
         while True:
             await asyncio.sleep(_FOLLOWER_REFRESH)
-            sharded = self.gate.shard_refusal is not None
+            sharded = self.gate.shard_refusal is not None and self.follow_placed
             if self.gate.leader and not sharded:
                 continue
             ours = ((lambda key: self.gate.placed_elsewhere(key) is None or self.book.busy(key))
