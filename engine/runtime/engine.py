@@ -116,7 +116,9 @@ class Engine:
     of ``namespaces`` (``helmdeck controller``) instead of a folder; their set is
     :func:`~engine.runtime.package_set.cluster_package_set`. Raises ApiException when they cannot be listed.
     ``shard`` (with ``cluster_packages``): only the Package objects its label selector matches, and the
-    sources they name (``--watch-label-selector``, :mod:`engine.runtime.shard`).
+    sources they name (``--watch-label-selector``, :mod:`engine.runtime.shard`); with a ``lease`` it takes the
+    actor claim, hands a relabelled Package's running action over within ``stop_deadline`` seconds and leaves
+    alone a Package another live controller also takes (:mod:`engine.runtime.drive.static_shards`).
     ``default_service_account`` (with ``cluster_packages``): the ServiceAccount a Package without
     ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
     ``attach``: follow the cluster's ``helmdeck controller``s; while one is live, its Package objects show as
