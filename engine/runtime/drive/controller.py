@@ -659,6 +659,10 @@ class PackageController:
         spec = self.book.packages.get(key)
         if spec is None or not self.gate.acting or self.gate.placed_elsewhere(key) is not None:
             return RunResult("stop")  # a package placed on another replica (--shards auto) is its to reconcile
+        if self.gate.shard_refusal is not None and self.gate.shard_refusal(key) is not None:
+            # Another live controller's claim (as the watch shows it): not even the decision runs (its dry-run
+            # render would meet that action's pending revision); the claim write decides again later.
+            return RunResult("interval", _REFUSED_RETRY)
         try:
             result = await self.reconcile(key, force)
         except ClaimRefused as exc:  # another replica's claim, or a pass to start over: when the rule says
