@@ -21,7 +21,7 @@ from engine.runtime.state import (
     CleanupItem,
     EngineSignal,
     ReleaseRemoved,
-    ReleaseUpdated,
+    ReleasesListed,
     ReleaseView,
     RunningAction,
 )
@@ -438,8 +438,10 @@ def test_the_book_lists_releases_from_labels_only_while_the_engine_starts() -> N
     assert said == []  # not while the engine runs: the views come from the records
     book.reading = True
     book.preview([ListedRevision("demo", "web", 1, "superseded"), web, gone])
-    assert [(e.view.key, e.view.listed) for e in said if isinstance(e, ReleaseUpdated)] == [
-        (("demo", "web"), web), (("demo", "gone"), gone)]  # the newest revision of each
+    listed = [e for e in said if isinstance(e, ReleasesListed)]
+    assert listed == said  # one event for the page, not one per release
+    assert [[(v.key, v.listed) for v in e.views] for e in listed] == [
+        [(("demo", "web"), web), (("demo", "gone"), gone)]]  # the newest revision of each
     observer.apply_object(storage_secret(release(2, "deployed"), rv="2"))
     book.reading = False
     book.refresh_all()

@@ -52,6 +52,7 @@ from tui.settings import Settings
 from tui.themes import DEFAULT_THEME, SHIPPED_DIR, load_themes
 
 log = logging.getLogger(__name__)
+FREEZE_AFTER_START = 0.5  # seconds after the engine's start before its objects are frozen (tables flush every 0.05 s)
 T = TypeVar("T")
 ALL_RELEASES: ReleaseKey = ("", "")  # what an operation on every release (cleanup) acts on
 
@@ -120,6 +121,12 @@ class HelmdeckApp(App[None]):
     def get_default_screen(self) -> Screen[None]:
         return self._main
 
+    def on_load(self) -> None:
+        # Before the screens are composed and styled: storage's labels are listed meanwhile (the first rows
+        # come sooner); what the engine says before the screens subscribe waits in the queue (on_engine_message).
+        if self._start_engine:
+            self.start_engine()
+
     def on_mount(self) -> None:
         self.theme = self._initial_theme()
         self.theme_changed_signal.subscribe(self, self._remember_theme)
@@ -129,8 +136,6 @@ class HelmdeckApp(App[None]):
         self.signals.access.subscribe(self, self._access_problems, immediate=True)
         for problem in self._startup_problems:
             self.notify(problem, title="Theme problem", severity="error", timeout=20)
-        if self._start_engine:
-            self.start_engine()
         self.set_interval(60.0, self._collector.reclaim)
 
     async def on_event(self, event: events.Event) -> None:
@@ -143,8 +148,10 @@ class HelmdeckApp(App[None]):
         try:
             await self.client.start()
             # What start-up made (every release's view, the table's rows) lives as long as the app: out of
-            # the collector's full passes, which otherwise stall the event loop (tui/collector.py).
-            self._collector.start()
+            # the collector's full passes, which otherwise stall the event loop (tui/collector.py). Once the
+            # table took the start's views (at its next flush): frozen before, its 10,000 rows' cells would
+            # be walked by the first full pass, a pause of ~0.2 s under the first writes.
+            self.set_timer(FREEZE_AFTER_START, self._collector.start)
         except Exception as exc:  # the app stays up to show what it can, and says why
             log.exception("engine start failed")
             self.notify(f"{exc}\nDetails: {self._log_hint()}", title="Cannot start the engine",

@@ -17,6 +17,7 @@ from engine.runtime.state import (
     PackageProblems,
     ReleaseKey,
     ReleaseRemoved,
+    ReleasesListed,
     ReleaseUpdated,
 )
 
@@ -38,6 +39,7 @@ class EngineSignals:
 
     def __init__(self, owner: DOMNode):
         self.updated: Signal[ReleaseUpdated] = Signal(owner, "release-updated")
+        self.listed: Signal[ReleasesListed] = Signal(owner, "releases-listed")
         self.removed: Signal[ReleaseRemoved] = Signal(owner, "release-removed")
         self.logged: Signal[EntryLogged] = Signal(owner, "event-logged")
         self.lease: Signal[LeaseChanged] = Signal(owner, "lease-changed")
@@ -45,9 +47,9 @@ class EngineSignals:
         self.access: Signal[AccessProblems] = Signal(owner, "access-problems")
         self.controller: Signal[ControllerChanged] = Signal(owner, "controller-changed")
         self._by_type: dict[type, Signal[Any]] = {
-            ReleaseUpdated: self.updated, ReleaseRemoved: self.removed, EntryLogged: self.logged,
-            LeaseChanged: self.lease, PackageProblems: self.problems, AccessProblems: self.access,
-            ControllerChanged: self.controller,
+            ReleaseUpdated: self.updated, ReleasesListed: self.listed, ReleaseRemoved: self.removed,
+            EntryLogged: self.logged, LeaseChanged: self.lease, PackageProblems: self.problems,
+            AccessProblems: self.access, ControllerChanged: self.controller,
         }
 
     def publish(self, event: EngineSignal) -> None:

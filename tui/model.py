@@ -119,6 +119,12 @@ def _owner(view: ReleaseView) -> str:
 
 
 _READING = Cell("…")  # a cell of a release listed from storage's labels, its record not decoded yet
+_LISTED = dict.fromkeys(COLUMN_KEYS, _READING)  # a listed row's cells before its own are put in
+
+
+@functools.lru_cache(maxsize=64)
+def _status_cell(status: str) -> Cell:
+    return Cell(f"{fmt.status_symbol(status)} {status}", fmt.status_tone(status))
 
 
 def listed_cells(view: ReleaseView, now: float) -> dict[str, Cell]:
@@ -127,13 +133,11 @@ def listed_cells(view: ReleaseView, now: float) -> dict[str, Cell]:
     columns the record and the engine fill say ``…``."""
     listed = view.listed
     assert listed is not None
-    symbol, tone = fmt.status_symbol(listed.status), fmt.status_tone(listed.status)
-    return {**dict.fromkeys(COLUMN_KEYS, _READING),
-            "namespace": Cell(view.namespace),
-            "name": Cell(view.name),
-            "revision": Cell(str(listed.version)),
-            "status": Cell(f"{symbol} {listed.status}", tone),
-            "age": Cell(fmt.duration(now - listed.modified_at, coarse=True) if listed.modified_at else "-")}
+    row = _LISTED.copy()  # 10,000 of these at start-up: nothing made that equal rows can share
+    row.update(namespace=Cell(view.namespace), name=Cell(view.name), revision=Cell(str(listed.version)),
+               status=_status_cell(listed.status),
+               age=Cell(fmt.duration(now - listed.modified_at, coarse=True) if listed.modified_at else "-"))
+    return row
 
 
 def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
@@ -176,19 +180,7 @@ QUICK_FILTER_HELP: dict[QuickFilter, str] = {
 
 def quick_match(view: ReleaseView, quick: QuickFilter) -> bool:
     """Whether ``view`` belongs to the quick filter ``quick``."""
-    obs = view.observation
-    if quick == "failed":
-        # A package that cannot be resolved is Failed with a failed "resolve" last action (engine.runtime.ledger.book).
-        return ((obs is not None and obs.status == "failed") or view.state in ("Failed", "Stalled")
-                or (view.running is None and view.last is not None and not view.last.ok))
-    if quick == "pending":
-        return ((obs is not None and obs.status in PENDING_STATUSES) or view.state == "Locked"
-                or view.running is not None)
-    if quick == "drifted":
-        return view.state in ("Drifted", "OutOfSync") or bool(view.monitor.absent)
-    if quick == "maintenance":
-        return bool(view.maintenance)
-    return True
+    return quick == "all" or quick in quick_set(view)
 
 
 _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
@@ -243,9 +235,29 @@ class TextFilter:
         return map(operator.not_, hits) if self.inverted else hits
 
 
+_QUICK_SETS: dict[tuple[QuickFilter, ...], frozenset[QuickFilter]] = {}  # shared: a few distinct sets
+
+
 def quick_set(view: ReleaseView) -> frozenset[QuickFilter]:
     """The quick filters ``view`` belongs to (besides "all"); the table keeps it per row, made per change."""
-    return frozenset(q for q in QUICK_FILTERS[1:] if quick_match(view, q))
+    obs = view.observation
+    status = obs.status if obs is not None else None
+    state, running, last = view.state, view.running, view.last
+    kept: list[QuickFilter] = []
+    # A package that cannot be resolved is Failed with a failed "resolve" last action (engine.runtime.ledger.book).
+    if status == "failed" or state in ("Failed", "Stalled") or (running is None and last is not None and not last.ok):
+        kept.append("failed")
+    if status in PENDING_STATUSES or state == "Locked" or running is not None:
+        kept.append("pending")
+    if state in ("Drifted", "OutOfSync") or (view.monitor.resources and view.monitor.absent):
+        kept.append("drifted")
+    if view.maintenance:
+        kept.append("maintenance")
+    key = tuple(kept)
+    found = _QUICK_SETS.get(key)
+    if found is None:
+        found = _QUICK_SETS[key] = frozenset(key)
+    return found
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,7 +76,7 @@ from engine.service.records import ReleaseRecord
 from engine.sources.repository import ChartRequest
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
-from engine.storage.records import UnreadableRecord
+from engine.storage.records import ListedRevision, UnreadableRecord
 
 if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and actions are imported when built
     from engine.monitor.inspect import Inspector, PodRow
@@ -94,6 +95,7 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and a
     from engine.sources.source import ChartVersionInfo
 
 log = logging.getLogger(__name__)
+PREVIEW_WAIT = 5.0  # seconds the storage list thread waits for the labels' views to be made (engine.start)
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
@@ -391,7 +393,7 @@ class Engine:
         """
         self._loop = self._storage_changes.loop = asyncio.get_running_loop()
         self.book.reading = True  # no row until storage is listed and the statuses read (but the labels')
-        unlisten = self.observer.on_listed(lambda found: self._on_loop(self.book.preview, found)) if preview else None
+        unlisten = self.observer.on_listed(self._preview) if preview else None
         try:
             await self.controller.load()
             self.observer.start()
@@ -485,6 +487,20 @@ class Engine:
 
             self._inspector = Inspector(self._api)
         return self._inspector
+
+    def _preview(self, found: list[ListedRevision]) -> None:
+        """The observer's labels (in its list thread): the views made from them on the loop before the thread
+        goes on to list and decode the records, so that decoding does not hold the interpreter lock while
+        the first rows are made (bounded: :data:`PREVIEW_WAIT`)."""
+        made = threading.Event()
+
+        def make() -> None:
+            try:
+                self.book.preview(found)
+            finally:
+                made.set()
+        self._on_loop(make)
+        made.wait(PREVIEW_WAIT)
 
     def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
         """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""

@@ -217,6 +217,15 @@ class ReleaseUpdated:
 
 
 @dataclass(frozen=True)
+class ReleasesListed:
+    """While the engine starts: releases listed from storage's labels alone (each view's ``listed`` set),
+    said as one event per page of the labels list (:meth:`ReleaseBook.preview
+    <engine.runtime.ledger.book.ReleaseBook.preview>`), so 10,000 releases cost one event, not 10,000."""
+
+    views: tuple[ReleaseView, ...]
+
+
+@dataclass(frozen=True)
 class ReleaseRemoved:
     """A release left the view (no stored revision and no package declares it)."""
 
@@ -279,6 +288,7 @@ __all__ = [
     "ReleaseRemoved",
     "ReleaseUpdated",
     "ReleaseView",
+    "ReleasesListed",
     "Requested",
     "RunningAction",
 ]
@@ -295,5 +305,5 @@ class PassFinished:
     seconds: float = 0.0  # how long the pass took
 
 
-EngineSignal = (ReleaseUpdated | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged | AccessProblems
-                | PassFinished | ControllerChanged)
+EngineSignal = (ReleaseUpdated | ReleasesListed | ReleaseRemoved | PackageProblems | EntryLogged | LeaseChanged
+                | AccessProblems | PassFinished | ControllerChanged)

@@ -16,6 +16,7 @@ from engine.runtime.state import (
     PackageProblems,
     ReleaseKey,
     ReleaseRemoved,
+    ReleasesListed,
     ReleaseUpdated,
 )
 from tui import format as fmt
@@ -79,6 +80,7 @@ class MainScreen(EngineScreen):
     def on_mount(self) -> None:
         self.query_one(ReleaseTable).focus()
         self._signals.updated.subscribe(self, self._release_updated, immediate=True)
+        self._signals.listed.subscribe(self, self._releases_listed, immediate=True)
         self._signals.removed.subscribe(self, self._release_removed, immediate=True)
         self._signals.lease.subscribe(self, self._lease_changed, immediate=True)
         self._signals.problems.subscribe(self, self._package_problems, immediate=True)
@@ -101,6 +103,9 @@ class MainScreen(EngineScreen):
     # -- engine signals ------------------------------------------------------------
     def _release_updated(self, event: ReleaseUpdated) -> None:
         self._table.upsert(event.view)
+
+    def _releases_listed(self, event: ReleasesListed) -> None:
+        self._table.upsert_many(event.views)
 
     def _release_removed(self, event: ReleaseRemoved) -> None:
         self._table.remove_release(event.key)

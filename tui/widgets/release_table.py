@@ -126,6 +126,16 @@ class ReleaseTable(LineTable):
         self._views[rid] = view
         self._mark(rid)
 
+    def upsert_many(self, views: Iterable[ReleaseView]) -> None:
+        """:meth:`upsert` each of ``views`` (the releases listed at start-up, a page at a time): one pass,
+        then one flush, sort and redraw for them all."""
+        taken = self._views
+        for view in views:
+            rid = row_id(view.key)
+            taken[rid] = view
+            self._dirty.add(rid)
+        self._schedule_flush()
+
     def remove_release(self, key: ReleaseKey) -> None:
         rid = row_id(key)
         self._views.pop(rid, None)
@@ -255,6 +265,9 @@ class ReleaseTable(LineTable):
 
     def _mark(self, rid: str) -> None:
         self._dirty.add(rid)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
         if self._flush_timer is not None:
             return
         wait = self._last_flush + FLUSH_INTERVAL - time.monotonic()

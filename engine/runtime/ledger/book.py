@@ -39,6 +39,7 @@ from engine.runtime.state import (
     LogEntry,
     ReleaseKey,
     ReleaseRemoved,
+    ReleasesListed,
     ReleaseUpdated,
     ReleaseView,
     RunningAction,
@@ -393,9 +394,10 @@ class ReleaseBook:
     def preview(self, revisions: Iterable[ListedRevision]) -> None:
         """While :attr:`reading`: a view of each release from its newest revision's storage labels alone
         (:attr:`ReleaseView.listed`), announced, so the app lists every release before the records are
-        decoded and the statuses read; the start's :meth:`refresh_all` remakes (or removes) each one. A
-        view made before storage was read (a package's, when the folder loaded) said "not installed" without
-        knowing: the labels' view replaces it."""
+        decoded and the statuses read (one :class:`ReleasesListed` for them all); the start's
+        :meth:`refresh_all` remakes (or removes) each one. A view made before storage was read (a
+        package's, when the folder loaded) said "not installed" without knowing: the labels' view replaces
+        it."""
         if not self.reading:
             return
         newest: dict[ReleaseKey, ListedRevision] = {}
@@ -403,12 +405,15 @@ class ReleaseBook:
             key = (revision.namespace, revision.name)
             if key not in newest or revision.version > newest[key].version:
                 newest[key] = revision
+        views, known = self._views, []
         for key, revision in newest.items():
-            cur = self._views.get(key)
+            cur = views.get(key)
             if (cur is None or (cur.listed is None and cur.observation is None)
                     or (cur.listed is not None and revision.version > cur.listed.version)):
-                view = self._views[key] = ReleaseView(namespace=key[0], name=key[1], listed=revision)
-                self.emit(ReleaseUpdated(view))
+                view = views[key] = ReleaseView(namespace=key[0], name=key[1], listed=revision)
+                known.append(view)
+        if known:  # one event for the page: 10,000 releases would otherwise cost 10,000 dispatches
+            self.emit(ReleasesListed(tuple(known)))
 
     def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
         """Refresh ``keys``, every stored, declared and unreadable release, and every view."""
