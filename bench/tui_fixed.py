@@ -7,7 +7,7 @@ pushes ReleaseUpdated events at a fixed rate through the engine's own
 refresh, presses keys meanwhile, and prints:
 
 * event → table: from the engine emitting an update to the row's cells being written
-  (rows are redrawn at most every 0.25 s, see ReleaseTable.upsert);
+  (rows are redrawn at most every 0.05 s, see ReleaseTable.upsert);
 * key → frame: from a key press to the first frame showing the moved cursor;
 * frame time: how long composing one frame takes, and frames per second;
 * loop lag: how late a 5 ms timer fires on the app's event loop;
