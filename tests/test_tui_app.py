@@ -12,7 +12,8 @@ from textual.widgets._footer import FooterKey
 
 from engine.base.masking import Masker
 from engine.monitor.status import MonitorStatus
-from engine.runtime.state import LogEntry
+from engine.runtime.state import LogEntry, ReleasesListed
+from engine.storage.records import ListedRevision
 from tests.fixtures import (
     FIXED_NOW,
     FLAKY,
@@ -278,6 +279,35 @@ async def test_a_burst_of_new_releases_is_shown_in_order_in_one_pass() -> None:
         assert len(keys) == 700
         assert keys == sorted(keys, key=table._sort_keys.__getitem__)
         assert "team-00/svc-0000a" in keys[:3]
+
+
+async def test_releases_listed_from_storage_labels_reach_the_table_as_one_event_and_one_pass() -> None:
+    # At start-up a page of the labels list (5,000 releases) is one engine event, not one per release.
+    engine = bulk_engine(10)
+    app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ReleaseTable)
+        while table.busy:
+            await pilot.pause(0.05)
+        said: list[object] = []
+        engine.subscribe(said.append)
+        sets: list[int] = []
+        set_rows = table.set_rows
+
+        def counted(keys: Any) -> None:
+            sets.append(1)
+            set_rows(keys)
+
+        table.set_rows = counted  # type: ignore[method-assign]
+        engine.book.reading = True  # the engine starts: storage not read yet
+        engine.book.preview([ListedRevision(f"listed-{i % 3}", f"rel-{i}", 1, "deployed") for i in range(500)])
+        await pilot.pause(0.2)
+        assert [type(e) for e in said] == [ReleasesListed]
+        assert len(sets) == 1 and not table.busy
+        keys = table.row_keys
+        assert len(keys) == 510 and keys == sorted(keys, key=table._sort_keys.__getitem__)
+        assert keys.index("listed-0/rel-3") < keys.index("listed-0/rel-12")  # natural order, as k9s
+        assert table.plain_cell(("listed-1", "rel-1"), "chart") == "…"  # the record is not decoded yet
 
 
 async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:

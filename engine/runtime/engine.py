@@ -178,6 +178,7 @@ class Engine:
         self.tasks = Background()
         self._monitor_tasks: list[asyncio.Task[Any]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._preview_made: threading.Event | None = None  # the last page of storage labels made into views
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
@@ -393,7 +394,8 @@ class Engine:
         """
         self._loop = self._storage_changes.loop = asyncio.get_running_loop()
         self.book.reading = True  # no row until storage is listed and the statuses read (but the labels')
-        unlisten = self.observer.on_listed(self._preview) if preview else None
+        unlisten = ([self.observer.on_listed(self._preview), self.observer.on_labels_done(self._previewed)]
+                    if preview else [])
         try:
             await self.controller.load()
             self.observer.start()
@@ -405,8 +407,8 @@ class Engine:
             await self.controller.observe_flux()  # which HelmRelease documents' releases Flux owns
         finally:
             self.book.reading = False
-            if unlisten is not None:
-                unlisten()
+            for stop in unlisten:
+                stop()
         if self.status_writer is not None:
             self.status_writer.start()
             self.status_writer.catch_up()
@@ -489,10 +491,8 @@ class Engine:
         return self._inspector
 
     def _preview(self, found: list[ListedRevision]) -> None:
-        """The observer's labels (in its list thread): the views made from them on the loop before the thread
-        goes on to list and decode the records, so that decoding does not hold the interpreter lock while
-        the first rows are made (bounded: :data:`PREVIEW_WAIT`)."""
-        made = threading.Event()
+        """A page of the observer's labels (in its list thread): the views are made from it on the loop."""
+        made = self._preview_made = threading.Event()
 
         def make() -> None:
             try:
@@ -500,7 +500,14 @@ class Engine:
             finally:
                 made.set()
         self._on_loop(make)
-        made.wait(PREVIEW_WAIT)
+
+    def _previewed(self) -> None:
+        """The labels are listed (in the observer's list thread): it goes on to list and decode the records
+        once the loop has made every page's views (bounded: :data:`PREVIEW_WAIT`), so that decoding does
+        not compete for the interpreter with the first rows."""
+        made = self._preview_made
+        if made is not None:
+            made.wait(PREVIEW_WAIT)  # the pages' views are made in order: the last one's is the last
 
     def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
         """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""

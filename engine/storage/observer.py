@@ -130,6 +130,7 @@ class Observer:
         self._problems: dict[str | None, str] = {}
         self._problem_listeners: Listeners[[]] = Listeners("storage problem callback")
         self._listed: Listeners[[list[ListedRevision]]] = Listeners("storage labels callback")
+        self._labels_done: Listeners[[]] = Listeners("storage labels end callback")
         self._threads: list[threading.Thread] = []
         self._responses: dict[str | None, Any] = {}
         self._relists = 0
@@ -166,6 +167,12 @@ class Observer:
         client asks; ~0.3 KB an object, no payload), so the first rows need not wait for the records (~0.1 ms
         each to decode). A failing labels list is skipped: the full list says why."""
         return self._listed.add(callback)
+
+    def on_labels_done(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (in a watch thread) after the last page of the labels list (see :meth:`on_listed`),
+        before the records are listed: that list waits for it to return (a caller may hold it until the
+        labels are shown, so that decoding does not compete with that). Returns an unsubscribe."""
+        return self._labels_done.add(callback)
 
     def start(self) -> None:
         """Start the watch threads; an offline observer (api None) counts as synced at once."""
@@ -339,6 +346,7 @@ class Observer:
         backoff = 0.2
         if self._listed:
             self._list_labels(namespace)
+            self._labels_done.emit()
         while not self._stop.is_set():
             try:
                 if rv is None:
