@@ -252,6 +252,19 @@ async def test_a_filter_keystroke_sets_the_rows_from_kept_search_texts_without_w
         assert [line.split()[:2] for line in lines] == [["team-00", f"svc-00{i}0"] for i in range(3)]
 
 
+def counted_sets(table: ReleaseTable) -> list[int]:
+    """A list that gets an entry per ``set_rows`` call of ``table`` from now on."""
+    sets: list[int] = []
+    set_rows = table.set_rows
+
+    def counted(keys: Any) -> None:
+        sets.append(1)
+        set_rows(keys)
+
+    table.set_rows = counted  # type: ignore[method-assign]
+    return sets
+
+
 async def test_a_burst_of_new_releases_is_shown_in_order_in_one_pass() -> None:
     # At start-up the storage list arrives in bursts: each burst is merged into the sorted rows at once.
     engine = bulk_engine(400)
@@ -260,14 +273,7 @@ async def test_a_burst_of_new_releases_is_shown_in_order_in_one_pass() -> None:
         table = app.query_one(ReleaseTable)
         while table.busy:
             await pilot.pause(0.05)
-        sets: list[int] = []
-        set_rows = table.set_rows
-
-        def counted(keys: Any) -> None:
-            sets.append(1)
-            set_rows(keys)
-
-        table.set_rows = counted  # type: ignore[method-assign]
+        sets = counted_sets(table)
         web = app.engine.release(table.views[0].key)
         assert web is not None and web.observation is not None
         for i in range(300):  # a burst of new releases sorting first, then one sorting among them
@@ -291,14 +297,7 @@ async def test_releases_listed_from_storage_labels_reach_the_table_as_one_event_
             await pilot.pause(0.05)
         said: list[object] = []
         engine.subscribe(said.append)
-        sets: list[int] = []
-        set_rows = table.set_rows
-
-        def counted(keys: Any) -> None:
-            sets.append(1)
-            set_rows(keys)
-
-        table.set_rows = counted  # type: ignore[method-assign]
+        sets = counted_sets(table)
         engine.book.reading = True  # the engine starts: storage not read yet
         engine.book.preview([ListedRevision(f"listed-{i % 3}", f"rel-{i}", 1, "deployed") for i in range(500)])
         await pilot.pause(0.2)
