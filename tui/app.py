@@ -52,7 +52,6 @@ from tui.settings import Settings
 from tui.themes import DEFAULT_THEME, SHIPPED_DIR, load_themes
 
 log = logging.getLogger(__name__)
-FREEZE_AFTER_START = 0.5  # seconds after the engine's start before its objects are frozen (tables flush every 0.05 s)
 T = TypeVar("T")
 ALL_RELEASES: ReleaseKey = ("", "")  # what an operation on every release (cleanup) acts on
 
@@ -148,10 +147,8 @@ class HelmdeckApp(App[None]):
         try:
             await self.client.start()
             # What start-up made (every release's view, the table's rows) lives as long as the app: out of
-            # the collector's full passes, which otherwise stall the event loop (tui/collector.py). Once the
-            # table took the start's views (at its next flush): frozen before, its 10,000 rows' cells would
-            # be walked by the first full pass, a pause of ~0.2 s under the first writes.
-            self.set_timer(FREEZE_AFTER_START, self._collector.start)
+            # the collector's full passes, which otherwise stall the event loop (tui/collector.py).
+            self._collector.start()
         except Exception as exc:  # the app stays up to show what it can, and says why
             log.exception("engine start failed")
             self.notify(f"{exc}\nDetails: {self._log_hint()}", title="Cannot start the engine",
