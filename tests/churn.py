@@ -261,9 +261,10 @@ def run_churn(churn: Churn, count: int, *, delay: int = 4, replicas: int = 3, ed
         churn.wait_ready(max(1, count // 3), timeout, current=False)  # a third installed: the edits go on
         victim = churn.acting() or churn.replicas[0]
         churn.kill(victim)
-        sleeper = churn.acting("upgrade", timeout=60)
+        # Upgrades queue behind the installs still to do (at 300 Packages, minutes of them): wait for one.
+        sleeper = churn.acting("upgrade", timeout=timeout)
         if sleeper is None:
-            raise AssertionError("no replica ran an upgrade within 60s to pause\n" + churn.tails())
+            raise AssertionError(f"no replica ran an upgrade within {timeout:.0f}s to pause\n" + churn.tails())
         churn.pause(sleeper, 2 * churn.lease + 1)
         churn.start(f"r{replicas + 1}")
         time.sleep(tail)
