@@ -19,6 +19,7 @@ Run: ``python -m bench.controller_churn [--packages 300] [--kills 20] [--lease 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -43,7 +44,7 @@ from engine.runtime.ledger.placement import owner, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.churn import Churn, Replica, ready_now, run_churn
-from tests.controller_fixtures import eventually, get_package, lease_holder
+from tests.controller_fixtures import GROUP, VERSION, eventually, get_package, lease_holder
 from tests.release_audit import replica_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,13 +117,27 @@ def _placed_on(run: Churn, victim: Replica, auto: bool) -> list[str]:
     return [n for n in run.names if me is not None and owner(package_name(run.namespace, n), members) == me]
 
 
+def _decided(obj: dict[str, Any]) -> bool:
+    """Has the Package's last pass ended at its generation, Ready either way (a failed install is not retried
+    until its spec changes: waiting for it would wait out the timeout), with no claim left?"""
+    status = obj.get("status") or {}
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    return (status.get("observedGeneration") == obj["metadata"]["generation"] and ready.get("status") in
+            ("True", "False") and not status.get("claim"))
+
+
 def _settle(run: Churn, count: int, timeout: float) -> None:
-    """Wait for every Package Ready at its generation; one that is not within ``timeout`` is said (the audit
-    names it at the end) and the takeover goes on with the others."""
-    try:
-        run.wait_ready(count, timeout)
-    except AssertionError:
-        run.say(f"  only {run.ready()} of {count} Packages Ready after {timeout:.0f}s; going on")
+    """Wait for every Package's pass to end at its generation (:func:`_decided`); those not Ready then, or not
+    decided within ``timeout``, are said (the audit names them at the end) and the takeover goes on with the
+    others."""
+    def decided() -> bool:
+        body: Any = run.objects.list_namespaced_custom_object(GROUP, VERSION, run.namespace, "packages")
+        return sum(1 for obj in body.get("items") or () if _decided(obj)) >= count
+
+    with contextlib.suppress(AssertionError):
+        eventually(decided, timeout, f"{count} Packages decided", every=1.0)
+    if (ready := run.ready()) < count:
+        run.say(f"  {ready} of {count} Packages Ready; going on without the others")
 
 
 def _ready_at(run: Churn, name: str, generation: int) -> bool:
