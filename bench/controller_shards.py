@@ -208,8 +208,10 @@ def _spread_line(observed: dict[str, str], expected: dict[str, str], members: in
     mean = len(observed) / members
     agree = sum(1 for n, o in observed.items() if o == expected[n])
     largest = max(shares.values(), default=0)
+    placed = max(Counter(expected.values()).values(), default=0)
     return (f"  {members} members: shares {sorted(shares.values(), reverse=True)}; largest / mean "
-            f"{largest / mean:.3f} (goal <= 1.2: {'met' if largest <= 1.2 * mean else 'NOT met'}); "
+            f"{largest / mean:.3f} (goal <= 1.2: {'met' if largest <= 1.2 * mean else 'NOT met'}; by placement "
+            f"over the live Leases {placed / mean:.3f}); "
             f"{agree} of {len(observed)} statuses name the rendezvous owner; settled in {took:.0f}s "
             f"(load average {os.getloadavg()[0]:.1f})")
 
