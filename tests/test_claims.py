@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+from kubernetes import client
+from pytest import MonkeyPatch
+
 from engine.reconcile.status import EngineStatus
+from engine.runtime.drive import members as members_module
+from engine.runtime.drive.members import EXPIRY_SLACK, Membership
 from engine.runtime.ledger.claims import STALE_GRACE, Claim, Members, decide
 from engine.storage.snapshot import History, Snapshot
 from tests.fixtures import WEB, fixed_engine
@@ -93,3 +98,36 @@ def test_a_status_is_read_again_only_when_it_holds_the_latest_stored_revision() 
     book.set_status(WEB, stale)
     book.store = _Store(EngineStatus())  # type: ignore[assignment]  # a persisted status older than the book's (its write failed)
     assert not asyncio.run(book.reload_status(WEB)) and book.status(WEB) == stale
+
+
+def _lease(holder: str, renew: str) -> dict[str, object]:
+    return {"metadata": {"name": f"m-{holder}"}, "spec": {"holderIdentity": holder, "renewTime": renew}}
+
+
+def test_the_members_are_listed_again_the_moment_a_silent_ones_lease_expires(monkeypatch: MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(members_module.time, "monotonic", lambda: clock[0])
+    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0)
+    seen._observe([_lease(ME, "t0"), _lease("a", "t0")])
+    assert seen.next_list() == 2.0  # a renewed just now: the renew interval
+    clock[0] = 109.0  # a not seen renewing since 100: its Lease expires at 110, before the next interval
+    seen._observe([_lease(ME, "t9"), _lease("a", "t0")])
+    assert abs(seen.next_list() - (1.0 + EXPIRY_SLACK)) < 1e-9
+    assert seen.members().is_live("a")
+    clock[0] = 110.0 + EXPIRY_SLACK  # listed then: a is gone, and an expired member sets no more wake-ups
+    seen._observe([_lease(ME, "t10"), _lease("a", "t0")])
+    assert seen.members().live() == {ME} and seen.next_list() == 2.0
+
+
+def test_a_replica_whose_own_lease_it_saw_unrenewed_for_a_duration_returns(monkeypatch: MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(members_module.time, "monotonic", lambda: clock[0])
+    returns: list[bool] = []
+    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0, on_return=lambda: returns.append(True))
+    for step, renew in enumerate(("t0", "t2", "t4")):  # renewed every list: nothing to say
+        clock[0] = 100.0 + 2 * step
+        seen._observe([_lease(ME, renew)])
+    assert not seen._returned
+    clock[0] = 112.0  # a pause: its own renewal seen again 8 s (the duration less a list) after the last
+    seen._observe([_lease(ME, "t12")])
+    assert seen._returned

@@ -7,6 +7,7 @@ import asyncio
 import re
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,9 +17,11 @@ from engine.runtime.drive.lease import SHARD, LeaseElector
 from engine.runtime.drive.members import AUTO, Membership, member_lease, member_lease_name
 from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.shards import Shards
+from engine.runtime.engine import Engine
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.ledger.placement import owner, package_name
+from engine.runtime.package_set import cluster_package_set
 from engine.storage.observer import Observer
 from tests.controller_fixtures import (
     GROUP,
@@ -333,3 +336,89 @@ def test_a_package_moving_to_a_joining_replica_is_handed_over_after_its_action_i
         for c in (a, b):
             if c is not None:
                 c.stop()
+
+
+def _auto_engine(env: ControllerEnv, kube_target: KubeTarget, identity: str) -> Engine:
+    """A ``helmdeck controller --shards auto`` replica in this process (its monitors and book in reach), built as
+    the command line builds it."""
+    namespaces = [env.namespace]
+    return Engine(kube_target, env.helm, None, namespaces=namespaces,
+                  lease=member_lease(identity, env.namespace, LEASE),
+                  package_set=cluster_package_set(None, namespaces).identity, cluster_packages=True,
+                  auto_shards=True, stop_deadline=5)
+
+
+async def _until(probe: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll ``probe`` (blocking API reads: in a thread, the replicas run on this loop) until it is truthy."""
+    end = time.monotonic() + timeout
+    while not await asyncio.to_thread(probe):
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {timeout}s: {what} (last: {await asyncio.to_thread(probe)!r})")
+        await asyncio.sleep(0.3)
+
+
+async def test_each_replica_monitors_its_share_and_one_getting_packages_back_writes_their_status_again(
+    controller_env: ControllerEnv, kube_target: KubeTarget,
+) -> None:
+    env = controller_env
+    objects, core, namespace = env.objects, env.core, env.namespace
+    env.web_source()
+    # Four Packages, two placed on each of a and b when both are live (all on a while it is alone).
+    candidates = [f"w{i}" for i in range(100)]
+    on = {r: [n for n in candidates if owner(package_name(namespace, n), ["a", "b"]) == r][:2] for r in ("a", "b")}
+    names = on["a"] + on["b"]
+    keys = [(namespace, n) for n in names]
+    for name in names:
+        create(objects, package(namespace, name, values={"replicas": 1}))
+
+    def status(name: str) -> dict[str, Any]:
+        return dict((get_package(objects, namespace, name) or {}).get("status") or {})
+
+    def reconciled_by(replica: str, name: str, generation: int) -> bool:
+        """The Package's status is ``replica``'s, at ``generation``, Ready."""
+        found = status(name)
+        ready = [c for c in found.get("conditions") or () if c.get("type") == "Ready"]
+        return ((found.get("controller") or {}).get("replica") == replica
+                and found.get("observedGeneration") == generation and bool(ready) and ready[0]["status"] == "True"
+                and ready[0].get("observedGeneration") == generation)
+
+    def monitored(engine: Engine) -> set[str]:
+        return {k[1] for k in keys if engine.service.has_monitor(*k)}
+
+    a = _auto_engine(env, kube_target, "a")
+    b: Engine | None = None
+    await a.start()
+    try:
+        await _until(lambda: all(releases(core, namespace, n) == [(1, "deployed")] for n in names), 180,
+                     "every Package installed by a")
+        await _until(lambda: all(reconciled_by("a", n, 1) for n in names), 60, "a wrote every status")
+        await wait_until(lambda: monitored(a) == set(names), 30)
+
+        # b joins: b's share moves to it (b's pass ends: b writes their statuses); each monitors its share only.
+        b = _auto_engine(env, kube_target, "b")
+        await b.start()
+        assert b.shards is not None and a.shards is not None
+        await wait_until(lambda: a.shards is not None and a.shards.membership.live() == {"a", "b"}, 30)
+        await _until(lambda: all(reconciled_by("b", n, 1) for n in on["b"]), 60, "b wrote the status of its share")
+        await wait_until(lambda: monitored(a) == set(on["a"]) and b is not None and monitored(b) == set(on["b"]), 30)
+        assert all(reconciled_by("a", n, 1) for n in on["a"])
+
+        # b stops: a gets b's share back. What a wrote on them before is not what they hold now (b's): a writes
+        # their status again once its pass ends, and monitors all of them.
+        await b.stop(5)
+        await wait_until(lambda: a.shards is not None and a.shards.membership.live() == {"a"}, 30)
+        await _until(lambda: all(reconciled_by("a", n, 1) for n in names), 60,
+                     "a rewrote the status of the Packages it got back")
+        await wait_until(lambda: monitored(a) == set(names), 30)
+
+        # Later edits of what a got back are reconciled by a.
+        for name in on["b"]:
+            objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", name,
+                                                   {"spec": {"values": {"replicas": 2}}})
+        await _until(lambda: all(releases(core, namespace, n)[-1] == (2, "deployed") for n in on["b"]), 120,
+                     "the edits upgraded")
+        await _until(lambda: all(reconciled_by("a", n, 2) for n in on["b"]), 60, "a's status at the edit")
+    finally:
+        await a.stop(5)
+        if b is not None:
+            await b.stop(5)

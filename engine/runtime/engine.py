@@ -316,7 +316,7 @@ class Engine:
         membership = Membership(api, lease.namespace, self.elector.identity, duration=lease.duration,
                                 retry=lease.retry)
         shards = Shards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
-                        self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained)
+                        self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, lost=self._lost)
         return self._wire_shards(shards)
 
     def _static_shards(self, api: client.ApiClient, lease: LeaseConfig, shard: Shard,
@@ -331,18 +331,19 @@ class Engine:
         membership = Membership(api, lease.namespace, self.elector.identity, duration=lease.duration,
                                 retry=lease.retry, selector=f"{ROLE}={CONTROLLER}", forget=False)
         shards = StaticShards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
-                              self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, shard=shard,
+                              self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, lost=self._lost,
+                              shard=shard,
                               lease=lease.name,
                               warn=lambda ref, reason, message: self._record(ref, reason, message, True))
         self.objects.on_burst(shards.sweep)
         if self.status_writer is not None:
             self.status_writer.left = shards.ref
-        self.controller.follow_placed = False
         return self._wire_shards(shards)
 
     def _wire_shards(self, shards: Shards) -> Shards:
         """The gate, the guard, the action context and the writers on the Package objects ask ``shards``."""
         shards.membership.on_change = shards.on_members
+        shards.membership.on_return = shards.on_return
         self.gate.shard_refusal = shards.why_not
         self.gate.placement = shards.placed_elsewhere
         self.book.let_go = shards.let_go
@@ -356,16 +357,44 @@ class Engine:
         return shards
 
     def _gained(self, keys: set[ReleaseKey]) -> None:
-        """Packages placed on this replica now (``--shards auto``): reconciled, their objects looked at."""
-        if self.controller.auto and self.gate.acting:
-            for key in keys:
-                self.controller.queue.add(key)
+        """Packages placed on this replica now (``--shards auto``): their objects looked at; once started (which
+        reads every status, queues and monitors what is placed here), :meth:`_take` them."""
         if self.status_writer is not None:
             self.status_writer.forget(keys)
             self.status_writer.catch_up()
         for part in (self.finalizers, self.requests):
             if part is not None:
                 part.sweep()
+        if self.controller.auto:
+            self.tasks.spawn(self._take(keys))
+
+    async def _take(self, keys: set[ReleaseKey]) -> None:
+        """Gained packages: the statuses the replica that had them persisted are read (one list; those whose
+        action still runs here keep this replica's), then each is queued at once, not on its interval (the
+        takeover after a replica's departure), and monitored."""
+        book = self.book
+        for key in await book.load_statuses(self._observed_namespaces(book.packages),
+                                            skip=lambda k: k not in keys or book.busy(k)):
+            book.set_state(key, None)
+        if self.gate.acting:
+            for key in keys:
+                self.controller.queue.add(key)
+        for key in keys:
+            await self.controller.refresh_monitor(key)
+
+    def _lost(self, keys: set[ReleaseKey]) -> None:
+        """Packages placed on another replica now (``--shards auto``): their monitors stop at the pass boundary
+        (at once, or when the action running here ends), the new owner's monitor takes over."""
+        for key in keys:
+            if self.book.busy(key):
+                self.tasks.spawn(self._unmonitor_after(key))
+            else:
+                self.service.remove_monitor(*key)
+
+    async def _unmonitor_after(self, key: ReleaseKey) -> None:
+        await self.book.released(key)
+        if self.gate.placed_elsewhere(key) is not None:
+            self.service.remove_monitor(*key)
 
     def _reset_failures(self, key: ReleaseKey) -> None:
         """Zero ``key``'s failure counters (a resetAt request), so a stalled package is attempted again."""
@@ -428,9 +457,11 @@ class Engine:
                 await self.shards.membership.refresh()
                 self.shards.on_members(self.shards.membership.live())
                 self.tasks.spawn(self.shards.membership.run())
-            self.tasks.spawn(self.controller.follow_statuses(lambda: self._observed_namespaces(self.book.packages)))
+            if self.shards is None:  # --shards auto: read as packages are gained (_take), never polled
+                self.tasks.spawn(self.controller.follow_statuses(
+                    lambda: self._observed_namespaces(self.book.packages)))
         if self.online and self.monitors:
-            for key in list(self.book.packages):
+            for key in [k for k in self.book.packages if self.gate.placed_elsewhere(k) is None]:
                 task = self.tasks.spawn(self.controller.refresh_monitor(key))
                 if task is not None:
                     self._monitor_tasks.append(task)

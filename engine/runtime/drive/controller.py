@@ -167,9 +167,6 @@ class PackageController:
     skipped: str = dataclasses.field(init=False, default="")  # the folder's objects of other kinds, one line
     left_out: tuple[str, ...] = dataclasses.field(init=False, default=())  # Flux fields left out: warnings
     auto: bool = dataclasses.field(init=False, default=False)  # reconcile on its own (queue), not on request only
-    # --shards auto: the leader keeps the statuses other replicas write in view too; a static shard's other
-    # shards' Packages are not in its book (one it gains reads its status again at its first claim).
-    follow_placed: bool = dataclasses.field(init=False, default=True)
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
     triggers: Triggers = dataclasses.field(init=False)  # the port the triggers get, not this controller
@@ -444,23 +441,20 @@ class PackageController:
                 self.queue.add(key)
 
     async def follow_statuses(self, namespaces: Callable[[], list[str] | None]) -> None:
-        """While not the leader, keep the persisted statuses (written by the leader) in view; with ``--shards
-        auto``, those of the packages placed on other replicas (they write them)."""
+        """While not the leader, keep the persisted statuses (written by the leader) in view."""
         while True:
             await asyncio.sleep(_FOLLOWER_REFRESH)
-            sharded = self.gate.shard_refusal is not None and self.follow_placed
-            if self.gate.leader and not sharded:
+            if self.gate.leader:
                 continue
-            ours = ((lambda key: self.gate.placed_elsewhere(key) is None or self.book.busy(key))
-                    if self.gate.leader else None)
-            for key in await self.book.load_statuses(namespaces(), skip=ours):
+            for key in await self.book.load_statuses(namespaces()):
                 self.book.set_state(key, None)
 
     async def refresh_monitor(self, key: ReleaseKey) -> None:
-        """(Re)build the monitor of a managed release after an action; drop it in maintenance."""
+        """(Re)build the monitor of a managed release after an action; drop it in maintenance, and when its
+        package is placed on another replica (``--shards auto``: that one monitors it)."""
         if key not in self.book.packages or not self.monitors:
             return
-        if self.book.maintenance(key):
+        if self.book.maintenance(key) or self.gate.placed_elsewhere(key) is not None:
             self.service.remove_monitor(*key)
         else:
             await self.service.refresh_monitor(*key)

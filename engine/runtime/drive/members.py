@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 AUTO = "auto"  # the SHARD label's value on a membership Lease
 FORGET_AFTER = 10  # Lease durations (and at least a minute) after which a dead member's Lease is deleted
 MAX_MEMBERS = 500  # one list page; more replicas than this are not read (nor expected)
+EXPIRY_SLACK = 0.05  # seconds past a member's computed expiry the list is made at (never a busy loop)
 
 
 def member_lease_name(identity: str) -> str:
@@ -52,13 +53,16 @@ def member_lease(identity: str, namespace: str, duration: float,
 
 class Membership:
     """The live members as replica ``me`` sees them, from the membership Leases of ``namespace``;
-    ``on_change(live)`` is called (on the event loop) when the live set changes. ``selector``: the Leases that
-    count (default the membership Leases; static shards give every controller's, ``helmdeck.dev/role=controller``,
-    and ``forget`` False: a shard's Lease is its standbys' too, never deleted by another shard). ``leases``: the
+    ``on_change(live)`` is called (on the event loop) when the live set changes, ``on_return()`` when this
+    replica's own Lease was seen unrenewed for long enough that the others may have counted it gone (its process
+    paused: SIGSTOP, a long GC, a partition), once it is renewed again. ``selector``: the Leases that count
+    (default the membership Leases; static shards give every controller's, ``helmdeck.dev/role=controller``, and
+    ``forget`` False: a shard's Lease is its standbys' too, never deleted by another shard). ``leases``: the
     Leases of the last list."""
 
     def __init__(self, api: client.ApiClient, namespace: str, me: str, *, duration: float, retry: float,
-                 on_change: Callable[[frozenset[str]], None] | None = None, selector: str = f"{SHARD}={AUTO}",
+                 on_change: Callable[[frozenset[str]], None] | None = None,
+                 on_return: Callable[[], None] | None = None, selector: str = f"{SHARD}={AUTO}",
                  forget: bool = True):
         self._api = api
         self.namespace = namespace
@@ -69,6 +73,8 @@ class Membership:
         self.duration = duration
         self.retry = retry
         self.on_change = on_change
+        self.on_return = on_return
+        self._returned = False  # this replica's own Lease seen unrenewed for about a duration (see _observe)
         self._started = self._listed_at = time.monotonic()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="members")  # never behind the shared pool
         self._seen: dict[str, tuple[str, float]] = {}  # identity -> (renewTime, monotonic time it changed)
@@ -90,10 +96,23 @@ class Membership:
         return self._live
 
     async def run(self) -> None:
-        """List every renew interval until cancelled."""
+        """List every renew interval, and again the moment a member's Lease expires, until cancelled."""
         while True:
             await self.refresh()
-            await asyncio.sleep(self.retry)
+            await asyncio.sleep(self.next_list())
+
+    def next_list(self) -> float:
+        """Seconds until the next list: the renew interval, or less when a member last seen renewing expires
+        sooner (seen renewing + the Lease duration, by this replica's clock). A departure is then seen as the
+        Lease expires, not up to an interval later: the packages it held are gained that much sooner (the
+        takeover after a SIGKILL). The list at that moment measures the silence past the duration; after a
+        failed list, the interval."""
+        if self.last_error is not None:
+            return self.retry  # the list failed: try again at the interval, never in a tight loop
+        expiries = [at + self.duration for member, (_, at) in self._seen.items()
+                    if member != self.me and at + self.duration > self._listed_at]  # live as of the last list
+        soonest = min(expiries, default=math.inf) - time.monotonic()
+        return max(EXPIRY_SLACK, min(self.retry, soonest + EXPIRY_SLACK))
 
     async def refresh(self) -> None:
         """List the membership Leases now and update the live set; an API error is logged and leaves the view
@@ -115,6 +134,12 @@ class Membership:
             self._live = live
             if self.on_change is not None:
                 self.on_change(live)
+        if self._returned:
+            self._returned = False
+            log.warning("this replica's membership Lease was not seen renewed for about its duration (a pause?): "
+                        "the others may have acted on its packages meanwhile")
+            if self.on_return is not None:
+                self.on_return()
 
     def _list_and_forget(self) -> list[dict[str, Any]]:
         """The membership Leases (blocking); those of members long gone are deleted on the way."""
@@ -136,6 +161,10 @@ class Membership:
                 continue
             held.add(holder)
             seen = self._seen.get(holder)
+            if holder == self.me and seen is not None and seen[0] != renew and \
+                    now - seen[1] >= self.duration - self.retry:
+                # The others see renewals up to a list later than made: silent this long here, gone there.
+                self._returned = True
             if seen is None or seen[0] != renew:
                 # First sight counts as a renewal: a member met now is given a whole Lease duration.
                 self._seen[holder] = (renew, now)

@@ -17,10 +17,11 @@ gate lets it act on nothing).
   in a JSON patch that applies only while the claim still names this replica.
 - When the action's guard lets the release go (:meth:`Shards.let_go`), the status is persisted, then the claim
   cleared (only if it is still this replica's).
-- When the live set changes, the packages placed on this replica now are handed to ``gained``; a package
-  placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish, then is cancelled
-  as the operator's cancel does (its claim cleared as the guard lets go, then the pending revision it left
-  unlocked: the new owner, finding it pending without a claim, waits as for any lock until then).
+- When the live set changes, the packages placed on this replica now are handed to ``gained`` (and when this
+  replica comes back from a pause the others took for a departure, all of them), those placed here no more to
+  ``lost``; a package placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish,
+  then is cancelled as the operator's cancel does (its claim cleared as the guard lets go, then the pending
+  revision it left unlocked: the new owner, finding it pending without a claim, waits as for any lock until then).
 
 Reads use the watched objects (the controller's role may list, watch and patch Packages, not get them).
 """
@@ -82,6 +83,7 @@ class Shards:
     spawn: Callable[[Coroutine[Any, Any, None]], object]
     stop_deadline: float = 30.0
     gained: Callable[[set[ReleaseKey]], None] = lambda _keys: None  # set by the engine
+    lost: Callable[[set[ReleaseKey]], None] = lambda _keys: None  # set by the engine
     # Stops the action running on a release, as the operator's cancel does (its pending revision unlocked);
     # ``(key, by)``, ``by`` who asked. None: the book's cancel alone.
     cancel: Callable[[ReleaseKey, str], Awaitable[object]] | None = None
@@ -227,8 +229,9 @@ class Shards:
 
     # -- membership changes ---------------------------------------------------------------
     def on_members(self, live: frozenset[str]) -> None:
-        """The live set changed: hand the packages placed here now to ``gained``; give a package placed
-        elsewhere now whose action runs here ``stop_deadline`` seconds to finish, then cancel it."""
+        """The live set changed: hand the packages placed here now and not before to ``gained``, those placed
+        here before and not now to ``lost``; give a package placed elsewhere now whose action runs here
+        ``stop_deadline`` seconds to finish, then cancel it."""
         mine: set[ReleaseKey] = set()
         for key in list(self.book.packages):
             ref = self.ref(key)
@@ -236,13 +239,21 @@ class Shards:
                 mine.add(key)
             elif self.book.busy(key) and key in self._mine:
                 self.spawn(self._hand_over(key, self.owner_of(ref) or "?"))
-        gained, self._mine = mine - self._mine, mine
+        gained, lost, self._mine = mine - self._mine, self._mine - mine, mine
+        if lost:
+            self.lost(lost)
         if gained:
             self.gained(gained)
 
     def where(self, to: str) -> str:
         """Where a handed-over package went, in a sentence's words (a static shard's say it otherwise)."""
         return f"controller replica {to}"
+
+    def on_return(self) -> None:
+        """This replica's membership Lease went unrenewed long enough for the others to count it gone (a pause):
+        they may have acted on its packages meanwhile, so every package placed on it is gained again."""
+        if self._mine:
+            self.gained(set(self._mine))
 
     async def _hand_over(self, key: ReleaseKey, to: str) -> None:
         self.book.log(key, "handover", "info", f"placed on {self.where(to)} now: the running action has "
