@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from kubernetes import client
-from pytest import MonkeyPatch
 
 from engine.reconcile.status import EngineStatus
-from engine.runtime.drive import members as members_module
 from engine.runtime.drive.members import EXPIRY_SLACK, Membership
 from engine.runtime.ledger.claims import STALE_GRACE, Claim, Members, decide
 from engine.storage.snapshot import History, Snapshot
@@ -104,10 +102,9 @@ def _lease(holder: str, renew: str) -> dict[str, object]:
     return {"metadata": {"name": f"m-{holder}"}, "spec": {"holderIdentity": holder, "renewTime": renew}}
 
 
-def test_the_members_are_listed_again_the_moment_a_silent_ones_lease_expires(monkeypatch: MonkeyPatch) -> None:
+def test_the_members_are_listed_again_the_moment_a_silent_ones_lease_expires() -> None:
     clock = [100.0]
-    monkeypatch.setattr(members_module.time, "monotonic", lambda: clock[0])
-    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0)
+    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0, clock=lambda: clock[0])
     seen._observe([_lease(ME, "t0"), _lease("a", "t0")])
     assert seen.next_list() == 2.0  # a renewed just now: the renew interval
     clock[0] = 109.0  # a not seen renewing since 100: its Lease expires at 110, before the next interval
@@ -119,11 +116,9 @@ def test_the_members_are_listed_again_the_moment_a_silent_ones_lease_expires(mon
     assert seen.members().live() == {ME} and seen.next_list() == 2.0
 
 
-def test_a_replica_whose_own_lease_it_saw_unrenewed_for_a_duration_returns(monkeypatch: MonkeyPatch) -> None:
+def test_a_replica_whose_own_lease_it_saw_unrenewed_for_a_duration_returns() -> None:
     clock = [100.0]
-    monkeypatch.setattr(members_module.time, "monotonic", lambda: clock[0])
-    returns: list[bool] = []
-    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0, on_return=lambda: returns.append(True))
+    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0, clock=lambda: clock[0])
     for step, renew in enumerate(("t0", "t2", "t4")):  # renewed every list: nothing to say
         clock[0] = 100.0 + 2 * step
         seen._observe([_lease(ME, renew)])

@@ -58,12 +58,12 @@ class Membership:
     paused: SIGSTOP, a long GC, a partition), once it is renewed again. ``selector``: the Leases that count
     (default the membership Leases; static shards give every controller's, ``helmdeck.dev/role=controller``, and
     ``forget`` False: a shard's Lease is its standbys' too, never deleted by another shard). ``leases``: the
-    Leases of the last list."""
+    Leases of the last list. ``clock``: monotonic seconds."""
 
     def __init__(self, api: client.ApiClient, namespace: str, me: str, *, duration: float, retry: float,
                  on_change: Callable[[frozenset[str]], None] | None = None,
                  on_return: Callable[[], None] | None = None, selector: str = f"{SHARD}={AUTO}",
-                 forget: bool = True):
+                 forget: bool = True, clock: Callable[[], float] = time.monotonic):
         self._api = api
         self.namespace = namespace
         self.selector = selector
@@ -75,7 +75,8 @@ class Membership:
         self.on_change = on_change
         self.on_return = on_return
         self._returned = False  # this replica's own Lease seen unrenewed for about a duration (see _observe)
-        self._started = self._listed_at = time.monotonic()
+        self._clock = clock  # monotonic seconds
+        self._started = self._listed_at = clock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="members")  # never behind the shared pool
         self._seen: dict[str, tuple[str, float]] = {}  # identity -> (renewTime, monotonic time it changed)
         self._gone: dict[str, None] = {}  # identities whose Lease was given up, oldest first
@@ -111,7 +112,7 @@ class Membership:
             return self.retry  # the list failed: try again at the interval, never in a tight loop
         expiries = [at + self.duration for member, (_, at) in self._seen.items()
                     if member != self.me and at + self.duration > self._listed_at]  # live as of the last list
-        soonest = min(expiries, default=math.inf) - time.monotonic()
+        soonest = min(expiries, default=math.inf) - self._clock()
         return max(EXPIRY_SLACK, min(self.retry, soonest + EXPIRY_SLACK))
 
     async def refresh(self) -> None:
@@ -151,7 +152,7 @@ class Membership:
         return leases
 
     def _observe(self, leases: list[dict[str, Any]]) -> None:
-        now = self._listed_at = time.monotonic()
+        now = self._listed_at = self._clock()
         held: set[str] = set()
         for lease in leases:
             spec = lease.get("spec") or {}
