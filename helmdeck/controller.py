@@ -34,7 +34,7 @@ from engine.runtime.drive.lease import (
     LeaseConfig,
     default_identity,
 )
-from engine.runtime.drive.members import member_lease
+from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.engine import Engine
 from engine.runtime.package_set import PackageSetNameError, cluster_package_set
 from engine.runtime.shard import ShardSelectorError, shard_for
@@ -70,10 +70,11 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
         labels.append((SHARD, shard.name))
         notes.append((SELECTOR, shard.selector))
     auto = args.shards == "auto"
+    duration = args.lease_duration or (AUTO_LEASE_DURATION if auto else LeaseConfig.duration)
     # --shards auto: each replica its own membership Lease (engine.runtime.drive.members).
-    lease = (member_lease(default_identity(), lease_ns, args.lease_duration, tuple(notes)) if auto else
+    lease = (member_lease(default_identity(), lease_ns, duration, tuple(notes)) if auto else
              LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, lease_ns,
-                         duration=args.lease_duration, retry=max(0.5, min(2.0, args.lease_duration / 5)),
+                         duration=duration, retry=max(0.5, min(2.0, duration / 5)),
                          labels=tuple(labels), annotations=tuple(notes)))
     helm = find_helm(args.helm)
     log.info("using helm %s; package set %s%s, Lease %s/%s%s", helm.describe(), package_set.identity,
