@@ -380,7 +380,7 @@ class Engine:
             for key in keys:
                 self.controller.queue.add(key)
         for key in keys:
-            await self.controller.refresh_monitor(key)
+            self.tasks.spawn(self.controller.refresh_monitor(key))
 
     def _lost(self, keys: set[ReleaseKey]) -> None:
         """Packages placed on another replica now (``--shards auto``): their monitors stop at the pass boundary

@@ -88,7 +88,7 @@ class Shards:
     # ``(key, by)``, ``by`` who asked. None: the book's cancel alone.
     cancel: Callable[[ReleaseKey, str], Awaitable[object]] | None = None
     _held: set[ReleaseKey] = field(default_factory=set)  # releases whose claim this replica holds
-    _mine: set[ReleaseKey] = field(default_factory=set)  # placed here as of the last change of the live set
+    _placed_on: frozenset[str] | None = None  # the live set placement last moved packages by (None: none yet)
 
     @property
     def me(self) -> str:
@@ -232,14 +232,21 @@ class Shards:
         """The live set changed: hand the packages placed here now and not before to ``gained``, those placed
         here before and not now to ``lost``; give a package placed elsewhere now whose action runs here
         ``stop_deadline`` seconds to finish, then cancel it."""
-        mine: set[ReleaseKey] = set()
-        for key in list(self.book.packages):
+        before, self._placed_on = self._placed_on, live
+        gained: set[ReleaseKey] = set()
+        lost: set[ReleaseKey] = set()
+        for key in list(self.book.packages):  # also those created since the last change: placed by both sets
             ref = self.ref(key)
-            if ref is None or self.owner_of(ref) == self.me:
-                mine.add(key)
-            elif self.book.busy(key) and key in self._mine:
-                self.spawn(self._hand_over(key, self.owner_of(ref) or "?"))
-        gained, lost, self._mine = mine - self._mine, self._mine - mine, mine
+            if ref is None:
+                continue  # not a Package object's: no placement
+            name = package_name(*ref)
+            now, was = owner(name, live) == self.me, before is not None and owner(name, before) == self.me
+            if now and not was:
+                gained.add(key)
+            elif was and not now:
+                lost.add(key)
+                if self.book.busy(key):
+                    self.spawn(self._hand_over(key, owner(name, live) or "?"))
         if lost:
             self.lost(lost)
         if gained:
@@ -252,8 +259,9 @@ class Shards:
     def on_return(self) -> None:
         """This replica's membership Lease went unrenewed long enough for the others to count it gone (a pause):
         they may have acted on its packages meanwhile, so every package placed on it is gained again."""
-        if self._mine:
-            self.gained(set(self._mine))
+        mine = {key for key in self.book.packages if self.ref(key) is not None and self.placed_elsewhere(key) is None}
+        if mine:
+            self.gained(mine)
 
     async def _hand_over(self, key: ReleaseKey, to: str) -> None:
         self.book.log(key, "handover", "info", f"placed on {self.where(to)} now: the running action has "
