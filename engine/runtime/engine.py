@@ -369,13 +369,12 @@ class Engine:
             self.tasks.spawn(self._take(keys))
 
     async def _take(self, keys: set[ReleaseKey]) -> None:
-        """Gained packages: the statuses the replica that had them persisted are read (one list; those whose
-        action still runs here keep this replica's), then each is queued at once, not on its interval (the
+        """Gained packages: the status the replica that had them persisted is read where it acted since this one
+        last did (:meth:`ReleaseBook.reload_status`: no read when storage's latest revision is known here; none
+        for a package whose action still runs here), then each is queued at once, not on its interval (the
         takeover after a replica's departure), and monitored."""
         book = self.book
-        for key in await book.load_statuses(self._observed_namespaces(book.packages),
-                                            skip=lambda k: k not in keys or book.busy(k)):
-            book.set_state(key, None)
+        await asyncio.gather(*(book.reload_status(key) for key in keys if not book.busy(key)))
         if self.gate.acting:
             for key in keys:
                 self.controller.queue.add(key)
