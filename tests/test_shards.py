@@ -160,6 +160,34 @@ async def test_of_two_replicas_claiming_at_once_one_wins_and_a_silent_ones_claim
                 await r.elector.stop()
 
 
+async def test_a_claim_is_not_taken_over_on_a_list_of_the_members_older_than_the_claim(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    name = "web"
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    create(apis[0], package(namespace, name))
+    key = (namespace, name)
+    a = await _replica(kube_target, namespace, "a", 30.0)  # lists before c exists: the Package is a's
+    c = await _replica(kube_target, namespace, "c", 2.0)
+    try:
+        # c lists while a is silent (paused): a is gone in c's view, the Package placed on c.
+        await asyncio.sleep(2.2)
+        await c.membership.refresh()
+        assert c.membership.live() == {"c"}
+        # a comes back: renews its Lease and claims the release. c reads the claim, its last list older than it.
+        assert await a.elector.confirm()
+        await a.fence(key, "upgrade", 60)
+        await asyncio.to_thread(c.objects.load)
+        assert await c.elector.confirm()  # c itself is not paused: no re-check of its own on that account
+        with pytest.raises(ClaimRefused, match="a live member"):
+            await c.fence(key, "upgrade", 60)
+        assert (_claim(apis, namespace, name) or {})["replica"] == "a"
+        assert c.membership.live() == {"a", "c"}
+    finally:
+        for r in (a, c):
+            await r.elector.stop()
+
+
 async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_moved_meanwhile(
     apis: Apis, kube_target: KubeTarget, namespace: str,
 ) -> None:

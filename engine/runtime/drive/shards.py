@@ -11,7 +11,8 @@ gate lets it act on nothing).
   (the Lease not written for half its duration, by the monotonic or the wall clock) it re-checks the membership
   Lease and the members first; it refuses a package placed elsewhere now; then it writes ``status.claim`` with
   the object's resourceVersion as precondition (409 Conflict: another writer won; the object is looked at again
-  as the watch brings it, and the rule decides again). The first claim of a pass reads the release's persisted
+  as the watch brings it, and the rule decides again). A claim is taken over from a silent member only on a list
+  of the members made after the claim was read. The first claim of a pass reads the release's persisted
   status again: when another replica acted since, the pass starts over on the fresh status.
 - A later helm action of the same pass rewrites the claim (its action, start and timeout) and clears it, both
   in a JSON patch that applies only while the claim still names this replica.
@@ -161,7 +162,12 @@ class Shards:
 
     async def _write_claim(self, key: ReleaseKey, ref: Ref, action: str, timeout: float) -> str:
         """Write this replica's claim on ``ref`` (compare-and-swap on the resourceVersion); returns the take-over
-        sentence ("" when it took none). Raises ClaimRefused."""
+        sentence ("" when it took none). Raises ClaimRefused.
+
+        A take-over is decided on a list of the members made after the claim was read: the last list may predate
+        the claim (its member paused past its Lease, came back, renewed and claimed since), and a member seen silent
+        then is not silent now. The churn at load ~50 caught two replicas upgrading one release that way."""
+        relisted_for: object = None  # the resourceVersion of the object the members were listed again for
         for _ in range(CONFLICTS):
             obj = self.objects.get(_origin(ref))
             if obj is None:
@@ -170,6 +176,15 @@ class Shards:
                              pending=is_pending(self.latest(*key)), now=time.time())
             if not verdict.take:
                 raise ClaimRefused(verdict.reason, verdict.retry_after)
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if verdict.taken_from and relisted_for != version:
+                await self.membership.refresh()
+                if self.membership.last_error is not None:
+                    raise ClaimRefused(f"the claim of silent replica {verdict.taken_from} is not taken over while "
+                                       f"the members cannot be listed: {self.membership.last_error}",
+                                       self.membership.retry)
+                relisted_for = version
+                continue
             claim = Claim(self.me, action, time.time(), timeout).to_status()
             if await self._patch(ref, obj, {"claim": claim}):
                 if verdict.taken_from:
