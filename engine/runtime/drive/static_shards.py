@@ -52,6 +52,7 @@ class StaticShards(Shards):
     _overlaps: dict[Ref, frozenset[str]] = field(default_factory=dict)  # refused Packages: the peers' Leases
     _leaving: set[ReleaseKey] = field(default_factory=set)  # releases handed over, their action still running
     _keys: dict[Ref, ReleaseKey] = field(default_factory=dict)  # _refs the other way
+    _mine: set[ReleaseKey] = field(default_factory=set)  # acted on here as of the last look at every Package
 
     # -- placement: this shard, unless another takes the Package too -------------------------
     def peers(self) -> tuple[Peer, ...]:
