@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from engine.helm import HelmError
 from engine.reconcile import conditions as cond
-from engine.reconcile.errors import ActionFailed
+from engine.reconcile.action import Handover
+from engine.reconcile.errors import ActionFailed, ExceededMaxRetries
 from engine.reconcile.install import Install
+from engine.reconcile.next_action import next_action
+from engine.reconcile.state import flux_state
 from tests.fake_helm import offline_context, request
 
 
@@ -41,3 +46,23 @@ async def test_install_that_stored_nothing_raises_for_a_retry() -> None:
     with pytest.raises(ActionFailed, match="chart not found"):
         await Install(ctx).reconcile(req)
     assert req.status.failures.total == 0  # nothing to remediate
+
+
+@pytest.mark.parametrize(("why", "counted"), [("by the operator", 1), (Handover("as the package moved"), 0)])
+async def test_a_cancelled_install_counts_a_failure_unless_cancelled_by_handover(why: str, counted: int) -> None:
+    ctx, helm, _ = offline_context()
+    helm.write, helm.fail = "failed", asyncio.CancelledError(why)  # type: ignore[assignment]
+    req = request()
+    with pytest.raises(asyncio.CancelledError):
+        await Install(ctx).reconcile(req)
+    assert req.status.failures.install == counted and req.status.failures.total == counted
+    released = cond.get(req.status.conditions, cond.RELEASED)
+    assert released is not None and released.reason == cond.INSTALL_FAILED
+    assert req.status.last is not None and f"cancelled {why}" in req.status.last.message  # told either way
+    # The next decision (install retries 0): RetriesExceeded after a failure, an upgrade after a handover.
+    latest = ctx.observer.latest(*req.key)
+    if counted:
+        with pytest.raises(ExceededMaxRetries):
+            next_action(req, flux_state(req, latest), latest)
+    else:
+        assert next_action(req, flux_state(req, latest), latest) == "upgrade"

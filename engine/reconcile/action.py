@@ -37,6 +37,13 @@ EventSink = Callable[[str, str, str, tuple[str, ...]], None]  # (action, outcome
 _SETTLE_TIMEOUT = 5.0
 
 
+class Handover(str):
+    """Why an action was cancelled, when it was cancelled because its package moved to another controller
+    replica (``helmdeck controller --shards auto`` or static shards: the task's cancel message). As Flux, a
+    release's failure counts toward its remediation; a cancel by handover is not the release's failure, so it
+    counts toward none and the new owner installs or upgrades as it would have (:meth:`ReleaseReconciler.cancelled`)."""
+
+
 class ActionReconciler(Protocol):
     """One helm action with its judgement (Flux's ActionReconciler)."""
 
@@ -324,7 +331,8 @@ class ReleaseReconciler(Reconciler):
         try:
             seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
         except asyncio.CancelledError as exc:
-            self.cancelled(req, before, str(exc.args[0]) if exc.args else "as helmdeck stopped")
+            why = exc.args[0] if exc.args else "as helmdeck stopped"
+            self.cancelled(req, before, str(why), counts=not isinstance(why, Handover))
             raise
         written = newer(seen, before)
         if written is not None and before is not None and written.version <= before.version:
@@ -342,17 +350,18 @@ class ReleaseReconciler(Reconciler):
                    f"with chart {req.chart.name}@{req.chart.version}")
         return self.succeeded(req, message, written, (cond.RELEASED, True, self.reasons[0]))
 
-    def cancelled(self, req: Request, before: Observation | None, why: str) -> None:
+    def cancelled(self, req: Request, before: Observation | None, why: str, *, counts: bool = True) -> None:
         """Record a cancelled action as a failed one (as Flux records a failed upgrade): the revision the stopped
         helm wrote is already in the history (:func:`observed_run`); Released=False with ``reasons[1]``, the
-        failure counted against the active remediation (which then follows the package's settings), and the
-        outcome kept as the status's ``last`` (a cancelled call returns none). ``why``: who cancelled it."""
+        failure counted against the active remediation (which then follows the package's settings) unless not
+        ``counts`` (a cancel by :class:`Handover`), and the outcome kept as the status's ``last`` (a cancelled call
+        returns none). ``why``: who cancelled it."""
         latest = self.latest(req)
         written = latest if latest is not None and (before is None or latest.version > before.version) else None
         state = f"revision {written.version} is {written.status}" if written else "nothing was stored"
         message = self.failed(req, f"Helm {self.name} cancelled {why} for release {release_ref(req, written)}: "
                                    f"{state}", (cond.RELEASED, False, self.reasons[1]))
-        if written is not None:
+        if written is not None and counts:
             count_failure(req)
         req.status = dataclasses.replace(req.status, last=outcome(self.name, False, message, written))
 

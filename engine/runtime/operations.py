@@ -160,11 +160,12 @@ class Operations:
         <engine.reconcile.action.ReleaseReconciler.cancelled>`): the revision its helm wrote joins the
         history, the release is Failed with the cancel as the reason (Released=False, ``UpgradeFailed``, as
         Flux records a failed upgrade) and the failure counts against the active remediation, which then
-        follows the package's settings (no retries left: the package stalls). A ``pending-*`` revision the
-        stopped helm left is unlocked at once (marked failed, as Helm's own ctrl+c does; helmdeck ran that
-        helm, so the lock is known stale without the timeout) and its snapshot follows. The objects keep
-        what the cancelled revision applied: the outcome says so and names the last deployed revision to roll
-        back to. Raises ActionRefused when nothing runs on ``key``.
+        follows the package's settings (no retries left: the package stalls); a ``by`` that is a
+        :class:`~engine.reconcile.action.Handover` counts toward none (not the release's failure). A
+        ``pending-*`` revision the stopped helm left is unlocked at once (marked failed, as Helm's own ctrl+c
+        does; helmdeck ran that helm, so the lock is known stale without the timeout) and its snapshot follows.
+        The objects keep what the cancelled revision applied: the outcome says so and names the last deployed
+        revision to roll back to. Raises ActionRefused when nothing runs on ``key``.
         """
         self.gate.check("cancel", key)
         view = self.book.view(key)

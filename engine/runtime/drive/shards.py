@@ -22,7 +22,8 @@ gate lets it act on nothing).
   replica comes back from a pause the others took for a departure, all of them), those placed here no more to
   ``lost``; a package placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish,
   then is cancelled as the operator's cancel does (its claim cleared as the guard lets go, then the pending
-  revision it left unlocked: the new owner, finding it pending without a claim, waits as for any lock until then).
+  revision it left unlocked: the new owner, finding it pending without a claim, waits as for any lock until then),
+  but as a :class:`~engine.reconcile.action.Handover`, which uses no remediation retry (not the release's failure).
 
 Reads use the watched objects (the controller's role may list, watch and patch Packages, not get them).
 """
@@ -44,6 +45,7 @@ from urllib3.exceptions import HTTPError
 
 from engine.kube import rest
 from engine.package.load import object_origin
+from engine.reconcile.action import Handover
 from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import Membership
 from engine.runtime.drive.object_status import GROUP, VERSION, object_ref
@@ -144,9 +146,7 @@ class Shards:
         ref = self.ref(key)
         if ref is None:
             return  # not a Package object's release: nothing to claim it on
-        found = self.owner_of(ref)
-        if found != self.me:
-            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} now", 30.0)
+        self._placed_here(ref)
         first = key not in self._held
         if first:
             verdict = await self._write_claim(key, ref, action, timeout)
@@ -159,6 +159,13 @@ class Shards:
         if first and await self.book.reload_status(key):
             raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
                                "starts over on the status it wrote", 0.5)
+        self._placed_here(ref)  # the live set may have changed while the claim was written: no start to cancel
+
+    def _placed_here(self, ref: Ref) -> None:
+        """Raises ClaimRefused when the Package ``ref`` is placed on another live member now."""
+        found = self.owner_of(ref)
+        if found != self.me:
+            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} now", 30.0)
 
     async def _write_claim(self, key: ReleaseKey, ref: Ref, action: str, timeout: float) -> str:
         """Write this replica's claim on ``ref`` (compare-and-swap on the resourceVersion); returns the take-over
@@ -286,7 +293,7 @@ class Shards:
             return
         if self.placed_elsewhere(key) is None:
             return  # back here meanwhile
-        by = f"as the package moved to {self.where(to)}"
+        by = Handover(f"as the package moved to {self.where(to)}")  # not the release's failure: no retry used
         if self.cancel is None:
             self.book.cancel(key, by)
             return
