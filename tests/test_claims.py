@@ -4,12 +4,17 @@ reads the release's status again."""
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 
+import pytest
 from kubernetes import client
 
 from engine.reconcile.status import EngineStatus
+from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import EXPIRY_SLACK, Membership
-from engine.runtime.ledger.claims import STALE_GRACE, Claim, Members, decide
+from engine.runtime.drive.shards import Shards
+from engine.runtime.ledger.claims import STALE_GRACE, Claim, LeaseLapsed, Members, decide
 from engine.storage.snapshot import History, Snapshot
 from tests.fixtures import WEB, fixed_engine
 
@@ -126,3 +131,23 @@ def test_a_replica_whose_own_lease_it_saw_unrenewed_for_a_duration_returns() -> 
     clock[0] = 112.0  # a pause: its own renewal seen again 8 s (the duration less a list) after the last
     seen._observe([_lease(ME, "t12")])
     assert seen._returned
+
+
+def test_a_claimed_action_whose_lease_lapsed_since_the_claim_spawns_no_helm() -> None:
+    api = client.ApiClient()
+    elector = LeaseElector(api, "m-b", identity=ME, duration=10.0)
+    membership = Membership(api, "ns", ME, duration=10.0, retry=2.0)
+    book = SimpleNamespace(packages={})  # no Package object: the message names the release
+    shards = Shards(api, None, book, membership, elector, lambda _ns, _name: None,  # type: ignore[arg-type]
+                    lambda _coro: None)
+    key = ("demo", "web")
+    elector._renewed = (time.monotonic() - 6, time.time() - 6)  # a freeze longer than half the Lease (10 s)
+    shards.recheck(key)  # nothing claimed here: nothing to refuse
+    shards._held.add(key)
+    with pytest.raises(LeaseLapsed, match="demo/web"):
+        shards.recheck(key)
+    elector._renewed = (time.monotonic() - 4, time.time() - 4)
+    shards.recheck(key)  # renewed within half the Lease: helm may run
+    elector._renewed = (time.monotonic(), time.time() - 6)  # the machine suspended: the wall clock moved on
+    with pytest.raises(LeaseLapsed):
+        shards.recheck(key)

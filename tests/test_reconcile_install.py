@@ -66,3 +66,18 @@ async def test_a_cancelled_install_counts_a_failure_unless_cancelled_by_handover
             next_action(req, flux_state(req, latest), latest)
     else:
         assert next_action(req, flux_state(req, latest), latest) == "upgrade"
+
+
+async def test_an_install_refused_right_before_helm_runs_ends_its_start_and_runs_nothing() -> None:
+    ctx, helm, events = offline_context()
+
+    def lapsed(_key: tuple[str, str]) -> None:
+        raise RuntimeError("the membership Lease lapsed")
+
+    ctx.recheck = lapsed
+    req = request()
+    with pytest.raises(RuntimeError, match="lapsed"):
+        await Install(ctx).reconcile(req)
+    assert helm.calls == []
+    assert [e[1] for e in events] == ["started", "cancelled"]  # the audit sees the start end
+    assert req.status.failures.total == 0 and req.status.history.latest() is None

@@ -83,6 +83,10 @@ class ActionContext:
     # and its timeout (seconds): raises (an ActionRefused of the runtime's) when this engine may not start it now
     # (``--shards auto``: the actor claim, engine.runtime.drive.shards). None: it always may.
     fence: Callable[[tuple[str, str], str, float], Awaitable[None]] | None = None
+    # Called right before each helm process is spawned on a release, after the fence let the action start: raises
+    # (an ActionRefused of the runtime's) when this engine may no longer start it (``--shards auto``: its
+    # membership Lease lapsed since the fence, a freeze, so another replica may hold the claim now). None: it may.
+    recheck: Callable[[tuple[str, str]], None] | None = None
 
 
 class ObservedReleases:
@@ -232,10 +236,18 @@ async def fenced(ctx: ActionContext, req: Request, action: str) -> None:
 
 async def observed_run(
     ctx: ActionContext, req: Request, guard: Callable[[str, str], AbstractContextManager[None]],
-    call: Callable[[], Awaitable[object]],
+    call: Callable[[], Awaitable[object]], *, action: str,
 ) -> tuple[ObservedReleases, HelmError | None]:
-    """Run one helm call under a monitor ``guard``, observing storage; record what it wrote on the status."""
+    """Run one helm call (of ``action``, started) under a monitor ``guard``, observing storage; record what it
+    wrote on the status. Raises what the context's :attr:`~ActionContext.recheck` raises, before helm runs, with
+    ``action``'s ``cancelled`` event (its start's end, for an audit of who acted when)."""
     ns, release = req.key
+    if ctx.recheck is not None:
+        try:
+            ctx.recheck(req.key)
+        except Exception as exc:
+            ctx.events(action, "cancelled", f"Helm {action} not run: {exc}", ())
+            raise
     seen = ObservedReleases(ctx, req)
     try:
         async with seen:
@@ -329,7 +341,7 @@ class ReleaseReconciler(Reconciler):
         req.status = dataclasses.replace(req.status, last_attempted_release_action=self.name)
         await self.begin(req, f"{self.verb} {req.chart.name}@{req.chart.version}")
         try:
-            seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call)
+            seen, error = await observed_run(self.ctx, req, self.ctx.quiet, call, action=self.name)
         except asyncio.CancelledError as exc:
             why = exc.args[0] if exc.args else "as helmdeck stopped"
             self.cancelled(req, before, str(why), counts=not isinstance(why, Handover))
@@ -381,7 +393,7 @@ class UninstallReconciler(Reconciler):
         opts = uninstall_options(req.spec)
         await self.begin(req, started)
         _, error = await observed_run(self.ctx, req, self.ctx.paused,
-                                      lambda: self.ctx.helm.uninstall(release, ns, opts))
+                                      lambda: self.ctx.helm.uninstall(release, ns, opts), action=self.name)
         if isinstance(error, ReleaseNotFound):
             error = None
         latest = self.latest(req)

@@ -38,7 +38,7 @@ class Rollback(Reconciler):
         # The monitor is left as it is (as before this reconciler existed): its refresh follows the action.
         seen, error = await observed_run(
             self.ctx, req, lambda _n, _r: contextlib.nullcontext(),
-            lambda: self.ctx.helm.rollback(release, ns, self.revision, opts))
+            lambda: self.ctx.helm.rollback(release, ns, self.revision, opts), action=self.name)
         after = newer(seen, before)
         ok = error is None and after is not None and after.status == "deployed"
         if ok and after is not None:

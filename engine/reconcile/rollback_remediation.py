@@ -25,7 +25,8 @@ class RollbackRemediation(Reconciler):
         opts = rollback_options(req.spec)
         await self.begin(req, f"rolling back to revision {target.version}")
         seen, error = await observed_run(
-            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.rollback(release, ns, target.version, opts))
+            self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.rollback(release, ns, target.version, opts),
+            action=self.name)
         written = newer(seen, before)
         reason = not_deployed(error, written)
         if reason is not None:

@@ -29,7 +29,7 @@ class Test(Reconciler):
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused,
             lambda: self.ctx.helm.test(release, ns, timeout=timeout, filters=spec.test.helm_filters(),
-                                       kube_as_user=kube_user(spec)))
+                                       kube_as_user=kube_user(spec)), action=self.name)
         current = seen.newest
         if current is None:
             raise ActionFailed(f"helm test: release {release_ref(req, None)} is not in storage")

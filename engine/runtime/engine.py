@@ -348,6 +348,7 @@ class Engine:
         self.gate.placement = shards.placed_elsewhere
         self.book.let_go = shards.let_go
         self.controller.ctx.fence = shards.fence
+        self.controller.ctx.recheck = shards.recheck
         shards.cancel = lambda key, by: self.operations.cancel(key, by=by)
         for writer in (self.status_writer, self.finalizers, self.requests):
             if writer is not None:

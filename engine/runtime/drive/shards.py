@@ -14,6 +14,8 @@ gate lets it act on nothing).
   as the watch brings it, and the rule decides again). A claim is taken over from a silent member only on a list
   of the members made after the claim was read. The first claim of a pass reads the release's persisted
   status again: when another replica acted since, the pass starts over on the fresh status.
+- Right before the helm process is spawned, :meth:`Shards.recheck` refuses it when the Lease lapsed since the
+  fence (a freeze after the claim: another member may hold the claim by now).
 - A later helm action of the same pass rewrites the claim (its action, start and timeout) and clears it, both
   in a JSON patch that applies only while the claim still names this replica.
 - When the action's guard lets the release go (:meth:`Shards.let_go`), the status is persisted, then the claim
@@ -51,7 +53,7 @@ from engine.runtime.drive.members import Membership
 from engine.runtime.drive.object_status import GROUP, VERSION, object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
-from engine.runtime.ledger.claims import Claim, ClaimRefused, decide
+from engine.runtime.ledger.claims import Claim, ClaimRefused, LeaseLapsed, decide
 from engine.runtime.ledger.gate import is_pending
 from engine.runtime.ledger.placement import owner, package_name
 from engine.runtime.state import ReleaseKey
@@ -160,6 +162,18 @@ class Shards:
             raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
                                "starts over on the status it wrote", 0.5)
         self._placed_here(ref)  # the live set may have changed while the claim was written: no start to cancel
+
+    def recheck(self, key: ReleaseKey) -> None:
+        """Right before a helm process is spawned on ``key`` (after :meth:`fence`): raises LeaseLapsed when this
+        replica's membership Lease was not written for half its duration since (as the fence's pause check, a
+        local one): it froze after claiming, and a member that saw it silent may have taken the claim over. The
+        next pass's fence re-checks the Lease and the claim."""
+        limit = self.membership.duration / 2
+        if key in self._held and self.elector.lapsed(limit):
+            ref = self.ref(key)
+            what = f"Package {ref[0]}/{ref[1]}" if ref is not None else f"{key[0]}/{key[1]}"
+            raise LeaseLapsed(f"no membership Lease write for over {limit:.0f}s since the claim on {what} (a "
+                              "pause?): another replica may hold it now", 0.5)
 
     def _placed_here(self, ref: Ref) -> None:
         """Raises ClaimRefused when the Package ``ref`` is placed on another live member now."""

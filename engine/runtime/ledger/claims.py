@@ -40,6 +40,11 @@ class ClaimRefused(ActionRefused):
         self.retry_after = retry_after
 
 
+class LeaseLapsed(ClaimRefused):
+    """A claimed helm action not run: this replica's membership Lease lapsed between its claim and the helm
+    spawn (the process froze), so another member may have taken the claim over meanwhile."""
+
+
 @dataclass(frozen=True)
 class Claim:
     """Who acts on a release: ``replica`` (its identity) runs ``action`` since ``started_at`` (Unix seconds, the
