@@ -480,10 +480,8 @@ class ReleaseBook:
                 pass
 
     # -- persistence ---------------------------------------------------------------
-    async def load_statuses(self, namespaces: list[str] | None,
-                            skip: Callable[[ReleaseKey], bool] | None = None) -> set[ReleaseKey]:
-        """Read the persisted statuses of ``namespaces`` (None: all), but those ``skip`` says this engine keeps
-        itself; returns the keys whose status changed.
+    async def load_statuses(self, namespaces: list[str] | None) -> set[ReleaseKey]:
+        """Read the persisted statuses of ``namespaces`` (None: all); returns the keys whose status changed.
 
         A store that cannot be read is logged and leaves the statuses as they are.
         """
@@ -497,8 +495,6 @@ class ReleaseBook:
         changed = set()
         for item in stored:
             key = (item.namespace, item.release)
-            if skip is not None and skip(key):
-                continue
             if key not in self._statuses and not self._matches_storage(key, item.status):
                 log.info("ignoring the stored engine status of %s/%s: its history is not the release's (a "
                          "leftover of an uninstalled release)", *key)
