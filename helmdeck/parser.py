@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="namespace of the Lease (default: the pod's namespace, else default)")
     ctl.add_argument("--lease-duration", type=float, default=None,
                      help="seconds without renewal after which another instance takes over (default: 15, with "
-                          "--shards auto 10: a member's packages are taken over that long after its last renewal)")
+                          "--shards auto 8: a member's packages are taken over that long after its last renewal)")
     ctl.add_argument("--shards", choices=["auto"], default=None,
                      help="auto: every replica acts, each on the Packages placed on it (rendezvous hashing over the "
                           "live replicas, each holding its own membership Lease), one replica per release at a time "

@@ -61,3 +61,14 @@ def test_a_package_naming_no_service_account_acts_as_the_default_one() -> None:
     assert {s.name: s.service_account_name for s in specs} == {"plain": "tenant", "named": "deployer"}
     specs, _ = load_objects([_package("plain")], [SOURCE])
     assert specs[0].service_account_name == ""
+
+
+def test_observed_is_true_only_when_the_status_caught_up_with_the_spec() -> None:
+    """A takeover queues the Package objects not observed at their generation first (engine.Engine._take)."""
+    from engine.runtime.drive.objects import observed
+
+    obj: dict[str, Any] = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3}}
+    assert observed(obj)
+    assert not observed({"metadata": {"generation": 4}, "status": {"observedGeneration": 3}})  # edited since
+    assert not observed({"metadata": {"generation": 1}})  # never reconciled
+    assert not observed({"metadata": {}, "status": {}})

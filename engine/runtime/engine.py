@@ -377,10 +377,18 @@ class Engine:
         book = self.book
         await asyncio.gather(*(book.reload_status(key) for key in keys if not book.busy(key)))
         if self.gate.acting:
-            for key in keys:
+            for key in sorted(keys, key=self._settled):  # equal due times run in the order added
                 self.controller.queue.add(key)
         for key in keys:
             self.tasks.spawn(self.controller.refresh_monitor(key))
+
+    def _settled(self, key: ReleaseKey) -> bool:
+        """Was ``key``'s Package object reconciled at its current spec (:func:`~engine.runtime.drive.objects.observed`)?
+        False sorts first: after a takeover the edited packages wait for no look at the settled ones."""
+        spec = self.book.packages.get(key)
+        obj = self.objects.get(spec.file) if self.objects is not None and spec is not None else None
+        from engine.runtime.drive.objects import observed  # the controller's part: imported with it
+        return obj is None or observed(obj)
 
     def _lost(self, keys: set[ReleaseKey]) -> None:
         """Packages placed on another replica now (``--shards auto``): their monitors stop at the pass boundary

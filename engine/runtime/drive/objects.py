@@ -105,6 +105,13 @@ def deleting(obj: dict[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
+def observed(obj: dict[str, Any]) -> bool:
+    """Was the object reconciled at its current spec: its status' ``observedGeneration`` equal to its
+    ``metadata.generation`` (as Flux marks a finished reconcile)? False for a spec edited since, or no status."""
+    generation = (obj.get("metadata") or {}).get("generation")
+    return generation is not None and generation == (obj.get("status") or {}).get("observedGeneration")
+
+
 def list_objects(api: client.ApiClient, plural: str, namespace: str | None,
                  label_selector: str = "") -> tuple[dict[Path, dict[str, Any]], str]:
     """Every object of ``plural`` in ``namespace`` (None: all) that ``label_selector`` matches ("" all), by
