@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from engine.kube.client import KubeTarget
 from engine.runtime.state import AccessProblems
 
+if TYPE_CHECKING:
+    from kubernetes import client
+
 log = logging.getLogger("helmdeck")
 
 
-def scope_fallback(target: KubeTarget) -> tuple[list[str] | None, str]:
+def scope_fallback(target: KubeTarget, api: client.ApiClient) -> tuple[list[str] | None, str]:
     """``(namespaces, note)``: ``(None, "")`` when storage may be listed and watched across all namespaces
     (or the question cannot be asked), else the context's namespace and a sentence saying why.
 
     Asks the API server (SelfSubjectAccessReview, which every authenticated user may create) rather than
-    waiting for the watch to be refused. Raises KubeConfigError for an unreadable kubeconfig.
+    waiting for the watch to be refused, through ``api`` (a client of ``target``: the engine's, so the command
+    reads its kubeconfig and opens its connection once). Raises KubeConfigError for an unreadable kubeconfig.
     """
-    from engine.kube.client import api_client, context_namespace
+    from engine.kube.client import context_namespace
     from engine.storage.observer import Observer
 
-    api = api_client(target)
     try:
         missing = Observer(api).check_access(("list", "watch"))
     except Exception as exc:  # cannot ask (unreachable, driver, API error): the watch reports what it meets

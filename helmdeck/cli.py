@@ -228,7 +228,7 @@ def _engine(
 ) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
-    from engine.kube.client import KubeConfigError, KubeTarget, current_context
+    from engine.kube.client import KubeConfigError, KubeTarget, api_client, current_context
     from engine.runtime import Engine
     from engine.runtime.engine import LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
@@ -239,8 +239,9 @@ def _engine(
     namespaces, note = None if args.all_namespaces else args.namespaces, ""
     try:
         args.context_name = current_context(target)
+        api = api_client(target)  # one client (kubeconfig read, connection) for the access check and the engine
         if namespaces is None and not args.all_namespaces:  # neither -n nor -A: may fall back
-            namespaces, note = scope_fallback(target)
+            namespaces, note = scope_fallback(target, api)
     except KubeConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
@@ -264,7 +265,7 @@ def _engine(
         allow_unsupported=getattr(args, "allow_unsupported", False), kustomize=_kustomize_source(args),
         # the app attaches to the cluster's helmdeck controllers when one runs; status names their packages' owners
         attach=args.command in (None, "demo", "status"),
-        controller_metrics=tuple(getattr(args, "controller_metrics", ())),
+        controller_metrics=tuple(getattr(args, "controller_metrics", ())), api=api,
     )
     engine.scope_note = note
     _started()

@@ -168,6 +168,7 @@ class Engine:
         shard: Shard | None = None,
         auto_shards: bool = False,
         stop_deadline: float = 30.0,
+        api: client.ApiClient | None = None,
     ):
         self.namespaces = namespaces
         self.lease_config = lease
@@ -182,7 +183,8 @@ class Engine:
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
-        self._api = api_client(target) if online else None
+        # ``api``: a client the caller made for ``target`` already (the command line asks it about access first).
+        self._api = (api or api_client(target)) if online else None
         api = self._api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
         self.package_set: PackageSet | None = (
             package_set_for(packages_dir, package_set) if packages_dir is not None

@@ -20,6 +20,7 @@ most. Entries live in memory only: rendered manifests may hold secrets.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +30,7 @@ from importlib import metadata
 from engine.monitor import comparison
 
 
+@functools.cache  # read from the distribution's metadata on first use (~5 ms), not by every command's start
 def helmdeck_version() -> str:
     """The installed helmdeck distribution's version ("0" when not installed as a distribution)."""
     try:

@@ -119,7 +119,6 @@ class ReleaseService:
         self._sync_timeout = monitor_sync_timeout
         self._locks: dict[Key, asyncio.Lock] = {}
         self._monitor_locks: dict[Key, asyncio.Lock] = {}
-        self._version = helmdeck_version()
         self._server_render = server_render
 
     def notify_absent(self, callback: AbsentCallback) -> None:
@@ -291,7 +290,8 @@ class ReleaseService:
         package = resolved.spec
         installed = latest is not None and latest.status != "uninstalled"  # as helm upgrade --install decides
         user = kube_user(package)
-        key = RenderKey(resolved.chart.digest, resolved.values_digest, self._version, str(await self.helm.version()),
+        key = RenderKey(resolved.chart.digest, resolved.values_digest, helmdeck_version(),
+                        str(await self.helm.version()),
                         namespace, package.release_name, resolved.post_render.stamp,
                         resolved.post_render.rendering.canonical, latest.version if installed and latest else None,
                         self._server_render, user)

@@ -26,7 +26,9 @@ MAX_VERSION_LEN = 256  # as Masterminds' MaxVersionLen
 MAX_RANGE_LEN = 512  # as Masterminds' MaxConstraintLen
 MAX_RANGE_GROUPS = 32  # as Masterminds' MaxConstraintGroups
 
-_VERSION = re.compile(
+# Patterns, not compiled objects: ``re`` compiles each on first use and keeps it in its cache (compiling the
+# five at import was ~5 ms of every command's start, and most commands never compare a version).
+_VERSION = (
     r"^v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?"
     r"(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
@@ -43,10 +45,10 @@ _CV_PLAIN = (
     r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
 )
 _OPS = r"!=|>=|=>|<=|=<|~>|>|<|~|\^|="
-_ONE = re.compile(rf"^\s*({_OPS}|)\s*({_CV})\s*$")
-_FIND = re.compile(rf"({_OPS}|)\s*({_CV_PLAIN})")
-_VALID_GROUP = re.compile(rf"^\s*(?:{_OPS}|)\s*{_CV_PLAIN}\s*(?:(?:\s+|,\s*)(?:{_OPS}|)\s*{_CV_PLAIN}\s*)*$")
-_HYPHEN = re.compile(rf"\s*({_CV_PLAIN})\s+-\s+({_CV_PLAIN})\s*")
+_ONE = rf"^\s*({_OPS}|)\s*({_CV})\s*$"
+_FIND = rf"({_OPS}|)\s*({_CV_PLAIN})"
+_VALID_GROUP = rf"^\s*(?:{_OPS}|)\s*{_CV_PLAIN}\s*(?:(?:\s+|,\s*)(?:{_OPS}|)\s*{_CV_PLAIN}\s*)*$"
+_HYPHEN = rf"\s*({_CV_PLAIN})\s+-\s+({_CV_PLAIN})\s*"
 
 
 class SemverError(ValueError):
@@ -69,7 +71,7 @@ class Version:
         """Parse leniently (``v1.2`` is 1.2.0). Raises SemverError."""
         if len(text) > MAX_VERSION_LEN:
             raise SemverError(f"version {text[:40]!r}... is longer than {MAX_VERSION_LEN} characters")
-        m = _VERSION.match(text)
+        m = re.match(_VERSION, text)
         if m is None:
             raise SemverError(f"{text!r} is not a semantic version")
         pre = m[4] or ""
@@ -147,7 +149,7 @@ class _Term:
 
     @classmethod
     def parse(cls, text: str) -> _Term:
-        m = _ONE.match(text)
+        m = re.match(_ONE, text)
         if m is None:
             raise SemverError(f"improper range term {text!r}")
         op, major, minor, patch, pre = m[1], m[3], (m[4] or "")[1:], (m[5] or "")[1:], m[6] or ""
@@ -271,15 +273,15 @@ class Range:
         """Parse a range such as ``^1.2``, ``>=1.0.0 <2.0.0`` or ``1.x || 2.x``. Raises SemverError."""
         if len(text) > MAX_RANGE_LEN:
             raise SemverError(f"range is longer than {MAX_RANGE_LEN} characters")
-        rewritten = _HYPHEN.sub(lambda m: f">= {m[1]}, <= {m[2]} ", text)
+        rewritten = re.sub(_HYPHEN, lambda m: f">= {m[1]}, <= {m[2]} ", text)
         ors = rewritten.split("||")
         if len(ors) > MAX_RANGE_GROUPS:
             raise SemverError(f"range {text!r} has more than {MAX_RANGE_GROUPS} '||' groups")
         groups = []
         for part in ors:
-            if not _VALID_GROUP.match(part):
+            if not re.match(_VALID_GROUP, part):
                 raise SemverError(f"{text!r} is not a version range (at {part.strip()!r})")
-            groups.append(tuple(_Term.parse(m[0]) for m in _FIND.finditer(part)))
+            groups.append(tuple(_Term.parse(m[0]) for m in re.finditer(_FIND, part)))
         return cls(text, tuple(groups))
 
     def allows(self, v: Version) -> bool:
