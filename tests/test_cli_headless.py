@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -124,17 +125,26 @@ def test_reconcile_into_closed_pipe_ends_at_once_and_logs_no_traceback(
         assert "BrokenPipeError" not in log.read_text() and "Traceback" not in log.read_text()
 
 
-# Runs helmdeck, then writes the modules it loaded and the API requests it made (method and URL), as JSON.
+# Runs helmdeck, then writes the modules it loaded, the API requests it made (method and URL) and how many
+# clients it made from the kubeconfig, as JSON.
 _OBSERVED_AT_EXIT = """
 import atexit, json, runpy, sys
 import urllib3.connectionpool as pool
-out, requests = sys.argv.pop(1), []
+import engine  # the kubernetes package's __init__ deferred, as at helmdeck's own start
+from kubernetes import config
+out, requests, clients = sys.argv.pop(1), [], []
 urlopen = pool.HTTPConnectionPool.urlopen
 def counted(self, method, url, *args, **kwargs):
     requests.append(method + " " + url)
     return urlopen(self, method, url, *args, **kwargs)
 pool.HTTPConnectionPool.urlopen = counted
-atexit.register(lambda: open(out, "w").write(json.dumps({"modules": sorted(sys.modules), "requests": requests})))
+new_client = config.new_client_from_config
+def client_counted(*args, **kwargs):
+    clients.append(kwargs.get("context"))
+    return new_client(*args, **kwargs)
+config.new_client_from_config = client_counted
+atexit.register(lambda: open(out, "w").write(json.dumps({"modules": sorted(sys.modules), "requests": requests,
+                                                         "clients": len(clients)})))
 sys.argv[0] = "helmdeck"
 runpy.run_module("helmdeck", run_name="__main__")
 """
@@ -142,12 +152,18 @@ runpy.run_module("helmdeck", run_name="__main__")
 
 def _observed(helm: Helm, tmp_path: Path, *command: str) -> tuple[list[str], list[str]]:
     """The modules a helmdeck command loaded and the API requests it made; it must succeed."""
+    found = _observed_all(helm, tmp_path, *command)
+    return found["modules"], found["requests"]
+
+
+def _observed_all(helm: Helm, tmp_path: Path, *command: str) -> dict[str, Any]:
+    """What _OBSERVED_AT_EXIT writes of a helmdeck command (``modules``, ``requests``, ``clients``)."""
     out = tmp_path / "observed.json"
     proc = subprocess.run([sys.executable, "-c", _OBSERVED_AT_EXIT, str(out), *command], capture_output=True,
                           text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    found = json.loads(out.read_text())
-    return found["modules"], found["requests"]
+    found: dict[str, Any] = json.loads(out.read_text())
+    return found
 
 
 def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
@@ -194,6 +210,21 @@ def test_an_empty_folder_reconcile_imports_only_what_it_uses(
               "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "kubernetes.informer", "difflib")
     assert [m for m in loaded if m in unused
             or m.split(".")[0] in ("textual", "tui", "watchfiles", "anyio", "websocket")] == []
+
+
+def test_the_access_check_and_the_engine_share_one_client(
+    helm: Helm, kube_target: KubeTarget, tmp_path: Path,
+) -> None:
+    # Without -n the command asks the API server whether storage may be listed everywhere before it builds the
+    # engine: one client made from the kubeconfig serves both (a second was a kubeconfig load and a TLS
+    # connection more at every start).
+    (tmp_path / "empty").mkdir()
+    found = _observed_all(helm, tmp_path, "reconcile", "--once", "--no-lease", "--kubeconfig",
+                          str(kube_target.kubeconfig), "--helm", helm.binary, "--packages", str(tmp_path / "empty"),
+                          "--log-file", str(tmp_path / "log"))
+    reviews = [r for r in found["requests"] if r.startswith("POST /apis/authorization.k8s.io/v1/selfsubject")]
+    assert len(reviews) == 2  # list and watch of the storage across all namespaces: the check ran
+    assert found["clients"] == 1
 
 
 def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
