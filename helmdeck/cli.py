@@ -228,7 +228,7 @@ def _engine(
 ) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
-    from engine.kube.client import KubeConfigError, KubeTarget, api_client, current_context
+    from engine.kube.client import KubeConfigError, KubeTarget, api_client
     from engine.runtime import Engine
     from engine.runtime.engine import LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
@@ -238,7 +238,6 @@ def _engine(
     target = KubeTarget(args.kubeconfig, args.context)
     namespaces, note = None if args.all_namespaces else args.namespaces, ""
     try:
-        args.context_name = current_context(target)
         api = api_client(target)  # one client (kubeconfig read, connection) for the access check and the engine
         if namespaces is None and not args.all_namespaces:  # neither -n nor -A: may fall back
             namespaces, note = scope_fallback(target, api)
@@ -293,18 +292,20 @@ def _helm(args: argparse.Namespace) -> str:
 
 
 def _app(args: argparse.Namespace) -> int:
-    from engine.kube.client import KubeTarget, contexts
+    from engine.kube.client import KubeTarget, contexts, current_context
     from tui.app import HelmdeckApp
     from tui.engine_client import ContextSwitch
     from tui.settings import Settings, config_dir
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     engine = _engine(args)
+    # The context's name, for the app's header: read here, not by every command (the kubeconfig is parsed again).
+    context = current_context(KubeTarget(args.kubeconfig, args.context))
     target = KubeTarget(args.kubeconfig)
     # Another context: the same flags on it (its own lease: the lease lives in that cluster).
     switch = ContextSwitch(lambda: contexts(target),
                            lambda name: _engine(argparse.Namespace(**{**vars(args), "context": name})))
-    app = HelmdeckApp(engine, context=args.context_name, settings=Settings(config_dir()),
+    app = HelmdeckApp(engine, context=context, settings=Settings(config_dir()),
                       theme=getattr(args, "theme", None), log_file=log_file, contexts=switch)
     app.run()
     return app.return_code or 0  # non-zero when the app ended on an error

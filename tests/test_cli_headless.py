@@ -125,14 +125,14 @@ def test_reconcile_into_closed_pipe_ends_at_once_and_logs_no_traceback(
         assert "BrokenPipeError" not in log.read_text() and "Traceback" not in log.read_text()
 
 
-# Runs helmdeck, then writes the modules it loaded, the API requests it made (method and URL) and how many
-# clients it made from the kubeconfig, as JSON.
+# Runs helmdeck, then writes the modules it loaded, the API requests it made (method and URL), how many
+# clients it made from the kubeconfig and how many times it read the kubeconfig's contexts, as JSON.
 _OBSERVED_AT_EXIT = """
 import atexit, json, runpy, sys
 import urllib3.connectionpool as pool
 import engine  # the kubernetes package's __init__ deferred, as at helmdeck's own start
 from kubernetes import config
-out, requests, clients = sys.argv.pop(1), [], []
+out, requests, clients, reads = sys.argv.pop(1), [], [], []
 urlopen = pool.HTTPConnectionPool.urlopen
 def counted(self, method, url, *args, **kwargs):
     requests.append(method + " " + url)
@@ -143,8 +143,13 @@ def client_counted(*args, **kwargs):
     clients.append(kwargs.get("context"))
     return new_client(*args, **kwargs)
 config.new_client_from_config = client_counted
+list_contexts = config.list_kube_config_contexts
+def contexts_counted(*args, **kwargs):
+    reads.append(kwargs.get("config_file"))
+    return list_contexts(*args, **kwargs)
+config.list_kube_config_contexts = contexts_counted
 atexit.register(lambda: open(out, "w").write(json.dumps({"modules": sorted(sys.modules), "requests": requests,
-                                                         "clients": len(clients)})))
+                                                         "clients": len(clients), "context_reads": len(reads)})))
 sys.argv[0] = "helmdeck"
 runpy.run_module("helmdeck", run_name="__main__")
 """
@@ -157,7 +162,8 @@ def _observed(helm: Helm, tmp_path: Path, *command: str) -> tuple[list[str], lis
 
 
 def _observed_all(helm: Helm, tmp_path: Path, *command: str) -> dict[str, Any]:
-    """What _OBSERVED_AT_EXIT writes of a helmdeck command (``modules``, ``requests``, ``clients``)."""
+    """What _OBSERVED_AT_EXIT writes of a helmdeck command (``modules``, ``requests``, ``clients``,
+    ``context_reads``)."""
     out = tmp_path / "observed.json"
     proc = subprocess.run([sys.executable, "-c", _OBSERVED_AT_EXIT, str(out), *command], capture_output=True,
                           text=True, env={**os.environ, **helm.env}, timeout=120, check=False)
@@ -217,14 +223,15 @@ def test_the_access_check_and_the_engine_share_one_client(
 ) -> None:
     # Without -n the command asks the API server whether storage may be listed everywhere before it builds the
     # engine: one client made from the kubeconfig serves both (a second was a kubeconfig load and a TLS
-    # connection more at every start).
+    # connection more at every start), and a headless command does not parse the kubeconfig again for the
+    # context's name (only the app shows it; the pure-Python YAML parse grows with the kubeconfig).
     (tmp_path / "empty").mkdir()
     found = _observed_all(helm, tmp_path, "reconcile", "--once", "--no-lease", "--kubeconfig",
                           str(kube_target.kubeconfig), "--helm", helm.binary, "--packages", str(tmp_path / "empty"),
                           "--log-file", str(tmp_path / "log"))
     reviews = [r for r in found["requests"] if r.startswith("POST /apis/authorization.k8s.io/v1/selfsubject")]
     assert len(reviews) == 2  # list and watch of the storage across all namespaces: the check ran
-    assert found["clients"] == 1
+    assert (found["clients"], found["context_reads"]) == (1, 0)
 
 
 def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
