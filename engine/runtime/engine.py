@@ -134,6 +134,8 @@ class Engine:
     :func:`engine.runtime.drive.members.member_lease`): ``helmdeck controller --shards auto``, every replica acts
     on the packages placed on it, under the actor claim (:mod:`engine.runtime.drive.shards`); an action on a
     package that moves away has ``stop_deadline`` seconds to finish.
+    ``api``: a client of ``target`` made already (the command line's, which asked the API server about access
+    with it first), so the kubeconfig is loaded once; None builds one.
     """
 
     # Built on first use (a headless command imports only what it runs): the operator's actions
@@ -183,7 +185,6 @@ class Engine:
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
-        # ``api``: a client the caller made for ``target`` already (the command line asks it about access first).
         self._api = (api or api_client(target)) if online else None
         api = self._api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
         self.package_set: PackageSet | None = (
