@@ -194,8 +194,9 @@ class Probe:
         if self.full_at is None and self.settled():
             self.full_at = end
             self.full.set()
+        span = cell_span(self.table, "revision") if self.watch_rows else (0, 0)
         for rid in self.watch_rows:
-            shown = drawn_cell(self.table, rid, "revision")
+            shown = drawn_cell(self.table, rid, span)
             if shown and shown.isdigit():
                 history = self.drawn.setdefault(rid, [])
                 if not history or history[-1][0] != int(shown):
@@ -204,17 +205,23 @@ class Probe:
             hook(end)
 
 
-def drawn_cell(table: ReleaseTable, rid: Rid, column: str) -> str | None:
-    """The text of one cell as the table draws its line now (None when the row is not on screen): what
-    the terminal shows, not the table's kept cells."""
+def cell_span(table: ReleaseTable, column: str) -> tuple[int, int]:
+    """Where ``column``'s cells are on a drawn line: (first character, width)."""
+    at = table.get_column_index(column)
+    columns = table.ordered_columns
+    return sum(c.get_render_width(table) for c in columns[:at]), columns[at].get_render_width(table)
+
+
+def drawn_cell(table: ReleaseTable, rid: Rid, span: tuple[int, int]) -> str | None:
+    """The text of one cell (at ``span``, :func:`cell_span`) as the table draws its line now (None when the row
+    is not on screen): what the terminal shows, not the table's kept cells. Read on every frame for the rows
+    watched, so it costs a lookup of the line the table drew (its own cache), not a new one."""
     index = table._positions.get(rid)
     top = int(table.scroll_y)
     if index is None or not top <= index < top + table.size.height - table.header_height:
         return None
-    at = table.get_column_index(column)
-    x = sum(c.get_render_width(table) for c in table.ordered_columns[:at])
-    line = table.render_line(index - top + table.header_height).text
-    return line[x:x + table.ordered_columns[at].get_render_width(table)].strip()
+    x, width = span
+    return table.render_line(index - top + table.header_height).text[x:x + width].strip()
 
 
 class GcPauses:
@@ -269,7 +276,9 @@ async def launch(target: KubeTarget, expected: int, timeout: float = 120,
         raise RuntimeError(f"the table never showed {expected} rows (has {table.row_count}; {state})") from None
     assert probe.full_at is not None
     marks["full sorted table drawn"] = probe.full_at - t0
-    rows = [str(r.key.value) for r in probe.table.ordered_rows]
+    # The table's own list of row keys: DataTable's ordered_rows would make (and cache) a Row per row, 10,000
+    # objects that the garbage collector then walks during the writes.
+    rows = list(probe.table.row_keys)
     if rows != sorted(rows, key=probe.table._sort_keys.__getitem__):
         await ctx.__aexit__(None, None, None)
         raise RuntimeError("the full table is not sorted")
@@ -296,7 +305,7 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
     try:
         await started(app, marks)  # the live figures are measured once every record is decoded
         _print_marks(releases, marks, target)
-        on_screen = [str(r.key.value) for r in table.ordered_rows[:ON_SCREEN]]
+        on_screen = table.row_keys[:ON_SCREEN]
         probe.watch_rows = on_screen
         every = [f"{ns}/{name}" for ns, name in names(releases)]
         versions = dict(latest)
@@ -353,9 +362,12 @@ async def storm(target: KubeTarget, latest: dict[Rid, int], releases: int, rate:
         probe.frame_times = []
         running = False
         await asyncio.gather(*tasks)
+        seen: dict[Rid, list[tuple[int, float]]] = {}
+        for (r, v), t in probe.seen.items():
+            seen.setdefault(r, []).append((v, t))
         for ns, name, version, start in done:
             rid = f"{ns}/{name}"
-            reached = [t for (r, v), t in probe.seen.items() if r == rid and v >= version]
+            reached = [t for v, t in seen.get(rid, ()) if v >= version]
             if reached:
                 out["write → table"].values.append(min(reached) - start)
             if rid in probe.drawn:

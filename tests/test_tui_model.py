@@ -45,6 +45,7 @@ from tui.model import (
     natural_key,
     quick_match,
     quick_set,
+    row_cells,
     row_id,
     search_text,
     state_counts,
@@ -102,7 +103,7 @@ def shown(filter_: RowFilter) -> list[str]:
 
 def test_plain_text_filters_are_substring_tests_of_the_lower_cased_search_text() -> None:
     match = TextFilter("Helmdeck-DEMO").compile()
-    row = search_text({"namespace": Cell("helmdeck-demo"), "name": Cell("Web")})
+    row = search_text([Cell("helmdeck-demo"), Cell("Web")])
     assert row == "helmdeck-demo\tweb" and match(row)
     assert TextFilter("!web").compile()(row) is False
     assert TextFilter("w.b").compile()(row)  # regex syntax: the regex engine
@@ -118,7 +119,7 @@ def test_text_filter_is_a_regex_or_literal_text_when_invalid_and_can_exclude() -
 
 def test_a_filter_selects_from_the_kept_row_keys_in_their_order() -> None:
     rows = {row_id(v.key): v for v in views().values()}
-    search = {rid: search_text(cells(v, FIXED_NOW)) for rid, v in rows.items()}
+    search = {rid: search_text(row_cells(v, FIXED_NOW)) for rid, v in rows.items()}
     quick = {rid: quick_set(v) for rid, v in rows.items()}
     order = sorted(rows, reverse=True)
     for filter_ in (RowFilter(TextFilter("e")), RowFilter(TextFilter("!web")), RowFilter(TextFilter("^helmdeck.*\tf")),

@@ -26,7 +26,8 @@ from engine.runtime.state import ReleaseKey, ReleaseView
 from tui.format import Tone
 from tui.layout import FULL, MARKER, ColumnLayout, fit, fit_text, header_label
 from tui.model import (
-    Cell,
+    COLUMN_INDEX,
+    KeptCell,
     QuickFilter,
     RowFilter,
     SortOrder,
@@ -34,6 +35,7 @@ from tui.model import (
     column,
     key_of,
     quick_set,
+    row_cells,
     row_id,
     search_text,
 )
@@ -48,6 +50,7 @@ RESORT_DELAY = 0.3
 FLUSH_INTERVAL = 0.05
 ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are repainted on a change too
 CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
+TIMED = ("age", "action")  # the columns whose text changes with time alone (tick)
 
 
 class ReleaseTable(LineTable):
@@ -69,8 +72,9 @@ class ReleaseTable(LineTable):
         self._cursor_moved = False
         self._clock = clock
         self._views: dict[str, ReleaseView] = {}
-        # Per release, made when its view changes: its cells, what the filter searches, its sort key.
-        self._cells: dict[str, dict[str, Cell]] = {}
+        # Per release, made when its view changes: its cells (tuples of strings: untracked by the cyclic garbage
+        # collector, tui.model.Cell), what the filter searches, its sort key.
+        self._cells: dict[str, tuple[KeptCell, ...]] = {}
         self._search: dict[str, str] = {}
         self._quick: dict[str, frozenset[QuickFilter]] = {}  # the quick filters it belongs to
         self._sort_keys: dict[str, tuple[object, ...]] = {}
@@ -94,7 +98,7 @@ class ReleaseTable(LineTable):
         self._cell_cache: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(CELL_CACHE_SIZE)
         self.columns_fit = FULL  # the columns the width shows (tui.layout)
         self._widths = FULL.text_widths()  # per shown column, the cells its text may fill
-        self._texts: LRUCache[tuple[Cell, int], Text] = LRUCache(CELL_CACHE_SIZE)
+        self._texts: LRUCache[tuple[KeptCell, int], Text] = LRUCache(CELL_CACHE_SIZE)
 
     @property
     def views(self) -> list[ReleaseView]:
@@ -182,7 +186,7 @@ class ReleaseTable(LineTable):
         True when its sort key changed (or it is new)."""
         self._views[rid] = view
         self._count(rid, view)
-        row = self._cells[rid] = cells(view, now)
+        row = self._cells[rid] = row_cells(view, now)
         self._search[rid] = search_text(row)
         self._quick[rid] = quick_set(view)
         key = self.order.key(view, now)
@@ -291,8 +295,9 @@ class ReleaseTable(LineTable):
             if view is None or row is None:  # removed since; its row goes at the next flush
                 continue
             new = cells(view, now)
-            if any(new[k] != row[k] for k in ("age", "action")):
-                row.update(age=new["age"], action=new["action"])
+            if any(new[k] != row[COLUMN_INDEX[k]] for k in TIMED):
+                self._cells[rid] = tuple(tuple(new[k]) if k in TIMED else cell  # type: ignore[misc]
+                                         for k, cell in zip(COLUMN_INDEX, row, strict=True))
                 self.refresh_row(index)
 
     # -- reading -----------------------------------------------------------------
@@ -314,14 +319,14 @@ class ReleaseTable(LineTable):
     def plain_cell(self, key: ReleaseKey, column: str) -> str | None:
         """The text of one shown cell (None when the row is not shown)."""
         rid = row_id(key)
-        return self._cells[rid][column].text if rid in self._positions else None
+        return self._cells[rid][COLUMN_INDEX[column]][0] if rid in self._positions else None
 
-    def row_signature(self, key: str) -> tuple[Cell, ...]:
-        return tuple(self._cells[key].values())
+    def row_signature(self, key: str) -> tuple[KeptCell, ...]:
+        return self._cells[key]
 
     def row_texts(self, key: str) -> dict[ColumnKey, Text]:
         row = self._cells[key]
-        texts = {ColumnKey(col): self._text(row[col], width) for col, width in self._widths.items()}
+        texts = {ColumnKey(col): self._text(row[COLUMN_INDEX[col]], width) for col, width in self._widths.items()}
         if self.columns_fit.hidden:
             texts[ColumnKey(MARKER)] = Text()
         return texts
@@ -379,12 +384,13 @@ class ReleaseTable(LineTable):
         keys = self.row_keys
         row = self._cells.get(keys[row_index]) if row_index < len(keys) else None
         column_key = self._column_locations.get_key(column_index)
-        cell = row.get(str(column_key.value)) if row is not None and column_key is not None else None
+        at = COLUMN_INDEX.get(str(column_key.value)) if row is not None and column_key is not None else None
+        cell = row[at] if row is not None and at is not None else None
         if cell is None:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         # Not keyed by row: equal cells render alike wherever they are (base_style carries the zebra
         # stripe), so a re-sort or a scroll re-renders only what is new.
-        key = (column_index, cell, self._styles.get(cell.tone), base_style, width, cursor, hover,
+        key = (column_index, cell, self._styles.get(cell[1]), base_style, width, cursor, hover,
                self._show_hover_cursor, self._pseudo_class_state)
         lines = self._cell_cache.get(key)
         if lines is None:
@@ -392,12 +398,13 @@ class ReleaseTable(LineTable):
             self._cell_cache[key] = lines
         return lines
 
-    def _text(self, cell: Cell, width: int) -> Text:
+    def _text(self, cell: KeptCell, width: int) -> Text:
         # Shared by equal cells (DataTable only reads them).
         key = (cell, width)
         text = self._texts.get(key)
         if text is None:
-            text = Text(fit_text(cell.text, width), style=self._styles.get(cell.tone, ""), no_wrap=True, end="")
+            plain, tone = cell
+            text = Text(fit_text(plain, width), style=self._styles.get(tone, ""), no_wrap=True, end="")
             text.truncate(width, overflow="ellipsis")
             self._texts[key] = text
         return text
