@@ -50,7 +50,7 @@ from bench.storage_common import (
     secret_body,
     status_kib,
 )
-from bench.tui_fixed import Samples, _timed
+from bench.tui_fixed import GcPauses, Samples, _timed
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.runtime import Engine
@@ -222,19 +222,6 @@ def drawn_cell(table: ReleaseTable, rid: Rid, span: tuple[int, int]) -> str | No
         return None
     x, width = span
     return table.render_line(index - top + table.header_height).text[x:x + width].strip()
-
-
-class GcPauses:
-    """A ``gc.callbacks`` entry: each collection's duration, full (generation 2) and young apart."""
-
-    def __init__(self, full: Samples, young: Samples):
-        self.full, self.young, self.began = full, young, 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self.began = time.perf_counter()
-        else:
-            (self.full if info["generation"] == 2 else self.young).values.append(time.perf_counter() - self.began)
 
 
 def _key(rid: Rid) -> tuple[str, str]:

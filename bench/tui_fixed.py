@@ -11,7 +11,8 @@ refresh, presses keys meanwhile, and prints:
 * key → frame: from a key press to the first frame showing the moved cursor;
 * frame time: how long composing one frame takes, and frames per second;
 * loop lag: how late a 5 ms timer fires on the app's event loop;
-* filter key → table: from a keystroke in the filter to the refiltered table's first frame.
+* filter key → table: from a keystroke in the filter to the refiltered table's first frame;
+* gc pause: how long each of Python's cyclic collections took during the events (full ones apart).
 
     .venv/bin/python -m bench.tui_bench --fixed [--releases 1000] [--rate 100] [--seconds 10]
 """
@@ -22,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -49,6 +51,19 @@ class Samples:
                 f"max={ms[-1]:7.2f} ms")
 
 
+class GcPauses:
+    """A ``gc.callbacks`` entry: each collection's duration, full (generation 2) and young apart."""
+
+    def __init__(self, full: Samples, young: Samples):
+        self.full, self.young, self.began = full, young, 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.began = time.perf_counter()
+        else:
+            (self.full if info["generation"] == 2 else self.young).values.append(time.perf_counter() - self.began)
+
+
 def _timed(target: Any, method: str, sink: Callable[[float, float], None]) -> None:
     """Wrap ``target.method`` (an instance attribute shadows the class's) to report (start, duration)."""
     original = getattr(target, method)
@@ -69,7 +84,8 @@ async def measure(releases: int, rate: float, seconds: float) -> dict[str, Sampl
     keys: list[ReleaseKey] = [v.key for v in engine.releases()]
     app = HelmdeckApp(engine, context="bench", start_engine=False)
     out = {name: Samples(name) for name in ("startup", "event → table", "upsert", "key → frame", "frame time",
-                                            "loop lag", "filter key → table")}
+                                            "loop lag", "filter key → table", "gc pause (full)",
+                                            "gc pause (young)")}
     emitted: dict[int, float] = {}
 
     def on_event(event: EngineSignal) -> None:
@@ -158,7 +174,10 @@ async def measure(releases: int, rate: float, seconds: float) -> dict[str, Sampl
         typist_task = asyncio.create_task(typist())
         frames_before = frame_count
         t0 = time.perf_counter()
+        collections = GcPauses(out["gc pause (full)"], out["gc pause (young)"])
+        gc.callbacks.append(collections)
         sent = await storm()
+        gc.callbacks.remove(collections)
         running = False
         await asyncio.gather(lag_task, typist_task)
         await pilot.pause()

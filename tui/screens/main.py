@@ -42,6 +42,7 @@ from tui.widgets.release_table import ReleaseTable
 QUICK = Binding.Group("Quick", compact=True)
 SORT = Binding.Group("Sort", compact=True)
 HEADER_REFRESH = 0.25  # seconds: counts are recomputed at most this often under an event storm
+RUNNING_SHOWN = 8  # running actions the header names; the others are counted (its line is laid out per change)
 
 
 class MainScreen(EngineScreen):
@@ -156,8 +157,10 @@ class MainScreen(EngineScreen):
         header.view = (f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
                        + (f" · +{len(hidden)} hidden: {', '.join(column(k).label for k in hidden)}" if hidden else ""))
         now = self._clock()
-        header.running = tuple(f"⟳ {fmt.progress_text(v.running, now)} {v.namespace}/{v.name}"
-                               for v in table.running() if v.running is not None)
+        shown = tuple(f"⟳ {fmt.progress_text(v.running, now)} {v.namespace}/{v.name}"
+                      for v in table.running(RUNNING_SHOWN) if v.running is not None)
+        more = table.running_count - len(shown)
+        header.running = (*shown, f"+{more} more") if more > 0 and shown else shown
 
     # -- actions -----------------------------------------------------------------
     def action_open_detail(self) -> None:

@@ -7,6 +7,7 @@ keys (search text, sort key) and the lines on screen, never widget work per row.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import Counter
@@ -166,9 +167,16 @@ class ReleaseTable(LineTable):
         """Releases per engine state (``-``: none), as of the last flush; kept per change, not recounted."""
         return +self._counts
 
-    def running(self) -> list[ReleaseView]:
-        """The releases with an action running, as of the last flush."""
-        return [self._views[rid] for rid in sorted(self._running_rids) if rid in self._views]
+    def running(self, limit: int | None = None) -> list[ReleaseView]:
+        """The releases with an action running, as of the last flush, by row key: the first ``limit`` of them
+        (one pass, not a sort of all: a cleanup may run thousands)."""
+        rids = sorted(self._running_rids) if limit is None else heapq.nsmallest(limit, self._running_rids)
+        return [self._views[rid] for rid in rids if rid in self._views]
+
+    @property
+    def running_count(self) -> int:
+        """How many releases have an action running, as of the last flush."""
+        return len(self._running_rids)
 
     def _count(self, rid: str, view: ReleaseView | None) -> None:
         old = self._counted.pop(rid, None)
