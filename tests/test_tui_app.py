@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from textual.widgets._footer import FooterKey
 
 from engine.base.masking import Masker
 from engine.monitor.status import MonitorStatus
-from engine.runtime.state import LogEntry, ReleasesListed
+from engine.runtime.state import LogEntry, ReleasesListed, RunningAction
 from engine.storage.records import ListedRevision
 from tests.fixtures import (
     FIXED_NOW,
@@ -596,3 +597,27 @@ async def test_a_release_removed_and_added_again_between_sorts_shows_once() -> N
         table.flush()
         assert table.row_count == 50 and len(set(table.row_keys)) == 50
         assert table.row_keys == sorted(table.row_keys, key=table._sort_keys.__getitem__)
+
+
+async def test_the_header_names_a_few_running_actions_and_counts_the_rest() -> None:
+    # A cleanup may run thousands: the header sorted and wrapped every one of them at each refresh.
+    engine = bulk_engine(40)
+    app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        keys = sorted(v.key for v in engine.releases())
+        for key in keys[:12]:
+            set_engine_status(engine, key, running=RunningAction("upgrade", fixed_clock() - 5, 300))
+        await pilot.pause(0.4)  # the header refreshes every 0.25 s
+        header = app.query_one(HeaderBar)
+        assert header.running[-1] == "+4 more" and len(header.running) == 9
+        assert header.running[0].endswith(f"{keys[0][0]}/{keys[0][1]}")
+
+
+async def test_the_tables_kept_cells_leave_the_garbage_collectors_walk() -> None:
+    # A full collection walks every tracked object not frozen: 10,000 rows of cell objects made it a stall.
+    app = HelmdeckApp(bulk_engine(50), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE):
+        table = app.query_one(ReleaseTable)
+        gc.collect()  # its cells untracked at their first pass, a row's tuple at a pass after that
+        rows = [table._cells[key] for key in table.row_keys]
+        assert len(rows) == 50 and not any(gc.is_tracked(row) for row in rows)
