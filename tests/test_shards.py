@@ -20,7 +20,7 @@ from engine.runtime.drive.shards import Shards
 from engine.runtime.engine import Engine
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.claims import ClaimRefused
-from engine.runtime.ledger.placement import owner, package_name
+from engine.runtime.ledger.placement import assign, package_name
 from engine.runtime.package_set import cluster_package_set
 from engine.storage.observer import Observer
 from tests.controller_fixtures import (
@@ -93,7 +93,16 @@ async def _replica(kube_target: KubeTarget, namespace: str, identity: str, durat
     assert await elector.confirm()
     membership = Membership(api, namespace, identity, duration=duration, retry=0.3)
     await membership.refresh()
-    return Shards(api, objects, book, membership, elector, lambda _ns, _n: None, lambda coro: coro.close())
+    shards = Shards(api, objects, book, membership, elector, lambda _ns, _n: None, lambda coro: coro.close())
+    membership.on_change = shards.on_members  # as the engine wires it, and places once the members are listed
+    shards.on_members(membership.live())
+    return shards
+
+
+def _placed(names: list[str], namespace: str, members: list[str]) -> dict[str, str]:
+    """The member placement gives each of the Packages ``names`` of ``namespace`` (all its Packages) on ``members``."""
+    placed = assign([package_name(namespace, n) for n in names], members)
+    return {n: placed[package_name(namespace, n)] for n in names}
 
 
 def _claim(apis: Apis, namespace: str, name: str) -> dict[str, Any] | None:
@@ -105,7 +114,7 @@ async def test_of_two_replicas_claiming_at_once_one_wins_and_a_silent_ones_claim
     apis: Apis, kube_target: KubeTarget, namespace: str,
 ) -> None:
     # A Package placement gives a when a and b are live: b, which does not know a yet, thinks it its own too.
-    name = next(n for n in (f"web-{i}" for i in range(100)) if owner(package_name(namespace, n), ["a", "b"]) == "a")
+    name = next(n for n in (f"web-{i}" for i in range(100)) if _placed([n], namespace, ["a", "b"])[n] == "a")
     create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
     create(apis[0], package(namespace, name))
     key = (namespace, name)
@@ -191,10 +200,10 @@ async def test_a_claim_is_not_taken_over_on_a_list_of_the_members_older_than_the
 async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_moved_meanwhile(
     apis: Apis, kube_target: KubeTarget, namespace: str,
 ) -> None:
-    # Two Packages: one placement gives p whether q is live or not, one it gives q once q is.
-    names = [f"web-{i}" for i in range(100)]
-    stays = next(n for n in names if owner(package_name(namespace, n), ["p", "q"]) == "p")
-    moves = next(n for n in names if owner(package_name(namespace, n), ["p", "q"]) == "q")
+    # Two Packages: both p's while p is alone, one each once q is live (the cap: one per member).
+    placed = _placed(["web-0", "web-1"], namespace, ["p", "q"])
+    [stays] = [n for n, m in placed.items() if m == "p"]
+    [moves] = [n for n, m in placed.items() if m == "q"]
     create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
     for name in (stays, moves):
         create(apis[0], package(namespace, name))
@@ -265,7 +274,7 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         eventually(lambda: all(releases(core, namespace, n) == [(1, "deployed")] for n in names), 180,
                    "every Package installed", logs=logs)
 
-        placed = {n: owner(package_name(namespace, n), list(ids.values())) for n in names}
+        placed = _placed(names, namespace, list(ids.values()))
 
         def acted(name: str, action: str) -> list[str]:
             return [ids[c.pid] for c in ctls if _acted(c, namespace, name, action)]
@@ -294,7 +303,7 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         survivors = [ids[c.pid] for c in left]
         eventually(lambda: all(acted(n, "upgrade") for n in names), 60, "each upgrade logged", logs=logs)
         for name in names:
-            assert acted(name, "upgrade") == [owner(package_name(namespace, name), survivors)], name
+            assert acted(name, "upgrade") == [_placed(names, namespace, survivors)[name]], name
         assert took < 60, took
         eventually(lambda: claims() == [None] * len(names), 15, "every claim cleared", logs=logs)
     finally:
@@ -341,7 +350,7 @@ def test_a_package_moving_to_a_joining_replica_is_handed_over_after_its_action_i
         eventually(lambda: _sees(a, 2), 60, "the first replica sees the second", logs=logs)
         ids = _identities(env)
         ida, idb = _identity(a, ids), _identity(b, ids)
-        moved = [n for n in names if owner(package_name(namespace, n), [ida, idb]) == idb]
+        moved = [n for n, m in _placed(names, namespace, [ida, idb]).items() if m == idb]
         assert moved, "placement moved nothing: run again"
 
         def taken(name: str) -> bool:
@@ -391,9 +400,9 @@ async def test_each_replica_monitors_its_share_and_one_getting_packages_back_wri
     env = controller_env
     objects, core, namespace = env.objects, env.core, env.namespace
     env.web_source()
-    # Four Packages, two placed on each of a and b when both are live (all on a while it is alone).
-    candidates = [f"w{i}" for i in range(100)]
-    on = {r: [n for n in candidates if owner(package_name(namespace, n), ["a", "b"]) == r][:2] for r in ("a", "b")}
+    # Four Packages, two placed on each of a and b when both are live (the cap), all on a while it is alone.
+    placed = _placed([f"w{i}" for i in range(4)], namespace, ["a", "b"])
+    on = {r: [n for n, m in placed.items() if m == r] for r in ("a", "b")}
     names = on["a"] + on["b"]
     keys = [(namespace, n) for n in names]
     for name in names:

@@ -320,6 +320,7 @@ class Engine:
                                 retry=lease.retry)
         shards = Shards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
                         self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, lost=self._lost)
+        self.objects.on_burst(shards.on_packages)  # a Package created or deleted may move another
         return self._wire_shards(shards)
 
     def _static_shards(self, api: client.ApiClient, lease: LeaseConfig, shard: Shard,

@@ -1,7 +1,8 @@
 """``helmdeck controller --shards auto``: placement on the live members, the actor claim, and handover.
 
 The I/O around two pure rules: :mod:`engine.runtime.ledger.placement` (which live member a Package is placed
-on, rendezvous hashing of ``namespace/name``) and :mod:`engine.runtime.ledger.claims` (may this replica claim a
+on: consistent hashing with bounded loads over the live members and every Package object's ``namespace/name``)
+and :mod:`engine.runtime.ledger.claims` (may this replica claim a
 release). The members come from :class:`~engine.runtime.drive.members.Membership`; this replica's own
 membership Lease is the engine's :class:`~engine.runtime.drive.lease.LeaseElector` (while it cannot renew it the
 gate lets it act on nothing).
@@ -20,7 +21,12 @@ gate lets it act on nothing).
   in a JSON patch that applies only while the claim still names this replica.
 - When the action's guard lets the release go (:meth:`Shards.let_go`), the status is persisted, then the claim
   cleared (only if it is still this replica's).
-- When the live set changes, the packages placed on this replica now are handed to ``gained`` (and when this
+- Placement is kept in one :class:`~engine.runtime.ledger.placement.Placement`, placed again when the live set
+  changes (:meth:`Shards.on_members`, once per list of the members) and when a burst of Package object changes
+  creates or deletes one (:meth:`Shards.on_packages`, once per burst: the watch groups changes for its debounce),
+  never per event: a Package coming or going can move another one, bounded loads weigh the whole set. A Package
+  object newer than the last placing is nobody's until the next (its burst's, right after it is read).
+- When the placement changes, the packages placed on this replica now are handed to ``gained`` (and when this
   replica comes back from a pause the others took for a departure, all of them), those placed here no more to
   ``lost``; a package placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish,
   then is cancelled as the operator's cancel does (its claim cleared as the guard lets go, then the pending
@@ -55,7 +61,7 @@ from engine.runtime.drive.objects import PACKAGES, PackageObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.claims import Claim, ClaimRefused, LeaseLapsed, decide
 from engine.runtime.ledger.gate import is_pending
-from engine.runtime.ledger.placement import owner, package_name
+from engine.runtime.ledger.placement import Placement, package_name
 from engine.runtime.state import ReleaseKey
 from engine.storage.observation import Observation
 
@@ -67,6 +73,7 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 Ref = tuple[str, str]  # a Package object's (namespace, name)
+UNPLACED = "no replica yet (a Package object newer than the last placing)"
 
 
 def _origin(ref: Ref) -> Path:
@@ -93,7 +100,7 @@ class Shards:
     # ``(key, by)``, ``by`` who asked. None: the book's cancel alone.
     cancel: Callable[[ReleaseKey, str], Awaitable[object]] | None = None
     _held: set[ReleaseKey] = field(default_factory=set)  # releases whose claim this replica holds
-    _placed_on: frozenset[str] | None = None  # the live set placement last moved packages by (None: none yet)
+    placement: Placement = field(default_factory=Placement)  # as of the last placing (empty: none yet)
 
     @property
     def me(self) -> str:
@@ -105,8 +112,9 @@ class Shards:
         return object_ref(spec.file) if spec is not None else None
 
     def owner_of(self, ref: Ref) -> str | None:
-        """The live member the Package ``ref`` is placed on."""
-        return owner(package_name(*ref), self.membership.live())
+        """The live member the Package ``ref`` is placed on, None while it is not placed (a Package object newer
+        than the last placing)."""
+        return self.placement.owner(package_name(*ref))
 
     def mine(self, ref: Ref) -> bool:
         """Is the Package ``ref`` placed on this replica (never before the members were first listed)?"""
@@ -118,7 +126,7 @@ class Shards:
         if ref is None:
             return None
         found = self.owner_of(ref)
-        return found if found != self.me else None
+        return None if found == self.me else found or UNPLACED
 
     def why_not(self, key: ReleaseKey) -> str | None:
         """Why this replica may not act on ``key`` now (placement, or the claim as the watch last saw it), None
@@ -128,7 +136,7 @@ class Shards:
             return None
         found = self.owner_of(ref)
         if found != self.me:
-            return f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} (--shards auto)"
+            return f"Package {ref[0]}/{ref[1]} is placed on {self._on(found)} (--shards auto)"
         obj = self.objects.get(_origin(ref)) or {}
         verdict = decide(Claim.from_status(obj.get("status")), self.membership.members(),
                          pending=is_pending(self.latest(*key)), now=time.time())
@@ -179,7 +187,10 @@ class Shards:
         """Raises ClaimRefused when the Package ``ref`` is placed on another live member now."""
         found = self.owner_of(ref)
         if found != self.me:
-            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is placed on controller replica {found} now", 30.0)
+            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is placed on {self._on(found)} now", 30.0)
+
+    def _on(self, member: str | None) -> str:
+        return UNPLACED if member is None else f"controller replica {member}"
 
     async def _write_claim(self, key: ReleaseKey, ref: Ref, action: str, timeout: float) -> str:
         """Write this replica's claim on ``ref`` (compare-and-swap on the resourceVersion); returns the take-over
@@ -263,26 +274,43 @@ class Shards:
         except ClaimRefused as exc:
             log.warning("%s (it is taken over once this replica is gone, or cleared by its next action)", exc)
 
-    # -- membership changes ---------------------------------------------------------------
+    # -- placement changes: the members, the Package objects ------------------------------
     def on_members(self, live: frozenset[str]) -> None:
-        """The live set changed: hand the packages placed here now and not before to ``gained``, those placed
-        here before and not now to ``lost``; give a package placed elsewhere now whose action runs here
-        ``stop_deadline`` seconds to finish, then cancel it."""
-        before, self._placed_on = self._placed_on, live
+        """The live set changed (and at start, once the members are first listed): place again."""
+        self._place(live)
+
+    def on_packages(self, origins: frozenset[Path]) -> None:
+        """After a burst of Package object changes (``origins``): place again when it created or deleted one
+        (a look at each object of the burst; the rest of the burst, specs and statuses, moves nothing)."""
+        if not self.membership.listed.is_set():
+            return  # placed first when the members are listed
+        for origin in origins:
+            ref = object_ref(origin)
+            if ref is not None and (self.objects.get(origin) is None) != (self.owner_of(ref) is None):
+                self._place(self.membership.live())
+                return
+
+    def _place(self, live: frozenset[str]) -> None:
+        """Place every Package object on ``live`` again: hand the packages placed here now and not before to
+        ``gained`` (a new Package's too), those placed here before and not now to ``lost``; give a package placed
+        elsewhere now whose action runs here ``stop_deadline`` seconds to finish, then cancel it."""
+        before = self.placement.owners()
+        names = (package_name(*ref) for ref in map(object_ref, self.objects.objects()) if ref is not None)
+        after = self.placement.place(names, live)
         gained: set[ReleaseKey] = set()
         lost: set[ReleaseKey] = set()
-        for key in list(self.book.packages):  # also those created since the last change: placed by both sets
+        for key in list(self.book.packages):
             ref = self.ref(key)
             if ref is None:
                 continue  # not a Package object's: no placement
             name = package_name(*ref)
-            now, was = owner(name, live) == self.me, before is not None and owner(name, before) == self.me
+            now, was = after.get(name) == self.me, before.get(name) == self.me
             if now and not was:
                 gained.add(key)
             elif was and not now:
                 lost.add(key)
                 if self.book.busy(key):
-                    self.spawn(self._hand_over(key, owner(name, live) or "?"))
+                    self.spawn(self._hand_over(key, after.get(name) or "?"))
         if lost:
             self.lost(lost)
         if gained:
