@@ -40,7 +40,7 @@ from bench.storage_common import private_cluster
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.runtime.drive.lease import SHARD
-from engine.runtime.ledger.placement import owner, package_name
+from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.churn import Churn, Replica, ready_now, run_churn
@@ -107,14 +107,15 @@ def _joined(run: Churn, replica: Replica) -> bool:
 
 
 def _placed_on(run: Churn, victim: Replica, auto: bool) -> list[str]:
-    """The Packages placed on ``victim`` now: by rendezvous over the live members (auto), else all of them when it
-    holds the one Lease."""
+    """The Packages placed on ``victim`` now: by placement over the live members and the run's Packages (auto),
+    else all of them when it holds the one Lease."""
     if not auto:
         return list(run.names) if replica_of(lease_holder(client.CoordinationV1Api(run.api), run.namespace)) == \
             victim.replica else []
     members = _members(run)
     me = next((m for m, r in members.items() if r is victim), None)
-    return [n for n in run.names if me is not None and owner(package_name(run.namespace, n), members) == me]
+    placed = assign([package_name(run.namespace, n) for n in run.names], members)
+    return [n for n in run.names if me is not None and placed[package_name(run.namespace, n)] == me]
 
 
 def _decided(obj: dict[str, Any]) -> bool:

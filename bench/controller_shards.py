@@ -18,10 +18,11 @@ namespace:
 Then the placement with replicas as processes (``--placement``, default 3 and 10 members; none: skipped), over the
 Packages of the last size (all Ready), with fresh replicas: for each member count, the spread (each member's
 share, the largest against the mean; issue 21: within 1.2x) once every Package's ``status.controller.replica``
-(written only by the replica it is placed on) names the member rendezvous hashing over the live membership Leases
-places it on; then one more replica joins and the Packages whose owner changed are counted (issue 21: at most
-1/N of them plus 5%, N the members after the join). ``--placement-namespace NS`` measures only the placement,
-over the Packages already in NS (a kept ``--cluster-dir``).
+(written only by the replica it is placed on) names the member placement (consistent hashing with bounded loads
+over the live membership Leases and every Package of the namespace) gives it; then one more replica joins and the
+Packages whose owner changed are counted (issue 21: at most 1/N of them plus 5%, N the members after the join).
+``--placement-namespace NS`` measures only the placement, over the Packages already in NS (a kept
+``--cluster-dir``).
 
 Run: ``python -m bench.controller_shards [--packages 1000] [--replicas 1 3] [--concurrency 4] [--mode auto]
 [--placement 3 10] [--cluster-dir DIR]``. The load average is printed with the figures: the machine may be shared.
@@ -58,7 +59,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
 from engine.runtime.drive.lease import SHARD
-from engine.runtime.ledger.placement import owner, package_name
+from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from tests.controller_fixtures import GROUP, VERSION, Controller, endpoint, eventually, start_controller
@@ -183,14 +184,15 @@ def _members(api: client.ApiClient, namespace: str, ctls: list[Controller]) -> d
 
 def _settled(api: client.ApiClient, namespace: str, ctls: list[Controller],
              timeout: float) -> tuple[dict[str, str], dict[str, str], float]:
-    """Wait until every replica in ``ctls`` is a member and every Package's status names the member rendezvous
-    hashing places it on; returns (observed owners, placement's owners, seconds). After ``timeout`` returns what
-    is there (the caller prints the disagreement)."""
+    """Wait until every replica in ``ctls`` is a member and every Package's status names the member placement
+    (bounded loads over every Package of ``namespace``) gives it; returns (observed owners, placement's owners,
+    seconds). After ``timeout`` returns what is there (the caller prints the disagreement)."""
     started = time.monotonic()
     while True:
         members = _members(api, namespace, ctls)
         observed = _owners(api, namespace)
-        expected = {n: owner(package_name(namespace, n), members) or "" for n in observed}
+        placed = assign([package_name(namespace, n) for n in observed], members)
+        expected = {n: placed.get(package_name(namespace, n), "") for n in observed}
         took = time.monotonic() - started
         if len(members) == len(ctls) and observed == expected:
             return observed, expected, took
@@ -212,7 +214,7 @@ def _spread_line(observed: dict[str, str], expected: dict[str, str], members: in
     return (f"  {members} members: shares {sorted(shares.values(), reverse=True)}; largest / mean "
             f"{largest / mean:.3f} (goal <= 1.2: {'met' if largest <= 1.2 * mean else 'NOT met'}; by placement "
             f"over the live Leases {placed / mean:.3f}); "
-            f"{agree} of {len(observed)} statuses name the rendezvous owner; settled in {took:.0f}s "
+            f"{agree} of {len(observed)} statuses name the placed owner; settled in {took:.0f}s "
             f"(load average {os.getloadavg()[0]:.1f})")
 
 
@@ -250,7 +252,7 @@ def placement(cluster: LocalCluster, work: Path, args: argparse.Namespace, names
             print(f"  a replica joining {members}: {len(moved)} Packages moved ({to_joiner} to it, "
                   f"{len(moved) - to_joiner} elsewhere), bound 1/{members + 1} + 5% = {bound} "
                   f"({'met' if len(moved) <= bound else 'NOT met'}); "
-                  f"{sum(1 for n, o in after.items() if o == expected[n])} of {total} statuses name the rendezvous "
+                  f"{sum(1 for n, o in after.items() if o == expected[n])} of {total} statuses name the placed "
                   f"owner; settled in {took:.0f}s (load average {os.getloadavg()[0]:.1f})", flush=True)
         peaks = [_peak_rss_mib(c.pid) for c in ctls if c.proc.poll() is None]
         print(f"  replicas' peak RSS: {min(peaks):.0f}-{max(peaks):.0f} MiB" if peaks else "  no replica left")

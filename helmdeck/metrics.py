@@ -4,6 +4,8 @@
 - ``helmdeck_reconciles_total{result}``: passes by result (``success``, ``failure``);
 - ``helmdeck_queue_depth``: packages queued, due or later;
 - ``helmdeck_releases{state}``: the engine's packages by release state (InSync, Failed, ...), read at scrape;
+  with shards (``--shards auto``, ``--watch-label-selector``) only those placed on this replica, so the sum over
+  the replicas counts every package once;
 - ``helmdeck_helm_action_duration_seconds{action,result}`` (histogram): each helm action (install, upgrade,
   test, rollback, uninstall...) from its start to its end, ``result`` ``succeeded`` or ``failed``.
 
@@ -27,12 +29,14 @@ BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class _Releases(Collector):
-    def __init__(self, views: Callable[[], list[ReleaseView]]):
+    def __init__(self, views: Callable[[], list[ReleaseView]], placed_here: Callable[[ReleaseKey], bool]):
         self._views = views
+        self._placed_here = placed_here
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily("helmdeck_releases", "Packages by release state", labels=["state"])
-        counts = Counter(v.state for v in self._views() if v.package is not None and v.state)
+        counts = Counter(v.state for v in self._views()
+                         if v.package is not None and v.state and self._placed_here((v.namespace, v.name)))
         for state, count in sorted(counts.items()):
             family.add_metric([str(state)], count)
         yield family
@@ -40,9 +44,11 @@ class _Releases(Collector):
 
 class ControllerMetrics:
     """The metrics of one engine: follow its signals with :meth:`on_signal`; ``views()`` gives the release rows
-    (read at scrape), ``queue_depth()`` the queue's length. Registered in :attr:`registry` (its own)."""
+    (read at scrape), ``queue_depth()`` the queue's length, ``placed_here(key)`` whether this replica reconciles
+    ``key``'s package (shards; default: every package). Registered in :attr:`registry` (its own)."""
 
-    def __init__(self, views: Callable[[], list[ReleaseView]], queue_depth: Callable[[], int]):
+    def __init__(self, views: Callable[[], list[ReleaseView]], queue_depth: Callable[[], int],
+                 placed_here: Callable[[ReleaseKey], bool] = lambda _key: True):
         self.registry = CollectorRegistry()
         self.reconcile_seconds = Histogram("helmdeck_reconcile_duration_seconds", "One pass of a package",
                                            buckets=BUCKETS, registry=self.registry)
@@ -51,7 +57,7 @@ class ControllerMetrics:
         self.queue.set_function(lambda: float(queue_depth()))
         self.actions = Histogram("helmdeck_helm_action_duration_seconds", "Helm actions by action and result",
                                  ["action", "result"], buckets=BUCKETS, registry=self.registry)
-        self.registry.register(_Releases(views))
+        self.registry.register(_Releases(views, placed_here))
         self._started: dict[tuple[ReleaseKey, str], float] = {}
 
     def on_signal(self, signal: EngineSignal) -> None:

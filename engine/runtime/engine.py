@@ -828,6 +828,11 @@ class Engine:
         if self.elector is not None:
             self.elector.annotations.update(annotations)
 
+    def placed_here(self, key: ReleaseKey) -> bool:
+        """Is ``key``'s package reconciled by this controller replica? False only when ``--shards auto`` places it
+        on another live member or a static shard leaves it to another (:mod:`engine.runtime.drive.shards`)."""
+        return self.gate.placed_elsewhere(key) is None
+
     def owner(self, key: ReleaseKey) -> Owner:
         """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.ledger.owners)."""
         view = self.book.view(key)
