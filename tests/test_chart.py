@@ -59,6 +59,8 @@ LOCKED = ("--set", "rbac.clusterAdmin=false")
 # Two static shards beside the main instance; shard2 with two replicas and its own resources.
 SHARDS = ("--set", "shards[0].name=shard1", "--set", "shards[1].name=shard2", "--set", "shards[1].replicas=2",
           "--set", "shards[1].resources.limits.memory=2Gi")
+# Automatic placement: one Deployment of three replicas, each `helmdeck controller --shards auto`.
+AUTO = ("--set", "shards=auto", "--set", "replicas=3")
 APPLY = "application/apply-patch+yaml"
 # Where each kind the chart renders is applied (group/version, plural, namespaced).
 PATHS = {
@@ -101,7 +103,7 @@ def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 # -- the chart alone ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("values", [(), LOCKED, SHARDS], ids=["cluster-admin", "locked-down", "shards"])
+@pytest.mark.parametrize("values", [(), LOCKED, SHARDS, AUTO], ids=["cluster-admin", "locked-down", "shards", "auto"])
 def test_helm_lint(values: tuple[str, ...]) -> None:
     for helm in ("helm4", "helm3"):
         out = subprocess.run([str(helm_binary(helm)), "lint", "--strict", str(CHART), *values],
@@ -220,6 +222,25 @@ def test_shards_run_as_one_deployment_each_beside_the_main_instance() -> None:
     assert all(p["serviceAccountName"] == "helmdeck" for p in pods.values())
 
 
+def _args(deployment: dict[str, Any]) -> list[str]:
+    [ctl] = deployment["spec"]["template"]["spec"]["containers"]
+    return list(ctl["args"])
+
+
+def test_shards_auto_runs_one_deployment_whose_replicas_all_act() -> None:
+    docs = render("x", *AUTO)
+    found = _deployments(docs)
+    assert set(found) == {"hd-helmdeck"} and found["hd-helmdeck"]["spec"]["replicas"] == 3
+    args = _args(found["hd-helmdeck"])
+    assert "--shards=auto" in args and _selector_arg(found["hd-helmdeck"]) is None
+    assert not any(a.startswith("--lease-duration") for a in args)  # the controller's own default for auto
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Service"] == ["hd-helmdeck-metrics"]
+    assert "--lease-duration=20" in _args(_deployments(render("x", *AUTO, "--set", "controller.leaseDuration=20"))
+                                          ["hd-helmdeck"])
+    plain = _args(_deployments(render("x"))["hd-helmdeck"])  # not sharded: one acting, the defaults helmdeck's
+    assert "--shards=auto" not in plain and not any(a.startswith("--lease-duration") for a in plain)
+
+
 def test_a_shard_with_its_own_selector_and_the_main_selector_given() -> None:
     found = _deployments(render("x", "--set", "shards[0].name=team-a", "--set", "shards[0].selector=team=a",
                                 "--set", "controller.watchLabelSelector=team!=a"))
@@ -235,6 +256,11 @@ def test_a_shard_with_its_own_selector_and_the_main_selector_given() -> None:
     (("--set", "shards[0].name=" + "s" * 41), "/shards/0/name"),
     (("--set", "shards[0].selector=a=b"), "missing property 'name'"),
     (("--set", "shards[0].name=a", "--set", "shards[0].replica=2"), "additional properties 'replica'"),
+    (("--set", "shards=manual"), "'manual' does not match pattern '^auto$'"),
+    (("--set", "shards=auto", "--set", "controller.watchLabelSelector=team=a"),
+     "shards: auto places every Package the controller sees on its replicas, so controller.watchLabelSelector "
+     "cannot be set with it"),
+    (("--set", "controller.leaseDuration=soon"), "/controller/leaseDuration"),
 ])
 def test_bad_shard_values_fail_rendering_naming_the_value(values: tuple[str, ...], says: str) -> None:
     out = subprocess.run([str(helm_binary("helm4")), "template", "hd", str(CHART), *values],
@@ -277,7 +303,7 @@ def test_a_bad_default_service_account_is_refused_naming_the_flag(tmp_path: Path
 # -- on the local cluster ---------------------------------------------------------------------------------------
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("values", [(), LOCKED, SHARDS], ids=["cluster-admin", "locked-down", "shards"])
+@pytest.mark.parametrize("values", [(), LOCKED, SHARDS, AUTO], ids=["cluster-admin", "locked-down", "shards", "auto"])
 def test_the_rendered_chart_applies_server_side_as_a_dry_run(values: tuple[str, ...], namespace: str,
                                                              kube_target: KubeTarget) -> None:
     api = api_client(kube_target)

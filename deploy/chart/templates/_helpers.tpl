@@ -58,6 +58,11 @@ since the kubelet's SIGKILL would then cut that work short and could leave a rel
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when shards is "auto" (the schema allows no other string): automatic placement, no static shards. */}}
+{{- define "helmdeck.autoShards" -}}
+{{- kindIs "string" .Values.shards -}}
+{{- end -}}
+
 {{/*
 The main instance's --watch-label-selector: controller.watchLabelSelector when set; with shards listed, the
 Packages no listed shard claims, "<shardKey> notin (<shard names>)" (unlabelled Packages included, as Flux's
@@ -65,7 +70,11 @@ main instance runs with "!<key>", and a Package labelled for a shard not listed 
 (every Package). A shard with its own selector has no complement the chart can compute: it asks for one.
 */}}
 {{- define "helmdeck.mainSelector" -}}
+{{- if eq (include "helmdeck.autoShards" .) "true" -}}
 {{- if .Values.controller.watchLabelSelector -}}
+{{- fail "shards: auto places every Package the controller sees on its replicas, so controller.watchLabelSelector cannot be set with it: remove one (or run static shards, a list under shards)" -}}
+{{- end -}}
+{{- else if .Values.controller.watchLabelSelector -}}
 {{- .Values.controller.watchLabelSelector -}}
 {{- else if .Values.shards -}}
 {{- $names := list -}}
