@@ -15,9 +15,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.kube.client import KubeTarget, api_client
+from engine.package.load import object_origin
 from engine.runtime.drive.lease import SHARD, LeaseElector
 from engine.runtime.drive.members import AUTO, Membership, member_lease, member_lease_name
-from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.drive.objects import PACKAGES, PackageObjects
 from engine.runtime.drive.shards import Shards
 from engine.runtime.engine import Engine
 from engine.runtime.ledger.book import ReleaseBook
@@ -198,6 +199,64 @@ async def test_a_claim_is_not_taken_over_on_a_list_of_the_members_older_than_the
     finally:
         for r in (a, c):
             await r.elector.stop()
+
+
+async def test_a_package_created_or_deleted_moves_another_through_gained_and_lost(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    # Bounded loads weigh the whole set: four Packages (two each on a and b, the cap), then a fifth that pushes
+    # one of the four to the other replica. Each replica places again after the burst that brings the fifth,
+    # and hands the moved one over as on a member change; deleting the fifth moves it back.
+    names = [f"w{i}" for i in range(4)]
+    before = _placed(names, namespace, ["a", "b"])
+    new = next(n for n in (f"x{i}" for i in range(200))
+               if any(m != before[k] for k, m in _placed([*names, n], namespace, ["a", "b"]).items() if k in before))
+    after = _placed([*names, new], namespace, ["a", "b"])
+    [moved] = [n for n in names if after[n] != before[n]]
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    for name in names:
+        create(apis[0], package(namespace, name))
+    replicas = {r: await _replica(kube_target, namespace, r, 30.0) for r in ("a", "b")}
+    changes: list[tuple[str, str, set[str]]] = []
+
+    def record(replica: str, what: str) -> Callable[[set[tuple[str, str]]], None]:
+        return lambda keys: changes.append((replica, what, {k[1] for k in keys}))
+
+    for r, shards in replicas.items():
+        await shards.membership.refresh()  # a listed before b's Lease existed
+        shards.gained, shards.lost = record(r, "gained"), record(r, "lost")
+    try:
+        assert {n: r for r, shards in replicas.items() for n in names
+                if shards.placed_elsewhere((namespace, n)) is None} == before
+
+        async def burst(name: str) -> None:
+            changes.clear()
+            for shards in replicas.values():
+                await asyncio.to_thread(shards.objects.load)
+                shards.book.set_packages(shards.objects.specs())
+                shards.on_packages(frozenset({object_origin(PACKAGES, namespace, name)}))
+
+        create(apis[0], package(namespace, new))
+        await burst(new)
+        gainer, loser = after[moved], before[moved]
+        assert sorted(changes) == sorted([(gainer, "gained", {moved} | ({new} if after[new] == gainer else set())),
+                                          (loser, "lost", {moved})]
+                                         + ([(loser, "gained", {new})] if after[new] == loser else []))
+        assert replicas[gainer].placed_elsewhere((namespace, moved)) is None
+        assert replicas[loser].placed_elsewhere((namespace, moved)) == gainer
+        changes.clear()
+        for shards in replicas.values():
+            shards.on_packages(frozenset({object_origin(PACKAGES, namespace, names[0])}))  # a status change: none
+        assert changes == []
+
+        apis[0].delete_namespaced_custom_object(GROUP, VERSION, namespace, "packages", new)
+        await burst(new)
+        assert (loser, "gained", {moved}) in changes and (gainer, "lost", {moved} | (
+            {new} if after[new] == gainer else set())) in changes
+        assert replicas[loser].placed_elsewhere((namespace, moved)) is None
+    finally:
+        for shards in replicas.values():
+            await shards.elector.stop()
 
 
 async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_moved_meanwhile(
