@@ -28,6 +28,7 @@ clock.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 from collections.abc import Collection, Iterable, Mapping
@@ -91,8 +92,8 @@ class Placement:
         self._members: frozenset[str] = frozenset()
         self._ranks: dict[str, tuple[str, ...]] = {}  # package -> ranking over _members
         self._prefixes: Prefixes = []  # of _members
-        self._orders: dict[str, tuple[bytes, str]] = {}  # package -> its sort key
-        self._sorted: list[str] = []  # the packages placed, in placing order
+        self._names: set[str] = set()  # the packages placed
+        self._sorted: list[tuple[bytes, str]] = []  # their sort keys (order(p), p), in placing order
         self._owners: dict[str, str] = {}
 
     def place(self, packages: Iterable[str], members: Collection[str]) -> dict[str, str]:
@@ -102,10 +103,8 @@ class Placement:
         names = set(packages)
         if live != self._members:
             self._members, self._ranks, self._prefixes = live, {}, _prefixes(sorted(live))
-        if names != self._orders.keys():
-            self._orders = {p: self._orders.get(p) or (order(p), p) for p in names}
-            self._ranks = {p: r for p, r in self._ranks.items() if p in names}
-            self._sorted = sorted(names, key=self._orders.__getitem__)
+        if names != self._names:
+            self._reorder(names)
         if not live:
             self._owners = {}
             return self._owners
@@ -113,7 +112,7 @@ class Placement:
         load = dict.fromkeys(live, 0)
         owners: dict[str, str] = {}
         ranks = self._ranks
-        for p in self._sorted:
+        for _, p in self._sorted:
             ranked = ranks.get(p)
             if ranked is None:
                 ranked = ranks[p] = _ranking(p, self._prefixes)
@@ -124,6 +123,21 @@ class Placement:
                     break
         self._owners = owners
         return owners
+
+    def _reorder(self, names: set[str]) -> None:
+        """Take ``names`` as the packages: a few came or went, each into or out of the sorted list by bisection
+        (a memory move, not a sort); many, one sort."""
+        came, went = names - self._names, self._names - names
+        for p in went:
+            self._ranks.pop(p, None)
+        if len(came) + len(went) > 64:
+            self._sorted = sorted((order(p), p) for p in names)
+        else:
+            for p in went:
+                del self._sorted[bisect.bisect_left(self._sorted, (order(p), p))]
+            for p in came:
+                bisect.insort(self._sorted, (order(p), p))
+        self._names = names
 
     def owners(self) -> Mapping[str, str]:
         """The last :meth:`place`'s result, member by package (a later one leaves it as it is)."""
