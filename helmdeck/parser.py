@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds without renewal after which another instance takes over (default: 15, with "
                           "--shards auto 8: a member's packages are taken over that long after its last renewal)")
     ctl.add_argument("--shards", choices=["auto"], default=None,
-                     help="auto: every replica acts, each on the Packages placed on it (rendezvous hashing over the "
+                     help="auto: every replica acts, each on the Packages placed on it (bounded-load hashing over the "
                           "live replicas, each holding its own membership Lease), one replica per release at a time "
                           "(an actor claim in the Package's status); default: one acting instance per package set")
     ctl.add_argument("--default-service-account", default="", metavar="NAME",

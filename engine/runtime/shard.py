@@ -61,7 +61,7 @@ class Shard:
 def shard_for(selector: str | None, *, auto: bool = False) -> Shard | None:
     """The shard ``--watch-label-selector`` names; None for no selector (or one matching everything).
     ``auto``: ``--shards auto`` was given too, which refuses any selector: its replicas place every Package they
-    watch on each other (rendezvous over the live members), so a selector would have members of different
+    watch on each other (bounded-load hashing over the live members), so a selector would have members of different
     selectors place Packages they do not see. Raises ShardSelectorError naming the flag(s) and the fix."""
     if selector is None:
         return None

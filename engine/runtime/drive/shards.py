@@ -2,10 +2,11 @@
 
 The I/O around two pure rules: :mod:`engine.runtime.ledger.placement` (which live member a Package is placed
 on: consistent hashing with bounded loads over the live members and every Package object's ``namespace/name``)
-and :mod:`engine.runtime.ledger.claims` (may this replica claim a
-release). The members come from :class:`~engine.runtime.drive.members.Membership`; this replica's own
-membership Lease is the engine's :class:`~engine.runtime.drive.lease.LeaseElector` (while it cannot renew it the
-gate lets it act on nothing).
+and :mod:`engine.runtime.ledger.claims` (may this replica claim a release). The members come from
+:class:`~engine.runtime.drive.members.Membership`; this replica's own membership Lease is the engine's
+:class:`~engine.runtime.drive.lease.LeaseElector` (while it cannot renew it the gate lets it act on nothing).
+Placement alone may, for a moment, give one Package to two replicas (their views of the members or of the
+Package objects lag each other); the claim is what keeps a release to one actor.
 
 - The gate asks :meth:`Shards.why_not` (a package placed on another member, a claim another member holds).
 - Before each helm action the engine awaits :meth:`Shards.fence` (the action context's fence): after a pause
