@@ -83,9 +83,10 @@ def cap(packages: int, members: int, slack: float = SLACK) -> int:
 
 class Placement:
     """The placement of a set of packages on a set of members, kept between changes (:meth:`place`). The members'
-    ranking of each package is cached for the current member set, and each package's order for as long as it is
-    placed, so placing again after a package came or went takes one pass over the packages with no hashing but
-    the new one's; a change of members ranks every package again (N hashes each)."""
+    ranking of each package is cached for the current member set and the packages are kept in placing order, so
+    placing again after a package came or went hashes only that one and takes one pass over the packages (8 ms of
+    CPU for 10,000 on 10 members, bench/placement_cost.py); a change of members ranks every package again (N
+    hashes each: 58 ms). Not thread-safe: one owner calls it (the event loop)."""
 
     def __init__(self, slack: float = SLACK) -> None:
         self.slack = slack
