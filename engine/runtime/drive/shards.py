@@ -101,7 +101,8 @@ class Shards:
     # ``(key, by)``, ``by`` who asked. None: the book's cancel alone.
     cancel: Callable[[ReleaseKey, str], Awaitable[object]] | None = None
     _held: set[ReleaseKey] = field(default_factory=set)  # releases whose claim this replica holds
-    placement: Placement = field(default_factory=Placement)  # as of the last placing (empty: none yet)
+    placement: Placement = field(default_factory=Placement)  # as of the last placing
+    _placed: bool = False  # placed at least once (the members were listed)
 
     @property
     def me(self) -> str:
@@ -293,11 +294,14 @@ class Shards:
 
     def _place(self, live: frozenset[str]) -> None:
         """Place every Package object on ``live`` again: hand the packages placed here now and not before to
-        ``gained`` (a new Package's too), those placed here before and not now to ``lost``; give a package placed
-        elsewhere now whose action runs here ``stop_deadline`` seconds to finish, then cancel it."""
-        before = self.placement.owners()
+        ``gained``, those placed here before and not now to ``lost``; give a package placed elsewhere now whose
+        action runs here ``stop_deadline`` seconds to finish, then cancel it. A Package object new since the last
+        placing is neither: it was queued on its creation, as any new package, and its pass (after this: the
+        burst's listeners run before the queue's workers) finds it placed."""
+        first, before = not self._placed, self.placement.owners()
         names = (package_name(*ref) for ref in map(object_ref, self.objects.objects()) if ref is not None)
         after = self.placement.place(names, live)
+        self._placed = True
         gained: set[ReleaseKey] = set()
         lost: set[ReleaseKey] = set()
         for key in list(self.book.packages):
@@ -305,6 +309,8 @@ class Shards:
             if ref is None:
                 continue  # not a Package object's: no placement
             name = package_name(*ref)
+            if not first and name not in before:
+                continue
             now, was = after.get(name) == self.me, before.get(name) == self.me
             if now and not was:
                 gained.add(key)
