@@ -530,3 +530,29 @@ async def test_each_replica_monitors_its_share_and_one_getting_packages_back_wri
         await a.stop(5)
         if b is not None:
             await b.stop(5)
+
+
+def test_a_status_another_replica_wrote_on_a_package_placed_here_is_written_again(
+    controller_env: ControllerEnv,
+) -> None:
+    # Two replicas whose views of the members lag each other can both pass a Package for a moment (a pass with no
+    # helm action takes no claim); the one it is placed on writes its status again when the other wrote last.
+    env = controller_env
+    objects, namespace = env.objects, env.namespace
+    env.web_source()
+    create(objects, package(namespace, "web", values={"replicas": 1}))
+    ctl = env.start("--shards", "auto", "--lease-duration", str(LEASE), name="a")
+
+    def writer() -> str:
+        status = (get_package(objects, namespace, "web") or {}).get("status") or {}
+        return str((status.get("controller") or {}).get("replica") or "")
+
+    try:
+        me = eventually(lambda: writer() if (get_package(objects, namespace, "web") or {}).get("status", {}).get(
+            "observedGeneration") == 1 else "", 120, "web reconciled and its status written", logs=ctl.text)
+        objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "packages", "web", {
+            "status": {"controller": {"replica": "vm-1-stale", "shard": "auto"}}})
+        eventually(lambda: writer() == me, 30, "the status names the replica the Package is placed on again",
+                   logs=ctl.text)
+    finally:
+        ctl.stop()

@@ -321,6 +321,8 @@ class Engine:
         shards = Shards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
                         self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, lost=self._lost)
         self.objects.on_burst(shards.on_packages)  # a Package created or deleted may move another
+        if self.status_writer is not None:  # then a status another replica wrote on a Package placed here
+            self.objects.on_burst(self.status_writer.reclaim)
         return self._wire_shards(shards)
 
     def _static_shards(self, api: client.ApiClient, lease: LeaseConfig, shard: Shard,

@@ -215,6 +215,25 @@ class StatusWriter:
             if ref is not None:
                 self.touch(ref)
 
+    def reclaim(self, origins: frozenset[Path]) -> None:
+        """After a burst of Package object changes (``origins``, ``--shards auto``): a Package placed here whose
+        status another replica wrote since this one did is written again. Two replicas whose views of the members
+        lag each other can both count a Package theirs for a moment (a pass without a helm action takes no claim)
+        and the last status written would name the wrong one until the Package changes again. Per burst: a look at
+        each object it changed."""
+        me = self.controller.get("replica")
+        if not me or not self.acting():
+            return
+        for origin in origins:
+            ref = object_ref(origin)
+            if ref is None or ref not in self._written:
+                continue
+            status = (self.objects.get(origin) or {}).get("status") or {}
+            writer = (status.get("controller") or {}).get("replica") if isinstance(status, dict) else None
+            if writer and writer != me and self.mine(ref):
+                del self._written[ref]
+                self.touch(ref)
+
     def forget(self, keys: Iterable[ReleaseKey]) -> None:
         """Packages gained from another replica (``--shards auto``): what this replica wrote on them before is
         no longer what their objects hold, so the next write is sent whatever it was."""
