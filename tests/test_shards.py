@@ -204,10 +204,13 @@ async def test_a_claim_is_not_taken_over_on_a_list_of_the_members_older_than_the
 async def test_a_package_created_or_deleted_moves_another_through_gained_and_lost(
     apis: Apis, kube_target: KubeTarget, namespace: str,
 ) -> None:
-    # Bounded loads weigh the whole set: four Packages (two each on a and b, the cap), then a fifth that pushes
+    # Bounded loads weigh the whole set: four Packages (two each on a and b, the cap), then a fifth that moves
     # one of the four to the other replica. Each replica places again after the burst that brings the fifth,
     # and hands the moved one over as on a member change; deleting the fifth moves it back.
-    names = [f"w{i}" for i in range(4)]
+    # Three that rank a first and one that ranks b first: one of a's three is over the cap (2) and goes to b,
+    # and a fifth Package raises the cap to 3, so that one can come back to a (a 2/2 split would move nothing).
+    first = {n: _placed([n], namespace, ["a", "b"])[n] for n in (f"w{i}" for i in range(200))}
+    names = [n for n in first if first[n] == "a"][:3] + [n for n in first if first[n] == "b"][:1]
     before = _placed(names, namespace, ["a", "b"])
     new = next(n for n in (f"x{i}" for i in range(200))
                if any(m != before[k] for k, m in _placed([*names, n], namespace, ["a", "b"]).items() if k in before))
@@ -373,8 +376,12 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         took = time.monotonic() - killed
         survivors = [ids[c.pid] for c in left]
         eventually(lambda: all(acted(n, "upgrade") for n in names), 60, "each upgrade logged", logs=logs)
-        for name in names:
-            assert acted(name, "upgrade") == [_placed(names, namespace, survivors)[name]], name
+        after = _placed(names, namespace, survivors)
+        for name in names:  # once each; the killed one's by the survivor placement gives it now. Bounded loads may
+            # move a survivor's Package to the other survivor too: upgraded by either, as the edit met the move.
+            by = acted(name, "upgrade")
+            assert len(by) == 1 and by[0] in ({after[name]} if placed[name] == ids[victim.pid] else
+                                              {placed[name], after[name]}), (name, by, placed, after)
         assert took < 60, took
         eventually(lambda: claims() == [None] * len(names), 15, "every claim cleared", logs=logs)
     finally:
