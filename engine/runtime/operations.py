@@ -24,7 +24,7 @@ from engine.monitor import comparison
 from engine.package.model import PackageSpec
 from engine.package.order import removal_order
 from engine.reconcile import conditions as cond
-from engine.reconcile.action import ActionContext, ActionReconciler
+from engine.reconcile.action import ActionContext, ActionReconciler, Handover
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.request import Request
@@ -199,7 +199,9 @@ class Operations:
                                 recorded.tail if recorded else (), time.time())
         if key in self.book.packages:
             self.book.set_status(key, dataclasses.replace(status or EngineStatus(), last=outcome), state=None)
-            await self.book.persist(key)
+            if not (isinstance(by, Handover) and self.gate.placed_elsewhere(key) is not None):
+                # A handover's guard persisted before it cleared the claim: the status is the new owner's now.
+                await self.book.persist(key)
         else:
             self.book.refresh(key, last=outcome)
         self.book.log(key, outcome.action, "cancelled", message)
