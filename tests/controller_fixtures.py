@@ -191,10 +191,10 @@ class ControllerEnv:
         create(self.objects, oci_repository(self.namespace, publish_web(self.helm, self.work, self.registry,
                                                                         self.helm_home, "0.1.0")))
 
-    def flaky_source(self) -> None:
-        """The flaky example chart (a ``hang`` value makes --wait never end) pushed to the local registry, and
-        the OCIRepository ``web`` selecting its 0.1.0."""
-        base = publish_chart(self.helm, EXAMPLES / "charts" / "flaky", self.work, self.registry, self.helm_home)
+    def flaky_source(self, chart: Path = EXAMPLES / "charts" / "flaky") -> None:
+        """The flaky example chart (a ``hang`` value makes --wait never end; or ``chart``, a copy of it) pushed to
+        the local registry, and the OCIRepository ``web`` selecting its 0.1.0."""
+        base = publish_chart(self.helm, chart, self.work, self.registry, self.helm_home)
         create(self.objects, {**oci_repository(self.namespace, base), "spec": {
             "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
 

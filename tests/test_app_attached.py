@@ -17,15 +17,14 @@ from engine.kube.client import KubeTarget, api_client
 from engine.runtime import Engine
 from engine.runtime.ledger.gate import READ_ONLY
 from localcluster.cluster import LocalCluster
-from tests.conftest import EXAMPLES
 from tests.controller_fixtures import (
     GROUP,
     VERSION,
+    ControllerEnv,
     create,
     get_package,
     oci_repository,
     package,
-    publish_chart,
     publish_web,
     releases,
     start_controller,
@@ -65,17 +64,13 @@ def _handled(objects: client.CustomObjectsApi, namespace: str, annotation: str, 
 
 
 async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_status(
-    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
-    helm_home: dict[str, str], helmdeck_crds: list[str],
+    controller_env: ControllerEnv, kube_target: KubeTarget,
 ) -> None:
-    api = api_client(kube_target)
-    objects, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_chart(helm, EXAMPLES / "charts" / "flaky", tmp_path, local_cluster.registry, helm_home)
-    create(objects, {**oci_repository(namespace, base), "spec": {
-        "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+    env = controller_env
+    objects, core, namespace, helm = env.objects, env.core, env.namespace, env.helm
+    env.flaky_source()
     create(objects, package(namespace, "flaky", timeout="5m"))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     key = (namespace, "flaky")
     app = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
     try:

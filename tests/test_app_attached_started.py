@@ -9,16 +9,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from engine.helm import Helm
-from engine.kube.client import KubeTarget, api_client
+from engine.kube.client import KubeTarget
 from engine.runtime import Engine
-from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES
-from tests.controller_fixtures import create, oci_repository, package, publish_chart, start_controller
+from tests.controller_fixtures import ControllerEnv, create, package
 from tests.test_app_pilot import SIZE, cell, row, select, wait_for
 from tui.app import HelmdeckApp
 
@@ -40,17 +37,13 @@ def _slow_failing_test_chart(work: Path) -> Path:
 
 
 async def test_the_row_and_the_overview_show_the_controllers_started_test_as_running(
-    helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path, local_cluster: LocalCluster,
-    helm_home: dict[str, str], helmdeck_crds: list[str],
+    controller_env: ControllerEnv, kube_target: KubeTarget, tmp_path: Path,
 ) -> None:
-    api = api_client(kube_target)
-    objects, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    assert local_cluster.registry is not None and local_cluster.kubeconfig is not None
-    base = publish_chart(helm, _slow_failing_test_chart(tmp_path), tmp_path, local_cluster.registry, helm_home)
-    create(objects, {**oci_repository(namespace, base), "spec": {
-        "url": f"oci://{base}/flaky", "insecure": True, "ref": {"tag": "0.1.0"}}})
+    env = controller_env
+    objects, core, namespace, helm = env.objects, env.core, env.namespace, env.helm
+    env.flaky_source(_slow_failing_test_chart(tmp_path))
     create(objects, package(namespace, "flaky", timeout="2m", test={"enable": True}, values={"testFail": True}))
-    ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
+    ctl = env.start()
     key = (namespace, "flaky")
     app = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 
@@ -65,6 +66,14 @@ def make_app(*, readonly: bool = False, online: bool = True, **kwargs: Any) -> t
     recorder = Recorder()
     app.notify = recorder  # type: ignore[method-assign]
     return app, recorder
+
+
+async def filled_table(app: HelmdeckApp, pilot: Pilot[None]) -> ReleaseTable:
+    """The main screen's table once every row the engine has shown is in it (it fills in steps)."""
+    table = app.query_one(ReleaseTable)
+    while table.busy:
+        await pilot.pause(0.05)
+    return table
 
 
 def shown_names(app: HelmdeckApp) -> list[str]:
@@ -127,9 +136,7 @@ async def test_a_frame_after_a_cell_write_finds_its_lines_by_index() -> None:
     # DataTable remade its list of every row after each cell write to find a screen line's row (per event).
     app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=(160, 20)) as pilot:
-        table = app.query_one(ReleaseTable)
-        while table.busy:
-            await pilot.pause(0.05)
+        table = await filled_table(app, pilot)
         first = table.selected_key()
         assert first is not None
         table._ordered_row_cache.clear()
@@ -149,9 +156,7 @@ async def test_a_click_selects_the_row_under_the_pointer() -> None:
     # the row that rendered them first, so a click on an equal cell selected that row.
     app = HelmdeckApp(bulk_engine(200), context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=(160, 20)) as pilot:
-        table = app.query_one(ReleaseTable)
-        while table.busy:
-            await pilot.pause(0.05)
+        table = await filled_table(app, pilot)
         await pilot.pause()
         for line in (5, 3, 7):
             assert await pilot.click(ReleaseTable, offset=(2, line))  # the NAMESPACE cell: equal on many rows
@@ -203,10 +208,8 @@ async def test_a_filter_keystroke_sets_the_rows_from_kept_search_texts_without_w
     engine = bulk_engine(1000)
     app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE) as pilot:
-        table = app.query_one(ReleaseTable)
         await pilot.pause()
-        while table.busy:
-            await pilot.pause(0.05)
+        table = await filled_table(app, pilot)
         assert table.row_count == 1000
         made: list[Any] = []
         drawn: list[str] = []
@@ -271,9 +274,7 @@ async def test_a_burst_of_new_releases_is_shown_in_order_in_one_pass() -> None:
     engine = bulk_engine(400)
     app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE) as pilot:
-        table = app.query_one(ReleaseTable)
-        while table.busy:
-            await pilot.pause(0.05)
+        table = await filled_table(app, pilot)
         sets = counted_sets(table)
         web = app.engine.release(table.views[0].key)
         assert web is not None and web.observation is not None
@@ -293,9 +294,7 @@ async def test_releases_listed_from_storage_labels_reach_the_table_as_one_event_
     engine = bulk_engine(10)
     app = HelmdeckApp(engine, context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE) as pilot:
-        table = app.query_one(ReleaseTable)
-        while table.busy:
-            await pilot.pause(0.05)
+        table = await filled_table(app, pilot)
         said: list[object] = []
         engine.subscribe(said.append)
         sets = counted_sets(table)
@@ -587,9 +586,7 @@ async def test_ctrl_d_also_uninstalls_and_the_palette_offers_themes() -> None:
 async def test_a_release_removed_and_added_again_between_sorts_shows_once() -> None:
     app = HelmdeckApp(bulk_engine(50), context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE) as pilot:
-        table = app.query_one(ReleaseTable)
-        while table.busy:
-            await pilot.pause(0.05)
+        table = await filled_table(app, pilot)
         view = table.views[3]
         table.remove_release(view.key)
         table.flush()

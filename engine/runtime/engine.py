@@ -389,12 +389,10 @@ class Engine:
             self.tasks.spawn(self.controller.refresh_monitor(key))
 
     def _settled(self, key: ReleaseKey) -> bool:
-        """Was ``key``'s Package object reconciled at its current spec (:func:`~engine.runtime.drive.objects.observed`)?
-        False sorts first: after a takeover the edited packages wait for no look at the settled ones."""
+        """Was ``key``'s Package object reconciled at its current spec (``PackageObjects.settled``)? False sorts
+        first: after a takeover the edited packages wait for no look at the settled ones."""
         spec = self.book.packages.get(key)
-        obj = self.objects.get(spec.file) if self.objects is not None and spec is not None else None
-        from engine.runtime.drive.objects import observed  # the controller's part: imported with it
-        return obj is None or observed(obj)
+        return self.objects is None or spec is None or self.objects.settled(spec.file)
 
     def _lost(self, keys: set[ReleaseKey]) -> None:
         """Packages placed on another replica now (``--shards auto``): their monitors stop at the pass boundary

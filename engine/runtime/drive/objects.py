@@ -190,6 +190,12 @@ class PackageObjects:
         with self._lock:
             return self._objects[PACKAGES].get(origin)
 
+    def settled(self, origin: Path) -> bool:
+        """Was the Package object ``origin`` reconciled at its current spec (:func:`observed`)? True when unknown:
+        nothing of it waits."""
+        obj = self.get(origin)
+        return obj is None or observed(obj)
+
     def meta(self, origin: Path) -> dict[str, Any] | None:
         """The metadata of the Package object ``origin``, None when unknown."""
         obj = self.get(origin)
