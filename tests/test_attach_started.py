@@ -79,6 +79,20 @@ def test_the_attached_row_runs_the_started_action_until_its_end_whatever_order_t
     assert (book.view(key) or view).running is None
 
 
+def test_an_event_given_again_is_logged_once_and_an_older_end_read_late_is_not_the_last_action() -> None:
+    book, attachment, key = _attached()
+    now = time.time()
+    installed = _event("InstallSucceeded", now - 3, "install")
+    testing = _event("TestStarted", now - 2, "test")
+    failed = _event("TestFailed", now - 1, "test", warning=True)
+    for event in (testing, failed, installed, testing, installed):  # a watch joined late: replayed, then live
+        attachment._on_event(event)
+    view = book.view(key)
+    assert view is not None and view.running is None
+    assert view.last is not None and view.last.action == "test" and not view.last.ok
+    assert [e.action for e in book.events(key)] == ["TestStarted", "TestFailed", "InstallSucceeded"]
+
+
 def _spec() -> Any:
     specs, errors = load_objects([package("team-a", "api", timeout="2m")], [oci_repository("team-a", "127.0.0.1:1/x")])
     assert not errors

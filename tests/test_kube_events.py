@@ -44,6 +44,23 @@ def test_an_offline_hub_shows_what_it_was_fed_to_its_subscribers() -> None:
     assert hub.stop()
 
 
+def test_a_late_subscriber_asking_for_a_replay_gets_what_the_shared_watch_kept_first() -> None:
+    hub = EventHub(None)
+    first: list[str] = []
+    hub.subscribe("helmdeck-demo", lambda e, _gone: first.append(e.reason))  # the watch is shared from here
+    hub.feed(kube_event("e1", "Package", "api", "Normal", "InstallSucceeded", "m", 3))
+    hub.feed(kube_event("e2", "Package", "api", "Normal", "TestStarted", "m", 2))
+    late: list[str] = []
+    replayed: list[str] = []
+    hub.subscribe("helmdeck-demo", lambda e, _gone: late.append(e.reason))
+    hub.subscribe("helmdeck-demo", lambda e, gone: replayed.append(e.reason + ("-" if gone else "")), replay=True)
+    assert first == ["InstallSucceeded", "TestStarted"] and late == []  # joined late: nothing of before
+    assert replayed == ["InstallSucceeded", "TestStarted"]  # oldest first, as kept
+    hub.feed(kube_event("e3", "Package", "api", "Warning", "TestFailed", "m", 1))
+    assert late == ["TestFailed"] and replayed[-1] == "TestFailed"
+    assert hub.stop()
+
+
 def test_warning_counts_per_release_follow_its_objects_and_forget_gone_events() -> None:
     hub = EventHub(None)
     counts: dict[tuple[str, str], int] = {}

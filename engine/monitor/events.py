@@ -138,6 +138,13 @@ class NamespaceEvents(WatchThread):
         with self._lock:
             return sorted(self._events.values(), key=lambda e: e.at)
 
+    def listen(self, listener: Listener) -> list[KubeEvent]:
+        """Add ``listener`` and return the events kept so far (oldest first), at one instant: every event
+        after them reaches ``listener``. One applied just before may reach it too (given twice)."""
+        with self._lock:
+            self.listeners.add(listener)
+            return sorted(self._events.values(), key=lambda e: e.at)
+
     def apply(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
         """Keep (or forget) one Event object and tell the listeners; the oldest go past :data:`KEEP`."""
         event = parse_event(obj)
@@ -204,15 +211,24 @@ class EventHub:
         self._watches: dict[str, NamespaceEvents] = {}
         self._offline: dict[str, NamespaceEvents] = {}
 
-    def subscribe(self, namespace: str, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` (in the watch thread) with each event of ``namespace``; returns the unsubscribe."""
+    def subscribe(self, namespace: str, listener: Listener, *, replay: bool = False) -> Callable[[], None]:
+        """Call ``listener`` (in the watch thread) with each event of ``namespace``; returns the unsubscribe.
+
+        The namespace's watch is shared: a listener that joins it late gets only the events after it joined,
+        unless ``replay``: then first (in the caller's thread) the events kept so far, oldest first, as the
+        watch's first list would have given them. An event kept just as it joins may come twice."""
         with self._lock:
             watch = self._watches.get(namespace)
+            created = watch is None
             if watch is None:
                 watch = self._offline.pop(namespace, None) or NamespaceEvents(self._api, namespace)
                 self._watches[namespace] = watch
+            kept = watch.listen(listener)
+            if created:  # after the listener joined: the first list's events reach it
                 watch.start()
-            watch.listeners.add(listener)
+        if replay:
+            for event in kept:
+                listener(event, False)
 
         def unsubscribe() -> None:
             with self._lock:
@@ -291,12 +307,10 @@ class WarningCounter:
             for kind, ns, name in placed:
                 self._index.setdefault((ns, kind, name), set()).add(key)
             new = sorted({ns for _k, ns, _n in placed} - self._unsubscribe.keys())
-        for ns in new:
-            unsubscribe = self._hub.subscribe(ns, self._seen)
+        for ns in new:  # what the namespace's watch kept before counts (uids: an Event given twice counts once)
+            unsubscribe = self._hub.subscribe(ns, self._seen, replay=True)
             with self._lock:
                 self._unsubscribe[ns] = unsubscribe
-            for event in self._hub.recent(ns):
-                self._seen(event, False)
 
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:

@@ -233,7 +233,10 @@ class Engine:
         if attach and online:
             from engine.runtime.drive.attach import Attachment
 
-            self.attachment = Attachment(api, self.book, namespaces, self.kube_events.watch)
+            # The namespace's Events may be watched already (a monitor's Warnings): the controller's Events
+            # from before the attachment found it come first, or its running action would be missed.
+            self.attachment = Attachment(api, self.book, namespaces,
+                                         lambda ns, callback: self.kube_events.watch(ns, callback, replay=True))
         self._metrics_urls = controller_metrics
         self.gate.attached = self.attachment.attached if self.attachment is not None else None
         self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,

@@ -33,15 +33,17 @@ class ReleaseEvents:
         self._warnings = WarningCounter(self.hub, lambda key, n: on_loop(book.set_warnings, key, n))
         book.subscribe(self._track)
 
-    def watch(self, namespace: str, callback: Callable[[KubeEvent], None]) -> Callable[[], None]:
+    def watch(self, namespace: str, callback: Callable[[KubeEvent], None], *,
+              replay: bool = False) -> Callable[[], None]:
         """Call ``callback`` on the engine's loop with each Event of ``namespace``; returns the unsubscribe.
+        ``replay``: first with the Events already kept (see :meth:`EventHub.subscribe`).
 
         The callback runs in the context variables of the caller of ``watch`` (a copy per call), not the
         watch thread's: an app's screen subscribes and its callbacks need the app's context (Textual's
         timers made without it fail when the app shuts down)."""
         context = contextvars.copy_context()
         return self.hub.subscribe(
-            namespace, lambda event, _gone: self._on_loop(context.copy().run, callback, event))
+            namespace, lambda event, _gone: self._on_loop(context.copy().run, callback, event), replay=replay)
 
     def recent(self, namespace: str) -> list[KubeEvent]:
         """The recent Events of ``namespace`` kept (at most engine.monitor.events.KEEP), oldest first."""

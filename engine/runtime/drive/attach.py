@@ -36,7 +36,7 @@ from urllib3.exceptions import HTTPError
 
 from engine.base.labels import API_VERSION
 from engine.kube import rest
-from engine.monitor.events import KubeEvent
+from engine.monitor.events import KEEP, KubeEvent
 from engine.package.model import DEFAULT_TIMEOUT, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
@@ -60,6 +60,7 @@ from engine.storage.helmtime import helm_time
 log = logging.getLogger(__name__)
 
 EVERY = 2.0  # seconds between two reads of the controllers' Leases
+LOGGED = 4 * KEEP  # Events remembered as logged: more than the watches of a few namespaces keep
 # The app's actions the controller carries out, and the request annotation each writes (suspend and
 # maintenance patch the spec instead); "reconcile" is a pass nobody forced (after a pin).
 REQUEST_OF = {"upgrade": "force", "reconcile": "reconcile", "rollback": "rollback", "unlock": "unlock",
@@ -168,7 +169,7 @@ def ends(event: KubeEvent, outcome: str, running: RunningAction) -> bool:
 class Attachment:
     """Finds the live controllers through ``api`` and attaches the book to them (see the module docstring).
     ``namespaces``: the app's scope (None: all); ``events(namespace, callback)`` watches a namespace's
-    Kubernetes Events (returns the unsubscribe); ``spawn`` runs background tasks."""
+    Kubernetes Events, those already seen first (returns the unsubscribe; an Event may come twice)."""
 
     def __init__(self, api: client.ApiClient, book: ReleaseBook, namespaces: list[str] | None,
                  events: Callable[[str, Callable[[KubeEvent], None]], Callable[[], None]], *, every: float = EVERY):
@@ -182,6 +183,8 @@ class Attachment:
         self._event_watches: dict[str, Callable[[], None]] = {}
         self._last: dict[ReleaseKey, ActionOutcome] = {}  # the controller's last action on each, from its Events
         self._running: dict[ReleaseKey, RunningAction] = {}  # its action started and not ended, from its Events
+        # (uid, time) of the Events put in the log, the newest LOGGED; kept across attachments
+        self._logged: dict[tuple[str, float], None] = {}
         # origin -> (resourceVersion, holder, spec, its view fields): a burst projects only the objects it changed
         self._projected: dict[Path, tuple[str, str, PackageSpec, dict[str, Any]]] = {}
         self.problem = ""
@@ -300,7 +303,12 @@ class Attachment:
         if key is None:
             return
         outcome = "failed" if event.warning else "succeeded" if event.reason.endswith("Succeeded") else "info"
-        self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
+        if (event.uid, event.at) not in self._logged:  # given again (replayed to a watch joined late): logged once
+            self._logged[(event.uid, event.at)] = None
+            if len(self._logged) > LOGGED:
+                del self._logged[next(iter(self._logged))]
+            self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
+        # Below, an Event given twice changes nothing more.
         running = self._running.get(key)
         view = self._book.view(key)
         begun = started(event, view.package if view is not None else None)
@@ -313,7 +321,10 @@ class Attachment:
         if running is not None and event.at >= running.started and ends(event, outcome, running):
             del self._running[key]
             self._book.update_attached(key, running=None)
-        if outcome != "info":  # an action's end: the row's LAST ACTION (Flux's reason names it: UpgradeSucceeded)
+        last = self._last.get(key)
+        if outcome != "info" and (last is None or event.at >= last.at):
+            # an action's end: the row's LAST ACTION (Flux's reason names it: UpgradeSucceeded); not an older one
+            # read late
             action = event.reason.removesuffix("Succeeded").removesuffix("Failed").lower() or event.reason
             self._last[key] = ActionOutcome(action, outcome == "succeeded", event.message, at=event.at)
             self._book.update_attached(key, last=self._last[key])
