@@ -493,9 +493,10 @@ class ReleaseBook:
             log.warning("cannot read persisted engine status: %s", exc)
             return set()
         changed = set()
+        blind = {p.namespace for p in self.observer.denied()}  # storage not readable there
         for item in stored:
             key = (item.namespace, item.release)
-            if key not in self._statuses and not self._matches_storage(key, item.status):
+            if key not in self._statuses and not self._matches_storage(key, item.status, blind):
                 log.info("ignoring the stored engine status of %s/%s: its history is not the release's (a "
                          "leftover of an uninstalled release)", *key)
                 continue
@@ -504,13 +505,13 @@ class ReleaseBook:
                 changed.add(key)
         return changed
 
-    def _matches_storage(self, key: ReleaseKey, status: EngineStatus) -> bool:
+    def _matches_storage(self, key: ReleaseKey, status: EngineStatus, blind: set[str | None]) -> bool:
         """Whether the newest revision ``status``'s history holds is stored as it was (same digest). A status
         left behind by an uninstall (or an older helmdeck) claims a revision that is gone or was made again;
-        adopting it would make the next install look like drift. Unknown (storage not readable) counts as a
-        match."""
+        adopting it would make the next install look like drift. Unknown (storage not readable: ``key``'s
+        namespace or all, None, in ``blind``) counts as a match."""
         latest = status.history.latest()
-        if latest is None or any(p.namespace in (key[0], None) for p in self.observer.denied()):
+        if latest is None or key[0] in blind or None in blind:
             return True
         return any(obs.version == latest.version and obs.digest == latest.digest
                    for obs in self.observer.history(*key))
