@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from engine.reconcile.status import EngineStatus
 from engine.storage import History, HistoryFormatError, Snapshot, TestHookRun, observation_from_release
 from tests.storage_records import release
 
@@ -119,3 +120,15 @@ def test_bad_history_json(text: str) -> None:
 def test_snapshots_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         snap(1).status = "x"  # type: ignore[misc]
+
+
+def test_engine_status_json_round_trip_and_what_it_refuses() -> None:
+    # A start reads every persisted status (orjson, json for what orjson cannot read): the same values either way.
+    status = EngineStatus(history=History((snap(2, "deployed", "Succeeded"), snap(1))), adopted_revision=2,
+                          package="apps/web", depends_on=("apps/db",))
+    assert EngineStatus.from_json(status.to_json()) == status
+    big = json.loads(status.to_json()) | {"adoptedRevision": 2**70}  # past 64 bits: orjson refuses, json reads
+    assert EngineStatus.from_json(json.dumps(big)).adopted_revision == 2**70
+    for text in ("{", "[]", '{"schema": "other"}', "NaN"):
+        with pytest.raises(ValueError):
+            EngineStatus.from_json(text)

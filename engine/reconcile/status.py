@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from engine.reconcile.conditions import Condition
 from engine.storage.snapshot import History
 
@@ -99,7 +101,10 @@ class EngineStatus:
     def from_json(cls, text: str) -> EngineStatus:
         """Parse :meth:`to_json` output; raises ValueError on anything else."""
         try:
-            doc = json.loads(text)
+            try:  # a compiled decoder: a start reads one status per release
+                doc = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                doc = json.loads(text)  # what it cannot read (integers past 64 bits) as before
             if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
                 raise ValueError(f"not a {SCHEMA} document")
             last = doc.get("last")

@@ -98,14 +98,11 @@ class Snapshot:
         if not isinstance(data, Mapping):
             raise HistoryFormatError(f"snapshot is {type(data).__name__}, not an object")
         values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name == "test_hooks":
-                continue
-            value = data.get(f.name, "" if f.name in ("first_deployed", "last_deployed", "deleted") else None)
-            expected = int if f.name == "version" else str
+        for name, expected, default in _SNAPSHOT_FIELDS:
+            value = data.get(name, default)
             if not isinstance(value, expected) or isinstance(value, bool):
-                raise HistoryFormatError(f"snapshot field {f.name!r} is {value!r}, not {expected.__name__}")
-            values[f.name] = value
+                raise HistoryFormatError(f"snapshot field {name!r} is {value!r}, not {expected.__name__}")
+            values[name] = value
         hooks = data.get("test_hooks")
         hooks = [] if hooks is None else hooks
         if not isinstance(hooks, list):
@@ -121,6 +118,14 @@ class Snapshot:
                 str(hook.get("started_at", "")), str(hook.get("completed_at", "")),
             ))
         return cls(**values, test_hooks=tuple(runs))
+
+
+# What Snapshot.from_dict reads, with each field's type and its value when absent (once: a start reads one
+# status per release).
+_SNAPSHOT_FIELDS: tuple[tuple[str, type, str | None], ...] = tuple(
+    (f.name, int if f.name == "version" else str, "" if f.name in ("first_deployed", "last_deployed", "deleted")
+     else None)
+    for f in fields(Snapshot) if f.name != "test_hooks")
 
 
 @dataclass(frozen=True)
