@@ -43,11 +43,6 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def canonical_digest(value: Any) -> str:
-    """``sha256:<hex>`` of :func:`canonical_json` of ``value``."""
-    return "sha256:" + sha256_hex(canonical_json(value))
-
-
 def _encode(value: Any, out: list[str]) -> None:
     if isinstance(value, str):
         out.append(encode_basestring(value))
