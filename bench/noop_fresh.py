@@ -75,9 +75,10 @@ def revision_count(bench: Bench) -> int:
     return len(secrets.items)
 
 
-# What every helmdeck command imports before its own modules: asyncio and the kubernetes package's kubeconfig
-# loader (with its __init__ deferred, as helmdeck does), hence pydantic, requests, oauthlib, dateutil, urllib3.
-FLOOR = ("import asyncio, yaml; from engine.kube.deferred import defer; defer(); "
+# What every helmdeck command imports before its own modules: asyncio, then (the cycle collector paused, as
+# helmdeck's main pauses it) the kubernetes package's kubeconfig loader with its __init__ deferred, as helmdeck
+# does, hence pydantic, requests, oauthlib, dateutil, urllib3.
+FLOOR = ("import asyncio, gc; gc.disable(); import yaml; from engine.kube.deferred import defer; defer(); "
          "import kubernetes.config, kubernetes.client.rest")
 
 
