@@ -59,7 +59,7 @@ async def test_prune_removes_the_status_and_re_adding_installs_once(
     await engine.start()
     try:
         await installed(engine, key)
-        assert status_exists(core_api, namespace, object_name("app"))
+        await until(lambda: status_exists(core_api, namespace, object_name("app")))  # persisted after the pass
         text = file.read_text()
         file.unlink()
         await until(lambda: not versions(engine, key) and not status_exists(core_api, namespace, object_name("app")))
