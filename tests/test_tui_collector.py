@@ -59,3 +59,33 @@ def test_survivors_of_a_full_collection_are_frozen_and_reclaim_frees_their_cycle
         collector.stop()
     assert gc.get_freeze_count() == 0
     assert collector._collected not in gc.callbacks
+
+
+def test_a_pause_stops_collections_until_start_which_collects_once_and_freezes() -> None:
+    assert gc.isenabled()
+    collector = Collector()
+    try:
+        collector.pause()
+        assert not gc.isenabled()  # the engine starts: no full passes over the growing heap
+        dead = cycle()
+        assert dead() is not None
+        collector.start()
+        assert gc.isenabled() and dead() is None  # one whole collection took the start's garbage
+        assert gc.get_freeze_count() > 0
+    finally:
+        collector.stop()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_a_pause_ended_by_stop_restores_the_collector_and_leaves_it_off_when_it_was_off() -> None:
+    collector = Collector()
+    collector.pause()
+    collector.stop()  # the app quit while its engine was starting
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()  # as the command line's own start does
+    try:
+        collector.pause()
+        collector.stop()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

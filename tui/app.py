@@ -144,15 +144,17 @@ class HelmdeckApp(App[None]):
 
     @work(exclusive=True, group="engine", exit_on_error=False)
     async def start_engine(self) -> None:
+        self._collector.pause()  # no full passes over the growing heap while the first table is made
         try:
             await self.client.start()
-            # What start-up made (every release's view, the table's rows) lives as long as the app: out of
-            # the collector's full passes, which otherwise stall the event loop (tui/collector.py).
-            self._collector.start()
         except Exception as exc:  # the app stays up to show what it can, and says why
             log.exception("engine start failed")
             self.notify(f"{exc}\nDetails: {self._log_hint()}", title="Cannot start the engine",
                         severity="error", timeout=30)
+        # What start-up made (every release's view, the table's rows) lives as long as the app: out of the
+        # collector's full passes, which otherwise stall the event loop (tui/collector.py). Cancelled (the app
+        # quit first): its unmount stopped the collector.
+        self._collector.start()
 
     async def action_quit(self) -> None:
         """Quit; running helm actions may finish first (up to 30 s), and the screen says so."""

@@ -1,5 +1,10 @@
 """Python's cyclic garbage collector kept off the app's event loop.
 
+While the engine starts, the collector is paused (:meth:`Collector.pause`): start-up makes objects that
+live as long as the app (10,000 releases' views and rows) and little garbage, and as the heap grew the
+collector walked all of it again at each quarter grown (four to five full passes of 60-130 ms each before
+the first table at 10,000 releases, bench/tui_bench.py). One pass at the end takes the start's garbage.
+
 A full collection walks every object the collector tracks: ~0.15 s at 1,000 releases (views, the
 table's rows, cached renders), a stalled frame under an event storm. Start-up's objects are frozen
 (``gc.freeze``: kept out of every collection) once the engine has started, and the survivors of each
@@ -28,19 +33,36 @@ class Collector:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
         self._started = False
+        self._paused = False
         self._last_reclaim = 0.0
         self.last_input = 0.0
 
+    def pause(self) -> None:
+        """No collection until :meth:`start` (or :meth:`stop`): the engine is starting. Nothing when the
+        collector is off already (the command line pauses it for its own start)."""
+        if not self._started and not self._paused and gc.isenabled():
+            self._paused = True
+            gc.disable()
+
     def start(self) -> None:
-        """Freeze what exists now and every full collection's survivors from now on."""
+        """Freeze what exists now and every full collection's survivors from now on (after a :meth:`pause`,
+        one whole collection first takes what the start left as garbage)."""
         if self._started:
             return
         self._started = True
         self._last_reclaim = self._clock()
+        if self._paused:
+            self._paused = False
+            gc.collect()
+            gc.enable()
         gc.freeze()
         gc.callbacks.append(self._collected)
 
     def stop(self) -> None:
+        """Restore the collector as it was: unfrozen, running again after a :meth:`pause`."""
+        if self._paused:
+            self._paused = False
+            gc.enable()
         if not self._started:
             return
         self._started = False
