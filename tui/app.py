@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -54,6 +55,11 @@ from tui.themes import DEFAULT_THEME, SHIPPED_DIR, load_themes
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 ALL_RELEASES: ReleaseKey = ("", "")  # what an operation on every release (cleanup) acts on
+# The event loop shares the interpreter lock with the storage threads (listing and decoding records, each
+# write's watch event): a thread waiting for the lock gets it after this long at most. Python's 5 ms was
+# paid on many of a frame's steps while a list decoded (the first table at 10,000 releases: 0.54-1.0 s
+# against 0.49-0.66 s, bench/tui_bench.py).
+SWITCH_INTERVAL = 0.0005
 
 
 @runtime_checkable
@@ -145,6 +151,7 @@ class HelmdeckApp(App[None]):
     @work(exclusive=True, group="engine", exit_on_error=False)
     async def start_engine(self) -> None:
         self._collector.pause()  # no full passes over the growing heap while the first table is made
+        sys.setswitchinterval(SWITCH_INTERVAL)
         try:
             await self.client.start()
         except Exception as exc:  # the app stays up to show what it can, and says why
