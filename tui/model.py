@@ -124,32 +124,46 @@ def _owner(view: ReleaseView) -> str:
     return {"none": "-"}.get(owner.kind, owner.kind)
 
 
-_READING = Cell("…")  # a cell of a release listed from storage's labels, its record not decoded yet
-_LISTED = dict.fromkeys(COLUMN_KEYS, _READING)  # a listed row's cells before its own are put in
+_READING: KeptCell = ("…", "plain")  # a cell of a release listed from storage's labels, its record not decoded yet
+_LISTED_ROW = (_READING,) * len(COLUMN_KEYS)  # a listed row's cells before its own are put in
 
 
 @functools.lru_cache(maxsize=64)
-def _status_cell(status: str) -> Cell:
-    return Cell(f"{fmt.status_symbol(status)} {status}", fmt.status_tone(status))
+def _status_cell(status: str) -> KeptCell:
+    return (f"{fmt.status_symbol(status)} {status}", fmt.status_tone(status))
+
+
+def listed_row(view: ReleaseView, now: float) -> tuple[KeptCell, ...]:
+    """The kept cells (:func:`row_cells`) of a release known only from its storage labels
+    (:attr:`ReleaseView.listed`, while the engine starts): namespace, name, revision, Helm status and age as
+    ``helm list`` shows them; the columns the record and the engine fill say ``…``. Made directly as the
+    table keeps them: 10,000 at start-up, the equal cells shared."""
+    listed = view.listed
+    assert listed is not None
+    row = list(_LISTED_ROW)
+    row[_NAMESPACE], row[_NAME] = (view.namespace, "plain"), (view.name, "plain")
+    row[_REVISION], row[_STATUS] = (str(listed.version), "plain"), _status_cell(listed.status)
+    row[_AGE] = (fmt.duration(now - listed.modified_at, coarse=True) if listed.modified_at else "-", "plain")
+    return tuple(row)
+
+
+_NAMESPACE, _NAME, _REVISION, _STATUS, _AGE = (COLUMN_INDEX[k] for k in ("namespace", "name", "revision", "status",
+                                                                         "age"))
 
 
 def listed_cells(view: ReleaseView, now: float) -> dict[str, Cell]:
-    """The cells of a release known only from its storage labels (:attr:`ReleaseView.listed`, while the
-    engine starts): namespace, name, revision, Helm status and age as ``helm list`` shows them; the
-    columns the record and the engine fill say ``…``."""
-    listed = view.listed
-    assert listed is not None
-    row = _LISTED.copy()  # 10,000 of these at start-up: nothing made that equal rows can share
-    row.update(namespace=Cell(view.namespace), name=Cell(view.name), revision=Cell(str(listed.version)),
-               status=_status_cell(listed.status),
-               age=Cell(fmt.duration(now - listed.modified_at, coarse=True) if listed.modified_at else "-"))
-    return row
+    """:func:`listed_row` by column, as :func:`cells` gives them."""
+    return dict(zip(COLUMN_KEYS, map(Cell._make, listed_row(view, now)), strict=True))
+
+
+def _listed(view: ReleaseView) -> bool:
+    return view.observation is None and view.listed is not None and not view.unreadable
 
 
 def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
     """Every column's cell for one release, at Unix time ``now`` (for ages and progress)."""
     obs = view.observation
-    if obs is None and view.listed is not None and not view.unreadable:
+    if _listed(view):
         return listed_cells(view, now)
     return {
         "namespace": Cell(view.namespace),
@@ -173,6 +187,8 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
 def row_cells(view: ReleaseView, now: float) -> tuple[KeptCell, ...]:
     """:func:`cells` as one plain tuple of :data:`KeptCell` in :data:`COLUMN_KEYS` order (:data:`COLUMN_INDEX`):
     what the table keeps per row, untracked by the cyclic garbage collector after its first pass."""
+    if _listed(view):
+        return listed_row(view, now)
     return tuple(map(tuple, cells(view, now).values()))  # type: ignore[arg-type]
 
 

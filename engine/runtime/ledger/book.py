@@ -410,7 +410,7 @@ class ReleaseBook:
             cur = views.get(key)
             if (cur is None or (cur.listed is None and cur.observation is None)
                     or (cur.listed is not None and revision.version > cur.listed.version)):
-                view = views[key] = ReleaseView(namespace=key[0], name=key[1], listed=revision)
+                view = views[key] = ReleaseView.from_listed(revision)
                 known.append(view)
         if known:  # one event for the page: 10,000 releases would otherwise cost 10,000 dispatches
             self.emit(ReleasesListed(tuple(known)))
