@@ -402,7 +402,7 @@ async def started(app: HelmdeckApp, marks: dict[str, float]) -> None:
     _timed(app.engine.book, "refresh_all", lambda _start, _took: made.set())
     if "views made" not in marks:
         await asyncio.wait_for(made.wait(), 600)
-    await asyncio.sleep(2.0)  # the table takes the views (a flush every 50 ms)
+    await asyncio.sleep(2.0)  # the table takes the views (a flush every 25 ms)
 
 
 async def memory(target: KubeTarget, count: int) -> None:
