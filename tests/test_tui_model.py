@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import pytest
@@ -454,6 +455,26 @@ def test_the_book_lists_releases_from_labels_only_while_the_engine_starts() -> N
     shown = book.view(("demo", "web"))
     assert shown is not None and shown.listed is None and shown.observation is not None
     assert book.view(("demo", "gone")) is None and isinstance(said[-1], ReleaseRemoved)
+
+
+def test_the_records_are_decoded_once_the_app_drew_the_labels_views() -> None:
+    engine = fixed_engine()
+    engine.book.reading = True
+    engine._preview([ListedRevision("demo", "fresh", 1, "deployed")])  # no loop running: made at once
+    done = threading.Event()
+
+    def list_records() -> None:  # the storage list thread, once the labels are listed
+        engine._previewed()
+        done.set()
+
+    lister = threading.Thread(target=list_records)
+    lister.start()
+    assert not done.wait(0.3)  # the app has not drawn them yet: decoding would compete with that
+    engine.preview_shown()
+    assert done.wait(5)
+    lister.join()
+    engine._preview([])  # a page that announces nothing waits for no drawing
+    assert engine._preview_shown.is_set()
 
 
 def test_a_package_view_made_before_storage_was_read_gives_way_to_the_labels() -> None:

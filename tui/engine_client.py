@@ -77,6 +77,10 @@ class EngineClient:
     async def stop(self) -> None:
         await self.engine.stop()
 
+    def preview_shown(self) -> None:
+        """The table drew the releases listed from storage's labels: the engine decodes the records now."""
+        self.engine.preview_shown()
+
     def subscribe(self, callback: Callable[[EngineSignal], None]) -> Callable[[], None]:
         """Call ``callback`` with every engine event (of this engine and of any it is switched to);
         returns the unsubscribe function."""

@@ -95,7 +95,9 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and a
     from engine.sources.source import ChartVersionInfo
 
 log = logging.getLogger(__name__)
-PREVIEW_WAIT = 5.0  # seconds the storage list thread waits for the labels' views to be made (engine.start)
+# Seconds the storage list thread waits for the labels' views to be made, then again for the app to draw
+# them (engine.start, preview_shown).
+PREVIEW_WAIT = 5.0
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
@@ -182,6 +184,8 @@ class Engine:
         self._monitor_tasks: list[asyncio.Task[Any]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._preview_made: threading.Event | None = None  # the last page of storage labels made into views
+        self._preview_shown = threading.Event()  # the app drew the views the labels made (preview_shown)
+        self._preview_shown.set()  # nothing to draw yet
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
         # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
@@ -542,18 +546,26 @@ class Engine:
 
         def make() -> None:
             try:
-                self.book.preview(found)
+                if self.book.preview(found):
+                    self._preview_shown.clear()  # until the app says it drew them
             finally:
                 made.set()
         self._on_loop(make)
 
     def _previewed(self) -> None:
         """The labels are listed (in the observer's list thread): it goes on to list and decode the records
-        once the loop has made every page's views (bounded: :data:`PREVIEW_WAIT`), so that decoding does
-        not compete for the interpreter with the first rows."""
+        once the loop has made every page's views and the app has drawn them (:meth:`preview_shown`; each
+        wait bounded: :data:`PREVIEW_WAIT`), so that decoding does not compete for the interpreter with the
+        first table (at 10,000 releases its last 0.1-1.6 s under load, bench/tui_bench.py)."""
         made = self._preview_made
         if made is not None:
             made.wait(PREVIEW_WAIT)  # the pages' views are made in order: the last one's is the last
+            self._preview_shown.wait(PREVIEW_WAIT)
+
+    def preview_shown(self) -> None:
+        """The app drew every view the storage labels made so far (:meth:`start` with ``preview``): the
+        records are listed and decoded now."""
+        self._preview_shown.set()
 
     def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
         """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""

@@ -74,7 +74,10 @@ class MainScreen(EngineScreen):
         yield header
         yield FilterInput(id="filter")
         # Kept: engine events reach it one by one (10,000 at start-up), a query each would cost more than the event.
-        self._table = ReleaseTable(self._clock, self._client.releases(), id="releases")
+        # Once it drew the releases listed from storage's labels, the engine decodes the records: not before,
+        # where decoding would compete with the first table for the interpreter.
+        self._table = ReleaseTable(self._clock, self._client.releases(), drawn=self._client.preview_shown,
+                                   id="releases")
         yield self._table
         yield KeyFooter()
 

@@ -17,8 +17,10 @@ from rich.style import Style
 from rich.text import Text
 from textual._types import SegmentLines
 from textual.cache import LRUCache
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
@@ -59,7 +61,8 @@ class ReleaseTable(LineTable):
     """Every release the engine reports, filtered by :attr:`row_filter`, sorted by :attr:`order`.
 
     Keeps every view it was given (shown or not) so a filter change needs no
-    engine call; rows are keyed ``namespace/name``.
+    engine call; rows are keyed ``namespace/name``. ``drawn`` is called after the first frame that draws the
+    views of :meth:`upsert_many` or :meth:`sync` (those of the engine's start).
     """
 
     row_filter: reactive[RowFilter] = reactive(RowFilter, init=False)
@@ -68,11 +71,14 @@ class ReleaseTable(LineTable):
     class Changed(Message):
         """The shown rows or their order changed: the header recounts and names the order."""
 
-    def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *, id: str | None = None):
+    def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *,
+                 drawn: Callable[[], None] = lambda: None, id: str | None = None):
         # No cell padding: each column's fixed width holds one trailing space (tui.model.COLUMNS).
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=0)
         self._cursor_moved = False
         self._clock = clock
+        self._drawn_port = drawn
+        self._undrawn = False  # views of upsert_many or sync wait for a frame (drawn)
         self._views: dict[str, ReleaseView] = {}
         # Per release, made when its view changes: its cells (tuples of strings: untracked by the cyclic garbage
         # collector, tui.model.Cell), what the filter searches, its sort key.
@@ -140,6 +146,7 @@ class ReleaseTable(LineTable):
             rid = row_id(view.key)
             taken[rid] = view
             self._dirty.add(rid)
+        self._undrawn = True
         self._schedule_flush()
 
     def remove_release(self, key: ReleaseKey) -> None:
@@ -152,6 +159,7 @@ class ReleaseTable(LineTable):
         upserted, what is gone removed (one pass, at mount: an event said between the table's making and
         its screen's subscribing was not seen)."""
         now = {row_id(view.key): view for view in views}
+        self._undrawn = True
         for rid, view in now.items():
             if self._views.get(rid) is not view:
                 self.upsert(view)
@@ -308,6 +316,13 @@ class ReleaseTable(LineTable):
                 self._cells[rid] = tuple(tuple(new[k]) if k in TIMED else cell  # type: ignore[misc]
                                          for k, cell in zip(COLUMN_INDEX, row, strict=True))
                 self.refresh_row(index)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        lines = super().render_lines(crop)
+        if self._undrawn and not self._dirty:
+            self._undrawn = False
+            self._drawn_port()
+        return lines
 
     # -- reading -----------------------------------------------------------------
     def selected_key(self) -> ReleaseKey | None:

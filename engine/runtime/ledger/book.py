@@ -391,15 +391,15 @@ class ReleaseBook:
             self._views[key] = new
             self.emit(ReleaseUpdated(new))
 
-    def preview(self, revisions: Iterable[ListedRevision]) -> None:
+    def preview(self, revisions: Iterable[ListedRevision]) -> bool:
         """While :attr:`reading`: a view of each release from its newest revision's storage labels alone
         (:attr:`ReleaseView.listed`), announced, so the app lists every release before the records are
         decoded and the statuses read (one :class:`ReleasesListed` for them all); the start's
         :meth:`refresh_all` remakes (or removes) each one. A view made before storage was read (a
         package's, when the folder loaded) said "not installed" without knowing: the labels' view replaces
-        it."""
+        it. True when views were announced."""
         if not self.reading:
-            return
+            return False
         newest: dict[ReleaseKey, ListedRevision] = {}
         for revision in revisions:
             key = (revision.namespace, revision.name)
@@ -414,6 +414,7 @@ class ReleaseBook:
                 known.append(view)
         if known:  # one event for the page: 10,000 releases would otherwise cost 10,000 dispatches
             self.emit(ReleasesListed(tuple(known)))
+        return bool(known)
 
     def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
         """Refresh ``keys``, every stored, declared and unreadable release, and every view."""
