@@ -1,0 +1,284 @@
+"""Launch → first full table through a terminal: ``helmdeck`` started in tmux, as a user starts it.
+
+The releases are created directly in helm's storage (Secrets, as ``bench/tui_bench.py`` seeds them:
+``bench-tui-NN/rel-I``, one revision each). Each run starts a fresh ``helmdeck`` process (``python -m
+helmdeck --kubeconfig FILE --packages DIR --helm HELM``, with its bytecode cache, as an installed
+helmdeck starts; an empty packages folder unless ``--packages``) in the pane of a detached tmux session
+of a fixed size (160 × 50) on a private socket, and reads the pane (``tmux capture-pane -p``) every
+few milliseconds until the screen shows the first full table. Times run from just before the spawn
+(``tmux respawn-pane``; the tmux server is started beforehand), so they include the interpreter's
+start, every import, the engine, the storage list and the first frames. The app is then quit with
+``q`` (its engine releases the lease) before the next run.
+
+The first full table is the first screen on which, at once:
+
+* the header says ``N releases (N shown)``, N being every release ``helm list -A --max 0`` lists;
+* the lines between the column header and the footer hold exactly the first releases in the
+  table's default order (namespace, then name, digit runs compared as numbers), one per line, as
+  many as fit (all N when fewer), with their revision; no line missing, none out of order.
+
+Also printed: the first frame (the first screen with the app's header), the first full table whose
+visible rows show their records too (the CHART cells filled, not ``…``: storage labels come first);
+against, in the same run, ``helm list -A --max 0`` and ``helm list -A`` on the same releases,
+``helmdeck --version`` (process start and the command line; it also runs ``helm version``), the
+interpreter alone (``python -c pass``) and ``import textual.app`` alone. Medians of ``--runs`` (5).
+``--baseline DIR`` also runs helmdeck from the source checkout in DIR (another commit), interleaved
+run by run with this one. ``--keep`` leaves the tmux server running (``tmux -L NAME attach``).
+
+    .venv/bin/python -m bench.tui_launch [--releases 300] [--runs 5] [--packages DIR] [--baseline DIR]
+        [--kubeconfig FILE | --cluster-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.storage_common import add_cluster_args, bench_cluster
+from bench.tui_bench import helm_list_seconds, seed
+from engine.kube.client import KubeTarget
+from localcluster import build
+from tui.model import natural_key
+
+SIZE = (160, 50)
+POLL = 0.003  # seconds between two reads of the pane (a read itself takes a few ms: a tmux client process)
+TIMEOUT = 60.0
+ROOT = Path(__file__).resolve().parent.parent  # this checkout
+
+
+@dataclass
+class Launch:
+    """One run's marks, in seconds from just before the spawn (None: not seen)."""
+
+    first_frame: float | None = None
+    full: float | None = None
+    decoded: float | None = None
+    reads: int = 0  # pane reads until the table was full and decoded
+    screen: str = ""  # the last screen read
+
+
+@dataclass
+class Variant:
+    """A helmdeck to launch: this checkout or ``--baseline``'s."""
+
+    name: str
+    source: Path
+    runs: list[Launch] = field(default_factory=list)
+
+
+def release_order(target: KubeTarget) -> list[tuple[str, str, int]]:
+    """Every release helm lists (``helm list -A --max 0``: helm 4 lists every status) in the app's default
+    order: ``(namespace, name, revision)``, sorted by namespace, then name, digit runs as numbers
+    (tui.model.natural_key)."""
+    out = subprocess.run([str(build.binary("helm4")), "list", "-A", "--max", "0", "-o", "json",
+                          *target.helm_args()], check=True, capture_output=True, text=True).stdout
+    rows = [(r["namespace"], r["name"], int(r["revision"])) for r in json.loads(out)]
+    return sorted(rows, key=lambda r: (natural_key(r[0]), natural_key(r[1])))
+
+
+def _cell_matches(drawn: str, want: str) -> bool:
+    """A drawn cell shows ``want``, maybe cut to the column's width and ended with ``…``."""
+    return drawn == want or (drawn.endswith("…") and want.startswith(drawn[:-1]))
+
+
+def screen_state(screen: str, expected: Sequence[tuple[str, str, int]]) -> tuple[bool, bool, bool]:
+    """``(app shown, full table, full table with its records)`` of one pane read (see the module docstring)."""
+    lines = screen.split("\n")[:SIZE[1]]
+    shown = any("helmdeck" in line and "context" in line for line in lines[:3])
+    if not shown or not any(f"{len(expected)} releases ({len(expected)} shown)" in line for line in lines[:6]):
+        return shown, False, False
+    head = next((i for i, line in enumerate(lines) if line.startswith("NAMESPACE")), None)
+    if head is None:
+        return shown, False, False
+    rows = lines[head + 1:SIZE[1] - 1]  # down to the footer, the screen's last line
+    fit = min(len(expected), len(rows))
+    decoded = True
+    for line, (ns, name, revision) in zip(rows[:fit], expected, strict=False):
+        cells = line.split()
+        if len(cells) < 5 or not (_cell_matches(cells[0], ns) and _cell_matches(cells[1], name)):
+            return shown, False, False
+        if str(revision) not in cells[3:5]:  # APP may be empty: the revision is the 4th or 5th cell
+            return shown, False, False
+        if cells[2] == "…":  # the record is not decoded yet: chart, app version and the engine columns say "…"
+            decoded = False
+    full = all(not line.strip() for line in rows[fit:])  # nothing but blank lines below the last release
+    return shown, full, full and decoded
+
+
+class Terminal:
+    """A tmux server on a private socket with one session of :data:`SIZE`, its pane kept when its
+    process ends (``remain-on-exit``), so a run is a ``respawn-pane`` of an existing pane."""
+
+    def __init__(self, name: str, env: dict[str, str]):
+        self.name = name
+        self.env = env
+        self._tmux(["-f", "/dev/null", "new-session", "-d", "-s", "launch", "-x", str(SIZE[0]), "-y",
+                    str(SIZE[1]), "sleep 86400"])
+        self._tmux(["set-option", "-g", "remain-on-exit", "on"])
+        self._tmux(["set-option", "-g", "status", "off"])  # the whole window is the pane
+        self._tmux(["set-option", "-g", "default-terminal", "tmux-256color"])
+
+    def _tmux(self, args: list[str], capture: bool = False) -> str:
+        proc = subprocess.run(["tmux", "-L", self.name, *args], check=True, env=self.env, text=True,
+                              capture_output=capture)
+        return proc.stdout if capture else ""
+
+    def spawn(self, argv: list[str], cwd: Path) -> None:
+        self._tmux(["respawn-pane", "-k", "-t", "launch", "-c", str(cwd), *argv])
+
+    def read(self) -> str:
+        return self._tmux(["capture-pane", "-p", "-t", "launch"], capture=True)
+
+    def dead(self) -> bool:
+        return self._tmux(["display-message", "-p", "-t", "launch", "#{pane_dead}"], capture=True).strip() == "1"
+
+    def quit_app(self) -> bool:
+        """Press ``q`` and wait up to 30 s for the app to end (running helm actions may finish first);
+        True when it ended by itself."""
+        self._tmux(["send-keys", "-t", "launch", "q"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.dead():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.name, "kill-server"], check=False, env=self.env)
+
+
+def launch(term: Terminal, argv: list[str], cwd: Path, expected: Sequence[tuple[str, str, int]]) -> Launch:
+    """One timed start: spawn, read the pane until the full table shows its records, quit."""
+    run = Launch()
+    start = time.perf_counter()
+    term.spawn(argv, cwd)
+    while time.perf_counter() - start < TIMEOUT:
+        screen = term.read()
+        at = time.perf_counter() - start
+        run.reads += 1
+        run.screen = screen
+        shown, full, decoded = screen_state(screen, expected)
+        if shown and run.first_frame is None:
+            run.first_frame = at
+        if full and run.full is None:
+            run.full = at
+        if decoded:
+            run.decoded = at
+            break
+        time.sleep(POLL)
+    if not term.quit_app():
+        print("  (the app did not quit within 30 s of q: killed)", flush=True)
+    return run
+
+
+def command_seconds(argv: list[str], cwd: Path, env: dict[str, str], runs: int) -> float:
+    """Median wall time of ``argv`` run to its end (output captured)."""
+    took = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
+        took.append(time.perf_counter() - start)
+    return statistics.median(took)
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if len(known) == len(values) and known else None
+
+
+def _ms(value: float | None) -> str:
+    return "never" if value is None else f"{value * 1000:.0f} ms"
+
+
+def measure(target: KubeTarget, args: argparse.Namespace, work: Path) -> None:
+    expected = release_order(target)
+    if len(expected) != args.releases:
+        print(f"(the cluster holds {len(expected)} releases, not {args.releases}: the table is of all of them)")
+    packages = args.packages or work / "packages"
+    packages.mkdir(exist_ok=True)
+    # As an installed helmdeck starts: with its bytecode cache (this machine's environment may forbid writing
+    # one, which would compile every module on every start). Settings and logs in the bench's own folders.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env |= {"XDG_CONFIG_HOME": str(work / "config"), "XDG_STATE_HOME": str(work / "state"),
+            "COLORTERM": "truecolor", "TERM": "tmux-256color"}
+    helm = str(build.binary("helm4"))
+    argv = [sys.executable, "-m", "helmdeck", "--kubeconfig", str(target.kubeconfig), "--packages", str(packages),
+            "--helm", helm]
+    variants = [Variant("this checkout", ROOT)]
+    if args.baseline:
+        variants.append(Variant(f"baseline {args.baseline}", args.baseline.resolve()))
+    term = Terminal(f"helmdeck-launch-{os.getpid()}", env)
+    try:
+        for v in variants:  # not timed: bytecode written, files in the page cache
+            launch(term, argv, v.source, expected)
+        for i in range(args.runs):
+            for v in variants if i % 2 == 0 else variants[::-1]:
+                run = launch(term, argv, v.source, expected)
+                v.runs.append(run)
+                print(f"  {v.name}: first frame {_ms(run.first_frame)}, full table {_ms(run.full)}, with records "
+                      f"{_ms(run.decoded)} ({run.reads} pane reads; load average {os.getloadavg()[0]:.1f})",
+                      flush=True)
+                if run.decoded is None:
+                    print("  the last screen read:\n" + run.screen, flush=True)
+    finally:
+        if args.keep:
+            print(f"tmux server kept: tmux -L {term.name} attach")
+        else:
+            term.close()
+    floors: list[tuple[str, Callable[[], float]]] = [
+        ("helm list -A --max 0", lambda: helm_list_seconds(target, args.runs)),
+        ("helm list -A", lambda: helm_list_seconds(target, args.runs, every=False)),
+        *((f"helmdeck --version ({v.name})",
+           lambda v=v: command_seconds([*argv[:3], "--helm", helm, "--version"], v.source, env, args.runs))
+          for v in variants),
+        ("python -c pass (the interpreter)", lambda: command_seconds([sys.executable, "-c", "pass"], ROOT, env,
+                                                                       args.runs)),
+        ("python -c 'import textual.app'", lambda: command_seconds([sys.executable, "-c", "import textual.app"],
+                                                                     ROOT, env, args.runs)),
+    ]
+    measured = {name: took() for name, took in floors}
+    print(f"== launch → first full table at {len(expected)} releases, through tmux {SIZE[0]}x{SIZE[1]}, "
+          f"median of {args.runs} (load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    every = measured["helm list -A --max 0"]
+    for v in variants:
+        full = _median([r.full for r in v.runs])
+        ratio = f"; {full / every:.2f}x helm list -A --max 0" if full is not None else ""
+        print(f"  {v.name}: first frame {_ms(_median([r.first_frame for r in v.runs]))}, full table {_ms(full)}"
+              f"{ratio}, with records {_ms(_median([r.decoded for r in v.runs]))} (goal < 600 ms)")
+    if len(variants) == 2:
+        this, base = (_median([r.full for r in v.runs]) for v in variants)
+        if this and base:
+            print(f"  baseline / this checkout: {base / this:.2f}x")
+    for name, took in measured.items():
+        print(f"  {name}: {took * 1000:.0f} ms")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--releases", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=5, help="timed launches of each helmdeck (median)")
+    parser.add_argument("--packages", type=Path, help="the app's packages folder (default: an empty one)")
+    parser.add_argument("--baseline", type=Path, help="also launch helmdeck from this source checkout, interleaved")
+    parser.add_argument("--keep", action="store_true", help="leave the tmux server running")
+    add_cluster_args(parser)
+    args = parser.parse_args(argv)
+    if args.packages is not None and not args.packages.is_dir():
+        parser.error(f"--packages {args.packages} is not a directory")
+    if args.baseline is not None and not (args.baseline / "helmdeck" / "__main__.py").is_file():
+        parser.error(f"--baseline {args.baseline} is not a helmdeck source checkout (no helmdeck/__main__.py)")
+    with bench_cluster(args) as target, tempfile.TemporaryDirectory(prefix="helmdeck-launch-") as work:
+        seed(target, args.releases)
+        measure(target, args, Path(work))
+
+
+if __name__ == "__main__":
+    main()
