@@ -61,6 +61,7 @@ class MainScreen(EngineScreen):
         super().__init__(client, signals, clock)
         self._cluster_context = context
         self._header_dirty = True
+        self._hidden_said: tuple[str, ...] = ()  # the columns left out as the header last named them
 
     def set_context(self, context: str) -> None:
         """The header names ``context`` (after a switch)."""
@@ -144,6 +145,12 @@ class MainScreen(EngineScreen):
     @on(ReleaseTable.Changed)
     def _table_changed(self) -> None:
         self._header_dirty = True
+        # Releases that came or went and the columns the width leaves out are said at once (the first rows at
+        # launch came under "0 releases" for up to HEADER_REFRESH); other changes (states, revisions, filter
+        # keystrokes: a storm of them) wait for the interval.
+        table = self._table
+        if self.query_one(HeaderBar).total != table.total or self._hidden_said != table.columns_fit.hidden:
+            self._refresh_header()
 
     def _refresh_header(self) -> None:
         if not self._header_dirty or not self.query(HeaderBar) or not self.query(ReleaseTable):
@@ -156,7 +163,7 @@ class MainScreen(EngineScreen):
         header.shown = table.shown_count
         order = table.order
         label = order.column.replace("_", " ")
-        hidden = table.columns_fit.hidden  # the table's "+N" column: which ones the width leaves out
+        hidden = self._hidden_said = table.columns_fit.hidden  # the table's "+N" column: what the width leaves out
         header.view = (f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
                        + (f" · +{len(hidden)} hidden: {', '.join(column(k).label for k in hidden)}" if hidden else ""))
         now = self._clock()

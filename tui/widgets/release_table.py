@@ -396,6 +396,7 @@ class ReleaseTable(LineTable):
         if layout.hidden:
             self.add_column(Text(layout.marker, style="reverse"), key=MARKER, width=len(layout.marker))
         self._refill(selected)
+        self.post_message(self.Changed())  # the header names the columns left out
 
     def _header(self, key: str) -> str:
         arrow = ("▼" if self.order.reverse else "▲") if key == self.order.column else ""
