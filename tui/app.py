@@ -43,14 +43,13 @@ from tui.collector import Collector
 from tui.engine_client import ContextSwitch, EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
 from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings, owner_warned
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.detail import ReleaseDetailScreen
-from tui.screens.help import HelpFacts, HelpScreen
 from tui.screens.main import MainScreen
 from tui.screens.picker import PickerScreen
-from tui.screens.pulses import PulsesScreen
 from tui.settings import Settings
 from tui.themes import DEFAULT_THEME, SHIPPED_DIR, load_themes
+
+# The screens a key opens (detail, help, confirmation, controller view) are imported when first opened: not
+# before the first table (~30 ms of a launch's imports; bench/tui_launch.py).
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -67,6 +66,13 @@ class SelectsRelease(Protocol):
     """A screen whose actions act on one release (the main list's cursor, a detail screen's release)."""
 
     def selected_release(self) -> ReleaseKey | None: ...
+
+
+@runtime_checkable
+class PicksRollback(Protocol):
+    """A screen that names the revision a rollback goes to (the detail screen's History tab)."""
+
+    def rollback_target(self) -> int | None: ...
 
 
 class HelmdeckApp(App[None]):
@@ -183,6 +189,8 @@ class HelmdeckApp(App[None]):
     # -- the controller view ------------------------------------------------------------
     def action_pulses(self, _shown: int = 0) -> None:
         """Open the controller view (P), or close it when it is open."""
+        from tui.screens.pulses import PulsesScreen
+
         if isinstance(self.screen, PulsesScreen):
             self.pop_screen()
         else:
@@ -295,6 +303,8 @@ class HelmdeckApp(App[None]):
 
     @on(OpenDetail)
     def _open_detail(self, message: OpenDetail) -> None:
+        from tui.screens.detail import ReleaseDetailScreen
+
         self.push_screen(ReleaseDetailScreen(self.client, self.signals, message.key, self.clock))
 
     # -- availability (the engine's answer, worded once) -----------------------------------
@@ -351,6 +361,8 @@ class HelmdeckApp(App[None]):
         return self.client.why_not(op.name, key) or op.precheck(ctx)
 
     def action_help(self) -> None:
+        from tui.screens.help import HelpFacts, HelpScreen
+
         reasons = {op.name: self._reason(op, self.screen) for op in OPERATIONS}
         settings = str(self.settings.directory) if self.settings else None
         key = self._selected(self.screen)
@@ -370,7 +382,7 @@ class HelmdeckApp(App[None]):
                 self.notify("No release selected", severity="warning")
                 return
             key = selected
-        target = screen.rollback_target() if isinstance(screen, ReleaseDetailScreen) else None
+        target = screen.rollback_target() if isinstance(screen, PicksRollback) else None
         ctx = Context(self.client, key, self.client.release(key), self.clock(), target, self._pick)
         why = self.client.why_not(op.name, key if op.per_release else None)
         if why is not None:
@@ -394,6 +406,8 @@ class HelmdeckApp(App[None]):
         step = await owner_warned(ctx, op.name, step)
         call = step.call
         if step.confirmation is not None:
+            from tui.screens.confirm import ConfirmScreen
+
             choice = await self.push_screen_wait(ConfirmScreen(step.confirmation))
             if not choice:
                 return
