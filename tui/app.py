@@ -127,6 +127,9 @@ class HelmdeckApp(App[None]):
         self._unsubscribe = self.client.subscribe(self._on_engine_event)
         self._collector = Collector()
         self._register_themes()
+        # Before the app runs: the stylesheet's refresh for the theme comes before any widget exists (set on
+        # mount, it restyled every widget and laid the screen out again before the first table).
+        self.theme = self._initial_theme()
 
     # -- lifecycle -------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
@@ -139,7 +142,7 @@ class HelmdeckApp(App[None]):
             self.start_engine()
 
     def on_mount(self) -> None:
-        self.theme = self._initial_theme()
+        self._remember_theme(self.current_theme)  # --theme, or the fallback from a theme that is gone
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.signals.lease.subscribe(self, self._lease_changed, immediate=True)
         self.signals.controller.subscribe(self, self._controller_changed, immediate=True)
