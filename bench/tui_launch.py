@@ -18,10 +18,12 @@ The first full table is the first screen on which, at once:
   many as fit (all N when fewer), with their revision; no line missing, none out of order.
 
 Also printed: the first frame (the first screen with the app's header), the first full table whose
-visible rows show their records too (the CHART cells filled, not ``…``: storage labels come first);
-against, in the same run, ``helm list -A --max 0`` and ``helm list -A`` on the same releases,
-``helmdeck --version`` (process start and the command line; it also runs ``helm version``), the
-interpreter alone (``python -c pass``) and ``import textual.app`` alone. Medians of ``--runs`` (5).
+visible rows show their records too (the CHART cells filled, not ``…``: storage labels come first), the
+app process's CPU time (user + system, every thread, from /proc; steadier than wall time on a loaded
+machine) when each table was seen; against, in the same run, ``helm list -A --max 0`` and ``helm list
+-A`` on the same releases, ``helmdeck --version`` (process start and the command line; it also runs
+``helm version``), the interpreter alone (``python -c pass``) and ``import textual.app`` alone.
+Medians of ``--runs`` (5).
 ``--baseline DIR`` also runs helmdeck from the source checkout in DIR (another commit), interleaved
 run by run with this one. ``--keep`` leaves the tmux server running (``tmux -L NAME attach``).
 
@@ -62,6 +64,8 @@ class Launch:
     first_frame: float | None = None
     full: float | None = None
     decoded: float | None = None
+    full_cpu: float | None = None  # the app process's CPU seconds (user + system, all threads) when seen full
+    decoded_cpu: float | None = None
     reads: int = 0  # pane reads until the table was full and decoded
     screen: str = ""  # the last screen read
 
@@ -126,6 +130,7 @@ class Terminal:
         self._tmux(["set-option", "-g", "remain-on-exit", "on"])
         self._tmux(["set-option", "-g", "status", "off"])  # the whole window is the pane
         self._tmux(["set-option", "-g", "default-terminal", "tmux-256color"])
+        self.socket = Path(self._tmux(["display-message", "-p", "#{socket_path}"], capture=True).strip())
 
     def _tmux(self, args: list[str], capture: bool = False) -> str:
         proc = subprocess.run(["tmux", "-L", self.name, *args], check=True, env=self.env, text=True,
@@ -137,6 +142,10 @@ class Terminal:
 
     def read(self) -> str:
         return self._tmux(["capture-pane", "-p", "-t", "launch"], capture=True)
+
+    def pid(self) -> int:
+        """The pane's process (the app: started without a shell)."""
+        return int(self._tmux(["display-message", "-p", "-t", "launch", "#{pane_pid}"], capture=True))
 
     def dead(self) -> bool:
         return self._tmux(["display-message", "-p", "-t", "launch", "#{pane_dead}"], capture=True).strip() == "1"
@@ -154,6 +163,16 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.name, "kill-server"], check=False, env=self.env)
+        self.socket.unlink(missing_ok=True)  # a killed server leaves its socket file
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat, in clock ticks), None when gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
 def launch(term: Terminal, argv: list[str], cwd: Path, expected: Sequence[tuple[str, str, int]]) -> Launch:
@@ -161,6 +180,7 @@ def launch(term: Terminal, argv: list[str], cwd: Path, expected: Sequence[tuple[
     run = Launch()
     start = time.perf_counter()
     term.spawn(argv, cwd)
+    pid = term.pid()
     while time.perf_counter() - start < TIMEOUT:
         screen = term.read()
         at = time.perf_counter() - start
@@ -170,9 +190,9 @@ def launch(term: Terminal, argv: list[str], cwd: Path, expected: Sequence[tuple[
         if shown and run.first_frame is None:
             run.first_frame = at
         if full and run.full is None:
-            run.full = at
+            run.full, run.full_cpu = at, cpu_seconds(pid)
         if decoded:
-            run.decoded = at
+            run.decoded, run.decoded_cpu = at, cpu_seconds(pid)
             break
         time.sleep(POLL)
     if not term.quit_app():
@@ -224,9 +244,9 @@ def measure(target: KubeTarget, args: argparse.Namespace, work: Path) -> None:
             for v in variants if i % 2 == 0 else variants[::-1]:
                 run = launch(term, argv, v.source, expected)
                 v.runs.append(run)
-                print(f"  {v.name}: first frame {_ms(run.first_frame)}, full table {_ms(run.full)}, with records "
-                      f"{_ms(run.decoded)} ({run.reads} pane reads; load average {os.getloadavg()[0]:.1f})",
-                      flush=True)
+                print(f"  {v.name}: first frame {_ms(run.first_frame)}, full table {_ms(run.full)} (CPU "
+                      f"{_ms(run.full_cpu)}), with records {_ms(run.decoded)} (CPU {_ms(run.decoded_cpu)}) "
+                      f"({run.reads} pane reads; load average {os.getloadavg()[0]:.1f})", flush=True)
                 if run.decoded is None:
                     print("  the last screen read:\n" + run.screen, flush=True)
     finally:
@@ -253,7 +273,8 @@ def measure(target: KubeTarget, args: argparse.Namespace, work: Path) -> None:
         full = _median([r.full for r in v.runs])
         ratio = f"; {full / every:.2f}x helm list -A --max 0" if full is not None else ""
         print(f"  {v.name}: first frame {_ms(_median([r.first_frame for r in v.runs]))}, full table {_ms(full)}"
-              f"{ratio}, with records {_ms(_median([r.decoded for r in v.runs]))} (goal < 600 ms)")
+              f"{ratio}, with records {_ms(_median([r.decoded for r in v.runs]))} (goal < 600 ms); the app's CPU "
+              f"then {_ms(_median([r.full_cpu for r in v.runs]))} and {_ms(_median([r.decoded_cpu for r in v.runs]))}")
     if len(variants) == 2:
         this, base = (_median([r.full for r in v.runs]) for v in variants)
         if this and base:
