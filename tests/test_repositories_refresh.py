@@ -57,7 +57,7 @@ def test_packages_of_a_changed_request_are_queued_and_a_failing_repository_waits
     charts = Charts(new={web1})
     ctl = controller(charts, {("ns", "a"): web1, ("ns", "b"): web1, ("ns", "c"): web2, ("ns", "d"): down,
                               ("ns", "e"): down2})
-    refresh = RepositoryRefresh(ctl.book, ctl.charts, ctl.triggers)
+    refresh = RepositoryRefresh(ctl.book, lambda: ctl.charts, ctl.triggers)
 
     queued = asyncio.run(refresh.check())
     assert sorted(queued) == [("ns", "a"), ("ns", "b")] == sorted(ctl.queued)
@@ -76,6 +76,6 @@ def test_a_follower_refreshes_the_markers_and_queues_nothing() -> None:
     web = ChartRequest(GOOD, "web", "~1.0")
     charts = Charts(new={web})
     ctl = controller(charts, {("ns", "a"): web})
-    assert asyncio.run(RepositoryRefresh(ctl.book, ctl.charts, ctl.triggers).check(queue=False)) == []
+    assert asyncio.run(RepositoryRefresh(ctl.book, lambda: ctl.charts, ctl.triggers).check(queue=False)) == []
     assert ctl.queued == [] and ctl.logged == []
     assert ctl.offered == {("ns", "a"): "offered by good"}

@@ -7,14 +7,17 @@ Plain text over engine value types (a package's :class:`~engine.sources.ChartReq
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from engine.package.model import PackageSpec
-from engine.runtime.chart_versions import VersionList
 from engine.runtime.state import ReleaseView
 from engine.sources.repository import OCIRepositorySpec
 from engine.sources.updates import ChartUpdate
 from engine.sources.verify import SOURCE_VERIFIED
 from tui.format import Tone
+
+if TYPE_CHECKING:  # the picker's module, imported when it is first opened
+    from engine.runtime.chart_versions import VersionList
 
 
 def origin_line(pkg: PackageSpec) -> str:

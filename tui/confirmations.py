@@ -8,13 +8,16 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.monitor.manifest import ManifestObject
-from engine.runtime.chart_versions import Pin
 from engine.runtime.state import CleanupItem, ReleaseView
 from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
 from tui.format import duration, helm_time_text
+
+if TYPE_CHECKING:  # the picker's module, imported when it is first opened
+    from engine.runtime.chart_versions import Pin
 
 BODY_WIDTH = 88  # the dialog is 96 wide, less border and padding
 

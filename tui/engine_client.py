@@ -18,13 +18,11 @@ import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.base.masking import Masker
 from engine.monitor.events import KubeEvent, belongs
-from engine.monitor.inspect import PodRow, object_yaml
 from engine.monitor.manifest import ManifestObject, manifest_objects
-from engine.runtime.chart_versions import Pin, VersionList
-from engine.runtime.diff import revision_diff
 from engine.runtime.engine import ActionRefused, Engine, NotAvailable
 from engine.runtime.ledger.owners import Owner
 from engine.runtime.state import (
@@ -42,6 +40,10 @@ from engine.runtime.state import (
 )
 from engine.storage.observation import Observation
 from tui.manifest import Scopes, kinds, placed
+
+if TYPE_CHECKING:  # the drill-down's, diff's and picker's modules are imported when first used
+    from engine.monitor.inspect import PodRow
+    from engine.runtime.chart_versions import Pin, VersionList
 
 log = logging.getLogger(__name__)
 DISCOVERY_RETRY = 60.0  # seconds the built-in scope list serves after discovery could not be read
@@ -168,6 +170,8 @@ class EngineClient:
     async def live_object(self, ref: ObjectRef, *, reveal: bool = False) -> tuple[str, list[PodRow] | None]:
         """An object's live YAML (managedFields hidden, secrets masked unless ``reveal``) and, for a
         workload, its pods. Raises KeyError (absent) or NotAvailable (offline)."""
+        from engine.monitor.inspect import object_yaml
+
         obj = await self.engine.live_object(*ref)
         return object_yaml(obj, self.masker, reveal=reveal), await self.engine.live_pods(obj)
 
@@ -216,6 +220,8 @@ class EngineClient:
 
     async def revision_diff(self, key: ReleaseKey, before: int, after: int, *, reveal: bool = False) -> str:
         """Manifests and user values of two stored revisions compared ("" = equal)."""
+        from engine.runtime.diff import revision_diff
+
         sides = [(rev, await self.engine.manifest(key, rev), await self.engine.values(key, rev, computed=False))
                  for rev in (before, after)]
         if not reveal:

@@ -492,7 +492,8 @@ class Engine:
         if reconcile and self.online:  # repositories on their own interval (engine.runtime.drive.repositories)
             from engine.runtime.drive.repositories import RepositoryRefresh
 
-            self.tasks.spawn(RepositoryRefresh(self.book, self.controller.charts, self.controller.triggers).run())
+            self.tasks.spawn(RepositoryRefresh(self.book, lambda: self.controller.charts,
+                                               self.controller.triggers).run())
 
     async def stop(self, deadline: float = 30.0) -> bool:
         """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled.
@@ -810,13 +811,14 @@ class Engine:
         return await self.attachment.request(key, action, revision=revision, value=value)
 
     def _pulse_endpoints(self) -> list[tuple[str, str]]:
-        from engine.runtime.pulses import reachable
-
         out = {url: urlsplit(url).netloc for url in self._metrics_urls}
-        for found in self.controllers:
-            url = reachable(found)
-            if url and url not in out:
-                out[url] = found.holder
+        if self.controllers:  # the app asks at start: the metrics reader is imported once a controller is seen
+            from engine.runtime.pulses import reachable
+
+            for found in self.controllers:
+                url = reachable(found)
+                if url and url not in out:
+                    out[url] = found.holder
         return [(replica, url) for url, replica in out.items()]
 
     def pulse_sources(self) -> bool:

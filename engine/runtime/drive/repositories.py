@@ -19,6 +19,7 @@ import asyncio
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from engine.runtime.drive.ports import Triggers
@@ -36,16 +37,17 @@ TICK = 1.0
 
 
 class RepositoryRefresh:
-    """Refreshes the repositories of the ``book``'s packages through ``charts`` and queues (``triggers``)
+    """Refreshes the repositories of the ``book``'s packages through ``charts()`` and queues (``triggers``)
     the packages whose chart changed.
 
     Idle while the engine does not reconcile on its own (``reconcile --once``); a follower or a
     read-only instance refreshes the newer-version markers only (it queues nothing).
     """
 
-    def __init__(self, book: ReleaseBook, charts: ChartSource, triggers: Triggers, tick: float = TICK):
+    def __init__(self, book: ReleaseBook, charts: Callable[[], ChartSource], triggers: Triggers,
+                 tick: float = TICK):
         self.book = book
-        self.charts = charts
+        self._charts = charts  # called when a package first names a repository: no pull code imported before
         self.triggers = triggers
         self.tick = tick
         self._failed: dict[SourceSpec, float] = {}  # loop time of a repository's last failed refresh
@@ -68,8 +70,10 @@ class RepositoryRefresh:
     async def check(self, *, queue: bool = True) -> list[ReleaseKey]:
         """One look at the due repositories, each on its own (a slow one delays no other); returns the
         packages queued (a new version or digest; none without ``queue``)."""
-        charts = self.charts
         by_request = self.requests()
+        if not by_request:
+            return []
+        charts = self._charts()
         now = asyncio.get_running_loop().time()
         # Due before anything is asked: the first request to a repository makes it fresh for the rest. A
         # repository that failed waits its interval too (a failure leaves its answer stale).
@@ -98,7 +102,7 @@ class RepositoryRefresh:
         found = []
         for request in requests:
             try:
-                if await self.charts.changed(request):
+                if await self._charts().changed(request):
                     found.append(request)
             except SourceError as exc:  # the package's own pass reports it, with Flux's reason
                 self._failed[source] = asyncio.get_running_loop().time()
