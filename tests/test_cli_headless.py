@@ -172,6 +172,15 @@ def _observed_all(helm: Helm, tmp_path: Path, *command: str) -> dict[str, Any]:
     return found
 
 
+# What the app's first screen and a no-op command need not import: the version picker's, drill-down's and
+# diff's engine modules, the actions' driver, a chart pull's code, the controllers' metrics reader (each
+# imported when first used).
+FIRST_USE = ("engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
+             "engine.monitor.inspect", "engine.runtime.pulses", "engine.runtime.drive.kustomized",
+             "engine.sources.source", "engine.sources.credentials", "engine.sources.helm_pull",
+             "engine.sources.oci", "engine.sources.index", "engine.sources.cosign", "engine.sources.pin")
+
+
 def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
 ) -> None:
@@ -213,9 +222,51 @@ def test_an_empty_folder_reconcile_imports_only_what_it_uses(
               "engine.runtime.plan", "engine.sources.source", "engine.sources.oci", "engine.sources.helm_pull",
               "engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
               "engine.runtime.pulses", "engine.monitor.inspect", "engine.runtime.drive.kustomized",
-              "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "kubernetes.informer", "difflib")
+              "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "kubernetes.informer", "difflib",
+              *FIRST_USE)
     assert [m for m in loaded if m in unused
             or m.split(".")[0] in ("textual", "tui", "watchfiles", "anyio", "websocket")] == []
+
+
+# Runs the app (Textual's headless driver) until its main screen has been up for a second, then writes the
+# modules loaded by then as JSON and quits the app.
+_APP_MODULES = """
+import json, os, runpy, sys, threading, time
+os.environ["TEXTUAL_DRIVER"] = "textual.drivers.headless_driver:HeadlessDriver"
+from tui.app import HelmdeckApp
+from tui.screens.main import MainScreen
+out = sys.argv.pop(1)
+run = HelmdeckApp.run
+def watch(app):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (app.is_running and app.screen_stack
+                                                and isinstance(app.screen_stack[-1], MainScreen)):
+        time.sleep(0.02)
+    time.sleep(1.0)  # the engine started, the storage listed, the first table drawn
+    open(out, "w").write(json.dumps(sorted(sys.modules)))
+    app.call_from_thread(app.exit)
+def watched(self, *args, **kwargs):
+    threading.Thread(target=watch, args=(self,), daemon=True).start()
+    return run(self, *args, **kwargs)
+HelmdeckApp.run = watched
+sys.argv[0] = "helmdeck"
+runpy.run_module("helmdeck", run_name="__main__")
+"""
+
+def test_the_apps_first_screen_imports_what_it_shows(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "modules.json"
+    env = {**os.environ, **helm.env, "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_STATE_HOME": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-c", _APP_MODULES, str(out),
+                           *cluster_args(helm, kube_target, namespace, tmp_path / "empty", tmp_path / "log")],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(out.read_text())
+    assert "tui.screens.main" in loaded and "engine.runtime.drive.repositories" in loaded  # it ran and reconciles
+    assert [m for m in loaded if m in FIRST_USE] == []
 
 
 def test_the_access_check_and_the_engine_share_one_client(
