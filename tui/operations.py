@@ -22,11 +22,11 @@ from textual.binding import Binding
 from engine.package.model import NO_RESOURCE_RECONCILIATION
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.state import ActionOutcome, CleanupItem, ReleaseKey, ReleaseView, Requested
+from engine.storage.observation import previous_deployed
 from tui import confirmations
 from tui.chart_origin import picker_rows, picker_title
 from tui.confirmations import Confirmation
 from tui.engine_client import EngineClient
-from tui.widgets.overview import previous_snapshot
 
 Severity = Literal["information", "warning", "error"]
 
@@ -134,7 +134,7 @@ async def _rollback(ctx: Context) -> Step | Notice:
     if revision is None or revision == current.version:
         choices = [(f"revision {o.version}  {o.status:<11} {o.chart_name}@{o.chart_version}  "
                     f"app {o.app_version or '-'}  {o.description}", o.version) for o in history[1:]]
-        previous = previous_snapshot(history)
+        previous = previous_deployed(history)
         initial = next((i for i, o in enumerate(history[1:]) if previous and o.version == previous.version), 0)
         revision = await ctx.pick(f"Roll back {ctx.ref} (now revision {current.version}) to:", choices, initial)
         if revision is None:
@@ -201,7 +201,7 @@ async def _cancel(ctx: Context) -> Step:
     assert ctx.view is not None
     obs = ctx.view.observation
     # The last deployed revision, while helm writes a newer one: offered as the rollback after the cancel.
-    target = previous_snapshot(ctx.client.history(ctx.key)) if obs is not None and obs.status != "deployed" else None
+    target = previous_deployed(ctx.client.history(ctx.key)) if obs is not None and obs.status != "deployed" else None
 
     async def and_roll_back() -> ActionOutcome | Requested:
         await ctx.client.cancel(ctx.key)  # its outcome is in the release's log; the rollback's is reported

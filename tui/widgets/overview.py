@@ -17,11 +17,6 @@ from tui.widgets.header_bar import TONE_STYLE
 Part = str | tuple[str, str]
 
 
-def previous_snapshot(history: list[Observation]) -> Observation | None:
-    """The first revision older than the latest that was deployed or superseded (a rollback target)."""
-    return previous_deployed(history)
-
-
 def _row(label: str, *value: Part) -> list[Part]:
     return [(f"{label:<13}", "bold"), *value, "\n"]
 
@@ -126,7 +121,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
 
     parts.append(("\nSnapshots\n", "bold $text-primary"))
     parts += _snapshot("current", history[0] if history else obs)
-    parts += _snapshot("previous", previous_snapshot(history))
+    parts += _snapshot("previous", previous_deployed(history))
 
     f = view.failures
     parts.append(("\nFailure counters", "bold $text-primary"))
