@@ -477,6 +477,23 @@ def test_the_records_are_decoded_once_the_app_drew_the_labels_views() -> None:
     assert engine._preview_shown.is_set()
 
 
+def test_packages_loaded_after_the_labels_keep_the_labels_view_until_the_start_refreshes() -> None:
+    book = ReleaseBook(Observer(None, driver="secret"))
+    package = views()[WEB].package
+    assert package is not None
+    book.reading = True  # the engine lists storage first, then loads the packages folder
+    listed = ListedRevision(*WEB, 3, "deployed")
+    book.preview([listed])
+    book.set_packages({WEB: package})
+    book.refresh(WEB)  # the folder loaded (Controller.apply_folder) while storage is read
+    shown = book.view(WEB)
+    assert shown is not None and shown.listed == listed and shown.package is None
+    book.reading = False
+    book.refresh_all()  # the start's refresh: the package's view, from what storage holds (no record here)
+    shown = book.view(WEB)
+    assert shown is not None and shown.package == package and shown.listed is None
+
+
 def test_a_package_view_made_before_storage_was_read_gives_way_to_the_labels() -> None:
     book = ReleaseBook(Observer(None, driver="secret"))
     package = views()[WEB].package

@@ -445,8 +445,11 @@ class Engine:
         unlisten = ([self.observer.on_listed(self._preview), self.observer.on_labels_done(self._previewed)]
                     if preview else [])
         try:
-            await self.controller.load()
+            # Storage is listed first: its labels' rows (preview) may then be in hand for the app's first frame,
+            # while the packages folder loads in a thread. The book makes no view while reading, so the
+            # packages and the labels may come in either order (refresh_all remakes every view after).
             self.observer.start()
+            await self.controller.load()
             await asyncio.to_thread(self.observer.wait_synced, 30)
             if self.scope_note or self.observer.denied():
                 self._emit_access()

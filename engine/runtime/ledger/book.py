@@ -397,7 +397,8 @@ class ReleaseBook:
         decoded and the statuses read (one :class:`ReleasesListed` for them all); the start's
         :meth:`refresh_all` remakes (or removes) each one. A view made before storage was read (a
         package's, when the folder loaded) said "not installed" without knowing: the labels' view replaces
-        it. True when views were announced."""
+        it; packages loaded after the labels (the engine lists storage first) make no view while reading
+        (:meth:`refresh`), so the labels' one stays. True when views were announced."""
         if not self.reading:
             return False
         newest: dict[ReleaseKey, ListedRevision] = {}
