@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 from textual.widgets._footer import FooterKey
 
 from engine.base.masking import Masker
@@ -31,7 +31,7 @@ from tests.fixtures import (
 )
 from tui.app import HelmdeckApp
 from tui.messages import EngineMessage
-from tui.model import RowFilter, TextFilter
+from tui.model import COLUMN_INDEX, RowFilter, TextFilter
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
@@ -618,3 +618,33 @@ async def test_the_tables_kept_cells_leave_the_garbage_collectors_walk() -> None
         gc.collect()  # its cells untracked at their first pass, a row's tuple at a pass after that
         rows = [table._cells[key] for key in table.row_keys]
         assert len(rows) == 50 and not any(gc.is_tracked(row) for row in rows)
+
+
+def _styled_cells(lines: Any) -> list[tuple[str, Any]]:
+    """Each terminal cell of rendered lines with its style: segments split differently draw alike."""
+    return [(char, segment.style) for line in lines for segment in line for char in segment.text]
+
+
+async def test_cells_made_directly_draw_as_datatable_renders_them() -> None:
+    # The table makes its cells' segments itself (tui.widgets.release_table._cell_lines): every shown cell,
+    # under the cursor or not, on either zebra stripe, in every tone, must be what DataTable's Rich render gives.
+    app = HelmdeckApp(bulk_engine(40), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await filled_table(app, pilot)
+        await pilot.pause()
+        compared = 0
+        for row_index in range(min(table.row_count, 12)):
+            cells = table._cells[table.row_keys[row_index]]
+            for column_index, column in enumerate(table.ordered_columns):
+                at = COLUMN_INDEX.get(str(column.key.value))
+                if at is None:
+                    continue
+                width = column.get_render_width(table)
+                for base in (table.get_component_rich_style("datatable--even-row"),
+                             table.get_component_rich_style("datatable--odd-row")):
+                    for cursor, hover in ((False, False), (True, False), (False, True)):
+                        made = table._cell_lines(row_index, column_index, cells[at], base, width, cursor, hover)
+                        rendered = DataTable._render_cell(table, row_index, column_index, base, width, cursor, hover)
+                        assert _styled_cells(made) == _styled_cells(rendered), (row_index, column.key.value)
+                        compared += 1
+        assert compared > 100
