@@ -339,6 +339,28 @@ async def test_a_release_said_before_the_main_screen_subscribed_is_shown(monkeyp
         assert app.query_one(ReleaseTable).plain_cell(WEB, "state") == "⧗ Locked"
 
 
+async def test_releases_listed_before_the_main_screen_mounted_are_all_shown_as_it_mounts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine lists storage first: its labels' views may be made before the screen subscribes. They were
+    # taken one by one, the first shown at once and the rest a flush interval later, a frame apart.
+    app, _ = make_app()
+    seen: list[tuple[int, int, bool]] = []
+    original = MainScreen.on_mount
+
+    def early(screen: MainScreen) -> None:
+        app.engine.book.reading = True
+        app.engine.book.preview([ListedRevision(f"listed-{i % 3}", f"rel-{i}", 1, "deployed") for i in range(200)])
+        original(screen)
+        table = screen.query_one(ReleaseTable)
+        seen.append((table.row_count, table.total, table.busy))
+
+    monkeypatch.setattr(MainScreen, "on_mount", early)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    total = seen[0][1]
+    assert total >= 200 and seen == [(total, total, False)]
+
+
 async def test_a_filter_keystroke_before_a_pending_redraw_shows_the_latest_views() -> None:
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:

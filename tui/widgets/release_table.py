@@ -162,11 +162,18 @@ class ReleaseTable(LineTable):
         its screen's subscribing was not seen)."""
         now = {row_id(view.key): view for view in views}
         self._undrawn = True
+        taken, dirty = self._views, self._dirty
         for rid, view in now.items():
-            if self._views.get(rid) is not view:
-                self.upsert(view)
-        for rid in [rid for rid in self._views if rid not in now]:
-            self.remove_release(key_of(rid))
+            if taken.get(rid) is not view:
+                taken[rid] = view
+                dirty.add(rid)
+        for rid in [rid for rid in taken if rid not in now]:
+            del taken[rid]
+            dirty.add(rid)
+        # Shown at once, all of them: the storage labels' rows listed before the screen subscribed are then in
+        # its first frame (one row at once and the rest after the flush interval put a frame between).
+        if dirty:
+            self.flush()
 
     @property
     def total(self) -> int:
