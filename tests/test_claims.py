@@ -15,8 +15,9 @@ from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import EXPIRY_SLACK, Membership
 from engine.runtime.drive.shards import Shards
 from engine.runtime.ledger.claims import STALE_GRACE, Claim, LeaseLapsed, Members, decide
+from engine.storage.observer import Observer
 from engine.storage.snapshot import History, Snapshot
-from tests.fixtures import WEB, fixed_engine
+from tests.fixtures import WEB, fixed_engine, storage_secret
 
 NOW = 1_800_000_000.0
 ME = "b"
@@ -101,6 +102,37 @@ def test_a_status_is_read_again_only_when_it_holds_the_latest_stored_revision() 
     book.set_status(WEB, stale)
     book.store = _Store(EngineStatus())  # type: ignore[assignment]  # a persisted status older than the book's (its write failed)
     assert not asyncio.run(book.reload_status(WEB)) and book.status(WEB) == stale
+
+
+def test_a_claim_waits_for_its_lagging_storage_watch_to_show_the_revision_another_replica_wrote(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = fixed_engine()
+    book, observer = engine.book, engine.observer
+    latest = observer.latest(*WEB)
+    assert latest is not None
+    newer = storage_secret(WEB[1], WEB[0], latest.version + 1, "deployed", "web", "1.0.1", "1.0",
+                           {"replicas": 3}, "2026-11-30T10:00:00Z")
+    elsewhere = Observer(None)  # the other replica's storage view, where its upgrade is seen
+    elsewhere.apply_object(newer)
+    made = elsewhere.latest(*WEB)
+    assert made is not None and made.version == latest.version + 1
+    ours = EngineStatus(history=History((Snapshot.from_observation(latest),)))
+    theirs = EngineStatus(history=History((Snapshot.from_observation(made), Snapshot.from_observation(latest))))
+    book.store = _Store(theirs)  # type: ignore[assignment]
+    book.set_status(WEB, ours)
+    # This replica's watch still shows its own revision: without a claim, nothing is read.
+    assert not asyncio.run(book.reload_status(WEB)) and book.status(WEB) == ours
+    # Claimed: the status names a newer revision; the watch never shows it within the bound: decided as it stands.
+    monkeypatch.setattr("engine.runtime.ledger.book.CATCH_UP", 0.2)
+    assert not asyncio.run(book.reload_status(WEB, before_acting=True)) and book.status(WEB) == ours
+
+    async def claimed() -> bool:
+        asyncio.get_running_loop().call_later(0.3, observer.apply_object, newer)  # the watch catches up
+        return await book.reload_status(WEB, before_acting=True)
+
+    monkeypatch.setattr("engine.runtime.ledger.book.CATCH_UP", 5.0)
+    assert asyncio.run(claimed()) and book.status(WEB) == theirs
 
 
 def _lease(holder: str, renew: str) -> dict[str, object]:

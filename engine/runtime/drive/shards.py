@@ -168,7 +168,7 @@ class Shards:
         elif not await self._swap_own(ref, Claim(self.me, action, time.time(), timeout).to_status()):
             self._held.discard(key)
             raise ClaimRefused(f"the claim on Package {ref[0]}/{ref[1]} is no longer this replica's", 5.0)
-        if first and await self.book.reload_status(key):
+        if first and await self.book.reload_status(key, before_acting=True):
             raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
                                "starts over on the status it wrote", 0.5)
         self._placed_here(ref)  # the live set may have changed while the claim was written: no start to cancel

@@ -72,6 +72,7 @@ class NotAvailable(RuntimeError):
 
 
 STARTED_GRACE = 5.0  # seconds past its timeout a controller's started action is still shown running
+CATCH_UP = 10.0  # seconds a claim waits for this replica's storage watch to show a revision another replica made
 
 
 def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
@@ -518,19 +519,35 @@ class ReleaseBook:
         return any(obs.version == latest.version and obs.digest == latest.digest
                    for obs in self.observer.history(*key))
 
-    async def reload_status(self, key: ReleaseKey) -> bool:
+    async def reload_status(self, key: ReleaseKey, *, before_acting: bool = False) -> bool:
         """Read ``key``'s persisted status again and take it when its history holds the release's latest
         stored revision and the book's does not (another controller replica acted on the release since this
         one last read it, ``--shards auto``; a status older than the book's, say one whose write failed, is
-        not taken); True when it was taken. A store that cannot be read is logged and changes nothing."""
+        not taken); True when it was taken. A store that cannot be read is logged and changes nothing.
+
+        ``before_acting`` (a claim just taken): read it even when storage's latest revision known here is this
+        engine's own, since this replica's storage watch may lag (after a pause): when the status names a newer
+        revision, wait for the watch to show it (at most :data:`CATCH_UP` seconds), then decide as above."""
         spec = self.packages.get(key)
         latest = self.observer.latest(*key)
-        if self.store is None or latest is None or self.ours(key, latest):
+        if self.store is None or latest is None or (self.ours(key, latest) and not before_acting):
             return False
         try:
             stored = await asyncio.to_thread(self.store.load, spec.storage_ns if spec else key[0], key[1])
         except Exception as exc:  # as load_statuses: the engine still works without persisted status
             log.warning("cannot read the persisted engine status of %s/%s: %s", key[0], key[1], exc)
+            return False
+        newest = stored.history.latest() if stored is not None else None
+        if newest is not None and newest.version > latest.version:  # written after what this watch has seen
+            deadline = time.monotonic() + CATCH_UP
+            while (seen := self.observer.latest(*key)) is not None and seen.version < newest.version:
+                if time.monotonic() > deadline:
+                    log.warning("storage of %s/%s not seen at revision %d after %.0fs: deciding on revision %d",
+                                key[0], key[1], newest.version, CATCH_UP, seen.version)
+                    break
+                await asyncio.sleep(0.1)
+            latest = self.observer.latest(*key) or latest
+        if self.ours(key, latest):
             return False
         digest = Snapshot.from_observation(latest).digest
         if stored is None or not any(s.digest == digest for s in stored.history.snapshots):
