@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from engine.storage.canonical import canonical_json, format_number
-from engine.storage.observation import Hook, Observation, observation_from_release
+from engine.storage.observation import observation_from_release
 
 # The test vector of docs/storage.md: a stored release and its labels ...
 VECTOR_RELEASE = r'''{"name":"demo","namespace":"apps","version":3,
@@ -86,41 +83,3 @@ def test_canonical_json_rules() -> None:
         canonical_json(float("nan"))
     with pytest.raises(TypeError):
         canonical_json({"a": object()})
-
-
-_TEXT = st.text(max_size=12)  # any code points but lone surrogates (the decoder refuses them), control characters too
-_HOOK = st.builds(
-    Hook, name=_TEXT, kind=_TEXT, path=_TEXT, events=st.tuples(st.sampled_from(["test", "pre-install", "x"]), _TEXT),
-    phase=_TEXT, started_at=_TEXT, completed_at=_TEXT, weight=st.integers(-(2**60), 2**60),
-    delete_policies=st.lists(_TEXT, max_size=3).map(tuple),
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    strings=st.lists(_TEXT, min_size=13, max_size=13),
-    version=st.integers(-(2**60), 2**60),
-    config=st.dictionaries(_TEXT, st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _TEXT,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=8)),
-    hooks=st.lists(_HOOK, max_size=3),
-    labels=st.dictionaries(st.text(min_size=1, max_size=6), _TEXT, max_size=4),
-)
-def test_the_direct_digest_document_is_the_canonical_one(
-    strings: list[str], version: int, config: dict[str, Any], hooks: list[Hook], labels: dict[str, str],
-) -> None:
-    # Observation.digest writes the document directly (fixed keys, config_json spliced in): byte for byte the
-    # general encoder's output, whatever the strings (unicode, quotes, controls, non-BMP label keys), numbers
-    # and hooks hold.
-    names = ("name", "namespace", "status", "first_deployed", "last_deployed", "deleted", "description",
-             "chart_name", "chart_version", "app_version", "manifest_digest", "notes", "chart_description")
-    obs = Observation(**dict(zip(names, strings, strict=True)), version=version,  # type: ignore[arg-type]
-                      config_json=canonical_json(config).decode(), hooks=tuple(hooks),
-                      labels=tuple(sorted(labels.items())), kube_version=strings[0][::-1])
-    assert obs.digest_json() == canonical_json(obs.digest_doc())
-    assert obs.digest == "sha256:" + hashlib.sha256(canonical_json(obs.digest_doc())).hexdigest()
-
-
-def test_the_vector_written_directly() -> None:
-    obs = observation_from_release(json.loads(VECTOR_RELEASE), labels=VECTOR_LABELS)
-    assert obs.digest_json() == VECTOR_CANONICAL

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -53,12 +52,12 @@ def _encode(value: Any, out: list[str]) -> None:
     elif value is False:
         out.append("false")
     elif isinstance(value, int):
-        out.append(integer_json(value))
+        out.append(str(value) if -_EXACT_INT < value < _EXACT_INT else format_number(float(value)))
     elif isinstance(value, float):
         out.append(format_number(value))
     elif isinstance(value, dict):
         members = {_key(k): v for k, v in value.items()}
-        keys = member_order(members)
+        keys = sorted(members) if all(k.isascii() for k in members) else sorted(members, key=_utf16)
         out.append("{")
         for i, k in enumerate(keys):
             if i:
@@ -76,17 +75,6 @@ def _encode(value: Any, out: list[str]) -> None:
         out.append("]")
     else:
         raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def integer_json(value: int) -> str:
-    """The canonical JSON of an integer: its digits, or beyond ±2**53 the double it reads as."""
-    return str(value) if -_EXACT_INT < value < _EXACT_INT else format_number(float(value))
-
-
-def member_order(keys: Iterable[str]) -> list[str]:
-    """Object member names in RFC 8785's order (by UTF-16 code units)."""
-    keys = list(keys)
-    return sorted(keys) if all(k.isascii() for k in keys) else sorted(keys, key=_utf16)
 
 
 def _utf16(key: str) -> bytes:

@@ -17,10 +17,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from json.encoder import encode_basestring
 from typing import Any
 
-from engine.storage.canonical import canonical_json, integer_json, member_order, sha256_hex
+from engine.storage.canonical import canonical_json, sha256_hex
 from engine.storage.codec import (
     ReleaseFieldError,
     StorageKey,
@@ -86,15 +85,6 @@ class Hook:
         if not self.is_test:
             doc["last_run"] = {"phase": self.phase, "started_at": self.started_at, "completed_at": self.completed_at}
         return doc
-
-    def digest_json(self) -> str:
-        """The canonical JSON of :meth:`digest_doc` (see :meth:`Observation.digest_json`)."""
-        s = encode_basestring
-        last_run = "" if self.is_test else (f'"last_run":{{"completed_at":{s(self.completed_at)},'
-                                             f'"phase":{s(self.phase)},"started_at":{s(self.started_at)}}},')
-        return (f'{{"delete_policies":[{",".join(map(s, self.delete_policies))}],'
-                f'"events":[{",".join(map(s, self.events))}],"kind":{s(self.kind)},{last_run}'
-                f'"name":{s(self.name)},"path":{s(self.path)},"weight":{integer_json(self.weight)}}}')
 
 
 @dataclass(frozen=True)
@@ -212,25 +202,7 @@ class Observation:
         Test hooks are included without their last run, so running
         ``helm test`` does not change the digest.
         """
-        return "sha256:" + sha256_hex(self.digest_json())
-
-    def digest_json(self) -> bytes:
-        """``canonical_json(self.digest_doc())``, written directly: the document's keys are fixed (here in RFC
-        8785's order) and ``config_json`` is canonical already, so nothing is decoded and sorted again (a
-        start-up checks the digest of every persisted status's release: 2,420 took 0.25 s the general way)."""
-        s = encode_basestring
-        labels = dict(self.labels)
-        hooks = ",".join(h.digest_json() for h in self.hooks)
-        text = (f'{{"chart":{{"app_version":{s(self.app_version)},"description":{s(self.chart_description)},'
-                f'"kube_version":{s(self.kube_version)},"name":{s(self.chart_name)},'
-                f'"version":{s(self.chart_version)}}},"config":{self.config_json},"hooks":[{hooks}],'
-                f'"info":{{"deleted":{s(self.deleted)},"description":{s(self.description)},'
-                f'"first_deployed":{s(self.first_deployed)},"last_deployed":{s(self.last_deployed)},'
-                f'"notes":{s(self.notes)},"status":{s(self.status)}}},'
-                f'"labels":{{{",".join(f"{s(k)}:{s(labels[k])}" for k in member_order(labels))}}},'
-                f'"manifest_digest":{s(self.manifest_digest)},"name":{s(self.name)},'
-                f'"namespace":{s(self.namespace)},"version":{integer_json(self.version)}}}')
-        return text.encode("utf-8")
+        return "sha256:" + sha256_hex(canonical_json(self.digest_doc()))
 
 
 class _Fields:
