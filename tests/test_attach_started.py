@@ -1,10 +1,11 @@
 """The app attached to a controller shows the action the controller's ``<Action>Started`` Event names as the
 release's running action until an Event of that action ends it (engine.runtime.drive.attach ``started`` and
-``ends``, the rule in ReleaseBook's ``_controller_running``): small inputs, no cluster. The pilot test on the local
-cluster is tests/test_app_attached.py's."""
+``still_running``, the rule in ReleaseBook's ``_controller_running``), in whatever order the Events are read:
+small inputs, no cluster. The pilot test on the local cluster is tests/test_app_attached_started.py's."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ from kubernetes import client
 
 from engine.monitor.events import KubeEvent, parse_event
 from engine.package.load import load_objects
-from engine.runtime.drive.attach import Attachment, attached_fields, ends, started
+from engine.runtime.drive.attach import Attachment, attached_fields, ended_action, started, still_running
 from engine.runtime.ledger.book import STARTED_GRACE, ReleaseBook
 from engine.runtime.state import RunningAction
 from engine.storage.observer import Observer
@@ -33,13 +34,16 @@ def test_a_started_event_names_the_action_and_an_event_of_that_action_ends_it() 
                   _event("Started", 1.0), _event("BackOff", 1.0)):
         assert started(other, spec) is None, other
     assert begun is not None
-    assert ends(_event("UpgradeSucceeded", 101.0, "upgrade"), "succeeded", begun)
-    assert ends(_event("UpgradeCancelled", 101.0, "upgrade", True), "failed", begun)
-    assert not ends(_event("RequestFailed", 101.0, "request", True), "failed", begun)  # another action's
-    assert not ends(_event("ShardOverlap", 101.0, "ShardOverlap", True), "failed", begun)
-    assert ends(_event("UpgradeFailed", 101.0), "failed", begun)  # an older controller's Events name no action
-    assert not ends(_event("Noted", 101.0), "info", begun)
-
+    assert ended_action(_event("UpgradeSucceeded", 101.0, "upgrade"), "succeeded") == "upgrade"
+    assert ended_action(_event("UpgradeCancelled", 101.0, "upgrade", True), "failed") == "upgrade"
+    assert ended_action(_event("RequestFailed", 101.0, "request", True), "failed") == "request"  # another action's
+    assert ended_action(_event("UpgradeStarted", 101.0, "upgrade"), "info") is None  # a start ends nothing
+    assert ended_action(_event("UpgradeFailed", 101.0), "failed") == ""  # an older controller's name no action
+    assert ended_action(_event("Noted", 101.0), "info") is None
+    assert still_running(begun, {"request": 101.0, "ShardOverlap": 101.0})
+    assert still_running(begun, {"upgrade": 99.0})  # an earlier upgrade's end
+    assert not still_running(begun, {"upgrade": 100.0})
+    assert not still_running(begun, {"": 101.0})  # any action's end, from a controller naming none
 
 def test_the_event_object_gives_its_action_bounded() -> None:
     obj = {"metadata": {"name": "api.1", "namespace": "team-a"}, "reason": "UpgradeStarted",
@@ -77,6 +81,20 @@ def test_the_attached_row_runs_the_started_action_until_its_end_whatever_order_t
     # A start whose end was lost with its controller runs only until its timeout (and the grace) has passed.
     attachment._on_event(_event("UpgradeStarted", now - 120 - STARTED_GRACE - 1, "upgrade"))
     assert (book.view(key) or view).running is None
+
+
+def test_the_running_test_is_shown_whichever_order_a_new_watch_lists_the_install_and_test_events_in() -> None:
+    now = time.time()
+    events = (_event("InstallStarted", now - 3, "install"), _event("InstallSucceeded", now - 2, "install"),
+              _event("TestStarted", now - 1, "test"))
+    for order in itertools.permutations(events):  # CI: listed as started test, started install, its success
+        book, attachment, key = _attached()
+        for event in order:
+            attachment._on_event(event)
+        view = book.view(key)
+        assert view is not None and view.running == RunningAction("test", now - 1, 120.0), order
+        attachment._on_event(_event("TestFailed", now, "test", warning=True))
+        assert (book.view(key) or view).running is None, order
 
 
 def test_an_event_given_again_is_logged_once_and_an_older_end_read_late_is_not_the_last_action() -> None:

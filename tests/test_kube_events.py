@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.monitor.events import EventHub, NamespaceEvents, WarningCounter, belongs, parse_event
+from engine.monitor.events import EventHub, NamespaceEvents, WarningCounter, belongs, oldest_first, parse_event
 from tests.fixtures import kube_event
 
 
@@ -31,6 +31,15 @@ def test_a_namespace_keeps_only_its_most_recent_events() -> None:
     assert seen == ["+R0", "+R1", "+R2", "+R3", "-R0", "+R4", "-R1"]  # the oldest go, said as gone
     warning = events.recent()[-1]
     assert warning.warning and warning.ref == "Pod/p"
+
+
+
+def test_a_list_is_taken_oldest_first_not_in_the_name_order_the_api_server_gives() -> None:
+    listed = [kube_event("pkg.f3", "Package", "api", "Normal", "TestStarted", "m", 1),
+              kube_event("pkg.0a", "Package", "api", "Normal", "InstallStarted", "m", 3),
+              {"metadata": {"name": "nameless"}, "involvedObject": {}},  # names no object: left out
+              kube_event("pkg.7c", "Package", "api", "Normal", "InstallSucceeded", "m", 2)]
+    assert [e.reason for e in oldest_first(listed)] == ["InstallStarted", "InstallSucceeded", "TestStarted"]
 
 
 def test_an_offline_hub_shows_what_it_was_fed_to_its_subscribers() -> None:

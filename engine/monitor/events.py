@@ -90,6 +90,13 @@ def parse_event(obj: dict[str, Any]) -> KubeEvent | None:
                      str(meta.get("uid") or meta.get("name") or ""), str(obj.get("action") or "")[:128])
 
 
+def oldest_first(items: Iterable[dict[str, Any]]) -> list[KubeEvent]:
+    """The events of a list's Event objects, oldest first, as a watch would have given them: the API server
+    lists them in name order, and a recorder's names end in a random suffix, so a start could come after its
+    end."""
+    return sorted((e for e in map(parse_event, items) if e is not None), key=lambda e: e.at)
+
+
 _HASH = r"[a-z0-9]{1,10}"  # a pod-template-hash
 _SUFFIX = r"[a-z0-9]{5}"  # generateName's random suffix
 # The children a controller names after its object (a pattern after the object's name).
@@ -148,8 +155,10 @@ class NamespaceEvents(WatchThread):
     def apply(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
         """Keep (or forget) one Event object and tell the listeners; the oldest go past :data:`KEEP`."""
         event = parse_event(obj)
-        if event is None:
-            return
+        if event is not None:
+            self._apply(event, deleted)
+
+    def _apply(self, event: KubeEvent, deleted: bool) -> None:
         changes: list[tuple[KubeEvent, bool]] = [(event, deleted)]
         with self._lock:
             if deleted:
@@ -184,8 +193,8 @@ class NamespaceEvents(WatchThread):
     def _list(self) -> str:
         assert self._api is not None
         body = rest.get_json(self._api, self._path(), [("limit", str(self._keep))])
-        for obj in body.get("items") or ():
-            self.apply(obj)
+        for event in oldest_first(body.get("items") or ()):
+            self._apply(event, False)
         return str((body.get("metadata") or {}).get("resourceVersion", ""))
 
     def _watch(self, rv: str) -> str:

@@ -11,8 +11,9 @@ made requests on them.
   package in the book, marked :class:`~engine.runtime.state.Attached`: the row follows the object's status
   (conditions, failure counters, ``lastAttemptedRevision``), its release in storage and the controller's
   Events on the object (the release's log). The controller's running action is the one its latest
-  ``<Action>Started`` Event names until an Event of that action ends it (:func:`started`, :func:`ends`; the
-  rule: ``ReleaseBook``'s ``_controller_running``), else a ``pending-*`` revision's.
+  ``<Action>Started`` Event names until an Event of that action ends it (:func:`started`,
+  :func:`still_running`; the rule: ``ReleaseBook``'s ``_controller_running``), else a ``pending-*``
+  revision's.
 - Requests: the gate still decides whether an action may run (:mod:`engine.runtime.ledger.gate`); attached,
   it is carried out by the controller: :meth:`Attachment.request` writes the request annotation the
   controller handles once (:mod:`engine.runtime.drive.requests`), or for suspend and maintenance, which are
@@ -157,13 +158,22 @@ def started(event: KubeEvent, spec: PackageSpec | None) -> RunningAction | None:
     return RunningAction(action, event.at, spec.timeout if spec is not None else DEFAULT_TIMEOUT)
 
 
-def ends(event: KubeEvent, outcome: str, running: RunningAction) -> bool:
-    """Does ``event`` (its ``outcome`` as the log reads it) end the controller's ``running`` action: an Event of
-    the same action that is no start (``UpgradeSucceeded``, ``UpgradeCancelled``, ``DriftCorrected``), or, from
-    a controller whose Events name no action, any success or failure."""
+def ended_action(event: KubeEvent, outcome: str) -> str | None:
+    """The action ``event`` (its ``outcome`` as the log reads it) ends, if it is no start: its ``action``
+    (``UpgradeSucceeded``, ``UpgradeCancelled``, ``DriftCorrected``: whatever came of that action), or, from a
+    controller whose Events name no action, ``""`` (any action) for a success or failure; else None."""
+    if started(event, None) is not None:
+        return None
     if event.action:
-        return event.action == running.action
-    return outcome != "info"
+        return event.action
+    return "" if outcome != "info" else None
+
+
+def still_running(begun: RunningAction, ended: dict[str, float]) -> bool:
+    """Whether ``begun`` runs yet, given when each action last ended (``ended``: action -> Event time, ``""``
+    any action): no end of its action at or after its start. The order the Events were read in does not
+    matter (a new watch lists them in name order)."""
+    return max(ended.get(begun.action, -1.0), ended.get("", -1.0)) < begun.started
 
 
 class Attachment:
@@ -183,6 +193,8 @@ class Attachment:
         self._event_watches: dict[str, Callable[[], None]] = {}
         self._last: dict[ReleaseKey, ActionOutcome] = {}  # the controller's last action on each, from its Events
         self._running: dict[ReleaseKey, RunningAction] = {}  # its action started and not ended, from its Events
+        self._begun: dict[ReleaseKey, RunningAction] = {}  # the latest start its Events name
+        self._ended: dict[ReleaseKey, dict[str, float]] = {}  # action -> the latest Event ending it
         # (uid, time) of the Events put in the log, the newest LOGGED; kept across attachments
         self._logged: dict[tuple[str, float], None] = {}
         # origin -> (resourceVersion, holder, spec, its view fields): a burst projects only the objects it changed
@@ -258,6 +270,8 @@ class Attachment:
         self._keys.clear()
         self._last.clear()
         self._running.clear()
+        self._begun.clear()
+        self._ended.clear()
         self._projected.clear()
         self._book.set_attached({})
 
@@ -308,19 +322,26 @@ class Attachment:
             if len(self._logged) > LOGGED:
                 del self._logged[next(iter(self._logged))]
             self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
-        # Below, an Event given twice changes nothing more.
-        running = self._running.get(key)
+        # Below, an Event given twice changes nothing more, and the order Events come in does not matter.
         view = self._book.view(key)
         begun = started(event, view.package if view is not None else None)
         if begun is not None:
-            last = self._last.get(key)
-            if last is None or begun.started > last.at:  # not an earlier action's start, read after its end
-                self._running[key] = begun
-                self._book.update_attached(key, running=begun)
-            return
-        if running is not None and event.at >= running.started and ends(event, outcome, running):
-            del self._running[key]
-            self._book.update_attached(key, running=None)
+            latest = self._begun.get(key)
+            if latest is None or begun.started > latest.started:
+                self._begun[key] = begun
+        else:
+            ending = ended_action(event, outcome)
+            if ending is not None:
+                ended = self._ended.setdefault(key, {})
+                ended[ending] = max(ended.get(ending, -1.0), event.at)
+        latest = self._begun.get(key)
+        running = latest if latest is not None and still_running(latest, self._ended.get(key, {})) else None
+        if running != self._running.get(key):
+            if running is None:
+                del self._running[key]
+            else:
+                self._running[key] = running
+            self._book.update_attached(key, running=running)
         last = self._last.get(key)
         if outcome != "info" and (last is None or event.at >= last.at):
             # an action's end: the row's LAST ACTION (Flux's reason names it: UpgradeSucceeded); not an older one
