@@ -4,8 +4,8 @@
 - ``helmdeck_reconciles_total{result}``: passes by result (``success``, ``failure``);
 - ``helmdeck_queue_depth``: packages queued, due or later;
 - ``helmdeck_releases{state}``: the engine's packages by release state (InSync, Failed, ...), read at scrape;
-  with shards (``--shards auto``, ``--watch-label-selector``) only those placed on this replica, so the sum over
-  the replicas counts every package once;
+  with shards (``--shards auto``, ``--watch-label-selector``) only those placed on this replica, and none on a
+  replica standing by for its Lease, so the sum over the replicas counts every package once;
 - ``helmdeck_helm_action_duration_seconds{action,result}`` (histogram): each helm action (install, upgrade,
   test, rollback, uninstall...) from its start to its end, ``result`` ``succeeded`` or ``failed``.
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
@@ -154,6 +156,13 @@ def endpoint(text: str, what: str) -> str:
         if f"{what} on " in line:
             return "http://" + line.split(f"{what} on ", 1)[1].split("'")[0].strip()
     return ""
+
+
+def released(ctl: Controller) -> float:
+    """The sum of ``helmdeck_releases{state}`` on ``ctl``'s metrics endpoint: the packages it counts as its own."""
+    with urllib.request.urlopen(endpoint(ctl.text(), "metrics") + "/metrics", timeout=5) as resp:
+        families = text_string_to_metric_families(resp.read().decode())
+        return sum(s.value for f in families if f.name == "helmdeck_releases" for s in f.samples)
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from tests.controller_fixtures import (
     get_package,
     lease_holder,
     package,
+    released,
     releases,
 )
 
@@ -143,9 +144,14 @@ def test_a_second_controller_takes_over_within_20s_of_sigkill(
         holder = eventually(lambda: lease_holder(coordination, namespace), 30, "a controller holds the Lease",
                             logs=first.text)
         assert f"-{first.pid}-" in holder
+        create(objects, package(namespace, "before"))
         second = env.start(name="b")
-        time.sleep(3)
+        eventually(lambda: releases(core, namespace, "before") == [(1, "deployed")], 90, "installed by the first",
+                   logs=first.text)
         assert lease_holder(coordination, namespace) == holder  # the second one waits
+        # ... and counts no package as its own: the replicas' sum of helmdeck_releases is every package once.
+        assert eventually(lambda: released(first) == 1, 30, "the leader counts the package", logs=first.text)
+        assert released(second) == 0
         first.stop(signal.SIGKILL)
         killed = time.monotonic()
 

@@ -147,3 +147,13 @@ def test_shards_refuse_what_holds_a_release_placed_or_claimed_elsewhere() -> Non
     assert gate.why_not("diff", WEB) is None and gate.why_not("suspend", WEB) is None  # nothing run on it
     with pytest.raises(ActionRefused, match="replica b"):
         gate.check("reconcile", WEB)
+    assert gate.placed_here(SETTINGS) and not gate.placed_here(WEB)
+
+
+def test_a_replica_standing_by_for_its_lease_reconciles_no_package() -> None:
+    gate = online_gate(fixed_engine())
+    assert gate.placed_here(WEB)  # no Lease: this engine reconciles every package
+    gate.set_lease("ctl-0", False)  # another replica of the shard holds it (helmdeck_releases counts none here)
+    assert not gate.placed_here(WEB) and not gate.placed_here(SETTINGS)
+    gate.set_lease("ctl-1", True)
+    assert gate.placed_here(WEB)

@@ -7,12 +7,10 @@ import asyncio
 import re
 import signal
 import time
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import object_origin
@@ -33,11 +31,11 @@ from tests.controller_fixtures import (
     Controller,
     ControllerEnv,
     create,
-    endpoint,
     eventually,
     get_package,
     oci_repository,
     package,
+    released,
     releases,
 )
 from tests.test_lease import wait_until
@@ -311,13 +309,6 @@ def _acted(ctl: Controller, namespace: str, name: str, action: str) -> bool:
     return f"{namespace}/{name}: {action} succeeded" in ctl.text()
 
 
-def _counted(ctl: Controller) -> float:
-    """The sum of ``helmdeck_releases{state}`` on ``ctl``'s metrics endpoint."""
-    with urllib.request.urlopen(endpoint(ctl.text(), "metrics") + "/metrics", timeout=5) as resp:
-        families = text_string_to_metric_families(resp.read().decode())
-        return sum(s.value for f in families if f.name == "helmdeck_releases" for s in f.samples)
-
-
 def _sees(ctl: Controller, n: int) -> bool:
     lines = re.findall(r"live members: (.*)", ctl.text())
     return bool(lines) and len(lines[-1].split(", ")) == n
@@ -359,7 +350,7 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         eventually(lambda: claims() == [None] * len(names), 15, "every claim cleared", logs=logs)
         # helmdeck_releases: each replica counts its own share, so the sum over the replicas is every Package once.
         share = {c.pid: sum(1 for n in names if placed[n] == ids[c.pid]) for c in ctls}
-        eventually(lambda: all(_counted(c) == share[c.pid] for c in ctls), 30, "each replica counts its share",
+        eventually(lambda: all(released(c) == share[c.pid] for c in ctls), 30, "each replica counts its share",
                    logs=logs)
 
         # SIGKILL the replica with the largest share; edit every Package: the killed one's are upgraded by the

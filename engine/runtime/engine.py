@@ -849,9 +849,9 @@ class Engine:
             self.elector.annotations.update(annotations)
 
     def placed_here(self, key: ReleaseKey) -> bool:
-        """Is ``key``'s package reconciled by this controller replica? False only when ``--shards auto`` places it
-        on another live member or a static shard leaves it to another (:mod:`engine.runtime.drive.shards`)."""
-        return self.gate.placed_elsewhere(key) is None
+        """Is ``key``'s package reconciled by this controller replica? False when it stands by for its Lease,
+        or ``--shards auto`` places the package on another live member (:meth:`ActionGate.placed_here`)."""
+        return self.gate.placed_here(key)
 
     def owner(self, key: ReleaseKey) -> Owner:
         """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.ledger.owners)."""

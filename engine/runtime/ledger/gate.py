@@ -155,6 +155,12 @@ class ActionGate:
         None."""
         return self.placement(key) if self.placement is not None else None
 
+    def placed_here(self, key: ReleaseKey) -> bool:
+        """Does this instance reconcile ``key``'s package: it holds the engine lease (a replica standing by for
+        its shard's Lease does not; no Lease: it does) and ``--shards auto`` places the package on no other
+        member."""
+        return self.leader and self.placed_elsewhere(key) is None
+
     def set_lease(self, holder: str, leader: bool) -> None:
         """Who holds the engine lease, and whether it is this instance."""
         self.holder = holder
