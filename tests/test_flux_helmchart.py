@@ -66,11 +66,14 @@ def test_unsupported_helmchart_fields_are_named_by_file_line_and_field(tmp_path:
     assert (err.file, err.field, err.line) == (path, "spec.verify", line_of(path, "  verify: {provider: cosign}"))
     assert then.field == "spec.chartRef" and "does not exist" in then.problem
     assert "does not implement" in err.problem and "--allow-unsupported" in str(err)
+    # Allowed, the suspend is left out; the verification is not: the chart would install unverified.
+    err, then = load_folder(tmp_path, allow_unsupported=True).errors
+    assert (err.field, then.field) == ("spec.verify", "spec.chartRef") and "install unverified" in str(err)
+    assert "--allow-unsupported to go on" not in str(err)
+    path = write(tmp_path, REPO, chart.replace("  verify: {provider: cosign}\n", ""), BY_REF)
     loaded = load_folder(tmp_path, allow_unsupported=True)
     assert loaded.errors == [] and [s.name for s in loaded.specs] == ["web"]
-    assert sorted((w.field, w.line) for w in loaded.left_out) == [
-        ("spec.suspend", line_of(path, "  suspend: true")),
-        ("spec.verify", line_of(path, "  verify: {provider: cosign}"))]
+    assert [(w.field, w.line) for w in loaded.left_out] == [("spec.suspend", line_of(path, "  suspend: true"))]
     typo = write(tmp_path, REPO, HELM_CHART.replace("  chart: web", "  chrat: web"), BY_REF)
     errors = load_folder(typo.parent, allow_unsupported=True).errors
     assert (errors[0].field, errors[0].problem) == ("spec.chrat", "unknown field")
@@ -149,7 +152,7 @@ def test_a_bad_helmchart_is_named_and_its_release_not_read(tmp_path: Path, chang
     assert errors[1].field == "spec.chartRef" and "does not exist" in errors[1].problem
 
 
-def test_helmrelease_chart_verify_helm_is_read_and_cosign_is_unsupported(tmp_path: Path) -> None:
+def test_helmrelease_chart_verify_helm_is_read_and_cosign_is_refused_even_when_allowed(tmp_path: Path) -> None:
     signed = WEB.replace("      version: \"1.x\"\n", "      version: \"1.x\"\n"
                          "      verify: {provider: helm, secretRef: {name: chart-keys}}\n")
     signed = signed.replace("  interval: 10m\n", "  interval: 10m\n  serviceAccountName: deployer\n", 1)
@@ -166,6 +169,8 @@ def test_helmrelease_chart_verify_helm_is_read_and_cosign_is_unsupported(tmp_pat
     assert (err.field, err.line) == ("spec.chart.spec.verify", line_of(
         path, "      verify: {provider: cosign, secretRef: {name: chart-keys}}"))
     assert "does not implement" in err.problem and "--allow-unsupported" in str(err)
-    loaded = load_folder(tmp_path, allow_unsupported=True)
-    assert loaded.errors == [] and [w.field for w in loaded.left_out] == ["spec.chart.spec.verify"]
-    assert loaded.specs[0].chart_request is not None and loaded.specs[0].chart_request.verify is None
+    # Never left out: the chart asked to be verified would install unverified.
+    err, = load_folder(tmp_path, allow_unsupported=True).errors
+    assert (err.field, err.line) == ("spec.chart.spec.verify", line_of(
+        path, "      verify: {provider: cosign, secretRef: {name: chart-keys}}"))
+    assert "install unverified" in err.problem and "provider helm" in str(err)

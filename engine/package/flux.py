@@ -4,10 +4,11 @@ what a helmdeck Package with the same ``spec`` means, and Flux's HelmRepository 
 
 A Flux field helmdeck does not implement (:data:`UNSUPPORTED`: ``spec.kubeConfig``, chart verification,
 per-action timeouts, ...) is an error naming the file, line and field; with ``allow_unsupported`` the
-field is left out and a warning says so. A chart helmdeck cannot fetch (``chartRef`` to an
-ExternalArtifact, a GitRepository or Bucket source) leaves the HelmRelease out: an error, or with
-``allow_unsupported`` a warning. Flux's HelmChart object is read as far as a HelmRelease's ``chartRef``
-needs it (:func:`engine.sources.repository.parse_helm_chart`): ``chartRef`` to a HelmChart means
+field is left out and a warning says so, except a verification helmdeck cannot do
+(:data:`NEVER_LEFT_OUT`). A chart helmdeck cannot fetch (``chartRef`` to an ExternalArtifact, a
+GitRepository or Bucket source) leaves the HelmRelease out: an error, or with ``allow_unsupported`` a
+warning. Flux's HelmChart object is read as far as a HelmRelease's ``chartRef`` needs it
+(:func:`engine.sources.repository.parse_helm_chart`): ``chartRef`` to a HelmChart means
 ``spec.chart.spec`` with the HelmChart's fields. Fields with no effect on the release (labels and annotations
 of the object, ``persistentClient``, ``spec.chart.metadata``) are accepted and ignored.
 
@@ -60,6 +61,9 @@ UNSUPPORTED: Mapping[str, str] = {
     "spec.ignore": "not a chart field",
     "spec.suspend": "a source is not suspended by helmdeck",
 }
+# Unsupported fields that ask for a chart's signature to be checked: refused even with --allow-unsupported, so a
+# chart asked to be verified is never installed unverified (as an OCIRepository's keyless spec.verify).
+NEVER_LEFT_OUT = frozenset({"spec.chart.spec.verify", "spec.verify"})
 # Accepted and ignored: no effect on the release helmdeck renders.
 IGNORED = ("spec.persistentClient", "spec.chart.metadata", "metadata.labels", "metadata.annotations",
            "metadata.uid", "metadata.resourceVersion", "metadata.generation", "metadata.creationTimestamp",
@@ -88,7 +92,13 @@ class LeftOut:
 
 
 def unsupported_error(file: Path, field: str, why: str, line: int | None) -> PackageError:
-    """The error for a Flux field helmdeck does not implement: the field, why, and the way on."""
+    """The error for a Flux field helmdeck does not implement: the field, why, and the way on (no
+    ``--allow-unsupported`` for a field of :data:`NEVER_LEFT_OUT`)."""
+    if _INDEX.sub("", field) in NEVER_LEFT_OUT:
+        return PackageError(file, field, f"a Flux field helmdeck does not implement ({why}); not left out by "
+                            f"{ALLOW_FLAG}, as the chart would install unverified",
+                            "verify with provider helm (helm package --sign) or on an OCIRepository's spec.verify, "
+                            "or remove it to install the chart unverified", line)
     return PackageError(file, field, f"a Flux field helmdeck does not implement ({why})",
                         f"remove it, or pass {ALLOW_FLAG} to go on without it", line)
 
@@ -133,7 +143,7 @@ def tolerant(parse: Callable[[Any], T], data: Any, *, file: Path, lines: Mapping
                 raise
             if general in UNSUPPORTED:
                 why = UNSUPPORTED[general]
-                if not allow_unsupported:
+                if not allow_unsupported or general in NEVER_LEFT_OUT:
                     raise unsupported_error(file, exc.field, why, lines.get(exc.field, exc.line)) from None
                 warnings.append(LeftOut(file, exc.field, f"left out: a Flux field helmdeck does not implement "
                                          f"({why})", lines.get(exc.field, exc.line)))
