@@ -1,9 +1,10 @@
 """``helmdeck versions PACKAGE``: the chart versions a package's repository offers.
 
-Newest first, with app version and creation date, marking the deployed version and whether each
+Newest first, with app version and creation date, marking the deployed version, whether each
 version is inside the package's range (``spec.chart.spec.version``, or an OCIRepository's
-``ref.semver`` / ``ref.tag``). The list comes from :meth:`engine.sources.ChartSource.versions`
-(the repository's index, or the registry's tags); nothing is pulled.
+``ref.semver`` / ``ref.tag``) and, for a package whose chart is verified, what verification kept for it
+(as the app's version picker: :class:`engine.runtime.chart_versions.ChartVersions`). The list comes from the
+repository's index, or the registry's tags; nothing is pulled.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from helmdeck.logs import setup_logging
 from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
+    from engine.runtime.chart_versions import VersionList
     from engine.runtime.engine import Engine
 
 
@@ -53,22 +55,21 @@ def _load(args: argparse.Namespace) -> Any:
     raise SystemExit(EXIT_USAGE)
 
 
-def rows(request: Any, infos: list[Any], deployed: str) -> list[dict[str, Any]]:
-    """One JSON-ready row per available version: version, appVersion, created, inRange, deployed."""
-    from engine.sources.updates import in_range, published
-
-    mark = published(request, deployed)  # an OCI chart is deployed as <version>+<digest[:12]>
-    return [{"version": i.version, "appVersion": i.app_version, "created": i.created,
-             "inRange": in_range(request, i.version), "deployed": bool(deployed) and i.version == mark}
-            for i in infos]
+def rows(listed: VersionList) -> list[dict[str, Any]]:
+    """One JSON-ready row per available version: version, appVersion, created, inRange, deployed and
+    verification (``Verified``, ``Failed``, or None: the package asks none, or it is not known yet)."""
+    return [{"version": r.version, "appVersion": r.app_version, "created": r.created, "inRange": r.in_range,
+             "deployed": r.deployed, "verification": r.verification or None} for r in listed.rows]
 
 
-def table(items: list[dict[str, Any]]) -> str:
-    """The ``-o table`` form: aligned columns; ``*`` marks the deployed version."""
+def table(items: list[dict[str, Any]], *, verified: bool = False) -> str:
+    """The ``-o table`` form: aligned columns; ``*`` marks the deployed version; ``verified``: a VERIFIED
+    column (``yes``, ``fails``, ``?`` not known yet) for a package whose chart is verified."""
     mark = {True: "yes", False: "no", None: "?"}
-    lines = [["VERSION", "APP VERSION", "CREATED", "IN RANGE", "DEPLOYED"]]
+    found = {"Verified": "yes", "Failed": "fails", None: "?"}
+    lines = [["VERSION", "APP VERSION", "CREATED", "IN RANGE", "DEPLOYED"] + (["VERIFIED"] if verified else [])]
     lines += [[r["version"], r["appVersion"] or "-", r["created"] or "-", mark[r["inRange"]],
-               "*" if r["deployed"] else ""] for r in items]
+               "*" if r["deployed"] else ""] + ([found[r["verification"]]] if verified else []) for r in items]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 
@@ -76,9 +77,10 @@ def table(items: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     """The command: exit 0 with the list, 1 for a local-chart package or a repository that fails
     (the message names the repository), 2 for usage errors. ``make_engine`` builds the read-only engine
-    (for the deployed version and the cluster's Secrets)."""
+    (for the deployed version, the cluster's Secrets and the verifications kept in the cache). The list is
+    the version picker's (:meth:`Engine.chart_versions`)."""
+    from engine.runtime.ledger.book import ActionRefused
     from engine.sources import SourceError
-    from engine.sources.updates import range_text
 
     setup_logging(args.log_level, args.log_file)
     spec = _load(args)
@@ -92,27 +94,23 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     args.namespaces, args.all_namespaces, args.no_lease = sorted({spec.namespace, spec.release_namespace}), False, True
     engine = make_engine(args, readonly=True, watch=False, monitors=False)
 
-    async def collect() -> tuple[list[Any], str]:
+    async def collect() -> VersionList:
         await engine.start(reconcile=False)
         try:
-            stored = engine.history(spec.key)  # newest first: the latest stored revision's chart
-            infos = await engine.offered_versions(request)
-            return infos, stored[0].chart_version if stored else ""
+            return await engine.chart_versions(spec.key)
         finally:
             await engine.stop()
 
     try:
-        infos, deployed = asyncio.run(collect())
-    except SourceError as exc:
+        listed = asyncio.run(collect())
+    except (SourceError, ActionRefused) as exc:
         print(f"error: cannot list the versions of {spec.namespace}/{spec.name}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    items = rows(request, infos, deployed)
+    items = rows(listed)
     if args.output == "json":
-        print(json.dumps({"package": f"{spec.namespace}/{spec.name}", "source": request.origin(),
-                          "range": range_text(request), "deployed": deployed or None, "versions": items},
-                         indent=2))
+        print(json.dumps({"package": f"{spec.namespace}/{spec.name}", "source": listed.source,
+                          "range": listed.range, "deployed": listed.deployed or None, "versions": items}, indent=2))
         return 0
-    print(f"{spec.namespace}/{spec.name}: {request.origin()}; range {range_text(request)}; "
-          f"deployed {deployed or 'none'}")
-    print(table(items) if items else "no versions")
+    print(f"{spec.namespace}/{spec.name}: {listed.source}; range {listed.range}; deployed {listed.deployed or 'none'}")
+    print(table(items, verified=request.verify is not None) if items else "no versions")
     return 0

@@ -216,6 +216,13 @@ def test_package_installs_verified_and_a_tampered_upgrade_leaves_the_release(
     assert conds["Ready"]["status"] == "False" and conds["Ready"]["reason"] == "VerificationError"
     rows = json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json"))
     assert [(r["name"], r["chart"], r["revision"]) for r in rows] == [("web", "web-1.0.0", "1")]
+    # `helmdeck versions`, another process: 1.0.0's verification kept on disk; 1.1.0's failure is not kept.
+    offered = helmdeck("versions", "web", "-o", "json", *common, "--log-file", str(log))
+    assert offered.returncode == 0, offered.stderr
+    assert [(v["version"], v["deployed"], v["verification"]) for v in json.loads(offered.stdout)["versions"]] == [
+        ("1.1.0", False, None), ("1.0.0", True, "Verified")]
+    text = helmdeck("versions", "web", *common, "--log-file", str(log)).stdout.splitlines()
+    assert text[1].split()[-1] == "VERIFIED" and text[2].split()[-1] == "?" and text[3].split()[-2:] == ["*", "yes"]
     assert needle(signer) not in log.read_text()
 
 

@@ -112,7 +112,9 @@ class ChartVersions:
     async def list(self, key: ReleaseKey) -> VersionList:
         """Every version offered for ``key``'s chart, newest first. Raises ActionRefused and SourceError."""
         request = self.request(key)
-        infos = await self.controller.charts.versions(request)
+        # The keyring too, so a verification kept from an earlier process is marked (helmdeck versions).
+        infos, _ = await asyncio.gather(self.controller.charts.versions(request),
+                                        self.controller.charts.read_keys(request))
         self.book.set_offered(key, available(request, tuple(i.version for i in infos)))
         obs = self.book.observer.latest(*key)
         deployed = obs.chart_version if obs is not None else ""

@@ -73,7 +73,6 @@ from engine.runtime.state import (
 )
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
-from engine.sources.repository import ChartRequest
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import ListedRevision, UnreadableRecord
@@ -92,7 +91,6 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and a
     from engine.runtime.plan import Plan
     from engine.runtime.pulses import PulseMeter
     from engine.runtime.shard import Shard
-    from engine.sources.source import ChartVersionInfo
 
 log = logging.getLogger(__name__)
 # Seconds the storage list thread waits for the labels' views to be made, then again for the app to draw
@@ -914,14 +912,10 @@ class Engine:
 
     # -- chart versions (the version picker, ``helmdeck versions``) ------------------------
     async def chart_versions(self, key: ReleaseKey) -> VersionList:
-        """The versions ``key``'s repository offers, newest first, the deployed one and the range marked
-        (refreshes the row's newer-version marker). Raises ActionRefused (no package, local chart), SourceError."""
+        """The versions ``key``'s repository offers, newest first, the deployed one, the range and the kept
+        verifications marked (refreshes the row's newer-version marker). Raises ActionRefused (no package,
+        local chart), SourceError."""
         return await self.versions.list(key)
-
-    async def offered_versions(self, request: ChartRequest) -> list[ChartVersionInfo]:
-        """The versions the repository of ``request`` offers for its chart, newest first (nothing pulled;
-        the repository is asked at most once per interval). Raises SourceError."""
-        return await self.controller.charts.versions(request)
 
     def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
         """The file edit pinning ``key``'s chart to ``version`` (nothing written). Raises ActionRefused,

@@ -12,6 +12,7 @@ re-pushed tag with new content is a new revision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import time
@@ -304,6 +305,16 @@ class ChartSource:
         self.cache.remember(sel.ref_key, hex_digest)
         return Verification(HELM, VERIFIED, identity=helm_pull.signer(said), artifact_digest=f"sha256:{hex_digest}",
                             keys_digest=keys.digest)
+
+    async def read_keys(self, request: ChartRequest) -> None:
+        """Read the keyring ``request``'s ``verify`` names (at most once per the source's interval), so that
+        :meth:`verification_of` can say what is known in a process that pulled nothing yet (``helmdeck
+        versions``). A keyring that cannot be read leaves the marks unknown: a pass says why."""
+        verify = request.verify
+        if verify is not None:
+            with contextlib.suppress(VerifyError):
+                await self.verifications.keys(verify, wanted(verify.provider), request.source.interval,
+                                              request.source.describe())
 
     def verification_of(self, request: ChartRequest, digest: str) -> Verification | None:
         """The verification kept for the artifact ``digest`` with ``request``'s keys (no I/O): None when the
