@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
     (the message names the repository), 2 for usage errors. ``make_engine`` builds the read-only engine
     (for the deployed version, the cluster's Secrets and the verifications kept in the cache). The list is
     the version picker's (:meth:`Engine.chart_versions`)."""
-    from engine.runtime.ledger.book import ActionRefused
+    from engine.runtime.engine import ActionRefused
     from engine.sources import SourceError
 
     setup_logging(args.log_level, args.log_file)

@@ -37,7 +37,6 @@ def test_a_started_event_names_the_action_and_an_event_of_that_action_ends_it() 
     assert ended_action(_event("UpgradeSucceeded", 101.0, "upgrade"), "succeeded") == "upgrade"
     assert ended_action(_event("UpgradeCancelled", 101.0, "upgrade", True), "failed") == "upgrade"
     assert ended_action(_event("RequestFailed", 101.0, "request", True), "failed") == "request"  # another action's
-    assert ended_action(_event("UpgradeStarted", 101.0, "upgrade"), "info") is None  # a start ends nothing
     assert ended_action(_event("UpgradeFailed", 101.0), "failed") == ""  # an older controller's name no action
     assert ended_action(_event("Noted", 101.0), "info") is None
     assert still_running(begun, {"request": 101.0, "ShardOverlap": 101.0})

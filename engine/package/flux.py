@@ -91,10 +91,15 @@ class LeftOut:
         return f"{where}: {self.field}: {self.problem}"
 
 
+def never_left_out(field: str) -> bool:
+    """Whether ``field`` (``spec.x[0].y``) is refused even with ``--allow-unsupported`` (:data:`NEVER_LEFT_OUT`)."""
+    return _INDEX.sub("", field) in NEVER_LEFT_OUT
+
+
 def unsupported_error(file: Path, field: str, why: str, line: int | None) -> PackageError:
     """The error for a Flux field helmdeck does not implement: the field, why, and the way on (no
     ``--allow-unsupported`` for a field of :data:`NEVER_LEFT_OUT`)."""
-    if _INDEX.sub("", field) in NEVER_LEFT_OUT:
+    if never_left_out(field):
         return PackageError(file, field, f"a Flux field helmdeck does not implement ({why}); not left out by "
                             f"{ALLOW_FLAG}, as the chart would install unverified",
                             "verify with provider helm (helm package --sign) or on an OCIRepository's spec.verify, "
@@ -143,7 +148,7 @@ def tolerant(parse: Callable[[Any], T], data: Any, *, file: Path, lines: Mapping
                 raise
             if general in UNSUPPORTED:
                 why = UNSUPPORTED[general]
-                if not allow_unsupported or general in NEVER_LEFT_OUT:
+                if not allow_unsupported or never_left_out(general):
                     raise unsupported_error(file, exc.field, why, lines.get(exc.field, exc.line)) from None
                 warnings.append(LeftOut(file, exc.field, f"left out: a Flux field helmdeck does not implement "
                                          f"({why})", lines.get(exc.field, exc.line)))

@@ -159,11 +159,10 @@ def started(event: KubeEvent, spec: PackageSpec | None) -> RunningAction | None:
 
 
 def ended_action(event: KubeEvent, outcome: str) -> str | None:
-    """The action ``event`` (its ``outcome`` as the log reads it) ends, if it is no start: its ``action``
-    (``UpgradeSucceeded``, ``UpgradeCancelled``, ``DriftCorrected``: whatever came of that action), or, from a
-    controller whose Events name no action, ``""`` (any action) for a success or failure; else None."""
-    if started(event, None) is not None:
-        return None
+    """The action ``event``, an Event that is no start (:func:`started` gives None; its ``outcome`` as the log
+    reads it), ends: its ``action`` (``UpgradeSucceeded``, ``UpgradeCancelled``, ``DriftCorrected``: whatever
+    came of that action), or, from a controller whose Events name no action, ``""`` (any action) for a success
+    or failure; else None."""
     if event.action:
         return event.action
     return "" if outcome != "info" else None
@@ -192,7 +191,6 @@ class Attachment:
         self._keys: dict[tuple[str, str], ReleaseKey] = {}  # object ref -> its release
         self._event_watches: dict[str, Callable[[], None]] = {}
         self._last: dict[ReleaseKey, ActionOutcome] = {}  # the controller's last action on each, from its Events
-        self._running: dict[ReleaseKey, RunningAction] = {}  # its action started and not ended, from its Events
         self._begun: dict[ReleaseKey, RunningAction] = {}  # the latest start its Events name
         self._ended: dict[ReleaseKey, dict[str, float]] = {}  # action -> the latest Event ending it
         # (uid, time) of the Events put in the log, the newest LOGGED; kept across attachments
@@ -269,7 +267,6 @@ class Attachment:
         self._event_watches.clear()
         self._keys.clear()
         self._last.clear()
-        self._running.clear()
         self._begun.clear()
         self._ended.clear()
         self._projected.clear()
@@ -302,8 +299,9 @@ class Attachment:
             if cached is None or cached[:3] != (version, holder, spec):
                 cached = (version, holder, spec, attached_fields(obj, spec, holder, controller.lease))
                 self._projected[origin] = cached
+            running = self._running(key)
             fields[key] = {**cached[3], **({"last": self._last[key]} if key in self._last else {}),
-                           **({"running": self._running[key]} if key in self._running else {})}
+                           **({"running": running} if running is not None else {})}
             keys[ref] = key
         self._keys = keys
         self._projected = {o: p for o, p in self._projected.items() if o in specs}
@@ -324,6 +322,7 @@ class Attachment:
             self._book.add_event(LogEntry(event.at, key, event.name, event.reason, outcome, event.message))
         # Below, an Event given twice changes nothing more, and the order Events come in does not matter.
         view = self._book.view(key)
+        was = self._running(key)
         begun = started(event, view.package if view is not None else None)
         if begun is not None:
             latest = self._begun.get(key)
@@ -334,13 +333,8 @@ class Attachment:
             if ending is not None:
                 ended = self._ended.setdefault(key, {})
                 ended[ending] = max(ended.get(ending, -1.0), event.at)
-        latest = self._begun.get(key)
-        running = latest if latest is not None and still_running(latest, self._ended.get(key, {})) else None
-        if running != self._running.get(key):
-            if running is None:
-                del self._running[key]
-            else:
-                self._running[key] = running
+        running = self._running(key)
+        if running != was:
             self._book.update_attached(key, running=running)
         last = self._last.get(key)
         if outcome != "info" and (last is None or event.at >= last.at):
@@ -349,6 +343,11 @@ class Attachment:
             action = event.reason.removesuffix("Succeeded").removesuffix("Failed").lower() or event.reason
             self._last[key] = ActionOutcome(action, outcome == "succeeded", event.message, at=event.at)
             self._book.update_attached(key, last=self._last[key])
+
+    def _running(self, key: ReleaseKey) -> RunningAction | None:
+        """The controller's action on ``key`` its Events say started and has not ended."""
+        latest = self._begun.get(key)
+        return latest if latest is not None and still_running(latest, self._ended.get(key, {})) else None
 
     async def patch(self, origin: Path, body: dict[str, Any]) -> None:
         """Merge-patch the API object ``origin`` (its API path, :func:`engine.package.load.object_origin`): a
