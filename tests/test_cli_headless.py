@@ -288,6 +288,13 @@ def test_the_access_check_and_the_engine_share_one_client(
     assert (found["clients"], found["context_reads"]) == (1, 0)
 
 
+def _batched(request: str) -> str:
+    """``request`` with the release names of a ``name in (...)`` selector left out: one batched read whatever
+    the count."""
+    head, found, tail = request.partition("name%20in%20%28")
+    return head + found + tail.partition("%29")[2] if found else request
+
+
 def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
 ) -> None:
@@ -306,7 +313,9 @@ def test_noop_pass_makes_the_same_api_calls_for_one_package_and_for_four(
         (pkgs / f"{name}.yaml").write_text(text.replace("name: app\n", f"name: {name}\n"))
     four = noop_requests()
     # A watch is a stream opened once per kind, whatever the count; whether a --once command opens it before
-    # it exits is a matter of timing, so the comparison is over the reads.
-    reads_one, reads_four = ([r for r in found if "watch=true" not in r] for found in (one, four))
-    assert len(reads_four) == len(reads_one), (reads_one, reads_four)
+    # it exits is a matter of timing, so the comparison is over the reads. So is the Events stream's first list:
+    # its thread is started for the namespace and the pass does not wait for it (CI once exited before it).
+    reads_one, reads_four = (sorted(_batched(r) for r in found if "watch=true" not in r and "/events?" not in r)
+                             for found in (one, four))
+    assert reads_four == reads_one, (reads_one, reads_four)
     assert not [r for r in four if "/secrets/sh.helm.release.v1." in r or "%2Cname%3D" in r], four
