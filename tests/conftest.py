@@ -33,6 +33,28 @@ pytest_plugins = ("tests.controller_fixtures",)  # the controller tests' fixture
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 HELM_COMPONENTS = {"helm4": "helm4", "helm3": "helm3"}
+BUILD_FAILED = 7  # the session's exit code when a build failed: not one of pytest's own (0 to 5)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the Go binaries the selected tests need before the first test starts: the default components when
+    one needs the local cluster (``cluster`` mark or fixture), and those a ``binaries`` mark names. A cold build
+    takes minutes, more than pytest-timeout allows one test's setup (``make test`` builds first; a test file run
+    alone on a fresh machine did not). A failed build ends the session before any test, with exit code
+    :data:`BUILD_FAILED`."""
+    needed: set[str] = set()
+    for item in session.items:
+        if item.get_closest_marker("cluster") or "local_cluster" in getattr(item, "fixturenames", ()):
+            needed.update(c.name for c in build.COMPONENTS.values() if not c.on_demand)
+        for mark in item.iter_markers("binaries"):
+            needed.update(mark.args)
+    missing = sorted(name for name in needed if not build.COMPONENTS[name].is_built())
+    if missing:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            build.build_all(missing, progress=lambda m: reporter.write_line(m) if reporter is not None else None)
+        except build.BuildError as exc:
+            pytest.exit(f"the selected tests need binaries that could not be built: {exc}", returncode=BUILD_FAILED)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -54,6 +54,7 @@ from tests.controller_fixtures import (
     start_controller,
 )
 
+pytestmark = pytest.mark.binaries("helm4", "helm3")  # its rendering tests run the real helm without a cluster
 CHART = ROOT / "deploy" / "chart"
 LOCKED = ("--set", "rbac.clusterAdmin=false")
 # Two static shards beside the main instance; shard2 with two replicas and its own resources.

@@ -97,7 +97,7 @@ def test_binaries_are_cached_outside_the_repo() -> None:
     repo = Path(__file__).resolve().parent.parent
     for name in build.COMPONENTS:
         comp = build.COMPONENTS[name]
-        assert comp.is_built() or comp.on_demand, name  # cosign: built by make test or its first test
+        assert comp.is_built() or comp.on_demand, name  # cosign: on a binaries mark
         assert repo not in comp.bin_dir().parents
     assert os.access(build.binary("helm4"), os.X_OK)
 

@@ -31,13 +31,13 @@ from localcluster.cluster import LocalCluster
 from tests.chart_sources import Clock, CmdlineWatch, CosignSigner, package_chart, push_oci, write
 from tests.conftest import helm_binary
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.binaries("cosign")]
 FILE = Path("/pk/sources.yaml")
 
 
 @pytest.fixture(scope="module")
 def cosign() -> Path:
-    return helm_binary("cosign")  # built on first need (make test builds it first)
+    return helm_binary("cosign")  # built before the session (the binaries mark)
 
 
 @pytest.fixture(scope="module")
