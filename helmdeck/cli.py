@@ -404,10 +404,12 @@ async def _prune_removed(engine: Any) -> int:
     """``reconcile --once --prune``: uninstall the releases of this package set that no package declares,
     as ``cleanup`` does, also when their files were gone before the run. Nothing is pruned while a package
     file has errors (its release may be one of them). Returns how many were removed, -1 on a failure."""
-    items = await engine.prune_removed()
-    if items is None:
-        print("prune skipped: package files have errors, and a release of a bad file would look removed",
-              file=sys.stderr)
+    from engine.runtime.engine import ActionRefused
+
+    try:
+        items = await engine.prune_removed()
+    except ActionRefused as exc:
+        print(f"prune skipped: {exc}", file=sys.stderr)
         return -1
     for item in items:
         if item.result != "skipped":

@@ -123,7 +123,15 @@ def test_a_package_gone_before_the_run_is_planned_as_uninstall_and_pruned(
     # A bad file might be the package of a release that looks removed: nothing is pruned then.
     (pkgs / "bad.yaml").write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {name: [x]}\n")
     proc = helmdeck("reconcile", "--once", "--prune", "--no-lease", *args)
-    assert proc.returncode == EXIT_FAILED and "prune skipped" in proc.stderr
+    assert proc.returncode == EXIT_FAILED and "prune skipped: 1 package file(s) have errors (bad.yaml)" in proc.stderr
+    # Nor cleaned up, nor listed as removable: cleanup's list, even a dry run's, named the bad file's release
+    # (a typo in a package file uninstalled its release with cleanup --yes).
+    for dry in (["--dry-run"], ["--yes"]):
+        proc = helmdeck("cleanup", *dry, *args)
+        assert proc.returncode == EXIT_FAILED and "have errors (bad.yaml)" in proc.stderr, proc.stdout + proc.stderr
+        assert "remove" not in proc.stdout, proc.stdout
+    proc = helmdeck("plan", *args, "-o", "json")
+    assert [p["release"] for p in json.loads(proc.stdout)["packages"] if p["action"] == "uninstall"] == []
     assert releases(helm, namespace) == ["gone", "keep"]
     (pkgs / "bad.yaml").unlink()
     proc = helmdeck("reconcile", "--once", "--prune", "--no-lease", *args)

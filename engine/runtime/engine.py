@@ -949,17 +949,15 @@ class Engine:
         ``confirmed``: only these ``namespace/name`` refs, as listed to the operator). See Operations.cleanup."""
         return await self.operations.cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces, confirmed=confirmed)
 
-    async def prune_removed(self) -> list[CleanupItem] | None:
+    async def prune_removed(self) -> list[CleanupItem]:
         """``--prune``'s sweep of what no event says: uninstall the releases of this package set that no package
         declares, also those whose files went before the start, as :meth:`cleanup` does (each release's log says
-        "prune"). None, and nothing done, while a package file has errors: its release would look removed.
-        Raises ActionRefused (read-only, lease held elsewhere, no packages folder: without a package set every
-        release helmdeck manages would look removed) or NotAvailable (offline)."""
+        "prune"). Raises ActionRefused (read-only, lease held elsewhere, no packages folder: without a package set
+        every release helmdeck manages would look removed; BadPackageFiles while a package file has errors: its
+        release would look removed) or NotAvailable (offline)."""
         if self.controller.package_set is None:
             raise ActionRefused("prune needs a packages folder (--packages): it removes only its package set's "
                                 "releases")
-        if self.package_errors:
-            return None
         return await self.operations.cleanup(action="prune")
 
     async def _prune_at_start(self) -> None:
@@ -968,11 +966,7 @@ class Engine:
         if self.elector is not None:
             await self.controller.leading.wait()
         try:
-            swept = await self.prune_removed()
+            await self.prune_removed()
         except (ActionRefused, NotAvailable) as exc:
             log.warning("prune at start skipped: %s", exc)
-            return
-        if swept is None:
-            log.warning("prune at start skipped: package files have errors, and a release of a bad file would "
-                        "look removed")
 

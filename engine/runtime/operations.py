@@ -38,7 +38,7 @@ from engine.resolve.release import resolve
 from engine.resolve.values import deep_merge
 from engine.runtime.diff import manifest_diff
 from engine.runtime.drive.controller import PackageController
-from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.book import BadPackageFiles, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.state import CleanupItem, ReleaseKey
@@ -256,8 +256,13 @@ class Operations:
         folder's base name cannot be told apart from another folder's of the same name: they are
         listed as skipped, never removed. ``action`` names the sweep in each release's log ("prune" for
         ``--prune``'s).
+
+        Raises what the gate raises, and BadPackageFiles (also for a dry run) while a package file has errors:
+        its release would look removed.
         """
         self.gate.check("cleanup-plan" if dry_run else "cleanup")
+        if self.controller.package_errors:
+            raise BadPackageFiles(action, [err.file for err in self.controller.package_errors])
         keep = {f"{ns}/{name}" for ns, name in self.book.packages}
         package_set = self.controller.package_set
         scope = {labels.PACKAGE_SET: package_set.identity} if package_set else None

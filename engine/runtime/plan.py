@@ -46,7 +46,7 @@ from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
 from engine.runtime.diff import manifest_diff, unified
 from engine.runtime.drive.controller import PackageController
-from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.book import BadPackageFiles, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
 from engine.runtime.state import CleanupItem, ReleaseKey
 from engine.service import ReleaseService
@@ -311,7 +311,11 @@ async def plan_removed(engine: Engine) -> list[PackagePlan]:
     ``reconcile --prune`` and ``cleanup`` remove, found as ``cleanup --dry-run`` finds them), with the objects
     it would remove."""
     out = []
-    for item in await engine.cleanup(dry_run=True):
+    try:
+        listed = await engine.cleanup(dry_run=True)
+    except BadPackageFiles:  # nothing is removed while a file is bad: the plan lists the files' errors
+        return []
+    for item in listed:
         if item.result != "would-remove":
             continue
         key = (item.namespace, item.name)

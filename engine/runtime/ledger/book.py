@@ -19,7 +19,8 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from engine.base.listeners import Listeners
@@ -61,6 +62,19 @@ Subscriber = Callable[[EngineSignal], None]
 
 class ActionRefused(RuntimeError):
     """An action was not started (busy release, no package, read-only, ...)."""
+
+
+class BadPackageFiles(ActionRefused):
+    """Cleanup or prune refused while package files have errors: the release a bad file declares would look
+    removed (as Flux's kustomize-controller garbage-collects nothing while its build fails). ``files``: the bad
+    files, sorted."""
+
+    def __init__(self, action: str, files: Collection[Path]):
+        self.files = sorted(set(files))
+        names = ", ".join(f.name for f in self.files[:3]) + (" …" if len(self.files) > 3 else "")
+        super().__init__(f"{len(self.files)} package file(s) have errors ({names}): the release a bad file "
+                         f"declares would look removed, so {action} removes nothing until they are fixed (helmdeck "
+                         "plan lists the errors)")
 
 
 class ActionCancelled(ActionRefused):
