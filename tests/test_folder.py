@@ -129,3 +129,22 @@ def test_subfolders_holding_yaml_are_named_not_read(folder: Path) -> None:
     assert len(update.specs) == 2  # the folder's own files are read as before
     assert update.left_out == (f"subfolders of {folder} are not read: apps (--packages reads the folder's own files; "
                                "--kustomize DIR builds a repository path with its subfolders, as Flux does)",)
+
+
+async def test_a_symlink_loop_or_a_dangling_link_is_a_bad_file_and_the_watch_goes_on(folder: Path) -> None:
+    # A `loop.yaml -> loop.yaml` link ended the watcher (Path.resolve raised RuntimeError): no later change was
+    # ever applied, and reconcile --once passed over the link without a word.
+    source = PackageFolder(folder, debounce_ms=600, step_ms=100)
+    source.load()
+    async with Watching(source) as w:
+        (folder / "loop.yaml").symlink_to("loop.yaml")
+        (folder / "gone.yaml").symlink_to("nowhere.yaml")
+        update = await w.next()
+        assert sorted(e.file.name for e in update.errors) == ["gone.yaml", "loop.yaml"], update.errors
+        assert "cannot read file" in str(update.errors[1]) and set(update.specs) == {("ns", "a"), ("ns", "b")}
+        (folder / "loop.yaml").unlink()
+        (folder / "c.yaml").write_text(package("c", folder.parent / "charts" / "a"))
+        update = await w.next()
+        while ("ns", "c") not in update.changed:  # the unlink may come as a burst of its own
+            update = await w.next()
+        assert [e.file.name for e in update.errors] == ["gone.yaml"]

@@ -21,6 +21,7 @@ from typing import Any
 from engine.base.fields import PackageError
 from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
+from engine.base.paths import resolved
 from engine.package.documents import documents
 from engine.package.flux import HELM_RELEASE, as_package, tolerant
 from engine.package.load import load_folder, load_objects, object_origin, package_files, read_package
@@ -61,7 +62,7 @@ def export_folder(directory: Path, *, namespace: str = "default", allow_unsuppor
     sources: list[tuple[Path, int, dict[str, Any]]] = []
     packages: list[tuple[Path, int, dict[str, Any]]] = []
     files = package_files(directory) if directory.is_dir() else []
-    for file in (f.resolve() for f in files):
+    for file in (resolved(f) for f in files):
         try:
             docs = documents(file)
         except PackageError:

@@ -22,6 +22,7 @@ from typing import Any
 from engine.base.fields import Fields, PackageError, lines_by_path, parse_duration, type_name
 from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
+from engine.base.paths import resolved
 from engine.base.schema import allowed, at, booleans
 from engine.package.crds import parse_crds
 from engine.package.depends import parse_depends_on
@@ -103,7 +104,7 @@ def _is_file(path: Path) -> bool:
 def load_package(file: Path, *, allow_unsupported: bool = False) -> PackageSpec:
     """The one Package or HelmRelease of ``file``. Raises PackageError: a bad file or document, none, or
     several (then :func:`load_file` reads them all)."""
-    file = file.resolve()
+    file = resolved(file)
     read = read_file(file, allow_unsupported=allow_unsupported)
     if read.errors:
         raise read.errors[0]
@@ -218,7 +219,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
                         "put the values in spec.values, or in a ConfigMap or Secret named by spec.valuesFrom")
     chart_rel = "" if remote else doc.string(spec.get("chart"), "spec.chart", required=True,
                                              fix="give the chart directory or .tgz, relative to this file")
-    chart_path = current_path(file, namespace, name) if remote else (file.parent / chart_rel).resolve()
+    chart_path = current_path(file, namespace, name) if remote else resolved(file.parent / chart_rel)
     if not remote and not is_chart(chart_path):
         raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
                         "point spec.chart at a chart directory or a packaged .tgz")
@@ -242,7 +243,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
     values_files = []
     for i, item in enumerate(files_raw):
         rel = doc.string(item, f"spec.valuesFiles[{i}]", required=True)
-        path = (file.parent / rel).resolve()
+        path = resolved(file.parent / rel)
         if not _is_file(path):
             raise doc.error(f"spec.valuesFiles[{i}]", f"{path} does not exist", "fix the path (relative to this file)")
         values_files.append(path)
@@ -343,8 +344,10 @@ def _test(doc: _Doc, raw: Any) -> TestSpec:
 
 
 def package_files(directory: Path) -> list[Path]:
-    """Package files in ``directory`` (not recursive), sorted by name."""
-    return sorted(p for p in directory.iterdir() if p.suffix in PACKAGE_SUFFIXES and p.is_file())
+    """Package files in ``directory`` (not recursive), sorted by name; with them a symlink that leads to no file
+    (dangling, a loop), so that reading it reports it rather than the folder passing over it."""
+    return sorted(p for p in directory.iterdir()
+                  if p.suffix in PACKAGE_SUFFIXES and (p.is_file() or (p.is_symlink() and not p.is_dir())))
 
 
 @dataclass(frozen=True)
@@ -413,7 +416,9 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
     left_out: list[LeftOut] = []
     charts: list[HelmChartSpec] = []
     for path in files:
-        read = load_file(path.resolve(), allow_unsupported=allow_unsupported)
+        target = resolved(path)
+        # A link that leads to no file is reported by its own name, not its target's.
+        read = load_file(target if target.is_file() else path, allow_unsupported=allow_unsupported)
         specs += read.specs
         sources += read.sources
         skipped += read.skipped

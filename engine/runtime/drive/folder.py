@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.base.fields import PackageError
+from engine.base.paths import resolved
 from engine.package.load import load_folder
 from engine.package.model import PACKAGE_SUFFIXES, PackageSpec
 from engine.resolve.release import resolve
@@ -61,7 +62,7 @@ class PackageFolder:
 
     def __init__(self, directory: Path, *, debounce_ms: int = 1500, step_ms: int = 150,
                  allow_unsupported: bool = False):
-        self.directory = directory.resolve()
+        self.directory = resolved(directory)
         self.allow_unsupported = allow_unsupported  # Flux fields helmdeck does not implement: left out
         self._debounce_ms = debounce_ms
         self._step_ms = step_ms
@@ -81,7 +82,7 @@ class PackageFolder:
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:
-            touched = {p.resolve() for p in touched}
+            touched = {resolved(p) for p in touched}
         loaded = load_folder(self.directory, allow_unsupported=self.allow_unsupported)
         errors = loaded.errors
         good: dict[Path, list[PackageSpec]] = {}
@@ -147,7 +148,11 @@ class PackageFolder:
             ):
                 touched = {Path(p) for _, p in changes}
                 # Reading package files is blocking I/O: keep it off the event loop.
-                update = await anyio.to_thread.run_sync(self.load, touched)
+                try:
+                    update = await anyio.to_thread.run_sync(self.load, touched)
+                except Exception:  # a defect in reading one burst must not end the watch: later changes count
+                    log.exception("reading the packages folder %s failed; still watching it", self.directory)
+                    continue
                 if update.changed or update.removed or _relevant(touched, self.directory):
                     yield update
                 if self._roots() != roots:
@@ -175,7 +180,7 @@ def unread_subfolders(directory: Path, used: set[Path], budget: int = 2000) -> s
             budget -= len(entries)
             if any(e.name == "Chart.yaml" for e in entries):
                 continue  # a chart: its templates are no packages
-            if any(e.name.endswith(PACKAGE_SUFFIXES) and e.is_file() and Path(e.path).resolve() not in used
+            if any(e.name.endswith(PACKAGE_SUFFIXES) and e.is_file() and resolved(Path(e.path)) not in used
                    for e in entries):
                 found.append(sub.name)
                 break

@@ -32,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base.fields import PackageError
+from engine.base.paths import resolved
 from engine.kube import rest
 from engine.package.kustomize import BuiltObject, build, objects, write_objects
 from engine.package.model import PackageSpec
@@ -138,7 +139,7 @@ class KustomizeInput:
     def watch_roots(self) -> list[Path]:
         """The git checkout holding the path (else the path) and the ``--vars-from`` files' folders."""
         roots = {self._checkout}
-        roots.update(f.resolve().parent for f in self.source.files)
+        roots.update(resolved(f).parent for f in self.source.files)
         return sorted(p for p in roots if not any(q != p and q in p.parents for q in roots))
 
     def stop(self) -> None:

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Coroutine
 from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _report_failure(task: asyncio.Task[Any]) -> None:
+    """Log the exception a task ended with, when it ends: unlogged, a dead watcher would show only as asyncio's
+    "Task exception was never retrieved" at exit, long after every later change went unseen."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task %s failed", task.get_coro(), exc_info=task.exception())
 
 
 class Background:
@@ -25,6 +35,7 @@ class Background:
         task = loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_report_failure)
         return task
 
     async def cancel(self) -> None:
