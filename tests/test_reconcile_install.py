@@ -45,7 +45,12 @@ async def test_install_that_stored_nothing_raises_for_a_retry() -> None:
     req = request()
     with pytest.raises(ActionFailed, match="chart not found"):
         await Install(ctx).reconcile(req)
-    assert req.status.failures.total == 0  # nothing to remediate
+    # Nothing to remediate: not counted against the install remediation; counted in the total as Flux's
+    # status.failures, and kept as the last outcome (the row's LAST ACTION said "-" while it failed on and on).
+    assert (req.status.failures.install, req.status.failures.total) == (0, 1)
+    last = req.status.last
+    assert last is not None and (last.action, last.ok, last.revision) == ("install", False, None)
+    assert "chart not found" in last.message
 
 
 @pytest.mark.parametrize(("why", "counted"), [("by the operator", 1), (Handover("as the package moved"), 0)])

@@ -324,7 +324,7 @@ class ReleaseReconciler(Reconciler):
     is success (Released=True ``reasons[0]``); anything else is failure
     (Released=False ``reasons[1]``) that counts against the active
     remediation, unless nothing was stored, which raises ActionFailed
-    (nothing to remediate, retry with backoff).
+    (nothing to remediate, retry with backoff; counted in the total only, as Flux).
     """
 
     type = "release"
@@ -354,6 +354,11 @@ class ReleaseReconciler(Reconciler):
             message = self.failed(req, f"Helm {self.name} failed for release {release_ref(req, written)}: {reason}",
                                   (cond.RELEASED, False, self.reasons[1]), error)
             if written is None:
+                # As Flux: counted in the total (status.failures) but not against the remediation (nothing was
+                # stored to remediate: retried with backoff), and kept as the last outcome, which the row shows.
+                failures = dataclasses.replace(req.status.failures, total=req.status.failures.total + 1)
+                req.status = dataclasses.replace(req.status, failures=failures,
+                                                 last=outcome(self.name, False, message, None, error))
                 raise ActionFailed(message)
             count_failure(req)
             return outcome(self.name, False, message, written, error)
