@@ -49,9 +49,10 @@ def scope_fallback(target: KubeTarget, api: client.ApiClient) -> tuple[list[str]
 
 
 def report(access: AccessProblems, *, scope: bool = True) -> bool:
-    """Print the scope note (``scope``) and every refused permission on stderr; True when one was refused."""
+    """Print the scope note (``scope``), every refused permission and every storage never listed (the API
+    server unreachable) on stderr; True when there was one of those (what the command shows is incomplete)."""
     if scope and access.scope:
         print(f"note: {access.scope}", file=sys.stderr)
-    for missing in access.missing:
-        print(f"error: {missing}", file=sys.stderr)
-    return bool(access.missing)
+    for problem in (*access.missing, *access.unread):
+        print(f"error: {problem}", file=sys.stderr)
+    return bool(access.missing or access.unread)

@@ -351,7 +351,8 @@ def _reconcile(args: argparse.Namespace) -> int:
     code: int = asyncio.run(_reconcile_async(engine, args, stop))
     if closed:
         return EXIT_PIPE
-    return max(code, EXIT_FAILED) if engine.access().missing else code
+    access = engine.access()
+    return max(code, EXIT_FAILED) if access.missing or access.unread else code
 
 
 async def _reconcile_async(engine: Engine, args: argparse.Namespace, stop: asyncio.Event) -> int:

@@ -93,3 +93,27 @@ def test_status_json(helm: Helm, kube_target: KubeTarget, namespace: str, tmp_pa
     assert ready == [{"type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": ready[0]["message"]}]
     table = helmdeck("status", *cluster_args(helm, kube_target, namespace, pkgs, log))
     assert table.returncode == 0 and "InSync" in table.stdout and table.stdout.startswith("NAMESPACE")
+
+
+def test_an_unreachable_api_server_is_an_error_not_an_empty_list(tmp_path: Path) -> None:
+    # status printed an empty table and exited 0 after 30 s; plan and cleanup ended in a urllib3 traceback.
+    # As helm ("Kubernetes cluster unreachable"), each says so and fails, after a few tries, not 30 s.
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: gone\n"
+        f"clusters: [{{name: gone, cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: gone, context: {cluster: gone, user: u}}]\n")
+    (tmp_path / "p").mkdir()
+    base = ["--kubeconfig", str(kubeconfig), "--log-file", str(tmp_path / "log")]
+    for command in (["status"], ["plan", "--packages", str(tmp_path / "p")],
+                    ["cleanup", "--dry-run", "--packages", str(tmp_path / "p")],
+                    ["reconcile", "--once", "--no-lease", "--packages", str(tmp_path / "p")]):
+        proc = helmdeck(*command, *base, timeout=25)  # the storage wait was 30 s
+        assert proc.returncode == EXIT_FAILED, (command, proc.stdout, proc.stderr)
+        assert "error: cannot list Helm's storage in all namespaces" in proc.stderr, (command, proc.stderr)
+        assert "Connection refused" in proc.stderr and "Traceback" not in proc.stderr, (command, proc.stderr)

@@ -449,7 +449,7 @@ class Engine:
             self.observer.start()
             await self.controller.load()
             await asyncio.to_thread(self.observer.wait_synced, 30)
-            if self.scope_note or self.observer.denied():
+            if self.scope_note or self.observer.denied() or self.observer.unlisted():
                 self._emit_access()
             for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
                 self.book.set_state(key, None)  # a verdict made before the status was read does not hold
@@ -579,8 +579,10 @@ class Engine:
     def access(self) -> AccessProblems:
         """The storage permissions refused now, and the scope note (see :class:`AccessProblems`)."""
         problems = self.observer.problems()
+        unread = tuple(f"cannot list Helm's storage in {f'namespace {ns!r}' if ns else 'all namespaces'}: {why}"
+                       for ns, why in sorted(self.observer.unlisted().items()))
         return AccessProblems(tuple(problems.get(p.namespace or "", str(p)) for p in self.observer.denied()),
-                              self.scope_note)
+                              self.scope_note, unread)
 
     def _emit_access(self) -> None:
         # Other watch problems (a dropped connection) change nothing here: said only when it changed.

@@ -273,11 +273,14 @@ class AccessProblems:
     ``missing``: one sentence per permission the API server refuses, naming verb, resource and namespace
     (``missing RBAC permission: list secrets in namespace "team-a" (API server: ...)``); empty once every
     watch is allowed. ``scope``: a note when the namespaces watched were narrowed (``""`` otherwise), e.g.
-    the fall-back to the kubeconfig context's namespace when the cluster scope is forbidden.
+    the fall-back to the kubeconfig context's namespace when the cluster scope is forbidden. ``unread``: one
+    sentence per namespace whose storage was never listed for another reason (the API server unreachable),
+    so that an empty list does not read as "no releases"; empty once each one was listed.
     """
 
     missing: tuple[str, ...] = ()
     scope: str = ""
+    unread: tuple[str, ...] = ()
 
 
 __all__ = [

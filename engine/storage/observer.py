@@ -82,6 +82,9 @@ log = logging.getLogger(__name__)
 _MAX_BACKOFF = 5.0
 _MAX_DENIED_BACKOFF = 30.0
 _MIN_WATCH_SECONDS = 0.5
+# Failed tries (0.2 + 0.4 + 0.8 s of backoff) after which a namespace never listed counts as unreadable for
+# wait_synced: helm gives up on an unreachable cluster at once; the watch goes on retrying all the same.
+_UNLISTED_TRIES = 3
 _LABELS_PAGE = "5000"  # objects per page of the labels-only list (~0.3 KB each)
 # The labels list skips superseded revisions: each release's newest is never one, so a release with ten
 # revisions costs one object, not ten (as ``helm list`` shows only the newest).
@@ -127,6 +130,7 @@ class Observer:
         self._stop = threading.Event()
         self._synced: set[str | None] = set()
         self._denied: dict[str | None, MissingPermission] = {}
+        self._unlisted_tries: dict[str | None, int] = {}  # failed tries of a namespace not listed yet
         self._problems: dict[str | None, str] = {}
         self._problem_listeners: Listeners[[]] = Listeners("storage problem callback")
         self._listed: Listeners[[list[ListedRevision]]] = Listeners("storage labels callback")
@@ -190,12 +194,14 @@ class Observer:
         """Block until every namespace has been listed once; True if so.
 
         Returns False after ``timeout`` seconds, and early when every
-        namespace not yet listed was refused by RBAC (see :meth:`problems`).
+        namespace not yet listed was refused by RBAC or failed
+        ``_UNLISTED_TRIES`` times (unreachable: see :meth:`unlisted`).
         """
         with self._changed:
             self._changed.wait_for(
-                lambda: all(ns in self._synced or ns in self._denied for ns in self._namespaces), timeout
-            )
+                lambda: all(ns in self._synced or ns in self._denied
+                            or self._unlisted_tries.get(ns, 0) >= _UNLISTED_TRIES for ns in self._namespaces),
+                timeout)
             return all(ns in self._synced for ns in self._namespaces)
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -211,6 +217,14 @@ class Observer:
         """Current watch problems by namespace (``""`` = all namespaces), e.g. a missing permission."""
         with self._lock:
             return {ns or "": msg for ns, msg in self._problems.items()}
+
+    def unlisted(self) -> dict[str, str]:
+        """Why the storage of a namespace (``""`` = all namespaces) was never listed, for each one a list or
+        watch failed in before its first list succeeded, other than a refused permission (:meth:`denied`):
+        the API server unreachable, say. Empty once each one was listed."""
+        with self._lock:
+            return {ns or "": msg for ns, msg in self._problems.items()
+                    if ns not in self._synced and ns not in self._denied}
 
     def denied(self) -> list[MissingPermission]:
         """The permissions the API server refused right now (a list or watch answered 403), by namespace."""
@@ -368,6 +382,9 @@ class Observer:
                 denied = exc.permission if isinstance(exc, Denied) else None
                 if namespace not in self._problems:
                     backoff = 0.2  # a watch was established since the last failure
+                if rv is None:
+                    with self._changed:
+                        self._unlisted_tries[namespace] = self._unlisted_tries.get(namespace, 0) + 1
                 self._set_problem(namespace, str(exc) if denied else describe(exc), denied)
                 log.warning("storage watch failed: %s; retrying in %.1fs", self.last_error, backoff)
                 self._stop.wait(backoff)

@@ -127,8 +127,10 @@ class MainScreen(EngineScreen):
         self.query_one(HeaderBar).package_errors = tuple(sorted({err.file.name for err in event.errors}))
 
     def _access_problems(self, access: AccessProblems) -> None:
-        """Refused storage permissions and the scope note, kept in the header until resolved."""
-        self.query_one(HeaderBar).access = (*access.missing, *(f"note: {access.scope}",) * bool(access.scope))
+        """Refused storage permissions, storage never listed, and the scope note, kept in the header until
+        resolved."""
+        self.query_one(HeaderBar).access = (*access.missing, *access.unread,
+                                            *(f"note: {access.scope}",) * bool(access.scope))
 
     def tick(self) -> None:
         """Once a second: ages and the progress of running actions."""
