@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
 
 from engine.kube import rest
 from engine.storage.codec import Driver
@@ -76,6 +77,14 @@ def status_message(exc: ApiException) -> str:
 
 
 def describe(exc: Exception) -> str:
+    """One line for an API call's failure: the API server's status and message, or which server could not
+    be reached and why (urllib3's MaxRetryError, shorn of its pool and URL: "connection refused", not three
+    lines of repr)."""
+    if isinstance(exc, MaxRetryError):
+        pool = exc.pool
+        where = f" at {pool.scheme}://{pool.host}:{pool.port}" if pool is not None else ""
+        why = str(exc.reason).rpartition("): ")[2] if exc.reason is not None else "no answer"
+        return f"cannot reach the API server{where} ({why})"
     if isinstance(exc, ApiException):
         if exc.status == 401:
             return f"unauthorized: the API server rejected the credentials ({status_message(exc)})"
