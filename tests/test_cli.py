@@ -116,4 +116,5 @@ def test_an_unreachable_api_server_is_an_error_not_an_empty_list(tmp_path: Path)
         proc = helmdeck(*command, *base, timeout=25)  # the storage wait was 30 s
         assert proc.returncode == EXIT_FAILED, (command, proc.stdout, proc.stderr)
         assert "error: cannot list Helm's storage in all namespaces" in proc.stderr, (command, proc.stderr)
+        assert f"cannot reach the API server at https://127.0.0.1:{port} (" in proc.stderr, (command, proc.stderr)
         assert "Connection refused" in proc.stderr and "Traceback" not in proc.stderr, (command, proc.stderr)
