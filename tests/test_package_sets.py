@@ -151,3 +151,13 @@ async def test_a_release_labelled_the_old_way_is_adopted_by_its_own_set_only(
         assert revision(third, key) == 1
     finally:
         await third.stop()
+    # ... and its refusal is not stored over a's status: a's next start reads its release as in sync (a's
+    # status showed c's refusal, Failed, until a's next pass).
+    owner = Engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False)
+    package(a, namespace, "app")
+    await owner.start(reconcile=False)
+    try:
+        view = owner.release(key)
+        assert view is not None and view.state == st.IN_SYNC and view.ready is True, view
+    finally:
+        await owner.stop()

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.base.fields import PackageError
+
 # A label value and the tail of a Lease name: a DNS-1123 label, "helmdeck-" + it within 63 characters.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 MAX_NAME = 53
@@ -32,6 +34,12 @@ _DIGEST = 12
 
 class PackageSetNameError(ValueError):
     """``--package-set`` is not a valid name; the message says the rule and the fix."""
+
+
+class OtherPackageSet(PackageError):
+    """A package names a release another package set owns (its storage label says which): refused, and the
+    refusal is never persisted, since the stored status is the owning set's (a second folder's refused pass
+    showed the owner's release as Failed)."""
 
 
 @dataclass(frozen=True)

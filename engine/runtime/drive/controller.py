@@ -58,7 +58,7 @@ from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
 from engine.runtime.ledger.owners import FLUX_OWNED, FluxClient
 from engine.runtime.ledger.tasks import Background
-from engine.runtime.package_set import PackageSet
+from engine.runtime.package_set import OtherPackageSet, PackageSet
 from engine.runtime.state import (
     EngineSignal,
     LeaseChanged,
@@ -543,7 +543,7 @@ class PackageController:
             return
         ns, name = req.key
         if not pset.adopts(label):
-            raise PackageError(
+            raise OtherPackageSet(
                 req.spec.file, "metadata.name",
                 f"release {ns}/{name} belongs to package set {label!r}, not to this folder's ({pset.identity!r})",
                 f"declare each release in one package set; if this folder is that set moved, "
@@ -618,7 +618,8 @@ class PackageController:
                 conds = cond.set_condition(status.conditions, cond.READY, False, reason, str(exc))
                 book.set_status(key, dataclasses.replace(status, conditions=conds))  # the release is left as it is
                 book.log(key, "reconcile", "failed", str(exc))
-                await book.persist(key)  # a viewer and the next start see why
+                if not isinstance(exc, OtherPackageSet):  # the stored status is the owning set's
+                    await book.persist(key)  # a viewer and the next start see why
                 return PassResult("Failed", "error", str(exc))
             async with self.kept_if_cancelled(req):
                 if req.spec.maintenance:
