@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 from textual.widgets._footer import FooterKey
 
+from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.monitor.status import MonitorStatus
 from engine.runtime.state import LogEntry, ReleasesListed, RunningAction
@@ -337,6 +338,16 @@ async def test_a_release_said_before_the_main_screen_subscribed_is_shown(monkeyp
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.2)
         assert app.query_one(ReleaseTable).plain_cell(WEB, "state") == "⧗ Locked"
+
+
+async def test_package_files_bad_at_start_are_in_the_header() -> None:
+    # The engine read the folder before the main screen subscribed: the files' errors came as toasts only,
+    # and the header's line naming the bad files came after the next change of a file.
+    app, _ = make_app()
+    app.engine.controller.package_errors = [PackageError(Path("/pk/bad.yaml"), "spec.chart", "is required")]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        assert app.query_one(HeaderBar).package_errors == ("bad.yaml",)
 
 
 async def test_releases_listed_before_the_main_screen_mounted_are_all_shown_as_it_mounts(

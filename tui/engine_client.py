@@ -33,6 +33,7 @@ from engine.runtime.state import (
     ControllerInfo,
     EngineSignal,
     LogEntry,
+    PackageProblems,
     Pulse,
     ReleaseKey,
     ReleaseView,
@@ -108,6 +109,10 @@ class EngineClient:
     def access(self) -> AccessProblems:
         """Refused storage permissions now, and the scope note (the engine also publishes changes)."""
         return self.engine.access()
+
+    def package_problems(self) -> PackageProblems:
+        """The package files' errors now (the engine also publishes each reload's)."""
+        return PackageProblems(tuple(self.engine.package_errors))
 
     # -- availability ----------------------------------------------------------
     @property

@@ -93,6 +93,7 @@ class MainScreen(EngineScreen):
         self._signals.controller.subscribe(self, self._controllers_changed, immediate=True)
         self._controllers_changed(None)
         self._access_problems(self._client.access())  # published before this screen subscribed?
+        self._package_problems(self._client.package_problems())  # so too the files bad at start
         # The engine starts beside the mounting: releases said before the subscription would be missed.
         self.query_one(ReleaseTable).sync(self._client.releases())
         self.set_interval(HEADER_REFRESH, self._refresh_header)
