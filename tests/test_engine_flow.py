@@ -11,6 +11,8 @@ import pytest
 from engine.base import labels
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
+from engine.reconcile import conditions as cond
+from engine.reconcile import state as st
 from engine.runtime import Engine
 from tests.conftest import EXAMPLES
 
@@ -83,6 +85,16 @@ async def test_failed_upgrade_is_judged_from_storage(
         assert latest is not None and latest.status == "failed"
         state = engine.release(key)
         assert state is not None and state.last == failed and state.running is None
+        assert await engine.reconcile(key) is None  # no retries left: stalled
+        state = engine.release(key)
+        assert state is not None and state.state == st.STALLED, state
+        # The operator rolls back by hand: the suspension holds the release now, not the stall (the row said
+        # Stalled over a healthy rolled-back release).
+        back = await engine.rollback(key, 1)
+        assert back.ok and back.revision == 3, back
+        state = engine.release(key)
+        assert state is not None and state.suspended and state.state != st.STALLED, state
+        assert not cond.is_true(state.conditions, cond.STALLED)
     finally:
         await engine.stop()
 

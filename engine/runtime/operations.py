@@ -127,9 +127,15 @@ class Operations:
             async with self.controller.kept_if_cancelled(req):
                 outcome = await Rollback(self.controller.context(key), revision).reconcile(req)
             if declared:
-                # Our revision: the release stays ours, not "changed outside".
+                # Our revision: the release stays ours, not "changed outside". A rollback done by hand ends a
+                # stall: the suspension, not exhausted retries, holds the release now (the row said Stalled).
+                conditions = req.status.conditions
+                if outcome.ok:
+                    conditions = cond.summarize(cond.delete_condition(conditions, cond.STALLED),
+                                                tests_count=spec.test.enable and not spec.test.ignore_failures)
                 self.book.set_status(key, dataclasses.replace(
-                    req.status, last=outcome, suspended=outcome.ok or status.suspended), state=None, show=False)
+                    req.status, last=outcome, suspended=outcome.ok or status.suspended, conditions=conditions),
+                    state=None, show=False)
             await self.controller.refresh_monitor(key)
         await self.book.persist(key)
         if declared:
