@@ -35,6 +35,7 @@ from helmdeck.parser import (
 
 if TYPE_CHECKING:  # the engine is imported when a command needs it (``--help`` and ``cluster`` start fast)
     from engine.runtime.engine import Engine
+    from tui.engine_client import ContextSwitch
 
 __all__ = ["EXIT_CHANGES", "EXIT_CONVERGED", "EXIT_FAILED", "EXIT_NO_CHANGES", "EXIT_STALLED", "EXIT_USAGE",
            "build_parser", "example_packages", "main"]
@@ -292,23 +293,45 @@ def _helm(args: argparse.Namespace) -> str:
 
 
 def _app(args: argparse.Namespace) -> int:
-    from engine.kube.client import KubeTarget, contexts, current_context
+    from engine.kube.client import KubeTarget, current_context
     from tui.app import HelmdeckApp
-    from tui.engine_client import ContextSwitch
     from tui.settings import Settings, config_dir
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     engine = _engine(args)
     # The context's name, for the app's header: read here, not by every command (the kubeconfig is parsed again).
     context = current_context(KubeTarget(args.kubeconfig, args.context))
-    target = KubeTarget(args.kubeconfig)
-    # Another context: the same flags on it (its own lease: the lease lives in that cluster).
-    switch = ContextSwitch(lambda: contexts(target),
-                           lambda name: _engine(argparse.Namespace(**{**vars(args), "context": name})))
     app = HelmdeckApp(engine, context=context, settings=Settings(config_dir()),
-                      theme=getattr(args, "theme", None), log_file=log_file, contexts=switch)
+                      theme=getattr(args, "theme", None), log_file=log_file, contexts=context_switch(args, context))
     app.run()
     return app.return_code or 0  # non-zero when the app ended on an error
+
+
+def context_switch(args: argparse.Namespace, context: str) -> ContextSwitch:
+    """The app's switch to another kubeconfig context, started on ``context`` with ``args``: the same flags on
+    the other context (its own lease: the lease lives in that cluster), but the packages folder (or
+    ``--kustomize`` path) is the started context's: another context is shown and acted on by hand, never
+    reconciled from it, as k9s's ``:ctx`` changes only what is viewed (switching to a production context
+    reconciled the demo's packages there)."""
+    from engine.kube.client import KubeTarget, contexts
+    from tui.engine_client import ContextSwitch
+
+    target = KubeTarget(args.kubeconfig)
+    folder = args.packages or getattr(args, "kustomize", None)
+
+    def on_context(name: str) -> Engine:
+        moved: dict[str, Any] = {"context": name}
+        if folder is not None and name != context:
+            moved.update(packages=None, kustomize=None, prune=False)
+        return _engine(argparse.Namespace(**{**vars(args), **moved}))
+
+    def note(name: str) -> str:
+        if folder is None or name == context:
+            return ""
+        return (f"{folder} is reconciled on context {context} only: {name} is shown without it (releases can "
+                f"still be acted on by hand; start helmdeck with --context {name} to reconcile it there)")
+
+    return ContextSwitch(lambda: contexts(target), on_context, note)
 
 
 def _reconcile(args: argparse.Namespace) -> int:

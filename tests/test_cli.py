@@ -118,3 +118,26 @@ def test_an_unreachable_api_server_is_an_error_not_an_empty_list(tmp_path: Path)
         assert "error: cannot list Helm's storage in all namespaces" in proc.stderr, (command, proc.stderr)
         assert f"cannot reach the API server at https://127.0.0.1:{port} (" in proc.stderr, (command, proc.stderr)
         assert "Connection refused" in proc.stderr and "Traceback" not in proc.stderr, (command, proc.stderr)
+
+
+def test_a_context_switch_reconciles_the_packages_on_the_started_context_only(tmp_path: Path) -> None:
+    # `C` rebuilt the engine with every flag on the chosen context, --packages too: the folder's packages were
+    # then reconciled on whatever cluster the operator only meant to look at.
+    from helmdeck.cli import context_switch
+    from helmdeck.parser import build_parser
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dev\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: dev, context: {cluster: c, user: u}}, {name: prod, context: {cluster: c, user: u}}]\n")
+    pkgs = flaky(tmp_path / "p", "ns", "{}")
+    args = build_parser().parse_args(["--kubeconfig", str(kubeconfig), "-n", "ns", "--packages", str(pkgs),
+                                      "--prune", "--helm", sys.executable])
+    switch = context_switch(args, "dev")
+    assert switch.names() == ["dev", "prod"]
+    prod = switch.build("prod")
+    assert prod.controller.folder is None and prod.packages == {}  # shown, never reconciled from the folder
+    assert str(pkgs) in switch.note("prod") and "--context prod" in switch.note("prod")
+    dev = switch.build("dev")  # back on the started context: its packages again
+    assert dev.controller.folder is not None and switch.note("dev") == ""

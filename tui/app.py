@@ -228,7 +228,8 @@ class HelmdeckApp(App[None]):
         except (Exception, SystemExit) as exc:  # the command line's builder exits on a bad kubeconfig
             self.notify(f"{chosen}: {exc}", title="Cannot switch context", severity="error")
             return
-        self.notify(f"Switching to context {chosen} …")
+        note = self._contexts.note(chosen)
+        self.notify(f"Switching to context {chosen} …" + (f"\n{note}" if note else ""), timeout=10 if note else 3)
         old = [(v.namespace, v.name) for v in self.client.releases()]
         await self.client.stop()
         for key in old:  # the rows of the previous cluster go; the new engine announces its own

@@ -53,10 +53,12 @@ DISCOVERY_RETRY = 60.0  # seconds the built-in scope list serves after discovery
 @dataclass(frozen=True)
 class ContextSwitch:
     """How the app switches cluster context: ``names()`` lists the kubeconfig's contexts (raises on a bad
-    kubeconfig), ``build(name)`` makes an engine (not started) on that context."""
+    kubeconfig), ``build(name)`` makes an engine (not started) on that context, ``note(name)`` what the switch
+    to it changes beyond the view ("" nothing), said as it switches."""
 
     names: Callable[[], list[str]]
     build: Callable[[str], Engine]
+    note: Callable[[str], str] = lambda _name: ""
 
 
 ObjectRef = tuple[str, str, str, str]
