@@ -15,7 +15,7 @@ from textual.widgets._footer import FooterKey
 from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.monitor.status import MonitorStatus
-from engine.runtime.state import LogEntry, ReleasesListed, RunningAction
+from engine.runtime.state import LogEntry, PackageProblems, ReleasesListed, RunningAction
 from engine.storage.records import ListedRevision
 from tests.fixtures import (
     FIXED_NOW,
@@ -186,6 +186,29 @@ async def test_filters_quick_filters_and_namespaces() -> None:
         await pilot.press("down", "down", "enter")  # all, helmdeck-demo, legacy
         await pilot.pause()
         assert shown_names(app) == ["legacy-api"]
+
+
+async def test_escape_on_the_list_drops_a_kept_filter() -> None:
+    # As k9s: escape on the list clears the filter kept with enter (it did nothing; only "/" then escape did).
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", *"fla", "enter")
+        assert shown_names(app) == ["flaky"] and isinstance(app.focused, ReleaseTable)
+        await pilot.press("escape")
+        assert shown_names(app) == ["flaky", "settings", "web", "legacy-api"]
+        assert isinstance(app.focused, ReleaseTable)
+
+
+async def test_a_package_file_error_is_toasted_once_while_it_lasts() -> None:
+    # Every reload (any file's change) toasted every error again: the toasts piled up over the table.
+    app, recorder = make_app()
+    one, two = (PackageError(Path(f"/pk/{n}.yaml"), "spec.chart", "is required") for n in ("a", "b"))
+    async with app.run_test(size=SIZE) as pilot:
+        for errors in ((one,), (one,), (one, two), (two,), (one, two)):
+            app.signals.publish(PackageProblems(errors))
+            await pilot.pause()
+    toasts = [m for m, t, _ in recorder.calls if t == "Package file error"]
+    assert [t.split(":")[0] for t in toasts] == ["/pk/a.yaml", "/pk/b.yaml", "/pk/a.yaml"]  # a again: it came back
 
 
 async def test_sort_keys_and_header_click() -> None:
@@ -637,9 +660,12 @@ async def test_the_header_names_a_few_running_actions_and_counts_the_rest() -> N
         keys = sorted(v.key for v in engine.releases())
         for key in keys[:12]:
             set_engine_status(engine, key, running=RunningAction("upgrade", fixed_clock() - 5, 300))
-        await pilot.pause(0.4)  # the header refreshes every 0.25 s
         header = app.query_one(HeaderBar)
-        assert header.running[-1] == "+4 more" and len(header.running) == 9
+        for _ in range(40):  # the header refreshes every 0.25 s (later on a loaded machine)
+            await pilot.pause(0.1)
+            if len(header.running) > 1:
+                break
+        assert header.running[-1] == "+4 more" and len(header.running) == 9, header.running
         assert header.running[0].endswith(f"{keys[0][0]}/{keys[0][1]}")
 
 

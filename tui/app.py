@@ -119,6 +119,7 @@ class HelmdeckApp(App[None]):
         self._start_engine = start_engine
         self._requested_theme = theme
         self._startup_problems: list[str] = []
+        self._package_errors_said: set[str] = set()  # the package file errors toasted, until they go
         self._main = MainScreen(self.client, self.signals, clock, context)
         self._kube_context = context
         self._contexts = contexts
@@ -298,8 +299,11 @@ class HelmdeckApp(App[None]):
         self.refresh_bindings()
 
     def _package_problems(self, event: PackageProblems) -> None:
+        # Each error once: a reload after another file's change says the same errors again (toasts piled up).
+        said, self._package_errors_said = self._package_errors_said, {str(err) for err in event.errors}
         for err in event.errors:
-            self.notify(str(err), title="Package file error", severity="error", timeout=20)
+            if str(err) not in said:
+                self.notify(str(err), title="Package file error", severity="error", timeout=20)
 
     def _access_problems(self, event: AccessProblems) -> None:
         for missing in event.missing:  # the header keeps them; a toast makes them seen

@@ -51,6 +51,7 @@ class MainScreen(EngineScreen):
     BINDINGS = [
         Binding("enter", "open_detail", "Details", priority=True),
         Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
         *(Binding(str(i), f"quick('{q}')", q.capitalize(), group=QUICK) for i, q in enumerate(QUICK_FILTERS)),
         Binding("n", "namespace", "NS"),
         Binding("o", "sort_next", "Sort next", group=SORT),
@@ -104,6 +105,8 @@ class MainScreen(EngineScreen):
         # enter opens the detail only from the table: in the filter line it keeps the filter.
         if action == "open_detail":
             return isinstance(self.focused, ReleaseTable)
+        if action == "clear_filter":  # only a kept filter: escape otherwise goes on to whoever else takes it
+            return bool(self.query_one(FilterInput).value)
         return True
 
     # -- engine signals ------------------------------------------------------------
@@ -192,6 +195,10 @@ class MainScreen(EngineScreen):
         # refreshed, and keys typed straight after "/" must land in the line.
         box.display = True
         box.focus()
+
+    def action_clear_filter(self) -> None:
+        """escape on the list drops a kept filter, as in k9s (in the filter line, the line's own escape)."""
+        self.query_one(FilterInput).action_clear_filter()
 
     @on(Input.Changed, "#filter")
     def _filter_typed(self, event: Input.Changed) -> None:
