@@ -18,14 +18,16 @@ HTTP chart repository, and the packages folder that pulls from them.
 
 helm runs with helmdeck's own configuration under ``<cluster dir>/demo/helm/`` (``HELM_CONFIG_HOME``,
 ``HELM_REGISTRY_CONFIG``, ...), never the user's. Re-runs publish nothing new and leave the copied files
-as they are when unchanged: the demo packages do not upgrade because the demo restarted.
+as they are when unchanged: the demo packages do not upgrade because the demo restarted. A copied file the
+operator edited or deleted is kept so (``.demo-written.json`` in the copy records what the demo wrote).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import shutil
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -156,22 +158,83 @@ def repositories_yaml(charts_url: str, registry: str) -> str:
     )
 
 
-def _write(path: Path, text: str) -> None:
-    if not path.is_file() or path.read_text() != text:  # unchanged files keep their time: no reload
-        path.write_text(text)
+WRITTEN = ".demo-written.json"  # in the copy: the digest of each file as the demo last wrote it
+
+
+class _Copy:
+    """The demo's copy of the examples, keeping what the operator changed in it: a file is (re)written only
+    when it is still as the demo last wrote it, or new. One the operator edited (a ``v`` pin, a value) or
+    deleted stays so: the demo reverted such files at each start, and a pinned release went back down."""
+
+    def __init__(self, dest: Path):
+        self.dest = dest
+        self.record = dest / WRITTEN
+        try:
+            self.written: dict[str, str] = dict(json.loads(self.record.read_text()))
+        except (OSError, ValueError, TypeError):
+            self.written = {}
+
+    def edited(self, path: Path) -> bool:
+        """True when the operator changed or deleted ``path`` since the demo wrote it (a copy from before the
+        record was kept counts as unchanged: rewritten once)."""
+        last = self.written.get(str(path.relative_to(self.dest)))
+        if last is None:
+            return False
+        return not path.is_file() or _digest(path.read_bytes()) != last
+
+    def write(self, path: Path, data: bytes) -> bool:
+        """Write ``data`` unless the operator edited ``path``; unchanged files keep their time (no reload).
+        True when ``path`` now holds ``data``."""
+        if self.edited(path):
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_bytes() != data:
+            path.write_bytes(data)
+        self.written[str(path.relative_to(self.dest))] = _digest(data)
+        return True
+
+    def save(self) -> None:
+        self.record.write_text(json.dumps(self.written, indent=1, sort_keys=True))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_examples(examples: Path, dest: Path, charts_url: str, registry: str) -> Path:
     """Copy the examples to ``dest`` with the packages of ``examples/sources`` and ``repositories.yaml``
-    among the packages; returns ``dest/packages``."""
+    among the packages; returns ``dest/packages``. A file the operator edited in ``dest`` is kept: in an
+    edited ``repositories.yaml`` only the URLs of the last run are replaced by this run's."""
+    copy = _Copy(dest)
     for sub in ("charts", "values"):
-        shutil.copytree(examples / sub, dest / sub, dirs_exist_ok=True)
+        for source in sorted(p for p in (examples / sub).rglob("*") if p.is_file()):
+            copy.write(dest / sub / source.relative_to(examples / sub), source.read_bytes())
     packages = dest / "packages"
     packages.mkdir(parents=True, exist_ok=True)
     for source in sorted([*(examples / "packages").glob("*.yaml"), *(examples / "sources").glob("*.yaml")]):
-        _write(packages / source.name, source.read_text())
-    _write(packages / "repositories.yaml", repositories_yaml(charts_url, registry))
+        copy.write(packages / source.name, source.read_bytes())
+    repositories = packages / "repositories.yaml"
+    fresh = repositories_yaml(charts_url, registry)
+    if not copy.write(repositories, fresh.encode()) and repositories.is_file():
+        text = repositories.read_text()
+        for old, new in _endpoints(text, charts_url, registry):
+            text = text.replace(old, new)
+        repositories.write_text(text)
+    copy.save()
     return packages
+
+
+def _endpoints(text: str, charts_url: str, registry: str) -> list[tuple[str, str]]:
+    """The (last run's, this run's) pairs of the demo's endpoints found in an edited ``repositories.yaml``:
+    the HTTP repository's URL and the registry's ``host:port``."""
+    pairs = []
+    charts = re.search(r"http://127\.0\.0\.1:\d+", text)
+    if charts:
+        pairs.append((charts.group(0), charts_url))
+    oci = re.search(r"oci://([^/\s]+)/" + re.escape(NAMESPACE), text)
+    if oci:
+        pairs.append((oci.group(1), registry))
+    return pairs
 
 
 def _serve(repo: Path, port_file: Path, record: Path) -> ChartRepoServer:
