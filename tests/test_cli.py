@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,33 @@ def test_a_context_switch_reconciles_the_packages_on_the_started_context_only(tm
     assert str(pkgs) in switch.note("prod") and "--context prod" in switch.note("prod")
     dev = switch.build("dev")  # back on the started context: its packages again
     assert dev.controller.folder is not None and switch.note("dev") == ""
+
+
+@pytest.mark.cluster
+def test_reconcile_once_says_at_once_that_it_waits_for_a_held_lease(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
+) -> None:
+    # The wait for a held lease (a lease duration, proving the holder alive) was 20 s of silence.
+    (tmp_path / "p").mkdir()
+    args = [*cluster_args(helm, kube_target, namespace, tmp_path / "p", tmp_path / "log"),
+            "--lease-namespace", namespace]
+    holder = subprocess.Popen([sys.executable, "-m", "helmdeck", "reconcile", *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        leases = client.CoordinationV1Api(api_client(kube_target))
+        deadline = time.monotonic() + 60
+        def held() -> bool:
+            return any(lease.spec is not None and lease.spec.holder_identity
+                       for lease in leases.list_namespaced_lease(namespace).items)
+
+        while not held():
+            assert holder.poll() is None and time.monotonic() < deadline, "the long-running reconcile took no lease"
+            time.sleep(0.2)
+        proc = helmdeck("reconcile", "--once", *args, timeout=90)
+        assert proc.returncode == EXIT_FAILED, proc.stderr
+        lines = proc.stderr.splitlines()
+        assert lines[0].startswith("note: ") and "holds the engine lease; waiting up to 15 s" in lines[0], lines
+        assert "holds the engine lease; nothing was reconciled" in proc.stderr
+    finally:
+        holder.terminate()
+        holder.wait(60)
