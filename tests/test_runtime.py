@@ -89,12 +89,17 @@ async def test_a_broken_file_is_reported_and_the_others_keep_reconciling(
         await until(lambda: bool(problems))
         assert problems[-1].errors[0].file.name == "a.yaml" and problems[-1].errors[0].line is not None
         assert a in engine.packages  # keeps its last good spec
+        # ... and its row says so (a duplicate release name left it InSync with no sign the file was refused).
+        view = engine.release(a)
+        assert view is not None and view.last is not None and (view.last.action, view.last.ok) == (
+            "package file", False) and "a.yaml" in view.last.message, view
         package(tmp_path, namespace, "b", values="{settings: {v: '2'}}")
         await until(lambda: revision(engine, b) == 2)
         assert revision(engine, a) == 1
         package(tmp_path, namespace, "a", values="{settings: {v: '2'}}")
         await until(lambda: revision(engine, a) == 2)
         assert engine.package_errors == []
+        await until(lambda: getattr(getattr(engine.release(a), "last", None), "action", "") == "upgrade")
     finally:
         await engine.stop()
 

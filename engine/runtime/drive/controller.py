@@ -222,6 +222,7 @@ class PackageController:
             self.tasks.spawn(self._prune_all(list(reversed(dependency_order(gone)))))
         for key in update.changed | update.removed:
             book.refresh(key)
+        book.set_file_problems({err.file: str(err) for err in reversed(update.errors)})  # each file's first
         book.emit(PackageProblems(tuple(update.errors)))
 
     async def watch(self) -> None:

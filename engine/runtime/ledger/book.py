@@ -134,6 +134,7 @@ class ReleaseBook:
         self._warnings: dict[ReleaseKey, int] = {}
         self._offered: dict[ReleaseKey, AvailableVersions | None] = {}  # what its chart's repository offers
         self._flux_owned: set[ReleaseKey] = set()  # HelmRelease documents whose HelmRelease the cluster holds
+        self._file_problems: dict[Path, str] = {}  # a bad package file -> its first error
         self._views: dict[ReleaseKey, ReleaseView] = {}
         # Releases whose package is a Package object a live controller reconciles: their view's fields
         # from the object (engine.runtime.drive.attach); a package of this engine's own wins.
@@ -225,6 +226,16 @@ class ReleaseBook:
         """Replace the declared packages (the views are refreshed by the caller)."""
         self.packages = dict(specs)
         self._flux_owned &= set(self.packages)  # a finding about a document no longer declared is void
+
+    def set_file_problems(self, problems: Mapping[Path, str]) -> None:
+        """Replace the bad package files (each with its first error) and refresh the views of the packages they
+        hold: such a package runs on its file's last good spec, and its row says the file is bad (LAST ACTION
+        ``✖ package file``), where a duplicate release name left it saying InSync with no sign."""
+        old, self._file_problems = self._file_problems, dict(problems)
+        files = {f for f in set(old) | set(problems) if old.get(f) != problems.get(f)}
+        for key, spec in self.packages.items():
+            if spec.file in files:
+                self.refresh(key)
 
     def set_attached(self, fields: Mapping[ReleaseKey, dict[str, Any]]) -> None:
         """Replace the attached releases (their view fields from the Package objects) and refresh the changed."""
@@ -388,6 +399,10 @@ class ReleaseBook:
                 # The pass stopped before any action: say so in STATE and LAST ACTION, not only in Ready.
                 fields.update(state=FAILED, last=ActionOutcome(
                     "resolve", False, f"{ready.reason}: {ready.message}", at=ready.last_transition))
+        problem = self._file_problems.get(pkg.file) if pkg is not None else None
+        if problem is not None:  # its file's later edits are not applied until it is fixed
+            fields["last"] = ActionOutcome("package file", False, f"{problem} (the package keeps its last good "
+                                           "spec until the file is fixed)")
         if attached is not None:  # the controller's status, and its running action as storage shows it
             fields.update(attached, running=_controller_running(obs, attached["package"], attached.get("running")))
         else:
