@@ -143,3 +143,16 @@ def test_a_package_gone_before_the_run_is_planned_as_uninstall_and_pruned(
 
 def releases(helm: Helm, namespace: str) -> list[str]:
     return sorted(r["name"] for r in json.loads(run_helm(helm, "list", "-n", namespace, "-o", "json")))
+
+
+def test_a_package_with_no_retries_left_is_planned_as_stalled(
+        helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path) -> None:
+    # plan said "Failed → stalled" where status and the app say Stalled.
+    pkgs = package(tmp_path / "p", "app", namespace, "{message: one}")
+    args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
+    assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == 0
+    package(pkgs, "app", namespace, "{message: two, fail: true}")  # its upgrade fails; no retries allowed
+    helmdeck("reconcile", "--once", "--no-lease", *args)
+    proc = helmdeck("plan", *args, "-o", "json")
+    [app] = json.loads(proc.stdout)["packages"]
+    assert (app["state"], app["action"], app["changes"]) == ("Stalled", "stalled", False), app

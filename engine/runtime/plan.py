@@ -299,7 +299,9 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     if waiting:
         reasons.insert(0, controller.waiting_message(waiting))
         action = "wait" if action is not None else None
-    return _replace(base, state=state.status, action=action, reasons=tuple(reasons),
+    # Stalled as status and the app say it (the pass that finds no retries left marks it so), not Failed.
+    shown = st.STALLED if action == "stalled" else state.status
+    return _replace(base, state=shown, action=action, reasons=tuple(reasons),
                     waiting_for=tuple(str(d) for d in waiting), added=objects[0], changed=objects[1],
                     removed=objects[2], drifted=drifted, rendered=desired is not None,
                     revision=latest.version if latest is not None else None, values_diff=values_text,
