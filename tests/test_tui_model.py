@@ -509,3 +509,13 @@ def test_a_package_view_made_before_storage_was_read_gives_way_to_the_labels() -
     shown = book.view(key)
     assert shown is not None and shown.listed == listed  # not "not installed" while the records decode
     assert cells(shown, FIXED_NOW)["revision"].text == "3"
+
+
+def test_the_upgrade_dialog_of_a_release_not_installed_speaks_of_an_install() -> None:
+    # `u` on an uninstalled release installs it: its dialog still said "What the upgrade would change".
+    absent = ReleaseView("ns", "app")
+    shown = confirmations.upgrade(absent, "--- a\n+++ b\n", None)
+    assert (shown.title, shown.confirm_label) == ("Install?", "Install")
+    assert shown.details is not None and shown.details.title == "What the install would change (deployed → desired)"
+    unknown = confirmations.upgrade(absent, None, "no renderer")
+    assert "What the install changes cannot be shown: no renderer." in unknown.body and "upgrade" not in unknown.body

@@ -77,12 +77,13 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
         lines.append(
             f"\nThe package is in maintenance mode ({view.maintenance}): its resources may have been edited "
             "by hand and the engine leaves them alone. Upgrading now re-applies the chart over those edits.")
+    noun = verb.lower()
     if diff is None:
-        lines.append(f"\nWhat the upgrade changes cannot be shown: {no_diff_reason}.")
+        lines.append(f"\nWhat the {noun} changes cannot be shown: {no_diff_reason}.")
     elif not diff:
-        lines.append("\nThe rendered manifests equal the deployed ones: the upgrade writes a new revision only.")
+        lines.append(f"\nThe rendered manifests equal the deployed ones: the {noun} writes a new revision only.")
     title = f"{verb} in maintenance?" if view.maintenance else f"{verb}?"
-    shown = Details("What the upgrade would change (deployed → desired)", diff, diff=True) if diff else None
+    shown = Details(f"What the {noun} would change (deployed → desired)", diff, diff=True) if diff else None
     return Confirmation(title, "\n".join(lines), verb, shown)
 
 
