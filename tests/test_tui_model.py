@@ -519,3 +519,11 @@ def test_the_upgrade_dialog_of_a_release_not_installed_speaks_of_an_install() ->
     assert shown.details is not None and shown.details.title == "What the install would change (deployed → desired)"
     unknown = confirmations.upgrade(absent, None, "no renderer")
     assert "What the install changes cannot be shown: no renderer." in unknown.body and "upgrade" not in unknown.body
+
+
+def test_the_header_names_the_namespaces_watched_rather_than_all() -> None:
+    # With -n team-b the header said "view: all namespaces".
+    assert RowFilter().describe() == "all namespaces"
+    assert RowFilter().describe(("team-b",)) == "ns team-b"
+    assert RowFilter().describe(("a", "b")) == "ns a, b"
+    assert RowFilter(namespace="a").describe(("a", "b")) == "ns a"  # the n key's choice among them

@@ -112,6 +112,10 @@ class EngineClient:
         """Refused storage permissions now, and the scope note (the engine also publishes changes)."""
         return self.engine.access()
 
+    def watched_namespaces(self) -> tuple[str, ...] | None:
+        """The namespaces whose releases the engine watches (``-n``), or None for all."""
+        return self.engine.observer.namespaces
+
     def package_problems(self) -> PackageProblems:
         """The package files' errors now (the engine also publishes each reload's)."""
         return PackageProblems(tuple(self.engine.package_errors))

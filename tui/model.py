@@ -321,9 +321,11 @@ class RowFilter:
             kept = list(compress(kept, self.text.matches(map(search.__getitem__, kept))))
         return kept
 
-    def describe(self) -> str:
-        """``ns helmdeck-demo · failed · /web/`` or ``all`` — for the header."""
-        parts = [f"ns {self.namespace}" if self.namespace is not None else "all namespaces"]
+    def describe(self, watched: tuple[str, ...] | None = None) -> str:
+        """``ns helmdeck-demo · failed · /web/`` or ``all namespaces`` — for the header; ``watched``: the
+        namespaces the engine watches when narrowed (``-n``), named instead of "all namespaces"."""
+        every = "all namespaces" if not watched else f"ns {', '.join(watched)}"
+        parts = [f"ns {self.namespace}" if self.namespace is not None else every]
         if self.quick != "all":
             parts.append(self.quick)
         if self.text.source:

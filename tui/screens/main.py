@@ -170,7 +170,8 @@ class MainScreen(EngineScreen):
         order = table.order
         label = order.column.replace("_", " ")
         hidden = self._hidden_said = table.columns_fit.hidden  # the table's "+N" column: what the width leaves out
-        header.view = (f"{table.row_filter.describe()} · sort {label} {'▼' if order.reverse else '▲'}"
+        shown_view = table.row_filter.describe(self._client.watched_namespaces())
+        header.view = (f"{shown_view} · sort {label} {'▼' if order.reverse else '▲'}"
                        + (f" · +{len(hidden)} hidden: {', '.join(column(k).label for k in hidden)}" if hidden else ""))
         now = self._clock()
         shown = tuple(f"⟳ {fmt.progress_text(v.running, now)} {v.namespace}/{v.name}"
