@@ -366,11 +366,15 @@ async def test_a_release_said_before_the_main_screen_subscribed_is_shown(monkeyp
 async def test_package_files_bad_at_start_are_in_the_header() -> None:
     # The engine read the folder before the main screen subscribed: the files' errors came as toasts only,
     # and the header's line naming the bad files came after the next change of a file.
-    app, _ = make_app()
+    app, recorder = make_app()
     app.engine.controller.package_errors = [PackageError(Path("/pk/bad.yaml"), "spec.chart", "is required")]
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.2)
         assert app.query_one(HeaderBar).package_errors == ("bad.yaml",)
+        # The toasts go; the palette says every error again.
+        [command] = [c for c in app.get_system_commands(app.screen) if c.title.startswith("Package file errors")]
+        command.callback()
+    assert recorder.calls[-1][:2] == ("/pk/bad.yaml: spec.chart: is required", "Package file errors (1)")
 
 
 async def test_releases_listed_before_the_main_screen_mounted_are_all_shown_as_it_mounts(

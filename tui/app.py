@@ -342,12 +342,22 @@ class HelmdeckApp(App[None]):
                             "depth, helm action durations, live", self.action_pulses)
         yield SystemCommand("Help (?)", "Every key, what each action does and why one is unavailable",
                             self.action_help)
+        errors = self.client.package_problems().errors
+        if errors:  # the toasts go after a while; the header names only the files
+            yield SystemCommand(f"Package file errors ({len(errors)})", "Every error of the package files, again",
+                                self.show_package_errors)
         if self.client.readonly:
             return
         for op in OPERATIONS:
             reason = self._reason(op, screen)
             text = op.summary if reason is None else f"Unavailable: {reason}"
             yield SystemCommand(f"{op.label} ({op.key_display})", text, partial(self._palette_action, op.name))
+
+    def show_package_errors(self) -> None:
+        """Every package file error now, in one notification."""
+        errors = self.client.package_problems().errors
+        self.notify("\n".join(str(err) for err in errors) or "none", title=f"Package file errors ({len(errors)})",
+                    severity="error" if errors else "information", timeout=60)
 
     def _palette_action(self, name: str) -> None:
         if self.check_action("operation", (name,)):

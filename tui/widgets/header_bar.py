@@ -66,8 +66,8 @@ class HeaderBar(Widget):
             # Kept in view until fixed: a toast alone is easy to miss.
             files = ", ".join(self.package_errors[:3]) + (" …" if len(self.package_errors) > 3 else "")
             parts.extend(["\n", (f"⚠ {len(self.package_errors)} bad package file(s): ", "bold $text-error"),
-                          files, ("  (a file that was good keeps its last good spec; helmdeck plan or the log "
-                                  "says what is wrong)", "$text-muted")])
+                          files, ("  (a file that was good keeps its last good spec; ctrl+p \"Package file "
+                                  "errors\" says what is wrong)", "$text-muted")])
         for line in self.access:
             # A refused permission is not "no releases": said here until resolved.
             note = line.startswith("note: ")
