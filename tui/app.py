@@ -43,6 +43,7 @@ from tui.collector import Collector
 from tui.engine_client import ContextSwitch, EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
 from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings, owner_warned
+from tui.screens.base import EngineScreen
 from tui.screens.main import MainScreen
 from tui.screens.picker import PickerScreen
 from tui.settings import Settings
@@ -324,6 +325,9 @@ class HelmdeckApp(App[None]):
             return True
         if self.client.readonly:
             return False
+        if BY_NAME[str(parameters[0])].per_release and isinstance(self.screen, EngineScreen) \
+                and not isinstance(self.screen, SelectsRelease):
+            return False  # a screen of no release (the controller view): the key could only say so
         return True if self.client.why_not(str(parameters[0])) is None else None
 
     def refusal(self, name: str) -> str:
