@@ -105,13 +105,16 @@ def shown(filter_: RowFilter) -> list[str]:
 def test_plain_text_filters_are_substring_tests_of_the_lower_cased_search_text() -> None:
     match = TextFilter("Helmdeck-DEMO").compile()
     row = search_text([Cell("helmdeck-demo"), Cell("Web")])
-    assert row == "helmdeck-demo\tweb" and match(row)
+    assert row == "helmdeck-demo\nweb" and match(row)
     assert TextFilter("!web").compile()(row) is False
     assert TextFilter("w.b").compile()(row)  # regex syntax: the regex engine
 
 
 def test_text_filter_is_a_regex_or_literal_text_when_invalid_and_can_exclude() -> None:
-    assert shown(RowFilter(TextFilter("^helmdeck-demo\tf"))) == ["flaky"]
+    # ^ and $ anchor at a cell's bounds: the release named web, not every row holding "web" (the row's
+    # cells were one tab-separated line, so ^web$ found nothing).
+    assert shown(RowFilter(TextFilter("^web$"))) == ["web"]
+    assert shown(RowFilter(TextFilter("^fla"))) == ["flaky"]
     assert shown(RowFilter(TextFilter("PENDING"))) == ["legacy-api"]
     assert TextFilter("web(").error is not None
     assert shown(RowFilter(TextFilter("web("))) == []  # literal: no row contains "web("

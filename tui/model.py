@@ -221,6 +221,8 @@ class TextFilter:
     The text is a case-insensitive regular expression; when it does not
     compile it is matched literally (so ``web(`` still finds ``web(``) and
     ``error`` says why. A leading ``!`` keeps the rows that do *not* match.
+    ``^`` and ``$`` anchor at each cell's start and end (``^web$`` is the
+    release named web), as the row's cells are searched one per line.
     """
 
     source: str = ""
@@ -248,7 +250,7 @@ class TextFilter:
         if not _REGEX_SYNTAX.intersection(self.pattern):  # plain text: a substring test, no regex engine
             return operator.methodcaller("__contains__", self.pattern.lower())
         try:
-            return re.compile(self.pattern, re.IGNORECASE).search
+            return re.compile(self.pattern, re.IGNORECASE | re.MULTILINE).search
         except re.error:
             return re.compile(re.escape(self.pattern), re.IGNORECASE).search
 
@@ -339,8 +341,9 @@ def row_text(view: ReleaseView, now: float) -> str:
 
 
 def search_text(row: Iterable[KeptCell]) -> str:
-    """A row's cells (:func:`row_cells`) as the text filter searches them: tab-separated, lower-cased."""
-    return "\t".join(text for text, _tone in row).lower()
+    """A row's cells (:func:`row_cells`) as the text filter searches them: one per line (``^``/``$`` anchor
+    at a cell's bounds), lower-cased."""
+    return "\n".join(text for text, _tone in row).lower()
 
 
 # -- sorting -------------------------------------------------------------------
