@@ -74,7 +74,7 @@ def test_status_controller_names_the_replica_and_shard_as_the_owner() -> None:
     assert view is not None
     assert owner_of(view).text == "helmdeck controller, Package team-a/api, replica pod-7f9c, shard shard1"
     assert status_row(view)["owner"] == {"kind": "controller", "namespace": "team-a", "name": "api",
-                                         "replica": "pod-7f9c", "shard": "shard1"}
+                                         "replica": "pod-7f9c", "shard": "shard1", "packageSet": None}
     bare = _object({"observedGeneration": 2}, {})  # not written yet (an older controller): no replica, no shard
     assert attached_fields(bare, specs[0], "pod-7f9c")["attached"].replica == ""
 

@@ -74,9 +74,9 @@ def test_two_shards_each_act_only_on_their_own_packages_and_hold_their_own_lease
 
         rows = eventually(owners, 90, "status -o json names both owners", logs=logs)
         assert rows["one"] == {"kind": "controller", "namespace": ns, "name": "one",
-                               "replica": owner_one["replica"], "shard": "shard1"}
+                               "replica": owner_one["replica"], "shard": "shard1", "packageSet": None}
         assert rows["two"] == {"kind": "controller", "namespace": ns, "name": "two",
-                               "replica": owner_two["replica"], "shard": "main"}
+                               "replica": owner_two["replica"], "shard": "main", "packageSet": None}
 
         # Each acted on its own only (the log names every release an action ran on).
         assert f"{ns}/two:" not in shard1.text() and f"{ns}/one:" in shard1.text()

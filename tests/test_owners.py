@@ -35,3 +35,12 @@ def test_owner_of_a_view() -> None:
     flux = owner_of(ReleaseView(namespace="apps", name="podinfo", observation=obs))
     assert flux == Owner("flux", "flux-system", "podinfo")
     assert flux.text == "Flux HelmRelease flux-system/podinfo"
+
+
+def test_a_release_of_a_package_set_not_loaded_here_is_owned_by_that_set() -> None:
+    # Without --packages (or from another folder) a helmdeck release showed OWNER "-": its storage label says
+    # which package set manages it.
+    obs = Observation("web", "apps", 1, "deployed", labels=(("helmdeck.dev/package-set", "apps-b7ec6b4e8f13"),))
+    owner = owner_of(ReleaseView(namespace="apps", name="web", observation=obs))
+    assert owner == Owner("helmdeck", package_set="apps-b7ec6b4e8f13")
+    assert owner.text == "helmdeck package set apps-b7ec6b4e8f13 (its packages are not loaded here)"

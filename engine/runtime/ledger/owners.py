@@ -22,6 +22,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine.base.labels import PACKAGE_SET
 from engine.kube import rest
 from engine.runtime.state import ReleaseView
 
@@ -36,13 +37,15 @@ FLUX_OWNED = "FluxOwned"  # a pass's state when a HelmRelease document's release
 class Owner:
     """A release's owner: ``kind`` "helmdeck" (a package), "controller" (a Package object a live ``helmdeck
     controller`` reconciles), "flux" (a HelmRelease) or "none"; for "controller", ``replica`` and ``shard``
-    as the object's ``status.controller`` says ("" not said, or not sharded)."""
+    as the object's ``status.controller`` says ("" not said, or not sharded). ``package_set``: for "helmdeck"
+    without a package here (no name), the package set its storage label names."""
 
     kind: Literal["helmdeck", "controller", "flux", "none"]
     namespace: str = ""
     name: str = ""
     replica: str = ""
     shard: str = ""
+    package_set: str = ""
 
     @property
     def text(self) -> str:
@@ -54,6 +57,8 @@ class Owner:
             said = "".join(f", {what} {value}" for what, value in (("replica", self.replica), ("shard", self.shard))
                            if value)
             return f"helmdeck controller, Package {self.namespace}/{self.name}{said}"
+        if self.kind == "helmdeck" and not self.name:
+            return f"helmdeck package set {self.package_set} (its packages are not loaded here)"
         what = "helmdeck package" if self.kind == "helmdeck" else "Flux HelmRelease"
         return f"{what} {self.namespace}/{self.name}"
 
@@ -64,7 +69,8 @@ NONE = Owner("none")
 def owner_of(view: ReleaseView) -> Owner:
     """``view``'s owner: a live controller's when its package is a Package object that controller reconciles, the
     Flux HelmRelease of its document when the cluster holds it (``flux_owned``), else its helmdeck package, else
-    the Flux HelmRelease its latest manifest names (``Observation.flux_owner``), else :data:`NONE`."""
+    the Flux HelmRelease its latest manifest names (``Observation.flux_owner``), else the helmdeck package set
+    its storage label names (another folder's, or the packages were not given), else :data:`NONE`."""
     if view.attached is not None:
         return Owner("controller", *view.attached.ref, view.attached.replica, view.attached.shard)
     if view.package is not None and view.flux_owned:
@@ -75,6 +81,10 @@ def owner_of(view: ReleaseView) -> Owner:
     if flux:
         namespace, _, name = flux.partition("/")
         return Owner("flux", namespace, name)
+    labels = view.observation.labels if view.observation is not None else ()
+    package_set = next((value for key, value in labels if key == PACKAGE_SET), "")
+    if package_set:
+        return Owner("helmdeck", package_set=package_set)
     return NONE
 
 
