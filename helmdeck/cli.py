@@ -394,10 +394,11 @@ async def _reconcile_async(engine: Engine, args: argparse.Namespace, stop: async
         await stop.wait()
         clean = await engine.stop(args.stop_deadline)
         return 0 if clean else EXIT_FAILED
-    if not engine.acting and engine.lease_holder and engine.lease_config is not None:
+    duration = engine.lease_duration
+    if not engine.acting and engine.lease_holder and duration is not None:
         # The wait proves the holder alive (a killed one's lease runs out): say why nothing happens meanwhile.
-        print(f"note: {engine.lease_holder} holds the engine lease; waiting up to "
-              f"{engine.lease_config.duration:.0f} s for it to go", file=sys.stderr, flush=True)
+        print(f"note: {engine.lease_holder} holds the engine lease; waiting up to {duration:.0f} s for it to go",
+              file=sys.stderr, flush=True)
     if not await engine.wait_for_lease():
         print(f"error: {engine.lease_holder or 'another instance'} holds the engine lease; "
               "nothing was reconciled", file=sys.stderr)

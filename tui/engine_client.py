@@ -114,7 +114,7 @@ class EngineClient:
 
     def watched_namespaces(self) -> tuple[str, ...] | None:
         """The namespaces whose releases the engine watches (``-n``), or None for all."""
-        return self.engine.observer.namespaces
+        return self.engine.watched_namespaces
 
     def package_problems(self) -> PackageProblems:
         """The package files' errors now (the engine also publishes each reload's)."""

@@ -600,6 +600,18 @@ class Engine:
         return self.gate.readonly
 
     @property
+    def lease_duration(self) -> float | None:
+        """How long the engine lease lasts unrenewed, in seconds (None: no lease): what a wait for a held lease
+        may take (:meth:`wait_for_lease`)."""
+        return self.lease_config.duration if self.lease_config is not None else None
+
+    @property
+    def watched_namespaces(self) -> tuple[str, ...] | None:
+        """The namespaces whose Helm storage is watched (``-n``, or the fall-back to the context's), or None for
+        all."""
+        return self.observer.namespaces
+
+    @property
     def lease_holder(self) -> str:
         """The identity of the other instance holding the engine lease ("" when none known, or this one)."""
         return self.gate.holder
