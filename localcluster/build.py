@@ -16,6 +16,7 @@ Run as ``python -m localcluster.build [component ...]``.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import subprocess
@@ -227,10 +228,24 @@ def build(comp: Component, *, root: Path | None = None, progress: Callable[[str]
     bin_dir = comp.bin_dir(root)
     if comp.is_built(root):
         return bin_dir
-    if shutil.which("go") is None:
-        raise BuildError(f"{comp.key}: the 'go' command is not on PATH; install Go 1.26+")
     work = comp.work_dir(root)
     work.mkdir(parents=True, exist_ok=True)
+    # Two builds of one component at once (make demo beside make test, two pytest sessions on a fresh machine)
+    # would rewrite each other's go.mod mid-build: the second waits, then finds the first one's binaries.
+    with (work.parent / f"{comp.key}.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another build of {comp.name} {comp.version} to end ...")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if comp.is_built(root):
+            return bin_dir
+        return _build_locked(comp, work, bin_dir, progress)
+
+
+def _build_locked(comp: Component, work: Path, bin_dir: Path, progress: Callable[[str], None]) -> Path:
+    if shutil.which("go") is None:
+        raise BuildError(f"{comp.key}: the 'go' command is not on PATH; install Go 1.26+")
     log_path = work / "build.log"
     env = _go_env(work)
     started = time.monotonic()

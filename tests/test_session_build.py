@@ -3,11 +3,14 @@ a test's setup never holds a cold build that pytest-timeout would cut short."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+from localcluster import build
 from tests.conftest import BUILD_FAILED, ROOT
 
 
@@ -32,3 +35,26 @@ def test_a_test_needing_no_binary_builds_nothing(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "1 passed" in out, out
     assert "building" not in out and "'go' command" not in out, out
+
+
+def test_a_second_build_of_a_component_waits_for_the_first_and_reuses_its_binaries(tmp_path: Path) -> None:
+    """Two builds at once (make demo beside make test) once rewrote each other's go.mod: the k8s build failed."""
+    comp = build.COMPONENTS["kustomize"]
+    work = comp.work_dir(tmp_path)
+    work.mkdir(parents=True)
+    said: list[str] = []
+    result: list[Path] = []
+    with (work.parent / f"{comp.key}.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # "the first build" holds the lock
+        waiter = threading.Thread(target=lambda: result.append(build.build(comp, root=tmp_path, progress=said.append)))
+        waiter.start()
+        waiter.join(timeout=2)
+        assert waiter.is_alive() and said and "waiting for another build" in said[0], said
+        for name in comp.binaries:  # the first build ends with its binaries in place
+            path = comp.path(name, tmp_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("#!/bin/sh\n")
+            path.chmod(0o755)
+    waiter.join(timeout=10)
+    assert result == [comp.bin_dir(tmp_path)]
+    assert not any(m.startswith("building") for m in said), said  # nothing was built again
