@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.helm import Helm
-from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, KubeTarget, in_cluster_kubeconfig, pod_namespace
+from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, controller_target, pod_namespace
 from engine.package.identity import valid_service_account_name
 from engine.runtime.drive.lease import (
     CONTROLLER,
@@ -48,17 +48,12 @@ from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
 log = logging.getLogger("helmdeck.controller")
 
 
-def _target(args: argparse.Namespace, private: Path) -> KubeTarget:
-    """The kubeconfig when given, else in-cluster config written as a private kubeconfig (helm reads it too)."""
-    if args.kubeconfig is not None:
-        return KubeTarget(args.kubeconfig, args.context)
-    return in_cluster_kubeconfig(private / "kubeconfig", args.serviceaccount_dir or SERVICE_ACCOUNT_DIR)
-
-
 def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     """The engine ``helmdeck controller``'s flags describe (not started). Raises KubeConfigError, HelmNotFound,
     PackageSetNameError."""
-    target = _target(args, private)
+    target, source = controller_target(args.kubeconfig, args.context, private,
+                                       args.serviceaccount_dir or SERVICE_ACCOUNT_DIR)
+    log.info("cluster: %s", source)
     namespaces = sorted(set(args.watch_namespaces)) if args.watch_namespaces else None
     package_set = cluster_package_set(args.package_set, namespaces)
     lease_ns = args.lease_namespace or pod_namespace(args.serviceaccount_dir or SERVICE_ACCOUNT_DIR) or "default"

@@ -20,18 +20,18 @@ EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 2
 
 
-def _common(*, defaults: bool = True) -> argparse.ArgumentParser:
-    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one).
+def _common(*, without: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    """Flags every command that talks to a cluster takes (kubectl's spelling where it has one), less the
+    options named in ``without`` (``demo`` brings its own cluster and helm).
 
-    The top-level parser takes them with their defaults; each subcommand with ``defaults=False``
-    (every default ``SUPPRESS``), so a flag given before the subcommand (``helmdeck --context
-    staging cleanup``) is kept instead of being overwritten by the subcommand's default, and means
-    the same in either position.
+    The top-level parser takes them and so do the subcommands: :class:`HelmdeckParser` makes a flag given
+    before the subcommand mean the same as after it.
     """
     p = argparse.ArgumentParser(add_help=False)
 
-    def flag(group: Any, *names: str, default: Any = None, **kw: Any) -> None:
-        group.add_argument(*names, default=default if defaults else argparse.SUPPRESS, **kw)
+    def flag(group: Any, *names: str, **kw: Any) -> None:
+        if names[-1] not in without:
+            group.add_argument(*names, **kw)
 
     g = p.add_argument_group("cluster and packages")
     flag(g, "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
@@ -86,10 +86,14 @@ def _metrics_url(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _add_theme(p: argparse.ArgumentParser, default: Any = None) -> None:
-    p.add_argument("--theme", default=default,
-                   help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
-                        "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
+def _add_app_flags(p: argparse.ArgumentParser) -> None:
+    """The app's own flags (no command, and ``demo``, which opens it)."""
+    p.add_argument("--theme", help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
+                                   "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
+    p.add_argument("--controller-metrics", action="append", default=[], metavar="URL", type=_metrics_url,
+                   help="a helmdeck controller replica's metrics (repeatable), for the controller view (P), "
+                        "e.g. http://127.0.0.1:8080/metrics after kubectl port-forward; a controller running "
+                        "on this machine is found through its Lease without it")
 
 
 class _Version(argparse.Action):
@@ -108,35 +112,92 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _common(defaults=False)
-    parser = argparse.ArgumentParser(
+class HelmdeckParser(argparse.ArgumentParser):
+    """The top-level parser: a flag it takes means the same before the subcommand as after it
+    (``helmdeck --kubeconfig FILE controller``), and one the subcommand does not take is refused in
+    either position (before it, argparse alone would keep it unused).
+
+    argparse parses a subcommand's words into a namespace of their own and copies every attribute of it
+    over the top level's, defaults included, so a value given before the subcommand was lost to the
+    subcommand's default. :meth:`share_defaults` therefore takes the default of every flag the top level
+    has out of all the parsers, and :meth:`parse_known_args` fills the ones not given in afterwards, the
+    subcommand's own default over the top level's.
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._shared_options: dict[str, str] = {}  # dest -> its option strings, of the top level's flags
+        # command (None: the app) -> dest -> default
+        self._shared_defaults: dict[str | None, dict[str, Any]] = {None: {}}
+        self._takes: dict[str, set[str]] = {}  # command -> every dest its parser (and its subparsers) sets
+
+    def share_defaults(self) -> None:
+        """Called once, when every subcommand is added."""
+        shared = [a for a in self._actions
+                  if a.option_strings and a.default is not argparse.SUPPRESS and not isinstance(a, _Version)]
+        self._shared_options = {a.dest: "/".join(a.option_strings) for a in shared}
+        actions: list[tuple[str | None, argparse.Action]] = [(None, a) for a in shared]
+        for name, parser in subcommands(self).items():
+            self._takes[name] = _dests(parser)
+            actions += [(name, a) for a in parser._actions if a.dest in self._shared_options]
+        # Collected before any is changed: parsers made with the same parents share those action objects.
+        for command, action in actions:
+            if action.default is not argparse.SUPPRESS:
+                self._shared_defaults.setdefault(command, {})[action.dest] = action.default
+        for _, action in actions:
+            action.default = argparse.SUPPRESS
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        ns, rest = super().parse_known_args(args, namespace)
+        command = getattr(ns, "command", None)
+        if command is not None:
+            for dest, option in self._shared_options.items():
+                if hasattr(ns, dest) and dest not in self._takes[command]:
+                    self.error(f"{option}: `helmdeck {command}` does not take this flag "
+                               f"(see helmdeck {command} --help)")
+        for dest, value in {**self._shared_defaults[None], **self._shared_defaults.get(command, {})}.items():
+            if not hasattr(ns, dest):
+                setattr(ns, dest, value)
+        return ns, rest
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``parser``'s subcommands by name (empty when it has none)."""
+    return {name: sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name, sub in action.choices.items()}
+
+
+def _dests(parser: argparse.ArgumentParser) -> set[str]:
+    return {a.dest for a in parser._actions} | {d for sub in subcommands(parser).values() for d in _dests(sub)}
+
+
+def build_parser() -> HelmdeckParser:
+    common = _common()
+    parser = HelmdeckParser(
         prog="helmdeck", parents=[_common()],
         description="Operate Helm releases from the terminal: the app without a command, headless with one.")
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print helmdeck's version and the helm binary it would run, then exit")
-    _add_theme(parser)
-    parser.add_argument("--controller-metrics", action="append", default=[], metavar="URL", type=_metrics_url,
-                        help="a helmdeck controller replica's metrics (repeatable), for the controller view (P), "
-                             "e.g. http://127.0.0.1:8080/metrics after kubectl port-forward; a controller running "
-                             "on this machine is found through its Lease without it")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_app_flags(parser)
+    # Plain parsers: HelmdeckParser's rule is the top level's alone.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
 
+    # The demo opens the app on its own cluster with its own helm build and the examples (or --packages).
+    demo_common = _common(without=("--kubeconfig", "--context", "--helm", "--packages", "--kustomize", "--var",
+                                   "--vars-from", "--vars-from-cluster"))
     demo = sub.add_parser(
-        "demo", help="start the local cluster and open the app on the example packages",
+        "demo", parents=[demo_common], help="start the local cluster and open the app on the example packages",
         description="Build (or reuse) and start the local control plane, publish the example charts to its "
                     "OCI registry and to an HTTP chart repository served on 127.0.0.1 while the app runs, then "
                     "open the app on it with the example packages. The cluster keeps running afterwards; "
                     "`helmdeck cluster down` stops it.")
     demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
-    demo.add_argument("--packages", type=Path, default=argparse.SUPPRESS,
+    demo.add_argument("--packages", type=Path,
                       help=f"folder of package files (default: the examples, {example_packages()}) run from "
                            "a copy in <cluster dir>/demo/examples with those of examples/sources, whose charts come "
                            "from the local OCI registry and an HTTP chart repository the demo serves")
     demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
-    # Also accepted before `demo`; SUPPRESS keeps a value given there.
-    demo.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
-    _add_theme(demo, default=argparse.SUPPRESS)
+    _add_app_flags(demo)
 
     cluster = sub.add_parser("cluster", help="manage the local control plane",
                              description="Manage the local control plane (etcd, kube-apiserver, "
@@ -174,10 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reconcile the Package, HelmRepository and OCIRepository objects (helmdeck.dev/v1alpha1) of "
                     "every namespace, or of --watch-namespace, with the same engine as the app; status and Events "
                     "are written on the objects. One instance acts (a Lease); others wait and take over. Cluster "
-                    "access: --kubeconfig when given, else in-cluster config (the ServiceAccount's token, CA and "
-                    "KUBERNETES_SERVICE_HOST/PORT). SIGTERM lets running helm actions finish for --stop-deadline.")
-    ctl.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster config)")
-    ctl.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
+                    "access, as controller-runtime finds it: --kubeconfig, else $KUBECONFIG, else in-cluster "
+                    "config (the ServiceAccount's token, CA and KUBERNETES_SERVICE_HOST/PORT), else "
+                    "~/.kube/config; the log says which. SIGTERM lets running helm actions finish for "
+                    "--stop-deadline.")
+    ctl.add_argument("--kubeconfig", type=Path,
+                     help="kubeconfig file (default: $KUBECONFIG, else in-cluster config, else ~/.kube/config)")
+    ctl.add_argument("--context", help="kubeconfig context (default: its current-context; not in-cluster)")
     ctl.add_argument("--serviceaccount-dir", type=Path, default=None, metavar="DIR",
                      help="in-cluster: the ServiceAccount's token, ca.crt and namespace "
                           "(default: /var/run/secrets/kubernetes.io/serviceaccount)")
@@ -202,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--default-service-account", default="", metavar="NAME",
                      help="a Package without spec.serviceAccountName acts as this ServiceAccount of its namespace "
                           "(Flux's multi-tenancy lockdown; default: the controller's own)")
-    ctl.add_argument("--concurrency", type=int, default=4, help="packages reconciled at once (default: %(default)s)")
+    ctl.add_argument("--concurrency", type=int, default=4, help="packages reconciled at once (default: 4)")
     ctl.add_argument("--stop-deadline", type=float, default=30.0,
                      help="on SIGTERM, seconds running helm actions may take to finish (default: %(default)s)")
     ctl.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (default: %(default)s)")
@@ -258,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--namespace", dest="export_namespace", default="default", metavar="NAMESPACE",
                         help="namespace of the objects whose document names none (default: %(default)s, as the "
                              "package loader reads them)")
-    export.add_argument("--allow-unsupported", action="store_true", default=argparse.SUPPRESS,
+    export.add_argument("--allow-unsupported", action="store_true",
                         help="read Flux documents with fields helmdeck does not implement, leaving them out")
 
     clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
@@ -271,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="uninstall without asking (needed when there is no terminal to ask on)")
     clean.add_argument("--ignore-namespace", action="append", default=[], metavar="NAMESPACE",
                        help="never clean up in this namespace (repeatable)")
+    parser.share_defaults()
     return parser
 
 

@@ -59,13 +59,15 @@ class Controller:
 
 
 def start_controller(kubeconfig: Path | None, namespace: str, helm: Helm, work: Path, *extra: str,
-                     name: str = "c", env: dict[str, str] | None = None, wrap: tuple[str, ...] = ()) -> Controller:
+                     name: str = "c", env: dict[str, str] | None = None, wrap: tuple[str, ...] = (),
+                     before: tuple[str, ...] = ()) -> Controller:
     """Start a controller watching ``namespace`` (its Lease there, 6 s without renewal to take over); without
-    ``kubeconfig`` it uses in-cluster config (``env`` and ``extra`` then say where). ``wrap``: a command the
-    controller's command line is given to (it must exec it: the pid stays the controller's)."""
+    ``kubeconfig`` it finds its cluster itself (``env``, ``before`` and ``extra`` then say where). ``wrap``: a
+    command the controller's command line is given to (it must exec it: the pid stays the controller's);
+    ``before``: flags given before the ``controller`` word."""
     log = work / f"controller-{name}-{uuid.uuid4().hex[:4]}.log"
     access = ["--kubeconfig", str(kubeconfig), "--lease-namespace", namespace] if kubeconfig else []
-    args = [*wrap, sys.executable, "-m", "helmdeck", "controller", *access,
+    args = [*wrap, sys.executable, "-m", "helmdeck", *before, "controller", *access,
             "--watch-namespace", namespace, "--lease-duration", "6",
             "--helm", helm.binary, "--log-level", "debug", "--stop-deadline", "20",
             "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", *extra]

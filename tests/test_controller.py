@@ -39,6 +39,7 @@ from tests.controller_fixtures import (
     package,
     released,
     releases,
+    start_controller,
 )
 
 pytestmark = pytest.mark.cluster
@@ -171,10 +172,40 @@ def test_a_second_controller_takes_over_within_20s_of_sigkill(
 
 
 def test_without_cluster_access_it_says_what_is_missing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE") and k != "KUBECONFIG"}
     proc = subprocess.run([sys.executable, "-m", "helmdeck", "controller", "--serviceaccount-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")})
-    assert proc.returncode == EXIT_USAGE and "no in-cluster config" in proc.stderr, proc.stderr
+                          capture_output=True, text=True, timeout=60, check=False, env={**env, "HOME": str(tmp_path)})
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    assert "no --kubeconfig, $KUBECONFIG is not set, no in-cluster config" in proc.stderr, proc.stderr
+    assert f"no {tmp_path / '.kube' / 'config'}" in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["--kubeconfig before the command", "$KUBECONFIG", "~/.kube/config"])
+def test_outside_a_pod_it_finds_its_cluster_as_controller_runtime_does(where: str,
+                                                                       controller_env: ControllerEnv) -> None:
+    """The flag given before `controller` was dropped and $KUBECONFIG ignored: the controller only tried
+    in-cluster config. It takes the first of --kubeconfig, $KUBECONFIG, in-cluster config, ~/.kube/config
+    (controller-runtime's pkg/client/config loadConfig) and says which in its log."""
+    env, kubeconfig = controller_env, str(controller_env.kubeconfig)
+    home = env.work / "home"
+    (home / ".kube").mkdir(parents=True)
+    before: tuple[str, ...] = ()
+    extra = {"HOME": str(home), "KUBERNETES_SERVICE_HOST": "", "KUBECONFIG": ""}
+    if where.startswith("--kubeconfig"):
+        before, says = ("--kubeconfig", kubeconfig), f"cluster: --kubeconfig {kubeconfig}"
+    elif where == "$KUBECONFIG":
+        extra["KUBECONFIG"], says = kubeconfig, f"cluster: $KUBECONFIG ({kubeconfig})"
+    else:
+        (home / ".kube" / "config").write_text(Path(kubeconfig).read_text())
+        says = f"cluster: ~/.kube/config ({home / '.kube' / 'config'}; no in-cluster config"
+    ctl = start_controller(None, env.namespace, env.helm, env.work, "--lease-namespace", env.namespace,
+                           "--serviceaccount-dir", str(env.work / "no-mount"), env=extra, before=before)
+    try:
+        eventually(lambda: "controller started" in ctl.text(), 60, "the controller started", logs=ctl.text)
+        assert says in ctl.text(), ctl.text()
+        eventually(lambda: lease_holder(env.coordination, env.namespace), 30, "it holds its Lease", logs=ctl.text)
+    finally:
+        assert ctl.stop() == 0, ctl.text()
 
 
 def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on(

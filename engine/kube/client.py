@@ -150,6 +150,35 @@ def in_cluster_kubeconfig(out: Path, token_dir: Path = SERVICE_ACCOUNT_DIR) -> K
     return KubeTarget(out)
 
 
+def controller_target(kubeconfig: Path | None, context: str | None, private: Path,
+                      token_dir: Path = SERVICE_ACCOUNT_DIR) -> tuple[KubeTarget, str]:
+    """Where a controller finds its cluster, in controller-runtime's order (``pkg/client/config/config.go``,
+    ``loadConfig`` behind ``GetConfig``, as Flux's controllers and kubebuilder operators find it):
+    ``kubeconfig`` (``--kubeconfig``), else ``$KUBECONFIG`` (a path list, merged as kubectl merges it), else
+    in-cluster config (:func:`in_cluster_kubeconfig`, written as ``private/kubeconfig``), else
+    ``~/.kube/config`` when it exists. ``context`` selects a kubeconfig's context; in-cluster config has
+    none, so there it is left out (as controller-runtime does), which the description says.
+
+    Returns the target and which source it is, for the log (e.g. ``$KUBECONFIG (/path)``). Raises
+    KubeConfigError naming every source tried when none serves.
+    """
+    if kubeconfig is not None:
+        return KubeTarget(kubeconfig, context), f"--kubeconfig {kubeconfig}"
+    if os.environ.get("KUBECONFIG"):
+        return KubeTarget(None, context), f"$KUBECONFIG ({os.environ['KUBECONFIG']})"
+    try:
+        target = in_cluster_kubeconfig(private / "kubeconfig", token_dir)
+    except KubeConfigError as exc:
+        why = str(exc).rstrip(".")
+        home = Path.home() / ".kube" / "config"
+        if home.is_file():
+            return KubeTarget(home, context), f"~/.kube/config ({home}; {why})"
+        raise KubeConfigError(f"no cluster to talk to: no --kubeconfig, $KUBECONFIG is not set, {why}, and "
+                              f"no {home}") from exc
+    ignored = f"; --context {context} left out" if context else ""
+    return target, f"in-cluster config ({token_dir}){ignored}"
+
+
 def pod_namespace(token_dir: Path = SERVICE_ACCOUNT_DIR) -> str | None:
     """The namespace of the pod's ServiceAccount (its mount's ``namespace`` file), None outside a pod."""
     try:
