@@ -158,7 +158,8 @@ def _kustomize_source(args: argparse.Namespace) -> Any:
         given = variables((parse_var(v) for v in args.vars or ()), "--var")
     except SubstitutionError as exc:
         raise _usage_error(str(exc)) from None
-    return KustomizeSource(args.kustomize, given, tuple(args.vars_from or ()), args.vars_from_cluster or "")
+    return KustomizeSource(args.kustomize, given, tuple(args.vars_from or ()), args.vars_from_cluster or "",
+                           getattr(args, "kustomize_root", None))
 
 
 # -- local cluster -----------------------------------------------------------------

@@ -46,7 +46,9 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
             except GitError as exc:
                 print(f"error: --base {args.base}: {exc}", file=sys.stderr)
                 return EXIT_FAILED
-            moved = {"packages": base_dir} | ({"kustomize": base_dir} if getattr(args, "kustomize", None) else {})
+            moved = {"packages": base_dir}
+            if getattr(args, "kustomize", None):  # its messages name files from the commit's tree
+                moved |= {"kustomize": base_dir, "kustomize_root": tree_root(base_dir, args.packages)}
             base = make_engine(argparse.Namespace(**{**vars(args), **moved}), readonly=True, watch=False,
                                monitors=False)
         engine = make_engine(args, readonly=True, watch=False, monitors=False)
@@ -89,6 +91,14 @@ def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     if proc.returncode != 0:
         raise GitError(proc.stderr.decode(errors="replace").strip() or f"git {args[0]} failed")
     return proc
+
+
+def tree_root(base: Path, folder: Path) -> Path:
+    """The top of the commit's tree :func:`base_tree` gave ``base`` from (``folder`` of the checkout): messages
+    name files from there, as the repository does."""
+    top = Path(_git("rev-parse", "--show-toplevel", cwd=folder.resolve()).stdout.decode().strip())
+    depth = len(folder.resolve().relative_to(top.resolve()).parts)
+    return base.parents[depth - 1] if depth else base
 
 
 @contextlib.contextmanager

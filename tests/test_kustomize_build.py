@@ -149,9 +149,10 @@ def test_a_missing_variable_is_an_error_naming_it_and_the_object() -> None:
     given = variables([(k, v) for k, v in VARS.items() if k != "cluster_name"], "--var")
     update = KustomizeInput(KustomizeSource(REPO / "clusters" / "staging", given), None, lambda _: None).load()
     [err] = update.errors
-    assert str(err) == (f"{REPO / 'clusters' / 'staging'}: HelmRelease shop/web: variable cluster_name is not set "
-                        "and has no default (pass --var cluster_name=VALUE or --vars-from FILE, or give the reference "
-                        "a default: ${cluster_name:=default} (set: http_url, namespace, oci_base))")
+    # Named where the repository declares the object (the checkout's path: tests/data/flux-repo/...).
+    assert str(err) == ("tests/data/flux-repo/apps/base/web.yaml: HelmRelease shop/web: variable cluster_name is not "
+                        "set and has no default (pass --var cluster_name=VALUE or --vars-from FILE, or give the "
+                        "reference a default: ${cluster_name:=default} (set: http_url, namespace, oci_base))")
     assert set(update.specs) == {("shop", "api")}  # the other objects still count
 
 
@@ -184,7 +185,7 @@ def test_a_path_without_kustomization_is_read_recursively_as_flux_generates_one(
     infra = REPO / "infrastructure"
     assert [p.relative_to(infra) for p in generated_resources(infra)] == [
         Path("monitoring/alerts/rules.yaml"), Path("monitoring/namespace.yaml")]
-    built = objects(build(infra), infra, None)
+    built = objects(build(infra).text, infra, None)
     assert sorted(o.file for o in built.objects) == ["_cluster.Namespace.monitoring.yaml",
                                                      "monitoring.ConfigMap.alert-rules.yaml"]
     repo = tmp_path / "repo"
@@ -218,7 +219,7 @@ def test_bad_yaml_and_bombs_are_clear_errors(tmp_path: Path, monkeypatch: pytest
                                          for i in range(30)))
     monkeypatch.setenv("HELMDECK_MAX_DOCUMENTS", "20")
     with pytest.raises(PackageError, match=r"more than 20 documents \(split the file, or set HELMDECK_MAX_DOCUMENTS"):
-        objects(build(path), path, None)
+        objects(build(path).text, path, None)
     monkeypatch.setenv("HELMDECK_MAX_KUSTOMIZE_BYTES", "1000")
     with pytest.raises(PackageError, match=r"printed more than 1000 bytes.*HELMDECK_MAX_KUSTOMIZE_BYTES"):
         build(path)
@@ -226,7 +227,7 @@ def test_bad_yaml_and_bombs_are_clear_errors(tmp_path: Path, monkeypatch: pytest
     deep = "x: " + "[" * 80 + "]" * 80
     (path / "a.yaml").write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{}}\n{deep}\n")
     with pytest.raises(PackageError) as err:
-        objects(build(path), path, None)
+        objects(build(path).text, path, None)
     assert "nesting deeper than 64 levels" in str(err.value) or "kustomize build failed" in str(err.value)
 
 
@@ -315,3 +316,79 @@ def test_the_version_picker_does_not_pin_into_the_built_files() -> None:
     with pytest.raises(PinError, match=r"shop/web is built by --kustomize from .*clusters/prod: pin the chart "
                                        "version in the repository"):
         engine.plan_pin(("shop", "web"), "1.2.0")
+
+
+def _repository(root: Path) -> Path:
+    """A repository: ``apps/base`` holds a Package whose chart is ``../chart`` (relative to its file), one whose
+    chart folder is missing, and a HelmRelease with a Flux field helmdeck leaves out; ``apps/staging`` is an
+    overlay of it with a patch. Returns the overlay."""
+    examples = Path(__file__).resolve().parent.parent / "examples" / "charts"
+    shutil.copytree(examples / "web", root / "apps" / "chart")
+    base, staging = root / "apps" / "base", root / "apps" / "staging"
+    base.mkdir()
+    staging.mkdir()
+    package = ("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {{name: {name}, namespace: shop}}\n"
+               "spec:\n  chart: {chart}\n  valuesFiles: [values/{name}.yaml]\n")
+    (base / "values").mkdir()
+    (base / "values" / "p.yaml").write_text("replicas: 2\n")
+    (base / "values" / "bad.yaml").write_text("replicas: 1\n")
+    (base / "p.yaml").write_text(package.format(name="p", chart="../chart"))
+    (base / "bad.yaml").write_text(package.format(name="bad", chart="../no-chart"))
+    (base / "hr.yaml").write_text(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: hr, namespace: shop}\n"
+        "spec:\n  interval: 5m\n  kubeConfig: {secretRef: {name: remote}}\n  chart:\n    spec:\n      chart: web\n"
+        "      sourceRef: {kind: HelmRepository, name: charts}\n---\n"
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts, namespace: shop}\n"
+        "spec: {url: 'https://charts.example.com'}\n")
+    (base / "kustomization.yaml").write_text("resources: [p.yaml, bad.yaml, hr.yaml]\n")
+    (staging / "kustomization.yaml").write_text(
+        "resources: [../base]\npatches:\n- target: {kind: Package, name: p}\n"
+        "  patch: '[{\"op\": \"add\", \"path\": \"/spec/timeout\", \"value\": \"7m\"}]'\n")
+    return staging
+
+
+def test_a_built_object_is_read_and_named_as_the_repository_declares_it(tmp_path: Path) -> None:
+    """Paths in a built object resolve against the file that declared it in the repository (kustomize's origin
+    annotation), as the folder reader resolves a package file's, and every message names that file (as the
+    repository does) and the object, never the build's private copy: they named <tmp>/helmdeck-kustomize-*/
+    shop.Package.p.yaml and looked for <tmp>/chart."""
+    root = tmp_path / "repo"
+    overlay = _repository(root)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    kin = KustomizeInput(KustomizeSource(overlay), None, lambda _: None, allow_unsupported=True)
+    update = kin.load()
+    spec = update.specs[("shop", "p")]
+    assert spec.chart_path == (root / "apps" / "chart").resolve()  # ../chart from apps/base/p.yaml
+    assert spec.values_files == ((root / "apps" / "base" / "values" / "p.yaml").resolve(),)
+    assert spec.timeout == 420  # the overlay's patch holds: the built object is what is read
+    assert spec.declared_in == "apps/base/p.yaml (Package shop/p)"
+    [bad] = update.errors
+    assert str(bad).startswith("apps/base/bad.yaml (Package shop/bad): spec.chart: no Chart.yaml in "
+                               "apps/no-chart "), bad
+    [left_out] = [w for w in update.left_out if "kubeConfig" in w]
+    assert left_out.startswith("apps/base/hr.yaml (HelmRelease shop/hr): spec.kubeConfig: "), left_out
+    said = "\n".join([str(bad), *update.left_out, spec.declared_in])
+    assert str(tmp_path) not in said and "helmdeck-kustomize" not in said
+
+
+def test_a_repository_named_by_its_root_outside_git(tmp_path: Path) -> None:
+    """plan --base reads a commit's tree out of git: its root is given (KustomizeSource.root)."""
+    root = tmp_path / "tree"
+    overlay = _repository(root)
+    update = KustomizeInput(KustomizeSource(overlay, root=root), None, lambda _: None).load()
+    assert update.specs[("shop", "p")].declared_in == "apps/base/p.yaml (Package shop/p)"
+    assert any(str(e).startswith("apps/base/hr.yaml (HelmRelease shop/hr): spec.kubeConfig: ") for e in update.errors)
+
+
+def test_a_subfolder_with_its_own_kustomization_builds_in_a_generated_one(tmp_path: Path) -> None:
+    """A path without a kustomization lists a subfolder holding one whole, as Flux's generator does; kustomize
+    refused the absolute path it was given ("new root cannot be absolute")."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "kustomization.yaml").write_text("resources: [cm.yaml]\n")
+    (tmp_path / "sub" / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+    (tmp_path / "b.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")
+    out = build(tmp_path)
+    built = objects(out.text, tmp_path, None, base=out.base)
+    assert {(o.ref, o.origin) for o in built.objects} == {
+        ("ConfigMap a", tmp_path / "sub" / "cm.yaml"), ("ConfigMap b", tmp_path / "b.yaml")}
+    assert all("origin" not in o.text and "annotations" not in o.text for o in built.objects)

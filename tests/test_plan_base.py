@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helmdeck.plan import GitError, base_tree
+from helmdeck.plan import GitError, base_tree, tree_root
 
 
 def git(repo: Path, *args: str) -> None:
@@ -57,3 +57,13 @@ def test_bad_refs_and_folders_are_named(history: Path, tmp_path: Path) -> None:
     outside.mkdir()
     with pytest.raises(GitError, match="not a git repository"), base_tree(outside, "HEAD"):
         pass
+
+
+def test_the_trees_root_names_files_as_the_repository_does(history: Path) -> None:
+    """plan --base --kustomize names the commit's files from the top of its tree (apps/base/web.yaml), never the
+    temporary folder the tree is exported to (tree_root gives the --kustomize build its root)."""
+    with base_tree(history / "clusters" / "prod", "HEAD~1") as base:
+        root = tree_root(base, history / "clusters" / "prod")
+        assert (root / "apps" / "base" / "web.yaml").is_file() and root == base.parent.parent
+    with base_tree(history, "HEAD") as base:
+        assert tree_root(base, history) == base

@@ -25,15 +25,20 @@ UNSUPPORTED_VALUE = "a value helmdeck does not implement"
 
 
 class PackageError(ValueError):
-    """A package file is invalid. ``str()`` reads ``file:line: field: problem (fix)``."""
+    """A package file is invalid. ``str()`` reads ``file:line: field: problem (fix)``; with ``obj`` (the
+    object, ``Kind namespace/name``, named where a file holds a copy of it: ``--kustomize``)
+    ``file (obj): field: problem (fix)``."""
 
-    def __init__(self, file: Path, field: str, problem: str, fix: str = "", line: int | None = None):
+    def __init__(self, file: Path, field: str, problem: str, fix: str = "", line: int | None = None,
+                 obj: str = ""):
         self.file = file
         self.field = field
         self.problem = problem
         self.fix = fix
         self.line = line
+        self.obj = obj
         where = f"{file}:{line}" if line else str(file)
+        where += f" ({obj})" if obj else ""
         text = f"{where}: {field}: {problem}" if field else f"{where}: {problem}"
         super().__init__(f"{text} ({fix})" if fix else text)
 

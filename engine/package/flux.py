@@ -79,15 +79,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class LeftOut:
-    """A Flux field left out with ``--allow-unsupported``: ``str()`` reads ``file:line: field: problem``."""
+    """A Flux field left out with ``--allow-unsupported``: ``str()`` reads ``file:line: field: problem``, or
+    with ``obj`` ``file (obj): field: problem`` (as :class:`~engine.base.fields.PackageError`)."""
 
     file: Path
     field: str
     problem: str
     line: int | None = None
+    obj: str = ""
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else str(self.file)
+        where += f" ({self.obj})" if self.obj else ""
         return f"{where}: {self.field}: {self.problem}"
 
 

@@ -53,14 +53,19 @@ _SEPARATOR = re.compile(r"^---[ \t]*\n", re.MULTILINE)
 _STDERR_TAIL = 4000
 
 
+ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
+
+
 @dataclass(frozen=True)
 class BuiltObject:
-    """One object of the build: its file name (:func:`object_file`), ``ref`` (``Kind namespace/name``) and
-    YAML text (substituted)."""
+    """One object of the build: its file name (:func:`object_file`), ``ref`` (``Kind namespace/name``), YAML
+    text (substituted, without kustomize's origin annotation) and ``origin``: the repository file that
+    declared it (absolute; None for an object kustomize generated, e.g. from a Helm chart or a generator)."""
 
     file: str
     ref: str
     text: str
+    origin: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,19 @@ class Built:
                 "as written: no --var or --vars-from was given (as a Flux Kustomization without spec.postBuild)")
 
 
+@dataclass(frozen=True)
+class Output:
+    """What ``kustomize build`` printed (``text``) and the folder its origin annotations' paths are relative to
+    (``base``; gone after the build: the paths are joined to it as text)."""
+
+    text: str
+    base: Path
+
+
 def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD_TIMEOUT,
-          reads_under: Path | None = None) -> str:
-    """The output of ``kustomize build`` of ``directory`` (a generated kustomization where it has none).
+          reads_under: Path | None = None) -> Output:
+    """The output of ``kustomize build`` of ``directory`` (a generated kustomization where it has none), each
+    object annotated with the file that declared it (:data:`ORIGIN_ANNOTATION`, read by :func:`objects`).
     ``reads_under``: the folder whose YAML files kustomize may read (the git checkout; default
     ``directory``), checked first for alias bombs (:func:`check_aliases`). Raises PackageError naming
     ``directory`` or the file: no kustomize, an alias bomb, the build failed (kustomize's own words, which
@@ -96,15 +111,20 @@ def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD
         raise PackageError(directory, "", "is not a directory", "give --kustomize a repository path")
     check_aliases(reads_under or directory)
     with tempfile.TemporaryDirectory(prefix="helmdeck-kustomization-") as gen:
-        target = directory
-        if not any((directory / name).is_file() for name in KUSTOMIZATION_FILES):
-            target = Path(gen)
-            resources = "".join(f"- {_quoted(p)}\n" for p in generated_resources(directory))
-            (target / "kustomization.yaml").write_text(
-                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-                + (f"resources:\n{resources}" if resources else "resources: []\n"))
-        return _run([str(kustomize), "build", "--load-restrictor", "LoadRestrictionsNone", str(target)],
-                    directory, timeout)
+        # The path's own kustomization (or the one Flux generates) as the one resource of a kustomization
+        # asking kustomize to annotate each object with the file that declared it (buildMetadata:
+        # [originAnnotations], config.kubernetes.io/origin, a path relative to this folder), which adds
+        # nothing else. Relative paths: kustomize refuses an absolute one to a folder.
+        if any((directory / name).is_file() for name in KUSTOMIZATION_FILES):
+            listed = [directory]
+        else:
+            listed = generated_resources(directory)
+        resources = "".join(f"- {_quoted(Path(os.path.relpath(p, gen)))}\n" for p in listed)
+        (Path(gen) / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nbuildMetadata: [originAnnotations]\n"
+            + (f"resources:\n{resources}" if resources else "resources: []\n"))
+        text = _run([str(kustomize), "build", "--load-restrictor", "LoadRestrictionsNone", gen], directory, timeout)
+    return Output(text, Path(gen))
 
 
 def _quoted(path: Path) -> str:
@@ -238,12 +258,13 @@ def object_file(kind: str, namespace: str, name: str) -> str:
 
 
 def objects(output: str, directory: Path, variables: Variables | None,
-            memo: dict[str, BuiltObject] | None = None) -> Built:
+            memo: dict[str, BuiltObject] | None = None, base: Path | None = None) -> Built:
     """The objects of a build's ``output``, each substituted with ``variables`` (None: no post-build
-    substitution). An object whose substitution fails is reported (naming it and the variables) and
-    listed in ``kept``; the others count. ``memo``: the objects of the previous call with the same
-    variables by their built text, reused (an unchanged object is not parsed again), and replaced by this
-    call's. Raises PackageError when the output holds more objects than the package limits allow, or an
+    substitution), kustomize's origin annotation taken out of each and its path (relative to ``base``,
+    :class:`Output`) made the object's ``origin``. An object whose substitution fails is reported (naming it
+    and the variables) and listed in ``kept``; the others count. ``memo``: the objects of the previous call
+    with the same variables by their built text, reused (an unchanged object is not parsed again), and
+    replaced by this call's. Raises PackageError when the output holds more objects than the package limits allow, or an
     object is unreadable or over a limit."""
     limits = package_limits()
     chunks = [c for c in _SEPARATOR.split(output) if c.strip()]
@@ -257,14 +278,16 @@ def objects(output: str, directory: Path, variables: Variables | None,
     previous = dict(memo or {})
     if memo is not None:
         memo.clear()
-    for index, chunk in enumerate(chunks):
+    for index, annotated in enumerate(chunks):
         number = index + 1
-        known = previous.get(chunk)
+        chunk, declared = without_origin(annotated)
+        origin = Path(os.path.normpath(base / declared)) if base is not None and declared else None
+        known = previous.get(annotated)
         if known is not None:
             built.append(known)
             unsubstituted += variables is None and references(chunk)
             if memo is not None:
-                memo[chunk] = known
+                memo[annotated] = known
             continue
         # One parse per object: before substitution only when it may opt out, or its substitution fails.
         substituting = variables is not None and references(chunk) and not (
@@ -275,16 +298,16 @@ def objects(output: str, directory: Path, variables: Variables | None,
             except SubstitutionError as exc:
                 kind, namespace, name = _identity(_object(chunk, number, directory), variables.values)
                 ref = _ref(kind, namespace, name)
-                errors.append(PackageError(directory, "", f"{ref}: {exc}", _fix(exc, variables)))
+                errors.append(PackageError(origin or directory, "", f"{ref}: {exc}", _fix(exc, variables)))
                 kept.add(object_file(kind, namespace, name))
                 continue
             try:
                 data = _object(text, number, directory)  # a value may have broken the YAML, as in Flux
             except PackageError as exc:
                 kind, namespace, name = _identity(_object(chunk, number, directory), variables.values)
-                errors.append(PackageError(directory, "", f"{_ref(kind, namespace, name)}: after substitution: "
-                                           f"{exc.problem}", "check the variables' values: each is put into the "
-                                           "YAML text as it is"))
+                errors.append(PackageError(origin or directory, "", f"{_ref(kind, namespace, name)}: after "
+                                           f"substitution: {exc.problem}", "check the variables' values: each is "
+                                           "put into the YAML text as it is"))
                 kept.add(object_file(kind, namespace, name))
                 continue
         else:
@@ -293,10 +316,31 @@ def objects(output: str, directory: Path, variables: Variables | None,
         kind, namespace, name = _identity(data, None)
         ref = _ref(kind, namespace, name)
         header = f"# {ref}, from `kustomize build {directory}` (helmdeck --kustomize)\n"
-        built.append(BuiltObject(object_file(kind, namespace, name), ref, header + text))
+        built.append(BuiltObject(object_file(kind, namespace, name), ref, header + text, origin))
         if memo is not None:
-            memo[chunk] = built[-1]
+            memo[annotated] = built[-1]
     return Built(tuple(built), tuple(errors), frozenset(kept), unsubstituted)
+
+
+_ORIGIN_LINE = re.compile(r"^    config\.kubernetes\.io/origin: \|\n((?:      .*\n)+)", re.MULTILINE)
+
+
+def without_origin(chunk: str) -> tuple[str, str]:
+    """An object as kustomize printed it, without its :data:`ORIGIN_ANNOTATION` (and the ``annotations``
+    mapping it leaves empty), and the annotation's ``path`` ("" when none: kustomize generated the object).
+    kustomize prints the annotation as a block (``path: ...``, for a remote base also ``repo:``/``ref:``) at
+    ``metadata.annotations`` of the top-level object."""
+    found = _ORIGIN_LINE.search(chunk)
+    if found is None:
+        return chunk, ""
+    before, after = chunk[:found.start()], chunk[found.end():]
+    if before.endswith("  annotations:\n") and not after.startswith("    "):  # it was the only one
+        before = before[:-len("  annotations:\n")]
+    text = before + after
+    path = next((line.strip()[len("path:"):].strip() for line in found[1].splitlines()
+                 if line.strip().startswith("path:")), "")
+    remote = any(line.strip().startswith("repo:") for line in found[1].splitlines())
+    return text, "" if remote else path
 
 
 def _ref(kind: str, namespace: str, name: str) -> str:

@@ -48,12 +48,14 @@ from engine.package.model import (
     PACKAGE_SUFFIXES,
     STRATEGIES,
     InstallSpec,
+    Origin,
     PackageSpec,
     RollbackSpec,
     TestFilter,
     TestSpec,
     UninstallSpec,
     UpgradeSpec,
+    in_repository,
     shorten_release_name,
 )
 from engine.package.order import check_dependencies
@@ -73,9 +75,13 @@ class _Doc(Fields):
     """A package file's fields (see :class:`engine.base.fields.Fields`); ``in_cluster``: a Package object of
     the API server, whose chart and values cannot be files on an operator's disk."""
 
-    def __init__(self, file: Path, lines: Mapping[str, int], *, in_cluster: bool = False):
+    def __init__(self, file: Path, lines: Mapping[str, int], *, in_cluster: bool = False,
+                 origin: Origin | None = None):
         super().__init__(file, lines)
         self.in_cluster = in_cluster
+        self.origin = origin  # where the document was declared, when ``file`` is a copy (--kustomize)
+        # Paths in a document resolve against the folder of the file that declared it.
+        self.folder = origin.file.parent if origin is not None else file.parent
 
     def integer(self, value: Any, path: str) -> int | None:
         if value is None:
@@ -120,13 +126,14 @@ def load_package(file: Path, *, allow_unsupported: bool = False) -> PackageSpec:
 
 
 def read_document(file: Path, parsed: Parsed, index: int = 0, *, allow_unsupported: bool = False,
-                  ) -> tuple[PackageSpec | None, list[LeftOut]]:
+                  origin: Origin | None = None) -> tuple[PackageSpec | None, list[LeftOut]]:
     """A Package, or a Flux HelmRelease read as the Package with the same spec (:mod:`engine.package.flux`),
     and the Flux fields left out. None for a HelmRelease whose chart helmdeck cannot fetch, with
-    ``allow_unsupported`` (a warning says so). Raises PackageError."""
+    ``allow_unsupported`` (a warning says so). ``origin``: where the document was declared when ``file`` is
+    a copy of it. Raises PackageError."""
     data = parsed.data
     if not isinstance(data, dict) or data.get("kind") != HELM_RELEASE:
-        return read_package(file, parsed, index), []
+        return read_package(file, parsed, index, origin), []
     node = parsed.node
     doc = _Doc(file, lines_by_path(node) if node is not None else {})
     if data.get("apiVersion") not in HELM_API_VERSIONS:
@@ -145,15 +152,17 @@ def read_document(file: Path, parsed: Parsed, index: int = 0, *, allow_unsupport
             raise doc.error(f"spec.{name}", f"a helmdeck field Flux's {HELM_RELEASE} does not have "
                             f"({at(PACKAGE_SPEC, name).helmdeck_only})",
                             f"remove it, or write a {KIND} (apiVersion {API_VERSION}, kind: {KIND}) to use it")
-    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index), data, file=file,
+    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index, origin), data,
+                               file=file,
                                lines=doc.lines, allow_unsupported=allow_unsupported)
     return dataclasses.replace(found, kind=HELM_RELEASE), left_out
 
 
-def read_package(file: Path, parsed: Parsed, index: int = 0) -> PackageSpec:
-    """Validate one Package document (the ``index``-th document of ``file``). Raises PackageError."""
+def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | None = None) -> PackageSpec:
+    """Validate one Package document (the ``index``-th document of ``file``; ``origin``: where it was
+    declared when ``file`` is a copy). Raises PackageError."""
     node, data = parsed.node, parsed.data
-    doc = _Doc(file, lines_by_path(node) if node is not None else {})
+    doc = _Doc(file, lines_by_path(node) if node is not None else {}, origin=origin)
     return _package(doc, data, index)
 
 
@@ -219,7 +228,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
                         "put the values in spec.values, or in a ConfigMap or Secret named by spec.valuesFrom")
     chart_rel = "" if remote else doc.string(spec.get("chart"), "spec.chart", required=True,
                                              fix="give the chart directory or .tgz, relative to this file")
-    chart_path = current_path(file, namespace, name) if remote else resolved(file.parent / chart_rel)
+    chart_path = current_path(file, namespace, name) if remote else resolved(doc.folder / chart_rel)
     if not remote and not is_chart(chart_path):
         raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
                         "point spec.chart at a chart directory or a packaged .tgz")
@@ -243,7 +252,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
     values_files = []
     for i, item in enumerate(files_raw):
         rel = doc.string(item, f"spec.valuesFiles[{i}]", required=True)
-        path = resolved(file.parent / rel)
+        path = resolved(doc.folder / rel)
         if not _is_file(path):
             raise doc.error(f"spec.valuesFiles[{i}]", f"{path} does not exist", "fix the path (relative to this file)")
         values_files.append(path)
@@ -285,7 +294,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
     return PackageSpec(
         file=file, document=index, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
         values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, chart_source=remote,
-        **extra,
+        origin=doc.origin, **extra,
     )
 
 
@@ -376,9 +385,10 @@ class FileRead:
     charts: tuple[HelmChartSpec, ...] = ()  # Flux's HelmCharts, for the chartRefs naming them
 
 
-def load_file(file: Path, *, allow_unsupported: bool = False) -> FileRead:
+def load_file(file: Path, *, allow_unsupported: bool = False, origin: Origin | None = None) -> FileRead:
     """Every document of ``file``: its valid Packages and HelmReleases, its sources, the kinds skipped, the
-    problems (a bad document never hides the others) and the Flux fields left out."""
+    problems (a bad document never hides the others) and the Flux fields left out. ``origin``: where its
+    one object was declared when ``file`` is a copy of it (paths resolve against that file's folder)."""
     try:
         read = read_file(file, allow_unsupported=allow_unsupported)
     except PackageError as exc:
@@ -388,7 +398,7 @@ def load_file(file: Path, *, allow_unsupported: bool = False) -> FileRead:
     left_out = list(read.left_out)
     for index, parsed in read.packages:
         try:
-            spec, dropped = read_document(file, parsed, index, allow_unsupported=allow_unsupported)
+            spec, dropped = read_document(file, parsed, index, allow_unsupported=allow_unsupported, origin=origin)
         except PackageError as exc:
             errors.append(exc)
             continue
@@ -398,9 +408,11 @@ def load_file(file: Path, *, allow_unsupported: bool = False) -> FileRead:
     return FileRead(specs, list(read.sources), read.skipped, errors, left_out, read.charts)
 
 
-def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
+def load_folder(directory: Path, *, allow_unsupported: bool = False,
+                origins: Callable[[Path], Origin | None] | None = None) -> Loaded:
     """Load every file of ``directory``: any number of Packages, HelmReleases, sources and other objects
     per file; Flux fields helmdeck does not implement are errors, or with ``allow_unsupported`` warnings.
+    ``origins``: where the object of a file was declared, when the files are copies (``--kustomize``).
 
     A bad file or document never stops the others. Two documents driving the same release are both
     reported; so are ``dependsOn`` entries naming no package here, and cycles (engine.package.order).
@@ -418,7 +430,8 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
     for path in files:
         target = resolved(path)
         # A link that leads to no file is reported by its own name, not its target's.
-        read = load_file(target if target.is_file() else path, allow_unsupported=allow_unsupported)
+        read = load_file(target if target.is_file() else path, allow_unsupported=allow_unsupported,
+                         origin=origins(target) if origins is not None else None)
         specs += read.specs
         sources += read.sources
         skipped += read.skipped
@@ -427,6 +440,18 @@ def load_folder(directory: Path, *, allow_unsupported: bool = False) -> Loaded:
         charts += read.charts
     specs, set_errors = package_set(specs, sources, functools.partial(link, charts=charts))
     return Loaded(specs, errors + set_errors, tuple(skipped), tuple(left_out))
+
+
+def as_declared(problem: PackageError, origin: Origin) -> PackageError:
+    """``problem`` of a copy said of where its object was declared: the repository file and the object, no
+    line (the copy's lines are kustomize's), repository paths in its words (:func:`in_repository`)."""
+    return PackageError(Path(origin.shown), problem.field, in_repository(problem.problem, origin.root),
+                        in_repository(problem.fix, origin.root), obj=origin.ref)
+
+
+def left_out_as_declared(item: LeftOut, origin: Origin) -> LeftOut:
+    """A left-out field of a copy said of where its object was declared (as :func:`as_declared`)."""
+    return LeftOut(Path(origin.shown), item.field, in_repository(item.problem, origin.root), obj=origin.ref)
 
 
 def load_packages(directory: Path, *, allow_unsupported: bool = False,

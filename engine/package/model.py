@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,11 +157,38 @@ class UninstallSpec(ActionSpec):
     keep_history: bool = False
 
 
+def in_repository(text: str, root: Path) -> str:
+    """``text`` with the repository folder ``root`` left out of the paths in it (``/.../repo/apps/chart``
+    reads ``apps/chart``): how a repository names its files, the same on every machine."""
+    return text.replace(f"{root}{os.sep}", "")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where the one object of a file the loader reads was declared, when that file is a copy of it (a
+    ``--kustomize`` build writes each object to a file of its own): ``file``, the repository file (absolute:
+    paths in the object resolve against its folder, as in a package file), ``root``, the repository's folder
+    (messages name files from there: :attr:`shown`), and ``ref``, the object (``Kind namespace/name``)."""
+
+    file: Path
+    root: Path
+    ref: str
+
+    @property
+    def shown(self) -> str:
+        """The file as the repository names it (``apps/base/web.yaml``)."""
+        return in_repository(str(self.file), self.root)
+
+    def __str__(self) -> str:
+        return f"{self.shown} ({self.ref})"
+
+
 @dataclass(frozen=True)
 class PackageSpec:
     """One validated package file. ``values_json`` is the inline values as JSON.
 
-    Durations (``timeout``, ``interval``) are in seconds.
+    Durations (``timeout``, ``interval``) are in seconds. ``origin``: where it was declared when ``file`` is
+    a copy (:class:`Origin`, ``--kustomize``).
     """
 
     file: Path
@@ -196,6 +224,13 @@ class PackageSpec:
     chart_source: ChartTemplate | SourceRef | None = None
     chart_request: ChartRequest | None = None
     chart_object: HelmChartSpec | None = None  # the Flux HelmChart a chartRef named (its fields are chart_source)
+    origin: Origin | None = None
+
+    @property
+    def declared_in(self) -> str:
+        """Where the operator declared it, for messages: the origin (``apps/base/web.yaml (HelmRelease
+        web/web)``), else the file's name."""
+        return str(self.origin) if self.origin is not None else self.file.name
 
     @property
     def release_namespace(self) -> str:

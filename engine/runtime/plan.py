@@ -35,6 +35,7 @@ from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.helm import HelmError
 from engine.monitor import comparison
+from engine.package.load import as_declared
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order
 from engine.reconcile import next_action as na
@@ -241,9 +242,19 @@ async def make_plan(engine: Engine) -> Plan:
                 engine.left_out)
 
 
+def _said(exc: Exception, *specs: PackageSpec | None) -> str:
+    """``exc`` in words; a problem of a package's file named where the package was declared, when its file is a
+    copy (``--kustomize``: :func:`engine.package.load.as_declared`)."""
+    if isinstance(exc, PackageError):
+        for spec in specs:
+            if spec is not None and spec.origin is not None and exc.file == spec.file:
+                return str(as_declared(exc, spec.origin))
+    return str(exc)
+
+
 async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     """One package's plan (see :class:`PackagePlan`); a failure is its ``error``, never raised."""
-    base = PackagePlan(spec.release_namespace, spec.release_name, spec.name, spec.file.name, st.UNKNOWN, None)
+    base = PackagePlan(spec.release_namespace, spec.release_name, spec.name, spec.declared_in, st.UNKNOWN, None)
     suspended = engine.gate.suspension(spec.key)  # the gate's rule, as the queue and reconcile --once
     if suspended is not None:
         return _replace(base, state=st.SUSPENDED, reasons=(f"{suspended}: a reconcile leaves it as it is",))
@@ -253,7 +264,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         await controller.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=engine.service.values_from))
     except (PackageError, SourceError) as exc:
-        return _replace(base, error=str(exc))
+        return _replace(base, error=_said(exc, spec))
     req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())
     AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
@@ -293,7 +304,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             manifest_text = await engine.diff_against(spec.key, desired)  # masked
             values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
     except (PackageError, PackageNotHelm, HelmError) as exc:
-        return _replace(base, error=str(exc))
+        return _replace(base, error=_said(exc, spec))
     if owned is not False:  # Flux applies the change, not helmdeck: said first
         reasons.insert(0, message)
     if waiting:
@@ -418,13 +429,13 @@ async def make_change_plan(base: Engine, head: Engine, base_name: str) -> Plan:
         old_spec, new_spec = base.book.packages.get(key), head.book.packages.get(key)
         shown = new_spec or old_spec
         assert shown is not None
-        plan = PackagePlan(key[0], key[1], shown.name, shown.file.name, UNCHANGED, None)
+        plan = PackagePlan(key[0], key[1], shown.name, shown.declared_in, UNCHANGED, None)
         latest = head.observer.latest(*key)
         try:
             old = await _desired(base, old_spec) if old_spec is not None else None
             new = await _desired(head, new_spec) if new_spec is not None else None
         except (PackageError, SourceError, PackageNotHelm, HelmError) as exc:
-            plans.append(_replace(plan, error=str(exc)))
+            plans.append(_replace(plan, error=_said(exc, old_spec, new_spec)))
             continue
         state, action, reasons = _change(old, new, base_name)
         secret_paths = (*(old.secret_paths if old else ()), *(new.secret_paths if new else ()))

@@ -19,15 +19,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.base.fields import PackageError
 from engine.base.paths import resolved
-from engine.package.load import load_folder
-from engine.package.model import PACKAGE_SUFFIXES, PackageSpec
+from engine.package.flux import LeftOut
+from engine.package.load import as_declared, left_out_as_declared, load_folder
+from engine.package.model import PACKAGE_SUFFIXES, Origin, PackageSpec
 from engine.resolve.release import resolve
 
 if TYPE_CHECKING:
@@ -61,9 +62,12 @@ class PackageFolder:
     """Loads and watches one packages folder."""
 
     def __init__(self, directory: Path, *, debounce_ms: int = 1500, step_ms: int = 150,
-                 allow_unsupported: bool = False):
+                 allow_unsupported: bool = False, origins: Callable[[Path], Origin | None] | None = None):
         self.directory = resolved(directory)
         self.allow_unsupported = allow_unsupported  # Flux fields helmdeck does not implement: left out
+        # Where each file's object was declared, when the files are copies (--kustomize): their paths resolve
+        # there, and their problems are said of it.
+        self.origins = origins
         self._debounce_ms = debounce_ms
         self._step_ms = step_ms
         self._good: dict[Path, list[PackageSpec]] = {}  # package file -> its last good specs
@@ -83,7 +87,7 @@ class PackageFolder:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:
             touched = {resolved(p) for p in touched}
-        loaded = load_folder(self.directory, allow_unsupported=self.allow_unsupported)
+        loaded = load_folder(self.directory, allow_unsupported=self.allow_unsupported, origins=self.origins)
         errors = loaded.errors
         good: dict[Path, list[PackageSpec]] = {}
         for spec in loaded.specs:
@@ -108,16 +112,36 @@ class PackageFolder:
         self._specs = new
         for spec in new.values():
             warm(spec)
+        errors, left_out = self._as_declared(errors), self._left_out_as_declared(loaded.left_out)
         for err in errors:
             log.warning("package problem: %s", err)
         skipped = loaded.skipped_line()
         if skipped:
             log.info("%s: %s", self.directory, skipped)
-        for item in loaded.left_out:
+        for item in left_out:
             log.warning("%s", item)
         unread = unread_subfolders(self.directory, {f for spec in new.values() for f in spec.values_files})
         return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
-                            skipped, tuple(str(item) for item in loaded.left_out) + ((unread,) if unread else ()))
+                            skipped, tuple(str(item) for item in left_out) + ((unread,) if unread else ()))
+
+    def _as_declared(self, errors: list[PackageError]) -> list[PackageError]:
+        """The problems of copies said of where their objects were declared (:func:`as_declared`)."""
+        if self.origins is None:
+            return errors
+        out = []
+        for err in errors:
+            origin = self.origins(err.file)
+            out.append(as_declared(err, origin) if origin is not None else err)
+        return out
+
+    def _left_out_as_declared(self, items: Iterable[LeftOut]) -> list[LeftOut]:
+        if self.origins is None:
+            return list(items)
+        out = []
+        for item in items:
+            origin = self.origins(item.file)
+            out.append(left_out_as_declared(item, origin) if origin is not None else item)
+        return out
 
     def _roots(self) -> set[Path]:
         """Paths to watch: the folder, every chart directory and values-file folder (deduplicated)."""

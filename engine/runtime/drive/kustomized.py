@@ -35,7 +35,7 @@ from engine.base.fields import PackageError
 from engine.base.paths import resolved
 from engine.kube import rest
 from engine.package.kustomize import BuiltObject, build, objects, write_objects
-from engine.package.model import PackageSpec
+from engine.package.model import Origin, PackageSpec, in_repository
 from engine.package.substitute import (
     NO_VARIABLES,
     SubstitutionError,
@@ -60,13 +60,15 @@ _WATCHED_SUFFIXES = (".yaml", ".yml", ".json", ".env")
 class KustomizeSource:
     """What ``--kustomize`` and its flags say: the repository ``path``; ``variables`` from ``--var``;
     ``files`` (``--vars-from``); ``cluster`` (``--vars-from-cluster``: the Flux Kustomization
-    ``namespace/name`` whose postBuild variables are read from the cluster, or ""). ``substitute``: whether
+    ``namespace/name`` whose postBuild variables are read from the cluster, or ""); ``root``: the repository's
+    folder (``plan --base``'s copy of a commit; default: the git checkout holding ``path``). ``substitute``: whether
     post-build substitution runs (any variable source given, as a Kustomization with ``spec.postBuild``)."""
 
     path: Path
     variables: Variables = NO_VARIABLES
     files: tuple[Path, ...] = ()
     cluster: str = ""
+    root: Path | None = None  # the repository's folder messages name files from (default: the git checkout)
 
     @property
     def substitute(self) -> bool:
@@ -89,8 +91,10 @@ class KustomizeInput:
         self._debounce_ms, self._step_ms = debounce_ms, step_ms
         self._out = Path(tempfile.mkdtemp(prefix="helmdeck-kustomize-"))  # owner-only (0700)
         weakref.finalize(self, shutil.rmtree, self._out, True)
-        self.folder = PackageFolder(self._out, allow_unsupported=allow_unsupported)
+        self._origins: dict[Path, Origin] = {}  # each object's file -> where the repository declares it
+        self.folder = PackageFolder(self._out, allow_unsupported=allow_unsupported, origins=self._origins.get)
         self._checkout = checkout_root(self.directory) or self.directory  # what an overlay may read
+        self.root = resolved(source.root) if source.root is not None else self._checkout
         self._stop: anyio.Event | None = None
         self._stopping = False
         self._memo: dict[str, BuiltObject] = {}  # the last build's objects by their built text
@@ -110,7 +114,8 @@ class KustomizeInput:
 
     def removal(self, spec: PackageSpec) -> str:
         """A package gone from the built path keeps its release unless the engine prunes."""
-        return (f"{spec.kind} {spec.namespace}/{spec.name} is no longer in the build of {self.directory}; the release "
+        return (f"{spec.kind} {spec.namespace}/{spec.name} is no longer in the build of "
+                f"{in_repository(str(self.directory), self.root)}; the release "
                 "is kept (run with --prune to uninstall such releases)")
 
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
@@ -121,20 +126,35 @@ class KustomizeInput:
             if variables != self._variables:  # the memo holds objects substituted with the last variables
                 self._memo.clear()
                 self._variables = variables
-            built = objects(output, self.directory, variables, self._memo)
+            built = objects(output.text, self.directory, variables, self._memo, output.base)
         except PackageError as exc:
+            exc = self._in_repository(exc)
             log.warning("package problem: %s", exc)
             update = self.folder.load(set())
             return dataclasses.replace(update, changed=frozenset(), errors=(exc, *update.errors))
-        for err in built.errors:
+        errors = [self._in_repository(e) for e in built.errors]
+        for err in errors:
             log.warning("package problem: %s", err)
+        kept = {self._out / name: self._origins[self._out / name] for name in built.kept
+                if self._out / name in self._origins}
+        self._origins.clear()  # the folder reads it: the same dict, now this build's
+        self._origins.update(kept)
+        self._origins.update({self._out / b.file: Origin(b.origin, self.root, b.ref)
+                              for b in built.objects if b.origin is not None})
         written = write_objects(self._out, built.objects, built.kept)
-        update = self.folder.load(None if touched is None else written)
+        # A change under a chart folder or to a values file the objects name reaches their packages too.
+        update = self.folder.load(None if touched is None else written | {resolved(p) for p in touched})
         note = built.note()
         if note:
-            log.info("%s: %s", self.directory, note)
-        return dataclasses.replace(update, errors=(*built.errors, *update.errors),
+            log.info("%s: %s", in_repository(str(self.directory), self.root), note)
+        return dataclasses.replace(update, errors=(*errors, *update.errors),
                                    left_out=update.left_out + ((note,) if note else ()))
+
+    def _in_repository(self, problem: PackageError) -> PackageError:
+        """A problem of the build named as the repository names the path and its files (:func:`in_repository`)."""
+        return PackageError(Path(in_repository(str(problem.file), self.root)), problem.field,
+                            in_repository(problem.problem, self.root), in_repository(problem.fix, self.root),
+                            problem.line, obj=problem.obj)
 
     def watch_roots(self) -> list[Path]:
         """The git checkout holding the path (else the path) and the ``--vars-from`` files' folders."""
