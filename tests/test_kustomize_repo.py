@@ -124,6 +124,32 @@ def test_plan_a_flux_repository_overlay(helm: Helm, kube_target: KubeTarget, nam
             "(pass --var cluster_name=VALUE") in missing.stdout + missing.stderr
 
 
+def test_a_plan_comment_names_files_as_the_repository_does(helm: Helm, kube_target: KubeTarget, namespace: str,
+                                                          tmp_path: Path, flux_repo: tuple[Path, list[str]]) -> None:
+    """plan -o markdown/json of a --kustomize path, with and without --base: warnings and the packages' files
+    name the repository's file and the object (apps/base/web.yaml (HelmRelease NS/web)), never the build's
+    temporary copy (<tmp>/helmdeck-kustomize-*/NS.HelmRelease.web.yaml:16, deleted when the command ends)."""
+    checkout, flags = flux_repo
+    web = checkout / "apps" / "base" / "web.yaml"
+    web.write_text(web.read_text().replace("  interval: 10m\n",
+                                           "  interval: 10m\n  kubeConfig: {secretRef: {name: x}}\n"))
+    git(checkout, "commit", "-qam", "a field helmdeck leaves out")
+    args = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", namespace, "--kustomize",
+            str(checkout / "clusters" / "staging"), "--log-file", str(tmp_path / "log"), "--allow-unsupported", *flags]
+    said = f"apps/base/web.yaml (HelmRelease {namespace}/web): spec.kubeConfig: left out"
+    markdown = helmdeck("plan", *args, "-o", "markdown")
+    assert markdown.returncode == EXIT_CHANGES, markdown.stdout + markdown.stderr
+    assert f"> warning: {said}" in markdown.stdout, markdown.stdout
+    doc = json.loads(helmdeck("plan", *args, "-o", "json").stdout)
+    assert any(w.startswith(said) for w in doc["warnings"]), doc["warnings"]
+    assert {p["release"]: p["file"] for p in doc["packages"]} == {
+        "web": f"apps/base/web.yaml (HelmRelease {namespace}/web)", "api": f"apps/base/api.yaml (HelmRelease "
+                                                                        f"{namespace}/api)"}
+    based = helmdeck("plan", *args, "--base", "HEAD", "-o", "markdown")
+    for out in (markdown, based):
+        assert "helmdeck-kustomize" not in out.stdout + out.stderr and str(tmp_path) not in out.stdout
+
+
 def test_kustomize_flags_are_checked(tmp_path: Path) -> None:
     for extra, said in (
         (["--packages", str(tmp_path), "--kustomize", str(tmp_path)], "give --packages DIR or --kustomize DIR"),
