@@ -122,7 +122,7 @@ async def _run(engine: Engine, args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
     engine.subscribe(_log_signal)
     health = Health()
-    metrics = ControllerMetrics(engine.releases, engine.queue_depth, engine.placed_here)
+    metrics = ControllerMetrics(engine.releases, engine.queue_depth, engine.placed_here, engine.queue_waiting)
     engine.subscribe(metrics.on_signal)
     log.info("health probes on %s:%d", *serve_health(args.health_addr, health))
     host, port = serve_metrics(args.metrics_addr, metrics.registry)

@@ -2,7 +2,9 @@
 
 - ``helmdeck_reconcile_duration_seconds`` (histogram): one pass of a package;
 - ``helmdeck_reconciles_total{result}``: passes by result (``success``, ``failure``);
-- ``helmdeck_queue_depth``: packages queued, due or later;
+- ``helmdeck_queue_depth``: packages whose pass is due now, as controller-runtime's ``workqueue_depth`` (an idle
+  controller reads 0);
+- ``helmdeck_queue_waiting``: packages queued for a later pass (their interval, or an error's backoff);
 - ``helmdeck_releases{state}``: the engine's packages by release state (InSync, Failed, ...), read at scrape;
   with shards (``--shards auto``, ``--watch-label-selector``) only those placed on this replica, and none on a
   replica standing by for its Lease, so the sum over the replicas counts every package once;
@@ -44,17 +46,22 @@ class _Releases(Collector):
 
 class ControllerMetrics:
     """The metrics of one engine: follow its signals with :meth:`on_signal`; ``views()`` gives the release rows
-    (read at scrape), ``queue_depth()`` the queue's length, ``placed_here(key)`` whether this replica reconciles
-    ``key``'s package (shards; default: every package). Registered in :attr:`registry` (its own)."""
+    (read at scrape), ``queue_depth()`` the packages due now, ``queue_waiting()`` those queued for later,
+    ``placed_here(key)`` whether this replica reconciles ``key``'s package (shards; default: every package).
+    Registered in :attr:`registry` (its own)."""
 
     def __init__(self, views: Callable[[], list[ReleaseView]], queue_depth: Callable[[], int],
-                 placed_here: Callable[[ReleaseKey], bool] = lambda _key: True):
+                 placed_here: Callable[[ReleaseKey], bool] = lambda _key: True,
+                 queue_waiting: Callable[[], int] = lambda: 0):
         self.registry = CollectorRegistry()
         self.reconcile_seconds = Histogram("helmdeck_reconcile_duration_seconds", "One pass of a package",
                                            buckets=BUCKETS, registry=self.registry)
         self.reconciles = PromCounter("helmdeck_reconciles", "Passes by result", ["result"], registry=self.registry)
-        self.queue = Gauge("helmdeck_queue_depth", "Packages queued", registry=self.registry)
+        self.queue = Gauge("helmdeck_queue_depth", "Packages whose pass is due now", registry=self.registry)
         self.queue.set_function(lambda: float(queue_depth()))
+        self.waiting = Gauge("helmdeck_queue_waiting", "Packages queued for a later pass (interval, backoff)",
+                             registry=self.registry)
+        self.waiting.set_function(lambda: float(queue_waiting()))
         self.actions = Histogram("helmdeck_helm_action_duration_seconds", "Helm actions by action and result",
                                  ["action", "result"], buckets=BUCKETS, registry=self.registry)
         self.registry.register(_Releases(views, placed_here))

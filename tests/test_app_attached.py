@@ -89,8 +89,12 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
                            and v.attached.replica == holder, 30, seen=lambda: app.client.release(key))
             await select(app, key)
 
-            # u: a forced upgrade, requested; the controller upgrades and the row shows revision 2.
+            # u: a forced upgrade, requested (asked first, naming the controller); the controller upgrades and the
+            # row shows revision 2.
             await pilot.press("u")
+            await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+            assert f"from helmdeck controller {holder}" in app.screen.confirmation.body  # type: ignore[attr-defined]
+            await pilot.press("y")
             await wait_for(lambda: _handled(objects, namespace, "reconcile.helmdeck.dev/forceAt", "lastHandledForceAt"),
                            60, seen=lambda: (row(app, key), ctl.text()[-2000:]))
             assert releases(core, namespace, "flaky") == [(1, "superseded"), (2, "deployed")]

@@ -40,7 +40,7 @@ async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f
     key = (namespace, "web")
     app = make_app(kube_target, helm, namespace, pkgs)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: cell(app, key, "owner") == "flux" and cell(app, key, "state") == "↻ OutOfSync",
+        await wait_for(lambda: cell(app, key, "owner") == "flux" and cell(app, key, "state") == "⚑ OutOfSync",
                        seen=lambda: {**row(app, key), "state": cell(app, key, "state")})
         why = app.client.why_not("upgrade", key)
         assert why is not None and f"owned by Flux HelmRelease {namespace}/web" in why and "(F)" in why
@@ -49,7 +49,7 @@ async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f
         await wait_for(lambda: any("(F)" in str(n.message) for n in getattr(app, "_notifications", ())),
                        seen=lambda: row(app, key))
         write(pkgs, "web.yaml", document(namespace, repo.url, 1))  # the document now says what is deployed
-        await wait_for(lambda: cell(app, key, "state") == "✔ InSync", timeout=30,
+        await wait_for(lambda: cell(app, key, "state") == "⚑ InSync", timeout=30,
                        seen=lambda: {**row(app, key), "state": cell(app, key, "state")})
         assert cell(app, key, "owner") == "flux"
     assert stored(core_api, namespace, "web") == [(1, "deployed")]  # helmdeck acted on nothing

@@ -160,3 +160,27 @@ def test_bad_concurrency() -> None:
 
     with pytest.raises(ValueError):
         WorkQueue(handler, concurrency=0)
+
+
+async def test_the_depth_counts_only_work_due_now_and_the_waiting_apart() -> None:
+    """An idle controller with 2 packages waiting for their interval read helmdeck_queue_depth 2; the depth
+    counts what is ready to run, as controller-runtime's workqueue_depth (client-go's delaying queue keeps an
+    AddAfter item apart until its time), and the waiting are counted apart. A running key is in neither."""
+    release = asyncio.Event()
+
+    async def handler(key: str, force: bool) -> RunResult:
+        await release.wait()
+        return RunResult("interval", interval=600)
+
+    q: WorkQueue[str] = WorkQueue(handler, concurrency=1, jitter=0)
+    q.start()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    await asyncio.sleep(0.05)  # "a" runs; "b" and "c" are due, waiting for the one slot
+    assert q.depth() == (2, 0)
+    release.set()
+    await q.idle()
+    assert q.depth() == (0, 3)  # each waits for its interval: nothing is ready
+    depth = await asyncio.to_thread(q.depth)  # as the metrics server reads it
+    assert depth == (0, 3)
+    await q.stop()

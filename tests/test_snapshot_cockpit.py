@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client
 from prometheus_client import generate_latest
 from textual.pilot import Pilot
+from textual.widgets import Sparkline
 
 from engine.base.masking import Masker
 from engine.package.load import load_objects
@@ -26,6 +27,7 @@ from tests.fixtures import FIXED_NOW, fixed_clock, fixed_engine, storage_secret
 from tests.test_snapshots import MAIN, TALL, THEMES
 from tui import screens
 from tui.app import HelmdeckApp
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.pulses import PulsesScreen
 from tui.widgets.release_table import ReleaseTable
 
@@ -216,3 +218,62 @@ def test_controller_view_without_metrics(snap_compare: Any) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=MAIN, run_before=open_pulses)
+
+
+def test_a_controller_whose_figures_are_all_zero_draws_flat_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """P opened on an idle controller: its first readings are all zero, and every sparkline was drawn at full
+    height (Textual draws a lone value so), reading as full activity until more readings came."""
+    monkeypatch.setattr(screens.pulses, "EVERY", 3600.0)  # the reading at open only
+    engine = attached_engine()
+    engine.pulse_meter = PulseMeter(lambda: [("ctl-0", "http://ctl-0:8080/metrics")],
+                                    read=lambda _url: _exposition(0, 0, 0, []), clock=FixedReplicas().clock)
+    app = HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
+                      masker=Masker(b"snapshots"))
+
+    async def run() -> list[str]:
+        async with app.run_test(size=TALL) as pilot:
+            await pilot.pause()
+            await pilot.press("P")
+            for _ in range(50):
+                if isinstance(pilot.app.screen, PulsesScreen) and pilot.app.screen.pulses:
+                    break
+                await pilot.pause(0.1)
+            await pilot.pause(0.2)
+            lines = [line.render_line(0).text for line in pilot.app.screen.query(Sparkline)]
+            assert lines, "no sparkline drawn"
+            return lines
+
+    drawn = asyncio.run(run())
+    assert all(set(line.strip()) <= {"▁"} for line in drawn), drawn
+
+
+def test_u_on_an_attached_package_asks_first_naming_the_request_and_the_controller() -> None:
+    """Attached, u sent the forced upgrade at once, where on a file package it asks first: it asks, saying what
+    is requested (a forced upgrade, on the Package object) and of which controller (the replica its status
+    names, or the Lease holder, and its shard); escape requests nothing."""
+    app = attached_app()
+
+    async def run() -> ConfirmScreen:
+        async with app.run_test(size=MAIN) as pilot:
+            await pilot.pause()
+            pilot.app.query_one(ReleaseTable).select(API)
+            await pilot.pause()
+            await pilot.press("u")
+            for _ in range(50):
+                if isinstance(pilot.app.screen, ConfirmScreen):
+                    break
+                await pilot.pause(0.1)
+            screen = pilot.app.screen
+            assert isinstance(screen, ConfirmScreen), "u did not ask"
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not app.client.release(API).attached.requested  # type: ignore[union-attr]
+            return screen
+
+    asked = asyncio.run(run()).confirmation
+    view = attached_engine().release(API)
+    assert view is not None and view.attached is not None
+    who = view.attached.replica or view.attached.controller
+    assert asked.title == "Request upgrade?" and asked.confirm_label == "Request"
+    assert (f"Request a forced upgrade of release api in namespace team-a from helmdeck controller {who}, shard "
+            "shard1: a request annotation on Package team-a/api") in asked.body, asked.body

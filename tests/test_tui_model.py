@@ -37,6 +37,7 @@ from tui import confirmations
 from tui import format as fmt
 from tui.manifest import placed
 from tui.model import (
+    COLUMNS,
     Cell,
     RowFilter,
     SortOrder,
@@ -530,3 +531,28 @@ def test_the_header_names_the_namespaces_watched_rather_than_all() -> None:
     assert RowFilter().describe(("team-b",)) == "ns team-b"
     assert RowFilter().describe(("a", "b")) == "ns a, b"
     assert RowFilter(namespace="a").describe(("a", "b")) == "ns a"  # the n key's choice among them
+
+
+def test_the_state_of_a_release_flux_owns_says_so_in_the_columns_room() -> None:
+    """STATE showed ↻ OutOfSync for a release Flux owns (OWNER flux, a column left out first on a narrow
+    terminal), as for one helmdeck is about to upgrade; "(Flux owns it)" has no room in it. It shows ⚑ (Flux
+    owns it) with the state, in the column's width; the detail keeps the long form."""
+    width = next(c.width for c in COLUMNS if c.key == "state") - 1
+    for state in ("OutOfSync", "InSync", "Failed", "Unmanaged", None):
+        text, tone = cells(ReleaseView("ns", "web", state=state, flux_owned=True), 0.0)["state"]
+        assert text == (f"⚑ {state}" if state else "⚑") and len(text) <= width
+        assert tone == fmt.engine_state_text(state)[1]
+    assert cells(ReleaseView("ns", "web", state="OutOfSync"), 0.0)["state"].text == "↻ OutOfSync"
+    assert fmt.engine_state_text("OutOfSync", flux_owned=True)[0] == "↻ OutOfSync (Flux owns it)"
+
+
+def test_f_for_flux_owners_is_in_the_footer() -> None:
+    """F was in help but never in the footer; it is, ranked among the release actions (left out before them on a
+    narrow terminal, never shown where a screen has no release)."""
+    from tui.operations import operation_bindings
+    from tui.widgets.key_footer import KEEP_ORDER, rank
+
+    [flux] = [b for b in operation_bindings() if b.action == "operation('flux')"]
+    assert flux.show and flux.key == "F"
+    assert rank(flux.action) < len(KEEP_ORDER)  # ranked: not among the unknown keys dropped first
+    assert rank(flux.action) > rank("namespace")  # the screen's own keys stay first

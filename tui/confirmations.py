@@ -69,10 +69,19 @@ def rollback(view: ReleaseView, current: Observation, target: Observation) -> Co
 
 
 def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> Confirmation:
-    """Upgrade now; shown when there is a diff to preview or the package is in maintenance."""
+    """Upgrade now; shown when there is a diff to preview, the package is in maintenance, or a controller is
+    asked to (attached: what is requested, of which controller)."""
     installing = view.observation is None or view.observation.status == "uninstalled"
     verb = "Install" if installing else "Upgrade"
-    lines = [f"{verb} release {_name(view)} to its package now (a forced reconcile)."]
+    attached = view.attached
+    if attached is not None:
+        who = attached.replica or attached.controller
+        shard = f", shard {attached.shard}" if attached.shard else ""
+        lines = [f"Request a forced {verb.lower()} of release {_name(view)} from helmdeck controller {who}{shard}: "
+                 f"a request annotation on Package {attached.ref[0]}/{attached.ref[1]}, which that controller "
+                 "carries out and acknowledges (this app runs nothing itself)."]
+    else:
+        lines = [f"{verb} release {_name(view)} to its package now (a forced reconcile)."]
     if view.maintenance:
         lines.append(
             f"\nThe package is in maintenance mode ({view.maintenance}): its resources may have been edited "
@@ -83,6 +92,8 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
     elif not diff:
         lines.append(f"\nThe rendered manifests equal the deployed ones: the {noun} writes a new revision only.")
     title = f"{verb} in maintenance?" if view.maintenance else f"{verb}?"
+    if attached is not None:
+        title, verb = f"Request {noun}{' in maintenance' if view.maintenance else ''}?", "Request"
     shown = Details(f"What the {noun} would change (deployed → desired)", diff, diff=True) if diff else None
     return Confirmation(title, "\n".join(lines), verb, shown)
 

@@ -75,6 +75,21 @@ def engine_state_text(state: str | None, *, flux_owned: bool = False) -> tuple[s
     return f"{symbol} {state}{FLUX_OWNS if flux_owned else ''}", tone
 
 
+FLUX_MARK = "⚑"  # a release Flux owns, where the STATE column has no room for FLUX_OWNS
+
+
+def engine_state_cell(state: str | None, *, flux_owned: bool = False) -> tuple[str, Tone]:
+    """The STATE column's text (11 cells): :func:`engine_state_text`, where a release Flux owns shows
+    :data:`FLUX_MARK` in place of its state's symbol (``⚑ OutOfSync``: Flux acts on it, not helmdeck), its
+    tone the state's: ``↻ OutOfSync (Flux owns it)`` does not fit, and was shown as ``↻ OutOfSync``, which
+    reads as helmdeck's next upgrade."""
+    if not flux_owned:
+        return engine_state_text(state)
+    if state is None:
+        return FLUX_MARK, "plain"
+    return f"{FLUX_MARK} {state}", STATE_SYMBOLS.get(state, ("?", "warn"))[1]
+
+
 def ready_text(ready: bool | None) -> tuple[str, Tone]:
     """``✔ yes``, ``✖ no`` or ``-`` (unknown)."""
     if ready is None:

@@ -172,7 +172,7 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
         "app_version": Cell((obs.app_version or "-") if obs else "-"),
         "revision": Cell(str(obs.version) if obs else "-"),
         "status": Cell(*fmt.helm_status_text(view)),
-        "state": Cell(*fmt.engine_state_text(view.state)),  # OWNER says "flux" (the column is narrow)
+        "state": Cell(*fmt.engine_state_cell(view.state, flux_owned=view.flux_owned)),
         "ready": Cell(*fmt.ready_text(view.ready)),
         "monitor": Cell(*fmt.monitor_text(view.monitor)),
         "warnings": Cell(f"⚠ {view.warnings}", "bad") if view.warnings else Cell("-"),

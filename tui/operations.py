@@ -109,8 +109,8 @@ async def _upgrade(ctx: Context) -> Step:
     step = Step(f"Upgrade {ctx.ref}", lambda: ctx.client.upgrade(ctx.key), _outcome, starting=f"Upgrading {ctx.ref} …")
     reason = ctx.client.why_not("diff", ctx.key)
     assert ctx.view is not None
-    if reason is not None and not ctx.view.maintenance:
-        return step
+    if reason is not None and not ctx.view.maintenance and ctx.view.attached is None:
+        return step  # nothing to show or warn of; attached, the request is always confirmed
     diff: str | None = None
     if reason is None:
         try:
@@ -358,7 +358,7 @@ BY_NAME = {o.name: o for o in OPERATIONS}
 
 # The footer has room for 160 columns: these rarer actions are left out of it (help and the palette list
 # every key), so Context, Help and Quit stay visible.
-FOOTER_HIDDEN = frozenset({"monitor", "unlock", "cleanup", "flux"})
+FOOTER_HIDDEN = frozenset({"monitor", "unlock", "cleanup"})
 
 
 def operation_bindings() -> list[Binding]:

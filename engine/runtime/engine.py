@@ -647,8 +647,13 @@ class Engine:
         return self.controller.left_out
 
     def queue_depth(self) -> int:
-        """How many packages are queued for a pass, due now or later (the controller's metric)."""
-        return len(self.controller.queue.queued())
+        """How many packages wait for a pass that is due now: the queue's depth, as controller-runtime's
+        ``workqueue_depth`` (the controller's metric; :meth:`WorkQueue.depth`)."""
+        return self.controller.queue.depth()[0]
+
+    def queue_waiting(self) -> int:
+        """How many packages are queued for a later pass: their next interval, or an error's backoff."""
+        return self.controller.queue.depth()[1]
 
     def load_packages(self) -> None:
         """(Re)load the packages folder now; bad files are reported, the rest apply."""

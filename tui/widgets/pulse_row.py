@@ -21,6 +21,9 @@ class PulseRow(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label(self._title, classes="pulse-title")
-        yield Sparkline(self._values or [0.0], classes="pulse-line")
+        # Textual draws a single value (and so a first reading of zeros) at full height: before two readings
+        # there is no change to show, so the line is flat.
+        values = self._values if len(self._values) >= 2 else [self._values[-1] if self._values else 0.0] * 2
+        yield Sparkline(values, classes="pulse-line")
         last = f"{self._values[-1]:.1f}" if self._values else "-"
         yield Label(f"{last} {self._unit}".rstrip(), classes="pulse-last")

@@ -23,6 +23,7 @@ import heapq
 import itertools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
@@ -89,6 +90,7 @@ class WorkQueue(Generic[K]):
         self._tasks: set[asyncio.Task[None]] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
+        self._clock: Callable[[], float] = time.monotonic  # the event loop's clock once started (the same, by default)
         self.runs = 0  # completed runs, for tests and status
 
     # -- scheduling ------------------------------------------------------------
@@ -118,6 +120,17 @@ class WorkQueue(Generic[K]):
         """Queued keys and their due times."""
         return {k: e.due for k, e in self._queued.items()}
 
+    def depth(self) -> tuple[int, int]:
+        """``(ready, waiting)``: the queued keys due now, and those due later (their interval or an error's
+        backoff). Only the first is the queue's depth, as controller-runtime's ``workqueue_depth`` counts it:
+        client-go's delaying queue keeps an item added with a delay apart until its time
+        (``util/workqueue/delaying_queue.go``, ``AddAfter``). A running key is in neither. Safe to call from
+        another thread (the metrics server's)."""
+        now = self._clock()
+        dues = [e.due for e in list(self._queued.values())]  # one copy: the loop may change the dict meanwhile
+        ready = sum(due <= now for due in dues)
+        return ready, len(dues) - ready
+
     def is_running(self, key: K) -> bool:
         return key in self._running
 
@@ -128,6 +141,7 @@ class WorkQueue(Generic[K]):
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> None:
+        self._clock = asyncio.get_running_loop().time  # what due times are read against, from any thread
         if self._dispatcher is None:
             self._dispatcher = asyncio.create_task(self._dispatch(), name="workqueue-dispatch")
 
