@@ -369,6 +369,11 @@ def test_a_built_object_is_read_and_named_as_the_repository_declares_it(tmp_path
     assert left_out.startswith("apps/base/hr.yaml (HelmRelease shop/hr): spec.kubeConfig: "), left_out
     said = "\n".join([str(bad), *update.left_out, spec.declared_in])
     assert str(tmp_path) not in said and "helmdeck-kustomize" not in said
+    # kustomize's own words (it names files from the folder it was run in) name them as the repository does.
+    (overlay / "kustomization.yaml").write_text("resources: [../base, ../gone]\n")
+    [failed] = [str(e) for e in kin.load().errors if "kustomize build failed" in str(e)]
+    assert failed.startswith("apps/staging: kustomize build failed: ") and "apps/gone" in failed, failed
+    assert str(tmp_path) not in failed and "pytest-of" not in failed, failed
 
 
 def test_a_repository_named_by_its_root_outside_git(tmp_path: Path) -> None:

@@ -123,7 +123,13 @@ def build(directory: Path, *, binary: Path | None = None, timeout: float = BUILD
         (Path(gen) / "kustomization.yaml").write_text(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nbuildMetadata: [originAnnotations]\n"
             + (f"resources:\n{resources}" if resources else "resources: []\n"))
-        text = _run([str(kustomize), "build", "--load-restrictor", "LoadRestrictionsNone", gen], directory, timeout)
+        try:
+            text = _run([str(kustomize), "build", "--load-restrictor", "LoadRestrictionsNone", gen], directory,
+                        timeout)
+        except PackageError as exc:  # kustomize names files from this folder: name them as they are
+            top = reads_under or directory
+            said = exc.problem.replace(os.path.relpath(top, gen) + os.sep, f"{top}{os.sep}")
+            raise PackageError(exc.file, exc.field, said, exc.fix, exc.line) from None
     return Output(text, Path(gen))
 
 

@@ -173,7 +173,7 @@ class ActionGate:
             return None
         spec = self._book.packages.get(key)
         if spec is not None and spec.suspend:
-            return f"{key[0]}/{key[1]} is suspended (spec.suspend: true in {spec.file.name})"
+            return f"{key[0]}/{key[1]} is suspended (spec.suspend: true in {spec.declared_in})"
         return (f"{key[0]}/{key[1]} is suspended by the operator (suspend, an uninstall or a rollback in the "
                 "app): resume it there (s), or force an upgrade (u)")
 
