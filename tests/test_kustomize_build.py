@@ -15,6 +15,7 @@ from engine.base.fields import PackageError
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.package.kustomize import BuiltObject, build, generated_resources, object_file, objects, write_objects
+from engine.package.load import said_of
 from engine.package.substitute import (
     NO_VARIABLES,
     SubstitutionError,
@@ -25,6 +26,7 @@ from engine.package.substitute import (
     substitute,
     variables,
 )
+from engine.resolve.release import resolve
 from engine.runtime import Engine
 from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 from engine.sources.pin import PinError
@@ -369,6 +371,12 @@ def test_a_built_object_is_read_and_named_as_the_repository_declares_it(tmp_path
     assert left_out.startswith("apps/base/hr.yaml (HelmRelease shop/hr): spec.kubeConfig: "), left_out
     said = "\n".join([str(bad), *update.left_out, spec.declared_in])
     assert str(tmp_path) not in said and "helmdeck-kustomize" not in said
+    # A problem found later, when a pass resolves the package (a values file turned bad), is said of it too.
+    (root / "apps" / "base" / "values" / "p.yaml").write_text("replicas: [\n")
+    with pytest.raises(PackageError) as resolving:
+        resolve(spec)
+    assert said_of(resolving.value, spec).startswith("apps/base/p.yaml (Package shop/p): spec.valuesFiles[0]: ")
+    assert "helmdeck-kustomize" not in said_of(resolving.value, spec)
     # kustomize's own words (it names files from the folder it was run in) name them as the repository does.
     (overlay / "kustomization.yaml").write_text("resources: [../base, ../gone]\n")
     [failed] = [str(e) for e in kin.load().errors if "kustomize build failed" in str(e)]

@@ -449,6 +449,16 @@ def as_declared(problem: PackageError, origin: Origin) -> PackageError:
                         in_repository(problem.fix, origin.root), obj=origin.ref)
 
 
+def said_of(exc: BaseException, *specs: PackageSpec | None) -> str:
+    """``exc`` in words; a problem of a package's file said of where the package was declared, when that file
+    is a copy (``--kustomize``: :func:`as_declared`)."""
+    if isinstance(exc, PackageError):
+        for spec in specs:
+            if spec is not None and spec.origin is not None and exc.file == spec.file:
+                return str(as_declared(exc, spec.origin))
+    return str(exc)
+
+
 def left_out_as_declared(item: LeftOut, origin: Origin) -> LeftOut:
     """A left-out field of a copy said of where its object was declared (as :func:`as_declared`)."""
     return LeftOut(Path(origin.shown), item.field, in_repository(item.problem, origin.root), obj=origin.ref)

@@ -35,7 +35,7 @@ from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.helm import HelmError
 from engine.monitor import comparison
-from engine.package.load import as_declared
+from engine.package.load import said_of
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order
 from engine.reconcile import next_action as na
@@ -242,16 +242,6 @@ async def make_plan(engine: Engine) -> Plan:
                 engine.left_out)
 
 
-def _said(exc: Exception, *specs: PackageSpec | None) -> str:
-    """``exc`` in words; a problem of a package's file named where the package was declared, when its file is a
-    copy (``--kustomize``: :func:`engine.package.load.as_declared`)."""
-    if isinstance(exc, PackageError):
-        for spec in specs:
-            if spec is not None and spec.origin is not None and exc.file == spec.file:
-                return str(as_declared(exc, spec.origin))
-    return str(exc)
-
-
 async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     """One package's plan (see :class:`PackagePlan`); a failure is its ``error``, never raised."""
     base = PackagePlan(spec.release_namespace, spec.release_name, spec.name, spec.declared_in, st.UNKNOWN, None)
@@ -264,7 +254,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         await controller.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=engine.service.values_from))
     except (PackageError, SourceError) as exc:
-        return _replace(base, error=_said(exc, spec))
+        return _replace(base, error=said_of(exc, spec))
     req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())
     AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
@@ -304,7 +294,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             manifest_text = await engine.diff_against(spec.key, desired)  # masked
             values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
     except (PackageError, PackageNotHelm, HelmError) as exc:
-        return _replace(base, error=_said(exc, spec))
+        return _replace(base, error=said_of(exc, spec))
     if owned is not False:  # Flux applies the change, not helmdeck: said first
         reasons.insert(0, message)
     if waiting:
@@ -435,7 +425,7 @@ async def make_change_plan(base: Engine, head: Engine, base_name: str) -> Plan:
             old = await _desired(base, old_spec) if old_spec is not None else None
             new = await _desired(head, new_spec) if new_spec is not None else None
         except (PackageError, SourceError, PackageNotHelm, HelmError) as exc:
-            plans.append(_replace(plan, error=_said(exc, old_spec, new_spec)))
+            plans.append(_replace(plan, error=said_of(exc, old_spec, new_spec)))
             continue
         state, action, reasons = _change(old, new, base_name)
         secret_paths = (*(old.secret_paths if old else ()), *(new.secret_paths if new else ()))

@@ -37,6 +37,7 @@ from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
 from engine.package.depends import Dependency, PackageId
 from engine.package.flux import HELM_RELEASE
+from engine.package.load import said_of
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order, package_id, waiting_for
 from engine.reconcile import conditions as cond
@@ -615,13 +616,14 @@ class PackageController:
                 req = await self._request(key, force)
             except (PackageError, PackageNotHelm, SourceError) as exc:
                 reason = getattr(exc, "reason", None) or cond.INVALID_PACKAGE  # Flux's: SourceError, ValuesError
+                said = said_of(exc, spec)  # a --kustomize package's problem names its repository file
                 status = book.status(key) or EngineStatus()
-                conds = cond.set_condition(status.conditions, cond.READY, False, reason, str(exc))
+                conds = cond.set_condition(status.conditions, cond.READY, False, reason, said)
                 book.set_status(key, dataclasses.replace(status, conditions=conds))  # the release is left as it is
-                book.log(key, "reconcile", "failed", str(exc))
+                book.log(key, "reconcile", "failed", said)
                 if not isinstance(exc, OtherPackageSet):  # the stored status is the owning set's
                     await book.persist(key)  # a viewer and the next start see why
-                return PassResult("Failed", "error", str(exc))
+                return PassResult("Failed", "error", said)
             async with self.kept_if_cancelled(req):
                 if req.spec.maintenance:
                     result = await Maintenance(self.context(key), self.service).reconcile(req)
