@@ -32,6 +32,7 @@ from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 from engine.sources.pin import PinError
 from engine.storage.observer import Observer
 from tests.test_folder import Watching
+from tui.chart_origin import origin_line
 
 REPO = Path(__file__).resolve().parent / "data" / "flux-repo"
 VARS = {"namespace": "shop", "http_url": "http://127.0.0.1:1/charts", "oci_base": "127.0.0.1:2/t",
@@ -363,7 +364,8 @@ def test_a_built_object_is_read_and_named_as_the_repository_declares_it(tmp_path
     assert spec.chart_path == (root / "apps" / "chart").resolve()  # ../chart from apps/base/p.yaml
     assert spec.values_files == ((root / "apps" / "base" / "values" / "p.yaml").resolve(),)
     assert spec.timeout == 420  # the overlay's patch holds: the built object is what is read
-    assert spec.declared_in == "apps/base/p.yaml (Package shop/p)"
+    assert (spec.declared_in, spec.declared_file) == ("apps/base/p.yaml", (root / "apps" / "base" / "p.yaml").resolve())
+    assert origin_line(spec) == "local ../chart"  # the Overview's source line, as the repository file says it
     [bad] = update.errors
     assert str(bad).startswith("apps/base/bad.yaml (Package shop/bad): spec.chart: no Chart.yaml in "
                                "apps/no-chart "), bad
@@ -389,7 +391,7 @@ def test_a_repository_named_by_its_root_outside_git(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     overlay = _repository(root)
     update = KustomizeInput(KustomizeSource(overlay, root=root), None, lambda _: None).load()
-    assert update.specs[("shop", "p")].declared_in == "apps/base/p.yaml (Package shop/p)"
+    assert update.specs[("shop", "p")].declared_in == "apps/base/p.yaml"
     assert any(str(e).startswith("apps/base/hr.yaml (HelmRelease shop/hr): spec.kubeConfig: ") for e in update.errors)
 
 

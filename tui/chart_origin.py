@@ -25,7 +25,7 @@ def origin_line(pkg: PackageSpec) -> str:
     semver '~1.0'`` or ``local ../charts/web`` (relative to the package file)."""
     request = pkg.chart_request
     if request is None:
-        return f"local {os.path.relpath(pkg.chart_path, pkg.file.parent)}"
+        return f"local {os.path.relpath(pkg.chart_path, pkg.declared_file.parent)}"
     source = request.source
     kind = "OCIRepository" if isinstance(source, OCIRepositorySpec) else "HelmRepository"
     where = f"{kind} {source.namespace}/{source.name} {source.url}"

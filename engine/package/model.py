@@ -227,10 +227,15 @@ class PackageSpec:
     origin: Origin | None = None
 
     @property
+    def declared_file(self) -> Path:
+        """The file the operator declared it in (absolute): the origin's file, else ``file``; paths in it
+        resolve against its folder."""
+        return self.origin.file if self.origin is not None else self.file
+
+    @property
     def declared_in(self) -> str:
-        """Where the operator declared it, for messages: the origin (``apps/base/web.yaml (HelmRelease
-        web/web)``), else the file's name."""
-        return str(self.origin) if self.origin is not None else self.file.name
+        """That file, for messages: as its repository names it (``apps/base/web.yaml``), else its name."""
+        return self.origin.shown if self.origin is not None else self.file.name
 
     @property
     def release_namespace(self) -> str:

@@ -64,7 +64,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
     pkg = view.package
     parts: list[Part] = []
     parts += _row("Release", f"{view.namespace}/{view.name}",
-                  f"   package {pkg.name} ({pkg.file.name})" if pkg else "   no package declares it")
+                  f"   package {pkg.name} ({pkg.declared_in})" if pkg else "   no package declares it")
     parts += _row("Owner", owner_of(view).text)
     parts += _controller_rows(view, controller, now)
     if pkg is not None:
