@@ -101,7 +101,8 @@ _FLUX_ACTIONS = {st.ABSENT: na.INSTALL, st.OUT_OF_SYNC: na.UPGRADE, st.FAILED: n
 class PackagePlan:
     """One package's line of the plan.
 
-    ``state``: the release state, or ``Suspended`` (the package is suspended:
+    ``file``: the file declaring the package (:attr:`PackageSpec.declared_in`: its name, or for ``--kustomize``
+    its path in the repository). ``state``: the release state, or ``Suspended`` (the package is suspended:
     nothing is decided, no change counted). ``action``: the next action
     (``install``, ``upgrade``, ``test``, ``rollback``, ``uninstall-remediation``,
     ``unlock``, ``correct-drift``; ``uninstall`` for a release whose package is gone), ``wait``
