@@ -449,8 +449,9 @@ def _in_cluster(core: client.CoreV1Api, namespace: str, local_cluster: LocalClus
     (mount / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
     (mount / "namespace").write_text(namespace)
     server = urlsplit(cluster["server"])
+    # A pod has no $KUBECONFIG (empty counts as unset, as controller-runtime reads it): the runner's is not used.
     return {"KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port),
-            "KUBECONFIG": str(mount / "no-such-kubeconfig")}
+            "KUBECONFIG": ""}
 
 
 # As the pod's read-only root filesystem with its emptyDir: a private mount namespace (unshare) in which "/" is
@@ -512,6 +513,7 @@ def _as_in_the_cluster(docs: list[dict[str, Any]], namespace: str, helm: Helm, w
         env = _in_cluster(client.CoreV1Api(api), namespace, cluster, work / "serviceaccount")
         ctl = _start_as_chart(docs, namespace, helm, work, env)
         try:
+            eventually(lambda: "cluster: in-cluster config" in ctl.text(), 30, "in-cluster config", logs=ctl.text)
             yield ctl
         finally:
             assert ctl.stop() == 0, ctl.text()
