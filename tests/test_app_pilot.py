@@ -86,9 +86,8 @@ async def test_upgrade_key_upgrades_the_selected_package(
         await settled(app, key, "install", 1)  # the start-up pass installs it
         await select(app, key)
         await pilot.press("u")
-        if app.client.why_not("diff") is None:  # the engine can tell what would change: shown first
-            await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
-            await pilot.press("y")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))  # asked first, with what would change
+        await pilot.press("y")
         await settled(app, key, "upgrade", 2)
     assert stored(core_api, namespace, "cfg") == [(1, "superseded"), (2, "deployed")]
 

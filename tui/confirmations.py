@@ -69,8 +69,8 @@ def rollback(view: ReleaseView, current: Observation, target: Observation) -> Co
 
 
 def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> Confirmation:
-    """Upgrade now; shown when there is a diff to preview, the package is in maintenance, or a controller is
-    asked to (attached: what is requested, of which controller)."""
+    """Upgrade now: what it would change (or why that cannot be shown), a warning in maintenance; attached, what
+    is requested of which controller."""
     installing = view.observation is None or view.observation.status == "uninstalled"
     verb = "Install" if installing else "Upgrade"
     attached = view.attached

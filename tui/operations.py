@@ -109,9 +109,7 @@ async def _upgrade(ctx: Context) -> Step:
     step = Step(f"Upgrade {ctx.ref}", lambda: ctx.client.upgrade(ctx.key), _outcome, starting=f"Upgrading {ctx.ref} …")
     reason = ctx.client.why_not("diff", ctx.key)
     assert ctx.view is not None
-    if reason is not None and not ctx.view.maintenance and ctx.view.attached is None:
-        return step  # nothing to show or warn of; attached, the request is always confirmed
-    diff: str | None = None
+    diff: str | None = None  # always asked: what changes when it can be told, else why not; of whom, attached
     if reason is None:
         try:
             diff = await ctx.client.desired_diff(ctx.key)
@@ -323,8 +321,8 @@ async def _uninstall(ctx: Context) -> Step:
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("upgrade", "u", "Upgrade",
-              "Upgrade now (a forced reconcile); shows what would change first when the engine can tell, "
-              "and asks when the package is in maintenance",
+              "Upgrade now (a forced reconcile); asks first, showing what would change when the engine can tell; "
+              "attached to a controller, the forced upgrade is requested of it, named",
               _upgrade),
     Operation("rollback", "r", "Rollback",
               "Roll back to a revision you pick; asks, naming both revisions; the package is then suspended "
