@@ -1,9 +1,11 @@
-"""The engine status on the local cluster: removed with its release (prune, cleanup), a leftover ignored,
-and a failed install into a namespace that does not exist yet kept where `status` reads it."""
+"""The engine status on the local cluster: removed with its release (prune, cleanup), a leftover ignored (and
+`status -o json` says so), the status of an install that stalled after its uninstall remediations kept, and a
+failed install into a namespace that does not exist yet kept where `status` reads it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,12 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
+from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.reconcile.store import home_name, object_name
+from engine.reconcile.status import EngineStatus
+from engine.reconcile.store import DATA_KEY, home_name, object_name
 from engine.runtime import Engine
+from helmdeck.cli import EXIT_STALLED
 from tests.reconcile_harness import EXAMPLES
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_values_from import until
@@ -102,6 +107,13 @@ async def test_a_leftover_status_that_does_not_match_the_history_is_ignored(
         assert viewer.book.status(key) is None  # its history is not the release's: ignored
     finally:
         await viewer.stop()
+    # Not silently: status -o json names the status it did not take and why.
+    proc = await asyncio.to_thread(helmdeck, "status", "-o", "json", *cluster_args(
+        helm, kube_target, namespace, pkgs, tmp_path / "log"))
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)[0]
+    assert row["droppedStatus"]["object"] == f"{namespace}/{object_name('app')}", row
+    assert "uninstalled outside helmdeck" in row["droppedStatus"]["reason"], row
     engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start()
     try:
@@ -111,6 +123,49 @@ async def test_a_leftover_status_that_does_not_match_the_history_is_ignored(
         assert versions(engine, key) == [1]
     finally:
         await engine.stop()
+
+
+def test_an_install_stalled_after_its_uninstall_remediations_keeps_its_status(
+    helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
+) -> None:
+    # The status's newest history entry is the revision the remediation uninstalled: it was dropped on load as
+    # a leftover, so status said Absent with no failures and a restart installed twice more.
+    chart = tmp_path / "bad"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: bad\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\ndata:\n  a: b\n")  # refused by the API
+    pkgs = tmp_path / "p"
+    pkgs.mkdir()
+    (pkgs / "app.yaml").write_text(
+        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
+        f"spec:\n  chart: {chart}\n  timeout: 20s\n"
+        "  install: {createNamespace: true, remediation: {retries: 1}}\n")
+    args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
+    proc = helmdeck("reconcile", "--once", "--no-lease", *args)
+    assert proc.returncode == EXIT_STALLED, proc.stdout + proc.stderr
+    data = core_api.read_namespaced_config_map(object_name("app"), namespace).data
+    assert data is not None
+    stored = EngineStatus.from_json(data[DATA_KEY])
+    assert stored.failures.install == 2 and cond.is_true(stored.conditions, cond.STALLED), stored
+
+    proc = helmdeck("status", "-o", "json", *args)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)[0]
+    assert row["state"] == "Stalled", row
+    assert row["failures"] == {"install": 2, "upgrade": 0, "total": 2}, row
+    assert row["ready"] is False, row
+    stalled = next(c for c in row["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == cond.RETRIES_EXCEEDED, stalled
+    assert "install retries exhausted" in stalled["message"], stalled
+    assert row["lastAction"]["action"] == "uninstall-remediation", row
+    assert row["droppedStatus"] is None, row
+
+    # Restarted, the engine keeps the stall: no install runs (its retries are spent).
+    proc = helmdeck("reconcile", "--once", "--no-lease", "--json", *args)
+    assert proc.returncode == EXIT_STALLED, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert not [e for e in events if e["type"] == "event" and e["action"] == "install"], events
 
 
 async def test_a_failed_install_into_a_new_namespace_is_kept_for_status(

@@ -111,6 +111,13 @@ class StatusStore:
                 self._homed.discard(key)
         self._known[key] = (package, text)
 
+    def where(self, namespace: str, release: str) -> str:
+        """``namespace/name`` of the status object of ``release`` in ``namespace`` as last read or written (the
+        home namespace's copy while its release's namespace did not exist)."""
+        if (namespace, release) in self._homed:
+            return f"{self.home}/{home_name(namespace, release)}"
+        return f"{namespace}/{object_name(release)}"
+
     def delete(self, namespace: str, release: str) -> None:
         """Remove the status object (and a copy in the home namespace); a missing one is fine."""
         self._known.pop((namespace, release), None)

@@ -60,6 +60,8 @@ def status_row(view: ReleaseView, unreadable: UnreadableRecord | None = None) ->
                      "total": view.failures.total},
         "lastAction": ({"action": view.last.action, "ok": view.last.ok, "message": view.last.message}
                        if view.last else None),
+        "droppedStatus": ({"object": view.status_dropped[0], "reason": view.status_dropped[1]}
+                          if view.status_dropped else None),
     }
 
 

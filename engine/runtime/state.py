@@ -152,6 +152,9 @@ class ReleaseView:
     ``flux_owned``: its package is a HelmRelease document whose HelmRelease exists in the cluster (Flux owns
     the release, decided from the cluster: :meth:`PackageController.observe_flux`); ``state`` then says how
     the release stands against the document as Flux's state detection reads it.
+    ``status_dropped``: the release's stored engine status that was not taken (left behind by something else:
+    :meth:`ReleaseBook.load_statuses <engine.runtime.ledger.book.ReleaseBook.load_statuses>`), as
+    ``(object, why)``: its ConfigMap's ``namespace/name`` and the reason; None when none was dropped.
     """
 
     namespace: str
@@ -173,6 +176,7 @@ class ReleaseView:
     listed: ListedRevision | None = None
     flux_owned: bool = False
     attached: Attached | None = None
+    status_dropped: tuple[str, str] | None = None
 
     @property
     def key(self) -> ReleaseKey:

@@ -33,6 +33,8 @@ from engine.reconcile.request import Request
 from engine.reconcile.state import FAILED
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.reconcile.store import StatusStore
+from engine.reconcile.uninstall import Uninstall
+from engine.reconcile.uninstall_remediation import UninstallRemediation
 from engine.resolve.release import CACHE as RESOLVED
 from engine.runtime.state import (
     EngineSignal,
@@ -85,6 +87,8 @@ class NotAvailable(RuntimeError):
     """This engine cannot perform the action at all; the message says why."""
 
 
+# The engine's actions that uninstall a release: a stored status they were last is current with nothing stored.
+UNINSTALLS = frozenset({Uninstall.name, UninstallRemediation.name})
 STARTED_GRACE = 5.0  # seconds past its timeout a controller's started action is still shown running
 CATCH_UP = 10.0  # seconds a claim waits for this replica's storage watch to show a revision another replica made
 
@@ -143,6 +147,8 @@ class ReleaseBook:
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._holders: dict[ReleaseKey, asyncio.Task[Any]] = {}  # the task running each held release's action
         self._cancelled: set[ReleaseKey] = set()
+        # Stored statuses not taken on load (left behind by something else): (object, why), for `status -o json`.
+        self._dropped: dict[ReleaseKey, tuple[str, str]] = {}
         self._subscribers: Listeners[[EngineSignal]] = Listeners("engine subscriber")
         self._said: dict[type, EngineSignal] = {}
         # True while the engine starts (storage listed, statuses read): a view made then would show a release
@@ -263,6 +269,7 @@ class ReleaseBook:
             status = dataclasses.replace(status, conditions=tuple(
                 dataclasses.replace(c, message=self.scrub(c.message)) for c in status.conditions))
         self._statuses[key] = status
+        self._dropped.pop(key, None)  # the book's own now: a status dropped on load is overwritten when persisted
         if state is not KEEP:
             self._set_state(key, state if isinstance(state, str) else None)
         if show:
@@ -386,6 +393,7 @@ class ReleaseBook:
             "unreadable": f"revision {bad.revision}: {bad.reason}" if bad is not None else None,
             "listed": None,
             "flux_owned": pkg is not None and key in self._flux_owned,
+            "status_dropped": self.dropped(key),
         }
         if status is not None:
             ready = cond.get(status.conditions, cond.READY)
@@ -526,27 +534,57 @@ class ReleaseBook:
             return set()
         changed = set()
         blind = {p.namespace for p in self.observer.denied()}  # storage not readable there
+        seen = {(item.namespace, item.release) for item in stored}
+        for key in [k for k in self._dropped if k not in seen and (namespaces is None or k[0] in namespaces)]:
+            del self._dropped[key]  # removed since
+            changed.add(key)
         for item in stored:
             key = (item.namespace, item.release)
-            if key not in self._statuses and not self._matches_storage(key, item.status, blind):
-                log.info("ignoring the stored engine status of %s/%s: its history is not the release's (a "
-                         "leftover of an uninstalled release)", *key)
-                continue
+            if key not in self._statuses:
+                stale = self._stale(key, item.status, blind)
+                if stale is not None:
+                    where = self.store.where(item.namespace, item.release)
+                    if self._dropped.get(key) != (where, stale):  # said once, not at every follower's read
+                        log.info("ignoring the stored engine status %s of %s/%s: %s", where, *key, stale)
+                        self._dropped[key] = (where, stale)
+                        changed.add(key)
+                    continue
             if self._statuses.get(key) != item.status:
                 self._statuses[key] = item.status
+                self._dropped.pop(key, None)
                 changed.add(key)
         return changed
 
-    def _matches_storage(self, key: ReleaseKey, status: EngineStatus, blind: set[str | None]) -> bool:
-        """Whether the newest revision ``status``'s history holds is stored as it was (same digest). A status
-        left behind by an uninstall (or an older helmdeck) claims a revision that is gone or was made again;
-        adopting it would make the next install look like drift. Unknown (storage not readable: ``key``'s
-        namespace or all, None, in ``blind``) counts as a match."""
+    def dropped(self, key: ReleaseKey) -> tuple[str, str] | None:
+        """The stored status of ``key`` that was not taken, as ``(object, why)`` (``namespace/name`` of its
+        ConfigMap and the reason, :meth:`_stale`), None when none was dropped or the book holds a status."""
+        return None if key in self._statuses else self._dropped.get(key)
+
+    def _stale(self, key: ReleaseKey, status: EngineStatus, blind: set[str | None]) -> str | None:
+        """Why a stored ``status`` is not ``key``'s current one, None when it is: the newest revision its history
+        holds is stored as it was (same digest), or helmdeck's own uninstall was its last action and nothing was
+        stored since (an uninstall remediation keeps the history, as Flux's UninstallRemediation does, and the
+        status says Stalled once install retries are exhausted; an uninstall by hand clears the history).
+
+        Else the status was left behind by something else: an uninstall outside helmdeck (the revision is gone)
+        or a release made again by plain helm (a revision the history does not hold); adopting it would make the
+        next install look like drift. Unknown (storage not readable: ``key``'s namespace or all, None, in
+        ``blind``) counts as current."""
         latest = status.history.latest()
         if latest is None or key[0] in blind or None in blind:
-            return True
-        return any(obs.version == latest.version and obs.digest == latest.digest
-                   for obs in self.observer.history(*key))
+            return None
+        stored = self.observer.history(*key)
+        if any(obs.version == latest.version and obs.digest == latest.digest for obs in stored):
+            return None
+        last = status.last
+        if not stored:
+            if last is not None and last.ok and last.action in UNINSTALLS:
+                return None
+            return (f"revision {latest.version} its history ends with is gone and helmdeck did not uninstall it "
+                    "(uninstalled outside helmdeck)")
+        newest = max(obs.version for obs in stored)
+        return (f"its history ends with revision {latest.version}, which storage does not hold as recorded "
+                f"(storage's newest is revision {newest}: the release was made again or changed outside helmdeck)")
 
     async def reload_status(self, key: ReleaseKey, *, before_acting: bool = False) -> bool:
         """Read ``key``'s persisted status again and take it when its history holds the release's latest
