@@ -6,7 +6,8 @@ package set through its Lease, status and Events written back on the objects
 (:mod:`engine.runtime.drive.object_status`), a deleted Package's release uninstalled through a finalizer
 (:mod:`engine.runtime.drive.finalizer`), health and metrics served on their addresses.
 SIGTERM (or SIGINT) stops taking work, lets running helm actions finish for ``--stop-deadline`` seconds, then
-cancels them (their pending revision unlocked, as :meth:`Engine.stop`), and gives the Lease up.
+cancels them (their pending revision unlocked, as :meth:`Engine.stop`), writes their Package objects' status, and
+gives the Lease up.
 """
 
 from __future__ import annotations

@@ -375,6 +375,17 @@ def test_sigterm_during_an_upgrade_that_waits_leaves_nothing_pending(
     kept = EngineStatus.from_json(data[DATA_KEY])
     assert [(s.version, s.status) for s in kept.history][:2] == [(2, "failed"), (1, "deployed")], kept
     assert kept.last is not None and "cancelled as helmdeck stopped" in kept.last.message, kept.last
+    # So does the Package object, written before the controller gave the Lease up: it said Ready=True
+    # InstallSucceeded with revision 1 on top until another controller's first pass.
+    status = (get_package(objects, namespace, "flaky") or {}).get("status") or {}
+    released_ = _condition(status, "Released")
+    assert (released_["status"], released_["reason"]) == ("False", "UpgradeFailed"), status
+    assert "cancelled as helmdeck stopped" in released_["message"], released_
+    assert _condition(status, "Ready")["status"] == "False", status
+    assert [(h["version"], h["status"]) for h in status["history"]][:2] == [(2, "failed"), (1, "deployed")], status
+    assert (status["lastAttemptedReleaseAction"], status["upgradeFailures"], status["failures"]) == (
+        "upgrade", 1, 1), status
+    assert "UpgradeFailed" in _reasons(core, namespace, "flaky")  # the cancel's Event too
 
 
 def test_rollback_cancel_unlock_and_monitor_requests(

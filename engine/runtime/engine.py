@@ -96,6 +96,9 @@ log = logging.getLogger(__name__)
 # Seconds the storage list thread waits for the labels' views to be made, then again for the app to draw
 # them (engine.start, preview_shown).
 PREVIEW_WAIT = 5.0
+# Seconds a stopping controller waits for its Package status and Event writes (within the chart's grace: the
+# stop deadline plus 15 s).
+STATUS_FLUSH = 5.0
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
@@ -497,14 +500,22 @@ class Engine:
                                                self.controller.triggers).run())
 
     async def stop(self, deadline: float = 30.0) -> bool:
-        """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled.
+        """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled; a controller
+        then writes their Package objects' status and Events (at most :data:`STATUS_FLUSH` seconds) before it
+        gives the Lease up.
 
         Returns True when every running action finished on its own.
         """
         if self.controller.folder is not None:
             self.controller.folder.stop()
         clean = await self.controller.queue.stop(deadline)
+        # A cancelled action's status reaches its Package before the Lease goes: the passes' first, then those of
+        # the actions cancelled with the background tasks (the operator's, requested by annotation).
+        if self.status_writer is not None:
+            await self.status_writer.flush(STATUS_FLUSH)
         await self.tasks.cancel()
+        if self.status_writer is not None:
+            await self.status_writer.flush(STATUS_FLUSH)
         if self.elector is not None:
             await self.elector.stop(release=True)
         if self.online:

@@ -178,6 +178,30 @@ class StatusWriter:
     # Static shards: the Package object of a release whose Package left this shard (relabelled) while its
     # action ran here, so that action's end Event is still recorded on it.
     left: Callable[[ReleaseKey], tuple[str, str] | None] = lambda _key: None
+    _inflight: set[asyncio.Task[Any]] = field(default_factory=set)  # the writes (statuses, Events) under way
+
+    def _spawn(self, write: Coroutine[Any, Any, None]) -> None:
+        """Run ``write`` in the background, kept until it ends (:meth:`flush` waits for it)."""
+        task = self.spawn(write)
+        if isinstance(task, asyncio.Task):
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, for the writes under way (statuses, Events), the burst delay
+        cut short. A stopping controller calls it after its actions ended or were cancelled and before it gives
+        the Lease up, so a cancelled action's status (Released=False, its failed revision, the failure counted)
+        reaches its Package object: else readers see the status of the pass before until another controller's
+        first pass. True when every write ended."""
+        self.delay = 0.0
+        pending = set(self._inflight)
+        if not pending:
+            return True
+        _done, late = await asyncio.wait(pending, timeout=timeout)
+        if late:
+            log.warning("%d status or Event write(s) on Package objects not finished within %.0fs", len(late),
+                        timeout)
+        return not late
 
     def start(self) -> Callable[[], None]:
         """Follow the book; returns the unsubscribe function."""
@@ -253,7 +277,7 @@ class StatusWriter:
         """Write ``ref``'s status soon (once per burst), when it is placed on this replica."""
         if ref not in self._pending and self.mine(ref):
             self._pending.add(ref)
-            self.spawn(self._write_later(ref))
+            self._spawn(self._write_later(ref))
 
     def _spec(self, ref: tuple[str, str]) -> tuple[ReleaseKey, PackageSpec] | None:
         """The book's package of the object ``ref`` (the book may hold its previous spec for a moment), None
@@ -304,7 +328,7 @@ class StatusWriter:
         if ref is None or reason is None:
             return
         warning = entry.outcome in ("failed", "cancelled")
-        self.spawn(self.event(ref, reason, entry.message, warning=warning, action=entry.action, at=entry.at))
+        self._spawn(self.event(ref, reason, entry.message, warning=warning, action=entry.action, at=entry.at))
 
     def _on_problems(self, errors: tuple[PackageError, ...]) -> None:
         invalid: dict[tuple[str, str], PackageError] = {}
@@ -320,7 +344,7 @@ class StatusWriter:
             text = problem_text(err)
             if self._warned.get(ref) != text and self.mine(ref):  # once per problem, not at every reload
                 self._warned[ref] = text
-                self.spawn(self.event(ref, cond.INVALID_PACKAGE, text, warning=True, action="load"))
+                self._spawn(self.event(ref, cond.INVALID_PACKAGE, text, warning=True, action="load"))
         for ref in set(self._warned) - set(invalid):
             del self._warned[ref]
 
