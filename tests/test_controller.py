@@ -243,6 +243,41 @@ def test_a_bad_reference_is_ready_false_naming_the_field_and_the_others_carry_on
         assert ctl.stop() == 0, ctl.text()
 
 
+def test_an_install_stalled_after_its_uninstall_remediations_stays_stalled_across_a_restart(
+    controller_env: ControllerEnv,
+) -> None:
+    # The stored status ended with the revision the remediation uninstalled and was dropped on load: the restarted
+    # controller wrote an empty status on the Package, then installed (and remediated) twice more.
+    env = controller_env
+    objects, core, namespace = env.objects, env.core, env.namespace
+    env.flaky_source()
+    create(objects, package(namespace, "bad", timeout="20s", values={"fail": True},  # an object name the API refuses
+                            install={"remediation": {"retries": 1}}))
+
+    def stalled() -> dict[str, Any] | None:
+        status = (get_package(objects, namespace, "bad") or {}).get("status") or {}
+        found = [c for c in status.get("conditions", []) if c["type"] == "Stalled" and c["status"] == "True"]
+        return status if found else None
+
+    ctl = env.start()
+    try:
+        eventually(stalled, 90, "bad stalled", logs=ctl.text)
+    finally:
+        assert ctl.stop() == 0, ctl.text()
+    assert _reasons(core, namespace, "bad").count("InstallStarted") == 2
+    ctl = env.start(name="again")
+    try:
+        eventually(lambda: "controller started" in ctl.text(), 30, "restarted", logs=ctl.text)
+        time.sleep(6)  # its first pass: no install (the retries are spent)
+        status = stalled()
+        assert status is not None, get_package(objects, namespace, "bad")
+        assert (status["installFailures"], status["lastAttemptedReleaseAction"]) == (2, "install"), status
+        assert _condition(status, "Stalled")["reason"] == "RetriesExceeded", status
+        assert _reasons(core, namespace, "bad").count("InstallStarted") == 2, ctl.text()
+    finally:
+        assert ctl.stop() == 0, ctl.text()
+
+
 def test_deleting_a_package_uninstalls_its_release_with_its_uninstall_options(
     controller_env: ControllerEnv,
 ) -> None:
