@@ -62,6 +62,15 @@ async def test_a_status_whose_last_action_was_the_uninstall_remediation_is_taken
     assert book.dropped(KEY) is None
 
 
+async def test_a_status_whose_history_saw_its_revision_uninstalled_is_taken_whatever_came_after() -> None:
+    # The remediation's uninstall recorded in the history (as Flux's observeUninstall); then an install that stored
+    # nothing (say a render error after a spec change) was the last action.
+    status = EngineStatus(history=History((snapshot(1, "uninstalling", {"a": "1"}),)),
+                          last=ActionOutcome("install", False, "Helm install failed: nothing stored"))
+    book = await load(status)
+    assert book.status(KEY) == status and book.dropped(KEY) is None
+
+
 async def test_a_status_whose_revision_was_uninstalled_outside_helmdeck_is_dropped_and_said() -> None:
     book = await load(stalled("install"))
     assert book.status(KEY) is None

@@ -89,6 +89,7 @@ class NotAvailable(RuntimeError):
 
 # The engine's actions that uninstall a release: a stored status they were last is current with nothing stored.
 UNINSTALLS = frozenset({Uninstall.name, UninstallRemediation.name})
+GOING = frozenset({"uninstalling", "uninstalled"})  # a revision as helm's uninstall leaves it before it is purged
 STARTED_GRACE = 5.0  # seconds past its timeout a controller's started action is still shown running
 CATCH_UP = 10.0  # seconds a claim waits for this replica's storage watch to show a revision another replica made
 
@@ -562,9 +563,11 @@ class ReleaseBook:
 
     def _stale(self, key: ReleaseKey, status: EngineStatus, blind: set[str | None]) -> str | None:
         """Why a stored ``status`` is not ``key``'s current one, None when it is: the newest revision its history
-        holds is stored as it was (same digest), or helmdeck's own uninstall was its last action and nothing was
-        stored since (an uninstall remediation keeps the history, as Flux's UninstallRemediation does, and the
-        status says Stalled once install retries are exhausted; an uninstall by hand clears the history).
+        holds is stored as it was (same digest), or helmdeck uninstalled it and nothing was stored since: the
+        history recorded that revision ``uninstalling`` (Flux's UninstallRemediation observes the uninstall into its
+        newest snapshot, internal/reconcile/uninstall_remediation.go, observeUninstall) or the last action was
+        helmdeck's successful uninstall. An uninstall remediation keeps the history and the status says Stalled
+        once install retries are exhausted; an uninstall by hand clears the history.
 
         Else the status was left behind by something else: an uninstall outside helmdeck (the revision is gone)
         or a release made again by plain helm (a revision the history does not hold); adopting it would make the
@@ -578,7 +581,9 @@ class ReleaseBook:
             return None
         last = status.last
         if not stored:
-            if last is not None and last.ok and last.action in UNINSTALLS:
+            # helmdeck's own uninstall: its history saw the revision go (only helmdeck's actions record it), or it
+            # was the last action and succeeded (a watch that missed the "uninstalling" write)
+            if latest.status in GOING or (last is not None and last.ok and last.action in UNINSTALLS):
                 return None
             return (f"revision {latest.version} its history ends with is gone and helmdeck did not uninstall it "
                     "(uninstalled outside helmdeck)")
