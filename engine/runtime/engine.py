@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,8 +97,8 @@ log = logging.getLogger(__name__)
 # Seconds the storage list thread waits for the labels' views to be made, then again for the app to draw
 # them (engine.start, preview_shown).
 PREVIEW_WAIT = 5.0
-# Seconds a stopping controller waits for its Package status and Event writes (within the chart's grace: the
-# stop deadline plus 15 s).
+# Seconds a stopping controller waits, at most, for its Package status and Event writes (within the chart's grace:
+# the stop deadline plus 15 s, which also covers helm's stop grace and the unlock).
 STATUS_FLUSH = 5.0
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
@@ -510,12 +511,14 @@ class Engine:
             self.controller.folder.stop()
         clean = await self.controller.queue.stop(deadline)
         # A cancelled action's status reaches its Package before the Lease goes: the passes' first, then those of
-        # the actions cancelled with the background tasks (the operator's, requested by annotation).
+        # the actions cancelled with the background tasks (the operator's, requested by annotation); both within
+        # STATUS_FLUSH seconds.
+        flushed = time.monotonic() + STATUS_FLUSH
         if self.status_writer is not None:
             await self.status_writer.flush(STATUS_FLUSH)
         await self.tasks.cancel()
         if self.status_writer is not None:
-            await self.status_writer.flush(STATUS_FLUSH)
+            await self.status_writer.flush(max(0.0, flushed - time.monotonic()))
         if self.elector is not None:
             await self.elector.stop(release=True)
         if self.online:
