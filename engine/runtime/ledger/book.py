@@ -588,8 +588,10 @@ class ReleaseBook:
             return (f"revision {latest.version} its history ends with is gone and helmdeck did not uninstall it "
                     "(uninstalled outside helmdeck)")
         newest = max(obs.version for obs in stored)
-        return (f"its history ends with revision {latest.version}, which storage does not hold as recorded "
-                f"(storage's newest is revision {newest}: the release was made again or changed outside helmdeck)")
+        held = (f"storage's revision {newest} is another one" if newest == latest.version
+                else f"storage's newest is revision {newest}")
+        return (f"its history ends with revision {latest.version}; {held} (the release was made again or changed "
+                "outside helmdeck)")
 
     async def reload_status(self, key: ReleaseKey, *, before_acting: bool = False) -> bool:
         """Read ``key``'s persisted status again and take it when its history holds the release's latest
