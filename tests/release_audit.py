@@ -19,7 +19,10 @@ What it reports (:class:`Finding`), each a reason for the churn test to fail:
 - ``in-progress``: helm's "another operation (install/upgrade/rollback) is in progress" anywhere;
 - ``pending``: a release whose latest revision is left ``pending-*``;
 - ``unaccounted``: a revision whose action began when no replica was acting on its release;
-- ``not-converged``: a Package not Ready=True at its current generation, or still claimed.
+- ``not-converged``: a Package not Ready=True at its current generation, or still claimed;
+- ``upgrades``: a release upgraded more often than its Package was edited (its ``metadata.generation`` - 1), or
+  upgraded twice to the same chart and values: one edit is one upgrade, whatever the replicas do (issue 32). An
+  upgrade is a revision after the first that is neither a rollback nor an install (helm's description).
 
 An action's interval: from its start Event to its end Event, cut short at the end of the helm process it ran when
 the process log shows it; one never ended (a replica SIGKILLed mid-action) lasts until that replica's death
@@ -29,6 +32,7 @@ when known (its helm process, left running, is in the process log), else until t
 from __future__ import annotations
 
 import base64
+import json
 import re
 import shlex
 from collections import defaultdict
@@ -87,12 +91,22 @@ class HelmProcess:
 
 @dataclass(frozen=True)
 class Revision:
-    """One stored revision: its status and when its action began (epoch seconds)."""
+    """One stored revision: its status and when its action began (epoch seconds); ``description`` is helm's
+    (``Upgrade complete``, ``Rollback to 1``...), ``made_from`` the chart version and values it was made from
+    (the values as canonical JSON)."""
 
     release: Release
     version: int
     status: str
     started: float
+    description: str = ""
+    made_from: str = ""
+
+    @property
+    def upgrade(self) -> bool:
+        """Made by an upgrade: not the first revision, nor a rollback's or a new install's (helm's descriptions
+        ``Rollback to N``, ``Install complete``)."""
+        return self.version > 1 and not self.description.startswith(("Rollback", "Install"))
 
 
 @dataclass(frozen=True)
@@ -110,7 +124,7 @@ class Interval:
 
 @dataclass(frozen=True)
 class Finding:
-    """Something the audit refuses: ``kind`` (overlap, in-progress, pending, unaccounted, not-converged), the
+    """Something the audit refuses: ``kind`` (overlap, in-progress, pending, unaccounted, not-converged, upgrades), the
     release or Package it is about and the facts, in words."""
 
     kind: str
@@ -124,7 +138,8 @@ class Finding:
 @dataclass
 class AuditInput:
     """Everything the audit reads; ``until``: when it was collected (epoch seconds); ``deaths``: replica ->
-    when it was SIGKILLed; ``unconverged``: Packages not at rest, with why."""
+    when it was SIGKILLed; ``unconverged``: Packages not at rest, with why; ``edits``: release -> how often its
+    Package's spec was changed since it was created (releases not in it are not counted)."""
 
     events: list[ActionEvent] = field(default_factory=list)
     revisions: list[Revision] = field(default_factory=list)
@@ -133,6 +148,7 @@ class AuditInput:
     unconverged: dict[Release, str] = field(default_factory=dict)
     deaths: dict[str, float] = field(default_factory=dict)
     until: float = 0.0
+    edits: dict[Release, int] = field(default_factory=dict)
 
 
 def replica_of(instance: str) -> str:
@@ -224,6 +240,30 @@ def left_pending(revisions: Iterable[Revision]) -> list[Finding]:
             for rev in latest.values() if rev.status.startswith("pending")]
 
 
+def extra_upgrades(revisions: Iterable[Revision], edits: Mapping[Release, int]) -> list[Finding]:
+    """Releases of ``edits`` with more upgrades than edits, or with two upgrades made from the same chart and
+    values (one edit upgraded twice: a failed or cancelled upgrade redone counts too, which the churn never
+    asks for)."""
+    by_release: dict[Release, list[Revision]] = defaultdict(list)
+    for rev in revisions:
+        if rev.upgrade and rev.release in edits:
+            by_release[rev.release].append(rev)
+    found: list[Finding] = []
+    for release, upgrades in sorted(by_release.items()):
+        upgrades.sort(key=lambda r: r.version)
+        listed = ", ".join(f"{r.version} ({r.status})" for r in upgrades)
+        if len(upgrades) > edits[release]:
+            found.append(Finding("upgrades", release, f"{len(upgrades)} upgrades for {edits[release]} edits: "
+                                                      f"revisions {listed}"))
+        first: dict[str, int] = {}
+        for rev in upgrades:
+            if rev.made_from and rev.made_from in first:
+                found.append(Finding("upgrades", release, f"revisions {first[rev.made_from]} and {rev.version} "
+                                                          "were both upgrades to the same chart and values"))
+            first.setdefault(rev.made_from, rev.version)
+    return found
+
+
 def in_progress(events: Iterable[ActionEvent], logs: Iterable[str]) -> list[Finding]:
     """helm's "another operation is in progress" in an Event's message or a log line."""
     found = [Finding("in-progress", ev.release, f"{ev.reason} by {ev.replica}: {ev.message[:300]}")
@@ -236,13 +276,14 @@ def in_progress(events: Iterable[ActionEvent], logs: Iterable[str]) -> list[Find
 
 def audit(data: AuditInput) -> list[Finding]:
     """Every finding over ``data`` (empty: no release was acted on by two at once, none is left pending, every
-    Package converged)."""
+    Package converged, none was upgraded more than once per edit)."""
     spans = intervals(data.events, data.processes, data.deaths, data.until)
     helm_spans = process_spans(data.processes, data.until)
     found = overlaps(spans + helm_spans)
     found += in_progress(data.events, data.logs)
     found += left_pending(data.revisions)
     found += unaccounted(data.revisions, spans + helm_spans)
+    found += extra_upgrades(data.revisions, data.edits)
     found += [Finding("not-converged", ref, why) for ref, why in sorted(data.unconverged.items())]
     return found
 
@@ -276,19 +317,27 @@ def read_revisions(api: client.ApiClient, namespace: str) -> list[Revision]:
         meta, labels = item["metadata"], item["metadata"].get("labels") or {}
         started = _micro(str(meta.get("creationTimestamp") or "")) or 0.0
         payload = (item.get("data") or {}).get("release")
+        description = made_from = ""
         if payload:
             record = decode_payload(base64.b64decode(payload))
-            started = helm_time(str((record.get("info") or {}).get("last_deployed") or "")) or started
+            info = record.get("info") or {}
+            started = helm_time(str(info.get("last_deployed") or "")) or started
+            description = str(info.get("description") or "")
+            chart = ((record.get("chart") or {}).get("metadata") or {}).get("version")
+            made_from = f"{chart} {json.dumps(record.get('config') or {}, sort_keys=True)}"
         out.append(Revision((namespace, str(labels.get("name"))), int(labels.get("version") or 0),
-                            str(labels.get("status") or ""), started))
+                            str(labels.get("status") or ""), started, description, made_from))
     return out
 
 
-def read_packages(api: client.ApiClient, namespace: str) -> tuple[dict[Release, Release], dict[Release, str]]:
-    """(Package -> its release, the Packages not converged with why): converged is Ready=True for the current
-    generation (Flux's ``observedGeneration``) and no actor claim left (``status.claim``)."""
+def read_packages(api: client.ApiClient, namespace: str) -> tuple[dict[Release, Release], dict[Release, str],
+                                                                  dict[Release, int]]:
+    """(Package -> its release, the Packages not converged with why, release -> its Package's edits): converged
+    is Ready=True for the current generation (Flux's ``observedGeneration``) and no actor claim left
+    (``status.claim``); the edits are the generation less one (the API server counts every spec change)."""
     releases: dict[Release, Release] = {}
     unconverged: dict[Release, str] = {}
+    edits: dict[Release, int] = {}
     for obj in _pages(api, f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/packages"):
         ref = (namespace, str(obj["metadata"]["name"]))
         try:
@@ -299,21 +348,22 @@ def read_packages(api: client.ApiClient, namespace: str) -> tuple[dict[Release, 
         status = obj.get("status") or {}
         ready: dict[str, Any] = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
         generation = obj["metadata"].get("generation")
+        edits[releases[ref]] = int(generation or 1) - 1
         if status.get("observedGeneration") != generation or ready.get("status") != "True":
             unconverged[ref] = (f"generation {generation}, observed {status.get('observedGeneration')}, Ready "
                                 f"{ready.get('status')} {ready.get('reason')}: {str(ready.get('message'))[:200]}")
         elif status.get("claim"):
             unconverged[ref] = f"still claimed: {status['claim']}"
-    return releases, unconverged
+    return releases, unconverged, edits
 
 
 def collect(api: client.ApiClient, namespace: str, *, processes: Iterable[HelmProcess] = (),
             logs: Iterable[str] = (), deaths: Mapping[str, float] | None = None, until: float) -> AuditInput:
     """The audit's input from the local cluster's ``namespace`` (Packages and releases in it) and what the
     churn kept (helm process log, controller logs, deaths)."""
-    releases, unconverged = read_packages(api, namespace)
+    releases, unconverged, edits = read_packages(api, namespace)
     return AuditInput(read_events(api, namespace, releases), read_revisions(api, namespace), list(processes),
-                      list(logs), unconverged, dict(deaths or {}), until)
+                      list(logs), unconverged, dict(deaths or {}), until, edits)
 
 
 def _pages(api: client.ApiClient, path: str, fields: str | None = None,

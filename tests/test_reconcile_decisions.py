@@ -291,3 +291,75 @@ async def test_the_loop_renders_only_for_a_changed_spec_and_records_an_adoption(
     again.status = dataclasses.replace(again.status, adopted_spec_digest=OTHER, adopted_revision=1)
     assert (await loop._decide(again, latest)).status == st.IN_SYNC
     assert renders == [OTHER]
+
+
+def made(version: int, *, values: dict[str, Any] | None = None, status: str = "deployed",
+         description: str = "Upgrade complete", tests: tuple[str, ...] = (), **extra: str) -> Observation:
+    """A revision as helmdeck's install or upgrade of ``request()``'s spec stores it (its release labels), with
+    ``values`` (default none), test hooks ``tests`` (never run) and ``extra`` labels over them."""
+    rel: dict[str, Any] = {"name": "app", "namespace": "ns", "version": version,
+                           "info": {"status": status, "description": description},
+                           "chart": {"metadata": {"name": "app", "version": "1.0.0"}}, "config": values or {},
+                           "manifest": "", "hooks": [{"name": n, "kind": "Job", "events": ["test"]} for n in tests]}
+    return observation_from_release(rel, labels={**request().release_labels, **extra})
+
+
+def test_a_revision_made_from_this_spec_that_the_history_lacks_is_recorded_not_made_again() -> None:
+    # Issue 32: a replica's helm upgraded to this spec (revision 2) while the replica was stopped; the one taking
+    # over has revision 1 (of other values) as its newest. Helm's storage is the truth of what ran.
+    old, new = made(1, values={"v": 0}, description="Install complete"), made(2)
+    found = st.determine_state(request(old), new)
+    assert (found.status, found.record) == (st.IN_SYNC, True), found
+    assert "revision 2, made from this spec, recorded from storage" in found.reason
+    assert st.determine_state(request(), made(1, description="Install complete")).record  # no status at all
+    assert st.determine_state(request(made(2, status="pending-upgrade")), new).record  # kept while it ran
+    # Tests still count: a recorded revision whose tests did not run is Untested.
+    assert st.determine_state(request(old, spec=TESTED), made(2, tests=("t",))).status == st.UNTESTED
+
+    # Not of this spec, or not made by an install or upgrade of it: Unmanaged, as before.
+    other = request(old)
+    other.values = {"v": 1}
+    assert st.determine_state(other, new).status == st.UNMANAGED  # other values than the spec's
+    assert st.determine_state(request(old), made(2, **{labels.SPEC_DIGEST: OTHER})).status == st.UNMANAGED
+    owned = request(old)
+    owned.package_set = "mine"
+    assert st.determine_state(owned, made(2, **{labels.PACKAGE_SET: "elsewhere"})).status == st.UNMANAGED
+    assert st.determine_state(owned, made(2, **{labels.PACKAGE_SET: "mine"})).record
+    assert st.determine_state(request(old), made(2, status="failed")).status == st.UNMANAGED
+    # A hand `helm upgrade` keeps the last revision's labels: of the chart and values the history already
+    # holds, it is a change outside helmdeck, not this spec's upgrade.
+    assert st.determine_state(request(made(1)), made(2)).status == st.UNMANAGED
+    assert st.determine_state(request(made(3)), made(2)).status == st.UNMANAGED  # older than the history's
+
+
+class _Storage:
+    """The observer's view a pass reads: the latest revision of the one release (no watch, no API)."""
+
+    def __init__(self, latest: Observation) -> None:
+        self.revision = latest
+
+    def latest(self, _ns: str, _name: str) -> Observation:
+        return self.revision
+
+    def subscribe(self, _callback: Any) -> Any:
+        return lambda: None
+
+
+async def test_a_pass_records_a_revision_made_from_this_spec_under_the_fence_and_runs_no_helm() -> None:
+    fenced: list[str] = []
+
+    async def fence(_key: tuple[str, str], action: str, _timeout: float) -> None:
+        fenced.append(action)
+
+    ctx = ActionContext(helm=None, observer=cast(Any, _Storage(made(2))), api=None, fence=fence)
+    req = request(made(1, values={"v": 0}, description="Install complete"), last="upgrade")
+    result = await AtomicRelease(ctx).reconcile(req)  # helm=None: any helm action would fail
+    assert (result.state, result.next, result.outcomes) == (st.IN_SYNC, "interval", ())
+    assert fenced == ["record"]  # the claim (--shards auto) is taken, as for an action
+    assert [s.version for s in req.status.history] == [2, 1]
+    released = next(c for c in req.status.conditions if c.type == "Released")
+    assert (released.status, released.reason) == ("True", "UpgradeSucceeded"), released
+    assert "recorded, not run again" in released.message
+    assert req.status.last is not None and (req.status.last.action, req.status.last.ok) == ("upgrade", True)
+    ready = next(c for c in req.status.conditions if c.type == "Ready")
+    assert ready.status == "True", ready

@@ -18,6 +18,7 @@ from tests.release_audit import (
     HelmProcess,
     Revision,
     audit,
+    extra_upgrades,
     helm_wrapper,
     intervals,
     read_processes,
@@ -107,6 +108,29 @@ def test_pending_in_progress_and_unaccounted_revisions_are_flagged() -> None:
 def test_packages_not_converged_are_findings() -> None:
     found = audit(AuditInput(unconverged={WEB: "generation 3, observed 2"}, until=1.0))
     assert [str(f) for f in found] == ["not-converged apps/web: generation 3, observed 2"]
+
+
+def _made(version: int, status: str, values: str, description: str = "Upgrade complete") -> Revision:
+    return Revision(WEB, version, status, 10.0 * version, description, f"0.1.0 {values}")
+
+
+def test_more_upgrades_than_edits_or_one_edit_upgraded_twice_are_findings() -> None:
+    install = _made(1, "superseded", "v0", "Install complete")
+    # Two edits, two upgrades (a rollback is no upgrade): fine. A release not counted (no Package) is not judged.
+    fine = [install, _made(2, "superseded", "e1"), _made(3, "superseded", "e2"), _made(4, "deployed", "e1",
+                                                                                       "Rollback to 2")]
+    assert extra_upgrades(fine, {WEB: 2}) == []
+    assert extra_upgrades([install, _made(2, "superseded", "e1"), _made(3, "deployed", "e2")], {}) == []
+    # One edit upgraded twice (a takeover redoing what the paused replica's helm finished): both findings.
+    twice = [install, _made(2, "superseded", "e1"), _made(3, "deployed", "e1")]
+    found = [str(f) for f in extra_upgrades(twice, {WEB: 1})]
+    assert found == ["upgrades apps/web: 2 upgrades for 1 edits: revisions 2 (superseded), 3 (deployed)",
+                     "upgrades apps/web: revisions 2 and 3 were both upgrades to the same chart and values"]
+    # A cancelled upgrade (a handover) redone by the new owner: the same edit twice, though two edits were made.
+    redone = [install, _made(2, "failed", "e2"), _made(3, "deployed", "e2")]
+    assert [f.kind for f in extra_upgrades(redone, {WEB: 2})] == ["upgrades"]
+    # ... and the audit reports them with the rest.
+    assert "upgrades" in _kinds(AuditInput(revisions=twice, edits={WEB: 1}, until=100.0))
 
 
 def test_the_replica_of_a_default_identity_is_its_pid() -> None:

@@ -28,6 +28,10 @@ from engine.reconcile.action import (
     ActionReconciler,
     ObservedReleases,
     drop_conditions,
+    fenced,
+    outcome,
+    record,
+    release_ref,
     set_conditions,
 )
 from engine.reconcile.correct_drift import CorrectClusterDrift
@@ -147,9 +151,28 @@ class AtomicRelease:
                             f"{latest.version}: recorded, no new revision", ())
         return state
 
+    async def _record_made(self, req: Request, latest: Observation) -> None:
+        """Record ``latest``, a revision made from this spec that the history lacks (``record``: another
+        controller replica's helm finished it, or this engine's before a restart), as the install or upgrade it
+        was: in the history, Released=True, the last outcome. Under the context's fence (``--shards auto``: the
+        claim, which re-reads the persisted status first and clears a silent member's claim after), since it
+        writes the status as an action's end does. Raises what the fence raises."""
+        action = "install" if latest.description.startswith("Install") else "upgrade"
+        await fenced(self.ctx, req, "record")
+        record(req, {latest.version: latest})
+        message = (f"Helm {action} of release {release_ref(req, latest)} with chart {req.chart.name}@"
+                   f"{req.chart.version} was made from this spec before it was kept (helm's storage holds it): "
+                   f"recorded, not run again")
+        req.status = dataclasses.replace(req.status, last_attempted_release_action=action,
+                                         last=outcome(action, True, message, latest))
+        drop_conditions(req, cond.REMEDIATED, cond.TEST_SUCCESS)
+        set_conditions(req, (cond.RELEASED, True, cond.INSTALL_SUCCEEDED if action == "install"
+                             else cond.UPGRADE_SUCCEEDED, message))
+        self.ctx.events(action, "info", message, ())
+
     def _nothing_to_do(self, req: Request, state: st.ReleaseState, latest: Observation | None) -> bool:
         """Is the release in sync with no action due (the next action decided on ``state``)?"""
-        if state.status != st.IN_SYNC or req.force or state.maintenance:
+        if state.status != st.IN_SYNC or req.force or state.maintenance or state.record:
             return False
         try:
             return na.next_action(req, state, latest, now=self.ctx.now()) is None
@@ -177,7 +200,7 @@ class AtomicRelease:
         done: set[str] = set()
         outcomes: list[ActionOutcome] = []
         drift: list[DriftItem] = []
-        consistent = False
+        consistent = recorded = False
         while True:
             latest = self.ctx.observer.latest(*req.key)
             state = await self._decide(req, latest)
@@ -193,6 +216,10 @@ class AtomicRelease:
                 async with ObservedReleases(self.ctx, req):
                     pass
                 consistent = True
+                continue
+            if state.record and latest is not None and not recorded:
+                await self._record_made(req, latest)
+                recorded = True
                 continue
             if state.status == st.UNMANAGED:
                 req.status = dataclasses.replace(req.status, history=req.status.history.clear())

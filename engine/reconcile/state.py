@@ -13,10 +13,14 @@ The one decision for the reconcile loop, the release service and ``plan``:
 - :func:`determine_state` — Flux's release state around it (storage,
   history, failures, tests); the caller supplies drift detection lazily so it
   only runs when everything else is in sync.
+- :func:`made_from_request` — is the latest stored revision one helmdeck made
+  from this very spec, though the history lacks it? Helm's storage is the truth
+  of what ran: such a revision is recorded, not made again (issue 32).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -48,7 +52,10 @@ class ReleaseState:
     compare manifest checksums before deciding. ``adopt``: the spec changed but
     renders the manifest already released — record the new spec digest, make
     no revision. ``maintenance``: held in maintenance (NoResourceReconciliation),
-    nothing is to be done, not even a forced upgrade.
+    nothing is to be done, not even a forced upgrade. ``record``: the latest
+    stored revision was made from this spec by helmdeck (:func:`made_from_request`)
+    and the history lacks it: it is recorded as the engine's own, and the state is
+    the one decided with it recorded.
     """
 
     status: str
@@ -56,6 +63,7 @@ class ReleaseState:
     render: bool = False
     adopt: bool = False
     maintenance: bool = False
+    record: bool = False
 
 
 def in_maintenance(maintenance: str, status: str, release_labels: Mapping[str, str]) -> bool:
@@ -107,6 +115,38 @@ def content_state(
     return ReleaseState(IN_SYNC, reason, adopt=adopt)
 
 
+# The release labels that say which package and spec made a revision (not the manifest checksum: it is the
+# render's, known only once rendered), and its package set when the request names one (plan's and the quick
+# state's do not: whose release it is, the pass's ownership check says first).
+_MADE_BY = (labels.MANAGED_BY, labels.PACKAGE, labels.SPEC_DIGEST, labels.MAINTENANCE)
+
+
+def made_from_request(req: Request, latest: Observation, ours: Snapshot | None) -> bool:
+    """Was ``latest`` (a revision the history's newest snapshot ``ours`` is not) made by helmdeck from ``req``'s
+    very spec? Deployed, carrying the release labels ``req`` stamps (package, spec digest, package set,
+    maintenance), its chart and stored values (``config``) ``req``'s, and not older than the history's newest (a
+    revision the history lacks, or holds as it was while it ran: pending).
+
+    Such a revision is what an install or upgrade of this spec makes: one made by another controller replica
+    that stopped before keeping it (SIGSTOP, a crash, a claim taken over while its helm ran on), or by this
+    engine before a restart. Helm's storage is the truth of what ran, so it is recorded, not made again (issue
+    32: one edit, one upgrade). Unlike Flux (whose Unmanaged state upgrades again), as Flux's history cannot
+    tell its own revision from another's and this one can. A hand ``helm upgrade`` keeps the previous
+    revision's custom labels (helm's ``mergeCustomLabels``), so a revision whose chart and values are those of
+    ``ours`` is not taken for one of this spec's (it is a change outside helmdeck: Unmanaged). Pure."""
+    if latest.status != "deployed" or (ours is not None and latest.version < ours.version):
+        return False
+    stamped = latest.label_map
+    wanted = req.release_labels
+    if any(stamped.get(k) != wanted.get(k) for k in (*_MADE_BY, *([labels.PACKAGE_SET] if req.package_set else []))):
+        return False
+    if (latest.chart_name, latest.chart_version) != (req.chart.name, req.chart.version) or \
+            latest.config != dict(req.values):
+        return False
+    return ours is None or ours.version == latest.version or (ours.chart_version, ours.config_digest) != (
+        latest.chart_version, latest.config_digest)
+
+
 def determine_state(
     req: Request,
     latest: Observation | None,
@@ -115,6 +155,8 @@ def determine_state(
     """Decide the release state, in this order (DESIGN, "Reconcile" and "Deciding without rendering"):
 
     no release → Absent; pending-* → Locked; held in maintenance → InSync;
+    a latest revision helmdeck made from this spec that the history lacks
+    (:func:`made_from_request`) → decided as if recorded, with ``record``;
     no history of ours → Absent if uninstalled, else Unmanaged; latest stored
     release differs from our latest snapshot (digest) → Unmanaged; failed →
     Failed; uninstalled → Absent; deployed: :func:`content_state` (OutOfSync,
@@ -132,6 +174,11 @@ def determine_state(
         return content_state(release_labels=release_labels, maintenance=req.spec.maintenance,
                              spec_digest=req.spec_digest)
     ours = req.status.history.latest()
+    if (ours is None or Snapshot.from_observation(latest).digest != ours.digest) and \
+            made_from_request(req, latest, ours):
+        held = _held_state(req, latest, Snapshot.from_observation(latest), drift)
+        return dataclasses.replace(held, record=True, reason=f"{held.reason} (revision {latest.version}, made from "
+                                                             "this spec, recorded from storage)")
     if ours is None:
         if latest.status == "uninstalled":
             return ReleaseState(ABSENT, "found an uninstalled release in storage")
@@ -139,6 +186,12 @@ def determine_state(
     if Snapshot.from_observation(latest).digest != ours.digest:
         return ReleaseState(UNMANAGED, f"release revision {latest.version} changed outside helmdeck "
                                        "(it does not match the last snapshot)")
+    return _held_state(req, latest, ours, drift)
+
+
+def _held_state(req: Request, latest: Observation, ours: Snapshot,
+                drift: Callable[[], bool] | None) -> ReleaseState:
+    """:func:`determine_state` from "failed" on, ``latest`` being the history's newest snapshot ``ours``."""
     if latest.status == "failed":
         return ReleaseState(FAILED, f"release revision {latest.version} failed")
     if latest.status == "uninstalled":
@@ -147,7 +200,7 @@ def determine_state(
         return ReleaseState(UNKNOWN, f"cannot decide for a release with status {latest.status}")
     status = req.status
     content = content_state(
-        release_labels=release_labels, maintenance=req.spec.maintenance, spec_digest=req.spec_digest,
+        release_labels=latest.label_map, maintenance=req.spec.maintenance, spec_digest=req.spec_digest,
         adopted=status.adopted_spec_digest if status.adopted_revision == latest.version else "",
         chart=(latest.chart_name, latest.chart_version), want_chart=(req.chart.name, req.chart.version),
         checksum=req.manifest_checksum, absent=req.absent,

@@ -137,7 +137,7 @@ class Engine:
     ``auto_shards`` (with ``cluster_packages`` and a ``lease``: this replica's membership Lease,
     :func:`engine.runtime.drive.members.member_lease`): ``helmdeck controller --shards auto``, every replica acts
     on the packages placed on it, under the actor claim (:mod:`engine.runtime.drive.shards`); an action on a
-    package that moves away has ``stop_deadline`` seconds to finish.
+    package that moves away finishes here (cancelled only past the package's timeout).
     ``api``: a client of ``target`` made already (the command line's, which asked the API server about access
     with it first), so the kubeconfig is loaded once; None builds one.
     """

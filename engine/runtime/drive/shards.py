@@ -21,7 +21,8 @@ Package objects lag each other); the claim is what keeps a release to one actor.
 - A later helm action of the same pass rewrites the claim (its action, start and timeout) and clears it, both
   in a JSON patch that applies only while the claim still names this replica.
 - When the action's guard lets the release go (:meth:`Shards.let_go`), the status is persisted, then the claim
-  cleared (only if it is still this replica's).
+  cleared, both only while the claim is still this replica's as the API server holds it (a replica paused past its
+  Lease finds its claim taken over, or taken and cleared: the status is then the other member's).
 - Placement is kept in one :class:`~engine.runtime.ledger.placement.Placement`, placed again when the live set
   changes (:meth:`Shards.on_members`, once per list of the members) and when a burst of Package object changes
   creates or deletes one (:meth:`Shards.on_packages`, once per burst: the watch groups changes for its debounce),
@@ -29,10 +30,14 @@ Package objects lag each other); the claim is what keeps a release to one actor.
   object newer than the last placing is nobody's until the next (its burst's, right after it is read).
 - When the placement changes, the packages placed on this replica now are handed to ``gained`` (and when this
   replica comes back from a pause the others took for a departure, all of them), those placed here no more to
-  ``lost``; a package placed elsewhere now whose action still runs here has ``stop_deadline`` seconds to finish,
-  then is cancelled as the operator's cancel does (its claim cleared as the guard lets go, then the pending
-  revision it left unlocked: the new owner, finding it pending without a claim, waits as for any lock until then),
-  but as a :class:`~engine.reconcile.action.Handover`, which uses no remediation retry (not the release's failure).
+  ``lost``. A running action is not moved (issue 32: one edit, one upgrade): a package placed elsewhere now whose
+  action still runs here lets it finish (the pass's next action is refused), its claim holding the new owner off
+  until the guard lets go; the new owner's first claim then reads the status it persisted, and decides on storage
+  as it is (a revision made from its spec is recorded, not made again). Only an action still running past the
+  package's timeout (+ :data:`~engine.runtime.ledger.claims.STALE_GRACE`) is cancelled, as the operator's cancel
+  does (its pending revision unlocked), as a :class:`~engine.reconcile.action.Handover`, which uses no remediation
+  retry (not the release's failure). A replica gone (its Lease lapsed) is not waited for: its claim is taken over
+  by the claim's rule.
 
 Reads use the watched objects (the controller's role may list, watch and patch Packages, not get them).
 """
@@ -60,7 +65,7 @@ from engine.runtime.drive.members import Membership
 from engine.runtime.drive.object_status import GROUP, VERSION, object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
-from engine.runtime.ledger.claims import Claim, ClaimRefused, LeaseLapsed, decide
+from engine.runtime.ledger.claims import STALE_GRACE, Claim, ClaimRefused, LeaseLapsed, decide
 from engine.runtime.ledger.gate import is_pending
 from engine.runtime.ledger.placement import Placement, package_name
 from engine.runtime.state import ReleaseKey
@@ -84,8 +89,8 @@ def _origin(ref: Ref) -> Path:
 @dataclass(eq=False, repr=False)
 class Shards:
     """Placement and claims of one replica (see the module docstring). ``latest(ns, name)``: the release's
-    latest stored revision; ``spawn`` runs background tasks; ``stop_deadline``: seconds a handed-over action may
-    still run here."""
+    latest stored revision; ``spawn`` runs background tasks; ``stop_deadline``: seconds a static shard's
+    handed-over action may still run here (``--shards auto`` waits for the action, up to its timeout)."""
 
     api: client.ApiClient
     objects: PackageObjects
@@ -256,17 +261,19 @@ class Shards:
         return True
 
     async def let_go(self, key: ReleaseKey) -> None:
-        """The action's guard let ``key`` go: persist its status, then clear the claim if it is still this
-        replica's (a failure is logged)."""
+        """The action's guard let ``key`` go: persist its status, then clear the claim, both only while the claim
+        is still this replica's (asked of the API server, not the watch, which may lag: a claim taken over while
+        this replica was paused, and cleared since by the member that took it, looks like none). A claim lost
+        so leaves the status to the member that took it: the book takes the status it persisted, and this
+        replica's is not written over it (a failure is logged)."""
         if key not in self._held:
             return
         self._held.discard(key)
         ref = self.ref(key)
-        obj = self.objects.get(_origin(ref)) if ref is not None else None
-        claim = Claim.from_status(obj.get("status")) if obj is not None else None
-        if ref is not None and claim is not None and claim.replica != self.me:
-            log.warning("%s/%s: the claim was taken over by replica %s while this one acted (its membership Lease "
-                        "lapsed): the release's status is left to it", *ref, claim.replica)
+        if ref is not None and not await self._still_mine(ref):
+            log.warning("%s/%s: the claim was taken over by another replica while this one acted (its membership "
+                        "Lease lapsed): the release's status is left to it", *ref)
+            await self.book.reload_status(key, before_acting=True)
             return
         await self.book.persist(key)  # before the claim goes: the next claimant reads what this one did
         if ref is None:
@@ -275,6 +282,21 @@ class Shards:
             await self._swap_own(ref, None)  # False: taken over meanwhile, or gone: nothing of ours to clear
         except ClaimRefused as exc:
             log.warning("%s (it is taken over once this replica is gone, or cleared by its next action)", exc)
+
+    async def _still_mine(self, ref: Ref) -> bool:
+        """Does the claim on ``ref`` name this replica now? A JSON patch whose only operation is that ``test``
+        (it changes nothing). The watch's view answers when it shows another member's claim; an API error
+        counts as yes (the claim write's own precondition still guards the next action)."""
+        obj = self.objects.get(_origin(ref))
+        claim = Claim.from_status(obj.get("status")) if obj is not None else None
+        if claim is not None and claim.replica != self.me:
+            return False
+        try:
+            return await self._send(ref, [{"op": "test", "path": "/status/claim/replica", "value": self.me}],
+                                    JSON_PATCH, (409, 422, 400))
+        except ClaimRefused as exc:
+            log.warning("%s: taken for this replica's", exc)
+            return True
 
     # -- placement changes: the members, the Package objects ------------------------------
     def on_members(self, live: frozenset[str]) -> None:
@@ -317,7 +339,8 @@ class Shards:
             elif was and not now:
                 lost.add(key)
                 if self.book.busy(key):
-                    self.spawn(self._hand_over(key, after.get(name) or "?"))
+                    spec = self.book.packages[key]
+                    self.spawn(self._hand_over(key, after.get(name) or "?", spec.timeout + STALE_GRACE))
         if lost:
             self.lost(lost)
         if gained:
@@ -334,11 +357,13 @@ class Shards:
         if mine:
             self.gained(mine)
 
-    async def _hand_over(self, key: ReleaseKey, to: str) -> None:
-        self.book.log(key, "handover", "info", f"placed on {self.where(to)} now: the running action has "
-                                               f"{self.stop_deadline:.0f}s to finish before it is cancelled")
+    async def _hand_over(self, key: ReleaseKey, to: str, within: float) -> None:
+        """``key``'s package moved to ``to`` while its action runs here: the action finishes (the pass's next
+        one is refused by the fence), and is cancelled only if it still runs after ``within`` seconds."""
+        self.book.log(key, "handover", "info", f"placed on {self.where(to)} now: the running action finishes here "
+                                               f"first (cancelled if it still runs in {within:.0f}s)")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.book.released(key), self.stop_deadline)
+            await asyncio.wait_for(self.book.released(key), within)
             return
         if self.placed_elsewhere(key) is None:
             return  # back here meanwhile

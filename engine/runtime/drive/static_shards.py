@@ -142,6 +142,6 @@ class StaticShards(Shards):
 
     async def _leave(self, key: ReleaseKey) -> None:
         try:
-            await self._hand_over(key, ELSEWHERE)
+            await self._hand_over(key, ELSEWHERE, self.stop_deadline)
         finally:
             self._leaving.discard(key)
