@@ -294,14 +294,15 @@ async def test_the_loop_renders_only_for_a_changed_spec_and_records_an_adoption(
 
 
 def made(version: int, *, values: dict[str, Any] | None = None, status: str = "deployed",
-         description: str = "Upgrade complete", tests: tuple[str, ...] = (), **extra: str) -> Observation:
+         description: str = "Upgrade complete", tests: tuple[str, ...] = (),
+         extra: dict[str, str] | None = None) -> Observation:
     """A revision as helmdeck's install or upgrade of ``request()``'s spec stores it (its release labels), with
     ``values`` (default none), test hooks ``tests`` (never run) and ``extra`` labels over them."""
     rel: dict[str, Any] = {"name": "app", "namespace": "ns", "version": version,
                            "info": {"status": status, "description": description},
                            "chart": {"metadata": {"name": "app", "version": "1.0.0"}}, "config": values or {},
                            "manifest": "", "hooks": [{"name": n, "kind": "Job", "events": ["test"]} for n in tests]}
-    return observation_from_release(rel, labels={**request().release_labels, **extra})
+    return observation_from_release(rel, labels={**request().release_labels, **(extra or {})})
 
 
 def test_a_revision_made_from_this_spec_that_the_history_lacks_is_recorded_not_made_again() -> None:
@@ -320,11 +321,11 @@ def test_a_revision_made_from_this_spec_that_the_history_lacks_is_recorded_not_m
     other = request(old)
     other.values = {"v": 1}
     assert st.determine_state(other, new).status == st.UNMANAGED  # other values than the spec's
-    assert st.determine_state(request(old), made(2, **{labels.SPEC_DIGEST: OTHER})).status == st.UNMANAGED
+    assert st.determine_state(request(old), made(2, extra={labels.SPEC_DIGEST: OTHER})).status == st.UNMANAGED
     owned = request(old)
     owned.package_set = "mine"
-    assert st.determine_state(owned, made(2, **{labels.PACKAGE_SET: "elsewhere"})).status == st.UNMANAGED
-    assert st.determine_state(owned, made(2, **{labels.PACKAGE_SET: "mine"})).record
+    assert st.determine_state(owned, made(2, extra={labels.PACKAGE_SET: "elsewhere"})).status == st.UNMANAGED
+    assert st.determine_state(owned, made(2, extra={labels.PACKAGE_SET: "mine"})).record
     assert st.determine_state(request(old), made(2, status="failed")).status == st.UNMANAGED
     # A hand `helm upgrade` keeps the last revision's labels: of the chart and values the history already
     # holds, it is a change outside helmdeck, not this spec's upgrade.
@@ -348,7 +349,7 @@ class _Storage:
 async def test_a_pass_records_a_revision_made_from_this_spec_under_the_fence_and_runs_no_helm() -> None:
     fenced: list[str] = []
 
-    async def fence(_key: tuple[str, str], action: str, _timeout: float) -> None:
+    async def fence(_key: tuple[str, str], action: str, _timeout: float, _spec: object) -> None:
         fenced.append(action)
 
     ctx = ActionContext(helm=None, observer=cast(Any, _Storage(made(2))), api=None, fence=fence)

@@ -21,6 +21,7 @@ from kubernetes import client
 
 from engine.helm import HelmError, ReleaseNotFound
 from engine.kube import rest
+from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.options import uninstall_options
@@ -79,10 +80,11 @@ class ActionContext:
     now: Callable[[], float] = time.time
     # The manifest checksum of a request's render (the release service's, cached); None: no renderer.
     checksum: Callable[[Request], Awaitable[str]] | None = None
-    # Awaited before each helm action (and storage write) on a release, with the release key, the action's name
-    # and its timeout (seconds): raises (an ActionRefused of the runtime's) when this engine may not start it now
-    # (``--shards auto``: the actor claim, engine.runtime.drive.shards). None: it always may.
-    fence: Callable[[tuple[str, str], str, float], Awaitable[None]] | None = None
+    # Awaited before each helm action (and storage write) on a release, with the release key, the action's name,
+    # its timeout (seconds) and the package spec it acts on (None: not checked): raises (an ActionRefused of the
+    # runtime's) when this engine may not start it now, or not on that spec (``--shards auto``: the actor claim,
+    # engine.runtime.drive.shards). None: it always may.
+    fence: Callable[[tuple[str, str], str, float, PackageSpec | None], Awaitable[None]] | None = None
     # Called right before each helm process is spawned on a release, after the fence let the action start: raises
     # (an ActionRefused of the runtime's) when this engine may no longer start it (``--shards auto``: its
     # membership Lease lapsed since the fence, a freeze, so another replica may hold the claim now). None: it may.
@@ -231,7 +233,7 @@ async def fenced(ctx: ActionContext, req: Request, action: str) -> None:
     """Ask the context's fence (:attr:`ActionContext.fence`) whether ``action`` may start on ``req``'s release;
     raises what the fence raises."""
     if ctx.fence is not None:
-        await ctx.fence(req.key, action, req.spec.timeout)
+        await ctx.fence(req.key, action, req.spec.timeout, req.spec)
 
 
 async def observed_run(

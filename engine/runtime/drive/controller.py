@@ -260,7 +260,7 @@ class PackageController:
         ns, release = key
         async with self.book.running(key, "uninstall", spec.timeout):
             if self.ctx.fence is not None:  # --shards auto: the actor claim
-                await self.ctx.fence(key, "uninstall", spec.timeout)
+                await self.ctx.fence(key, "uninstall", spec.timeout, None)  # its object is deleted: no spec to check
             try:
                 await self.helm.uninstall(release, ns, uninstall_options(spec))
             except HelmError as exc:

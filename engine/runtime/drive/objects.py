@@ -153,6 +153,7 @@ class PackageObjects:
         self._errors: dict[Path, tuple[PackageError, ...]] = {}  # origin -> its current refusals
         self._said: tuple[PackageError, ...] = ()  # the errors of the last update given
         self._generations: dict[Path, tuple[PackageSpec, int]] = {}  # origin -> (good spec, its generation)
+        self._validated: dict[Path, int] = {}  # origin -> the generation the last validation read (good or bad)
         self._specs: dict[ReleaseKey, PackageSpec] = {}
         self._watches: list[_KindWatch] = []
         self._source_watches: dict[tuple[str, str | None], _KindWatch] = {}  # (plural, namespace) -> its watch
@@ -229,6 +230,12 @@ class PackageObjects:
         found = self._generations.get(spec.file)
         return found[1] if found is not None and found[0] == spec else None
 
+    def validated(self, origin: Path) -> int | None:
+        """The ``metadata.generation`` of the Package object ``origin`` as the last validation read it (a bad
+        one's too), None when none was read. Behind the watched object's (:meth:`get`) until the burst that
+        brought it is validated."""
+        return self._validated.get(origin)
+
     def load(self, touched: set[Path] | None = None) -> FolderUpdate:
         """List every object now (blocking) and validate what changed; as the port says, every key counts as
         changed (``touched`` is unused: objects have no paths). Raises ApiException when a list is refused."""
@@ -296,6 +303,10 @@ class PackageObjects:
                 self._generations.pop(origin, None)
             self._place(origin, old, new, touched)
         for origin, obj in packages.items():  # a document unchanged (re-created, say): its generation moves on
+            if obj is None:
+                self._validated.pop(origin, None)
+            else:
+                self._validated[origin] = int((obj.get("metadata") or {}).get("generation") or 0)
             held = self._generations.get(origin)
             if obj is not None and held is not None and origin not in checked.packages:
                 self._generations[origin] = (held[0], int((obj.get("metadata") or {}).get("generation") or 0))

@@ -59,6 +59,7 @@ from urllib3.exceptions import HTTPError
 
 from engine.kube import rest
 from engine.package.load import object_origin
+from engine.package.model import PackageSpec
 from engine.reconcile.action import Handover
 from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import Membership
@@ -150,9 +151,12 @@ class Shards:
         return None if verdict.take else verdict.reason
 
     # -- the claim -------------------------------------------------------------------
-    async def fence(self, key: ReleaseKey, action: str, timeout: float) -> None:
-        """Claim ``key``'s release for ``action`` (its helm ``timeout``, seconds) before it starts. Raises
-        ClaimRefused (with when to try again) when this replica may not start it."""
+    async def fence(self, key: ReleaseKey, action: str, timeout: float, spec: PackageSpec | None = None) -> None:
+        """Claim ``key``'s release for ``action`` (its helm ``timeout``, seconds) before it starts; ``spec``: the
+        package spec the action is of (None: not checked). Raises ClaimRefused (with when to try again) when this
+        replica may not start it, or not on ``spec``: the Package object, as it was when claimed, is of a newer
+        generation than the one ``spec`` was read from (a replica back from a pause acts on its watch's
+        backlog otherwise: the churn caught one upgrading to an edit two edits old)."""
         limit = self.membership.duration / 2
         if self.elector.lapsed(limit):
             log.warning("no membership Lease write for over %.0fs (a pause?): re-checking it before acting", limit)
@@ -166,17 +170,33 @@ class Shards:
         self._placed_here(ref)
         first = key not in self._held
         if first:
-            verdict = await self._write_claim(key, ref, action, timeout)
+            verdict, claimed = await self._write_claim(key, ref, action, timeout)
             self._held.add(key)
             if verdict:
                 self.book.log(key, "claim", "info", verdict)
-        elif not await self._swap_own(ref, Claim(self.me, action, time.time(), timeout).to_status()):
-            self._held.discard(key)
-            raise ClaimRefused(f"the claim on Package {ref[0]}/{ref[1]} is no longer this replica's", 5.0)
+        else:
+            claimed = self.objects.get(_origin(ref)) or {}
+            if not await self._swap_own(ref, Claim(self.me, action, time.time(), timeout).to_status()):
+                self._held.discard(key)
+                raise ClaimRefused(f"the claim on Package {ref[0]}/{ref[1]} is no longer this replica's", 5.0)
         if first and await self.book.reload_status(key, before_acting=True):
             raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
                                "starts over on the status it wrote", 0.5)
+        if spec is not None:
+            self._read_as_claimed(ref, spec, (claimed.get("metadata") or {}).get("generation"))
         self._placed_here(ref)  # the live set may have changed while the claim was written: no start to cancel
+
+    def _read_as_claimed(self, ref: Ref, spec: PackageSpec, generation: object) -> None:
+        """Raises ClaimRefused unless ``spec`` is the spec of the Package ``ref`` at ``generation`` (the one its
+        claim was written on): that generation validated here, and ``spec`` what it gave (a bad edit's last good
+        spec included). The pass starts over on the spec read since."""
+        origin = _origin(ref)
+        if generation is not None and self.objects.validated(origin) != generation:
+            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} is at generation {generation}, not read here yet: the "
+                               "pass starts over once it is", 0.5)
+        if self.objects.spec(origin) not in (None, spec):
+            raise ClaimRefused(f"Package {ref[0]}/{ref[1]} was edited since this pass read it: the pass starts over "
+                               "on its new spec", 0.5)
 
     def recheck(self, key: ReleaseKey) -> None:
         """Right before a helm process is spawned on ``key`` (after :meth:`fence`): raises LeaseLapsed when this
@@ -199,9 +219,10 @@ class Shards:
     def _on(self, member: str | None) -> str:
         return UNPLACED if member is None else f"controller replica {member}"
 
-    async def _write_claim(self, key: ReleaseKey, ref: Ref, action: str, timeout: float) -> str:
+    async def _write_claim(self, key: ReleaseKey, ref: Ref, action: str,
+                           timeout: float) -> tuple[str, dict[str, Any]]:
         """Write this replica's claim on ``ref`` (compare-and-swap on the resourceVersion); returns the take-over
-        sentence ("" when it took none). Raises ClaimRefused.
+        sentence ("" when it took none) and the object as it was when claimed. Raises ClaimRefused.
 
         A take-over is decided on a list of the members made after the claim was read: the last list may predate
         the claim (its member paused past its Lease, came back, renewed and claimed since), and a member seen silent
@@ -228,7 +249,7 @@ class Shards:
             if await self._patch(ref, obj, {"claim": claim}):
                 if verdict.taken_from:
                     log.warning("%s/%s: claim %s", *ref, verdict.reason)
-                return verdict.reason if verdict.taken_from else ""
+                return verdict.reason if verdict.taken_from else "", obj
             await asyncio.sleep(CONFLICT_WAIT)
         raise ClaimRefused(f"Package {ref[0]}/{ref[1]} kept changing while its claim was written (409 Conflict)", 1.0)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.package.model import PackageSpec
 from engine.runtime.drive.shards import Ref, Shards, _origin
 from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.shard import Peer, Shard, overlap_message, overlapping, peer_of
@@ -105,12 +106,12 @@ class StaticShards(Shards):
         refused = self.refusal(ref) if ref is not None and key not in self._held else None
         return refused if refused is not None else super().why_not(key)
 
-    async def fence(self, key: ReleaseKey, action: str, timeout: float) -> None:
+    async def fence(self, key: ReleaseKey, action: str, timeout: float, spec: PackageSpec | None = None) -> None:
         ref = self.ref(key)
         refused = self.refusal(ref) if ref is not None else None
         if refused is not None:
             raise ClaimRefused(refused, LEFT_RETRY)
-        await super().fence(key, action, timeout)
+        await super().fence(key, action, timeout, spec)
 
     # -- changes: the controllers listed, the Packages watched -----------------------------
     def on_members(self, live: frozenset[str]) -> None:
