@@ -259,6 +259,47 @@ async def test_a_package_created_or_deleted_moves_another_through_gained_and_los
             await shards.elector.stop()
 
 
+async def test_a_claim_is_refused_to_a_pass_on_a_spec_older_than_the_package_it_claims(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    # Issue 32: a replica back from a pause works through its watch's backlog; its claim write (on the object as
+    # it is now: the resourceVersion precondition) must not let a pass act on an older spec. Here the watch has
+    # brought a newer generation that is not validated yet (the debounce), then it is validated while the pass
+    # still holds the old spec: refused both times, and the pass on the new spec claims it.
+    name = "web"
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    create(apis[0], package(namespace, name, values={"v": 1}))
+    key = (namespace, name)
+    a = await _replica(kube_target, namespace, "a", 30.0)
+    objects = PackageObjects(api_client(kube_target), [namespace], debounce=600.0)  # validated by load() only
+    await asyncio.to_thread(objects.load)
+    a.objects = objects
+    watching = asyncio.create_task(anext(objects.watch()))  # raw objects arrive; their burst waits 600 s
+    try:
+        old = objects.spec(object_origin(PACKAGES, namespace, name))
+        assert old is not None
+        await asyncio.sleep(1.0)  # the watch is open
+        apis[0].patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", name,
+                                               {"spec": {"values": {"v": 2}}})
+        await wait_until(lambda: (objects.get(object_origin(PACKAGES, namespace, name)) or {}).get(
+            "metadata", {}).get("generation") == 2, 10)
+        with pytest.raises(ClaimRefused, match="at generation 2, not read here yet"):
+            await a.fence(key, "upgrade", 60, old)
+        await a.let_go(key)  # the pass ends: its claim is cleared
+        await asyncio.to_thread(objects.load)  # generation 2 validated; the pass still holds the old spec
+        new = objects.spec(object_origin(PACKAGES, namespace, name))
+        assert new is not None and new != old
+        with pytest.raises(ClaimRefused, match="was edited since this pass read it"):
+            await a.fence(key, "upgrade", 60, old)
+        await a.let_go(key)
+        await a.fence(key, "upgrade", 60, new)
+        assert (_claim(apis, namespace, name) or {})["replica"] == "a"
+    finally:
+        watching.cancel()
+        objects.stop()
+        await a.elector.stop()
+
+
 async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_moved_meanwhile(
     apis: Apis, kube_target: KubeTarget, namespace: str,
 ) -> None:
