@@ -10,10 +10,13 @@ In one run, on a private local cluster:
   ``--kills`` times: SIGKILL a random replica, edit (at once) a sample of the Packages placed on it, and time until
   each edit is Ready, done by another replica (the Lease's expiry, the placement's move and one upgrade);
   a replacement is started and everything converges before the next kill. p50, p99 and the maximum over the kills
-  (each kill's time: its slowest sampled Package), against the goal of 20 s.
+  (each kill's time: its slowest sampled Package), against the goal of 20 s;
+- with ``--pause-packages N``, issue 32's pause: N Packages (installs and upgrades of ``--pause-delay`` seconds) on 3
+  replicas, every one edited once, the replica running upgrades SIGSTOPped for ``--pause-seconds`` then continued;
+  once all converged, the releases with more than one upgrade (one edit, one upgrade) and the audit.
 
 Run: ``python -m bench.controller_churn [--packages 300] [--kills 20] [--lease 15] [--mode auto]
-[--cluster-dir DIR]``. The load average is printed with the figures: the machine may be shared.
+[--pause-packages 30] [--cluster-dir DIR]``. The load average is printed with the figures: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -198,6 +201,38 @@ def takeover(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> Non
     print(f"  audit of the takeover runs: {len(findings)} findings" + "".join(f"\n    {f}" for f in findings[:30]))
 
 
+def pause(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
+    """Issue 32's scenario: one edit of every Package, the replica running upgrades paused meanwhile."""
+    run = _churn(cluster, work, args, "pause")
+    load = os.getloadavg()[0]
+    try:
+        names = run.packages(args.pause_packages, args.pause_delay, timeout="5m")
+        for i in range(3):
+            run.start(f"r{i + 1}")
+        run.wait_ready(len(names), args.timeout)
+        for name in names:
+            run.edit(name)
+        sleeper = run.acting("upgrade", timeout=args.timeout)
+        if sleeper is None:
+            raise SystemExit("no replica ran an upgrade to pause")
+        run.pause(sleeper, args.pause_seconds)
+        run.wait_ready(len(names), args.timeout)
+        time.sleep(2 * args.lease)  # the resumed replica's passes of its share
+        findings = run.audit()
+        stored = {n: client.CoreV1Api(run.api).list_namespaced_secret(
+            run.namespace, label_selector=f"owner=helm,name={n}").items for n in names}
+    finally:
+        run.stop()
+        _keep(run, args)
+    more = sorted(n for n, revisions in stored.items() if len(revisions) > 2)
+    print(f"\npause, {len(names)} Packages ({args.mode}, Lease {args.lease:g}s, installs and upgrades of "
+          f"{args.pause_delay}s, the replica running upgrades stopped for {args.pause_seconds:g}s; load average "
+          f"{load:.1f} before, {os.getloadavg()[0]:.1f} after)")
+    print(f"  releases with more than 2 revisions (one install, one edit): {len(more)} of {len(names)}"
+          + (f": {', '.join(more)}" if more else ""))
+    print(f"  audit: {len(findings)} findings" + "".join(f"\n    {f}" for f in findings[:50]))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--packages", type=int, default=300, help="Packages of the churn (default 300)")
@@ -214,6 +249,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="auto: --shards auto (default); one-lease: one acting instance, the others standing by")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for convergence (default 1800)")
     parser.add_argument("--skip-churn", action="store_true", help="only the takeover")
+    parser.add_argument("--pause-packages", type=int, default=0,
+                        help="Packages of issue 32's pause scenario (default 0: not run)")
+    parser.add_argument("--pause-delay", type=int, default=20,
+                        help="seconds each install and upgrade of the pause scenario waits (default 20)")
+    parser.add_argument("--pause-seconds", type=float, default=60.0,
+                        help="seconds the replica running upgrades is stopped (default 60)")
     parser.add_argument("--log-level", default="info", help="the replicas' --log-level (default info)")
     parser.add_argument("--logs", type=Path, help="keep the replicas' logs and the helm process log in this directory")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
@@ -226,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
             churn(cluster, work, args)
         if args.kills:
             takeover(cluster, work, args)
+        if args.pause_packages:
+            pause(cluster, work, args)
 
 
 if __name__ == "__main__":
