@@ -274,7 +274,12 @@ async def test_a_claim_is_refused_to_a_pass_on_a_spec_older_than_the_package_it_
     objects = PackageObjects(api_client(kube_target), [namespace], debounce=600.0)  # validated by load() only
     await asyncio.to_thread(objects.load)
     a.objects = objects
-    watching = asyncio.create_task(anext(objects.watch()))  # raw objects arrive; their burst waits 600 s
+
+    async def watch() -> None:  # raw objects arrive; their burst waits 600 s
+        async for _update in objects.watch():
+            return
+
+    watching = asyncio.create_task(watch())
     try:
         old = objects.spec(object_origin(PACKAGES, namespace, name))
         assert old is not None

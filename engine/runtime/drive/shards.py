@@ -156,7 +156,7 @@ class Shards:
         package spec the action is of (None: not checked). Raises ClaimRefused (with when to try again) when this
         replica may not start it, or not on ``spec``: the Package object, as it was when claimed, is of a newer
         generation than the one ``spec`` was read from (a replica back from a pause acts on its watch's
-        backlog otherwise: the churn caught one upgrading to an edit two edits old)."""
+        backlog otherwise: the churn caught one upgrading to an edit already superseded)."""
         limit = self.membership.duration / 2
         if self.elector.lapsed(limit):
             log.warning("no membership Lease write for over %.0fs (a pause?): re-checking it before acting", limit)
