@@ -2,7 +2,9 @@
 
 Each component is built in a small wrapper Go module of its own (so their
 dependency versions do not pull on each other) under the cache directory, and
-its binaries land in ``<cache>/bin/<component>-<version>/``. A component whose
+its binaries land in ``<cache>/bin/<component>-<version>/``. A component with a
+``source`` is a Go module of this repository (its ``go.mod`` and ``go.sum``
+committed, e.g. the tests' Flux oracle, tests/oracle/), built where it is. A component whose
 binaries are all present is not rebuilt, so a warm run takes well under a
 second; the Go module and build caches make a rebuild after a version bump
 incremental.
@@ -96,6 +98,11 @@ class Component:
     ldflags: tuple[str, ...] = ()
     replaces: dict[str, str] = field(default_factory=dict)
     on_demand: bool = False  # not built by a plain `make build` (`make demo` needs it not)
+    # A module of this repository built in place (no wrapper module; its go.sum must be complete), and the
+    # Go toolchain its go.mod needs when newer than the machine's (GOTOOLCHAIN: the go command fetches it
+    # from the Go module proxy).
+    source: Path | None = None
+    toolchain: str = ""
 
     @classmethod
     def commands(cls, name: str, module: str, version: str, *commands: str, version_var: str = "",
@@ -177,11 +184,15 @@ def binary(component: str, name: str | None = None) -> Path:
     return comp.path(name)
 
 
-def _go_env(work: Path) -> dict[str, str]:
+def _go_env(comp: Component) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("GOFLAGS", "-buildvcs=false")
     env["CGO_ENABLED"] = "0"
     env["GOWORK"] = "off"
+    if comp.toolchain:
+        env["GOTOOLCHAIN"] = comp.toolchain
+    if comp.source is not None:
+        env["GOFLAGS"] = "-buildvcs=false -mod=readonly"  # the committed go.sum, never rewritten
     return env
 
 
@@ -247,7 +258,7 @@ def _build_locked(comp: Component, work: Path, bin_dir: Path, progress: Callable
     if shutil.which("go") is None:
         raise BuildError(f"{comp.key}: the 'go' command is not on PATH; install Go 1.26+")
     log_path = work / "build.log"
-    env = _go_env(work)
+    env = _go_env(comp)
     started = time.monotonic()
     progress(f"building {comp.name} {comp.version} (log: {log_path}) ...")
     tmp_bin = bin_dir.with_name(bin_dir.name + ".tmp")
@@ -255,10 +266,12 @@ def _build_locked(comp: Component, work: Path, bin_dir: Path, progress: Callable
     tmp_bin.mkdir(parents=True)
     try:
         with log_path.open("w") as log:
-            _write_gomod(comp, work)
-            (work / "go.sum").unlink(missing_ok=True)
-            tools = sorted(set(comp.binaries.values()))
-            _run(["go", "get", "-tool", *[f"{t}@{comp.version}" for t in tools]], work, log, env)
+            if comp.source is None:
+                _write_gomod(comp, work)
+                (work / "go.sum").unlink(missing_ok=True)
+                tools = sorted(set(comp.binaries.values()))
+                _run(["go", "get", "-tool", *[f"{t}@{comp.version}" for t in tools]], work, log, env)
+            where = comp.source or work
             ldflags = " ".join(["-s", "-w", *comp.ldflags])
             for name, pkg in comp.binaries.items():
                 progress(f"  compiling {name} ...")
@@ -271,7 +284,7 @@ def _build_locked(comp: Component, work: Path, bin_dir: Path, progress: Callable
 
                 _run(
                     ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp_bin / name), pkg],
-                    work, log, env, tick,
+                    where, log, env, tick,
                 )
     except (subprocess.CalledProcessError, OSError) as exc:
         shutil.rmtree(tmp_bin, ignore_errors=True)

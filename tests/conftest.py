@@ -26,6 +26,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from localcluster import build
 from localcluster.cluster import LocalCluster
+from tests import flux_oracle
 from tests.chart_sources import ChartRepoServer
 
 pytest_plugins = ("tests.controller_fixtures",)  # the controller tests' fixtures
@@ -38,21 +39,25 @@ BUILD_FAILED = 7  # the session's exit code when a build failed: not one of pyte
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the Go binaries the selected tests need before the first test starts: the default components when
-    one needs the local cluster (``cluster`` mark or fixture), and those a ``binaries`` mark names. A cold build
+    one needs the local cluster (``cluster`` mark or fixture), and those a ``binaries`` mark names (the tests' Flux
+    oracle, ``oracle``, among them: :mod:`tests.flux_oracle`). A cold build
     takes minutes, more than pytest-timeout allows one test's setup (``make test`` builds first; a test file run
     alone on a fresh machine did not). A failed build ends the session before any test, with exit code
     :data:`BUILD_FAILED`."""
+    components = {**build.COMPONENTS, flux_oracle.COMPONENT.name: flux_oracle.COMPONENT}
     needed: set[str] = set()
     for item in session.items:
         if item.get_closest_marker("cluster") or "local_cluster" in getattr(item, "fixturenames", ()):
             needed.update(c.name for c in build.COMPONENTS.values() if not c.on_demand)
         for mark in item.iter_markers("binaries"):
             needed.update(mark.args)
-    missing = sorted(name for name in needed if not build.COMPONENTS[name].is_built())
+    missing = sorted(name for name in needed if not components[name].is_built())
     if missing:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            build.build_all(missing, progress=lambda m: reporter.write_line(m) if reporter is not None else None)
+            for name in missing:
+                build.build(components[name],
+                            progress=lambda m: reporter.write_line(m) if reporter is not None else None)
         except build.BuildError as exc:
             pytest.exit(f"the selected tests need binaries that could not be built: {exc}", returncode=BUILD_FAILED)
 
@@ -73,6 +78,15 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("HELMDECK_CACHE", None)
     else:
         os.environ["HELMDECK_CACHE"] = before
+
+
+@pytest.fixture(scope="session")
+def flux_oracle_process() -> Iterator[flux_oracle.Oracle]:
+    """One Flux oracle process for the session (:mod:`tests.flux_oracle`; its tests carry
+    ``pytest.mark.binaries("oracle")``, so it is built before the first test)."""
+    oracle = flux_oracle.Oracle(flux_oracle.COMPONENT.path("oracle"))
+    yield oracle
+    oracle.close()
 
 
 @pytest.fixture(scope="session")
