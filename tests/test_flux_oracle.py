@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from engine.package.model import PackageSpec
+from engine.package.values_from import ValuesReference
+from engine.resolve.values import ObjectData, ValuesError, ValuesLayer, compose, compose_values
 from tests.flux_oracle import Oracle
 
 pytestmark = pytest.mark.binaries("oracle")
@@ -41,6 +47,90 @@ def canonical(value: Any) -> str:
             return [walk(x) for x in v]
         return v
     return json.dumps(walk(value), sort_keys=True)
+
+
+# -- values: ChartValuesFromReferences ---------------------------------------------------------------------
+
+_KEYS = st.sampled_from(["a", "b", "c", "d"])  # few names: the maps collide and merge
+# Strings with no YAML 1.1 meaning (y, n, on, no...: helm's ReadValues reads those as booleans, helmdeck's
+# loader as strings, a difference of parsing left to its own test) and numbers exact in a float64.
+_SCALARS = st.one_of(st.integers(-1000, 1000), st.booleans(), st.none(), st.text("abcdeg", min_size=1, max_size=3),
+                     st.sampled_from([1.5, -0.25, 2.0]))
+_TREES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                        st.dictionaries(_KEYS, inner, max_size=3)), max_leaves=10)
+_MAPS = st.dictionaries(_KEYS, _TREES, max_size=4)
+_YAML_TEXTS = st.one_of(
+    _MAPS.map(lambda m: yaml.safe_dump(m, default_flow_style=False)),
+    _MAPS.map(json.dumps),
+    st.sampled_from(["", "a: [", "- 1\n- 2\n", "just text", "a: 1\na: 2\n", "~\n"]),
+)
+# targetPath: keys, list indices, an escaped dot, as Flux's API pattern allows.
+_SEGMENTS = st.sampled_from(["a", "b", "c", "a\\.b"]).flatmap(
+    lambda key: st.sampled_from(["", "[0]", "[1]", "[2]"]).map(lambda index: key + index))
+_TARGETS = st.lists(_SEGMENTS, min_size=1, max_size=3).map(".".join)
+_TARGET_TEXTS = st.one_of(
+    st.sampled_from(["1", "0", "-3", "true", "FALSE", "null", "abc", "", "1.5", "010", "9223372036854775808",
+                     "{x,y}", "{1,true}", "{}", "a\\,b", "x,b=2", "x,b", "'quoted'", '"1"', "'", "\"a,b\"",
+                     "x=y", "[0]", "a.b", "line\n"]),
+    st.text("ab1,={}[]\\'\". ", max_size=6),
+)
+
+
+@st.composite
+def compositions(draw: st.DrawFn) -> tuple[list[ValuesReference], dict[tuple[str, str], dict[str, str] | None],
+                                           dict[str, Any]]:
+    """valuesFrom entries, the objects they name (None: absent) and the inline values."""
+    objects: dict[tuple[str, str], dict[str, str] | None] = {}
+    refs = []
+    for i in range(draw(st.integers(1, 5))):
+        kind, name = draw(st.sampled_from(["ConfigMap", "Secret"])), draw(st.sampled_from(["o0", "o1", "o2"]))
+        if (kind, name) not in objects:
+            objects[(kind, name)] = None if draw(st.integers(0, 11)) == 0 else {}
+        key = draw(st.sampled_from(["values.yaml", "k"]))
+        target = draw(st.one_of(st.just(""), _TARGETS))
+        data = objects[(kind, name)]
+        if data is not None and key not in data and draw(st.integers(0, 11)) > 0:
+            data[key] = draw(_TARGET_TEXTS if target else _YAML_TEXTS)
+        refs.append(ValuesReference(kind, name, key, target, draw(st.booleans()), index=i))
+    return refs, objects, draw(_MAPS)
+
+
+def helmdeck_values(refs: list[ValuesReference], objects: dict[tuple[str, str], dict[str, str] | None],
+                    inline: dict[str, Any]) -> dict[str, Any]:
+    """helmdeck's values of a package with these ``valuesFrom`` entries, objects and inline values, composed
+    as the engine composes them (engine/resolve/values.py: compose, then compose_values). Raises ValuesError."""
+    spec = PackageSpec(file=Path("release.yaml"), name="app", namespace="demo", chart_path=Path("chart"),
+                       release_name="app", values_json=json.dumps(inline, sort_keys=True), values_from=tuple(refs))
+    data = {(kind, "demo", name): ObjectData(kind, "demo", name,
+                                             None if d is None else {k: v.encode() for k, v in d.items()})
+            for (kind, name), d in objects.items()}
+    got = compose(spec, data)
+    merged, _ = compose_values(spec, [], [ValuesLayer(got.values, "spec.valuesFrom", targets=got.targets)])
+    return merged
+
+
+@_settings(2000)
+@given(compositions())
+def test_values_compose_as_chart_values_from_references(flux_oracle_process: Oracle, case: Any) -> None:
+    """fluxcd/pkg/chartutil values.go ChartValuesFromReferences: references in order, each merged over the
+    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue) in order."""
+    refs, objects, inline = case
+    answer = flux_oracle_process.ask({
+        "op": "values", "namespace": "demo", "values": inline,
+        "objects": [{"kind": kind, "name": name, "data": data} for (kind, name), data in objects.items()
+                    if data is not None],
+        "refs": [{"kind": r.kind, "name": r.name, "valuesKey": r.values_key, "targetPath": r.target_path,
+                  "optional": r.optional} for r in refs],
+    })
+    try:
+        mine: dict[str, Any] | ValuesError = helmdeck_values(refs, objects, inline)
+    except ValuesError as exc:
+        mine = exc
+    if "error" in answer:
+        assert isinstance(mine, ValuesError), f"Flux refuses ({answer['error']}); helmdeck composes {mine}"
+    else:
+        assert not isinstance(mine, ValuesError), f"Flux composes {answer['values']}; helmdeck refuses: {mine}"
+        assert canonical(mine) == canonical(answer["values"])
 
 
 def test_the_oracle_answers_from_fluxs_code(flux_oracle_process: Oracle) -> None:

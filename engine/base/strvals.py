@@ -26,12 +26,18 @@ A ``targetPath`` value is set as Flux's ``ReplacePathValue`` (fluxcd/pkg
 lists are created, a list is padded with nulls up to the index, a list item
 that is not a map becomes an empty map when a key is set inside it, and going
 through any other value (a null included: Go's type assertion fails) is an
-error. Bounds beyond helm's: at most :data:`MAX_DEPTH` nested list indices
-and :data:`MAX_PADDING` null cells padded per value.
+error. One quirk of helm's parser is kept (helm.sh/helm/v4 pkg/strvals
+parser.go, ``parser.listItem`` returning early on ``io.EOF``): an empty value at
+the very end of the text, for a key below a list item (``a[0].b=``), is set
+only inside list items that exist already; a new item is dropped (``a[0].b=``
+over no ``a`` gives ``a: []``). Such a value is :data:`EMPTY_AT_END`.
+Bounds beyond helm's: at most :data:`MAX_DEPTH` nested list indices and
+:data:`MAX_PADDING` null cells padded per value.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +50,15 @@ Segment = str | int
 Path = tuple[Segment, ...]
 Assignment = tuple[Path, Any]
 """One value set by a ``--set`` argument: its path and its (typed) value."""
+
+
+class _EmptyAtEnd(str):
+    """The empty value of the text's last assignment (see the module docstring); equal to ``""``."""
+
+    __slots__ = ()
+
+
+EMPTY_AT_END = _EmptyAtEnd("")
 
 
 class PathError(ValueError):
@@ -199,7 +214,9 @@ class _Parser:
             # "." after an index: the keys go on (helm does not count this dot as a nested name)
 
     def value(self) -> Any:
-        if self.pos < len(self.text) and self.text[self.pos] == "{":
+        if self.pos == len(self.text):
+            return EMPTY_AT_END  # helm's valList meets io.EOF
+        if self.text[self.pos] == "{":
             self.pos += 1
             items: list[Any] = []
             while True:
@@ -251,6 +268,13 @@ def apply(values: Mapping[str, Any], assignments: list[Assignment]) -> dict[str,
     root: dict[str, Any] = dict(values)
     padded = 0
     for path, value in assignments:
+        if value is EMPTY_AT_END:
+            if not isinstance(path[-1], int) and any(isinstance(s, int) for s in path):
+                if path[0] in root:
+                    root[path[0]] = copy.deepcopy(root[path[0]])  # changed in place below
+                _empty_at_end(root, path, path)
+                continue
+            value = ""  # a plain str in the values (YAML dumpers refuse a subclass)
         parent: Any = root
         for depth, seg in enumerate(path):
             if isinstance(seg, int) and seg >= len(parent):
@@ -277,6 +301,47 @@ def apply(values: Mapping[str, Any], assignments: list[Assignment]) -> dict[str,
             parent[seg] = child
             parent = child
     return root
+
+
+def _empty_at_end(data: dict[str, Any], path: Path, whole: Path) -> None:
+    """Set ``path`` (below ``data``, a map of this call's own) to "" as helm's parser does for an empty value at
+    the end of its text: a list item past the end of its list is not added (nor anything below it), an existing
+    one is changed in place (module docstring). ``whole`` names the path in errors. Raises PathError."""
+    key, rest = path[0], path[1:]
+    assert isinstance(key, str)  # an index is read by _empty_at_end_item
+    if not rest:
+        data[key] = ""
+        return
+    if isinstance(rest[0], int):
+        data[key] = _empty_at_end_item(_container(data.get(key, []), list, whole, path), rest, whole)
+        return
+    inner = _container(data[key], dict, whole, path) if key in data else {}
+    _empty_at_end(inner, rest, whole)
+    if inner:  # helm sets a map only when something went into it
+        data[key] = inner
+
+
+def _empty_at_end_item(items: list[Any], path: Path, whole: Path) -> list[Any]:
+    """``items`` after :func:`_empty_at_end` below its item ``path[0]``, changed in place."""
+    index, rest = path[0], path[1:]
+    assert isinstance(index, int) and rest  # the path ends in a key (an index takes the value as any other)
+    if index < len(items):
+        current = items[index]
+        if isinstance(rest[0], int):
+            if current is not None:  # only what changes in the existing list counts: a longer copy is dropped
+                _empty_at_end_item(_container(current, list, whole, path), rest, whole)
+        else:
+            if not isinstance(current, dict):
+                current = items[index] = {}  # helm: an item that is no map is replaced by one
+            _empty_at_end(current, rest, whole)
+    return items
+
+
+def _container(value: Any, kind: type, whole: Path, at: Path) -> Any:
+    if not isinstance(value, kind):
+        where = format_path(whole[:len(whole) - len(at) + 1])
+        raise PathError(f"{where} holds {_kind(value)}, not a {'list' if kind is list else 'map'}")
+    return value
 
 
 def _kind(value: Any) -> str:
