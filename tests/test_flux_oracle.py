@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from engine.package.model import PackageSpec
 from engine.package.values_from import ValuesReference
 from engine.resolve.values import ObjectData, ValuesError, ValuesLayer, compose, compose_values
+from engine.sources.semver import SemverError, newest_match, parse_candidate
 from tests.flux_oracle import Oracle
 
 pytestmark = pytest.mark.binaries("oracle")
@@ -131,6 +132,69 @@ def test_values_compose_as_chart_values_from_references(flux_oracle_process: Ora
     else:
         assert not isinstance(mine, ValuesError), f"Flux composes {answer['values']}; helmdeck refuses: {mine}"
         assert canonical(mine) == canonical(answer["values"])
+
+
+# -- versions: ParseVersion and source-controller's choice -------------------------------------------------
+
+_PRE = st.sampled_from(["", "-alpha", "-alpha.1", "-beta.2", "-rc.1", "-0", "-1.2", "-01", "-rc.01", "-x-y"])
+_VERSIONS = st.one_of(
+    st.builds(lambda v, major, minor, patch, pre, meta: f"{v}{major}{minor}{patch}{pre}{meta}",
+              st.sampled_from(["", "v"]), st.sampled_from(["0", "1", "2", "01", "10"]),
+              st.sampled_from(["", ".0", ".1", ".2", ".01"]), st.sampled_from(["", ".0", ".1", ".3", ".1.4"]),
+              _PRE, st.sampled_from(["", "+b1", "+build.2"])),
+    st.sampled_from(["latest", "", "v", "1..2", "1.2.3.4", "a.b.c", "1.2.x", "1.0.0-", "stable"]),
+)
+_OPS = st.sampled_from(["", "=", "!=", ">", "<", ">=", "<=", "~", "^", "~>", "=>", "=<"])
+_RANGE_VERSIONS = st.builds(lambda major, minor, patch, pre: f"{major}{minor}{patch}{pre}",
+                            st.sampled_from(["0", "1", "2", "x", "*"]), st.sampled_from(["", ".0", ".1", ".x", ".*"]),
+                            st.sampled_from(["", ".0", ".2", ".x"]), st.sampled_from(["", "-0", "-alpha", "-rc.1"]))
+_TERMS = st.builds(lambda op, v: f"{op}{v}", _OPS, _RANGE_VERSIONS)
+_GROUPS = st.one_of(st.lists(_TERMS, min_size=1, max_size=3).flatmap(lambda ts: st.sampled_from([" ", ", ", ","])
+                                                                     .map(lambda sep: sep.join(ts))),
+                    st.builds(lambda a, b: f"{a} - {b}", _RANGE_VERSIONS, _RANGE_VERSIONS))
+_RANGES = st.one_of(st.lists(_GROUPS, min_size=1, max_size=2).map(" || ".join),
+                    st.sampled_from(["", "*", "latest", ">=", "1.2.3 ||", "!!1"]))
+
+
+@st.composite
+def version_sets(draw: st.DrawFn) -> tuple[list[str], str]:
+    """Up to 12 versions (Go's sort keeps equal versions in their order below 13 elements, as helmdeck's)
+    and a range, sometimes one of the versions itself."""
+    versions = draw(st.lists(_VERSIONS, max_size=12))
+    if versions and draw(st.integers(0, 5)) == 0:
+        return versions, draw(st.sampled_from(versions))
+    return versions, draw(_RANGES)
+
+
+@_settings(2000)
+@given(version_sets())
+def test_the_version_chosen_is_source_controllers(flux_oracle_process: Oracle, case: tuple[list[str], str]) -> None:
+    """source-controller internal/helm/repository chart_repository.go ChartRepository.getChartVersion and
+    oci_chart_repository.go getLastMatchingVersionOrConstraint: the version equal to the range first, else
+    the highest version fluxcd/pkg/version ParseVersion reads that the range allows (Masterminds' Check)."""
+    versions, rng = case
+    answer = flux_oracle_process.ask({"op": "choose", "versions": versions, "range": rng})
+    try:
+        mine: str | SemverError | None = newest_match(versions, rng)
+    except SemverError as exc:
+        mine = exc
+    if "error" in answer:
+        assert isinstance(mine, SemverError), f"Flux refuses the range ({answer['error']}); helmdeck picks {mine!r}"
+    else:
+        assert mine == answer["chosen"]
+
+
+@_settings(1000)
+@given(st.lists(_VERSIONS, min_size=1, max_size=8))
+def test_versions_parse_as_parse_version(flux_oracle_process: Oracle, versions: list[str]) -> None:
+    """fluxcd/pkg/version version.go ParseVersion: three dot-separated parts, then Masterminds' NewVersion."""
+    answer = flux_oracle_process.ask({"op": "parseVersion", "versions": versions})
+    for text, flux in zip(versions, answer["versions"], strict=True):
+        try:
+            mine: str | None = str(parse_candidate(text))
+        except SemverError:
+            mine = None
+        assert mine == (flux["version"] if flux["ok"] else None), text
 
 
 def test_the_oracle_answers_from_fluxs_code(flux_oracle_process: Oracle) -> None:

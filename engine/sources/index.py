@@ -31,7 +31,7 @@ from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import SourceInvalid
 from engine.sources.index_events import FIELDS, Aliased, Entry, NotAnIndex, read_entries
-from engine.sources.semver import SemverError, Version
+from engine.sources.semver import SemverError, Version, parse_candidate
 
 MAX_NODES = 3_000_000  # nodes once aliases are expanded (see the module docstring)
 MAX_DEPTH = 64
@@ -69,14 +69,14 @@ class Index:
     _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def ordered(self, chart: str) -> tuple[tuple[Version, IndexEntry], ...]:
-        """``chart``'s entries whose version parses, newest first (as helm sorts an index), each with its
-        parsed version."""
+        """``chart``'s entries whose version is one Flux chooses from (:func:`engine.sources.semver.parse_candidate`),
+        newest first (equal versions in their order), each with its parsed version."""
         found = self._memo.get("ordered\0" + chart)
         if found is None:
             keyed = []
             for e in self.entries.get(chart, ()):
                 try:
-                    keyed.append((Version.parse(e.version), e))
+                    keyed.append((parse_candidate(e.version), e))
                 except SemverError:
                     continue
             keyed.sort(key=lambda p: p[0], reverse=True)

@@ -11,8 +11,10 @@ this module follows its documented rules (checked against it, see
   hyphen ranges ``1.2 - 1.4.5``; AND by space or comma, OR by ``||``;
 - a pre-release version matches only when its AND group names a
   pre-release (``>=1.0.0-0``), as Masterminds' ``Constraints.Check``;
-- among candidates an exact string match wins, then the newest match (as
-  Helm's repository index and OCI tag resolution).
+- among candidates an exact string match wins, then the newest match, as
+  Flux's source-controller chooses from an index or a registry's tags
+  (:func:`pick`); a candidate is a version only with three parts, as Flux's
+  ``ParseVersion`` (:func:`parse_candidate`: ``1.2`` is no chart version).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 MAX_VERSION_LEN = 256  # as Masterminds' MaxVersionLen
 MAX_RANGE_LEN = 512  # as Masterminds' MaxConstraintLen
@@ -296,33 +299,51 @@ class Range:
         return self.text
 
 
-def newest_match(candidates: Iterable[str], range_text: str) -> str | None:
-    """The candidate Helm would pick for ``range_text``: an exact string match first, else the
-    newest version the range allows (unparseable candidates skipped); None when none does.
+def parse_candidate(text: str) -> Version:
+    """A chart version or tag as Flux's source-controller reads the versions it chooses from (fluxcd/pkg/version
+    version.go ``ParseVersion``): the text cut at its first two dots must have three parts (``1.2`` and ``v1``
+    are left out, ``1.2-rc.1.0`` is 1.2.0-rc.1.0), then it is read as Masterminds' ``NewVersion`` reads it
+    (:meth:`Version.parse`). Raises SemverError."""
+    if len(text.split(".", 2)) != 3:
+        raise SemverError(f"{text!r} is not a version of three parts (major.minor.patch)")
+    return Version.parse(text)
 
-    Raises SemverError when ``range_text`` is not a range (and matches no candidate exactly).
-    """
-    items = list(candidates)
-    if range_text in items:
-        return range_text
+
+T = TypeVar("T")
+
+
+def pick(candidates: Iterable[tuple[str, T]], newest_first: Iterable[tuple[Version, T]], range_text: str) -> T | None:
+    """The candidate Flux's source-controller picks for ``range_text`` (internal/helm/repository
+    chart_repository.go ``ChartRepository.getChartVersion``, oci_chart_repository.go
+    ``getLastMatchingVersionOrConstraint``): the first of ``candidates`` (version text, item) whose text is
+    ``range_text`` (a non-empty one), else the first of ``newest_first`` (the candidates
+    :func:`parse_candidate` reads, newest first, equal versions in their order) that the range allows; ""
+    is ``*``. None when none does. Raises SemverError when ``range_text`` is not a range (and no exact match)."""
+    if range_text:
+        for text, item in candidates:
+            if text == range_text:
+                return item
     rng = Range.parse(range_text or "*")
-    best: tuple[Version, str] | None = None
-    for item in items:
-        try:
-            v = Version.parse(item)
-        except SemverError:
-            continue
-        if rng.allows(v) and (best is None or v > best[0]):
-            best = (v, item)
-    return best[1] if best else None
+    for version, item in newest_first:
+        if rng.allows(version):
+            return item
+    return None
+
+
+def newest_match(candidates: Iterable[str], range_text: str) -> str | None:
+    """The version text of ``candidates`` Flux picks for ``range_text`` (:func:`pick`); None when none does.
+    Raises SemverError when ``range_text`` is not a range (and matches no candidate exactly)."""
+    items = list(candidates)
+    return pick(((c, c) for c in items), parsed_newest_first(items), range_text)
 
 
 def parsed_newest_first(candidates: Iterable[str]) -> list[tuple[Version, str]]:
-    """Parseable versions with their parsed form, newest first (ties keep their order); others dropped."""
+    """The versions :func:`parse_candidate` reads with their parsed form, newest first (ties keep their order);
+    others dropped."""
     parsed: list[tuple[Version, str]] = []
     for item in candidates:
         try:
-            parsed.append((Version.parse(item), item))
+            parsed.append((parse_candidate(item), item))
         except SemverError:
             continue
     parsed.sort(key=lambda p: p[0], reverse=True)
@@ -330,5 +351,6 @@ def parsed_newest_first(candidates: Iterable[str]) -> list[tuple[Version, str]]:
 
 
 def sort_newest_first(candidates: Iterable[str]) -> list[str]:
-    """Parseable versions, newest first (ties keep their order); others dropped."""
+    """The versions :func:`parse_candidate` reads, newest first (ties keep their order); others dropped."""
     return [item for _, item in parsed_newest_first(candidates)]
+

@@ -35,7 +35,7 @@ from engine.sources.repository import (
     OCIRepositorySpec,
     SourceSpec,
 )
-from engine.sources.semver import Range, SemverError, Version, newest_match, sort_newest_first
+from engine.sources.semver import SemverError, Version, newest_match, pick, sort_newest_first
 from engine.sources.updates import AvailableVersions, available, prepare
 from engine.sources.verify import (
     COSIGN,
@@ -147,7 +147,7 @@ class ChartSource:
                                        creds=creds, pass_credentials=source.pass_credentials)
         if not index.entries.get(chart):
             raise NoMatchingVersion(f"{what}: no chart {chart!r} in the index", repository=what)
-        picked = _pick(await _ordered(index, chart), version, what, chart)
+        picked = _pick(index.entries[chart], await _ordered(index, chart), version, what, chart)
         return _Choice(picked.version, picked.digest, app_version=picked.app_version), picked
 
     def _registry(self, source: SourceSpec, creds: Credentials, host: str) -> Registry:
@@ -471,17 +471,16 @@ def _order(index: Index, chart: str) -> None:
     prepare(index.versions(chart))
 
 
-def _pick(ordered: tuple[tuple[Version, IndexEntry], ...], version: str, what: str, chart: str) -> IndexEntry:
-    for _, entry in ordered:
-        if entry.version == version:
-            return entry  # an exact match first, as helm's index lookup
+def _pick(entries: tuple[IndexEntry, ...], ordered: tuple[tuple[Version, IndexEntry], ...], version: str, what: str,
+          chart: str) -> IndexEntry:
+    """The entry of ``chart`` for ``version`` (:func:`engine.sources.semver.pick`: an exact match among all
+    ``entries``, else the newest of ``ordered`` in the range). Raises NoMatchingVersion."""
     try:
-        rng = Range.parse(version or "*")
+        picked = pick(((e.version, e) for e in entries), ordered, version)
     except SemverError as exc:
         raise NoMatchingVersion(f"{what}: {exc}", repository=what) from None
-    for parsed, entry in ordered:
-        if rng.allows(parsed):
-            return entry
+    if picked is not None:
+        return picked
     newest = ", ".join(e.version for _, e in ordered[:3]) or "none"
     raise NoMatchingVersion(f"{what}: no version of chart {chart!r} matches {version!r} (newest: {newest})",
                             repository=what)
