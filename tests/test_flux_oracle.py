@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.package.model import PackageSpec
+from engine.package.substitute import DISABLE_KEY, SubstitutionError, disabled, substitute, variables
 from engine.package.values_from import ValuesReference
 from engine.resolve.values import ObjectData, ValuesError, ValuesLayer, compose, compose_values
 from engine.sources.semver import SemverError, newest_match, parse_candidate
@@ -195,6 +196,73 @@ def test_versions_parse_as_parse_version(flux_oracle_process: Oracle, versions: 
         except SemverError:
             mine = None
         assert mine == (flux["version"] if flux["ok"] else None), text
+
+
+# -- post-build substitution: SubstituteVariables ----------------------------------------------------------
+
+_NAMES = st.sampled_from(["A", "B", "_c", "D1"])
+# Values with no YAML 1.1 meaning of their own (see _SCALARS), some with what YAML reads as structure.
+_VAR_VALUES = st.one_of(st.text("abcdefg0123 -_.", max_size=5), st.sampled_from(["", "x: y", "#c", "a\nb", "\n",
+                                                                                 "{", "'q'", "$x", "${A}"]))
+_PIECES = st.one_of(
+    _NAMES.map(lambda n: f"${{{n}}}"),
+    st.builds(lambda n, op, d: f"${{{n}{op}{d}}}", _NAMES, st.sampled_from([":=", ":-", "=", "-"]),
+              st.text("abc01 ._", max_size=4)),
+    _NAMES.map(lambda n: f"$${{{n}}}"),
+    _NAMES.map(lambda n: f"${n}"),
+    st.sampled_from(["$", "$$", "text", " ", "-", "a.b", "${", "}", "$$$", "1"]),
+)
+_SCALAR_TEXTS = st.lists(_PIECES, min_size=1, max_size=4).map("".join)
+
+
+@st.composite
+def substitutions(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
+    """A ConfigMap's YAML with references in its values (plain and quoted), sometimes opted out, and the
+    variables (``spec.postBuild.substitute``)."""
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: cm"]
+    opt_out = draw(st.sampled_from(["", "", "", "annotations", "labels"]))
+    if opt_out:
+        lines += [f"  {opt_out}:", f"    {DISABLE_KEY}: disabled"]
+    lines.append("data:")
+    for i in range(draw(st.integers(1, 3))):
+        text = draw(_SCALAR_TEXTS)
+        quoted = draw(st.booleans())
+        lines.append(f"  k{i}: " + (json.dumps(text) if quoted else text))
+    return "\n".join(lines) + "\n", draw(st.dictionaries(_NAMES, _VAR_VALUES, max_size=3))
+
+
+def helmdeck_substituted(text: str, pairs: dict[str, str]) -> Any:
+    """The object helmdeck makes of ``text`` with these variables (engine/package/kustomize.py objects: an
+    opted-out object as written, else substituted and read again). Raises SubstitutionError, yaml.YAMLError."""
+    values = variables(pairs.items(), "--var").values
+    data = yaml.safe_load(text)
+    if disabled(data):
+        return None
+    return yaml.safe_load(substitute(text, values))
+
+
+@_settings(500)
+@given(substitutions())
+def test_substitution_is_flux_post_build(flux_oracle_process: Oracle, case: tuple[str, dict[str, str]]) -> None:
+    """fluxcd/pkg/kustomize kustomize_varsub.go SubstituteVariables (fluxcd/pkg/envsubst), strict mode (Flux's
+    StrictPostBuildSubstitutions feature gate) and the default mode. helmdeck is always strict: where the
+    default mode puts "" for an unset variable, helmdeck refuses naming it (engine/package/substitute.py)."""
+    text, pairs = case
+    strict, default = flux_oracle_process.ask_many(
+        [{"op": "substitute", "text": text, "vars": pairs, "strict": s} for s in (True, False)])
+    assume("text" in strict)  # kustomize reads the object (else `kustomize build` fails before any substitution)
+    try:  # helmdeck substitutes what `kustomize build` printed: the object as kustomize writes it
+        mine: Any = helmdeck_substituted(strict["text"], pairs)
+    except (SubstitutionError, yaml.YAMLError) as exc:
+        mine = exc
+    if "error" in strict:
+        assert isinstance(mine, Exception), f"Flux refuses ({strict['error']}); helmdeck makes {mine}"
+        if "variable not set (strict mode)" in strict["error"]:
+            assert isinstance(mine, SubstitutionError) and "not set" in str(mine), mine
+    else:
+        assert not isinstance(mine, Exception), f"Flux makes {strict['object']}; helmdeck refuses: {mine}"
+        assert canonical(mine) == canonical(strict["object"])
+        assert canonical(default.get("object")) == canonical(strict["object"])  # nothing unset: the modes agree
 
 
 def test_the_oracle_answers_from_fluxs_code(flux_oracle_process: Oracle) -> None:

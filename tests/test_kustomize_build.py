@@ -5,6 +5,7 @@ the objects are read by the package loader; bad YAML, bomb inputs and missing va
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -39,26 +40,45 @@ VARS = {"namespace": "shop", "http_url": "http://127.0.0.1:1/charts", "oci_base"
         "cluster_name": "staging"}
 
 
-# -- Flux's substitution rules, as its docs state them ----------------------------------------------------
+# -- Flux's substitution rules, as fluxcd/pkg/envsubst does them (checked against Flux's code in
+# tests/test_flux_oracle.py::test_substitution_is_flux_post_build) -----------------------------------------
 @pytest.mark.parametrize(("text", "expected"), [
     ("a: ${x}", "a: 1"),
     ("a: ${unset:=d}", "a: d"),  # "${var:=default}": the default when unset
     ("a: ${empty:=d}", "a: d"),  # ... or empty
     ("a: ${empty:-d}", "a: d"),
-    ("a: ${empty=d}", "a: "),  # without the colon only an unset variable takes the default
-    ("a: ${unset-d}", "a: d"),
+    ("a: ${empty=d}", "a: d"),  # envsubst's "=" is its ":=" (parse.go parseDefaultFunc, funcs.go toDefault)
+    ("a: ${unset=${x}2}", "a: 12"),  # a default may hold references
     ("a: ${x:=d}", "a: 1"),
     ("a: $${x}", "a: ${x}"),  # "$${var}" escapes: left as the literal ${var}
-    ("a: $x $$ ${ x} ${1}", "a: $x $$ ${ x} ${1}"),  # only braced variable names are references
+    ("a: $x $$ $$$", "a: $x $ $$"),  # "$$" is one "$" anywhere; "$x" is no reference
     ("a: ${x}${x}-${_y2}", "a: 11-z"),
 ])
 def test_substitution_follows_flux(text: str, expected: str) -> None:
     assert substitute(text, {"x": "1", "empty": "", "_y2": "z"}) == expected
 
 
+@pytest.mark.parametrize(("text", "problem"), [
+    ("a: ${ x}", "a name must follow '${'"),  # envsubst: unable to parse variable name
+    ("a: ${}", "a name must follow '${'"),
+    ("a: ${x", "not closed"),  # missing closing brace
+    ("a: ${unset-d}", "not closed"),  # "-" without ":" is not envsubst's
+    ("a: ${unset:=d", "a default is not closed"),  # unable to parse substitution within function
+    ("a: ${1}", "1 is not set"),  # any name is a reference; only the variables' names are checked
+])
+def test_references_flux_refuses_are_refused(text: str, problem: str) -> None:
+    with pytest.raises(SubstitutionError, match=re.escape(problem)):
+        substitute(text, {"x": "1"})
+
+
+def test_no_variables_substitute_nothing() -> None:
+    # fluxcd/pkg/kustomize kustomize_varsub.go SubstituteVariables: only with variables (or substituteStrategy Always)
+    assert substitute("a: ${x:=d} $$", {}) == "a: ${x:=d} $$"
+
+
 def test_a_missing_variable_names_every_one_missing() -> None:
     with pytest.raises(SubstitutionError) as err:
-        substitute("a: ${b}\nc: ${d}\ne: ${b}", {})
+        substitute("a: ${b}\nc: ${d}\ne: ${b}", {"other": "1"})
     assert str(err.value) == "variables b, d are not set and have no default"
     assert err.value.names == ("b", "d")
 
@@ -66,6 +86,11 @@ def test_a_missing_variable_names_every_one_missing() -> None:
 def test_unimplemented_operators_are_named() -> None:
     with pytest.raises(SubstitutionError, match=r"\$\{x:1:2\} is a substitution helmdeck does not implement"):
         substitute("a: ${x:1:2}", {"x": "abc"})
+
+
+def test_variable_values_lose_their_newlines_as_in_flux() -> None:
+    # fluxcd/pkg/kustomize kustomize_varsub.go: strings.ReplaceAll(v, "\n", "") on every variable's value
+    assert variables([("a", "x\ny\n")], "--var").values == {"a": "xy"}
 
 
 @pytest.mark.parametrize("name", ["1abc", "a-b", "ä", "a b", "", "a\n"])

@@ -5,11 +5,17 @@ variable substitution", kustomize.toolkit.fluxcd.io/v1):
 
 - the object's YAML text is substituted, then read again (a value may therefore add YAML structure, as
   in Flux);
-- ``${var}`` is the variable's value; ``${var:=default}`` and ``${var:-default}`` the default when the
-  variable is unset or empty; ``${var=default}`` and ``${var-default}`` when it is unset; ``$${var}``
-  is the escape, left as the literal ``${var}``. Only the braced form is a variable: ``$var`` and ``$$``
-  elsewhere stay as written (Flux's envsubst, fluxcd/pkg/envsubst, substitutes braced references only);
-  other shell operators (``${#var}``, ``${var:1:2}``, ``${var^^}``) are refused naming the reference;
+- ``${var}`` is the variable's value; ``${var:=default}``, ``${var:-default}`` and ``${var=default}``
+  the default when the variable is unset or empty (all three alike in Flux; a default may hold references);
+  ``$$`` is the escape of one ``$`` (``$${var}`` is the literal ``${var}``). Only the braced form is a
+  variable: ``$var`` stays as written. A ``${`` with no name, a reference with no ``}`` and
+  ``${var-default}`` are errors, as in Flux's envsubst (fluxcd/pkg/envsubst, :class:`_Reader`); its
+  other shell operators (``${#var}``, ``${var:1:2}``, ``${var^^}``, ``${var:+x}``) are refused naming
+  the reference;
+- with no variables at all nothing is substituted (Flux substitutes only when some variable is set,
+  unless ``spec.postBuild.substituteStrategy: Always``, which helmdeck does not read);
+- a variable's value loses its newlines, as Flux's ``LoadVariables`` strips them (fluxcd/pkg/kustomize
+  kustomize_varsub.go) from ``substitute`` and ``substituteFrom`` values alike (:func:`variables`);
 - an object annotated or labelled ``kustomize.toolkit.fluxcd.io/substitute: disabled`` is left as it is;
 - variable names must match ``^[_[:alpha:]][_[:alpha:][:digit:]]*$`` (Flux's ``varsubRegex``, ASCII);
 - a referenced variable that is unset and has no default is an error naming it and the object, as Flux
@@ -36,7 +42,6 @@ DISABLE_KEY = "kustomize.toolkit.fluxcd.io/substitute"
 DISABLED = "disabled"
 # Flux's varsubRegex: "^[_[:alpha:]][_[:alpha:][:digit:]]*$" (Go's POSIX classes are ASCII).
 NAME = re.compile(r"[_A-Za-z][_A-Za-z0-9]*")
-_REFERENCE = re.compile(r"\$\$\{|\$\{([_A-Za-z][_A-Za-z0-9]*)(?:\}|(:?[=-])([^}]*)\}|([^}]*)\})")
 
 
 class SubstitutionError(ValueError):
@@ -81,11 +86,13 @@ def check_name(name: str, origin: str) -> None:
 
 
 def variables(pairs: Iterable[tuple[str, str]], origin: str, *, secret: bool = False) -> Variables:
-    """``pairs`` as Variables from ``origin``, each name checked (:func:`check_name`). Raises SubstitutionError."""
+    """``pairs`` as Variables from ``origin``, each name checked (:func:`check_name`), each value without its
+    newlines (as Flux reads every variable: fluxcd/pkg/kustomize kustomize_varsub.go ``SubstituteVariables``
+    and ``LoadVariables``). Raises SubstitutionError."""
     values: dict[str, str] = {}
     for name, value in pairs:
         check_name(name, origin)
-        values[name] = value
+        values[name] = value.replace("\n", "")
     return Variables(values, dict.fromkeys(values, origin), frozenset(values) if secret else frozenset())
 
 
@@ -109,37 +116,100 @@ def disabled(obj: Any) -> bool:
 
 
 def references(text: str) -> bool:
-    """Whether ``text`` holds a ``${`` (a reference a substitution would look at)."""
-    return "${" in text
+    """Whether a substitution may change ``text``: it holds a ``${`` (a reference) or a ``$$`` (an escape)."""
+    return "${" in text or "$$" in text
 
 
 def substitute(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with its variable references replaced (module docstring). Raises SubstitutionError naming
-    every variable that is unset without a default, or the first reference helmdeck does not implement."""
-    missing: list[str] = []
-
-    def one(m: re.Match[str]) -> str:
-        if m[0] == "$${":
-            return "${"
-        name, op, default, other = m[1], m[2], m[3], m[4]
-        if other is not None:
-            raise SubstitutionError(f"${{{name}{other}}} is a substitution helmdeck does not implement: write "
-                                    f"${{{name}}}, ${{{name}:=default}} or ${{{name}:-default}}", (name,))
-        value = values.get(name)
-        if op is not None and (value is None or (op.startswith(":") and value == "")):
-            return default
-        if value is None:
-            if name not in missing:
-                missing.append(name)
-            return m[0]
-        return value
-
-    out = _REFERENCE.sub(one, text)
-    if missing:
+    """``text`` with its variable references replaced (module docstring); ``text`` as it is when there are no
+    variables (Flux substitutes only then, without ``substituteStrategy: Always``). Raises SubstitutionError
+    naming every variable that is unset without a default, a reference that does not parse, or the first
+    one helmdeck does not implement."""
+    if not values:
+        return text
+    reader = _Reader(text, values)
+    out = reader.text(top=True)
+    if reader.missing:
+        missing = reader.missing
         raise SubstitutionError(f"variable{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                                 f"{'are' if len(missing) > 1 else 'is'} not set and "
                                 f"{'have' if len(missing) > 1 else 'has'} no default", tuple(missing))
     return out
+
+
+class _Reader:
+    """A reader of the text Flux's envsubst (fluxcd/pkg/envsubst parse/parse.go ``Tree.parseAny``,
+    ``parseFunc``, ``parseDefaultFunc``; scan.go) substitutes, for the references helmdeck implements:
+
+    - ``$$`` is one ``$`` (outside references); any other ``$`` is text;
+    - ``${`` starts a reference: a name of letters, digits and ``_`` (any, ``${1}`` included: only the
+      variables' own names are checked), then ``}``, or ``:=``, ``:-``, ``=`` and a default up to the
+      matching ``}``: text (no escapes) and nested references, all evaluated (an unset variable in a
+      default is missing even when the default is not used, as Flux);
+    - no name, no ``}`` or an unended default is an error, as ``${var-default}`` is in Flux."""
+
+    def __init__(self, text: str, values: Mapping[str, str]):
+        self.src, self.pos, self.values = text, 0, values
+        self.missing: list[str] = []
+
+    def text(self, *, top: bool) -> str:
+        """Text and references up to the end (``top``) or up to the ``}`` ending a default (consumed)."""
+        src, out = self.src, []
+        while self.pos < len(src):
+            ch = src[self.pos]
+            if ch == "$" and src.startswith("${", self.pos):
+                self.pos += 2
+                out.append(self.reference())
+            elif top and src.startswith("$$", self.pos):
+                out.append("$")
+                self.pos += 2
+            elif not top and ch == "}":
+                self.pos += 1
+                return "".join(out)
+            else:
+                out.append(ch)
+                self.pos += 1
+        if not top:
+            raise SubstitutionError(f"{self.src[:80]!r}: a default is not closed with '}}' (Flux: unable to parse "
+                                    "substitution within function)")
+        return "".join(out)
+
+    def reference(self) -> str:
+        src, start = self.src, self.pos - 2
+        end = start + 2
+        while end < len(src) and (src[end].isalpha() or src[end].isdecimal() or src[end] == "_"):
+            end += 1
+        name, self.pos = src[start + 2:end], end
+        nxt = src[end:end + 2]
+        if not name and nxt[:1] != "#":
+            raise SubstitutionError(f"{src[start:start + 20]!r} is not a variable reference: a name must follow "
+                                    "'${' (Flux: unable to parse variable name); escape a literal as '$${'")
+        if nxt[:1] == "}":
+            self.pos += 1
+            return self._value(name)
+        op = nxt if nxt in (":=", ":-") else "=" if nxt[:1] == "=" else ""
+        if op:
+            self.pos += len(op)
+            default = self.text(top=False)
+            value = self.values.get(name)
+            return value or default
+        if nxt[:1] in (":", ",", "^", "/", "#", "%"):
+            close = src.find("}", end)
+            whole = src[start:close + 1] if 0 <= close - start < 80 else src[start:start + 40] + "..."
+            var = name or "var"
+            raise SubstitutionError(f"{whole} is a substitution helmdeck does not implement: write ${{{var}}}, "
+                                    f"${{{var}:=default}} or ${{{var}:-default}}", (name,))
+        raise SubstitutionError(f"{src[start:end + 1]!r}: the reference is not closed with '}}' "
+                                "(Flux: missing closing brace; ${var-default} is not Flux's: write ${var:-default})",
+                                (name,))
+
+    def _value(self, name: str) -> str:
+        value = self.values.get(name)
+        if value is None:
+            if name not in self.missing:
+                self.missing.append(name)
+            return ""
+        return value
 
 
 def read_vars_file(file: Path) -> Variables:
