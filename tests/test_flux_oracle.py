@@ -22,6 +22,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from engine.base.loader import Parsed
+from engine.package.load import read_document
 from engine.package.model import PackageSpec
 from engine.package.substitute import DISABLE_KEY, SubstitutionError, disabled, substitute, variables
 from engine.package.values_from import ValuesReference
@@ -263,6 +265,138 @@ def test_substitution_is_flux_post_build(flux_oracle_process: Oracle, case: tupl
         assert not isinstance(mine, Exception), f"Flux makes {strict['object']}; helmdeck refuses: {mine}"
         assert canonical(mine) == canonical(strict["object"])
         assert canonical(default.get("object")) == canonical(strict["object"])  # nothing unset: the modes agree
+
+
+# -- HelmRelease defaults: helm-controller/api/v2 getters --------------------------------------------------
+
+_DURATIONS = st.sampled_from(["30s", "1m", "2m30s", "1h"])
+_SECONDS = {"30s": 30.0, "1m": 60.0, "2m30s": 150.0, "1h": 3600.0}
+
+
+@st.composite
+def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
+    """A HelmRelease with any of the fields helmdeck reads set or left to their defaults."""
+    spec: dict[str, Any] = {"interval": "10m", "chart": {"spec": {
+        "chart": "web", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}
+
+    def maybe(key: str, strategy: st.SearchStrategy[Any], into: dict[str, Any] | None = None) -> None:
+        if draw(st.booleans()):
+            (spec if into is None else into)[key] = draw(strategy)
+
+    maybe("targetNamespace", st.sampled_from(["prod", "web"]))
+    maybe("releaseName", st.sampled_from(["rel", "other"]))
+    maybe("timeout", _DURATIONS)
+    maybe("maxHistory", st.integers(0, 10))
+    maybe("suspend", st.booleans())
+    maybe("values", _MAPS)
+    for action, flags in (("install", ("createNamespace", "disableWait", "disableWaitForJobs", "disableHooks",
+                                       "replace")),
+                          ("upgrade", ("force", "cleanupOnFail", "preserveValues", "disableWait",
+                                       "disableWaitForJobs", "disableHooks")),
+                          ("rollback", ("force", "recreate", "cleanupOnFail", "disableWait", "disableWaitForJobs",
+                                        "disableHooks")),
+                          ("uninstall", ("keepHistory", "disableWait", "disableHooks"))):
+        if draw(st.booleans()):
+            section: dict[str, Any] = {}
+            for flag in flags:
+                maybe(flag, st.booleans(), section)
+            if action in ("install", "upgrade") and draw(st.booleans()):
+                remediation: dict[str, Any] = {}
+                maybe("retries", st.integers(-2, 3), remediation)
+                maybe("remediateLastFailure", st.booleans(), remediation)
+                if action == "upgrade":
+                    maybe("strategy", st.sampled_from(["rollback", "uninstall"]), remediation)
+                section["remediation"] = remediation
+            spec[action] = section
+    if draw(st.booleans()):
+        test: dict[str, Any] = {}
+        maybe("enable", st.booleans(), test)
+        maybe("ignoreFailures", st.booleans(), test)
+        maybe("timeout", _DURATIONS, test)
+        maybe("filters", st.lists(st.builds(lambda n, e: {"name": n, "exclude": e}, st.sampled_from(["t1", "t2"]),
+                                            st.booleans()), max_size=2), test)
+        spec["test"] = test
+    maybe("driftDetection", st.sampled_from([{"mode": "enabled"}, {"mode": "warn"}, {"mode": "disabled"}, {}]))
+    return {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "web", "namespace": "apps"}, "spec": spec}
+
+
+def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
+    """The oracle's getters (tests/oracle/main.go helmRelease) as helmdeck reads them from ``spec``."""
+    return {
+        "releaseName": spec.release_name, "releaseNamespace": spec.release_namespace,
+        "storageNamespace": spec.storage_ns, "timeout": spec.timeout, "maxHistory": spec.max_history,
+        "suspend": spec.suspend, "values": spec.values,
+        "driftDetection.mode": spec.drift_detection,
+        **{f"install.{f}": getattr(spec.install, a) for f, a in (
+            ("createNamespace", "create_namespace"), ("disableWait", "disable_wait"), ("replace", "replace"),
+            ("disableWaitForJobs", "disable_wait_for_jobs"), ("disableHooks", "disable_hooks"))},
+        "install.remediation.retries": spec.install.retries, "install.remediation.strategy": "uninstall",
+        "install.remediateLastFailure": spec.install.remediate_last,
+        **{f"upgrade.{f}": getattr(spec.upgrade, a) for f, a in (
+            ("force", "force"), ("cleanupOnFail", "cleanup_on_fail"), ("preserveValues", "preserve_values"),
+            ("disableWait", "disable_wait"), ("disableWaitForJobs", "disable_wait_for_jobs"),
+            ("disableHooks", "disable_hooks"))},
+        "upgrade.remediation.retries": spec.upgrade.retries, "upgrade.remediation.strategy": spec.upgrade.strategy,
+        "upgrade.remediateLastFailure": spec.upgrade.remediate_last,
+        **{f"rollback.{f}": getattr(spec.rollback, a) for f, a in (
+            ("force", "force"), ("recreate", "recreate"), ("cleanupOnFail", "cleanup_on_fail"),
+            ("disableWait", "disable_wait"), ("disableWaitForJobs", "disable_wait_for_jobs"),
+            ("disableHooks", "disable_hooks"))},
+        **{f"uninstall.{f}": getattr(spec.uninstall, a) for f, a in (
+            ("keepHistory", "keep_history"), ("disableWait", "disable_wait"), ("disableHooks", "disable_hooks"))},
+        "test.enable": spec.test.enable, "test.ignoreFailures": spec.test.ignore_failures,
+        "test.timeout": spec.test.timeout if spec.test.timeout is not None else spec.timeout,
+        "test.filters": [{"name": f.name, "exclude": f.exclude} for f in spec.test.filters],
+    }
+
+
+# Flux's getters helmdeck answers otherwise, each for a numbered behaviour of issue 34 still to do (a strict
+# xfail below fails once helmdeck agrees, so this table is kept true).
+_DIFFERENT = {
+    # api/v2 GetStorageNamespace: spec.storageNamespace, else the HelmRelease's namespace even with
+    # targetNamespace (issue 34 behaviour 1); helmdeck stores beside the release (the helm CLI's --namespace).
+    "storageNamespace",
+}
+_FLUX_ONLY_DEFAULTS = {
+    # "" is Flux's disabled (api/v2 DriftDetection.MustDetectChanges); helmdeck writes the mode out.
+    "driftDetection.mode": {"": "disabled"},
+}
+
+
+def _flux_getters(answer: dict[str, Any]) -> dict[str, Any]:
+    got = dict(answer["getters"])
+    got["values"] = got["values"] or {}  # no values (nil) and empty values are one to helm
+    for key, renames in _FLUX_ONLY_DEFAULTS.items():
+        got[key] = renames.get(got[key], got[key])
+    return got
+
+
+@_settings(400)
+@given(helm_releases())
+def test_helm_release_defaults_and_getters_are_the_apis(flux_oracle_process: Oracle, release: dict[str, Any]) -> None:
+    """helm-controller api/v2 helmrelease_types.go: GetReleaseName, GetReleaseNamespace, GetTimeout (300s),
+    GetMaxHistory (5), Install/UpgradeRemediation GetRetries, GetStrategy, MustRemediateLastFailure,
+    Test.GetTimeout (the release's), Get{Install,Upgrade,Test,Rollback,Uninstall} of an unset section."""
+    answer = flux_oracle_process.ask({"op": "helmRelease", "object": release})
+    spec, _ = read_document(Path("release.yaml"), Parsed(release, None))
+    assert spec is not None
+    flux, mine = _flux_getters(answer), helmdeck_getters(spec)
+    differing = {k: (mine[k], flux[k]) for k in mine
+                 if k not in _DIFFERENT and canonical(mine[k]) != canonical(flux[k])}
+    assert not differing, f"(helmdeck, Flux) by getter: {differing}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 34 behaviour 1: Flux stores the release in the HelmRelease's "
+                                       "namespace (GetStorageNamespace); helmdeck in the target namespace")
+def test_storage_namespace_with_a_target_namespace(flux_oracle_process: Oracle) -> None:
+    release = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+               "metadata": {"name": "web", "namespace": "apps"},
+               "spec": {"interval": "10m", "targetNamespace": "prod", "chart": {"spec": {
+                   "chart": "web", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}}
+    answer = flux_oracle_process.ask({"op": "helmRelease", "object": release})
+    spec, _ = read_document(Path("release.yaml"), Parsed(release, None))
+    assert spec is not None and spec.storage_ns == answer["getters"]["storageNamespace"] == "apps"
 
 
 def test_the_oracle_answers_from_fluxs_code(flux_oracle_process: Oracle) -> None:

@@ -154,7 +154,8 @@ FULL = """\
 def test_every_flux_field(tmp_path: Path) -> None:
     spec = load_package(write(tmp_path, "a.yaml", pkg(spec=FULL)))
     assert (spec.interval, spec.max_history, spec.suspend, spec.storage_ns) == (60, 3, True, "ns")
-    assert spec.install.create_namespace and spec.install.retries == -1 and spec.install.remediate_last
+    assert spec.install.create_namespace and spec.install.retries == -1
+    assert not spec.install.remediate_last  # api/v2 InstallRemediation.MustRemediateLastFailure: false
     up = spec.upgrade
     assert (up.force, up.cleanup_on_fail, up.preserve_values, up.retries, up.strategy) == \
         (True, True, True, 2, "uninstall")

@@ -147,8 +147,24 @@ async def test_install_failure_without_remediation_stalls_until_the_spec_changes
     assert sc.engine is not None and sc.engine.status(sc.key) is not None
 
 
-async def test_install_failure_with_remediation_uninstalls_and_retries(sc: Scenario) -> None:
+async def test_install_failure_with_remediation_uninstalls_and_retries_then_keeps_the_last(sc: Scenario) -> None:
+    # The last failed install is kept for inspection: helm-controller api/v2 helmrelease_types.go
+    # InstallRemediation.MustRemediateLastFailure is false unless remediateLastFailure says true.
     sc.write("{fail: true}", "  install:\n    remediation: {retries: 1}\n")
+    await sc.start()
+    results = await sc.converge()
+    actions = [(o.action, o.ok) for r in results for o in r.outcomes]
+    assert actions == [("install", False), ("uninstall-remediation", True), ("install", False)]
+    assert results[-1].state == st.STALLED
+    latest = sc.latest()
+    assert latest is not None and latest.status == "failed"
+    assert sc.engine is not None
+    status = sc.engine.status(sc.key)
+    assert status is not None and status.failures.install == 2
+
+
+async def test_install_remediate_last_failure_uninstalls_the_last_failed_install(sc: Scenario) -> None:
+    sc.write("{fail: true}", "  install:\n    remediation: {retries: 1, remediateLastFailure: true}\n")
     await sc.start()
     results = await sc.converge()
     actions = [(o.action, o.ok) for r in results for o in r.outcomes]
@@ -156,9 +172,6 @@ async def test_install_failure_with_remediation_uninstalls_and_retries(sc: Scena
                        ("install", False), ("uninstall-remediation", True)]
     assert results[-1].state == st.STALLED
     assert sc.latest() is None  # uninstalled, history not kept
-    assert sc.engine is not None
-    status = sc.engine.status(sc.key)
-    assert status is not None and status.failures.install == 2
 
 
 async def test_upgrade_failure_rolls_back(sc: Scenario) -> None:

@@ -75,8 +75,10 @@ class Remediation:
 
     @property
     def remediate_last(self) -> bool:
-        """Flux's default: remediate the last failure only when retries are set."""
-        return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries != 0
+        """Whether the last failure is remediated once no retries remain: ``remediateLastFailure``, else
+        Flux's default for an upgrade, ``retries > 0`` (helm-controller api/v2 helmrelease_types.go
+        ``UpgradeRemediation.MustRemediateLastFailure``: unlimited retries, -1, do not count)."""
+        return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries > 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,13 @@ class InstallSpec(JobsSpec, Remediation):
 
     create_namespace: bool = False
     replace: bool = False
+
+    @property
+    def remediate_last(self) -> bool:
+        """``remediateLastFailure``, else false whatever the retries (helm-controller api/v2
+        helmrelease_types.go ``InstallRemediation.MustRemediateLastFailure``): a failed last install is kept
+        for inspection."""
+        return bool(self.remediate_last_failure)
 
 
 @dataclass(frozen=True)
