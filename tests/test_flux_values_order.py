@@ -34,8 +34,8 @@ def test_later_references_overwrite_earlier_and_inline_values_overwrite_them(tmp
     values = _resolved(tmp_path, "    - {kind: ConfigMap, name: first}\n    - {kind: ConfigMap, name: second}\n",
                        "{b: inline}",
                        first={"values.yaml": b"a: first\nb: first\nc: {x: 1}\n"},
-                       second={"values.yaml": b"a: second\nb: second\nc: {y: 2}\n"})
-    assert values == {"a": "second", "b": "inline", "c": {"x": 1, "y": 2}}
+                       second={"values.yaml": b"a: second\nb: second\nc: {z: 2}\n"})
+    assert values == {"a": "second", "b": "inline", "c": {"x": 1, "z": 2}}
 
 
 def test_a_target_path_overwrites_all_and_targets_apply_in_order(tmp_path: Path) -> None:

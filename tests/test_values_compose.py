@@ -73,12 +73,12 @@ def test_composes_in_order_with_target_paths_and_remembers_secret_paths(tmp_path
                                         "    - {kind: ConfigMap, name: replicas, valuesKey: n, targetPath: replicas}\n"
                                         "    - {kind: Secret, name: gone, optional: true}\n",
                               values="{replicas: 9}"))
-    got = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, y: 1}\nreplicas: 1\n"},
-                                creds={"values.yaml": b"a: {y: 2}\ndb: {user: u, password: hunter22}\n"},
+    got = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, z: 1}\nreplicas: 1\n"},
+                                creds={"values.yaml": b"a: {z: 2}\ndb: {user: u, password: hunter22}\n"},
                                 token={"t": b"tok-123"}, replicas={"n": b"3"}, gone=None))
-    assert got.values == {"a": {"x": 1, "y": 2}, "replicas": 1, "db": {"user": "u", "password": "hunter22"}}
+    assert got.values == {"a": {"x": 1, "z": 2}, "replicas": 1, "db": {"user": "u", "password": "hunter22"}}
     assert [t.assignments for t in got.targets] == [((("api", "tokens", 1), "tok-123"),), ((("replicas",), 3),)]
-    assert got.secret_paths == (("a", "y"), ("db", "user"), ("db", "password"), ("api", "tokens", 1))
+    assert got.secret_paths == (("a", "z"), ("db", "user"), ("db", "password"), ("api", "tokens", 1))
     # Through resolve: after valuesFiles, before inline values (which win), except targetPath values: set
     # last, over inline values too (Flux's "target path precedence over all").
     layer = ValuesLayer(got.values, "spec.valuesFrom", secret_paths=got.secret_paths, digest=got.digest,
@@ -87,8 +87,8 @@ def test_composes_in_order_with_target_paths_and_remembers_secret_paths(tmp_path
     assert resolved.values["replicas"] == 3 and resolved.values["db"]["password"] == "hunter22"
     assert resolved.values["api"] == {"tokens": [None, "tok-123"]}
     assert resolved.secret_paths == got.secret_paths
-    again = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, y: 1}\nreplicas: 1\n"},
-                                  creds={"values.yaml": b"a: {y: 2}\ndb: {user: u, password: other}\n"},
+    again = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, z: 1}\nreplicas: 1\n"},
+                                  creds={"values.yaml": b"a: {z: 2}\ndb: {user: u, password: other}\n"},
                                   token={"t": b"tok-123"}, replicas={"n": b"3"}, gone=None))
     assert again.digest != got.digest
     changed = ResolveCache().resolve(spec, lambda s: [ValuesLayer(again.values, "v", digest=again.digest)])
@@ -232,3 +232,14 @@ def test_target_path_values_win_over_inline_values_and_are_parsed_as_flux(tmp_pa
         ResolveCache().resolve(spec, lambda s: [ValuesLayer(through.values, "v", digest=through.digest,
                                                             targets=through.targets)])
     assert err.value.field == "spec.valuesFrom[2]"
+
+
+def test_a_key_is_read_as_helm_reads_values(tmp_path: Path) -> None:
+    # helm's ReadValues (sigs.k8s.io/yaml, go-yaml v2 rules), as Flux's ChartValuesFromReferences reads the key:
+    # y is true (a key too), 0o17 is 15, 1e3 a number, a quoted "y" stays a string; the differential test
+    # against Flux's code is tests/test_flux_oracle.py::test_values_from_content_is_read_as_helm_reads_values.
+    spec = load_package(write(tmp_path, "    - {kind: ConfigMap, name: base}\n"))
+    got = compose(spec, objects(spec, base={"values.yaml": b"a: y\nb: 0o17\nc: 1e3\nd: 'y'\ny: on\n"}))
+    assert got.values == {"a": True, "b": 15, "c": 1000.0, "d": "y", "true": True}
+    with pytest.raises(ValuesError, match="an infinite number cannot be a value"):
+        compose(spec, objects(spec, base={"values.yaml": b"a: .inf\n"}))

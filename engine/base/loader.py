@@ -224,8 +224,9 @@ def check_tree(node: yaml.Node, file: Path, limits: Limits, depth: int = 1) -> N
                 stack.append((value, depth + 1))
 
 
-def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
-    """Check, compose and construct one YAML document. Raises YamlLimitError.
+def parse_text(text: str, file: Path, limits: Limits, loader: type[Any] | None = None) -> Parsed:
+    """Check, compose and construct one YAML document (with ``loader``, a subclass of :data:`Loader` with
+    other scalar rules, default :data:`Loader`). Raises YamlLimitError.
 
     A text with anchors, or over ``EVENT_CHECK_CHARS``, is first checked on the parser's events
     (:func:`check_events`), so that nothing is composed before its node count and expanded aliases are
@@ -235,11 +236,11 @@ def parse_text(text: str, file: Path, limits: Limits) -> Parsed:
     counted = _count_events(text)
     if counted:
         check_events(text, file, limits)  # before composing: aliases and node count within the limits
-    with _loading(text, file) as loader:
-        node = loader.get_single_node()
+    with _loading(text, file, loader or Loader) as reader:
+        node = reader.get_single_node()
         if node is not None and not counted:
             check_tree(node, file, limits)  # no aliases: the composed tree is as big as the file
-        data = loader.construct_document(node) if node is not None else None
+        data = reader.construct_document(node) if node is not None else None
     return Parsed(data, node)
 
 
@@ -277,9 +278,10 @@ def _count_events(text: str) -> bool:
 
 
 @contextlib.contextmanager
-def _loading(text: str, file: Path) -> Iterator[Any]:
-    """A loader over ``text``, disposed after; YAML errors and too deep nesting raised as YamlLimitError."""
-    loader = Loader(text)
+def _loading(text: str, file: Path, kind: type[Any] | None = None) -> Iterator[Any]:
+    """A loader (``kind``, default :data:`Loader`) over ``text``, disposed after; YAML errors and too deep
+    nesting raised as YamlLimitError."""
+    loader = (kind or Loader)(text)
     try:
         yield loader
     except yaml.YAMLError as exc:

@@ -29,6 +29,8 @@ Flux's semantics:
 
 Bounded as values files: a key's content over the values size limit is
 refused, and YAML goes through the bounded loader (parsed once per content).
+A key's content and a chart's values file are read as helm's ``ReadValues``
+reads them (:mod:`engine.base.helm_values`: ``y`` is true, ``0o17`` is 15).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError, type_name
-from engine.base.loader import Parsed, YamlLimitError, parse_text, values_limits
+from engine.base.helm_values import read_values
+from engine.base.loader import Parsed, YamlLimitError, values_limits
 from engine.base.strvals import Assignment, PathError, apply, target_assignments
 from engine.base.strvals import Path as ValuesPath
 from engine.package.model import PackageSpec
@@ -188,7 +191,7 @@ def chart_values(spec: PackageSpec) -> list[dict[str, Any]]:
             raise PackageError(spec.file, field, f"{rel} is not in chart {form.chart!r}",
                                "give a path relative to the chart's folder, or set ignoreMissingValuesFiles: true")
         try:
-            parsed = parse_text(raw.decode("utf-8"), Path(f"{form.chart}/{rel}"), limits)
+            parsed = read_values(raw.decode("utf-8"), Path(f"{form.chart}/{rel}"), limits)
         except UnicodeDecodeError:
             raise PackageError(spec.file, field, f"{rel} in the chart is not UTF-8 text") from None
         except YamlLimitError as exc:
@@ -307,7 +310,7 @@ def _parse(text: str, spec: PackageSpec, ref: ValuesReference) -> dict[str, Any]
             return hit
     what = ref.describe(spec.namespace)
     try:
-        parsed = parse_text(text, Path(f"{what}[{ref.values_key}]"), values_limits())
+        parsed = read_values(text, Path(f"{what}[{ref.values_key}]"), values_limits())
     except YamlLimitError as exc:
         where = f" line {exc.line}" if exc.line else ""
         raise _error(spec, ref, f"{what} key {ref.values_key!r}{where}: {exc.problem}",
