@@ -59,10 +59,10 @@ def canonical(value: Any) -> str:
 # -- values: ChartValuesFromReferences ---------------------------------------------------------------------
 
 _KEYS = st.sampled_from(["a", "b", "c", "d"])  # few names: the maps collide and merge
-# Strings with no YAML 1.1 meaning (y, n, on, no...: helm's ReadValues reads those as booleans, helmdeck's
-# loader as strings, a difference of parsing left to its own test) and numbers exact in a float64.
+# Numbers exact in a float64; strings, some of them YAML 1.1 words a dump leaves unquoted (y, n: helm's
+# ReadValues reads them as booleans).
 _SCALARS = st.one_of(st.integers(-1000, 1000), st.booleans(), st.none(), st.text("abcdeg", min_size=1, max_size=3),
-                     st.sampled_from([1.5, -0.25, 2.0]))
+                     st.sampled_from([1.5, -0.25, 2.0, "y", "n", "on", "0o17", "1e3"]))
 _TREES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                         st.dictionaries(_KEYS, inner, max_size=3)), max_leaves=10)
 _MAPS = st.dictionaries(_KEYS, _TREES, max_size=4)
@@ -78,7 +78,7 @@ _TARGETS = st.lists(_SEGMENTS, min_size=1, max_size=3).map(".".join)
 _TARGET_TEXTS = st.one_of(
     st.sampled_from(["1", "0", "-3", "true", "FALSE", "null", "abc", "", "1.5", "010", "9223372036854775808",
                      "{x,y}", "{1,true}", "{}", "a\\,b", "x,b=2", "x,b", "'quoted'", '"1"', "'", "\"a,b\"",
-                     "x=y", "[0]", "a.b", "line\n"]),
+                     "x=y", "[0]", "a.b", "line\n", "y", "0o17", "1e3", "a[0].b="]),
     st.text("ab1,={}[]\\'\". ", max_size=6),
 )
 

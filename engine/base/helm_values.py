@@ -48,9 +48,21 @@ class _Infinite(float):
 
 
 class HelmValuesLoader(Loader):  # type: ignore[misc]
-    """:data:`engine.base.loader.Loader` with go-yaml v2's rules for plain scalars (module docstring)."""
+    """:data:`engine.base.loader.Loader` with go-yaml v2's rules for plain scalars and sigs.k8s.io/yaml's string
+    keys (module docstring: keys 1 and true stay two keys, where Python's dict would hold one)."""
 
     yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[str, Any]:
+        self.flatten_mapping(node)  # merge keys (<<)
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            try:
+                key = _key(self.construct_object(key_node, deep=deep))
+            except ValueError as exc:
+                raise yaml.constructor.ConstructorError(None, None, str(exc), key_node.start_mark) from None
+            out[key] = self.construct_object(value_node, deep=deep)
+        return out
 
 
 def _add(tag: str, pattern: str, first: list[str | None]) -> None:
@@ -75,7 +87,9 @@ def _construct_number(loader: Any, node: yaml.ScalarNode) -> Any:
 
 
 def _construct_infinite(loader: Any, node: yaml.ScalarNode) -> _Infinite:
-    return _Infinite(math.nan if "nan" in node.value.lower() else math.inf)
+    if "nan" in node.value.lower():
+        return _Infinite(math.nan)
+    return _Infinite(-math.inf if node.value.startswith("-") else math.inf)
 
 
 HelmValuesLoader.add_constructor(_BOOL_TAG, _construct_bool)
@@ -132,7 +146,7 @@ def read_values(text: str, file: Path, limits: Limits) -> Parsed:
 def _as_json(value: Any) -> Any:
     """``value`` after sigs.k8s.io/yaml's trip through JSON (module docstring). Raises ValueError."""
     if isinstance(value, dict):
-        return {_key(k): _as_json(v) for k, v in value.items()}
+        return {k: _as_json(v) for k, v in value.items()}  # keys made strings as read
     if isinstance(value, list):
         return [_as_json(v) for v in value]
     if isinstance(value, _Infinite):
@@ -151,7 +165,9 @@ def _key(key: Any) -> str:
         return "true" if key else "false"
     if isinstance(key, int):
         return str(key)
-    if isinstance(key, float) and not isinstance(key, _Infinite):
+    if isinstance(key, _Infinite):
+        return ".nan" if math.isnan(key) else ".inf" if key > 0 else "-.inf"
+    if isinstance(key, float):
         return _float32_g(key)
     raise ValueError(f"the key {key!r} cannot be a string key (helm: unsupported map key)")
 
