@@ -28,6 +28,7 @@ from engine.package.model import PackageSpec
 from engine.package.substitute import DISABLE_KEY, SubstitutionError, disabled, substitute, variables
 from engine.package.values_from import ValuesReference
 from engine.resolve.values import ObjectData, ValuesError, ValuesLayer, compose, compose_values
+from engine.sources.repository import ChartTemplate
 from engine.sources.semver import SemverError, newest_match, parse_candidate
 from tests.flux_oracle import Oracle
 
@@ -312,19 +313,20 @@ def test_substitution_is_flux_post_build(flux_oracle_process: Oracle, case: tupl
 # -- HelmRelease defaults: helm-controller/api/v2 getters --------------------------------------------------
 
 _DURATIONS = st.sampled_from(["30s", "1m", "2m30s", "1h"])
-_SECONDS = {"30s": 30.0, "1m": 60.0, "2m30s": 150.0, "1h": 3600.0}
 
 
 @st.composite
 def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
     """A HelmRelease with any of the fields helmdeck reads set or left to their defaults."""
-    spec: dict[str, Any] = {"interval": "10m", "chart": {"spec": {
-        "chart": "web", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}
+    chart: dict[str, Any] = {"chart": "web", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}
+    spec: dict[str, Any] = {"interval": draw(_DURATIONS), "chart": {"spec": chart}}
 
     def maybe(key: str, strategy: st.SearchStrategy[Any], into: dict[str, Any] | None = None) -> None:
         if draw(st.booleans()):
             (spec if into is None else into)[key] = draw(strategy)
 
+    maybe("version", st.sampled_from(["1.x", "*", "1.2.3"]), chart)
+    maybe("reconcileStrategy", st.sampled_from(["ChartVersion", "Revision"]), chart)
     maybe("targetNamespace", st.sampled_from(["prod", "web"]))
     maybe("releaseName", st.sampled_from(["rel", "other"]))
     maybe("timeout", _DURATIONS)
@@ -368,6 +370,15 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
     return {
         "releaseName": spec.release_name, "releaseNamespace": spec.release_namespace,
         "storageNamespace": spec.storage_ns, "timeout": spec.timeout, "maxHistory": spec.max_history,
+        "interval": spec.interval,
+        # helmdeck has no per-action timeouts (refused): every action takes spec.timeout, Flux's default for each
+        **{f"{action}.timeout": spec.timeout for action in ("install", "upgrade", "rollback", "uninstall")},
+        # remediation.ignoreTestFailures is refused: both default to spec.test.ignoreFailures, as in Flux
+        "install.ignoreTestFailures": spec.test.ignore_failures,
+        "upgrade.ignoreTestFailures": spec.test.ignore_failures,
+        "chart.version": spec.chart_source.version if isinstance(spec.chart_source, ChartTemplate) else None,
+        "chartTemplate.reconcileStrategy": spec.chart_source.reconcile_strategy
+        if isinstance(spec.chart_source, ChartTemplate) else None,
         "suspend": spec.suspend, "values": spec.values,
         "driftDetection.mode": spec.drift_detection,
         **{f"install.{f}": getattr(spec.install, a) for f, a in (
