@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.base.loader import Parsed
+from engine.base.loader import Dumper, Parsed
 from engine.package.load import read_document
 from engine.package.model import PackageSpec
 from engine.package.substitute import DISABLE_KEY, SubstitutionError, disabled, substitute, variables
@@ -65,10 +65,10 @@ _KEYS = st.sampled_from(["a", "b", "c", "d"])  # few names: the maps collide and
 _SCALARS = st.one_of(st.integers(-1000, 1000), st.booleans(), st.none(), st.text("abcdeg", min_size=1, max_size=3),
                      st.sampled_from([1.5, -0.25, 2.0, "y", "n", "on", "0o17", "1e3"]))
 _TREES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                        st.dictionaries(_KEYS, inner, max_size=3)), max_leaves=10)
+                                                        st.dictionaries(_KEYS, inner, max_size=3)), max_leaves=6)
 _MAPS = st.dictionaries(_KEYS, _TREES, max_size=4)
 _YAML_TEXTS = st.one_of(
-    _MAPS.map(lambda m: yaml.safe_dump(m, default_flow_style=False)),
+    _MAPS.map(lambda m: yaml.dump(m, Dumper=Dumper, default_flow_style=False)),
     _MAPS.map(json.dumps),
     st.sampled_from(["", "a: [", "- 1\n- 2\n", "just text", "a: 1\na: 2\n", "~\n"]),
 )
@@ -117,28 +117,38 @@ def helmdeck_values(refs: list[ValuesReference], objects: dict[tuple[str, str], 
     return merged
 
 
-@_settings(2000)
-@given(compositions())
-def test_values_compose_as_chart_values_from_references(flux_oracle_process: Oracle, case: Any) -> None:
-    """fluxcd/pkg/chartutil values.go ChartValuesFromReferences: references in order, each merged over the
-    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue) in order."""
+def _values_request(refs: list[ValuesReference], objects: dict[tuple[str, str], dict[str, str] | None],
+                   inline: dict[str, Any]) -> dict[str, Any]:
+    return {"op": "values", "namespace": "demo", "values": inline,
+            "objects": [{"kind": kind, "name": name, "data": data} for (kind, name), data in objects.items()
+                        if data is not None],
+            "refs": [{"kind": r.kind, "name": r.name, "valuesKey": r.values_key, "targetPath": r.target_path,
+                      "optional": r.optional} for r in refs]}
+
+
+def _compare_values(case: Any, answer: dict[str, Any]) -> None:
     refs, objects, inline = case
-    answer = flux_oracle_process.ask({
-        "op": "values", "namespace": "demo", "values": inline,
-        "objects": [{"kind": kind, "name": name, "data": data} for (kind, name), data in objects.items()
-                    if data is not None],
-        "refs": [{"kind": r.kind, "name": r.name, "valuesKey": r.values_key, "targetPath": r.target_path,
-                  "optional": r.optional} for r in refs],
-    })
     try:
         mine: dict[str, Any] | ValuesError = helmdeck_values(refs, objects, inline)
     except ValuesError as exc:
         mine = exc
     if "error" in answer:
-        assert isinstance(mine, ValuesError), f"Flux refuses ({answer['error']}); helmdeck composes {mine}"
+        assert isinstance(mine, ValuesError), f"{case}: Flux refuses ({answer['error']}); helmdeck composes {mine}"
     else:
-        assert not isinstance(mine, ValuesError), f"Flux composes {answer['values']}; helmdeck refuses: {mine}"
-        assert canonical(mine) == canonical(answer["values"])
+        assert not isinstance(mine, ValuesError), f"{case}: Flux composes {answer['values']}; helmdeck refuses: {mine}"
+        assert canonical(mine) == canonical(answer["values"]), case
+
+
+BATCH = 4  # inputs per example, asked in one write: the oracle's round trips and hypothesis's overhead shared
+
+
+@_settings(2000 // BATCH)
+@given(st.lists(compositions(), min_size=BATCH, max_size=BATCH))
+def test_values_compose_as_chart_values_from_references(flux_oracle_process: Oracle, cases: list[Any]) -> None:
+    """fluxcd/pkg/chartutil values.go ChartValuesFromReferences: references in order, each merged over the
+    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue) in order."""
+    for case, answer in zip(cases, flux_oracle_process.ask_many([_values_request(*c) for c in cases]), strict=True):
+        _compare_values(case, answer)
 
 
 _PLAIN_SCALARS = st.one_of(
@@ -160,24 +170,15 @@ def values_texts(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@_settings(1000)
-@given(values_texts())
-def test_values_from_content_is_read_as_helm_reads_values(flux_oracle_process: Oracle, text: str) -> None:
+@_settings(1000 // BATCH)
+@given(st.lists(values_texts(), min_size=BATCH, max_size=BATCH))
+def test_values_from_content_is_read_as_helm_reads_values(flux_oracle_process: Oracle, texts: list[str]) -> None:
     """helm.sh/helm/v4 pkg/chart/common values.go ReadValues (sigs.k8s.io/yaml over go.yaml.in/yaml/v2), as
     ChartValuesFromReferences reads a key's content: y and on are true, 0o17 is 15, 1e3 a number."""
-    refs = [ValuesReference("ConfigMap", "o0")]
-    answer = flux_oracle_process.ask({"op": "values", "namespace": "demo", "values": {},
-                                      "objects": [{"kind": "ConfigMap", "name": "o0", "data": {"values.yaml": text}}],
-                                      "refs": [{"kind": "ConfigMap", "name": "o0"}]})
-    try:
-        mine: dict[str, Any] | ValuesError = helmdeck_values(refs, {("ConfigMap", "o0"): {"values.yaml": text}}, {})
-    except ValuesError as exc:
-        mine = exc
-    if "error" in answer:
-        assert isinstance(mine, ValuesError), f"Flux refuses ({answer['error']}); helmdeck composes {mine}"
-    else:
-        assert not isinstance(mine, ValuesError), f"Flux composes {answer['values']}; helmdeck refuses: {mine}"
-        assert canonical(mine) == canonical(answer["values"])
+    cases: list[tuple[list[ValuesReference], dict[tuple[str, str], dict[str, str] | None], dict[str, Any]]] = [
+        ([ValuesReference("ConfigMap", "o0")], {("ConfigMap", "o0"): {"values.yaml": text}}, {}) for text in texts]
+    for case, answer in zip(cases, flux_oracle_process.ask_many([_values_request(*c) for c in cases]), strict=True):
+        _compare_values(case, answer)
 
 
 # -- versions: ParseVersion and source-controller's choice -------------------------------------------------
@@ -212,22 +213,24 @@ def version_sets(draw: st.DrawFn) -> tuple[list[str], str]:
     return versions, draw(_RANGES)
 
 
-@_settings(2000)
-@given(version_sets())
-def test_the_version_chosen_is_source_controllers(flux_oracle_process: Oracle, case: tuple[list[str], str]) -> None:
+@_settings(2000 // BATCH)
+@given(st.lists(version_sets(), min_size=BATCH, max_size=BATCH))
+def test_the_version_chosen_is_source_controllers(flux_oracle_process: Oracle,
+                                                  cases: list[tuple[list[str], str]]) -> None:
     """source-controller internal/helm/repository chart_repository.go ChartRepository.getChartVersion and
     oci_chart_repository.go getLastMatchingVersionOrConstraint: the version equal to the range first, else
     the highest version fluxcd/pkg/version ParseVersion reads that the range allows (Masterminds' Check)."""
-    versions, rng = case
-    answer = flux_oracle_process.ask({"op": "choose", "versions": versions, "range": rng})
-    try:
-        mine: str | SemverError | None = newest_match(versions, rng)
-    except SemverError as exc:
-        mine = exc
-    if "error" in answer:
-        assert isinstance(mine, SemverError), f"Flux refuses the range ({answer['error']}); helmdeck picks {mine!r}"
-    else:
-        assert mine == answer["chosen"]
+    answers = flux_oracle_process.ask_many([{"op": "choose", "versions": v, "range": r} for v, r in cases])
+    for (versions, rng), answer in zip(cases, answers, strict=True):
+        try:
+            mine: str | SemverError | None = newest_match(versions, rng)
+        except SemverError as exc:
+            mine = exc
+        if "error" in answer:
+            assert isinstance(mine, SemverError), \
+                f"{versions} {rng!r}: Flux refuses the range ({answer['error']}); helmdeck picks {mine!r}"
+        else:
+            assert mine == answer["chosen"], f"{versions} {rng!r}"
 
 
 @_settings(500)

@@ -167,9 +167,7 @@ class _Parser:
             got = self.key()
             if got is None:
                 break
-            path, value = got
-            if all(seg != "" for seg in path):  # helm's set() ignores an empty key
-                out.append((path, value))
+            out.append(got)  # an empty key is kept: apply ignores it as helm's set() does, or refuses it
         return out
 
     def key(self) -> tuple[Path, Any] | None:
@@ -268,12 +266,13 @@ def apply(values: Mapping[str, Any], assignments: list[Assignment]) -> dict[str,
     root: dict[str, Any] = dict(values)
     padded = 0
     for path, value in assignments:
+        if "" in path or (value is EMPTY_AT_END and any(isinstance(s, int) for s in path[:-1])
+                          and not isinstance(path[-1], int)):
+            if path[0] in root:
+                root[path[0]] = copy.deepcopy(root[path[0]])  # changed in place below
+            _HelmSet(path, "" if value is EMPTY_AT_END else value, value is EMPTY_AT_END).key(root, path)
+            continue
         if value is EMPTY_AT_END:
-            if not isinstance(path[-1], int) and any(isinstance(s, int) for s in path):
-                if path[0] in root:
-                    root[path[0]] = copy.deepcopy(root[path[0]])  # changed in place below
-                _empty_at_end(root, path, path)
-                continue
             value = ""  # a plain str in the values (YAML dumpers refuse a subclass)
         parent: Any = root
         for depth, seg in enumerate(path):
@@ -303,45 +302,73 @@ def apply(values: Mapping[str, Any], assignments: list[Assignment]) -> dict[str,
     return root
 
 
-def _empty_at_end(data: dict[str, Any], path: Path, whole: Path) -> None:
-    """Set ``path`` (below ``data``, a map of this call's own) to "" as helm's parser does for an empty value at
-    the end of its text: a list item past the end of its list is not added (nor anything below it), an existing
-    one is changed in place (module docstring). ``whole`` names the path in errors. Raises PathError."""
-    key, rest = path[0], path[1:]
-    assert isinstance(key, str)  # an index is read by _empty_at_end_item
-    if not rest:
-        data[key] = ""
-        return
-    if isinstance(rest[0], int):
-        data[key] = _empty_at_end_item(_container(data.get(key, []), list, whole, path), rest, whole)
-        return
-    inner = _container(data[key], dict, whole, path) if key in data else {}
-    _empty_at_end(inner, rest, whole)
-    if inner:  # helm sets a map only when something went into it
-        data[key] = inner
+class _HelmSet:
+    """One assignment set step by step as helm's parser sets it (helm.sh/helm/v4 pkg/strvals parser.go
+    ``parser.key`` and ``parser.listItem``), for the paths the quick walk of :func:`apply` does not model:
+    an empty key (ignored by helm's ``set``, but a map left empty by it is an error: ``key map "a" has no
+    value``; a list item made for it stays, ``a[0].=`` gives ``a: [{}]``) and an empty value at the end of the
+    text below a list item (:data:`EMPTY_AT_END`: helm returns ``io.EOF`` before putting new items in their
+    lists; existing ones are changed in place). Works in place on values of its caller's own."""
 
+    def __init__(self, whole: Path, value: Any, at_end: bool):
+        self.whole, self.value, self.at_end = whole, value, at_end
 
-def _empty_at_end_item(items: list[Any], path: Path, whole: Path) -> list[Any]:
-    """``items`` after :func:`_empty_at_end` below its item ``path[0]``, changed in place."""
-    index, rest = path[0], path[1:]
-    assert isinstance(index, int) and rest  # the path ends in a key (an index takes the value as any other)
-    if index < len(items):
-        current = items[index]
+    def key(self, data: dict[str, Any], path: Path) -> bool:
+        """Set ``path`` (a key first) below ``data``; True when helm's parser would return ``io.EOF``."""
+        key, rest = path[0], path[1:]
+        assert isinstance(key, str)
+        if not rest:
+            if key:
+                data[key] = self.value
+            return self.at_end
         if isinstance(rest[0], int):
-            if current is not None:  # only what changes in the existing list counts: a longer copy is dropped
-                _empty_at_end_item(_container(current, list, whole, path), rest, whole)
+            items, eof = self.item(self._as(data[key], list, path) if key in data else [], rest)
+            if key:
+                data[key] = items
+            return eof
+        inner = self._as(data[key], dict, path) if key in data else {}
+        eof = self.key(inner, rest)
+        if not eof and not inner:
+            raise PathError(f"key map {key!r} has no value")
+        if inner and key:
+            data[key] = inner
+        return eof
+
+    def item(self, items: list[Any], path: Path) -> tuple[list[Any], bool]:
+        """``items`` with item ``path[0]`` set below (the same list, or a longer copy), and helm's ``io.EOF``."""
+        index, rest = path[0], path[1:]
+        assert isinstance(index, int)
+        if not rest:
+            return _set_index(items, index, self.value), False
+        if isinstance(rest[0], int):
+            current = items[index] if index < len(items) else None
+            inner, eof = self.item(self._as(current, list, path) if current is not None else [], rest)
+            return (items, True) if eof else (_set_index(items, index, inner), False)
+        if index < len(items):
+            if not isinstance(items[index], dict):
+                items[index] = {}  # helm: an item that is no map is replaced by one
+            current = items[index]
         else:
-            if not isinstance(current, dict):
-                current = items[index] = {}  # helm: an item that is no map is replaced by one
-            _empty_at_end(current, rest, whole)
-    return items
+            current = {}
+        if self.key(current, rest):
+            return items, True  # a new item is dropped; an existing one was changed in place
+        return _set_index(items, index, current), False
+
+    def _as(self, value: Any, kind: type, at: Path) -> Any:
+        if not isinstance(value, kind):
+            where = format_path(self.whole[:len(self.whole) - len(at) + 1])
+            raise PathError(f"{where} holds {_kind(value)}, not a {'list' if kind is list else 'map'}")
+        return value
 
 
-def _container(value: Any, kind: type, whole: Path, at: Path) -> Any:
-    if not isinstance(value, kind):
-        where = format_path(whole[:len(whole) - len(at) + 1])
-        raise PathError(f"{where} holds {_kind(value)}, not a {'list' if kind is list else 'map'}")
-    return value
+def _set_index(items: list[Any], index: int, value: Any) -> list[Any]:
+    """helm's setIndex: ``items`` changed in place, or a longer copy when ``index`` is past its end."""
+    if index < len(items):
+        items[index] = value
+        return items
+    if index + 1 - len(items) > MAX_PADDING:
+        raise PathError(f"lists padded with more than {MAX_PADDING} nulls")
+    return [*items, *([None] * (index - len(items))), value]
 
 
 def _kind(value: Any) -> str:
