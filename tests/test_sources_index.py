@@ -11,8 +11,9 @@ import pytest
 
 from engine.base import loader
 from engine.sources.cache import ChartMeta, chart_file, chart_meta
-from engine.sources.errors import PullFailed, SourceInvalid
+from engine.sources.errors import NoMatchingVersion, PullFailed, SourceInvalid
 from engine.sources.index import MAX_NODES, newest_first, parse_index
+from engine.sources.source import _pick
 
 INDEX = b"""apiVersion: v1
 entries:
@@ -180,3 +181,17 @@ def test_a_pulled_chart_yaml_is_read_bounded(tmp_path: Path) -> None:
     with pytest.raises(PullFailed, match=r"repo: bomb-0.1.0.tgz has an unreadable Chart.yaml .*bomb/Chart.yaml:6: "
                                          r"aliases expand past"):
         chart_meta(archive, "repo")
+
+
+def test_the_version_picked_from_an_index_is_source_controllers() -> None:
+    # source-controller internal/helm/repository chart_repository.go getChartVersion: an exact match among all
+    # entries first (a version that is no semver too), else the newest version fluxcd/pkg/version ParseVersion
+    # reads (three parts: 2.1 is no chart version) that the range allows. The same choice as semver.pick, which
+    # tests/test_flux_oracle.py compares with Flux's code.
+    index = parse_index(INDEX.replace(b"version: 1.10.0", b"version: '2.1'"), "repo")
+    entries = index.entries["web"]
+    assert [e.version for e in newest_first(entries)] == ["1.0.0"]  # 2.1 and not-semver are not listed
+    assert _pick(entries, index.ordered("web"), "not-semver", "repo", "web").version == "not-semver"
+    assert _pick(entries, index.ordered("web"), "", "repo", "web").version == "1.0.0"
+    with pytest.raises(NoMatchingVersion):
+        _pick(entries, index.ordered("web"), ">=2.0.0", "repo", "web")
