@@ -91,6 +91,16 @@ def test_each_values_file_is_parsed_once_per_change(tmp_path: Path) -> None:
     assert changed.spec_digest != first.spec_digest and changed.values["a"] == 2
 
 
+def test_a_values_file_is_read_as_helm_reads_values_files(tmp_path: Path) -> None:
+    # helm -f reads a file with ReadValues (sigs.k8s.io/yaml, go-yaml v2 rules: engine/base/helm_values.py), as
+    # Flux reads a valuesFrom key: y is true, 0o17 is 15, 1e3 a number (the PyYAML reading kept them strings).
+    values = tmp_path / "v.yaml"
+    values.write_text("a: y\nb: 0o17\nc: 1e3\nd: 'y'\n")
+    path = tmp_path / "app.yaml"
+    path.write_text(HEADER + f"  valuesFiles: [{values}]\n")
+    assert resolve(load_package(path), cache=ResolveCache()).values == {"a": True, "b": 15, "c": 1000.0, "d": "y"}
+
+
 def test_spec_digest_covers_chart_values_and_post_render_settings(tmp_path: Path) -> None:
     spec = load_package(_write(tmp_path, HEADER + "  values: {a: 1}\n"))
     base = resolve(spec)

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,19 +315,24 @@ def racy(mtime_ns: int) -> bool:
     return time.time_ns() - mtime_ns < 2_000_000_000
 
 
+Reader = Callable[[str, Path, Limits], Parsed]
+"""A reader of one YAML document: :func:`parse_text`, or one with other scalar rules."""
+
+
 class YamlCache:
     """Parsed files by path, reused while the file's stat signature is unchanged. Thread-safe, bounded LRU."""
 
     def __init__(self, size: int = 4096):
         self._size = size
         self._lock = threading.Lock()
-        # (path, every document?) -> (stat signature, one document or all of them)
-        self._entries: OrderedDict[tuple[Path, bool], tuple[tuple[int, ...], Any]] = OrderedDict()
+        # (path, every document?, reader) -> (stat signature, one document or all of them)
+        self._entries: OrderedDict[tuple[Path, bool, Reader | None], tuple[tuple[int, ...], Any]] = OrderedDict()
         self.parses = 0  # files actually parsed (tests and benchmarks read it)
 
-    def load(self, file: Path, limits: Limits) -> Parsed:
-        """The parsed document of ``file``; parses only when the file changed. Raises YamlLimitError."""
-        parsed: Parsed = self._load(file, limits, False)
+    def load(self, file: Path, limits: Limits, read: Reader | None = None) -> Parsed:
+        """The parsed document of ``file`` (read by ``read``, default :func:`parse_text`); parses only when the
+        file changed. Raises YamlLimitError."""
+        parsed: Parsed = self._load(file, limits, False, read)
         return parsed
 
     def load_all(self, file: Path, limits: Limits) -> tuple[Parsed, ...]:
@@ -335,16 +340,16 @@ class YamlCache:
         docs: tuple[Parsed, ...] = self._load(file, limits, True)
         return docs
 
-    def _load(self, file: Path, limits: Limits, every: bool) -> Any:
+    def _load(self, file: Path, limits: Limits, every: bool, read: Reader | None = None) -> Any:
         try:
             st = file.stat()
         except OSError as exc:
             raise YamlLimitError(file, f"cannot read file ({exc.strerror})") from None
         signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         with self._lock:
-            hit = self._entries.get((file, every))
+            hit = self._entries.get((file, every, read))
             if hit is not None and hit[0] == signature and not racy(st.st_mtime_ns):
-                self._entries.move_to_end((file, every))
+                self._entries.move_to_end((file, every, read))
                 return hit[1]
         if st.st_size > limits.max_bytes:
             fix = f"set {limits.env} to raise it" if limits.env else "make the file smaller"
@@ -360,11 +365,11 @@ class YamlCache:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise YamlLimitError(file, f"not UTF-8 text (byte {exc.start})", None, "save the file as UTF-8") from None
-        parsed = parse_documents(text, file, limits) if every else parse_text(text, file, limits)
+        parsed = parse_documents(text, file, limits) if every else (read or parse_text)(text, file, limits)
         with self._lock:
             self.parses += 1
-            self._entries[(file, every)] = (signature, parsed)
-            self._entries.move_to_end((file, every))
+            self._entries[(file, every, read)] = (signature, parsed)
+            self._entries.move_to_end((file, every, read))
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return parsed
@@ -374,9 +379,10 @@ class YamlCache:
 CACHE = YamlCache()
 
 
-def load_yaml(file: Path, limits: Limits) -> Parsed:
-    """Parse ``file`` within ``limits`` (cached per change of the file). Raises YamlLimitError."""
-    return CACHE.load(file, limits)
+def load_yaml(file: Path, limits: Limits, read: Reader | None = None) -> Parsed:
+    """Parse ``file`` within ``limits`` (cached per change of the file; read by ``read``, default
+    :func:`parse_text`). Raises YamlLimitError."""
+    return CACHE.load(file, limits, read)
 
 
 def load_documents(file: Path, limits: Limits) -> tuple[Parsed, ...]:

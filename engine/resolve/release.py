@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.base import labels
 from engine.base.fields import PackageError
+from engine.base.helm_values import read_values
 from engine.base.loader import YamlLimitError, load_yaml, values_limits
 from engine.base.strvals import Path as ValuesPath
 from engine.package.flux import HELM_RELEASE
@@ -122,7 +123,7 @@ class ResolveCache:
         files = []
         for i, path in enumerate(spec.values_files):
             try:
-                files.append(load_yaml(path, values_limits()))
+                files.append(load_yaml(path, values_limits(), read_values))  # as helm -f reads it
             except YamlLimitError as exc:
                 raise PackageError(spec.file, f"spec.valuesFiles[{i}]", exc.located, exc.fix) from None
         if spec.values_from and values_from is None:

@@ -29,8 +29,9 @@ Flux's semantics:
 
 Bounded as values files: a key's content over the values size limit is
 refused, and YAML goes through the bounded loader (parsed once per content).
-A key's content and a chart's values file are read as helm's ``ReadValues``
-reads them (:mod:`engine.base.helm_values`: ``y`` is true, ``0o17`` is 15).
+A key's content and the values files (``spec.valuesFiles``, read by the resolve
+cache, and a chart's) are read as helm's ``ReadValues`` reads them
+(:mod:`engine.base.helm_values`: ``y`` is true, ``0o17`` is 15).
 """
 
 from __future__ import annotations
