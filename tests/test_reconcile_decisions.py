@@ -132,6 +132,10 @@ def state(status: str) -> st.ReleaseState:
         # Exhausted, but the last failure is remediated.
         (st.FAILED, request(obs(2, "failed"), obs(1, "superseded"), spec=with_spec(upgrade=UpgradeSpec(retries=1)),
                             last="upgrade", failures=FailureCounts(upgrade=2, total=2)), na.ROLLBACK),
+        # An install's last failure only when remediateLastFailure says so (api/v2 InstallRemediation).
+        (st.FAILED, request(obs(1, "failed"), last="install", failures=FailureCounts(install=2, total=2),
+                            spec=with_spec(install=InstallSpec(retries=1, remediate_last_failure=True))),
+         na.UNINSTALL_REMEDIATION),
     ],
 )
 def test_next_action(status: str, req: Request, expected: str | None) -> None:
@@ -148,6 +152,10 @@ def test_next_action(status: str, req: Request, expected: str | None) -> None:
                             failures=FailureCounts(upgrade=1, total=1)), ExceededMaxRetries),
         (st.FAILED, request(obs(1, "failed"), spec=with_spec(upgrade=UpgradeSpec(retries=3)), last="upgrade",
                             failures=FailureCounts(upgrade=1, total=1)), MissingRollbackTarget),
+        # helm-controller api/v2 helmrelease_types.go InstallRemediation.MustRemediateLastFailure: false unless
+        # set, so a failed last install stays for inspection.
+        (st.FAILED, request(obs(1, "failed"), spec=with_spec(install=InstallSpec(retries=1)), last="install",
+                            failures=FailureCounts(install=2, total=2)), ExceededMaxRetries),
         (st.UNKNOWN, request(obs()), ReleaseLocked),
     ],
 )
