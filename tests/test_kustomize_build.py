@@ -270,6 +270,13 @@ def test_a_substituted_value_cannot_blow_an_object_past_the_limit(tmp_path: Path
     assert "over the limit of 1048576 bytes" in str(err) and built.kept == {"_cluster.ConfigMap.a.yaml"}
 
 
+def test_an_object_with_only_an_escape_is_substituted(tmp_path: Path) -> None:
+    # envsubst reads $$ as one $ wherever it is (fluxcd/pkg/envsubst), so an object holding no ${ changes too
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: 'cost: $$5'}\n"
+    [built] = objects(text, tmp_path, variables([("v", "1")], "--var")).objects
+    assert "cost: $5" in built.text and "$$" not in built.text
+
+
 def test_object_files_are_stable_and_safe(tmp_path: Path) -> None:
     assert object_file("HelmRelease", "apps", "web") == "apps.HelmRelease.web.yaml"
     assert object_file("Namespace", "", "apps") == "_cluster.Namespace.apps.yaml"

@@ -44,7 +44,15 @@ from engine.base.loader import (
 )
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.package.model import PACKAGE_SUFFIXES
-from engine.package.substitute import DISABLE_KEY, SubstitutionError, Variables, disabled, references, substitute
+from engine.package.substitute import (
+    DISABLE_KEY,
+    SubstitutionError,
+    Variables,
+    disabled,
+    references,
+    substitutable,
+    substitute,
+)
 
 BUILD_TIMEOUT = 120.0  # seconds one kustomize build may take
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -296,7 +304,7 @@ def objects(output: str, directory: Path, variables: Variables | None,
                 memo[annotated] = known
             continue
         # One parse per object: before substitution only when it may opt out, or its substitution fails.
-        substituting = variables is not None and references(chunk) and not (
+        substituting = variables is not None and substitutable(chunk) and not (
             DISABLE_KEY in chunk and disabled(_object(chunk, number, directory)))
         if variables is not None and substituting:
             try:

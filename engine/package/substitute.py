@@ -116,7 +116,12 @@ def disabled(obj: Any) -> bool:
 
 
 def references(text: str) -> bool:
-    """Whether a substitution may change ``text``: it holds a ``${`` (a reference) or a ``$$`` (an escape)."""
+    """Whether ``text`` holds a ``${`` (a reference a substitution would look at)."""
+    return "${" in text
+
+
+def substitutable(text: str) -> bool:
+    """Whether a substitution may change ``text``: it holds a reference or a ``$$`` (an escape)."""
     return "${" in text or "$$" in text
 
 
