@@ -214,16 +214,18 @@ def version_sets(draw: st.DrawFn) -> tuple[list[str], str]:
 
 
 @_settings(2000 // BATCH)
-@given(st.lists(version_sets(), min_size=BATCH, max_size=BATCH))
+@given(st.lists(version_sets(), min_size=BATCH, max_size=BATCH), st.booleans())
 def test_the_version_chosen_is_source_controllers(flux_oracle_process: Oracle,
-                                                  cases: list[tuple[list[str], str]]) -> None:
+                                                  cases: list[tuple[list[str], str]], tags: bool) -> None:
     """source-controller internal/helm/repository chart_repository.go ChartRepository.getChartVersion and
     oci_chart_repository.go getLastMatchingVersionOrConstraint: the version equal to the range first, else
-    the highest version fluxcd/pkg/version ParseVersion reads that the range allows (Masterminds' Check)."""
-    answers = flux_oracle_process.ask_many([{"op": "choose", "versions": v, "range": r} for v, r in cases])
+    the highest version fluxcd/pkg/version ParseVersion reads that the range allows (Masterminds' Check);
+    for an OCIRepository's ref.semver (ocirepository_controller.go getTagBySemver) the range only."""
+    answers = flux_oracle_process.ask_many([{"op": "choose", "versions": v, "range": r, "tags": tags}
+                                            for v, r in cases])
     for (versions, rng), answer in zip(cases, answers, strict=True):
         try:
-            mine: str | SemverError | None = newest_match(versions, rng)
+            mine: str | SemverError | None = newest_match(versions, rng, exact=not tags)
         except SemverError as exc:
             mine = exc
         if "error" in answer:

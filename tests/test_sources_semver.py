@@ -64,3 +64,13 @@ def test_range_limits() -> None:
         Range.parse(">=1.0.0 " * 100)
     with pytest.raises(SemverError, match="groups"):
         Range.parse(" || ".join(["1.0.0"] * 40))
+
+
+def test_an_oci_repository_semver_is_only_a_range() -> None:
+    # source-controller ocirepository_controller.go getTagBySemver: no exact match first (a HelmRepository's
+    # chart version has one: chart_repository.go getChartVersion)
+    assert newest_match(["latest", "1.0.0"], "latest") == "latest"
+    with pytest.raises(SemverError):
+        newest_match(["latest", "1.0.0"], "latest", exact=False)
+    assert newest_match(["1.2", "1.0.0"], "1.2") == "1.2"  # exact, though no chart version
+    assert newest_match(["1.2", "1.0.0"], "*", exact=False) == "1.0.0"  # 1.2: ParseVersion wants three parts

@@ -330,11 +330,13 @@ def pick(candidates: Iterable[tuple[str, T]], newest_first: Iterable[tuple[Versi
     return None
 
 
-def newest_match(candidates: Iterable[str], range_text: str) -> str | None:
+def newest_match(candidates: Iterable[str], range_text: str, *, exact: bool = True) -> str | None:
     """The version text of ``candidates`` Flux picks for ``range_text`` (:func:`pick`); None when none does.
-    Raises SemverError when ``range_text`` is not a range (and matches no candidate exactly)."""
+    ``exact=False`` leaves out the exact match, as an OCIRepository's ``ref.semver`` is only a range
+    (source-controller internal/controller/ocirepository_controller.go ``getTagBySemver``). Raises SemverError
+    when ``range_text`` is not a range (and matches no candidate exactly)."""
     items = list(candidates)
-    return pick(((c, c) for c in items), parsed_newest_first(items), range_text)
+    return pick(((c, c) for c in items) if exact else (), parsed_newest_first(items), range_text)
 
 
 def parsed_newest_first(candidates: Iterable[str]) -> list[tuple[Version, str]]:
@@ -353,4 +355,3 @@ def parsed_newest_first(candidates: Iterable[str]) -> list[tuple[Version, str]]:
 def sort_newest_first(candidates: Iterable[str]) -> list[str]:
     """The versions :func:`parse_candidate` reads, newest first (ties keep their order); others dropped."""
     return [item for _, item in parsed_newest_first(candidates)]
-

@@ -193,7 +193,7 @@ class ChartSource:
             tags = [t for t in tags if source.reference.admits(t)]
         by_version = {tag_to_version(t): t for t in tags}
         try:
-            picked = newest_match(by_version, version)
+            picked = newest_match(by_version, version, exact=not isinstance(source, OCIRepositorySpec))
         except SemverError as exc:
             raise NoMatchingVersion(f"{what}: {exc}", repository=what) from None
         if picked is None:

@@ -11,8 +11,9 @@
 //	{"op": "readValues", "text": "a: y"}             helm's common.ReadValues -> {"values": {...}} or {"error"}
 //	{"op": "digest", "values": {...}}               chartutil.DigestValues(sha256) -> {"digest": "sha256:..."}
 //	{"op": "parseVersion", "versions": ["1.2"]}     version.ParseVersion -> {"versions": [{"ok", "version"}]}
-//	{"op": "choose", "versions": [...], "range": ""} the version source-controller picks from a Helm
-//	    repository index or an OCI repository's tags -> {"chosen": "1.2.3"} or {"error": "..."}
+//	{"op": "choose", "versions": [...], "range": "", "tags": false} the version source-controller picks from a
+//	    Helm repository index or an OCI repository's tags ("tags": an OCIRepository's ref.semver)
+//	    -> {"chosen": "1.2.3"} or {"error": "..."}
 //	{"op": "substitute", "object": "<YAML>", "vars": {...}, "strict": true}
 //	    kustomize.SubstituteVariables with spec.postBuild.substitute = vars -> {"object": {...}},
 //	    {"object": null} when the object opts out, or {"error": "..."}; with "text", the object as
@@ -69,6 +70,7 @@ type request struct {
 	Object    json.RawMessage        `json:"object"`
 	Vars      map[string]string      `json:"vars"`
 	Strict    bool                   `json:"strict"`
+	Tags      bool                   `json:"tags"`
 }
 
 var scheme = runtime.NewScheme()
@@ -120,7 +122,7 @@ func handle(req request) (answer map[string]any) {
 	case "parseVersion":
 		return parseVersions(req.Versions)
 	case "choose":
-		return choose(req.Versions, req.Range)
+		return choose(req.Versions, req.Range, req.Tags)
 	case "substitute":
 		return substitute(req)
 	case "helmRelease":
@@ -191,9 +193,11 @@ func parseVersions(texts []string) map[string]any {
 // ChartRepository.getChartVersion) and from OCI tags (OCIChartRepository.getLastMatchingVersionOrConstraint):
 // the version string equal to the range first; else the range ("" and "*": every stable version) parsed by
 // Masterminds' NewConstraint, the versions ParseVersion reads and the range allows, the highest. Both sort
-// with the library's own order; the fluxcd/pkg/version.Sort helper does the filtering and sorting.
-func choose(versions []string, rng string) map[string]any {
-	if rng != "" {
+// with the library's own order; the fluxcd/pkg/version.Sort helper does the filtering and sorting. With tags,
+// an OCIRepository's spec.ref.semver (internal/controller/ocirepository_controller.go getTagBySemver): the
+// range only, no exact match first.
+func choose(versions []string, rng string, tags bool) map[string]any {
+	if rng != "" && !tags {
 		for _, v := range versions {
 			if v == rng {
 				return map[string]any{"chosen": v}
