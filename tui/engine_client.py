@@ -1,8 +1,7 @@
 """The app's one door to the engine: reads, texts with secrets masked, availability, actions.
 
-Each action first asks the engine whether a live ``helmdeck controller`` carries it out
-(``Engine.by_controller``: the gate's check, then a request on the Package object); only when it does not
-does this engine act itself.
+An action on a package a live ``helmdeck controller`` reconciles is the engine's too: its one door
+routes it (the gate's check, then a request on the Package object) and returns the ``Requested``.
 
 Every screen, widget and operation reaches :class:`~engine.runtime.engine.Engine`
 through here and nowhere else, so the views never depend on how the engine
@@ -248,21 +247,17 @@ class EngineClient:
 
     # -- acting ------------------------------------------------------------------
     async def upgrade(self, key: ReleaseKey) -> ActionOutcome | Requested | None:
-        return await self.engine.by_controller(key, "upgrade") or await self.engine.reconcile(key, force=True)
+        return await self.engine.reconcile(key, force=True)
 
     async def rollback(self, key: ReleaseKey, revision: int) -> ActionOutcome | Requested:
-        return (await self.engine.by_controller(key, "rollback", revision=revision)
-                or await self.engine.rollback(key, revision))
+        return await self.engine.rollback(key, revision)
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.test(key)
 
     async def suspend(self, key: ReleaseKey, suspended: bool) -> Requested | None:
         """Suspend or resume reconciliation (attached to a controller: its spec.suspend patched)."""
-        requested = await self.engine.by_controller(key, "suspend", value=suspended)
-        if requested is None:
-            self.engine.suspend(key, suspended)
-        return requested
+        return await self.engine.suspend(key, suspended)
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         return await self.engine.uninstall(key)
@@ -273,30 +268,23 @@ class EngineClient:
 
     async def pause_monitor(self, key: ReleaseKey) -> int | Requested:
         """The monitor's pause counter +1; returns the new count (attached: the request made)."""
-        requested = await self.engine.by_controller(key, "pause")
-        if requested is not None:
-            return requested
         self.check("monitor", key)
-        return self.engine.pause_monitor(key)
+        return await self.engine.pause_monitor(key)
 
     async def resume_monitor(self, key: ReleaseKey) -> int | Requested:
         """The monitor's pause counter -1 (never below 0); returns the new count (attached: the request made)."""
-        requested = await self.engine.by_controller(key, "resume")
-        if requested is not None:
-            return requested
         self.check("monitor", key)
-        return self.engine.resume_monitor(key)
+        return await self.engine.resume_monitor(key)
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> object:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode."""
         self.check("maintenance", key)
-        return (await self.engine.by_controller(key, "maintenance", value=mode)
-                or await self.engine.set_maintenance(key, mode))
+        return await self.engine.set_maintenance(key, mode)
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Stop the action running on ``key``; it is recorded as the engine's own failed action."""
         self.check("cancel", key)
-        return await self.engine.by_controller(key, "cancel") or await self.engine.cancel(key)
+        return await self.engine.cancel(key)
 
     # -- the cluster's helmdeck controller -------------------------------------------------
     def controller(self, attached: Attached) -> ControllerInfo | None:
@@ -346,10 +334,7 @@ class EngineClient:
         run now, the package is then queued). Attached to a controller: the object patched, a reconcile
         requested."""
         pinned = await self.engine.pin(key, version)
-        requested = await self.engine.by_controller(key, "reconcile")  # attached: the object was patched
-        if requested is not None:
-            return pinned, requested
-        try:
+        try:  # attached: the object was patched, a reconcile is requested
             return pinned, await self.engine.reconcile(key)
         except ActionRefused as exc:  # an action runs on it: the pin is written, the next pass takes it
             self.engine.enqueue(key)
@@ -358,4 +343,4 @@ class EngineClient:
     async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Make a release stuck in a pending state actionable again."""
         self.check("unlock", key)
-        return await self.engine.by_controller(key, "unlock") or await self.engine.unlock(key)
+        return await self.engine.unlock(key)

@@ -785,28 +785,28 @@ class Engine:
         return await self._live().scopes(kinds)
 
     # -- acting (see engine.runtime.operations) ----------------------------------
-    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | None:
+    async def reconcile(self, key: ReleaseKey, *, force: bool = False) -> ActionOutcome | Requested | None:
         """Run one pass now; ``force`` upgrades even when in sync and lifts a suspension.
 
-        Returns the last action's outcome, or None when nothing needed doing.
+        Returns the last action's outcome, or None when nothing needed doing; attached, the request made
+        (:meth:`_by_controller`).
         """
-        self._acts_itself(key)
-        return await self.operations.upgrade(key, force=force)
+        return (await self._by_controller(key, "upgrade" if force else "reconcile")
+                or await self.operations.upgrade(key, force=force))
 
-    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome:
-        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package."""
-        self._acts_itself(key)
-        return await self.operations.rollback(key, revision)
+    async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome | Requested:
+        """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package (attached: requested)."""
+        return (await self._by_controller(key, "rollback", revision=revision)
+                or await self.operations.rollback(key, revision))
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         """Run ``helm test`` on ``key``."""
         return await self.operations.test(key)
 
-    async def cancel(self, key: ReleaseKey) -> ActionOutcome:
+    async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Stop the action running on ``key`` and record it as the engine's own failed action (see
-        Operations.cancel)."""
-        self._acts_itself(key)
-        return await self.operations.cancel(key)
+        Operations.cancel); attached, the request made."""
+        return await self._by_controller(key, "cancel") or await self.operations.cancel(key)
 
     # -- attached to a controller (engine.runtime.drive.attach) -------------------------
     @property
@@ -832,13 +832,13 @@ class Engine:
         the app needs ``list`` on ``leases.coordination.k8s.io`` across namespaces)."""
         return self.attachment.problem if self.attachment is not None else ""
 
-    async def by_controller(self, key: ReleaseKey, action: str, *, revision: int = 0,
-                            value: bool | str = True) -> Requested | None:
-        """When ``key``'s package is a Package object a live controller reconciles: :meth:`check` (the one gate),
-        then the request the controller carries out (``action`` one of ``upgrade``, ``reconcile``,
-        ``rollback`` (to ``revision``), ``unlock``, ``cancel``, ``pause``/``resume`` (the monitor), ``suspend``
-        (``value`` True/False), ``maintenance`` (``value`` the mode, "" leaves)); None when this engine acts
-        itself. Raises ActionRefused/NotAvailable, ApiException."""
+    async def _by_controller(self, key: ReleaseKey, action: str, *, revision: int = 0,
+                             value: bool | str = True) -> Requested | None:
+        """Every action's first step: when ``key``'s package is a Package object a live controller reconciles,
+        :meth:`check` (the one gate), then the request the controller carries out (``action`` one of
+        ``upgrade``, ``reconcile``, ``rollback`` (to ``revision``), ``unlock``, ``cancel``, ``pause``/``resume``
+        (the monitor), ``suspend`` (``value`` True/False), ``maintenance`` (``value`` the mode, "" leaves));
+        None when this engine acts itself. Raises ActionRefused/NotAvailable, ApiException."""
         if self.attachment is None or self.attachment.attached(key) is None:
             return None
         self.gate.check("monitor" if action in ("pause", "resume") else action, key)
@@ -864,14 +864,6 @@ class Engine:
         result, queue depth, helm action p50/p99), one per replica: the URLs given, then the live controllers'
         reachable from here (:mod:`engine.runtime.pulses`); () when none is known."""
         return await self.pulse_meter.sample()
-
-    def _acts_itself(self, key: ReleaseKey) -> None:
-        """Raise ActionRefused when a live controller reconciles ``key``'s package: it carries the operator's
-        actions out, asked through :meth:`by_controller` (this engine has no spec of its own to act with)."""
-        found = self.attachment.attached(key) if self.attachment is not None else None
-        if found is not None:
-            raise ActionRefused(f"Package {found.ref[0]}/{found.ref[1]} is reconciled by helmdeck controller "
-                                f"{found.controller}: request the action from it")
 
     def advertise(self, annotations: Mapping[str, str]) -> None:
         """Annotations this engine's Lease carries from its next renewal (``helmdeck controller``: where its
@@ -904,32 +896,35 @@ class Engine:
         self.book.log(key, "flux", "info", said)
         return said
 
-    async def unlock(self, key: ReleaseKey) -> ActionOutcome:
-        """Mark ``key``'s pending release failed so it can move again."""
-        self._acts_itself(key)
-        return await self.operations.unlock(key)
+    async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
+        """Mark ``key``'s pending release failed so it can move again (attached: requested)."""
+        return await self._by_controller(key, "unlock") or await self.operations.unlock(key)
 
-    def suspend(self, key: ReleaseKey, suspended: bool = True) -> None:
+    async def suspend(self, key: ReleaseKey, suspended: bool = True) -> Requested | None:
         """Suspend (or with ``suspended`` False resume, which queues a pass) reconciliation of ``key``'s
-        package; kept in its engine status. Raises ActionRefused/NotAvailable as :meth:`check` ("suspend")."""
-        self._acts_itself(key)
-        self.operations.suspend(key, suspended)
+        package; kept in its engine status (attached: its ``spec.suspend`` patched, the request returned).
+        Raises ActionRefused/NotAvailable as :meth:`check` ("suspend")."""
+        requested = await self._by_controller(key, "suspend", value=suspended)
+        if requested is None:
+            self.operations.suspend(key, suspended)
+        return requested
 
-    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:
+    async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult | Requested:
         """Enter (``"NoResourceReconciliation"``) or leave (``""``) maintenance mode and reconcile once (each
-        change costs exactly one upgrade); returns that pass. Raises ActionRefused/NotAvailable."""
-        self._acts_itself(key)
-        return await self.operations.set_maintenance(key, mode)
+        change costs exactly one upgrade); returns that pass (attached: its ``spec.maintenance`` patched, the
+        request returned). Raises ActionRefused/NotAvailable."""
+        return (await self._by_controller(key, "maintenance", value=mode)
+                or await self.operations.set_maintenance(key, mode))
 
-    def pause_monitor(self, key: ReleaseKey) -> int:
-        """The release monitor's pause counter +1 (as nelm's PauseMonitor); returns the new count.
-        Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
-        return self.operations.pause_monitor(key)
+    async def pause_monitor(self, key: ReleaseKey) -> int | Requested:
+        """The release monitor's pause counter +1 (as nelm's PauseMonitor); returns the new count (attached:
+        the request made). Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
+        return await self._by_controller(key, "pause") or self.operations.pause_monitor(key)
 
-    def resume_monitor(self, key: ReleaseKey) -> int:
+    async def resume_monitor(self, key: ReleaseKey) -> int | Requested:
         """The release monitor's pause counter -1 (never below 0; at 0 it checks again); returns the new
-        count. Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
-        return self.operations.resume_monitor(key)
+        count (attached: the request made). Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
+        return await self._by_controller(key, "resume") or self.operations.resume_monitor(key)
 
     def enqueue(self, key: ReleaseKey) -> None:
         """Queue a pass of ``key``'s package (deduplicated; after the running one, if any). Never raises."""
