@@ -31,7 +31,7 @@ from kubernetes import client
 
 from bench.service_common import CHART, Bench, bench_setup
 from bench.sources_verify import passes
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.sources.cosign import EMPTY_ROOT
 from localcluster import build
 from tests.chart_sources import CosignSigner, helm_run, push_oci
@@ -99,7 +99,7 @@ async def main_async(bench: Bench, n: int, rounds: int, concurrency: int, cosign
     write_packages(bench, folder, n)
     os.environ["HELMDECK_CACHE"] = str(bench.folder / "cache")  # an empty chart cache (helm is resolved)
     os.environ["HELMDECK_COSIGN"] = str(cosign)  # the build's, whatever the cache
-    engine = Engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
+    engine = build_engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
                     watch_packages=False, monitors=False)
     await engine.start(reconcile=False)
     try:

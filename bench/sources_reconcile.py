@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 
 from bench.service_common import CHART, Bench, bench_setup
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.drive.controller import PackageController
 from localcluster.chartrepo import ChartRepoServer
 
@@ -123,7 +123,7 @@ async def main_async(bench: Bench, n: int, n_versions: int, concurrency: int) ->
         folder = bench.folder / "packages"
         write_packages(bench, folder, n, versions, repo, oci)
         os.environ["HELMDECK_CACHE"] = str(bench.folder / "cache")  # an empty chart cache (helm is resolved)
-        engine = Engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
+        engine = build_engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
                         watch_packages=False, monitors=False)
         await engine.start(reconcile=False)
         try:

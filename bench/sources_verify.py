@@ -38,7 +38,7 @@ from kubernetes import client
 
 from bench.service_common import CHART, Bench, bench_setup
 from bench.sources_reconcile import revisions
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.drive.controller import PackageController
 from localcluster.chartrepo import ChartRepoServer
 from tests.chart_sources import GpgSigner, helm_run
@@ -133,7 +133,7 @@ async def main_async(bench: Bench, n: int, rounds: int, concurrency: int, helm_r
         folder = bench.folder / "packages"
         write_packages(bench, folder, n, repo, interval)
         os.environ["HELMDECK_CACHE"] = str(bench.folder / "cache")  # an empty chart cache (helm is resolved)
-        engine = Engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
+        engine = build_engine(bench.target, bench.helm, folder, namespaces=[bench.namespace], concurrency=concurrency,
                         watch_packages=False, monitors=False)
         await engine.start(reconcile=False)
         try:

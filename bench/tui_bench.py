@@ -53,7 +53,7 @@ from bench.storage_common import (
 from bench.tui_fixed import GcPauses, Samples, _timed
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.state import ReleaseView
 from localcluster import build
 from tui.app import HelmdeckApp
@@ -238,7 +238,7 @@ async def launch(target: KubeTarget, expected: int, timeout: float = 120,
     from the start) and the running test context (exit it to stop)."""
     marks: dict[str, float] = {}
     t0 = time.monotonic()
-    engine = Engine(target, Helm(str(build.binary("helm4")), target), None)
+    engine = build_engine(target, Helm(str(build.binary("helm4")), target), None)
 
     def mark(name: str) -> Callable[[float, float], None]:
         def sink(_start: float, _took: float) -> None:

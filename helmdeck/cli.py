@@ -231,7 +231,7 @@ def _engine(
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
     from engine.helm import Helm
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
-    from engine.runtime import Engine
+    from engine.runtime.assemble import build_engine
     from engine.runtime.engine import LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
     from helmdeck.access import scope_fallback
@@ -257,7 +257,7 @@ def _engine(
     # A read-only instance never competes for the lease: it would block the one that acts.
     if package_set is not None and not getattr(args, "no_lease", True) and not readonly:
         lease = LeaseConfig(package_set.lease_name, getattr(args, "lease_namespace", "default"))
-    engine = Engine(
+    engine = build_engine(
         target, Helm(_helm(args), target), args.packages,
         namespaces=namespaces,
         readonly=readonly,

@@ -25,6 +25,7 @@ from typing import Any
 from engine.helm import Helm
 from engine.kube.client import SERVICE_ACCOUNT_DIR, KubeConfigError, controller_target, pod_namespace
 from engine.package.identity import valid_service_account_name
+from engine.runtime import assemble
 from engine.runtime.drive.lease import (
     CONTROLLER,
     METRICS,
@@ -76,10 +77,10 @@ def build_engine(args: argparse.Namespace, private: Path) -> Engine:
     log.info("using helm %s; package set %s%s, Lease %s/%s%s", helm.describe(), package_set.identity,
              f", shard {shard.name} ({shard.selector})" if shard else "", lease.namespace, lease.name,
              f" (--shards auto, replica {lease.identity})" if auto else "")
-    return Engine(target, Helm(helm.path, target), None, namespaces=namespaces, concurrency=args.concurrency,
-                  lease=lease, package_set=package_set.identity, cluster_packages=True,
-                  default_service_account=args.default_service_account, shard=shard, auto_shards=auto,
-                  stop_deadline=args.stop_deadline)
+    return assemble.build_engine(target, Helm(helm.path, target), None, namespaces=namespaces,
+                                 concurrency=args.concurrency, lease=lease, package_set=package_set.identity,
+                                 cluster_packages=True, default_service_account=args.default_service_account,
+                                 shard=shard, auto_shards=auto, stop_deadline=args.stop_deadline)
 
 
 def run_controller(args: argparse.Namespace) -> int:

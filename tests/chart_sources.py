@@ -39,6 +39,7 @@ from pathlib import Path
 import bcrypt
 
 from engine.runtime import Engine
+from engine.runtime.assemble import offline_engine
 from engine.runtime.state import Condition, ReleaseKey
 from engine.sources import ChartRequest, ChartVersionInfo
 from engine.sources.cosign import fingerprint
@@ -294,7 +295,7 @@ def _chart(request: ChartRequest) -> str:
 def sources_engine() -> Engine:
     """An engine that is never started, with the two remote packages deployed and InSync."""
     observer = Observer(None)
-    engine = Engine.offline(SOURCES_PACKAGES, observer=observer)
+    engine = offline_engine(SOURCES_PACKAGES, observer=observer)
     observer.apply_object(storage_secret("web", "shop", 1, "deployed", "web", "0.2.0", "2.0.0", {"replicas": 2},
                                          "2026-11-30T09:10:00Z", "Install complete"))
     observer.apply_object(storage_secret("api", "shop", 1, "deployed", "api", "1.0.0", "5.2.0", {},

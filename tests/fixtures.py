@@ -22,6 +22,7 @@ from engine.package.model import NO_RESOURCE_RECONCILIATION
 from engine.reconcile import conditions as cond
 from engine.reconcile.status import EngineStatus
 from engine.runtime import Engine
+from engine.runtime.assemble import offline_engine
 from engine.runtime.state import (
     ActionOutcome,
     Condition,
@@ -209,7 +210,7 @@ def fixed_engine(*, readonly: bool = False) -> Engine:
     package and is stuck pending.
     """
     observer = Observer(None)
-    engine = Engine.offline(EXAMPLES / "packages", observer=observer, readonly=readonly)
+    engine = offline_engine(EXAMPLES / "packages", observer=observer, readonly=readonly)
     for record in FIXED_RECORDS:
         observer.apply_object(record)
     # A package file declaring maintenance, as an operator would write it.
@@ -295,7 +296,7 @@ def bulk_engine(releases: int, namespaces: int = 10) -> Engine:
     state from the fixed cycle below, so every column has varied text.
     """
     observer = Observer(None)
-    engine = Engine.offline(observer=observer)
+    engine = offline_engine(observer=observer)
     states = ("InSync", "OutOfSync", "Drifted", "Failed", "InSync", "Untested", "InSync", "Stalled")
     for i in range(releases):
         ns = f"team-{i % namespaces:02d}"

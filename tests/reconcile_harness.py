@@ -10,6 +10,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile.atomic import PassResult
 from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.storage.observation import Observation
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -39,7 +40,7 @@ class Scenario:
             self.engine.load_packages()
 
     async def start(self) -> Engine:
-        self.engine = Engine(self.target, self.helm, self.folder, namespaces=[self.namespace],
+        self.engine = build_engine(self.target, self.helm, self.folder, namespaces=[self.namespace],
                              watch_packages=False)
         await self.engine.start(reconcile=False)
         return self.engine

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.ledger.gate import READ_ONLY
 from localcluster.cluster import LocalCluster
 from tests.controller_fixtures import (
@@ -72,7 +72,7 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
     create(objects, package(namespace, "flaky", timeout="5m"))
     ctl = env.start()
     key = (namespace, "flaky")
-    app = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
+    app = HelmdeckApp(build_engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
     try:
         async with app.run_test(size=SIZE) as pilot:
             # Attached: the Package object is a row, the owner named, the state the controller's.
@@ -146,7 +146,7 @@ async def test_the_app_attached_to_a_controller_makes_requests_and_follows_its_s
 
         # --readonly: the same rows, every request refused, nothing written.
         before = _object(objects, namespace)["metadata"].get("annotations")
-        watcher = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True, readonly=True),
+        watcher = HelmdeckApp(build_engine(kube_target, helm, None, namespaces=[namespace], attach=True, readonly=True),
                               context="test")
         async with watcher.run_test(size=SIZE) as pilot:
             await wait_for(lambda: cell(watcher, key, "owner") == "cluster", 30, seen=lambda: row(watcher, key))
@@ -175,7 +175,7 @@ async def test_the_version_picker_pins_in_the_object(
     create(objects, package(namespace, "web"))
     ctl = start_controller(local_cluster.kubeconfig, namespace, helm, tmp_path)
     key = (namespace, "web")
-    app = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
+    app = HelmdeckApp(build_engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: _deployed(app, key).startswith("0.2.0") and cell(app, key, "owner") == "cluster",

@@ -13,7 +13,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from tests.conftest import EXAMPLES
 from tests.controller_fixtures import ControllerEnv, create, package
 from tests.test_app_pilot import SIZE, cell, row, select, wait_for
@@ -45,7 +45,7 @@ async def test_the_row_and_the_overview_show_the_controllers_started_test_as_run
     create(objects, package(namespace, "flaky", timeout="2m", test={"enable": True}, values={"testFail": True}))
     ctl = env.start()
     key = (namespace, "flaky")
-    app = HelmdeckApp(Engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
+    app = HelmdeckApp(build_engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
 
     def overview() -> str:
         try:

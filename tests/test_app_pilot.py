@@ -18,7 +18,7 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_engine_flow import write_package
 from tui.app import HelmdeckApp
@@ -61,7 +61,7 @@ def stored(core_api: client.CoreV1Api, namespace: str, name: str) -> list[tuple[
 
 
 def make_app(kube_target: KubeTarget, helm: Helm, namespace: str, packages: Path | None) -> HelmdeckApp:
-    return HelmdeckApp(Engine(kube_target, helm, packages, namespaces=[namespace]), context="test")
+    return HelmdeckApp(build_engine(kube_target, helm, packages, namespaces=[namespace]), context="test")
 
 
 async def settled(app: HelmdeckApp, key: tuple[str, str], action: str, revision: int, timeout: float = 30) -> None:
@@ -311,7 +311,7 @@ async def test_unlock_key_frees_a_release_left_pending_by_a_killed_helm(
         helm.binary, "install", "stuck", str(EXAMPLES / "charts" / "flaky"), "--set", "hang=true", "--wait",
         "--timeout", "60s", "-n", namespace, *helm.target.helm_args(), env={**os.environ, **helm.env},
         start_new_session=True)
-    engine = Engine(kube_target, helm, None, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, None, namespaces=[namespace])
     app = HelmdeckApp(engine, context="test")
     key = (namespace, "stuck")
     try:

@@ -16,6 +16,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, contexts
 from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
@@ -226,7 +227,7 @@ async def test_switching_context_shows_each_ones_releases(
 
         def build(name: str) -> Engine:
             target = KubeTarget(config, name)
-            return Engine(target, Helm(helm.binary, target, helm.env), None, namespaces=[scope[name]])
+            return build_engine(target, Helm(helm.binary, target, helm.env), None, namespaces=[scope[name]])
 
         switch = ContextSwitch(lambda: contexts(KubeTarget(config)), build)
         app = HelmdeckApp(build("one"), context="one", contexts=switch)

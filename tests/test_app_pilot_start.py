@@ -15,7 +15,8 @@ from textual.geometry import Region
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
+from engine.runtime.state import ActionOutcome
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, wait_for
 from tests.test_engine_flow import write_package
@@ -50,12 +51,12 @@ async def test_the_app_on_a_cluster_already_holding_releases_shows_their_records
     # (two revisions) that no package declares.
     for name in ("alpha", "beta"):
         write_package(tmp_path, namespace, name, "settings", "    settings:\n      a: b\n")
-    first = Engine(kube_target, helm, tmp_path, namespaces=[namespace], monitors=False)
+    first = build_engine(kube_target, helm, tmp_path, namespaces=[namespace], monitors=False)
     await first.start(reconcile=False)
     try:
         for name in ("alpha", "beta"):
             result = await first.reconcile((namespace, name))
-            assert result is not None and result.ok, result
+            assert isinstance(result, ActionOutcome) and result.ok, result
     finally:
         await first.stop()
     chart = str(EXAMPLES / "charts" / "settings")

@@ -12,7 +12,8 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
+from engine.runtime.state import ActionOutcome
 from engine.sources.updates import ChartUpdate
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import ChartRepoServer, oci_folder, package_chart, publish_http, push_oci, write
@@ -109,12 +110,12 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
               for version in ("1.0.0", "1.0.1", "2.0.0")}
     pkgs = tmp_path / "packages"
     source = oci_folder(pkgs, namespace, base, "    semver: '~1.0'   # patches\n")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
     try:
         first = await engine.reconcile(key)
-        assert first is not None and first.ok, first
+        assert isinstance(first, ActionOutcome) and first.ok, first
         view = engine.release(key)  # the tag list the pass resolved ~1.0 from also marks the row
         assert view is not None and view.chart_update == ChartUpdate("2.0.0", False, "")
         listed = await engine.chart_versions(key)
@@ -126,7 +127,7 @@ async def test_oci_versions_diff_and_pin_through_the_engine(
         assert (pinned.file.name, pinned.field, pinned.before) == ("source.yaml", "spec.ref.semver", "~1.0")
         assert (pkgs / "source.yaml").read_text() == source.replace("'~1.0'", "'2.0.0'")
         done = await engine.reconcile(key)
-        assert done is not None and done.ok, done
+        assert isinstance(done, ActionOutcome) and done.ok, done
         obs = engine.observer.latest(*key)
         digest12 = pushed["2.0.0"].removeprefix("sha256:")[:12]  # as Flux's mutateChartWithSourceRevision
         assert obs is not None and (obs.version, obs.chart_version) == (2, f"2.0.0+{digest12}")
@@ -141,14 +142,14 @@ async def test_a_read_only_app_marks_newer_versions_and_refuses_v(
         publish_http(helm.binary, package_chart(helm.binary, tmp_path, version), repo)
     pkgs = tmp_path / "packages"
     write(pkgs, "web.yaml", PACKAGE.format(ns=namespace, url=repo.url))
-    installer = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    installer = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await installer.start(reconcile=False)
     try:
         done = await installer.reconcile((namespace, "web"))
-        assert done is not None and done.ok, done
+        assert isinstance(done, ActionOutcome) and done.ok, done
     finally:
         await installer.stop()
-    app = HelmdeckApp(Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True), context="test")
+    app = HelmdeckApp(build_engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True), context="test")
     key = (namespace, "web")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: cell(app, key, "chart") == "web@0.1.0 ⇡0.2.0", 30, seen=lambda: cell(app, key, "chart"))

@@ -138,10 +138,10 @@ def test_a_context_switch_reconciles_the_packages_on_the_started_context_only(tm
     switch = context_switch(args, "dev")
     assert switch.names() == ["dev", "prod"]
     prod = switch.build("prod")
-    assert prod.controller.folder is None and prod.packages == {}  # shown, never reconciled from the folder
+    assert prod.controller.package_input is None and prod.packages == {}  # shown, never reconciled from the folder
     assert str(pkgs) in switch.note("prod") and "--context prod" in switch.note("prod")
     dev = switch.build("dev")  # back on the started context: its packages again
-    assert dev.controller.folder is not None and switch.note("dev") == ""
+    assert dev.controller.package_input is not None and switch.note("dev") == ""
 
 
 @pytest.mark.cluster

@@ -13,7 +13,8 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
+from engine.runtime.state import ActionOutcome
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.cluster
@@ -32,12 +33,12 @@ async def test_install_upgrade_rollback(
     any_helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path
 ) -> None:
     write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      color: blue\n")
-    engine = Engine(kube_target, any_helm, tmp_path, namespaces=[namespace])
+    engine = build_engine(kube_target, any_helm, tmp_path, namespaces=[namespace])
     await engine.start(reconcile=False)
     try:
         key = (namespace, "cfg")
         first = await engine.reconcile(key)
-        assert first is not None and first.ok, first
+        assert isinstance(first, ActionOutcome) and first.ok, first
         obs = engine.observer.latest(*key) if engine.observer else None
         assert obs is not None and (obs.version, obs.status) == (1, "deployed")
         assert obs.label_map[labels.MANAGED_BY] == "helmdeck"
@@ -48,13 +49,13 @@ async def test_install_upgrade_rollback(
         write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      color: green\n")
         engine.load_packages()
         second = await engine.reconcile(key)
-        assert second is not None and second.ok and second.revision == 2
+        assert isinstance(second, ActionOutcome) and second.ok and second.revision == 2
         assert engine.observer is not None
         history = engine.observer.history(*key)
         assert [(o.version, o.status) for o in history] == [(2, "deployed"), (1, "superseded")]
 
         back = await engine.rollback(key, 1)
-        assert back.ok and back.revision == 3, back
+        assert isinstance(back, ActionOutcome) and back.ok and back.revision == 3, back
         latest = engine.observer.latest(*key)
         assert latest is not None and latest.status == "deployed"
         assert latest.config == history[1].config == {"settings": {"color": "blue"}}
@@ -69,18 +70,18 @@ async def test_failed_upgrade_is_judged_from_storage(
     helm: Helm, namespace: str, kube_target: KubeTarget, tmp_path: Path
 ) -> None:
     write_package(tmp_path, namespace, "flaky", "flaky", "    fail: false\n")
-    engine = Engine(kube_target, helm, tmp_path, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, tmp_path, namespaces=[namespace])
     await engine.start(reconcile=False)
     try:
         key = (namespace, "flaky")
         ok = await engine.reconcile(key)
-        assert ok is not None and ok.ok
+        assert isinstance(ok, ActionOutcome) and ok.ok
         write_package(tmp_path, namespace, "flaky", "flaky", "    fail: true\n", timeout="20s")
         engine.load_packages()
         failed = await engine.reconcile(key)
-        assert failed is not None and not failed.ok
-        assert failed.revision == 2 and "failed" in failed.message
-        assert failed.tail, "helm's last output lines are kept"
+        assert isinstance(failed, ActionOutcome) and not failed.ok
+        assert isinstance(failed, ActionOutcome) and failed.revision == 2 and "failed" in failed.message
+        assert isinstance(failed, ActionOutcome) and failed.tail, "helm's last output lines are kept"
         latest = engine.observer.latest(*key) if engine.observer else None
         assert latest is not None and latest.status == "failed"
         state = engine.release(key)
@@ -91,7 +92,7 @@ async def test_failed_upgrade_is_judged_from_storage(
         # The operator rolls back by hand: the suspension holds the release now, not the stall (the row said
         # Stalled over a healthy rolled-back release).
         back = await engine.rollback(key, 1)
-        assert back.ok and back.revision == 3, back
+        assert isinstance(back, ActionOutcome) and back.ok and back.revision == 3, back
         state = engine.release(key)
         assert state is not None and state.suspended and state.state != st.STALLED, state
         assert not cond.is_true(state.conditions, cond.STALLED)
@@ -102,7 +103,7 @@ async def test_failed_upgrade_is_judged_from_storage(
 async def test_release_written_by_plain_helm_appears_live(
     helm: Helm, namespace: str, kube_target: KubeTarget
 ) -> None:
-    engine = Engine(kube_target, helm, None, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, None, namespaces=[namespace])
     seen = asyncio.Event()
     engine.subscribe(lambda ev: seen.set() if engine.release((namespace, "outside")) else None)
     await engine.start()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.package.load import load_folder
-from engine.runtime import Engine
+from engine.runtime.assemble import offline_engine
 from engine.sources.repository import ChartTemplate, SourceRef
 from engine.storage.observer import Observer
 from tests.test_flux_documents import REPO, WEB, line_of, write
@@ -112,7 +112,7 @@ def test_a_missing_helmchart_or_repository_is_named(tmp_path: Path) -> None:
 async def test_pin_of_a_chart_through_a_helmchart_edits_the_helmchart(tmp_path: Path) -> None:
     write(tmp_path, REPO, HELM_CHART, name="chart.yaml")
     write(tmp_path, BY_REF)
-    engine = Engine.offline(tmp_path, observer=Observer(None))
+    engine = offline_engine(tmp_path, observer=Observer(None))
     engine.gate.online = True
     planned = engine.plan_pin(("prod", "prod-web"), "1.2.0")
     assert (planned.file, planned.kind, planned.field) == (tmp_path / "chart.yaml", "HelmChart", "spec.version")

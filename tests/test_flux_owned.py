@@ -19,6 +19,7 @@ from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
 from engine.runtime import Engine
+from engine.runtime.assemble import offline_engine
 from engine.runtime.ledger.gate import ACTIONS
 from engine.runtime.ledger.owners import FLUX_OWNED
 from engine.storage.observer import Observer
@@ -36,7 +37,7 @@ MESSAGE = ("Flux owns it: HelmRelease shop/web exists in the cluster; helmdeck p
 def flux_engine() -> Engine:
     """The Flux repository's HelmRelease, its release deployed by Flux with replicas 1 (the document says 2)."""
     observer = Observer(None)
-    engine = Engine.offline(FLUX_FOLDER, observer=observer)
+    engine = offline_engine(FLUX_FOLDER, observer=observer)
     engine.gate.online = True  # as operators see it: the gate answers as for a connected engine
     observer.apply_object(storage_secret("web", "shop", 1, "deployed", "web", "1.0.0", "1.0.0", {"replicas": 1},
                                          "2026-11-30T09:10:00Z", "Install complete"))
@@ -89,7 +90,7 @@ def test_the_book_judges_a_flux_owned_release_by_fluxs_state_detection() -> None
     spec = load_package(EXAMPLES / "packages" / "web.yaml")
     resolved = resolve(spec)  # what the controller's Flux check does first (engine.runtime.drive.controller)
     observer = Observer(None)
-    engine = Engine.offline(EXAMPLES / "packages", observer=observer)
+    engine = offline_engine(EXAMPLES / "packages", observer=observer)
     observer.apply_object(storage_secret(spec.release_name, spec.release_namespace, 1, "deployed",
                                          resolved.chart.name, resolved.chart.version, "1", dict(resolved.values),
                                          "2026-11-30T09:10:00Z"))

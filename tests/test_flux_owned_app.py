@@ -15,7 +15,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube import rest
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from tests.conftest import run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
@@ -95,7 +95,7 @@ async def test_fluxs_api_is_discovered_once_for_every_document(
         return real(api, path, *args, **kwargs)
 
     monkeypatch.setattr(rest, "get_json", counting)
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True, monitors=False)
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True, monitors=False)
     await engine.start(reconcile=False)
     try:
         flux = [p for p in asked if p.startswith(f"/apis/{GROUP}/")]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.runtime.drive.folder import FolderUpdate, PackageFolder
-from engine.runtime.drive.ports import PackageInput
+from engine.runtime.drive.folder import PackageFolder
+from engine.runtime.drive.ports import InputUpdate, PackageInput
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -36,7 +36,7 @@ class Watching:
 
     def __init__(self, source: PackageInput):
         self.source = source
-        self.updates: asyncio.Queue[FolderUpdate] = asyncio.Queue()
+        self.updates: asyncio.Queue[InputUpdate] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Watching:
@@ -53,10 +53,10 @@ class Watching:
         assert self.task is not None
         await asyncio.wait_for(self.task, 5)
 
-    async def next(self, timeout: float = 10.0) -> FolderUpdate:
+    async def next(self, timeout: float = 10.0) -> InputUpdate:
         return await asyncio.wait_for(self.updates.get(), timeout)
 
-    async def collect_for(self, seconds: float) -> list[FolderUpdate]:
+    async def collect_for(self, seconds: float) -> list[InputUpdate]:
         await asyncio.sleep(seconds)
         out = []
         while not self.updates.empty():

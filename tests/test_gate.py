@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
 
 from engine.runtime import Engine
 from engine.runtime.engine import ActionRefused, NotAvailable
 from engine.runtime.ledger.gate import ACTIONS, ActionGate, Suspended
+from engine.runtime.ledger.placed import AllHere
+from engine.runtime.state import ReleaseKey
 from tests.fixtures import LEGACY, SETTINGS, WEB, fixed_engine
 
 
-def online_gate(engine: Engine, **kw: bool) -> ActionGate:
+def online_gate(engine: Engine, **kw: Any) -> ActionGate:
     """The rules of an engine with a cluster, over the fixed engine's book and storage."""
     return ActionGate(engine.book, engine.observer.latest, **kw)
 
@@ -133,12 +136,23 @@ def test_a_suspended_package_is_not_reconciled_but_the_operator_may_upgrade_it()
         gate.check("reconcile", SETTINGS)
 
 
-def test_shards_refuse_what_holds_a_release_placed_or_claimed_elsewhere() -> None:
-    gate = online_gate(fixed_engine())
-    assert gate.placed_elsewhere(WEB) is None  # not sharded: every package is this engine's
+class _Elsewhere(AllHere):
+    """Shards placing WEB on replica b."""
+
     refusals = {WEB: "Package helmdeck-demo/web is placed on controller replica b (--shards auto)"}
-    gate.shard_refusal = refusals.get
-    gate.placement = {WEB: "b"}.get
+
+    def why_not(self, key: ReleaseKey) -> str | None:
+        return self.refusals.get(key)
+
+    def placed_elsewhere(self, key: ReleaseKey) -> str | None:
+        return {WEB: "b"}.get(key)
+
+
+def test_shards_refuse_what_holds_a_release_placed_or_claimed_elsewhere() -> None:
+    engine = fixed_engine()
+    assert online_gate(engine).placed_elsewhere(WEB) is None  # not sharded: every package is this engine's
+    refusals = _Elsewhere.refusals
+    gate = online_gate(engine, placed=_Elsewhere())
     assert gate.placed_elsewhere(WEB) == "b" and gate.placed_elsewhere(SETTINGS) is None
     for action in ("upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"):
         why = gate.why_not(action, WEB)

@@ -28,7 +28,7 @@ from engine.package.substitute import (
     variables,
 )
 from engine.resolve.release import resolve
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 from engine.sources.pin import PinError
 from engine.storage.observer import Observer
@@ -345,7 +345,7 @@ def test_unchanged_objects_are_not_parsed_again(tmp_path: Path) -> None:
 
 def test_the_version_picker_does_not_pin_into_the_built_files() -> None:
     source = KustomizeSource(REPO / "clusters" / "prod", _variables(cluster_name="prod"))
-    engine = Engine(KubeTarget(), Helm("helm"), source.path, observer=Observer(None), online=False,
+    engine = build_engine(KubeTarget(), Helm("helm"), source.path, observer=Observer(None), online=False,
                     watch_packages=False, monitors=False, kustomize=source)
     assert set(engine.packages) == {("shop", "web"), ("shop", "api")}
     with pytest.raises(PinError, match=r"shop/web is built by --kustomize from .*clusters/prod: pin the chart "

@@ -11,7 +11,7 @@ import yaml
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from tests.test_values_from import until
 from tui.engine_client import EngineClient
 
@@ -80,14 +80,14 @@ async def test_render_diff_and_manifest_stay_valid_yaml_and_hide_only_secrets(
 ) -> None:
     chart_dir, pkgs = chart(tmp_path / "masked"), tmp_path / "p"
     package(pkgs, namespace, chart_dir, "first-pass-123")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "app")
     await engine.start()
     try:
         await until(lambda: (view := engine.release(key)) is not None and view.state == st.IN_SYNC)
         package(pkgs, namespace, chart_dir, "second-pass-456")
         await engine.stop()
-        engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+        engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
         await engine.start(reconcile=False)
         rendered = await engine.render(key, reveal=False)
         manifest = await EngineClient(engine).manifest_text(key, 1)

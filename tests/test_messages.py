@@ -13,7 +13,7 @@ from engine.helm.errors import MESSAGE_CHARS, MESSAGE_LINES, RenderError, classi
 from engine.kube.client import KubeTarget
 from engine.monitor.events import KubeEvent
 from engine.reconcile import state as st
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.state import LogEntry, ReleaseUpdated
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_values_from import until
@@ -97,7 +97,7 @@ async def test_the_whole_fail_message_reaches_render_status_events_and_plan(
     chart, pkgs = failing_chart(tmp_path / "fails"), tmp_path / "p"
     package(pkgs, namespace, chart, refuse=True)
     key = (namespace, "app")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start()
     try:
         await until(lambda: (v := engine.release(key)) is not None and v.ready is False)
@@ -124,13 +124,13 @@ async def test_an_installed_release_shows_no_premature_state_at_start_up(
     chart, pkgs = failing_chart(tmp_path / "fails"), tmp_path / "p"
     package(pkgs, namespace, chart, refuse=False)
     key = (namespace, "app")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start()
     try:
         await until(lambda: (v := engine.release(key)) is not None and v.state == st.IN_SYNC)
     finally:
         await engine.stop()
-    again = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    again = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     seen: list[tuple[str | None, int | None]] = []
     again.subscribe(lambda e: seen.append((e.view.state, e.view.observation.version if e.view.observation else None))
                     if isinstance(e, ReleaseUpdated) and e.view.key == key else None)

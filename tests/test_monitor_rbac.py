@@ -17,7 +17,7 @@ from engine.kube.discovery import ResourceType
 from engine.monitor.monitor import ExpectedObject, ReleaseMonitor
 from engine.monitor.status import MonitorStatus
 from engine.monitor.watch import WatchHub
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from localcluster.cluster import LocalCluster
 from tests.test_identity import write_package
 from tests.test_observer_rbac import service_account_target
@@ -91,7 +91,7 @@ def test_a_release_shows_that_its_monitor_cannot_watch(
     key = (namespace, "app")
 
     async def scenario() -> None:
-        engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+        engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
         await engine.start()
         try:
             await until(lambda: (view := engine.release(key)) is not None and bool(view.monitor.problem), 60)

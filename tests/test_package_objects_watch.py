@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime.drive.folder import FolderUpdate
 from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.drive.ports import InputUpdate
 from engine.runtime.shard import SHARD_KEY
 from tests.controller_fixtures import GROUP, VERSION, Apis, create, package
 
@@ -26,7 +26,7 @@ def _source(namespace: str, name: str, tag: str) -> dict[str, Any]:
             "spec": {"url": f"oci://registry.example.com/charts/{name}", "ref": {"tag": tag}}}
 
 
-async def _next(updates: AsyncIterator[FolderUpdate], timeout: float = 30) -> FolderUpdate:
+async def _next(updates: AsyncIterator[InputUpdate], timeout: float = 30) -> InputUpdate:
     return await asyncio.wait_for(anext(updates), timeout)
 
 

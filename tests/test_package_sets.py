@@ -13,7 +13,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from helmdeck.cli import _engine
 from helmdeck.parser import build_parser
 from tests.test_cli import cluster_args, helmdeck
@@ -98,7 +98,7 @@ async def test_a_release_labelled_the_old_way_is_adopted_by_its_own_set_only(
     package(b, namespace, "other")
     key = (namespace, "app")
     # An older helmdeck labelled a's releases with the folder's base name: "helmdeck-pkgs".
-    old = Engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False, package_set="helmdeck-pkgs")
+    old = build_engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False, package_set="helmdeck-pkgs")
     await old.start(reconcile=False)
     try:
         await old.controller.run_pass(key)
@@ -108,7 +108,7 @@ async def test_a_release_labelled_the_old_way_is_adopted_by_its_own_set_only(
     assert set_labels(core_api, namespace, "app") == ["helmdeck-pkgs"]
 
     # b has the same base name but does not declare the release: its cleanup lists it, never removes it.
-    other = Engine(kube_target, helm, b, namespaces=[namespace], watch_packages=False)
+    other = build_engine(kube_target, helm, b, namespaces=[namespace], watch_packages=False)
     await other.start(reconcile=False)
     try:
         await other.controller.run_pass((namespace, "other"))
@@ -120,7 +120,7 @@ async def test_a_release_labelled_the_old_way_is_adopted_by_its_own_set_only(
     assert set_labels(core_api, namespace, "app") == ["helmdeck-pkgs"]
 
     # a's next pass relabels every record as a's set, without a new revision, and the release stays ours.
-    engine = Engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False)
+    engine = build_engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False)
     assert engine.package_set is not None
     await engine.start(reconcile=False)
     try:
@@ -141,7 +141,7 @@ async def test_a_release_labelled_the_old_way_is_adopted_by_its_own_set_only(
     c = tmp_path / "c" / "pkgs"
     c.mkdir(parents=True)
     package(c, namespace, "app", values="{settings: {v: other}}")
-    third = Engine(kube_target, helm, c, namespaces=[namespace], watch_packages=False)
+    third = build_engine(kube_target, helm, c, namespaces=[namespace], watch_packages=False)
     await third.start(reconcile=False)
     try:
         refused = await third.controller.run_pass(key)
@@ -153,7 +153,7 @@ async def test_a_release_labelled_the_old_way_is_adopted_by_its_own_set_only(
         await third.stop()
     # ... and its refusal is not stored over a's status: a's next start reads its release as in sync (a's
     # status showed c's refusal, Failed, until a's next pass).
-    owner = Engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False)
+    owner = build_engine(kube_target, helm, a, namespaces=[namespace], watch_packages=False)
     package(a, namespace, "app")
     await owner.start(reconcile=False)
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.engine import ActionRefused
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_depends import lines_of, package
@@ -65,6 +65,6 @@ async def test_prune_without_a_packages_folder_removes_nothing(helm: Helm, kube_
                                                                namespace: str) -> None:
     # Without a package set every release helmdeck manages would look removed: the app with --prune and no
     # --packages must not sweep them.
-    engine = Engine(kube_target, helm, None, namespaces=[namespace], prune=True, monitors=False)
+    engine = build_engine(kube_target, helm, None, namespaces=[namespace], prune=True, monitors=False)
     with pytest.raises(ActionRefused, match="prune needs a packages folder"):
         await engine.prune_removed()

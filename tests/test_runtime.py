@@ -12,6 +12,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
 from engine.runtime import Engine, PackageProblems
+from engine.runtime.assemble import build_engine
 from engine.runtime.engine import ActionRefused, LeaseConfig
 from engine.runtime.state import EngineSignal
 from tests.reconcile_harness import EXAMPLES
@@ -48,7 +49,7 @@ async def test_values_file_edits_and_save_bursts_give_one_revision_each(
     vfile = values / "app.yaml"
     vfile.write_text("settings: {num: '0'}\n")
     package(pkgs, namespace, "app", vfile)
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start()
     key = (namespace, "app")
     try:
@@ -73,7 +74,7 @@ async def test_a_broken_file_is_reported_and_the_others_keep_reconciling(
 ) -> None:
     package(tmp_path, namespace, "a", values="{settings: {v: '1'}}")
     package(tmp_path, namespace, "b", values="{settings: {v: '1'}}")
-    engine = Engine(kube_target, helm, tmp_path, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, tmp_path, namespaces=[namespace])
     problems: list[PackageProblems] = []
 
     def on_event(ev: EngineSignal) -> None:
@@ -109,8 +110,8 @@ async def test_two_engines_one_acts_and_the_other_takes_over(
 ) -> None:
     package(tmp_path, namespace, "app", values="{settings: {v: '1'}}")
     lease = LeaseConfig("helmdeck-two-engines", namespace, duration=2.0, retry=0.3)
-    first = Engine(kube_target, helm, tmp_path, namespaces=[namespace], lease=dataclass_replace(lease, "first"))
-    second = Engine(kube_target, helm, tmp_path, namespaces=[namespace], lease=dataclass_replace(lease, "second"))
+    first = build_engine(kube_target, helm, tmp_path, namespaces=[namespace], lease=dataclass_replace(lease, "first"))
+    second = build_engine(kube_target, helm, tmp_path, namespaces=[namespace], lease=dataclass_replace(lease, "second"))
     await first.start()
     await second.start()
     key = (namespace, "app")
@@ -147,7 +148,7 @@ async def test_a_release_changed_outside_is_noticed_and_reconciled_back(
     from tests.conftest import run_helm
 
     package(tmp_path, namespace, "app", values="{settings: {v: declared}}")
-    engine = Engine(kube_target, helm, tmp_path, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, tmp_path, namespaces=[namespace])
     await engine.start()
     key = (namespace, "app")
     try:
@@ -174,7 +175,7 @@ async def test_cleanup_only_touches_its_own_package_set(
     package(team_a, namespace, "a1")
     package(team_a, namespace, "a2")
     package(team_b, namespace, "b1")
-    engines = [Engine(kube_target, helm, folder, namespaces=[namespace], watch_packages=False)
+    engines = [build_engine(kube_target, helm, folder, namespaces=[namespace], watch_packages=False)
                for folder in (team_a, team_b)]
     try:
         for engine in engines:

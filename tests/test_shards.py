@@ -14,6 +14,7 @@ import pytest
 
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import object_origin
+from engine.runtime.assemble import build_engine
 from engine.runtime.drive.lease import SHARD, LeaseElector
 from engine.runtime.drive.members import AUTO, Membership, member_lease, member_lease_name
 from engine.runtime.drive.objects import PACKAGES, PackageObjects
@@ -481,7 +482,7 @@ def _auto_engine(env: ControllerEnv, kube_target: KubeTarget, identity: str) -> 
     """A ``helmdeck controller --shards auto`` replica in this process (its monitors and book in reach), built as
     the command line builds it."""
     namespaces = [env.namespace]
-    return Engine(kube_target, env.helm, None, namespaces=namespaces,
+    return build_engine(kube_target, env.helm, None, namespaces=namespaces,
                   lease=member_lease(identity, env.namespace, LEASE),
                   package_set=cluster_package_set(None, namespaces).identity, cluster_packages=True,
                   auto_shards=True, stop_deadline=5)

@@ -135,11 +135,11 @@ class FixedReplicas:
 def pulses_app(theme: str | None = None) -> HelmdeckApp:
     engine = attached_engine()
     replicas = FixedReplicas()
-    engine.pulse_meter = PulseMeter(lambda: [("ctl-0", "http://ctl-0:8080/metrics"),
-                                             ("ctl-1", "http://ctl-1:8080/metrics")],
-                                    read=replicas.read, clock=replicas.clock)
+    meter = PulseMeter(lambda: [("ctl-0", "http://ctl-0:8080/metrics"), ("ctl-1", "http://ctl-1:8080/metrics")],
+                       read=replicas.read, clock=replicas.clock)
+    engine.pulse_meter = lambda: meter
     for _ in range(29):
-        asyncio.run(engine.pulse_meter.sample())
+        asyncio.run(meter.sample())
     return HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
                        masker=Masker(b"snapshots"), theme=theme)
 
@@ -225,8 +225,9 @@ def test_a_controller_whose_figures_are_all_zero_draws_flat_lines(monkeypatch: p
     height (Textual draws a lone value so), reading as full activity until more readings came."""
     monkeypatch.setattr(screens.pulses, "EVERY", 3600.0)  # the reading at open only
     engine = attached_engine()
-    engine.pulse_meter = PulseMeter(lambda: [("ctl-0", "http://ctl-0:8080/metrics")],
-                                    read=lambda _url: _exposition(0, 0, 0, []), clock=FixedReplicas().clock)
+    meter = PulseMeter(lambda: [("ctl-0", "http://ctl-0:8080/metrics")],
+                       read=lambda _url: _exposition(0, 0, 0, []), clock=FixedReplicas().clock)
+    engine.pulse_meter = lambda: meter
     app = HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
                       masker=Masker(b"snapshots"))
 

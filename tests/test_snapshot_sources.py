@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 
 from engine.base.masking import Masker
 from engine.reconcile.conditions import Condition
-from engine.runtime import Engine
+from engine.runtime.assemble import offline_engine
 from engine.runtime.diff import unified
 from engine.sources import ChartRequest, ChartVersionInfo
 from engine.sources.verify import SOURCE_VERIFIED, VERIFICATION_ERROR
@@ -35,7 +35,7 @@ def app() -> HelmdeckApp:
         return unified("replicas: 2\nimage: web:2.0.0\n", f"replicas: 2\nimage: web:{version}\n",
                        "deployed (revision 1)", f"chart {version}")
 
-    engine.versions.diff = diff  # type: ignore[assignment,method-assign]  # rendering needs helm and the archive
+    engine.versions().diff = diff  # type: ignore[assignment,method-assign]  # rendering needs helm and the archive
     return HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
                        masker=Masker(b"snapshots"))
 
@@ -97,7 +97,7 @@ async def test_picking_a_version_under_a_digest_pin_says_how_to_move_it(tmp_path
     for name in ("api.yaml", "charts.yaml"):
         text = (SOURCES_PACKAGES / name).read_text()
         (tmp_path / name).write_text(text.replace('semver: "~1.0"   # patch releases only', f"digest: '{DIGEST}'"))
-    engine = Engine.offline(tmp_path, observer=Observer(None))
+    engine = offline_engine(tmp_path, observer=Observer(None))
     engine.gate.online = True
 
     async def versions(request: ChartRequest) -> list[ChartVersionInfo]:

@@ -21,7 +21,8 @@ from engine.base.tools import ToolMissing
 from engine.helm import Helm
 from engine.helm.cli import values_dir
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
+from engine.runtime.state import ActionOutcome
 from engine.sources.cosign import cosign_message, find_cosign, fingerprint
 from engine.sources.credentials import kube_key_reader
 from engine.sources.repository import ChartRequest, OCIReference, OCIRepositorySpec
@@ -206,13 +207,13 @@ async def test_a_package_installs_verified_and_a_repushed_tag_leaves_the_release
     keys_secret(core_api, namespace, {"cosign.pub": signer})
     pkgs = tmp_path / "packages"
     _folder(pkgs, namespace, base, "{tag: 1.0.0}")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
     try:
         with CmdlineWatch(needle(signer)) as watch:
             done = await engine.reconcile(key)
-        assert done is not None and done.ok, done
+        assert isinstance(done, ActionOutcome) and done.ok, done
         view = engine.release(key)
         assert view is not None
         verified = view.condition("SourceVerified")
@@ -226,7 +227,7 @@ async def test_a_package_installs_verified_and_a_repushed_tag_leaves_the_release
         await asyncio.sleep(1.2)  # the OCIRepository's interval: the tag is asked again
         with CmdlineWatch(needle(signer)) as second:
             failed = await engine.reconcile(key)
-        assert failed is None or not failed.ok, failed
+        assert failed is None or (isinstance(failed, ActionOutcome) and not failed.ok), failed
         view = engine.release(key)
         assert view is not None
         verified = view.condition("SourceVerified")
@@ -252,12 +253,12 @@ async def test_an_unsigned_chart_is_never_installed(
     keys_secret(core_api, namespace, {"cosign.pub": signer})
     pkgs = tmp_path / "packages"
     _folder(pkgs, namespace, base, f"{{digest: '{pushed}'}}")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
     try:
         failed = await engine.reconcile(key)
-        assert failed is None or not failed.ok, failed
+        assert failed is None or (isinstance(failed, ActionOutcome) and not failed.ok), failed
         assert engine.observer.latest(*key) is None  # nothing installed
         view = engine.release(key)
         verified = view.condition("SourceVerified") if view is not None else None

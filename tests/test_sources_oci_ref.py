@@ -13,7 +13,8 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
+from engine.runtime.state import ActionOutcome
 from localcluster.cluster import LocalCluster
 from tests.chart_sources import oci_folder, package_chart, push_oci
 
@@ -32,12 +33,12 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
                                    env=helm_home)
     pkgs = tmp_path / "packages"
     source = oci_folder(pkgs, namespace, base, "    tag: 1.0.0   # the tested one\n")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
     try:
         first = await engine.reconcile(key)
-        assert first is not None and first.ok, first
+        assert isinstance(first, ActionOutcome) and first.ok, first
         listed = await engine.chart_versions(key)
         assert listed.range == "tag 1.0.0"
         assert [(r.version, r.in_range, r.deployed) for r in listed.rows] == [
@@ -47,7 +48,7 @@ async def test_a_tag_pin_moves_the_release_to_that_tag(
             "source.yaml", "spec.ref.tag", "1.0.0", "1.1.0_b.2")
         assert (pkgs / "source.yaml").read_text() == source.replace("tag: 1.0.0 ", "tag: 1.1.0_b.2 ")
         done = await engine.reconcile(key)
-        assert done is not None and done.ok, done
+        assert isinstance(done, ActionOutcome) and done.ok, done
         obs = engine.observer.latest(*key)
         # As Flux's mutateChartWithSourceRevision: the build metadata is replaced by the manifest digest's 12 hex
         digest12 = pushed["1.1.0+b.2"].removeprefix("sha256:")[:12]
@@ -73,12 +74,12 @@ async def test_semver_filter_selects_lists_and_marks_only_the_tags_it_matches(
                                    env=helm_home)
     pkgs = tmp_path / "packages"
     oci_folder(pkgs, namespace, base, "    semver: '>=1.0.0-0'\n    semverFilter: '-rc'   # release candidates\n")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
     try:
         first = await engine.reconcile(key)
-        assert first is not None and first.ok, first
+        assert isinstance(first, ActionOutcome) and first.ok, first
         obs = engine.observer.latest(*key)
         digest12 = pushed["1.1.0-rc.1"].removeprefix("sha256:")[:12]
         assert obs is not None and obs.chart_version == f"1.1.0-rc.1+{digest12}"  # 2.0.0 is newer: no candidate
@@ -106,12 +107,12 @@ async def test_a_digest_pin_installs_that_artifact_and_a_repushed_tag_does_not_m
     first = push_oci(h, package_chart(h, tmp_path, "1.0.0", marker="first"), base, env=helm_home)
     pkgs = tmp_path / "packages"
     oci_folder(pkgs, namespace, base, f"    digest: {first}\n    tag: 1.0.0\n    semver: '>=1.0.0'\n")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "web")
     await engine.start(reconcile=False)
     try:
         done = await engine.reconcile(key)
-        assert done is not None and done.ok, done
+        assert isinstance(done, ActionOutcome) and done.ok, done
         digest12 = first.removeprefix("sha256:")[:12]
 
         def deployed() -> tuple[str, str]:
@@ -127,7 +128,7 @@ async def test_a_digest_pin_installs_that_artifact_and_a_repushed_tag_does_not_m
         assert request is not None and engine.controller.charts.due(request) == float("inf")
         assert await engine.reconcile(key) is None  # the tag names other content now, the digest does not
         forced = await engine.reconcile(key, force=True)  # a forced upgrade takes the same artifact again
-        assert forced is not None and forced.ok, forced
+        assert isinstance(forced, ActionOutcome) and forced.ok, forced
         assert deployed() == (f"1.0.0+{digest12}", "first")
         listed = await engine.chart_versions(key)
         assert listed.by_digest and listed.range == f"pinned by digest {first}"

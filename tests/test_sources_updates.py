@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.runtime import Engine
+from engine.runtime.assemble import offline_engine
 from engine.runtime.chart_versions import VersionList, VersionRow
 from engine.runtime.engine import ActionRefused
 from engine.sources.pin import PinError
@@ -77,7 +78,7 @@ OCI_FILES = {
 
 
 def _engine(folder: Path) -> Engine:
-    engine = Engine.offline(folder, observer=Observer(None))
+    engine = offline_engine(folder, observer=Observer(None))
     engine.gate.online = True  # as a connected engine's gate answers; nothing here reaches a cluster
     return engine
 
@@ -113,7 +114,7 @@ def test_a_digest_reference_is_not_pinned_in_place(tmp_path: Path) -> None:
     (tmp_path / "source.yaml").write_text(OCI_FILES["source.yaml"].replace("semver: '~1.0'", f"digest: {digest}"))
     (tmp_path / "a.yaml").write_text(OCI_FILES["a.yaml"])
     with pytest.raises(PinError, match=r"is pinned by digest sha256:b{64} \(spec\.ref\.digest comes before tag"):
-        _engine(tmp_path).versions.plan_pin(("demo", "a"), "1.0.0")
+        _engine(tmp_path).versions().plan_pin(("demo", "a"), "1.0.0")
 
 
 def test_a_digest_pin_is_said_by_the_marker_the_overview_and_the_picker() -> None:
@@ -155,7 +156,7 @@ def test_a_pin_the_semver_filter_would_drop_is_refused(tmp_path: Path) -> None:
 def test_the_row_marks_a_newer_version_from_what_the_repository_offered(tmp_path: Path) -> None:
     (tmp_path / "web.yaml").write_text(PACKAGES)
     observer = Observer(None)
-    engine = Engine.offline(tmp_path, observer=observer)
+    engine = offline_engine(tmp_path, observer=observer)
     observer.apply_object(storage_secret("web", "demo", 1, "deployed", "web", "1.2.0", "1.0", {},
                                          "2026-11-30T09:00:00Z"))
     engine.book.refresh(("demo", "web"))

@@ -19,6 +19,7 @@ from engine.reconcile import state as st
 from engine.reconcile.status import EngineStatus
 from engine.reconcile.store import DATA_KEY, home_name, object_name
 from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from helmdeck.cli import EXIT_STALLED
 from tests.reconcile_harness import EXAMPLES
 from tests.test_cli import cluster_args, helmdeck
@@ -48,7 +49,7 @@ def status_exists(core: client.CoreV1Api, namespace: str, name: str) -> bool:
 
 
 def versions(engine: Engine, key: tuple[str, str]) -> list[int]:
-    return sorted(o.version for o in engine.operations.history(key))
+    return sorted(o.version for o in engine.operations().history(key))
 
 
 async def installed(engine: Engine, key: tuple[str, str]) -> None:
@@ -60,7 +61,7 @@ async def test_prune_removes_the_status_and_re_adding_installs_once(
 ) -> None:
     file = package(tmp_path / "p", namespace)
     key = (namespace, "app")
-    engine = Engine(kube_target, helm, tmp_path / "p", namespaces=[namespace], prune=True)
+    engine = build_engine(kube_target, helm, tmp_path / "p", namespaces=[namespace], prune=True)
     await engine.start()
     try:
         await installed(engine, key)
@@ -83,7 +84,7 @@ async def test_a_leftover_status_that_does_not_match_the_history_is_ignored(
     pkgs = tmp_path / "p"
     file = package(pkgs, namespace)
     key = (namespace, "app")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start()
     try:
         await installed(engine, key)
@@ -101,7 +102,7 @@ async def test_a_leftover_status_that_does_not_match_the_history_is_ignored(
     # As an older helmdeck left it: the status claims a revision 1 that is gone.
     core_api.create_namespaced_config_map(namespace, leftover)
     file.write_text(text)
-    viewer = Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True)
+    viewer = build_engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True)
     await viewer.start(reconcile=False)
     try:
         assert viewer.book.status(key) is None  # its history is not the release's: ignored
@@ -114,7 +115,7 @@ async def test_a_leftover_status_that_does_not_match_the_history_is_ignored(
     row = json.loads(proc.stdout)[0]
     assert row["droppedStatus"]["object"] == f"{namespace}/{object_name('app')}", row
     assert "uninstalled outside helmdeck" in row["droppedStatus"]["reason"], row
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start()
     try:
         await until(lambda: versions(engine, key) == [1])
@@ -180,14 +181,14 @@ async def test_a_failed_install_into_a_new_namespace_is_kept_for_status(
         "  timeout: 20s\n"
         "  install: {createNamespace: true}\n  values: {renderError: true}\n")
     key = (target, "app")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace, target])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace, target])
     await engine.start()
     try:
         await until(lambda: (v := engine.release(key)) is not None and v.ready is False)
     finally:
         await engine.stop()
     assert status_exists(core_api, "default", home_name(target, "app"))
-    viewer = Engine(kube_target, helm, pkgs, namespaces=[namespace, target], readonly=True)
+    viewer = build_engine(kube_target, helm, pkgs, namespaces=[namespace, target], readonly=True)
     await viewer.start(reconcile=False)
     try:
         view = viewer.release(key)
@@ -199,7 +200,7 @@ async def test_a_failed_install_into_a_new_namespace_is_kept_for_status(
     core_api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=target)))
     try:
         (pkgs / "app.yaml").write_text((pkgs / "app.yaml").read_text().replace("renderError: true", "message: hi"))
-        engine = Engine(kube_target, helm, pkgs, namespaces=[namespace, target])
+        engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace, target])
         await engine.start()
         try:
             await until(lambda: versions(engine, key) == [1])

@@ -10,7 +10,7 @@ import pytest
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from helmdeck.cli import EXIT_CONVERGED, EXIT_NO_CHANGES
 from tests.conftest import run_helm
 from tests.test_cli import cluster_args, flaky, helmdeck
@@ -61,7 +61,7 @@ async def test_a_release_uninstalled_with_d_is_not_reinstalled_by_the_next_once(
     args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
     assert helmdeck("reconcile", "--once", "--no-lease", *args).returncode == EXIT_CONVERGED
     key = (namespace, "app")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     await engine.start(reconcile=False)
     try:
         assert (await engine.uninstall(key)).ok  # what the app's D runs

@@ -489,7 +489,7 @@ def test_packages_loaded_after_the_labels_keep_the_labels_view_until_the_start_r
     listed = ListedRevision(*WEB, 3, "deployed")
     book.preview([listed])
     book.set_packages({WEB: package})
-    book.refresh(WEB)  # the folder loaded (Controller.apply_folder) while storage is read
+    book.refresh(WEB)  # the folder loaded (Controller.apply_input) while storage is read
     shown = book.view(WEB)
     assert shown is not None and shown.listed == listed and shown.package is None
     book.reading = False

@@ -22,6 +22,7 @@ from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.resolve.values import ValuesError
 from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ReleaseBook
 from engine.storage.observer import Observer
@@ -95,7 +96,7 @@ async def test_values_from_secrets_and_config_maps_and_a_change_reconciles_from_
     pkgs = tmp_path / "p"
     package(pkgs, namespace, "app", FULL, values="{settings: {inline: yes-inline, color: red}}")
     package(pkgs, namespace, "second", "    - {kind: Secret, name: creds}\n")  # the same Secret, the same watch
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key, second = (namespace, "app"), (namespace, "second")
     templates: list[str] = []
     real_template = engine.service.helm.template
@@ -161,7 +162,7 @@ async def test_a_missing_object_holds_the_package_and_creating_it_converges(
     pkgs = tmp_path / "p"
     package(pkgs, namespace, "app", "    - {kind: Secret, name: creds}\n")
     package(pkgs, namespace, "other", "")
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     key = (namespace, "app")
     await engine.start()
     try:
@@ -275,7 +276,7 @@ async def test_a_read_only_viewer_counts_the_objects_and_sees_a_change_as_out_of
     done = helmdeck("reconcile", "--once", "--no-lease", *cluster_args(helm, kube_target, namespace, pkgs,
                                                                        tmp_path / "log"))
     assert done.returncode == 0, done.stdout + done.stderr
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True)
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace], readonly=True)
     key = (namespace, "app")
     await engine.start()
     try:

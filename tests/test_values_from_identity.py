@@ -11,7 +11,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
-from engine.runtime import Engine
+from engine.runtime.assemble import build_engine
 from tests.test_identity import grant
 from tests.test_values_from import GREETING, deployed_settings, revision, secret, until
 
@@ -46,7 +46,7 @@ async def test_values_are_read_and_watched_as_the_service_account(
     package(pkgs, namespace, "app", "deployer")
     package(pkgs, namespace, "blind", "limited")
     deployer, limited = (f"system:serviceaccount:{namespace}:{a}" for a in ("deployer", "limited"))
-    engine = Engine(kube_target, helm, pkgs, namespaces=[namespace])
+    engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace])
     app, blind = (namespace, "app"), (namespace, "blind")
     await engine.start()
     try:

@@ -40,6 +40,10 @@ class LoopHandoff(Generic[T]):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wakeups = 0  # how many times a put woke the loop (a figure for benches)
 
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the items to ``loop`` from now on."""
+        self.loop = loop
+
     def put(self, item: T) -> None:
         loop = self.loop
         if loop is None or not loop.is_running():

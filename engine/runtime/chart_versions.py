@@ -141,7 +141,7 @@ class ChartVersions:
         """The edit pinning ``key``'s chart to ``version`` (nothing written). Raises ActionRefused, PinError
         (an OCIRepository selecting a digest, a field that cannot be edited in place), OSError."""
         request = self.request(key)
-        built = self.controller.folder
+        built = self.controller.package_input
         if isinstance(built, KustomizeInput):  # its file is kustomize's output, rewritten by the next build
             raise PinError(f"{key[0]}/{key[1]} is built by --kustomize from {built.directory}: pin the chart version "
                            "in the repository (the HelmRelease or the overlay patching it)")
@@ -200,9 +200,9 @@ class ChartVersions:
         await asyncio.to_thread(_write, planned.file, planned.text)
         self.book.log(key, "pin", "info", f"chart version pinned: {planned.file.name} {planned.field}: "
                       f"{planned.before} -> {planned.after}")
-        source = self.controller.folder
+        source = self.controller.package_input
         if source is not None:
-            self.controller.apply_folder(await asyncio.to_thread(source.load, {planned.file}))
+            self.controller.apply_input(await asyncio.to_thread(source.load, {planned.file}))
         return planned
 
 

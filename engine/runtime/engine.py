@@ -32,8 +32,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from kubernetes import client
@@ -42,25 +42,18 @@ from engine.base.fields import PackageError
 from engine.base.handoff import LoopHandoff
 from engine.base.masking import Masker
 from engine.base.strvals import Path as ValuesPath
-from engine.helm import Helm
-from engine.kube.client import KubeTarget, api_client
 from engine.monitor.events import KubeEvent
 from engine.package.model import PackageSpec
-from engine.reconcile.action import ActionContext
 from engine.reconcile.atomic import PassResult
-from engine.reconcile.drift import DriftDetector
-from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
-from engine.reconcile.store import StatusStore
-from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
-from engine.runtime.drive.folder import PackageFolder
-from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, LeaseElector
-from engine.runtime.drive.ports import PackageInput
+from engine.reconcile.status import ActionOutcome, EngineStatus
+from engine.runtime.drive.controller import PackageController
+from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
 from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, owner_of
 from engine.runtime.ledger.tasks import Background
-from engine.runtime.package_set import PackageSet, cluster_package_set, package_set_for
+from engine.runtime.package_set import PackageSet
 from engine.runtime.release_events import ReleaseEvents
 from engine.runtime.state import (
     AccessProblems,
@@ -73,7 +66,6 @@ from engine.runtime.state import (
     Requested,
 )
 from engine.service import ReleaseService
-from engine.service.records import ReleaseRecord
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import ListedRevision, UnreadableRecord
@@ -83,7 +75,6 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and a
     from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
     from engine.runtime.drive.attach import Attachment
     from engine.runtime.drive.finalizer import Finalizers
-    from engine.runtime.drive.kustomized import KustomizeSource
     from engine.runtime.drive.object_status import StatusWriter
     from engine.runtime.drive.objects import PackageObjects
     from engine.runtime.drive.requests import Requests
@@ -91,9 +82,9 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and a
     from engine.runtime.operations import Operations
     from engine.runtime.plan import Plan
     from engine.runtime.pulses import PulseMeter
-    from engine.runtime.shard import Shard
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 # Seconds the storage list thread waits for the labels' views to be made, then again for the app to draw
 # them (engine.start, preview_shown).
 PREVIEW_WAIT = 5.0
@@ -103,336 +94,129 @@ STATUS_FLUSH = 5.0
 
 __all__ = ["ACTIONS", "FLUX_OWNED", "ActionRefused", "Engine", "LeaseConfig", "NotAvailable"]
 
-class Engine:
-    """Drives the packages in ``packages_dir`` and reports every release in storage.
+@dataclass(frozen=True)
+class Given:
+    """What an engine is given, as the command line says it (see :func:`engine.runtime.assemble.build_engine`):
+    ``namespaces`` watched (None: all), the ``lease`` (None: it acts alone), whether it watches the packages
+    folder and monitors the releases, whether it has a cluster (``online``), ``readonly``, and the metrics URLs of
+    controller replicas read for :meth:`Engine.pulses`."""
 
-    Builds an API client for ``target`` at once (raises KubeConfigError when
-    the kubeconfig cannot be loaded); :meth:`offline` builds one without a
-    cluster. ``observer`` may be given (default: one for the cluster, or an
-    empty offline one). Subscribers are called on the engine's event loop.
-    ``readonly`` refuses every mutating action. ``concurrency`` bounds
-    reconciles running at once; ``prune`` uninstalls the release of a
-    removed package file (else it is reported as orphaned); ``lease`` makes
-    this one of several instances of which only the lease holder acts.
-    ``allow_unsupported`` reads Flux documents with fields helmdeck does not implement, those fields
-    left out with a warning (:mod:`engine.package.flux`); else they are errors.
-    ``package_set`` names the folder's package set (``--package-set``; default: its base name and a
-    digest of its resolved path, :mod:`engine.runtime.package_set`); raises PackageSetNameError
-    when it is not a valid name. ``cluster_packages``: the packages are the API server's Package objects
-    of ``namespaces`` (``helmdeck controller``) instead of a folder; their set is
-    :func:`~engine.runtime.package_set.cluster_package_set`. Raises ApiException when they cannot be listed.
-    ``shard`` (with ``cluster_packages``): only the Package objects its label selector matches, and the
-    sources they name (``--watch-label-selector``, :mod:`engine.runtime.shard`); with a ``lease`` it takes the
-    actor claim, hands a relabelled Package's running action over within ``stop_deadline`` seconds and leaves
-    alone a Package another live controller also takes (:mod:`engine.runtime.drive.static_shards`).
-    ``default_service_account`` (with ``cluster_packages``): the ServiceAccount a Package without
-    ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
-    ``attach``: follow the cluster's ``helmdeck controller``s; while one is live, its Package objects show as
-    packages and the actions on them become requests it carries out (:mod:`engine.runtime.drive.attach`).
-    ``controller_metrics``: the metrics URLs of controller replicas (checked by
-    :func:`engine.runtime.pulses.check_url`), read for :meth:`pulses` beside those the controllers' Leases give.
-    ``kustomize``: the packages are the objects of a repository path built with kustomize and Flux's
-    post-build substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path
-    (it names the package set).
-    ``auto_shards`` (with ``cluster_packages`` and a ``lease``: this replica's membership Lease,
-    :func:`engine.runtime.drive.members.member_lease`): ``helmdeck controller --shards auto``, every replica acts
-    on the packages placed on it, under the actor claim (:mod:`engine.runtime.drive.shards`); an action on a
-    package that moves away finishes here (cancelled only past the package's timeout).
-    ``api``: a client of ``target`` made already (the command line's, which asked the API server about access
-    with it first), so the kubeconfig is loaded once; None builds one.
+    namespaces: list[str] | None = None
+    lease: LeaseConfig | None = None
+    watch_packages: bool = True
+    monitors: bool = True
+    online: bool = True
+    readonly: bool = False
+    controller_metrics: tuple[str, ...] = ()
+
+
+@dataclass
+class Parts:
+    """An engine's parts, each built with its collaborators by :mod:`engine.runtime.assemble` (None: not in
+    this mode). ``operations`` and ``versions`` are built on first call."""
+
+    given: Given
+    masker: Masker
+    tasks: Background
+    api: client.ApiClient | None
+    package_set: PackageSet | None
+    observer: Observer
+    book: ReleaseBook
+    gate: ActionGate
+    values_objects: ValuesObjects
+    service: ReleaseService
+    controller: PackageController
+    kube_events: ReleaseEvents
+    objects: PackageObjects | None
+    attachment: Attachment | None
+    elector: LeaseElector | None
+    operations: Callable[[], Operations]
+    versions: Callable[[], ChartVersions]
+    status_writer: StatusWriter | None = None
+    finalizers: Finalizers | None = None
+    requests: Requests | None = None
+    shards: Shards | None = None
+
+
+class Later(Generic[T]):
+    """A part built on first call, then kept (the operator's actions, the version picker, the pulses)."""
+
+    def __init__(self, make: Callable[[], T]):
+        self._make = make
+        self._made: T | None = None
+
+    def __call__(self) -> T:
+        if self._made is None:
+            self._made = self._make()
+        return self._made
+
+
+def observed_namespaces(namespaces: list[str] | None, packages: dict[ReleaseKey, PackageSpec]) -> list[str] | None:
+    """The namespaces whose Helm storage is watched: ``namespaces`` and the packages' storage namespaces (None:
+    all)."""
+    if not namespaces:
+        return None
+    return sorted(set(namespaces) | {s.storage_ns for s in packages.values()})
+
+
+class Engine:
+    """Drives the packages it was given and reports every release in storage; built by
+    :func:`engine.runtime.assemble.build_engine` (or ``offline_engine``), one builder per mode, from ``parts``
+    already wired. Subscribers are called on the engine's event loop.
     """
 
-    # Built on first use (a headless command imports only what it runs): the operator's actions
-    # (engine.runtime.operations), the version picker (attached, it pins in the Package objects) and the
-    # controller replicas' metrics read for pulses().
-    operations: Operations
-    versions: ChartVersions
-    pulse_meter: PulseMeter
-
-    def __init__(
-        self,
-        target: KubeTarget,
-        helm: Helm,
-        packages_dir: Path | None = None,
-        *,
-        observer: Observer | None = None,
-        namespaces: list[str] | None = None,
-        readonly: bool = False,
-        concurrency: int = 4,
-        prune: bool = False,
-        lease: LeaseConfig | None = None,
-        watch_packages: bool = True,
-        monitors: bool = True,
-        online: bool = True,
-        package_set: str | None = None,
-        allow_unsupported: bool = False,
-        cluster_packages: bool = False,
-        default_service_account: str = "",
-        attach: bool = False,
-        controller_metrics: tuple[str, ...] = (),
-        kustomize: KustomizeSource | None = None,
-        shard: Shard | None = None,
-        auto_shards: bool = False,
-        stop_deadline: float = 30.0,
-        api: client.ApiClient | None = None,
-    ):
-        self.namespaces = namespaces
-        self.lease_config = lease
-        self.watch_packages = watch_packages
-        self.monitors = monitors
-        self.online = online
-        self.masker = Masker()  # one per engine: a secret masks the same everywhere it is shown
-        self.tasks = Background()
+    def __init__(self, parts: Parts):
+        given = parts.given
+        self.namespaces = given.namespaces
+        self.lease_config = given.lease
+        self.watch_packages = given.watch_packages
+        self.monitors = given.monitors
+        self.online = given.online
+        self._metrics_urls = given.controller_metrics
+        self.masker = parts.masker
+        self.tasks = parts.tasks
+        self._api = parts.api
+        self.package_set = parts.package_set
+        self.observer = parts.observer
+        self.book = parts.book
+        self.gate = parts.gate
+        self.values_objects = parts.values_objects
+        self.service = parts.service
+        self.controller = parts.controller
+        self.kube_events = parts.kube_events
+        self.objects = parts.objects
+        self.attachment = parts.attachment
+        self.elector = parts.elector
+        self.status_writer = parts.status_writer
+        self.finalizers = parts.finalizers
+        self.requests = parts.requests
+        self.shards = parts.shards
+        # Built on first call (a headless command imports only what it runs): the operator's actions
+        # (engine.runtime.operations), the version picker (attached, it pins in the Package objects) and the
+        # controller replicas' metrics read for pulses().
+        self.operations = parts.operations
+        self.versions = parts.versions
+        self.pulse_meter: Callable[[], PulseMeter] = Later(self._new_pulse_meter)
         self._monitor_tasks: list[asyncio.Task[Any]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inspector: Inspector | None = None  # built on first use (_live)
         self._preview_made: threading.Event | None = None  # the last page of storage labels made into views
         self._preview_shown = threading.Event()  # the app drew the views the labels made (preview_shown)
         self._preview_shown.set()  # nothing to draw yet
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
-        # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
-        self._api = (api or api_client(target)) if online else None
-        api = self._api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
-        self.package_set: PackageSet | None = (
-            package_set_for(packages_dir, package_set) if packages_dir is not None
-            else cluster_package_set(package_set, namespaces) if cluster_packages else None)
-        self.objects: PackageObjects | None = None
-        if cluster_packages:
-            from engine.runtime.drive.objects import PackageObjects
-
-            self.objects = PackageObjects(api, namespaces, default_service_account=default_service_account,
-                                          label_selector=shard.selector if shard else "")
-        source: PackageInput | None = (
-            self._kustomized(kustomize, allow_unsupported) if kustomize is not None else
-            PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
-            else self.objects)
-        # The packages are read now: their storage namespaces are watched too.
-        first = source.load() if source is not None else None
-        self.observer = observer or Observer(self._api, self._observed_namespaces(first.specs if first else {}))
-        # Statuses of releases whose namespace does not exist yet are kept beside the Lease (engine.reconcile.store).
-        home = lease.namespace if lease is not None else "default"
-        self.book = ReleaseBook(self.observer, store=StatusStore(api, home) if online else None,
-                                writable=lambda: self.gate.acting)
-        self.gate = ActionGate(self.book, self.observer.latest, readonly=readonly, online=online,
-                               leader=lease is None)
-        self.values_objects = ValuesObjects(self._api, self.book, self.masker)  # spec.valuesFrom's objects
-        self.service = ReleaseService(helm, api, on_status=lambda ns, n, s: self.book.set_monitor((ns, n), s),
-                                      namespaces=namespaces, values_from=self.values_objects.layers,
-                                      latest=lambda ns, n: ReleaseRecord.from_observation(self.observer.latest(ns, n)))
-        driver = self.observer.driver
-        ctx = ActionContext(helm=helm, observer=self.observer, api=self._api, driver=driver,
-                            unlock=storage_unlocker(self._api, driver) if self._api else None,
-                            quiet=self.service.quiet, paused=self.service.monitor_paused,
-                            checksum=lambda req: self.service.checksum(req.spec.release_namespace, req.spec))
-        self.controller = PackageController(
-            self.book, self.gate, ctx, self.service, DriftDetector(api) if online else None, helm, source,
-            self.tasks, concurrency=concurrency, prune=prune, package_set=self.package_set, monitors=monitors,
-            values=self.values_objects, relabel=storage_relabeler(self._api, driver) if self._api else None)
-        self._inspector: Inspector | None = None  # built on first use (_live)
-        self.kube_events = ReleaseEvents(self._api, self.book, self._on_loop)  # offline: fed by hand
-        self.status_writer: StatusWriter | None = None
-        self.finalizers: Finalizers | None = None
-        self.requests: Requests | None = None
-        if self.objects is not None and online:
-            self._controller_parts(api, self.objects)
-        self.attachment: Attachment | None = None
-        if attach and online:
-            from engine.runtime.drive.attach import Attachment
-
-            # The namespace's Events may be watched already (a monitor's Warnings): the controller's Events
-            # from before the attachment found it come first, or its running action would be missed.
-            self.attachment = Attachment(api, self.book, namespaces,
-                                         lambda ns, callback: self.kube_events.watch(ns, callback, replay=True))
-        self._metrics_urls = controller_metrics
-        self.gate.attached = self.attachment.attached if self.attachment is not None else None
-        self.elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity,
-                                     duration=lease.duration, retry=lease.retry, on_change=self.controller.on_lease,
-                                     labels=dict(lease.labels), annotations=dict(lease.annotations))
-                        if lease is not None and online else None)
-        if self.status_writer is not None and self.elector is not None:  # status.controller: who reconciles
-            self.status_writer.instance = self.elector.identity  # its Events' reportingInstance
-            self.status_writer.controller = {"replica": self.elector.identity,
-                                             "shard": shard.name if shard else "auto" if auto_shards else ""}
-        self.shards = (self._shards(api, lease, stop_deadline)
-                       if auto_shards and lease is not None and self.elector is not None and self.objects is not None
-                       else self._static_shards(api, lease, shard, stop_deadline)
-                       if shard is not None and lease is not None and self.elector is not None
-                       and self.objects is not None else None)
         # Observer callbacks come from its watch threads: handled on the engine's loop.
         # In batches: a list of 10,000 records wakes the loop a few times, not 10,000 (engine.base.handoff).
         self._storage_changes = LoopHandoff(self.controller.on_storage)
         self.observer.subscribe(self._storage_changes.put)
-        self.observer.on_problems(lambda: self._on_loop(self._emit_access))
-        if first is not None:
-            self.controller.apply_folder(first)
-
-    if not TYPE_CHECKING:  # for mypy they are the attributes annotated on the class
-
-        def __getattr__(self, name: str) -> Any:
-            """``operations``, ``versions`` and ``pulse_meter``: built on first use, then plain attributes."""
-            builders = {"operations": self._new_operations, "versions": self._new_versions,
-                        "pulse_meter": self._new_pulse_meter}
-            if name not in builders:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            value = builders[name]()
-            setattr(self, name, value)
-            return value
-
-    def _new_operations(self) -> Operations:
-        from engine.runtime.operations import Operations
-
-        return Operations(self.book, self.gate, self.controller, self.masker, self.tasks)
-
-    def _new_versions(self) -> ChartVersions:
-        from engine.runtime.chart_versions import ChartVersions
-
-        return ChartVersions(self.book, self.gate, self.controller, self.operations,
-                             self.attachment.patch if self.attachment is not None else None)
+        self.observer.on_problems(lambda: self.tasks.on_loop(self._emit_access))
 
     def _new_pulse_meter(self) -> PulseMeter:
         from engine.runtime.pulses import PulseMeter
 
         return PulseMeter(self._pulse_endpoints)
 
-    def _kustomized(self, kustomize: KustomizeSource, allow_unsupported: bool) -> PackageInput:
-        from engine.runtime.drive.kustomized import KustomizeInput
-
-        return KustomizeInput(kustomize, self._api, self.masker.remember, allow_unsupported=allow_unsupported)
-
-    def _controller_parts(self, api: client.ApiClient, objects: PackageObjects) -> None:
-        """What ``helmdeck controller`` adds over the Package objects: their status and Events written back,
-        finalizers, and the operator's actions requested by annotation."""
-        from engine.runtime.drive.finalizer import Finalizers
-        from engine.runtime.drive.object_status import StatusWriter
-        from engine.runtime.drive.requests import Actions, Requests
-
-        self.status_writer = StatusWriter(api, self.book, objects, acting=lambda: self.gate.acting,
-                                          spawn=self.tasks.spawn, problems=lambda: self.controller.package_errors)
-        self.finalizers = Finalizers(
-            api, objects, lambda spec, why: self.controller.uninstall_removed(spec, why, stored=True),
-            self._record, acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
-        ops = self.operations
-        actions = Actions(run=lambda key, force: ops.upgrade(key, force=force), reset=self._reset_failures,
-                          rollback=ops.rollback, unlock=ops.unlock, cancel=ops.cancel, pause=ops.pause_monitor,
-                          resume=ops.resume_monitor)
-        self.requests = Requests(objects, self.book, actions, acknowledge=self.status_writer.acknowledge,
-                                 acting=lambda: self.gate.acting, spawn=self.tasks.spawn)
-
-    def _shards(self, api: client.ApiClient, lease: LeaseConfig, stop_deadline: float) -> Shards:
-        """``--shards auto``'s parts, wired: the gate, the guard, the action context and the writers on the
-        Package objects ask them (engine.runtime.drive.shards)."""
-        from engine.runtime.drive.members import Membership
-        from engine.runtime.drive.shards import Shards
-
-        assert self.elector is not None and self.objects is not None
-        membership = Membership(api, lease.namespace, self.elector.identity, duration=lease.duration,
-                                retry=lease.retry)
-        shards = Shards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
-                        self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, lost=self._lost)
-        self.objects.on_burst(shards.on_packages)  # a Package created or deleted may move another
-        if self.status_writer is not None:  # then a status another replica wrote on a Package placed here
-            self.objects.on_burst(self.status_writer.reclaim)
-        return self._wire_shards(shards)
-
-    def _static_shards(self, api: client.ApiClient, lease: LeaseConfig, shard: Shard,
-                       stop_deadline: float) -> Shards:
-        """A static shard's parts (``--watch-label-selector``): the same claim and hand-over as ``--shards
-        auto``, with every live controller's Lease as the members, and no Package another live controller also
-        takes acted on (engine.runtime.drive.static_shards)."""
-        from engine.runtime.drive.members import Membership
-        from engine.runtime.drive.static_shards import StaticShards
-
-        assert self.elector is not None and self.objects is not None
-        membership = Membership(api, lease.namespace, self.elector.identity, duration=lease.duration,
-                                retry=lease.retry, selector=f"{ROLE}={CONTROLLER}", forget=False)
-        shards = StaticShards(api, self.objects, self.book, membership, self.elector, self.observer.latest,
-                              self.tasks.spawn, stop_deadline=stop_deadline, gained=self._gained, lost=self._lost,
-                              shard=shard,
-                              lease=lease.name,
-                              warn=lambda ref, reason, message: self._record(ref, reason, message, True))
-        self.objects.on_burst(shards.sweep)
-        if self.status_writer is not None:
-            self.status_writer.left = shards.ref
-        return self._wire_shards(shards)
-
-    def _wire_shards(self, shards: Shards) -> Shards:
-        """The gate, the guard, the action context and the writers on the Package objects ask ``shards``."""
-        shards.membership.on_change = shards.on_members
-        shards.membership.on_return = shards.on_return
-        self.gate.shard_refusal = shards.why_not
-        self.gate.placement = shards.placed_elsewhere
-        self.book.let_go = shards.let_go
-        self.controller.ctx.fence = shards.fence
-        self.controller.ctx.recheck = shards.recheck
-        shards.cancel = lambda key, by: self.operations.cancel(key, by=by)
-        for writer in (self.status_writer, self.finalizers, self.requests):
-            if writer is not None:
-                writer.mine = shards.mine
-        if self.status_writer is not None:
-            self.status_writer.after_pass_only = True
-        return shards
-
-    def _gained(self, keys: set[ReleaseKey]) -> None:
-        """Packages placed on this replica now (``--shards auto``): their objects looked at; once started (which
-        reads every status, queues and monitors what is placed here), :meth:`_take` them."""
-        if self.status_writer is not None:
-            self.status_writer.forget(keys)
-            self.status_writer.catch_up()
-        for part in (self.finalizers, self.requests):
-            if part is not None:
-                part.sweep()
-        if self.controller.auto:
-            self.tasks.spawn(self._take(keys))
-
-    async def _take(self, keys: set[ReleaseKey]) -> None:
-        """Gained packages: the status the replica that had them persisted is read where it acted since this one
-        last did (:meth:`ReleaseBook.reload_status`: no read when storage's latest revision is known here; none
-        for a package whose action still runs here), then each is queued at once, not on its interval (the
-        takeover after a replica's departure), and monitored."""
-        book = self.book
-        await asyncio.gather(*(book.reload_status(key) for key in keys if not book.busy(key)))
-        if self.gate.acting:
-            for key in sorted(keys, key=self._settled):  # equal due times run in the order added
-                self.controller.queue.add(key)
-        for key in keys:
-            self.tasks.spawn(self.controller.refresh_monitor(key))
-
-    def _settled(self, key: ReleaseKey) -> bool:
-        """Was ``key``'s Package object reconciled at its current spec (``PackageObjects.settled``)? False sorts
-        first: after a takeover the edited packages wait for no look at the settled ones."""
-        spec = self.book.packages.get(key)
-        return self.objects is None or spec is None or self.objects.settled(spec.file)
-
-    def _lost(self, keys: set[ReleaseKey]) -> None:
-        """Packages placed on another replica now (``--shards auto``): their monitors stop at the pass boundary
-        (at once, or when the action running here ends), the new owner's monitor takes over."""
-        for key in keys:
-            if self.book.busy(key):
-                self.tasks.spawn(self._unmonitor_after(key))
-            else:
-                self.service.remove_monitor(*key)
-
-    async def _unmonitor_after(self, key: ReleaseKey) -> None:
-        await self.book.released(key)
-        if self.gate.placed_elsewhere(key) is not None:
-            self.service.remove_monitor(*key)
-
-    def _reset_failures(self, key: ReleaseKey) -> None:
-        """Zero ``key``'s failure counters (a resetAt request), so a stalled package is attempted again."""
-        self.book.update_status(key, failures=FailureCounts())
-
-    async def _record(self, ref: tuple[str, str], reason: str, message: str, warning: bool) -> None:
-        """An Event on the Package object ``ref`` (the status writer's)."""
-        if self.status_writer is not None:
-            await self.status_writer.event(ref, reason, message, warning=warning)
-
-    @classmethod
-    def offline(cls, packages_dir: Path | None = None, *, observer: Observer | None = None,
-                readonly: bool = False) -> Engine:
-        """An engine without a cluster over an offline ``observer`` (fed fixed records) and the packages
-        in ``packages_dir``: it shows state and keeps its own, and acts on nothing (fixtures, snapshots)."""
-        return cls(KubeTarget(), Helm("helm"), packages_dir, observer=observer or Observer(None),
-                   readonly=readonly, watch_packages=False, monitors=False, online=False)
+    def _observed_namespaces(self, packages: dict[ReleaseKey, PackageSpec]) -> list[str] | None:
+        return observed_namespaces(self.namespaces, packages)
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self, *, reconcile: bool = True, preview: bool = False) -> None:
@@ -442,26 +226,28 @@ class Engine:
         (the app) every stored release is announced from its storage labels first, before its records
         are decoded (:meth:`ReleaseBook.preview`; one more list, metadata only).
         """
-        self._loop = self._storage_changes.loop = asyncio.get_running_loop()
-        self.book.reading = True  # no row until storage is listed and the statuses read (but the labels')
-        unlisten = ([self.observer.on_listed(self._preview), self.observer.on_labels_done(self._previewed)]
-                    if preview else [])
-        try:
-            # Storage is listed first: its labels' rows (preview) may then be in hand for the app's first frame,
-            # while the packages folder loads in a thread. The book makes no view while reading, so the
-            # packages and the labels may come in either order (refresh_all remakes every view after).
-            self.observer.start()
-            await self.controller.load()
-            await asyncio.to_thread(self.observer.wait_synced, 30)
-            if self.scope_note or self.observer.denied() or self.observer.unlisted():
-                self._emit_access()
-            for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
-                self.book.set_state(key, None)  # a verdict made before the status was read does not hold
-            await self.controller.observe_flux()  # which HelmRelease documents' releases Flux owns
-        finally:
-            self.book.reading = False
-            for stop in unlisten:
-                stop()
+        loop = asyncio.get_running_loop()
+        self.tasks.bind(loop)
+        self._storage_changes.bind(loop)
+        # No row until storage is listed and the statuses read (but the labels').
+        with self.book.reading_storage():
+            unlisten = ([self.observer.on_listed(self._preview), self.observer.on_labels_done(self._previewed)]
+                        if preview else [])
+            try:
+                # Storage is listed first: its labels' rows (preview) may then be in hand for the app's first
+                # frame, while the packages folder loads in a thread. The book makes no view while reading, so
+                # the packages and the labels may come in either order (refresh_all remakes every view after).
+                self.observer.start()
+                await self.controller.load()
+                await asyncio.to_thread(self.observer.wait_synced, 30)
+                if self.scope_note or self.observer.denied() or self.observer.unlisted():
+                    self._emit_access()
+                for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
+                    self.book.set_state(key, None)  # a verdict made before the status was read does not hold
+                await self.controller.observe_flux()  # which HelmRelease documents' releases Flux owns
+            finally:
+                for stop in unlisten:
+                    stop()
         if self.status_writer is not None:
             self.status_writer.start()
             self.status_writer.catch_up()
@@ -471,7 +257,7 @@ class Engine:
                 self.objects.on_burst(part.sweep)
                 part.sweep()
         self.book.refresh_all()
-        if self.controller.folder is not None and self.watch_packages:
+        if self.controller.package_input is not None and self.watch_packages:
             self.tasks.spawn(self.controller.watch())
         if self.elector is not None:
             self.elector.start()
@@ -507,8 +293,8 @@ class Engine:
 
         Returns True when every running action finished on its own.
         """
-        if self.controller.folder is not None:
-            self.controller.folder.stop()
+        if self.controller.package_input is not None:
+            self.controller.package_input.stop()
         clean = await self.controller.queue.stop(deadline)
         # A cancelled action's status reaches its Package before the Lease goes: the passes' first, then those of
         # the actions cancelled with the background tasks (the operator's, requested by annotation); both within
@@ -526,11 +312,6 @@ class Engine:
         await asyncio.to_thread(self.observer.stop)
         await asyncio.to_thread(self.kube_events.stop)
         return clean
-
-    def _observed_namespaces(self, packages: dict[ReleaseKey, PackageSpec]) -> list[str] | None:
-        if not self.namespaces:
-            return None
-        return sorted(set(self.namespaces) | {s.storage_ns for s in packages.values()})
 
     async def monitors_ready(self) -> None:
         """Wait until the monitors started at :meth:`start` have listed their resources."""
@@ -566,7 +347,7 @@ class Engine:
                     self._preview_shown.clear()  # until the app says it drew them
             finally:
                 made.set()
-        self._on_loop(make)
+        self.tasks.on_loop(make)
 
     def _previewed(self) -> None:
         """The labels are listed (in the observer's list thread): it goes on to list and decode the records
@@ -582,13 +363,6 @@ class Engine:
         """The app drew every view the storage labels made so far (:meth:`start` with ``preview``): the
         records are listed and decoded now."""
         self._preview_shown.set()
-
-    def _on_loop(self, call: Callable[..., None], *args: Any) -> None:
-        """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""
-        if self._loop is not None and self._loop.is_running():
-            self._loop.call_soon_threadsafe(call, *args)
-        else:
-            call(*args)
 
     def access(self) -> AccessProblems:
         """The storage permissions refused now, and the scope note (see :class:`AccessProblems`)."""
@@ -695,34 +469,34 @@ class Engine:
 
     async def manifest(self, key: ReleaseKey, revision: int) -> str:
         """The manifest Helm stored for ``revision`` of ``key``."""
-        return await self.operations.manifest(key, revision)
+        return await self.operations().manifest(key, revision)
 
     async def recorded_manifest(self, key: ReleaseKey, revision: int) -> str:
         """The manifest and hooks Helm stored for ``revision`` of ``key``, as a render prints them (the
         deployed side of diff and plan)."""
-        return await self.operations.recorded_manifest(key, revision)
+        return await self.operations().recorded_manifest(key, revision)
 
     async def values(self, key: ReleaseKey, revision: int, *, computed: bool = False) -> dict[str, Any]:
         """User-supplied values of a revision, or with ``computed`` the chart defaults merged under them."""
-        return await self.operations.values(key, revision, computed=computed)
+        return await self.operations().values(key, revision, computed=computed)
 
     async def render(self, key: ReleaseKey, *, reveal: bool = True) -> str:
         """The manifests an upgrade of ``key``'s package would apply (post-rendered), secrets masked unless
         ``reveal``."""
-        return await self.operations.render(key, reveal=reveal)
+        return await self.operations().render(key, reveal=reveal)
 
     async def diff(self, key: ReleaseKey, *, reveal: bool = False) -> str:
         """What an upgrade would change (unified diff, "" = nothing), secrets masked unless ``reveal``."""
-        return await self.operations.diff(key, reveal=reveal)
+        return await self.operations().diff(key, reveal=reveal)
 
     def history(self, key: ReleaseKey) -> list[Observation]:
         """Every readable stored revision of ``key``, newest first ([] when none)."""
-        return self.operations.history(key)
+        return self.operations().history(key)
 
     async def release_record(self, key: ReleaseKey, revision: int) -> dict[str, Any]:
         """The whole stored release JSON of one revision (manifest, chart, values, ``info.notes``, hooks),
         loaded on demand in a thread. Raises KeyError when the revision is not stored."""
-        return await self.operations.release_record(key, revision)
+        return await self.operations().release_record(key, revision)
 
     def unreadable_releases(self) -> dict[ReleaseKey, UnreadableRecord]:
         """The releases whose newest stored record cannot be decoded, with the typed reason."""
@@ -792,21 +566,21 @@ class Engine:
         (:meth:`_by_controller`).
         """
         return (await self._by_controller(key, "upgrade" if force else "reconcile")
-                or await self.operations.upgrade(key, force=force))
+                or await self.operations().upgrade(key, force=force))
 
     async def rollback(self, key: ReleaseKey, revision: int = 0) -> ActionOutcome | Requested:
         """Roll back ``key`` to ``revision`` (0 = previous) and suspend its package (attached: requested)."""
         return (await self._by_controller(key, "rollback", revision=revision)
-                or await self.operations.rollback(key, revision))
+                or await self.operations().rollback(key, revision))
 
     async def test(self, key: ReleaseKey) -> ActionOutcome:
         """Run ``helm test`` on ``key``."""
-        return await self.operations.test(key)
+        return await self.operations().test(key)
 
     async def cancel(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Stop the action running on ``key`` and record it as the engine's own failed action (see
         Operations.cancel); attached, the request made."""
-        return await self._by_controller(key, "cancel") or await self.operations.cancel(key)
+        return await self._by_controller(key, "cancel") or await self.operations().cancel(key)
 
     # -- attached to a controller (engine.runtime.drive.attach) -------------------------
     @property
@@ -863,13 +637,13 @@ class Engine:
         """Read each controller replica's metrics once more and return its pulses (reconciles per minute by
         result, queue depth, helm action p50/p99), one per replica: the URLs given, then the live controllers'
         reachable from here (:mod:`engine.runtime.pulses`); () when none is known."""
-        return await self.pulse_meter.sample()
+        return await self.pulse_meter().sample()
 
     def advertise(self, annotations: Mapping[str, str]) -> None:
         """Annotations this engine's Lease carries from its next renewal (``helmdeck controller``: where its
         metrics are served, :mod:`engine.runtime.drive.lease`). Without a Lease, nothing."""
         if self.elector is not None:
-            self.elector.annotations.update(annotations)
+            self.elector.advertise(annotations)
 
     def placed_here(self, key: ReleaseKey) -> bool:
         """Is ``key``'s package reconciled by this controller replica? False when it stands by for its Lease,
@@ -898,7 +672,7 @@ class Engine:
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Mark ``key``'s pending release failed so it can move again (attached: requested)."""
-        return await self._by_controller(key, "unlock") or await self.operations.unlock(key)
+        return await self._by_controller(key, "unlock") or await self.operations().unlock(key)
 
     async def suspend(self, key: ReleaseKey, suspended: bool = True) -> Requested | None:
         """Suspend (or with ``suspended`` False resume, which queues a pass) reconciliation of ``key``'s
@@ -906,7 +680,7 @@ class Engine:
         Raises ActionRefused/NotAvailable as :meth:`check` ("suspend")."""
         requested = await self._by_controller(key, "suspend", value=suspended)
         if requested is None:
-            self.operations.suspend(key, suspended)
+            self.operations().suspend(key, suspended)
         return requested
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult | Requested:
@@ -914,17 +688,17 @@ class Engine:
         change costs exactly one upgrade); returns that pass (attached: its ``spec.maintenance`` patched, the
         request returned). Raises ActionRefused/NotAvailable."""
         return (await self._by_controller(key, "maintenance", value=mode)
-                or await self.operations.set_maintenance(key, mode))
+                or await self.operations().set_maintenance(key, mode))
 
     async def pause_monitor(self, key: ReleaseKey) -> int | Requested:
         """The release monitor's pause counter +1 (as nelm's PauseMonitor); returns the new count (attached:
         the request made). Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
-        return await self._by_controller(key, "pause") or self.operations.pause_monitor(key)
+        return await self._by_controller(key, "pause") or self.operations().pause_monitor(key)
 
     async def resume_monitor(self, key: ReleaseKey) -> int | Requested:
         """The release monitor's pause counter -1 (never below 0; at 0 it checks again); returns the new
         count (attached: the request made). Raises ActionRefused/NotAvailable as :meth:`check` ("monitor")."""
-        return await self._by_controller(key, "resume") or self.operations.resume_monitor(key)
+        return await self._by_controller(key, "resume") or self.operations().resume_monitor(key)
 
     def enqueue(self, key: ReleaseKey) -> None:
         """Queue a pass of ``key``'s package (deduplicated; after the running one, if any). Never raises."""
@@ -943,31 +717,31 @@ class Engine:
         """The versions ``key``'s repository offers, newest first, the deployed one, the range and the kept
         verifications marked (refreshes the row's newer-version marker). Raises ActionRefused (no package,
         local chart), SourceError."""
-        return await self.versions.list(key)
+        return await self.versions().list(key)
 
     def plan_pin(self, key: ReleaseKey, version: str) -> Pin:
         """The file edit pinning ``key``'s chart to ``version`` (nothing written). Raises ActionRefused,
         PinError (a digest-selecting OCIRepository, a field not editable in place), OSError."""
-        return self.versions.plan_pin(key, version)
+        return self.versions().plan_pin(key, version)
 
     async def version_diff(self, key: ReleaseKey, version: str, *, reveal: bool = False) -> str:
         """What upgrading ``key`` to chart ``version`` would change (unified diff, "" = nothing), secrets
         masked unless ``reveal``. Raises ActionRefused, NotAvailable, SourceError, PackageError, HelmError."""
-        return await self.versions.diff(key, version, reveal=reveal)
+        return await self.versions().diff(key, version, reveal=reveal)
 
     async def pin(self, key: ReleaseKey, version: str) -> Pin:
         """Write :meth:`plan_pin`'s edit and reload the packages folder (the next pass deploys it); returns
         the edit. Raises ActionRefused (read-only, lease, no package, local chart), PinError, OSError."""
-        return await self.versions.pin(key, version)
+        return await self.versions().pin(key, version)
 
     async def uninstall(self, key: ReleaseKey) -> ActionOutcome:
         """``helm uninstall`` the release; its package (if any) is suspended."""
-        return await self.operations.uninstall(key)
+        return await self.operations().uninstall(key)
 
     async def diff_against(self, key: ReleaseKey, desired: str, *, reveal: bool = False) -> str:
         """The deployed manifest of ``key`` against the manifests ``desired`` (unified diff per object, "" when
         equal), secrets masked unless ``reveal``. See Operations.diff_against."""
-        return await self.operations.diff_against(key, desired, reveal=reveal)
+        return await self.operations().diff_against(key, desired, reveal=reveal)
 
     async def cleanup(
         self, *, dry_run: bool = False, ignore_namespaces: tuple[str, ...] = (),
@@ -975,7 +749,8 @@ class Engine:
     ) -> list[CleanupItem]:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only;
         ``confirmed``: only these ``namespace/name`` refs, as listed to the operator). See Operations.cleanup."""
-        return await self.operations.cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces, confirmed=confirmed)
+        return await self.operations().cleanup(dry_run=dry_run, ignore_namespaces=ignore_namespaces,
+                                               confirmed=confirmed)
 
     async def prune_removed(self) -> list[CleanupItem]:
         """``--prune``'s sweep of what no event says: uninstall the releases of this package set that no package
@@ -986,7 +761,7 @@ class Engine:
         if self.controller.package_set is None:
             raise ActionRefused("prune needs a packages folder (--packages): it removes only its package set's "
                                 "releases")
-        return await self.operations.cleanup(action="prune")
+        return await self.operations().cleanup(action="prune")
 
     async def _prune_at_start(self) -> None:
         """A long-running engine with prune (``reconcile --prune``, the app with ``--prune``) sweeps once it acts,

@@ -50,8 +50,7 @@ from engine.reconcile.request import Request
 from engine.reconcile.state import SUSPENDED
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
-from engine.runtime.drive.folder import FolderUpdate
-from engine.runtime.drive.ports import PackageInput, Triggers
+from engine.runtime.drive.ports import InputUpdate, PackageInput, Triggers
 from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
@@ -143,7 +142,7 @@ def verdict(result: PassResult, interval: float) -> RunResult:
 class PackageController:
     """Queue, triggers, prune and passes of one engine's packages (see the module docstring).
 
-    ``folder`` None: no packages folder (the engine only shows storage).
+    ``package_input`` None: no packages (the engine only shows storage).
     ``package_set`` labels this set's releases (cleanup removes only its own) and ``relabel`` adopts
     the ones an older helmdeck labelled with the folder's base name (:meth:`_claim`);
     ``monitors`` False builds no resource monitors.
@@ -155,7 +154,7 @@ class PackageController:
     service: ReleaseService
     detector: DriftDetector | None
     helm: Helm
-    folder: PackageInput | None  # the packages folder, or the API server's Package objects
+    package_input: PackageInput | None  # the packages folder, a kustomize build, or the API server's Package objects
     tasks: Background
     _: dataclasses.KW_ONLY
     concurrency: int = 4
@@ -186,18 +185,18 @@ class PackageController:
 
     # -- packages ----------------------------------------------------------------
     def load_packages(self) -> None:
-        """(Re)load the packages folder now; bad files are reported, the rest apply."""
-        if self.folder is not None:
-            self.apply_folder(self.folder.load())
+        """(Re)load the package input now; bad files are reported, the rest apply."""
+        if self.package_input is not None:
+            self.apply_input(self.package_input.load())
 
     async def load(self) -> None:
         """:meth:`load_packages` off the event loop (and the objects of valuesFrom read)."""
-        if self.folder is not None:
-            self.apply_folder(await asyncio.to_thread(self.folder.load))
+        if self.package_input is not None:
+            self.apply_input(await asyncio.to_thread(self.package_input.load))
             await self.values.warm(self.book.packages.values())
 
-    def apply_folder(self, update: FolderUpdate) -> None:
-        """Take a (re)load of the packages folder: new specs, problems, changed and removed packages
+    def apply_input(self, update: InputUpdate) -> None:
+        """Take a (re)load of the package input: new specs, problems, changed and removed packages
         (pruned in reverse dependency order)."""
         book = self.book
         before_specs = {k: book.packages[k] for k in update.removed if k in book.packages}
@@ -216,8 +215,8 @@ class PackageController:
             book.set_state(key, None)
         for key in update.removed:
             book.set_state(key, None)
-            if not (self.prune and self.gate.acting) and self.folder is not None and key in before_specs:
-                book.log(key, "orphan", "info", self.folder.removal(before_specs[key]))
+            if not (self.prune and self.gate.acting) and self.package_input is not None and key in before_specs:
+                book.log(key, "orphan", "info", self.package_input.removal(before_specs[key]))
         if self.prune and self.gate.acting and update.removed:
             gone = [before_specs[k] for k in update.removed if k in before_specs]
             self.tasks.spawn(self._prune_all(list(reversed(dependency_order(gone)))))
@@ -227,12 +226,12 @@ class PackageController:
         book.emit(PackageProblems(tuple(update.errors)))
 
     async def watch(self) -> None:
-        """Apply every change of the packages folder (and of valuesFrom objects): changed packages reconcile at once."""
-        if self.folder is None:
+        """Apply every change of the package input (and of valuesFrom objects): changed packages reconcile at once."""
+        if self.package_input is None:
             return
         self.tasks.spawn(self.values.run(self.triggers))
-        async for update in self.folder.watch():
-            self.apply_folder(update)
+        async for update in self.package_input.watch():
+            self.apply_input(update)
             self.tasks.spawn(self.observe_flux(update.changed))  # a new or changed HelmRelease document
             if self.gate.acting:
                 for key in update.changed:
@@ -657,7 +656,7 @@ class PackageController:
         spec = self.book.packages.get(key)
         if spec is None or not self.gate.acting or self.gate.placed_elsewhere(key) is not None:
             return RunResult("stop")  # a package placed on another replica (--shards auto) is its to reconcile
-        if self.gate.shard_refusal is not None and self.gate.shard_refusal(key) is not None:
+        if self.gate.placed.why_not(key) is not None:
             # Another live controller's claim (as the watch shows it): not even the decision runs (its dry-run
             # render would meet that action's pending revision); the claim write decides again later.
             return RunResult("interval", _REFUSED_RETRY)

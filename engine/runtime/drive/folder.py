@@ -1,7 +1,7 @@
 """The packages folder, watched live with watchfiles.
 
 ``load()`` reads every package file; ``watch()`` yields a
-:class:`FolderUpdate` per burst of file changes (an editor's save burst is
+:class:`InputUpdate` per burst of file changes (an editor's save burst is
 one burst: watchfiles groups changes until none arrives for ``step_ms``,
 at most ``debounce_ms``). A change reaches only the packages it touches: its
 package file, one of its values files, or a file under its chart directory.
@@ -20,7 +20,6 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +29,7 @@ from engine.package.flux import LeftOut
 from engine.package.load import as_declared, left_out_as_declared, load_folder
 from engine.package.model import PACKAGE_SUFFIXES, Origin, PackageSpec
 from engine.resolve.release import resolve
+from engine.runtime.drive.ports import InputUpdate
 
 if TYPE_CHECKING:
     import anyio
@@ -37,25 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ReleaseKey = tuple[str, str]
-
-
-@dataclass(frozen=True)
-class FolderUpdate:
-    """The outcome of a (re)load.
-
-    ``specs``: every effective package by release key; ``changed``: keys whose
-    spec or inputs changed (new packages included); ``removed``: keys no file
-    declares any more; ``errors``: every current problem (bad files keep their
-    last good specs in ``specs``); ``skipped``: the objects of other kinds, in one line.
-    """
-
-    specs: dict[ReleaseKey, PackageSpec]
-    changed: frozenset[ReleaseKey] = frozenset()
-    removed: frozenset[ReleaseKey] = frozenset()
-    errors: tuple[PackageError, ...] = ()
-    paths: frozenset[Path] = field(default=frozenset())
-    skipped: str = ""  # one line: the kinds of the objects skipped and how many of each ("" when none)
-    left_out: tuple[str, ...] = ()  # Flux fields left out with --allow-unsupported, one warning each
 
 
 class PackageFolder:
@@ -83,7 +64,7 @@ class PackageFolder:
         """A removed package's release is kept unless the engine prunes (then the prune says what it did)."""
         return "its package file was removed; the release is kept (run with --prune to uninstall such releases)"
 
-    def load(self, touched: set[Path] | None = None) -> FolderUpdate:
+    def load(self, touched: set[Path] | None = None) -> InputUpdate:
         """(Re)load the folder. ``touched`` are changed paths (None = treat everything as changed)."""
         if touched is not None:
             touched = {resolved(p) for p in touched}
@@ -121,7 +102,7 @@ class PackageFolder:
         for item in left_out:
             log.warning("%s", item)
         unread = unread_subfolders(self.directory, {f for spec in new.values() for f in spec.values_files})
-        return FolderUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
+        return InputUpdate(new, frozenset(changed), frozenset(removed), tuple(errors), frozenset(self._roots()),
                             skipped, tuple(str(item) for item in left_out) + ((unread,) if unread else ()))
 
     def _as_declared(self, errors: list[PackageError]) -> list[PackageError]:
@@ -159,7 +140,7 @@ class PackageFolder:
         if self._cycle is not None:
             self._cycle.set()
 
-    async def watch(self) -> AsyncIterator[FolderUpdate]:
+    async def watch(self) -> AsyncIterator[InputUpdate]:
         """Yield an update per change burst until :meth:`stop`. Call :meth:`load` first."""
         import anyio  # a command that watches nothing (reconcile --once, status) does without them
         import watchfiles

@@ -44,7 +44,8 @@ from engine.package.substitute import (
     read_vars_file,
     variables,
 )
-from engine.runtime.drive.folder import FolderUpdate, PackageFolder
+from engine.runtime.drive.folder import PackageFolder
+from engine.runtime.drive.ports import InputUpdate
 
 if TYPE_CHECKING:
     import anyio
@@ -118,7 +119,7 @@ class KustomizeInput:
                 f"{in_repository(str(self.directory), self.root)}; the release "
                 "is kept (run with --prune to uninstall such releases)")
 
-    def load(self, touched: set[Path] | None = None) -> FolderUpdate:
+    def load(self, touched: set[Path] | None = None) -> InputUpdate:
         """Build, substitute and read the path now (blocking). A build that fails keeps the last good
         packages and reports the problem, as a package file that turns bad."""
         try:
@@ -167,7 +168,7 @@ class KustomizeInput:
         if self._stop is not None:
             self._stop.set()
 
-    async def watch(self) -> AsyncIterator[FolderUpdate]:
+    async def watch(self) -> AsyncIterator[InputUpdate]:
         """Yield an update per burst of changes under the watched roots until :meth:`stop`; with
         ``--vars-from-cluster`` also a rebuild every :attr:`cluster_interval` seconds (the cluster's
         ConfigMaps and Secrets are read again, as Flux reconciles a Kustomization on its interval), yielded

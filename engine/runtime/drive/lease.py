@@ -19,7 +19,7 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +123,11 @@ class LeaseElector:
         self._task: asyncio.Task[None] | None = None
         self.last_error: str | None = None
         self.decided = asyncio.Event()  # set after the first round: holder and leader are known
+
+
+    def advertise(self, annotations: Mapping[str, str]) -> None:
+        """Annotations the Lease carries from its next renewal (e.g. where the controller's metrics are served)."""
+        self.annotations.update(annotations)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"lease-{self.name}")

@@ -4,7 +4,7 @@ controller``): the other :class:`~engine.runtime.drive.ports.PackageInput` besid
 One list+watch per kind and namespace (or one per kind over all namespaces) keeps the objects; a burst of
 changes (grouped for ``debounce`` seconds) is validated by the one loader (the folder's checks and wording),
 incrementally (:class:`~engine.package.object_set.ObjectSet`: only what the burst changed), and given as a
-:class:`~engine.runtime.drive.folder.FolderUpdate`. A Package
+:class:`~engine.runtime.drive.ports.InputUpdate`. A Package
 that turns bad keeps its last good spec (as a file does) and is reported; a deleted one is removed.
 :meth:`PackageObjects.meta` gives an object's metadata (generation, annotations, finalizers) by its origin
 (``PackageSpec.file``), for the status the controller writes back.
@@ -30,7 +30,8 @@ from engine.kube.stream import WatchThread, list_all, open_watch
 from engine.package.load import object_origin
 from engine.package.model import PackageSpec
 from engine.package.object_set import ObjectSet
-from engine.runtime.drive.folder import FolderUpdate, ReleaseKey, warm
+from engine.runtime.drive.folder import ReleaseKey, warm
+from engine.runtime.drive.ports import InputUpdate
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +237,7 @@ class PackageObjects:
         brought it is validated."""
         return self._validated.get(origin)
 
-    def load(self, touched: set[Path] | None = None) -> FolderUpdate:
+    def load(self, touched: set[Path] | None = None) -> InputUpdate:
         """List every object now (blocking) and validate what changed; as the port says, every key counts as
         changed (``touched`` is unused: objects have no paths). Raises ApiException when a list is refused."""
         packages = {o: obj for scope in self._scopes()
@@ -276,7 +277,7 @@ class PackageObjects:
             dirty[plural].update(diff)
             self._read.add((plural, scope))
 
-    def _update(self, *, strict: bool = False) -> FolderUpdate:
+    def _update(self, *, strict: bool = False) -> InputUpdate:
         """Validate the objects changed since the last update; changed and removed keys against it.
         ``strict``: a source list that fails raises (ApiException) instead of being left to its watch."""
         with self._lock:
@@ -326,7 +327,7 @@ class PackageObjects:
         for err in fresh:
             log.warning("package problem: %s", err)
         errors = tuple(e for found in self._errors.values() for e in found)
-        return FolderUpdate(dict(self._specs), frozenset(changed), frozenset(removed), errors)
+        return InputUpdate(dict(self._specs), frozenset(changed), frozenset(removed), errors)
 
     def _set_errors(self, origin: Path, errors: tuple[PackageError, ...]) -> list[PackageError]:
         """Record ``origin``'s current problems; returns those it did not have."""
@@ -366,7 +367,7 @@ class PackageObjects:
         if loop is not None and wake is not None:
             loop.call_soon_threadsafe(wake.set)
 
-    async def watch(self) -> AsyncIterator[FolderUpdate]:
+    async def watch(self) -> AsyncIterator[InputUpdate]:
         """Yield an update per burst of object changes that changes a spec or the problems, until
         :meth:`stop`. Call :meth:`load` first."""
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()

@@ -1,4 +1,4 @@
-"""The drive's two ports.
+"""The drive's two ports, and what the package input gives.
 
 :class:`Triggers`: what a trigger may do to the controller, and nothing more: queue a package, ask whether
 passes run on their own and whether this engine acts, start a background task. The triggers (the valuesFrom
@@ -8,19 +8,19 @@ the controller's fields or imports it.
 :class:`PackageInput`: where the controller's packages come from: the packages folder
 (:class:`~engine.runtime.drive.folder.PackageFolder`) or the API server's Package objects
 (:class:`~engine.runtime.drive.objects.PackageObjects`). Both give the same
-:class:`~engine.runtime.drive.folder.FolderUpdate`, validated by the one loader (:mod:`engine.package.load`),
+:class:`InputUpdate`, validated by the one loader (:mod:`engine.package.load`),
 so everything after it (the book, the queue, the pass, the gate) is one implementation.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.base.fields import PackageError
 from engine.package.model import PackageSpec
-from engine.runtime.drive.folder import FolderUpdate
 from engine.runtime.state import ReleaseKey
 
 
@@ -40,15 +40,34 @@ class Triggers:
         return self.acting() and self.reconciling()
 
 
+@dataclass(frozen=True)
+class InputUpdate:
+    """The outcome of a (re)load of a package input (the folder, a kustomize build, the Package objects).
+
+    ``specs``: every effective package by release key; ``changed``: keys whose
+    spec or inputs changed (new packages included); ``removed``: keys no file
+    declares any more; ``errors``: every current problem (bad files keep their
+    last good specs in ``specs``); ``skipped``: the objects of other kinds, in one line.
+    """
+
+    specs: dict[ReleaseKey, PackageSpec]
+    changed: frozenset[ReleaseKey] = frozenset()
+    removed: frozenset[ReleaseKey] = frozenset()
+    errors: tuple[PackageError, ...] = ()
+    paths: frozenset[Path] = field(default=frozenset())
+    skipped: str = ""  # one line: the kinds of the objects skipped and how many of each ("" when none)
+    left_out: tuple[str, ...] = ()  # Flux fields left out with --allow-unsupported, one warning each
+
+
 class PackageInput(Protocol):
     """``load(touched)`` reads every package now (blocking; ``touched``: the paths known changed, None for
     all) and returns the update; ``watch()`` yields an update per burst of changes until ``stop()``;
     ``removal(spec)`` says, for the release's log, what became of a package an update removed."""
 
-    def load(self, touched: set[Path] | None = None) -> FolderUpdate: ...
+    def load(self, touched: set[Path] | None = None) -> InputUpdate: ...
 
     def removal(self, spec: PackageSpec) -> str: ...
 
-    def watch(self) -> AsyncIterator[FolderUpdate]: ...
+    def watch(self) -> AsyncIterator[InputUpdate]: ...
 
     def stop(self) -> None: ...

@@ -119,6 +119,11 @@ class Shards:
         spec = self.book.packages.get(key)
         return object_ref(spec.file) if spec is not None else None
 
+    def left(self, key: ReleaseKey) -> Ref | None:
+        """The Package object of a release whose Package left this replica while its action ran (static shards
+        only: :meth:`StaticShards.left`)."""
+        return None
+
     def owner_of(self, ref: Ref) -> str | None:
         """The live member the Package ``ref`` is placed on, None while it is not placed (a Package object newer
         than the last placing)."""

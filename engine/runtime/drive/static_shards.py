@@ -89,6 +89,11 @@ class StaticShards(Shards):
     def owner_of(self, ref: Ref) -> str | None:
         return self.me if self.refusal(ref) is None else ELSEWHERE
 
+    def left(self, key: ReleaseKey) -> Ref | None:
+        """A relabelled Package's object while its action still runs here: that action's end Event is still
+        recorded on it."""
+        return self.ref(key)
+
     def ref(self, key: ReleaseKey) -> Ref | None:
         """The Package object of ``key``'s package, remembered after it left the shard (its claim is cleared
         on it then)."""

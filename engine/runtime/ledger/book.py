@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,9 @@ class ReleaseBook:
 
     ``observer`` supplies the stored revisions; ``store`` persists engine statuses (None: nothing is persisted,
     e.g. offline); ``writable`` says whether this instance may write them
-    (not read-only, holding the lease).
+    (not read-only, holding the lease); ``let_go(key)`` is awaited when the running-action guard lets a
+    release go, before another action may take it (shards: the actor claim persisted and cleared,
+    :meth:`engine.runtime.drive.shards.Shards.let_go`).
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class ReleaseBook:
         *,
         store: StatusStore | None = None,
         writable: Callable[[], bool] = lambda: True,
+        let_go: Callable[[ReleaseKey], Awaitable[None]] | None = None,
     ):
         self.observer = observer
         self.store = store
@@ -157,9 +160,7 @@ class ReleaseBook:
         self.reading = False
         # Masks the secrets the engine knows in what the book keeps and says (set to the engine's masker's scrub).
         self.scrub: Callable[[str], str] = lambda text: text
-        # Awaited when the running-action guard lets a release go, before another action may take it (``--shards
-        # auto``: the actor claim persisted and cleared, engine.runtime.drive.shards).
-        self.let_go: Callable[[ReleaseKey], Awaitable[None]] | None = None
+        self._let_go = let_go
 
     # -- subscribers ---------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -363,6 +364,15 @@ class ReleaseBook:
             return st.STALLED
         return st.determine_state(req, obs).status
 
+    @contextlib.contextmanager
+    def reading_storage(self) -> Iterator[None]:
+        """While the engine lists storage and reads the statuses at start (:attr:`reading`)."""
+        self.reading = True
+        try:
+            yield
+        finally:
+            self.reading = False
+
     def refresh(self, key: ReleaseKey, **changes: Any) -> None:
         """Remake ``key``'s view from what the book and the observer hold (``changes`` override fields);
         announce it when it changed, or its removal when nothing knows the release any more. Nothing while
@@ -495,9 +505,9 @@ class ReleaseBook:
             finally:
                 self._holders.pop(key, None)
                 self._cancelled.discard(key)
-                if self.let_go is not None:
+                if self._let_go is not None:
                     try:
-                        await self.let_go(key)
+                        await self._let_go(key)
                     except Exception:  # the claim is taken over later; the action's own outcome stands
                         log.exception("letting %s/%s go", *key)
                 self.refresh(key, running=None)

@@ -47,6 +47,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
 from engine.runtime.ledger.owners import owner_of
+from engine.runtime.ledger.placed import ALL_HERE, Placed
 from engine.runtime.state import Attached, ReleaseKey
 from engine.storage.observation import Observation
 
@@ -139,11 +140,10 @@ class ActionGate:
     leader: bool = True
     holder: str = field(init=False, default="")  # who holds the lease when another instance does
     # The Package object of a release a live controller reconciles (None: this engine carries actions out).
-    attached: Callable[[ReleaseKey], Attached | None] | None = field(init=False, default=None)
-    # --shards auto (rule 10): why this replica may not act on a release now, and the member the release's
-    # package is placed on when another (engine.runtime.drive.shards); None: no shards.
-    shard_refusal: Callable[[ReleaseKey], str | None] | None = field(init=False, default=None)
-    placement: Callable[[ReleaseKey], str | None] | None = field(init=False, default=None)
+    attached: Callable[[ReleaseKey], Attached | None] | None = None
+    # Shards (rule 10): why this replica may not act on a release now, and the member the release's package is
+    # placed on when another (engine.runtime.drive.shards); ALL_HERE: no shards.
+    placed: Placed = ALL_HERE
 
     @property
     def acting(self) -> bool:
@@ -153,7 +153,7 @@ class ActionGate:
     def placed_elsewhere(self, key: ReleaseKey) -> str | None:
         """The controller replica ``key``'s package is placed on when it is another (``--shards auto``), else
         None."""
-        return self.placement(key) if self.placement is not None else None
+        return self.placed.placed_elsewhere(key)
 
     def placed_here(self, key: ReleaseKey) -> bool:
         """Does this instance reconcile ``key``'s package: it holds the engine lease (a replica standing by for
@@ -215,8 +215,8 @@ class ActionGate:
         if action in _HOLDS_RELEASE and self._book.busy(key):
             view = self._book.view(key)
             return busy_reason(key, view.running if view else None)
-        if action in _HOLDS_RELEASE and self.shard_refusal is not None:
-            refused = self.shard_refusal(key)
+        if action in _HOLDS_RELEASE:
+            refused = self.placed.why_not(key)
             if refused is not None:
                 return refused
         if action == "reconcile":

@@ -1,11 +1,12 @@
-"""Background tasks of one engine: spawned on its event loop, cancelled together when it stops."""
+"""Background tasks of one engine: spawned on its event loop, cancelled together when it stops; calls from other
+threads handed to that loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,18 @@ class Background:
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The engine's loop, once it starts: :meth:`on_loop` hands calls to it from then on."""
+        self._loop = loop
+
+    def on_loop(self, call: Callable[..., None], *args: Any) -> None:
+        """Run ``call`` on the engine's loop once started (before: at once, e.g. records fed offline)."""
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(call, *args)
+        else:
+            call(*args)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
         """Run ``coro`` as a task; without a running event loop it is closed unrun and None returned

@@ -1,0 +1,296 @@
+"""The builders of :class:`~engine.runtime.engine.Engine`: one per way of being given packages, each part given
+its collaborators at construction.
+
+:func:`build_engine` takes what the engine is given (the command line's options) and builds, by mode:
+
+- the packages folder (:class:`~engine.runtime.drive.folder.PackageFolder`), or a repository path built with
+  kustomize (``kustomize``, :mod:`engine.runtime.drive.kustomized`), or none (the app over storage alone);
+- the API server's Package objects (``cluster_packages``, ``helmdeck controller``): their status and Events, their
+  finalizers and their request annotations too (:func:`_controller_parts`), and with a Lease and a shard
+  (``--watch-label-selector``) or ``auto_shards`` (``--shards auto``) the replica's shards, which the gate, the
+  guard, the action context and the writers ask through the placement port
+  (:mod:`engine.runtime.ledger.placed`; :data:`~engine.runtime.ledger.placed.ALL_HERE` on the local path);
+- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.drive.attach`).
+
+:func:`offline_engine` builds one without a cluster (fixtures, snapshots). The parts only an operator's action,
+the version picker or the pulses use are built on first use: a headless command imports only what it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kubernetes import client
+
+from engine.base.masking import Masker
+from engine.helm import Helm
+from engine.kube.client import KubeTarget, api_client
+from engine.reconcile.action import ActionContext
+from engine.reconcile.drift import DriftDetector
+from engine.reconcile.status import FailureCounts
+from engine.reconcile.store import StatusStore
+from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
+from engine.runtime.drive.folder import PackageFolder
+from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, LeaseElector
+from engine.runtime.drive.ports import PackageInput
+from engine.runtime.drive.values_objects import ValuesObjects
+from engine.runtime.engine import Engine, Given, Later, Parts, observed_namespaces
+from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.ledger.gate import ActionGate
+from engine.runtime.ledger.placed import ALL_HERE, Placed, PlacedLater
+from engine.runtime.ledger.tasks import Background
+from engine.runtime.package_set import cluster_package_set, package_set_for
+from engine.runtime.release_events import ReleaseEvents
+from engine.service import ReleaseService
+from engine.service.records import ReleaseRecord
+from engine.storage.observer import Observer
+
+if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and actions are imported when built
+    from engine.runtime.chart_versions import ChartVersions
+    from engine.runtime.drive.attach import Attachment
+    from engine.runtime.drive.kustomized import KustomizeSource
+    from engine.runtime.drive.objects import PackageObjects
+    from engine.runtime.drive.shards import Shards
+    from engine.runtime.operations import Operations
+    from engine.runtime.shard import Shard
+
+__all__ = ["build_engine", "offline_engine"]
+
+
+def build_engine(
+    target: KubeTarget,
+    helm: Helm,
+    packages_dir: Path | None = None,
+    *,
+    observer: Observer | None = None,
+    namespaces: list[str] | None = None,
+    readonly: bool = False,
+    concurrency: int = 4,
+    prune: bool = False,
+    lease: LeaseConfig | None = None,
+    watch_packages: bool = True,
+    monitors: bool = True,
+    online: bool = True,
+    package_set: str | None = None,
+    allow_unsupported: bool = False,
+    cluster_packages: bool = False,
+    default_service_account: str = "",
+    attach: bool = False,
+    controller_metrics: tuple[str, ...] = (),
+    kustomize: KustomizeSource | None = None,
+    shard: Shard | None = None,
+    auto_shards: bool = False,
+    stop_deadline: float = 30.0,
+    api: client.ApiClient | None = None,
+) -> Engine:
+    """An engine driving the packages in ``packages_dir`` and reporting every release in storage.
+
+    Builds an API client for ``target`` at once (raises KubeConfigError when the kubeconfig cannot be loaded);
+    ``api``: a client of ``target`` made already (the command line's, which asked the API server about access
+    with it first), so the kubeconfig is loaded once. ``observer`` may be given (default: one for the cluster).
+    ``readonly`` refuses every mutating action. ``concurrency`` bounds reconciles running at once; ``prune``
+    uninstalls the release of a removed package file (else it is reported as orphaned); ``lease`` makes this one
+    of several instances of which only the lease holder acts. ``allow_unsupported`` reads Flux documents with
+    fields helmdeck does not implement, those fields left out with a warning (:mod:`engine.package.flux`).
+    ``package_set`` names the folder's package set (``--package-set``; default: its base name and a digest of its
+    resolved path, :mod:`engine.runtime.package_set`); raises PackageSetNameError when it is not a valid name.
+    ``cluster_packages``: the packages are the API server's Package objects of ``namespaces`` (``helmdeck
+    controller``) instead of a folder; their set is :func:`~engine.runtime.package_set.cluster_package_set`.
+    Raises ApiException when they cannot be listed. ``shard`` (with ``cluster_packages``): only the Package
+    objects its label selector matches (``--watch-label-selector``, :mod:`engine.runtime.shard`); with a
+    ``lease`` it takes the actor claim, hands a relabelled Package's running action over within
+    ``stop_deadline`` seconds and leaves alone a Package another live controller also takes
+    (:mod:`engine.runtime.drive.static_shards`). ``default_service_account`` (with ``cluster_packages``): the
+    ServiceAccount a Package without ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
+    ``attach``: follow the cluster's ``helmdeck controller``s (:mod:`engine.runtime.drive.attach`).
+    ``controller_metrics``: the metrics URLs of controller replicas, read for :meth:`Engine.pulses`.
+    ``kustomize``: the packages are the objects of a repository path built with kustomize and Flux's post-build
+    substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path. ``auto_shards``
+    (with ``cluster_packages`` and a ``lease``: this replica's membership Lease): ``helmdeck controller --shards
+    auto`` (:mod:`engine.runtime.drive.shards`).
+    """
+    given = Given(namespaces=namespaces, lease=lease, watch_packages=watch_packages, monitors=monitors,
+                  online=online, readonly=readonly, controller_metrics=controller_metrics)
+    masker = Masker()  # one per engine: a secret masks the same everywhere it is shown
+    tasks = Background()
+    own_api = (api or api_client(target)) if online else None
+    api = own_api or client.ApiClient()  # offline: a client that is never called (the gate refuses)
+    # Which package set labels its releases (cleanup removes only its own); its Lease is named after it.
+    pset = (package_set_for(packages_dir, package_set) if packages_dir is not None
+            else cluster_package_set(package_set, namespaces) if cluster_packages else None)
+    objects: PackageObjects | None = None
+    if cluster_packages:
+        from engine.runtime.drive.objects import PackageObjects
+
+        objects = PackageObjects(api, namespaces, default_service_account=default_service_account,
+                                 label_selector=shard.selector if shard else "")
+    source: PackageInput | None
+    if kustomize is not None:
+        from engine.runtime.drive.kustomized import KustomizeInput
+
+        source = KustomizeInput(kustomize, own_api, masker.remember, allow_unsupported=allow_unsupported)
+    else:
+        source = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
+                  else objects)
+    # The packages are read now: their storage namespaces are watched too.
+    first = source.load() if source is not None else None
+    observer = observer or Observer(own_api, observed_namespaces(namespaces, first.specs if first else {}))
+    sharded = objects is not None and lease is not None and online and (auto_shards or shard is not None)
+    placed: Placed = PlacedLater() if sharded else ALL_HERE
+    gate: ActionGate | None = None  # the book asks the gate, built next (the writable rule)
+    book = ReleaseBook(observer, store=StatusStore(api, lease.namespace if lease is not None else "default")
+                       if online else None,  # kept beside the Lease when the release's namespace does not exist yet
+                       writable=lambda: gate is not None and gate.acting,
+                       let_go=placed.let_go if sharded else None)
+    kube_events = ReleaseEvents(own_api, book, tasks.on_loop)  # offline: fed by hand
+    attachment: Attachment | None = None
+    if attach and online:
+        from engine.runtime.drive.attach import Attachment
+
+        # The namespace's Events may be watched already (a monitor's Warnings): the controller's Events from
+        # before the attachment found it come first, or its running action would be missed.
+        attachment = Attachment(api, book, namespaces, lambda ns, callback: kube_events.watch(ns, callback,
+                                                                                               replay=True))
+    gate = ActionGate(book, observer.latest, readonly=readonly, online=online, leader=lease is None,
+                      attached=attachment.attached if attachment is not None else None, placed=placed)
+    values_objects = ValuesObjects(own_api, book, masker)  # spec.valuesFrom's objects
+    service = ReleaseService(helm, api, on_status=lambda ns, n, s: book.set_monitor((ns, n), s),
+                             namespaces=namespaces, values_from=values_objects.layers,
+                             latest=lambda ns, n: ReleaseRecord.from_observation(observer.latest(ns, n)))
+    driver = observer.driver
+    ctx = ActionContext(helm=helm, observer=observer, api=own_api, driver=driver,
+                        unlock=storage_unlocker(own_api, driver) if own_api else None,
+                        quiet=service.quiet, paused=service.monitor_paused,
+                        checksum=lambda req: service.checksum(req.spec.release_namespace, req.spec),
+                        fence=placed.fence if sharded else None, recheck=placed.recheck if sharded else None)
+    controller = PackageController(
+        book, gate, ctx, service, DriftDetector(api) if online else None, helm, source, tasks,
+        concurrency=concurrency, prune=prune, package_set=pset, monitors=monitors, values=values_objects,
+        relabel=storage_relabeler(own_api, driver) if own_api else None)
+    elector = (LeaseElector(api, lease.name, lease.namespace, identity=lease.identity, duration=lease.duration,
+                            retry=lease.retry, on_change=controller.on_lease, labels=dict(lease.labels),
+                            annotations=dict(lease.annotations))
+               if lease is not None and online else None)
+
+    def new_operations() -> Operations:
+        from engine.runtime.operations import Operations
+
+        return Operations(book, gate, controller, masker, tasks)
+
+    operations = Later(new_operations)
+
+    def new_versions() -> ChartVersions:
+        from engine.runtime.chart_versions import ChartVersions
+
+        return ChartVersions(book, gate, controller, operations(),
+                             attachment.patch if attachment is not None else None)
+
+    parts = Parts(given=given, masker=masker, tasks=tasks, api=own_api, package_set=pset, observer=observer,
+                  book=book, gate=gate, values_objects=values_objects, service=service, controller=controller,
+                  kube_events=kube_events, objects=objects, attachment=attachment, elector=elector,
+                  operations=operations, versions=Later(new_versions))
+    if objects is not None and online:
+        _controller_parts(parts, api, objects, placed, shard=shard, auto_shards=auto_shards, sharded=sharded)
+    if sharded:
+        assert lease is not None and elector is not None and objects is not None
+        parts.shards = _shards(parts, api, lease, objects, elector, shard, stop_deadline)
+        assert isinstance(placed, PlacedLater)
+        placed.bind(parts.shards)
+    engine = Engine(parts)
+    if first is not None:
+        controller.apply_input(first)
+    return engine
+
+
+def _controller_parts(parts: Parts, api: client.ApiClient, objects: PackageObjects, placed: Placed, *,
+                      shard: Shard | None, auto_shards: bool, sharded: bool) -> None:
+    """What ``helmdeck controller`` adds over the Package objects: their status and Events written back,
+    finalizers, and the operator's actions requested by annotation (each on the replica's own Packages only)."""
+    from engine.runtime.drive.finalizer import Finalizers
+    from engine.runtime.drive.object_status import StatusWriter
+    from engine.runtime.drive.requests import Actions, Requests
+
+    book, gate, controller, tasks = parts.book, parts.gate, parts.controller, parts.tasks
+    identity = {} if parts.elector is None else {"instance": parts.elector.identity, "controller": {
+        "replica": parts.elector.identity, "shard": shard.name if shard else "auto" if auto_shards else ""}}
+    status_writer = StatusWriter(api, book, objects, acting=lambda: gate.acting, spawn=tasks.spawn,
+                                 problems=lambda: controller.package_errors, mine=placed.mine,
+                                 after_pass_only=sharded,
+                                 left=placed.left, **identity)  # type: ignore[arg-type]
+
+    async def record(ref: tuple[str, str], reason: str, message: str, warning: bool) -> None:
+        await status_writer.event(ref, reason, message, warning=warning)
+
+    finalizers = Finalizers(api, objects, lambda spec, why: controller.uninstall_removed(spec, why, stored=True),
+                            record, acting=lambda: gate.acting, spawn=tasks.spawn, mine=placed.mine)
+    ops = parts.operations()
+
+    def reset_failures(key: tuple[str, str]) -> None:
+        """Zero ``key``'s failure counters (a resetAt request), so a stalled package is attempted again."""
+        book.update_status(key, failures=FailureCounts())
+
+    actions = Actions(run=lambda key, force: ops.upgrade(key, force=force), reset=reset_failures,
+                      rollback=ops.rollback, unlock=ops.unlock, cancel=ops.cancel, pause=ops.pause_monitor,
+                      resume=ops.resume_monitor)
+    requests = Requests(objects, book, actions, acknowledge=status_writer.acknowledge, acting=lambda: gate.acting,
+                        spawn=tasks.spawn, mine=placed.mine)
+    parts.status_writer, parts.finalizers, parts.requests = status_writer, finalizers, requests
+
+
+def _shards(parts: Parts, api: client.ApiClient, lease: LeaseConfig, objects: PackageObjects,
+            elector: LeaseElector, shard: Shard | None, stop_deadline: float) -> Shards:
+    """The replica's shards: ``--shards auto`` (engine.runtime.drive.shards) or a static shard
+    (``--watch-label-selector``, engine.runtime.drive.static_shards: the same claim and hand-over, with every live
+    controller's Lease as the members, and no Package another live controller also takes acted on)."""
+    from engine.runtime.drive.handover import Handover
+    from engine.runtime.drive.members import Membership
+    from engine.runtime.drive.shards import Shards
+    from engine.runtime.drive.static_shards import StaticShards
+
+    assert parts.status_writer is not None and parts.finalizers is not None and parts.requests is not None
+    book, status_writer = parts.book, parts.status_writer
+    handover = Handover(book, parts.gate, parts.controller, objects, parts.service, status_writer,
+                        parts.finalizers, parts.requests, parts.tasks.spawn)
+    shards: Shards | None = None  # the membership calls it once built
+
+    def on_members(live: frozenset[str]) -> None:
+        assert shards is not None
+        shards.on_members(live)
+
+    def on_return() -> None:
+        assert shards is not None
+        shards.on_return()
+
+    def cancel(key: tuple[str, str], by: str) -> Awaitable[object]:
+        return parts.operations().cancel(key, by=by)
+
+    if shard is None:
+        membership = Membership(api, lease.namespace, elector.identity, duration=lease.duration, retry=lease.retry,
+                                on_change=on_members, on_return=on_return)
+        shards = Shards(api, objects, book, membership, elector, parts.observer.latest, parts.tasks.spawn,
+                        stop_deadline=stop_deadline, gained=handover.gained, lost=handover.lost, cancel=cancel)
+        objects.on_burst(shards.on_packages)  # a Package created or deleted may move another
+        objects.on_burst(status_writer.reclaim)  # then a status another replica wrote on a Package placed here
+        return shards
+    membership = Membership(api, lease.namespace, elector.identity, duration=lease.duration, retry=lease.retry,
+                            selector=f"{ROLE}={CONTROLLER}", forget=False, on_change=on_members,
+                            on_return=on_return)
+
+    async def warn(ref: tuple[str, str], reason: str, message: str) -> None:
+        await status_writer.event(ref, reason, message, warning=True)
+
+    shards = StaticShards(api, objects, book, membership, elector, parts.observer.latest, parts.tasks.spawn,
+                          stop_deadline=stop_deadline, gained=handover.gained, lost=handover.lost, cancel=cancel,
+                          shard=shard, lease=lease.name, warn=warn)
+    objects.on_burst(shards.sweep)
+    return shards
+
+
+def offline_engine(packages_dir: Path | None = None, *, observer: Observer | None = None,
+                   readonly: bool = False) -> Engine:
+    """An engine without a cluster over an offline ``observer`` (fed fixed records) and the packages in
+    ``packages_dir``: it shows state and keeps its own, and acts on nothing (fixtures, snapshots)."""
+    return build_engine(KubeTarget(), Helm("helm"), packages_dir, observer=observer or Observer(None),
+                        readonly=readonly, watch_packages=False, monitors=False, online=False)
