@@ -18,7 +18,7 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from engine.runtime.drive.controller import DEPENDENCY_RETRY
+from engine.runtime.drive.holds import DEPENDENCY_RETRY
 from tests.test_cli import cluster_args, helmdeck
 
 pytestmark = pytest.mark.cluster

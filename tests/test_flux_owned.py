@@ -2,7 +2,8 @@
 Flux's (OWNER flux, "OutOfSync (Flux owns it)" when the release differs from the document, the Diff offered),
 the gate refuses the operator's own actions on it pointing to F, and its state is judged as Flux's state
 detection judges it (chart and values, no render). Offline: the finding is seeded in the book as the controller
-keeps it (engine.runtime.drive.controller.observe_flux; the cluster test is tests/test_flux_owned_app.py)."""
+keeps it (engine.runtime.drive.flux_ownership.FluxOwnership.observe; the cluster test is
+tests/test_flux_owned_app.py)."""
 
 from __future__ import annotations
 

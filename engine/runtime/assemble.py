@@ -31,7 +31,8 @@ from engine.reconcile.action import ActionContext
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.status import FailureCounts
 from engine.reconcile.store import StatusStore
-from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
+from engine.runtime.drive.adoption import storage_relabeler
+from engine.runtime.drive.controller import PackageController, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, LeaseElector
 from engine.runtime.drive.ports import PackageInput

@@ -244,7 +244,7 @@ class Engine:
                     self._emit_access()
                 for key in await self.book.load_statuses(self._observed_namespaces(self.book.packages)):
                     self.book.set_state(key, None)  # a verdict made before the status was read does not hold
-                await self.controller.observe_flux()  # which HelmRelease documents' releases Flux owns
+                await self.controller.flux.observe()  # which HelmRelease documents' releases Flux owns
             finally:
                 for stop in unlisten:
                     stop()

@@ -322,7 +322,7 @@ class Operations:
         self.gate.check("render", key)
         spec = self.book.spec(key)
         try:
-            await self.controller.locate(spec)
+            await self.controller.locator.locate(spec)
         except SourceError as exc:
             field = "spec.chartRef" if isinstance(spec.chart_source, SourceRef) else "spec.chart"
             raise PackageError(spec.file, field, str(exc), "check the repository and the version range") from None

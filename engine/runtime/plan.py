@@ -250,16 +250,16 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     if suspended is not None:
         return _replace(base, state=st.SUSPENDED, reasons=(f"{suspended}: a reconcile leaves it as it is",))
     controller = engine.controller
-    waiting = controller.waiting(spec)
+    waiting = controller.holds.waiting(spec)
     try:
-        await controller.locate(spec)
+        await controller.locator.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=engine.service.values_from))
     except (PackageError, SourceError) as exc:
         return _replace(base, error=said_of(exc, spec))
     req = Request.from_resolved(resolved, engine.book.status(spec.key) or EngineStatus())
     AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
-    owned, message = await controller.flux_owns(spec)
+    owned, message = await controller.flux.owns(spec)
     try:
         desired = None
         drifted: tuple[str, ...] = ()
@@ -299,7 +299,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     if owned is not False:  # Flux applies the change, not helmdeck: said first
         reasons.insert(0, message)
     if waiting:
-        reasons.insert(0, controller.waiting_message(waiting))
+        reasons.insert(0, controller.holds.message(waiting))
         action = "wait" if action is not None else None
     # Stalled as status and the app say it (the pass that finds no retries left marks it so), not Failed.
     shown = st.STALLED if action == "stalled" else state.status
@@ -450,7 +450,7 @@ async def make_change_plan(base: Engine, head: Engine, base_name: str) -> Plan:
 
 
 async def _desired(engine: Engine, spec: PackageSpec) -> _Desired:
-    await engine.controller.locate(spec)
+    await engine.controller.locator.locate(spec)
     resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=engine.service.values_from))
     manifest = await engine.service.render(spec.release_namespace, spec)
     return _Desired(spec, dict(resolved.values), resolved.secret_paths,

@@ -28,20 +28,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from engine.base import labels
 from engine.base.fields import PackageError
-from engine.base.paths import cache_root
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
-from engine.package.depends import Dependency, PackageId
 from engine.package.flux import HELM_RELEASE
 from engine.package.load import said_of
 from engine.package.model import PackageSpec
-from engine.package.order import dependency_order, package_id, waiting_for
+from engine.package.order import dependency_order
 from engine.reconcile import conditions as cond
-from engine.reconcile.action import ActionContext, ObservedReleases, record
+from engine.reconcile.action import ActionContext
 from engine.reconcile.atomic import LOCKED_RECHECK, AtomicRelease, PassResult
 from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
@@ -50,13 +47,16 @@ from engine.reconcile.request import Request
 from engine.reconcile.state import SUSPENDED
 from engine.reconcile.status import EngineStatus
 from engine.resolve.release import resolve
+from engine.runtime.drive.adoption import Adoption, Relabel
+from engine.runtime.drive.charts import ChartLocator
+from engine.runtime.drive.flux_ownership import FluxOwnership
+from engine.runtime.drive.holds import DEPENDENCY_RETRY, DependencyHolds
 from engine.runtime.drive.ports import InputUpdate, PackageInput, Triggers
 from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
-from engine.runtime.ledger.owners import FLUX_OWNED, FluxClient
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import OtherPackageSet, PackageSet
 from engine.runtime.state import (
@@ -65,25 +65,14 @@ from engine.runtime.state import (
     PackageProblems,
     PassFinished,
     ReleaseKey,
-    ReleaseUpdated,
 )
 from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import SourceError
-from engine.sources.current import point
-from engine.sources.verify import (
-    FAILED,
-    SOURCE_VERIFIED,
-    SUCCEEDED,
-    VERIFICATION_ERROR,
-    Verification,
-    VerifyError,
-    verified_message,
-)
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
-from engine.storage.writer import StorageWriteError, relabel_release, unlock_release
+from engine.storage.writer import unlock_release
 
 if TYPE_CHECKING:
     from engine.sources.source import ChartSource
@@ -95,12 +84,6 @@ _REFUSED_RETRY = 5.0
 _SETTLE_REFUSED_RETRY = 1.0
 # Followers re-read the persisted statuses this often (seconds).
 _FOLLOWER_REFRESH = 3.0
-# A package held for its dependencies looks again this often even without a trigger (Flux's
-# --requeue-dependency default), seconds.
-DEPENDENCY_RETRY = 30.0
-# How long the answer "does the cluster serve Flux's HelmRelease API" holds: one discovery request per round of
-# passes (reconcile --once, a plan, the start), not one per HelmRelease document.
-FLUX_DISCOVERY_TTL = 30.0
 
 
 def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observation, str], Awaitable[Observation]]:
@@ -111,20 +94,6 @@ def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observa
         return await asyncio.to_thread(unlock_release, api, storage_ns, obs.name, obs.version, driver=driver,
                                        detail=detail, resource_version=obs.resource_version or None)
     return unlock
-
-
-# Relabels a release's records from one package-set label value to another; each record before and after.
-Relabel = Callable[[Observation, str, str], Awaitable[list[tuple[Observation, Observation]]]]
-
-
-def storage_relabeler(api: client.ApiClient, driver: Driver) -> Relabel:
-    """The controller's ``relabel``: set the package-set label of every record of ``obs``'s release
-    from ``old`` to ``new`` (engine.storage.writer.relabel_release, off the event loop)."""
-    async def relabel(obs: Observation, old: str, new: str) -> list[tuple[Observation, Observation]]:
-        storage_ns = obs.storage_key.namespace if obs.storage_key else obs.namespace
-        return await asyncio.to_thread(relabel_release, api, storage_ns, obs.name, labels.PACKAGE_SET, old, new,
-                                       driver=driver)
-    return relabel
 
 
 def verdict(result: PassResult, interval: float) -> RunResult:
@@ -170,11 +139,16 @@ class PackageController:
     leading: asyncio.Event = dataclasses.field(init=False, default_factory=asyncio.Event)  # set while leading
     queue: WorkQueue[ReleaseKey] = dataclasses.field(init=False)
     triggers: Triggers = dataclasses.field(init=False)  # the port the triggers get, not this controller
-    _ready: dict[ReleaseKey, bool | None] = dataclasses.field(init=False, default_factory=dict)
-    _flux_said: dict[ReleaseKey, str] = dataclasses.field(init=False, default_factory=dict)
-    _flux_served: tuple[float, bool] | None = dataclasses.field(init=False, default=None)  # (when asked, answer)
+    holds: DependencyHolds = dataclasses.field(init=False)  # spec.dependsOn at pass time
+    locator: ChartLocator = dataclasses.field(init=False)  # the chart pulled and verified
+    flux: FluxOwnership = dataclasses.field(init=False)  # HelmRelease documents whose release Flux owns
+    adoption: Adoption = dataclasses.field(init=False)  # the release this package set's before a pass
 
     def __post_init__(self) -> None:
+        self.holds = DependencyHolds(self.book)
+        self.locator = ChartLocator(self.book, self.helm, self.ctx.api, self.values)
+        self.flux = FluxOwnership(self.book, self.ctx.api, self.locator.locate, self.service.values_from)
+        self.adoption = Adoption(self.book, self.ctx, self.package_set, self.relabel)
         self.queue = WorkQueue(self._run_queued, concurrency=self.concurrency,
                                is_suspended=lambda key: self.gate.suspension(key) is not None)
         self.triggers = Triggers(enqueue=self.queue.add, reconciling=lambda: self.auto,
@@ -232,7 +206,7 @@ class PackageController:
         self.tasks.spawn(self.values.run(self.triggers))
         async for update in self.package_input.watch():
             self.apply_input(update)
-            self.tasks.spawn(self.observe_flux(update.changed))  # a new or changed HelmRelease document
+            self.tasks.spawn(self.flux.observe(update.changed))  # a new or changed HelmRelease document
             if self.gate.acting:
                 for key in update.changed:
                     self.queue.add(key)
@@ -269,127 +243,10 @@ class PackageController:
         self.book.log(key, "prune", "succeeded", f"{why}: release uninstalled")
         return None
 
-    # -- dependencies (spec.dependsOn) ---------------------------------------------------
-    def key_of(self, pid: PackageId) -> ReleaseKey | None:
-        """The release key of the package ``(namespace, metadata.name)``, None when none is loaded."""
-        return next((k for k, s in self.book.packages.items() if package_id(s) == pid), None)
-
-    def dependency_ready(self, pid: PackageId) -> bool | None:
-        """Is the package ``pid`` Ready now (its Ready condition True)? None: no such package."""
-        key = self.key_of(pid)
-        if key is None:
-            return None
-        status = self.book.status(key)
-        return status is not None and cond.is_true(status.conditions, cond.READY)
-
-    def waiting(self, spec: PackageSpec) -> list[Dependency]:
-        """The dependencies ``spec`` waits for (not Ready now)."""
-        return waiting_for(spec, self.dependency_ready)
-
-    def waiting_message(self, waiting: list[Dependency]) -> str:
-        """``waiting for ns/base (not Ready: <its Ready message>)``, one clause per dependency."""
-        parts = []
-        for dep in waiting:
-            key = self.key_of(dep.id)
-            status = self.book.status(key) if key is not None else None
-            ready = cond.get(status.conditions, cond.READY) if status is not None else None
-            why = "not loaded" if key is None else f"not Ready: {ready.message}" if ready is not None and \
-                ready.message else "not reconciled yet"
-            parts.append(f"{dep} ({why})")
-        return "waiting for " + ", ".join(parts)
-
-    def _hold(self, key: ReleaseKey, waiting: list[Dependency]) -> PassResult:
-        """Ready=False (DependencyNotReady) naming what ``key`` waits for; the release is left alone."""
-        book = self.book
-        message = self.waiting_message(waiting)
-        status = book.status(key) or EngineStatus()
-        before = cond.get(status.conditions, cond.READY)
-        if before is None or before.reason != cond.DEPENDENCY_NOT_READY or before.message != message:
-            book.log(key, "reconcile", "info", message)  # said once per change, not at every retry
-        conds = cond.set_condition(status.conditions, cond.READY, False, cond.DEPENDENCY_NOT_READY, message)
-        book.set_status(key, dataclasses.replace(status, conditions=conds))
-        return PassResult(cond.DEPENDENCY_NOT_READY, "interval", message)
-
-    async def _flux_held(self, key: ReleaseKey, spec: PackageSpec) -> PassResult | None:
-        """A HelmRelease document whose HelmRelease exists in the cluster (Flux serving its API) is Flux's:
-        helmdeck plans, diffs and shows its release and acts only through Flux's actions (F). None: helmdeck
-        acts. When the cluster cannot say, helmdeck does not act either. The finding is kept in the book, and
-        the release's standing against the document judged on a fresh resolution."""
-        owned, message = await self.flux_owns(spec)
-        await self._note_flux(key, spec, owned, message)
-        if owned is False:
-            self._flux_said.pop(key, None)
-            return None
-        await self.book.persist(key)
-        return self._say_flux(key, PassResult(FLUX_OWNED, "interval" if owned else "error", message))
-
-    async def observe_flux(self, keys: Iterable[ReleaseKey] | None = None) -> None:
-        """Find whether Flux owns the release of each HelmRelease document of ``keys`` (default: every package)
-        and keep it in the book (the gate and the app read it there), one discovery for them all."""
-        for key in list(self.book.packages) if keys is None else list(keys):
-            spec = self.book.packages.get(key)
-            if spec is not None and spec.kind == HELM_RELEASE:
-                await self._note_flux(key, spec, *await self.flux_owns(spec))
-
-    async def _note_flux(self, key: ReleaseKey, spec: PackageSpec, owned: bool | None, message: str) -> None:
-        """Keep whether Flux owns ``key``'s release, and say it in the Ready condition: Unknown with Flux's
-        ``FluxOwned`` reason (helmdeck does not judge a release it leaves to Flux); dropped when Flux lets go.
-        A release Flux owns is judged against the document on a fresh resolution (its chart pulled when the
-        repository's interval asks, its valuesFrom read): :func:`engine.reconcile.state.flux_state`."""
-        book = self.book
-        if owned:
-            with contextlib.suppress(PackageError, SourceError, PackageNotHelm):  # then the state stays unknown
-                await self.locate(spec)
-                await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
-            book.set_state(key, None)
-        status = book.status(key) or EngineStatus()
-        ready = cond.get(status.conditions, cond.READY)
-        if owned:
-            if ready is None or (ready.reason, ready.message) != (FLUX_OWNED, message):
-                conds = cond.set_condition(status.conditions, cond.READY, None, FLUX_OWNED, message)
-                book.set_status(key, dataclasses.replace(status, conditions=conds))
-        elif owned is False and ready is not None and ready.reason == FLUX_OWNED:
-            book.set_status(key, dataclasses.replace(
-                status, conditions=tuple(c for c in status.conditions if c.type != cond.READY)))
-        if owned is not None:
-            book.set_flux_owned(key, owned)
-
-    async def flux_owns(self, spec: PackageSpec) -> tuple[bool | None, str]:
-        """Whether Flux owns ``spec``'s release (see :meth:`FluxClient.owns`; always False for a Package or
-        without a cluster), and the sentence saying so; None when the cluster cannot say (a refused read). The
-        discovery of Flux's API is asked once per :data:`FLUX_DISCOVERY_TTL`."""
-        api = self.ctx.api
-        if api is None or spec.kind != HELM_RELEASE:
-            return False, ""
-        ref = f"HelmRelease {spec.namespace}/{spec.name}"
-        flux = FluxClient(api)
-        try:
-            now = time.monotonic()
-            if self._flux_served is None or now - self._flux_served[0] >= FLUX_DISCOVERY_TTL:
-                self._flux_served = (now, await flux.present())
-            owned = await flux.owns(spec.namespace, spec.name, served=self._flux_served[1])
-        except ApiException as exc:
-            return None, f"cannot tell whether Flux owns it ({ref}: {exc.status} {exc.reason}): helmdeck does not act"
-        return owned, (f"Flux owns it: {ref} exists in the cluster; helmdeck plans and shows it and acts only "
-                       "through Flux's actions (F)" if owned else "")
-
-    def _say_flux(self, key: ReleaseKey, result: PassResult) -> PassResult:
-        if self._flux_said.get(key) != result.message:  # said once per change, not at every pass
-            self._flux_said[key] = result.message
-            self.book.log(key, "reconcile", "info", result.message)
-        return result
-
     def _on_event(self, event: EngineSignal) -> None:
         """A package's Ready turning True requeues the packages that depend on it at once."""
-        if not isinstance(event, ReleaseUpdated) or event.view.package is None:
-            return
-        key, ready = event.view.key, event.view.ready
-        was, self._ready[key] = self._ready.get(key), ready
-        if ready is not True or was is True or not (self.auto and self.gate.acting):
-            return
-        pid = package_id(event.view.package)
-        for other, spec in self.book.packages.items():
-            if any(d.id == pid for d in spec.depends_on):
+        for other in self.holds.released(event):
+            if self.auto and self.gate.acting:
                 self.queue.add(other)
 
     # -- triggers ------------------------------------------------------------------
@@ -460,64 +317,17 @@ class PackageController:
         else:
             await self.service.refresh_monitor(*key)
 
-    @functools.cached_property
+    @property
     def charts(self) -> ChartSource:
-        """Charts from repositories (engine.sources), with helmdeck's cache and the cluster's Secrets."""
-        from engine.sources.credentials import kube_key_reader, kube_secret_reader  # (a command that pulls
-        from engine.sources.source import ChartSource  # nothing loads none of it)
-
-        api = self.ctx.api
-        return ChartSource(self.helm, cache_root(), secrets=kube_secret_reader(api) if api is not None else None,
-                           keys=kube_key_reader(api) if api is not None else None)
-
-    async def locate(self, spec: PackageSpec) -> None:
-        """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when
-        new; no request within the repository's interval), and read its valuesFrom objects. Raises SourceError."""
-        await self.values.fetch(spec)
-        if spec.chart_request is not None:
-            try:
-                artifact = await self.charts.pull(spec.chart_request)
-            except VerifyError as exc:  # the artifact is not used: the chart path keeps the last verified one
-                self._note_verified(spec, exc.verification or Verification(
-                    spec.chart_request.verify.provider if spec.chart_request.verify else "", FAILED,
-                    message=exc.message.removeprefix(f"{exc.repository}: ")))
-                raise
-            self._note_verified(spec, artifact.verification)
-            self.book.set_offered(spec.key, self.charts.available(spec.chart_request))  # the row's marker
-            if point(spec.chart_path, artifact.path) and spec.key in self.book.packages:
-                self.book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
-
-    def _note_verified(self, spec: PackageSpec, verification: Verification) -> None:
-        """Keep ``SourceVerified`` (Flux's condition and reasons) on the package's status: True with who signed,
-        False with the tool's message, absent when the package asks no verification. Written only when it
-        changes (a no-op pass writes nothing)."""
-        key = spec.key
-        if key not in self.book.packages:
-            return
-        status = self.book.status(key) or EngineStatus()
-        before = cond.get(status.conditions, SOURCE_VERIFIED)
-        if spec.chart_request is None or spec.chart_request.verify is None:
-            if before is not None:
-                self.book.set_status(key, dataclasses.replace(
-                    status, conditions=cond.delete_condition(status.conditions, SOURCE_VERIFIED)))
-            return
-        ok = verification.verified
-        reason = SUCCEEDED if ok else VERIFICATION_ERROR
-        message = verified_message(verification)
-        if before is not None and (before.status, before.reason, before.message) == (
-                "True" if ok else "False", reason, message):
-            return
-        conds = cond.set_condition(status.conditions, SOURCE_VERIFIED, ok, reason, message)
-        self.book.set_status(key, dataclasses.replace(status, conditions=conds))
-        if ok:
-            self.book.log(key, "source", "info", message)
+        """Charts from repositories (the chart locator's source)."""
+        return self.locator.source
 
     # -- requests --------------------------------------------------------------------
     async def _request(self, key: ReleaseKey, force: bool) -> Request:
         """Everything a pass needs, from the resolution stage (nothing rendered here: the decision
         renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
-        await self.locate(spec)
+        await self.locator.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
         req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
                                     package_set=self.package_set.identity if self.package_set else None)
@@ -526,44 +336,8 @@ class PackageController:
         req.absent = tuple(r.ref for r in self.service.absent(*key))
         latest = self.ctx.observer.latest(*key)
         req.force_conflicts = latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true"
-        await self._claim(req, latest)
+        await self.adoption.adopt(req, latest)
         return req
-
-    async def _claim(self, req: Request, latest: Observation | None) -> None:
-        """Make sure the release is this package set's before a pass acts on it.
-
-        A release labelled by another package set is refused (PackageError naming the set and the
-        fix): two folders never act on one release. One labelled with this folder's old identity
-        (an older helmdeck's ``helmdeck-<base name>``) is relabelled now, every record, without a
-        new revision; the history's snapshots of those records follow when they were ours (a
-        release changed outside helmdeck stays Unmanaged).
-        """
-        pset = self.package_set
-        label = latest.label_map.get(labels.PACKAGE_SET) if latest is not None else None
-        if pset is None or latest is None or not label or label == pset.identity:
-            return
-        ns, name = req.key
-        if not pset.adopts(label):
-            raise OtherPackageSet(
-                req.spec.file, "metadata.name",
-                f"release {ns}/{name} belongs to package set {label!r}, not to this folder's ({pset.identity!r})",
-                f"declare each release in one package set; if this folder is that set moved, "
-                f"run with --package-set {label}")
-        if self.relabel is None:
-            return
-        try:
-            async with ObservedReleases(self.ctx, req) as seen:
-                changed = await self.relabel(latest, label, pset.identity)
-        except (StorageWriteError, ApiException) as exc:  # retried on the next pass
-            self.book.log(req.key, "reconcile", "failed", f"relabelling the release for its package set: {exc}")
-            return
-        ours = {snap.version: snap.digest for snap in req.status.history}
-        after = {new.version: seen.observed.get(new.version, new) for old, new in changed
-                 if ours.get(old.version) == old.digest}
-        record(req, after)
-        self.book.log(req.key, "reconcile", "info",
-                      f"adopted: {len(changed)} storage record(s) relabelled from package set {label!r} "
-                      f"(an older helmdeck's name for this folder) to {pset.identity!r}")
 
     def detector_for(self, spec: PackageSpec) -> DriftDetector | None:
         """The drift detector reading as the package's ServiceAccount (impersonated), if it names one."""
@@ -602,13 +376,13 @@ class PackageController:
     async def _reconcile(self, key: ReleaseKey, spec: PackageSpec, force: bool) -> PassResult:
         book = self.book
         async with book.running(key, "reconcile", spec.timeout):
-            waiting = self.waiting(spec)
+            waiting = self.holds.waiting(spec)
             if waiting:
-                result = self._hold(key, waiting)
+                result = self.holds.hold(key, waiting)
                 await book.persist(key)
                 book.refresh(key)
                 return result
-            held = await self._flux_held(key, spec) if spec.kind == HELM_RELEASE else None
+            held = await self.flux.held(key, spec) if spec.kind == HELM_RELEASE else None
             if held is not None:
                 return held
             try:
@@ -698,7 +472,7 @@ class PackageController:
         async def passes(key: ReleaseKey) -> None:
             spec = self.book.packages.get(key)
             for dep in spec.depends_on if spec is not None else ():
-                dep_key = self.key_of(dep.id)
+                dep_key = self.holds.key_of(dep.id)
                 if dep_key in done and dep_key != key:
                     await done[dep_key].wait()
             async with slots:
