@@ -1,7 +1,9 @@
 """The engine: the one object the app and the CLI talk to.
 
-It builds its collaborators at construction (those only the app or an operator's action uses, on first
-use: a headless command imports what it runs), starts and stops them, and delegates to them:
+It is given its collaborators, built and wired by :mod:`engine.runtime.assemble` (one builder per mode; those
+only the app or an operator's action uses are built on first call: a headless command imports what it runs),
+starts and stops them, and delegates to them. An action on a package a live controller reconciles is
+routed by the action itself (:meth:`Engine._by_controller`): the outcome or the ``Requested``.
 
 - :class:`~engine.runtime.ledger.book.ReleaseBook`: every per-release state, the
   :class:`~engine.runtime.state.ReleaseView` rows and the events
