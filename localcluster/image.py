@@ -63,6 +63,9 @@ MMDEBSTRAP_OPTIONS = (
 TOOLS = {"helm": "helm4", "kustomize": "kustomize", "cosign": "cosign"}
 # What the wheel is built from (pyproject.toml's packages and package data, its readme).
 WHEEL_FILES = ("pyproject.toml", "README.md")
+# Copied for the build, left out of the key: the readme is only the wheel's long description, and is edited
+# far more often than the code.
+UNKEYED = ("README.md",)
 WHEEL_DIRS = ("helmdeck", "engine", "tui", "localcluster", "examples", "themes")
 _SKIPPED = ("__pycache__", ".mypy_cache", ".pytest_cache")
 
@@ -187,7 +190,7 @@ def plan(version: str | None = None) -> Plan:
     text = CONTAINERFILE.read_text()
     base = _digest(SUITE, *MMDEBSTRAP_OPTIONS, "--include=" + ",".join(base_packages(text)))
     tools = _digest(*(f"{name}={build.COMPONENTS[c].version}" for name, c in TOOLS.items()))
-    wheel = _digest(*(part for rel, path in wheel_inputs() for part in (rel, path.read_bytes())))
+    wheel = _digest(*(part for rel, path in wheel_inputs() if rel not in UNKEYED for part in (rel, path.read_bytes())))
     return Plan(version, f"{REPOSITORY}-base:{base}", f"{REPOSITORY}-tools:{tools}",
                 f"{REPOSITORY}-wheels:{wheel}", _digest(text, base, tools, wheel))
 

@@ -123,9 +123,9 @@ def test_the_image_is_not_rebuilt_when_its_inputs_are_the_same(controller_image:
 # -- the controller in it, as the chart runs it ------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
-def pushed_image(controller_image: image.Plan, local_cluster: LocalCluster) -> str:
-    """The image pushed to the local registry as ``localhost:<port>/helmdeck:<version>``; the registry serves
-    its manifest."""
+def pushed_image(controller_image: image.Plan, local_cluster: LocalCluster) -> Iterator[str]:
+    """The image pushed to the local registry as ``localhost:<port>/helmdeck:<version>`` and pulled back; the
+    registry serves its manifest. The pulled name is untagged afterwards (the port is the session's)."""
     assert local_cluster.registry is not None
     port = local_cluster.registry.rsplit(":", 1)[1]
     ref = f"localhost:{port}/helmdeck:{controller_image.version}"
@@ -135,7 +135,8 @@ def pushed_image(controller_image: image.Plan, local_cluster: LocalCluster) -> s
     with urllib.request.urlopen(request, timeout=10) as resp:
         assert resp.headers["Content-Type"] in MANIFEST_TYPES and json.load(resp)["layers"]
     image.podman("pull", "--tls-verify=false", ref, timeout=600)  # as the kubelet pulls it (IfNotPresent)
-    return ref
+    yield ref
+    image.podman("rmi", ref, check=False)
 
 
 @contextlib.contextmanager
