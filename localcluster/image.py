@@ -84,9 +84,9 @@ def podman(*args: str, check: bool = True, capture: bool = True, timeout: float 
     return out
 
 
-def missing_commands(which: Callable[[str], str | None] = shutil.which) -> list[str]:
+def missing_commands() -> list[str]:
     """The commands of :data:`COMMANDS` not on PATH."""
-    return [c for c in COMMANDS if which(c) is None]
+    return [c for c in COMMANDS if shutil.which(c) is None]
 
 
 def ensure_commands(progress: Callable[[str], None] = print) -> None:
