@@ -356,7 +356,8 @@ def test_the_translation_follows_the_kubelet_and_refuses_what_it_cannot_translat
 
 
 def test_missing_commands_are_named_when_they_cannot_be_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(image.shutil, "which", lambda c: None if c in ("runc", "mmdebstrap") else f"/usr/bin/{c}")
-    monkeypatch.setattr(image.os, "geteuid", lambda: 1000)  # not root: nothing is installed
+    monkeypatch.setattr("localcluster.image.shutil.which",
+                        lambda c: None if c in ("runc", "mmdebstrap") else f"/usr/bin/{c}")
+    monkeypatch.setattr("localcluster.image.os.geteuid", lambda: 1000)  # not root: nothing is installed
     with pytest.raises(image.ImageError, match=r"needs runc, mmdebstrap: install the package\(s\) runc mmdebstrap"):
         image.ensure_commands(progress=lambda _m: None)
