@@ -5,7 +5,9 @@ In one run against one local cluster (issue 36, goal 3: at most 0.5x sequential 
 - helmdeck: a fresh ``helmdeck reconcile --once`` process over a folder of N Packages (default 100) of a
   one-ConfigMap chart from a folder, none installed yet; the time from launch until it exits with every
   release installed, its CPU seconds and its helm children's (a ``--helm`` wrapper counts the helm processes
-  by subcommand, dry runs apart: the goal is one helm process per install);
+  by subcommand, dry runs apart: the goal is one helm process per install); then (not the goal's figure)
+  another fresh run after every Package's values changed: each is rendered to decide (a change that renders
+  the same manifest makes no revision), then upgraded;
 - helm: ``helm install`` of the same chart and values, one release after the other, as a script without
   helmdeck runs it; its time and CPU seconds.
 
@@ -63,22 +65,19 @@ def fresh_namespace(bench: Bench) -> str:
     return name
 
 
-def write_folder(folder: Path, namespace: str, chart: Path, size: int) -> None:
-    folder.mkdir(parents=True)
+def write_folder(folder: Path, namespace: str, chart: Path, size: int, value: str = "v") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     for i in range(size):
         (folder / f"p{i:04d}.yaml").write_text(json.dumps({
             "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
             "metadata": {"name": f"p{i:04d}", "namespace": namespace},
-            "spec": {"chart": str(chart), "values": {"value": f"v{i}"}, "timeout": "1m"}}))
+            "spec": {"chart": str(chart), "values": {"value": f"{value}{i}"}, "timeout": "1m"}}))
 
 
-def helmdeck_installs(bench: Bench, size: int, chart: Path, wrapper: Path, log: Path,
-                      source: Path | None = None) -> dict[str, float | str]:
-    """A fresh ``reconcile --once`` installing ``size`` new Packages in a new namespace (``source``: the helmdeck
-    of that checkout); its wall and CPU seconds (with its children's), the helm processes it ran."""
-    namespace = fresh_namespace(bench)
-    folder = bench.folder / f"packages-{namespace}"
-    write_folder(folder, namespace, chart, size)
+def reconcile_once(bench: Bench, namespace: str, folder: Path, wrapper: Path, log: Path,
+                   source: Path | None) -> dict[str, float | str]:
+    """One fresh ``reconcile --once`` of ``folder``: wall and CPU seconds (with its children's), the load
+    before and after, and the helm processes it ran by subcommand."""
     before = len(log.read_text().splitlines())
     load = os.getloadavg()[0]
     args = [sys.executable, "-m", "helmdeck", "reconcile", "--once", "--no-lease", "--kubeconfig",
@@ -92,13 +91,32 @@ def helmdeck_installs(bench: Bench, size: int, chart: Path, wrapper: Path, log: 
     if proc.returncode != 0:
         raise RuntimeError(f"reconcile --once exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
     spawned = kinds(log.read_text().splitlines()[before:])
+    return {"wall_s": elapsed, "cpu_s": cpu, "load_before": load, "load_after": os.getloadavg()[0],
+            "spawned": sum(n for k, n in spawned.items() if k != "version"),
+            "helm": ", ".join(f"{k} {n}" for k, n in spawned.most_common())}
+
+
+def helmdeck_installs(bench: Bench, size: int, chart: Path, wrapper: Path, log: Path,
+                      source: Path | None = None) -> tuple[dict[str, float | str], dict[str, float | str]]:
+    """A fresh ``reconcile --once`` installing ``size`` new Packages in a new namespace (``source``: the helmdeck
+    of that checkout), then another after every Package's values changed (each renders to decide, then
+    upgrades); each one's figures (:func:`reconcile_once`) with the helm processes per release."""
+    namespace = fresh_namespace(bench)
+    folder = bench.folder / f"packages-{namespace}"
+    write_folder(folder, namespace, chart, size)
+    installs = reconcile_once(bench, namespace, folder, wrapper, log, source)
     releases = len(bench.core.list_namespaced_secret(namespace, label_selector="owner=helm").items)
-    bench.core.delete_namespace(namespace, propagation_policy="Background")
     if releases != size:
         raise RuntimeError(f"{releases} releases stored, {size} wanted")
-    per_install = sum(n for k, n in spawned.items() if k != "version") / size
-    return {"wall_s": elapsed, "cpu_s": cpu, "load_before": load, "load_after": os.getloadavg()[0],
-            "helm_per_install": per_install, "helm": ", ".join(f"{k} {n}" for k, n in spawned.most_common())}
+    write_folder(folder, namespace, chart, size, value="changed-")
+    upgrades = reconcile_once(bench, namespace, folder, wrapper, log, source)
+    releases = len(bench.core.list_namespaced_secret(namespace, label_selector="owner=helm").items)
+    if releases != 2 * size:
+        raise RuntimeError(f"{releases} revisions stored, {2 * size} wanted")
+    bench.core.delete_namespace(namespace, propagation_policy="Background")
+    for figures in (installs, upgrades):
+        figures["helm_per_release"] = float(figures["spawned"]) / size
+    return installs, upgrades
 
 
 def helm_installs(bench: Bench, size: int, chart: Path) -> dict[str, float]:
@@ -119,8 +137,9 @@ def helm_installs(bench: Bench, size: int, chart: Path) -> dict[str, float]:
 def line(name: str, ours: dict[str, float | str], theirs: dict[str, float]) -> str:
     wall, cpu = float(ours["wall_s"]), float(ours["cpu_s"])
     return (f"  {name}: {wall:.1f} s, {cpu:.1f} CPU s (helmdeck and its helm processes; load {ours['load_before']:.1f}"
-            f" -> {ours['load_after']:.1f}); {float(ours['helm_per_install']):.2f} helm processes per install "
-            f"({ours['helm']}); vs helm: {wall / theirs['wall_s']:.2f}x in time, {cpu / theirs['cpu_s']:.2f}x in CPU")
+            f" -> {ours['load_after']:.1f}); {float(ours['helm_per_release']):.2f} helm processes per release "
+            f"({ours['helm']}); vs sequential helm install: {wall / theirs['wall_s']:.2f}x in time, "
+            f"{cpu / theirs['cpu_s']:.2f}x in CPU")
 
 
 async def main_async(bench: Bench) -> None:
@@ -132,11 +151,13 @@ async def main_async(bench: Bench) -> None:
         print(f"  sequential helm install: {theirs['wall_s']:.1f} s, {theirs['cpu_s']:.1f} CPU s "
               f"({theirs['wall_s'] / size:.2f} s each; load {theirs['load_before']:.1f} -> "
               f"{theirs['load_after']:.1f})", flush=True)
-        ours = helmdeck_installs(bench, size, chart, wrapper, log)
-        print(line("helmdeck reconcile --once", ours, theirs), flush=True)
+        ours, upgraded = helmdeck_installs(bench, size, chart, wrapper, log)
+        print(line("helmdeck reconcile --once, installs", ours, theirs), flush=True)
+        print(line("helmdeck reconcile --once, then every values changed (upgrades)", upgraded, theirs), flush=True)
         if BASELINE:
-            prior = helmdeck_installs(bench, size, chart, wrapper, log, BASELINE)
-            print(line(f"the same from {BASELINE}", prior, theirs), flush=True)
+            prior, prior_upgraded = helmdeck_installs(bench, size, chart, wrapper, log, BASELINE)
+            print(line(f"the same from {BASELINE}, installs", prior, theirs), flush=True)
+            print(line(f"the same from {BASELINE}, upgrades", prior_upgraded, theirs), flush=True)
         again = helm_installs(bench, size, chart)  # helm again after: the load may have changed meanwhile
         print(f"  sequential helm install, again: {again['wall_s']:.1f} s, {again['cpu_s']:.1f} CPU s (load "
               f"{again['load_before']:.1f} -> {again['load_after']:.1f}); helmdeck vs the mean of both: "

@@ -43,6 +43,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -62,6 +63,8 @@ from engine.helm import postrender, postrender_client
 from engine.helm.cli import PostRenderer
 from engine.helm.kustomize import find_kustomize
 from engine.helm.postrender_client import SOCKET_FLAG, decode_request
+
+log = logging.getLogger(__name__)
 
 CONFIG_MAX_AGE = 7 * 86400.0  # seconds since last use
 CONFIG_MAX_FILES = 256
@@ -104,7 +107,9 @@ class PostRendererLayout:
         args = tuple(f"{k}={v}" for k, v in sorted(labels.items()))
         if config:
             args = (f"{postrender.CONFIG_FLAG}{self._config_file(config)}", *args)
-        args = (*args, f"{SOCKET_FLAG}{serve()}")
+        served = serve()
+        if served:
+            args = (*args, f"{SOCKET_FLAG}{served}")
         return PostRenderer(executable=self.executable, plugin_name=PLUGIN_NAME, plugins_dir=self.plugins_dir,
                             args=args)
 
@@ -166,8 +171,12 @@ class _Server:
         self.folder = Path(tempfile.mkdtemp(prefix="helmdeck-postrender-"))  # mode 0700: only this user connects
         self.path = str(self.folder / "socket")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(self.path)
-        self._sock.listen(128)
+        try:
+            self._sock.bind(self.path)
+            self._sock.listen(128)
+        except OSError:
+            self.close()
+            raise
         self.pid = os.getpid()
         threading.Thread(target=self._accept, name="helmdeck-postrender", daemon=True).start()
         atexit.register(self.close)
@@ -190,8 +199,8 @@ class _Server:
                 args, manifests = decode_request(b"".join(chunks))
                 code, out, message = postrender.run(args, manifests)
                 conn.sendall(bytes([code]) + (out if code == 0 else message.encode("utf-8")))
-            except (OSError, ValueError):
-                return  # the client gets no answer and renders alone
+            except Exception:  # whatever went wrong: no answer, so the client renders alone and says it
+                return
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -205,11 +214,15 @@ _server_lock = threading.Lock()
 
 def serve() -> str:
     """The socket path of this process's post-render server, started on first use (and again in a forked
-    child, which does not inherit the thread). Raises OSError when the socket cannot be made."""
+    child, which does not inherit the thread); "" when no socket can be made (the client then renders alone)."""
     global _server
     with _server_lock:
         if _server is None or _server.pid != os.getpid():
-            _server = _Server()
+            try:
+                _server = _Server()
+            except OSError as exc:
+                log.warning("post-renders run in helm's own process: no socket for them: %s", exc)
+                return ""
         return _server.path
 
 
