@@ -386,10 +386,10 @@ class ReleaseReconciler(Reconciler):
         consistent read, so the history records the labelled revision. A failed write is told as an event and
         leaves the revision without the label (a later spec change then renders and upgrades once more);
         nothing is labelled without an API client or a revision in the answer."""
-        version = release.get("version") if isinstance(release, dict) else None
-        if self.ctx.api is None or not isinstance(version, int):
+        if self.ctx.api is None or not isinstance(release, dict) or not isinstance(release.get("version"), int):
             return
-        checksum = comparison.checksum(comparison.recorded_manifest(release))  # type: ignore[arg-type]
+        version: int = release["version"]
+        checksum = comparison.checksum(comparison.recorded_manifest(release))
         try:
             await asyncio.to_thread(label_revision, self.ctx.api, req.spec.storage_ns, req.key[1], version,
                                     {labels.MANIFEST_CHECKSUM: checksum}, driver=self.ctx.driver)  # type: ignore[arg-type]
