@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from kubernetes import client
 
 from engine.base import labels
-from engine.helm import Helm, UpgradeOptions
+from engine.helm import Helm, UpgradeOptions, postrender
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
-from engine.helm import postrender
 from engine.helm.postrender import StampError, main, parse_labels, render, stamp
 from engine.helm.postrender_client import SOCKET_FLAG
 from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs

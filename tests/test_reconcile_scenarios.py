@@ -111,7 +111,8 @@ async def test_an_install_and_an_upgrade_are_one_helm_process_each_labelled_with
         assert f"{labels.MANIFEST_CHECKSUM}={labels.DROPPED}" in ",".join(commands[1])
         latest = sc.latest()
         assert latest is not None and latest.version == 2
-        rendered = await engine.service.checksum(namespace, engine.book.spec(sc.key))  # a server dry run: the decision's render
+        # A server dry run: the render the decision compares with the label.
+        rendered = await engine.service.checksum(namespace, engine.book.spec(sc.key))
         assert latest.label_map[labels.MANIFEST_CHECKSUM] == rendered
         assert engine.history(sc.key)[0].digest == latest.digest  # the history holds the labelled revision
         # A values change renders to decide, then upgrades once: its revision carries the new render's checksum.
