@@ -39,7 +39,7 @@ lint: $(STAMP)
 test: build lint
 	$(BIN)/python -m localcluster.build cosign
 	$(BIN)/python -m localcluster.image
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 # helmdeck's CRDs, generated from the loaders' field tables (a test checks the committed files are current).
 crds: $(STAMP)
