@@ -18,7 +18,7 @@ from kubernetes import client
 from engine.base import labels
 from engine.helm import Helm, UpgradeOptions, postrender
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
-from engine.helm.postrender import StampError, main, parse_labels, render, stamp
+from engine.helm.postrender import StampError, parse_labels, render, stamp
 from engine.helm.postrender_client import SOCKET_FLAG
 from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs
 from tests.conftest import EXAMPLES, helm_binary
@@ -113,7 +113,7 @@ def test_bad_input_and_arguments_raise() -> None:
     with pytest.raises(StampError):
         parse_labels(["a=" + "x" * 64])
     assert parse_labels(["helmdeck.dev/maintenance=true", "a="]) == {"helmdeck.dev/maintenance": "true", "a": ""}
-    assert main(["bad key=1"]) == 2
+    assert postrender.run(["bad key=1"], b"")[0] == 2  # bad arguments: the manifests are not looked at
 
 
 _names = st.text("abcdefghij-", min_size=1, max_size=8).map(lambda s: "a" + s + "z")

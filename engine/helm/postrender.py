@@ -39,7 +39,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,7 +49,6 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from engine.base.loader import Limits, Parsed, YamlLimitError, parse_documents
-from engine.helm.postrender_client import finish
 
 _MIB = 1024 * 1024
 # The whole rendered stream: 2 million nodes and 256 MiB of scalars once aliases are expanded (a chart with
@@ -298,20 +296,3 @@ def _rendered(manifests: bytes, labels: Mapping[str, str], config: Mapping[str, 
         return 0, render(manifests.decode("utf-8"), labels, config).encode("utf-8"), ""
     except (StampError, UnicodeDecodeError, yaml.YAMLError) as exc:
         return 1, b"", str(exc)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Post-renderer entry point: ``--config=PATH`` and labels from ``argv``, manifests stdin → stdout.
-
-    Exits 0 on success, 2 on bad arguments (stdin unread), 1 when the manifests cannot be
-    post-rendered (:func:`run`; the message on stderr and in ``ERRORS_ENV``'s file).
-    """
-    try:
-        labels, config = _arguments(sys.argv[1:] if argv is None else argv)
-    except (StampError, OSError, ValueError) as exc:
-        return finish(2, b"", str(exc))
-    return finish(*_rendered(sys.stdin.buffer.read(), labels, config))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
