@@ -153,19 +153,9 @@ def controller_engine(args: argparse.Namespace, private: Path) -> Engine:
     PackageSetNameError."""
     from engine.helm import Helm
     from engine.kube.client import SERVICE_ACCOUNT_DIR, controller_target, pod_namespace
-    from engine.runtime.drive.lease import (
-        CONTROLLER,
-        ROLE,
-        SELECTOR,
-        SHARD,
-        WATCH_NAMESPACES,
-        LeaseConfig,
-        default_identity,
-    )
-    from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
     from engine.runtime.engine import Engine
     from engine.runtime.package_set import cluster_package_set
-    from engine.runtime.shard import shard_for
+    from engine.runtime.shard import controller_lease, shard_for
     from helmdeck.helm_binary import find_helm
 
     log = logging.getLogger("helmdeck.controller")
@@ -176,19 +166,9 @@ def controller_engine(args: argparse.Namespace, private: Path) -> Engine:
     package_set = cluster_package_set(args.package_set, namespaces)
     lease_ns = args.lease_namespace or pod_namespace(args.serviceaccount_dir or SERVICE_ACCOUNT_DIR) or "default"
     shard = shard_for(args.watch_label_selector)
-    # Labelled and annotated so the app finds it and attaches (engine.runtime.drive.attach); a shard's Lease is
-    # its own, named from its selector.
-    labels, notes = [(ROLE, CONTROLLER)], [(WATCH_NAMESPACES, ",".join(namespaces or ()))]
-    if shard is not None:
-        labels.append((SHARD, shard.name))
-        notes.append((SELECTOR, shard.selector))
     auto = args.shards == "auto"
-    duration = args.lease_duration or (AUTO_LEASE_DURATION if auto else LeaseConfig.duration)
-    # --shards auto: each replica its own membership Lease (engine.runtime.drive.members).
-    lease = (member_lease(default_identity(), lease_ns, duration, tuple(notes)) if auto else
-             LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, lease_ns,
-                         duration=duration, retry=max(0.5, min(2.0, duration / 5)),
-                         labels=tuple(labels), annotations=tuple(notes)))
+    lease = controller_lease(package_set, lease_ns, watch_namespaces=namespaces, shard=shard, auto=auto,
+                             duration=args.lease_duration)
     helm = find_helm(args.helm)
     log.info("using helm %s; package set %s%s, Lease %s/%s%s", helm.describe(), package_set.identity,
              f", shard {shard.name} ({shard.selector})" if shard else "", lease.namespace, lease.name,

@@ -14,13 +14,22 @@ never contend for one Lease.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.base import label_selector
 from engine.base.label_selector import SelectorError
-from engine.runtime.drive.lease import SELECTOR, SHARD, WATCH_NAMESPACES
+from engine.runtime.drive.lease import (
+    CONTROLLER,
+    ROLE,
+    SELECTOR,
+    SHARD,
+    WATCH_NAMESPACES,
+    LeaseConfig,
+    default_identity,
+)
+from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.package_set import PackageSet
 
 SHARD_KEY = "sharding.helmdeck.dev/key"  # the label a Package's shard is chosen by (Flux: sharding.fluxcd.io/key)
@@ -91,6 +100,26 @@ def shard_for(selector: str | None, *, auto: bool = False) -> Shard | None:
 # -- overlapping shards -------------------------------------------------------------------------------------
 # Two live shards whose selectors both match one Package would both act on it: neither does (the rule below,
 # asked by engine.runtime.drive.static_shards), and each says so on the Package and in its log.
+
+def controller_lease(package_set: PackageSet, namespace: str, *, watch_namespaces: Sequence[str] | None = None,
+                     shard: Shard | None = None, auto: bool = False, duration: float | None = None) -> LeaseConfig:
+    """The Lease a ``helmdeck controller`` replica holds in ``namespace``, from its options: the package set's
+    (:attr:`PackageSet.lease_name`), a static ``shard``'s own (:meth:`Shard.lease_name`), or with ``auto``
+    (``--shards auto``) the replica's membership Lease (:func:`engine.runtime.drive.members.member_lease`).
+    Labelled and annotated so the app finds it and attaches (:mod:`engine.runtime.drive.attach`) and static
+    shards see each other's selectors (:func:`peer_of`). ``duration``: seconds (None: 15, with ``auto``
+    :data:`~engine.runtime.drive.members.AUTO_LEASE_DURATION`); renewed every fifth of it, between 0.5 and 2 s."""
+    labels, notes = [(ROLE, CONTROLLER)], [(WATCH_NAMESPACES, ",".join(watch_namespaces or ()))]
+    if shard is not None:
+        labels.append((SHARD, shard.name))
+        notes.append((SELECTOR, shard.selector))
+    duration = duration or (AUTO_LEASE_DURATION if auto else LeaseConfig.duration)
+    if auto:
+        return member_lease(default_identity(), namespace, duration, tuple(notes))
+    return LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, namespace,
+                       duration=duration, retry=max(0.5, min(2.0, duration / 5)), labels=tuple(labels),
+                       annotations=tuple(notes))
+
 
 @dataclass(frozen=True)
 class Peer:
