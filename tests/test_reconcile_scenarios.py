@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
@@ -92,7 +92,7 @@ async def test_release_installed_by_plain_helm_is_adopted(sc: Scenario) -> None:
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["upgrade"] and result.state == st.IN_SYNC
     latest = sc.latest()
-    assert latest is not None and latest.version == 2 and latest.label_map[labels.MANAGED_BY] == "helmdeck"
+    assert latest is not None and latest.version == 2 and latest.label_map[wire.MANAGED_BY] == "helmdeck"
 
 
 async def test_upgrade_rollback_and_uninstall_outside_helmdeck_are_detected(sc: Scenario) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine.base.label_selector import SelectorError, matches, normalise, parse
-from engine.runtime.drive.lease import CONTROLLER, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES
+from engine.base.wire import CONTROLLER, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
 from engine.runtime.drive.members import member_lease_name
 from engine.runtime.package_set import cluster_package_set
-from engine.runtime.shard import MAIN, SHARD_KEY, ShardSelectorError, controller_lease, shard_for
+from engine.runtime.shard import MAIN, ShardSelectorError, controller_lease, shard_for
 from helmdeck.parser import EXIT_USAGE
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")

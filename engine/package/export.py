@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError
-from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
 from engine.base.paths import resolved
+from engine.base.wire import API_VERSION
 from engine.package.documents import documents
 from engine.package.flux import HELM_RELEASE, as_package, tolerant
 from engine.package.load import load_folder, load_objects, object_origin, package_files, read_package

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import PostRenderer
 from engine.package.model import InstallSpec, PackageSpec, UpgradeSpec
 from engine.reconcile.status import EngineStatus
@@ -51,8 +51,8 @@ class Request:
 
     @property
     def release_labels(self) -> dict[str, str]:
-        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.labels.release_labels`)."""
-        return labels.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
+        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.wire.release_labels`)."""
+        return wire.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
                                      maintenance=bool(self.spec.maintenance), package_set=self.package_set,
                                      manifest_checksum=self.manifest_checksum,
                                      post_render_digest=self.spec.rendering.digest)

@@ -20,19 +20,11 @@ from typing import Any
 
 from engine.base import label_selector
 from engine.base.label_selector import SelectorError
-from engine.runtime.drive.lease import (
-    CONTROLLER,
-    ROLE,
-    SELECTOR,
-    SHARD,
-    WATCH_NAMESPACES,
-    LeaseConfig,
-    default_identity,
-)
+from engine.base.wire import CONTROLLER, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
+from engine.runtime.drive.lease import LeaseConfig, default_identity
 from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.package_set import PackageSet
 
-SHARD_KEY = "sharding.helmdeck.dev/key"  # the label a Package's shard is chosen by (Flux: sharding.fluxcd.io/key)
 MAIN = "main"  # the shard name of `!sharding.helmdeck.dev/key`: the Packages no shard claims
 _DIGEST = 10
 _MAX_LEASE = 63

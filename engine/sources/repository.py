@@ -42,8 +42,8 @@ from urllib.parse import urlsplit
 
 from engine.base.fields import UNSUPPORTED_VALUE, parse_duration
 from engine.base.fields import Fields as BaseFields
-from engine.base.labels import API_VERSION
 from engine.base.schema import allowed
+from engine.base.wire import API_VERSION
 from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS, VERIFY_PROVIDERS
 from engine.sources.schema import HELM_CHART as HELM_CHART
 from engine.sources.schema import HELM_REPOSITORY as HELM_REPOSITORY  # re-exported: the sources' names

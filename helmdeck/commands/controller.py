@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(engine: Engine, args: argparse.Namespace) -> int:
-    from engine.runtime.drive.lease import METRICS
+    from engine.base.wire import METRICS
     from helmdeck.endpoints import Health, serve_health, serve_metrics
     from helmdeck.metrics import ControllerMetrics
 

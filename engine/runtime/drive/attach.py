@@ -35,17 +35,26 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from engine.base.labels import API_VERSION
+from engine.base.wire import (
+    API_VERSION,
+    CONTROLLER,
+    METRICS,
+    ROLE,
+    ROLLBACK_REVISION,
+    SELECTOR,
+    SHARD,
+    WATCH_NAMESPACES,
+)
 from engine.kube import rest
 from engine.monitor.events import KEEP, KubeEvent
 from engine.package.model import DEFAULT_TIMEOUT, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, age
+from engine.runtime.drive.lease import age
 from engine.runtime.drive.object_status import STARTED, object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
-from engine.runtime.drive.requests import REQUESTS, ROLLBACK_REVISION, pending
+from engine.runtime.drive.requests import REQUESTS, pending
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.state import (
     Attached,

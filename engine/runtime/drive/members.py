@@ -26,8 +26,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from engine.base.wire import CONTROLLER, ROLE, SHARD
 from engine.kube import rest
-from engine.runtime.drive.lease import CONTROLLER, ROLE, SHARD, LeaseConfig, age
+from engine.runtime.drive.lease import LeaseConfig, age
 from engine.runtime.ledger.claims import Members
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base.fields import PackageError
-from engine.base.labels import API_VERSION
+from engine.base.wire import API_VERSION
 from engine.package.load import object_origin
 from engine.package.model import KIND, PackageSpec
 from engine.reconcile import conditions as cond

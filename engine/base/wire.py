@@ -1,0 +1,102 @@
+"""Every key helmdeck writes or reads on the wire, in one place (as Flux's ``fluxcd/pkg/apis/meta`` holds its
+annotations and reasons): the API version of its kinds, the labels on releases (Helm storage records) and on
+rendered resources, the labels of the objects it owns (persisted status, Leases), the annotations of a
+controller's Lease and of the requests on a Package object, its finalizer, the shard key, the drift
+detection key; Flux's keys helmdeck reads beside its own. Only the keys: what they mean is said where each
+is used (the module named beside it).
+
+Release labels go through helm's ``--labels`` and end up on the storage
+objects, where a server-side label selector finds them (cleanup). Label
+values are at most 63 characters, so digests are 32 hex characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# apiVersion of every helmdeck kind; its group is the one these label keys live in.
+API_VERSION = "helmdeck.dev/v1alpha1"
+
+# On release storage records (helm --labels).
+MANAGED_BY = "helmdeck.dev/managed-by"
+MANAGER = "helmdeck"
+PACKAGE = "helmdeck.dev/package"
+SPEC_DIGEST = "helmdeck.dev/spec-digest"
+PACKAGE_SET = "helmdeck.dev/package-set"  # which package set (folder) manages it: cleanup's scope
+MANIFEST_CHECKSUM = "helmdeck.dev/manifest-checksum"
+MAINTENANCE = "helmdeck.dev/maintenance"  # "true" / "false"
+POST_RENDER_DIGEST = "helmdeck.dev/post-render-digest"  # the package's own post-rendering, when it has any
+
+# On every rendered resource (stamped by the post-renderer).
+ORIGIN_NAME = "helmdeck.dev/package-name"
+ORIGIN_NAMESPACE = "helmdeck.dev/package-namespace"
+RESOURCE_MAINTENANCE = "helmdeck.dev/maintenance"
+# ... for a Flux HelmRelease document, Flux's helm-controller's origin labels instead (its post-renderer's)
+FLUX_ORIGIN_NAME = "helm.toolkit.fluxcd.io/name"
+FLUX_ORIGIN_NAMESPACE = "helm.toolkit.fluxcd.io/namespace"
+
+# On objects helmdeck itself owns (persisted engine status, leases).
+OWNED_BY = "app.kubernetes.io/managed-by"
+
+# The engine status kept per release (engine.reconcile.store: a ConfigMap labelled with these; its JSON's
+# schema, engine.reconcile.status).
+STATUS_LABEL = "helmdeck.dev/status"
+RELEASE_NS_LABEL = "helmdeck.dev/release-namespace"  # on a status kept in the home namespace
+RELEASE_LABEL = "helmdeck.dev/release"
+STATUS_SCHEMA = "helmdeck.dev/status/v1"
+
+# What ``helmdeck controller`` writes on its Lease, so the app finds it and attaches (engine.runtime.drive.attach)
+# and static shards see each other (engine.runtime.shard):
+ROLE = "helmdeck.dev/role"  # label: "controller" on a controller's Lease
+CONTROLLER = "controller"
+WATCH_NAMESPACES = "helmdeck.dev/watch-namespaces"  # annotation: its --watch-namespace list, "," joined ("" all)
+METRICS = "helmdeck.dev/metrics"  # annotation: http://host:port of its metrics endpoint, as bound
+SHARD = "helmdeck.dev/shard"  # label: the shard's name (engine.runtime.shard), absent when not sharded
+SELECTOR = "helmdeck.dev/watch-label-selector"  # annotation: the shard's whole label selector, normalised
+
+# On a Package object: the label its static shard is chosen by (Flux: sharding.fluxcd.io/key), the finalizer
+# that uninstalls its release (engine.runtime.drive.finalizer).
+SHARD_KEY = "sharding.helmdeck.dev/key"
+FINALIZER = "helmdeck.dev/finalizer"
+
+# Requests on a Package object (engine.runtime.drive.requests): annotations whose value is a token, handled once.
+RECONCILE_REQUEST = "reconcile.helmdeck.dev/requestedAt"
+FORCE_REQUEST = "reconcile.helmdeck.dev/forceAt"
+RESET_REQUEST = "reconcile.helmdeck.dev/resetAt"
+CANCEL_REQUEST = "cancel.helmdeck.dev/requestedAt"
+UNLOCK_REQUEST = "unlock.helmdeck.dev/requestedAt"
+ROLLBACK_REQUEST = "rollback.helmdeck.dev/requestedAt"
+ROLLBACK_REVISION = "rollback.helmdeck.dev/revision"  # the revision a rollback request goes to
+PAUSE_REQUEST = "monitor.helmdeck.dev/pauseAt"
+RESUME_REQUEST = "monitor.helmdeck.dev/resumeAt"
+# ... Flux's, read too (meta.ReconcileRequestAnnotation, ForceRequestAnnotation, ResetRequestAnnotation)
+FLUX_RECONCILE_REQUEST = "reconcile.fluxcd.io/requestedAt"
+FLUX_FORCE_REQUEST = "reconcile.fluxcd.io/forceAt"
+FLUX_RESET_REQUEST = "reconcile.fluxcd.io/resetAt"
+
+# Drift detection off for one object (engine.package.drift): Flux's v2.DriftDetectionMetadataKey, and helmdeck's.
+FLUX_DRIFT_DETECTION = "helm.toolkit.fluxcd.io/driftDetection"
+DRIFT_DETECTION = "helmdeck.dev/driftDetection"
+
+
+def label_digest(data: bytes) -> str:
+    """32 hex characters of sha256(data): fits a label value (63 characters at most)."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def release_labels(
+    *, package: str, spec_digest: str, maintenance: bool, package_set: str | None = None,
+    manifest_checksum: str | None = None, extra: dict[str, str] | None = None, post_render_digest: str = "",
+) -> dict[str, str]:
+    """The release labels (helm ``--labels``) of a package's install or upgrade: the one place they
+    are built. ``extra`` labels come first; helmdeck's own keys win over them."""
+    out = dict(extra or {})
+    out.update({MANAGED_BY: MANAGER, PACKAGE: package, SPEC_DIGEST: spec_digest,
+                MAINTENANCE: "true" if maintenance else "false"})
+    if package_set:
+        out[PACKAGE_SET] = package_set
+    if manifest_checksum:
+        out[MANIFEST_CHECKSUM] = manifest_checksum
+    if post_render_digest:  # as Flux's observedPostRenderersDigest: plan names a post-rendering change
+        out[POST_RENDER_DIGEST] = post_render_digest
+    return out
