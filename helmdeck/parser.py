@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from engine.base import wire
 from helmdeck import __version__
 from helmdeck.logs import default_log_file
 
@@ -63,7 +64,7 @@ def common_flags(*, without: tuple[str, ...] = ()) -> argparse.ArgumentParser:
          help="read Flux documents with fields helmdeck does not implement (spec.kubeConfig, verify, ...): "
               "leave those fields out with a warning instead of refusing the document")
     flag(g, "--package-set", metavar="NAME",
-         help="name of the folder's package set: its releases' helmdeck.dev/package-set label and its Lease "
+         help=f"name of the folder's package set: its releases' {wire.PACKAGE_SET} label and its Lease "
               "(default: the folder's name and a digest of its path; give one to keep it when the folder moves)")
     flag(g, "--readonly", action="store_true", default=False,
          help="never change the cluster; refuse every action")

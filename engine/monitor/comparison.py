@@ -102,7 +102,7 @@ def changes(before: str, after: str) -> tuple[tuple[str, ...], tuple[str, ...], 
 
 
 def checksum(manifest: str) -> str:
-    """The release label ``helmdeck.dev/manifest-checksum``: 32 hex characters of sha256 over the
+    """The release label ``wire.MANIFEST_CHECKSUM``: 32 hex characters of sha256 over the
     normalised manifest (references sorted), so a hook's generated name does not change it."""
     return wire.label_digest(json.dumps(sorted(normalised(manifest).items())).encode())
 

@@ -13,7 +13,7 @@ every rule whose target matches it (a rule without a target matches every
 object); they are removed from both the live object and the dry-run result
 before comparing, and drift correction leaves them as they are live. An
 object whose labels or annotations say ``helm.toolkit.fluxcd.io/driftDetection:
-disabled`` (or ``helmdeck.dev/driftDetection``), in the manifest or live, is
+disabled`` (or helmdeck's ``wire.DRIFT_DETECTION``), in the manifest or live, is
 not compared at all.
 """
 

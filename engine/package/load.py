@@ -168,7 +168,7 @@ def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | No
 
 def object_origin(plural: str, namespace: str, name: str) -> Path:
     """What stands for the file of an API object in specs and errors: its API path
-    (``/apis/helmdeck.dev/v1alpha1/namespaces/<ns>/packages/<name>``), which names it exactly."""
+    (``/apis/<API_VERSION>/namespaces/<ns>/packages/<name>``), which names it exactly."""
     return Path(f"/apis/{API_VERSION}/namespaces/{namespace}/{plural}/{name}")
 
 

@@ -114,7 +114,7 @@ class Rendering:
     @property
     def digest(self) -> str:
         """32 hex characters of :attr:`canonical` (``""`` when empty): the release label
-        ``helmdeck.dev/post-render-digest``."""
+        ``wire.POST_RENDER_DIGEST``."""
         return wire.label_digest(self.canonical.encode()) if not self.empty else ""
 
 

@@ -88,10 +88,10 @@ def content_state(
     held in maintenance → InSync (maintenance); maintenance label differs from
     the mode → OutOfSync (entering/leaving); chart name or version differs
     (``chart`` as stored, ``want_chart`` resolved; skipped when unknown) →
-    OutOfSync; spec digest equals the release's ``helmdeck.dev/spec-digest``
+    OutOfSync; spec digest equals the release's ``wire.SPEC_DIGEST``
     label or the digest ``adopted`` for this revision → (go on); else, with no
     ``checksum`` yet → OutOfSync with ``render``; checksum differs from the
-    release's ``helmdeck.dev/manifest-checksum`` (or it has none) → OutOfSync;
+    release's ``wire.MANIFEST_CHECKSUM`` (or it has none) → OutOfSync;
     else ``adopt`` and go on; resources absent → OutOfSync; else InSync.
     """
     if in_maintenance(maintenance, "deployed", release_labels):

@@ -2,7 +2,7 @@
 
 One ConfigMap per package, in the release's storage namespace, named
 ``helmdeck.status.<release>``, labelled ``app.kubernetes.io/managed-by=helmdeck``,
-``helmdeck.dev/status=v1`` and ``helmdeck.dev/package=<package>``; the status
+``wire.STATUS_LABEL=v1`` and ``wire.PACKAGE=<package>``; the status
 JSON is under ``status.json``. A restarted engine (or a second, read-only
 viewer) reads it back, so nothing is lost and no needless upgrade runs.
 A status identical to the one last read or written is not written again, so

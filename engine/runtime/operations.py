@@ -254,7 +254,7 @@ class Operations:
     ) -> list[CleanupItem]:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only).
 
-        Only releases labelled by this package set (``helmdeck.dev/package-set``)
+        Only releases labelled by this package set (``wire.PACKAGE_SET``)
         are considered: other sets' and unmanaged releases are never touched;
         one failure does not stop the others. ``confirmed`` (``namespace/name``
         refs, as an operator approved a dry run's list) limits the removal to those: a release

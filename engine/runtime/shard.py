@@ -5,7 +5,7 @@ A shard is the Package objects a label selector matches: Flux labels each object
 ``--watch-label-selector sharding.fluxcd.io/key=shardN``, the main one with
 ``!sharding.fluxcd.io/key``. helmdeck's key is :data:`SHARD_KEY`.
 
-Every shard of a package set shares the set's identity (its releases' ``helmdeck.dev/package-set``
+Every shard of a package set shares the set's identity (its releases' ``wire.PACKAGE_SET``
 label), so a Package moved from one shard to another keeps its release; each shard has its own Lease
 (:meth:`Shard.lease_name`, from the normalised selector), so one instance acts per shard and two shards
 never contend for one Lease.
@@ -25,7 +25,7 @@ from engine.runtime.drive.lease import LeaseConfig, default_identity
 from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.package_set import PackageSet
 
-MAIN = "main"  # the shard name of `!sharding.helmdeck.dev/key`: the Packages no shard claims
+MAIN = "main"  # the shard name of `!SHARD_KEY`: the Packages no shard claims
 _DIGEST = 10
 _MAX_LEASE = 63
 
@@ -37,8 +37,8 @@ class ShardSelectorError(ValueError):
 @dataclass(frozen=True)
 class Shard:
     """A static shard: ``selector`` in normal form (:func:`engine.base.label_selector.normalise`) and
-    ``name``, readable (a label value): the shard key's value for ``sharding.helmdeck.dev/key=NAME``,
-    :data:`MAIN` for ``!sharding.helmdeck.dev/key``, else ``sel-<10 hex of the selector's sha256>``."""
+    ``name``, readable (a label value): the shard key's value for ``SHARD_KEY=NAME``,
+    :data:`MAIN` for ``!SHARD_KEY``, else ``sel-<10 hex of the selector's sha256>``."""
 
     name: str
     selector: str
@@ -116,7 +116,7 @@ def controller_lease(package_set: PackageSet, namespace: str, *, watch_namespace
 @dataclass(frozen=True)
 class Peer:
     """Another live controller beside this shard, as its Lease (in the same Lease namespace) describes it:
-    ``lease`` its name, ``holder`` the replica acting for it, ``shard`` its ``helmdeck.dev/shard`` label ("" for
+    ``lease`` its name, ``holder`` the replica acting for it, ``shard`` its ``SHARD`` label ("" for
     a controller without shards), ``selector`` the Packages it takes ("" every one: no
     ``--watch-label-selector``, or ``--shards auto`` whose members spread every Package), ``namespaces`` the
     namespaces it watches (() every one)."""
@@ -140,7 +140,7 @@ class Peer:
 
     @property
     def described(self) -> str:
-        """``shard shard1 (sharding.helmdeck.dev/key=shard1, Lease helmdeck-cluster-0a1b2c3d4e)``."""
+        """``shard shard1 (<SHARD_KEY>=shard1, Lease helmdeck-cluster-0a1b2c3d4e)``."""
         what = f"shard {self.shard}" if self.shard and self.shard != "auto" else (
             "the --shards auto replicas" if self.shard == "auto" else "a controller without --watch-label-selector")
         return f"{what} ({self.selector or 'every Package'}, Lease {self.lease})"

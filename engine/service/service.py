@@ -349,7 +349,7 @@ class ReleaseService:
     ) -> CleanupReport:
         """Uninstall helmdeck-managed releases that no longer belong, as nelm's ``Service.Cleanup``.
 
-        Lists releases whose storage carries ``helmdeck.dev/managed-by=helmdeck``
+        Lists releases whose storage carries ``wire.MANAGED_BY=helmdeck``
         (server-side label selector, in the service's namespaces or all) and
         uninstalls each whose ``<namespace>/<release-name>`` is not in
         ``keep`` and whose namespace is not in ``ignore_namespaces``.

@@ -1,6 +1,6 @@
 """Chart source documents and a Package's chart fields, with Flux's names and defaults.
 
-Documents of the packages folder besides ``Package`` (apiVersion ``helmdeck.dev/v1alpha1``, or Flux's own
+Documents of the packages folder besides ``Package`` (apiVersion ``wire.API_VERSION``, or Flux's own
 ``source.toolkit.fluxcd.io/v1`` and ``v1beta2``; ``metadata: {name, namespace}``, labels and annotations
 ignored), with the ``spec`` of Flux's source.toolkit.fluxcd.io/v1::
 

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.base import wire
 from helmdeck import builder, startup
 from helmdeck.logs import setup_logging
 from helmdeck.parser import EXIT_FAILED, EXIT_USAGE, Subcommands
@@ -36,7 +37,7 @@ log = logging.getLogger("helmdeck.controller")
 def add(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     ctl = sub.add_parser(
         "controller", help="reconcile the cluster's Package objects, around the clock (in the cluster)",
-        description="Reconcile the Package, HelmRepository and OCIRepository objects (helmdeck.dev/v1alpha1) of "
+        description=f"Reconcile the Package, HelmRepository and OCIRepository objects ({wire.API_VERSION}) of "
                     "every namespace, or of --watch-namespace, with the same engine as the app; status and Events "
                     "are written on the objects. One instance acts (a Lease); others wait and take over. Cluster "
                     "access, as controller-runtime finds it: --kubeconfig, else $KUBECONFIG, else in-cluster "
@@ -53,8 +54,8 @@ def add(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                      help="only this namespace's objects (repeatable; default: all namespaces)")
     ctl.add_argument("--watch-label-selector", metavar="SELECTOR",
                      help="only the Package objects this label selector matches, and the sources they use: a "
-                          "static shard with its own Lease, as Flux's (sharding.helmdeck.dev/key=shard1 on a shard, "
-                          "'!sharding.helmdeck.dev/key' on the main instance; default: every Package)")
+                          f"static shard with its own Lease, as Flux's ({wire.SHARD_KEY}=shard1 on a shard, "
+                          f"'!{wire.SHARD_KEY}' on the main instance; default: every Package)")
     ctl.add_argument("--package-set", metavar="NAME",
                      help="the package set's name: its releases' label and its Lease (default: cluster, or "
                           "cluster-<digest> of the --watch-namespace list)")

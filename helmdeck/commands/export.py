@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.base import wire
 from helmdeck import startup
 from helmdeck.console import usage_error
 from helmdeck.parser import EXIT_FAILED, Subcommands
@@ -16,7 +17,7 @@ from helmdeck.parser import EXIT_FAILED, Subcommands
 def add(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     export = sub.add_parser(
         "export", help="print a packages folder as Package, HelmRepository and OCIRepository objects",
-        description="Print the packages folder DIR as helmdeck.dev/v1alpha1 Package, HelmRepository and "
+        description=f"Print the packages folder DIR as {wire.API_VERSION} Package, HelmRepository and "
                     "OCIRepository objects (multi-document YAML) for `kubectl apply -f -`; a Flux HelmRelease "
                     "becomes the Package with its spec. Values are printed as written (they are yours: mind "
                     "where the output goes). A package whose chart folder or values files are on disk cannot move "

@@ -1,7 +1,7 @@
 """The app attached to a ``helmdeck controller``: its Package objects shown as packages, the operator's actions
 made requests on them.
 
-- Finding a controller: a controller's Lease carries the label ``helmdeck.dev/role: controller`` and, as
+- Finding a controller: a controller's Lease carries the label ``wire.ROLE: controller`` and, as
   annotations, its ``--watch-namespace`` list and where its metrics are served
   (:mod:`engine.runtime.drive.lease`). The Leases so labelled are listed every ``every`` seconds; one whose
   holder renewed it within its ``leaseDurationSeconds`` (plus two rounds of slack) is live, as client-go's

@@ -1,14 +1,15 @@
 """Requests by annotation on a Package object, as Flux's CLI makes them, each handled once and acknowledged in
 status (the ``lastHandled*At`` fields, as Flux's ``ReconcileRequestStatus``).
 
-- reconcile now: ``reconcile.helmdeck.dev/requestedAt``, or Flux's ``reconcile.fluxcd.io/requestedAt``;
-- force an upgrade (even in sync): ``reconcile.helmdeck.dev/forceAt`` (Flux's ``reconcile.fluxcd.io/forceAt``);
-- reset the failure counters, then reconcile: ``reconcile.helmdeck.dev/resetAt`` (Flux's ``.../resetAt``);
-- the app's actions, helmdeck's own: ``rollback.helmdeck.dev/requestedAt`` (to ``rollback.helmdeck.dev/revision``,
-  default the previous one; the package is then held, as after the app's rollback, until a forceAt),
-  ``unlock.helmdeck.dev/requestedAt`` (a pending revision marked failed), ``cancel.helmdeck.dev/requestedAt``
-  (the running action stopped, its pending revision unlocked, the package held), ``monitor.helmdeck.dev/pauseAt``
-  and ``monitor.helmdeck.dev/resumeAt`` (the resource monitor).
+The annotations are :mod:`engine.base.wire`'s:
+
+- reconcile now: ``RECONCILE_REQUEST``, or Flux's ``FLUX_RECONCILE_REQUEST`` (``reconcile.fluxcd.io/requestedAt``);
+- force an upgrade (even in sync): ``FORCE_REQUEST`` (Flux's ``FLUX_FORCE_REQUEST``);
+- reset the failure counters, then reconcile: ``RESET_REQUEST`` (Flux's ``FLUX_RESET_REQUEST``);
+- the app's actions, helmdeck's own: ``ROLLBACK_REQUEST`` (to ``ROLLBACK_REVISION``, default the previous one;
+  the package is then held, as after the app's rollback, until a forceAt), ``UNLOCK_REQUEST`` (a pending
+  revision marked failed), ``CANCEL_REQUEST`` (the running action stopped, its pending revision unlocked, the
+  package held), ``PAUSE_REQUEST`` and ``RESUME_REQUEST`` (the resource monitor).
 
 A request is a new annotation value: one that differs from the acknowledged one. It is acknowledged once its
 pass has ended (a pass refused because another action runs is tried again shortly), so a restarted or a

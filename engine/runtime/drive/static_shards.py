@@ -4,9 +4,9 @@ A static shard acts on the Package objects its selector matches (its watch bring
 it from ever acting beside another controller on one release, both reusing ``--shards auto``'s parts
 (:class:`~engine.runtime.drive.shards.Shards`: the actor claim, its fence, its hand-over):
 
-- Overlap. Every controller's Lease carries its selector (``helmdeck.dev/watch-label-selector``) and watched
+- Overlap. Every controller's Lease carries its selector (``wire.SELECTOR``) and watched
   namespaces; the shard lists the live ones of its Lease namespace (:class:`~engine.runtime.drive.members.
-  Membership` over ``helmdeck.dev/role=controller``) every renew interval. A Package another live controller
+  Membership` over ``wire.ROLE=controller``) every renew interval. A Package another live controller
   also takes (:func:`engine.runtime.shard.overlapping`) is acted on by neither: a Warning Event
   ``ShardOverlap`` on it and a log line name both selectors and the fix, once per set of overlapping shards.
   When the overlap ends (a selector changed, the other controller stopped) the Package is reconciled again.
