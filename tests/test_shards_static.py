@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.base.wire import SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
-from engine.runtime.drive.static_shards import OVERLAP
+from engine.base.wire import SHARD_OVERLAP as OVERLAP
 from engine.runtime.shard import Peer, overlap_message, overlapping, peer_of, shard_for
 from tests.churn import Churn
 from tests.controller_fixtures import (

@@ -78,6 +78,50 @@ FLUX_RESET_REQUEST = "reconcile.fluxcd.io/resetAt"
 FLUX_DRIFT_DETECTION = "helm.toolkit.fluxcd.io/driftDetection"
 DRIFT_DETECTION = "helmdeck.dev/driftDetection"
 
+# Status condition types on a package's engine status and a Package object (engine.reconcile.conditions), and
+# the reasons of conditions and Events (engine.runtime.drive.object_status: an action's Event is
+# <Action>Started, <Action>Succeeded, <Action>Failed or <Action>Cancelled)
+READY = "Ready"
+RELEASED = "Released"
+TEST_SUCCESS = "TestSuccess"
+REMEDIATED = "Remediated"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
+
+# ... reasons (Flux's names: helm-controller's api/v2 and fluxcd/pkg/apis/meta)
+INSTALL_SUCCEEDED = "InstallSucceeded"
+INSTALL_FAILED = "InstallFailed"
+UPGRADE_SUCCEEDED = "UpgradeSucceeded"
+UPGRADE_FAILED = "UpgradeFailed"
+TEST_SUCCEEDED = "TestSucceeded"
+TEST_FAILED = "TestFailed"
+ROLLBACK_SUCCEEDED = "RollbackSucceeded"
+ROLLBACK_FAILED = "RollbackFailed"
+UNINSTALL_SUCCEEDED = "UninstallSucceeded"
+UNINSTALL_FAILED = "UninstallFailed"
+RETRIES_EXCEEDED = "RetriesExceeded"
+MISSING_ROLLBACK_TARGET = "MissingRollbackTarget"
+PENDING_RELEASE = "PendingRelease"
+DRIFT_DETECTED = "DriftDetected"
+DRIFT_CORRECTED = "DriftCorrected"
+PROGRESSING = "Progressing"
+IN_MAINTENANCE = "InMaintenance"
+INVALID_PACKAGE = "InvalidPackage"
+DEPENDENCY_NOT_READY = "DependencyNotReady"  # Flux's reason: a dependsOn package is not Ready
+RECONCILE_ERROR = "ReconcileError"
+UNLOCKED = "Unlocked"
+VALUES_ERROR = "ValuesError"  # the values cannot be composed (engine.resolve.values)
+REQUEST_FAILED = "RequestFailed"  # a request annotation that could not be carried out
+SHARD_OVERLAP = "ShardOverlap"  # Warning: a Package two live static shards take (engine.runtime.drive.static_shards)
+STARTED = "Started"  # the suffix of an action's start Event (InstallStarted, UpgradeStarted)
+# ... source-controller's (engine.sources.errors, engine.sources.verify): an artifact not had, a source not
+# ready, and the SourceVerified condition
+ARTIFACT_FAILED = "ArtifactFailed"
+SOURCE_NOT_READY = "SourceNotReady"
+SOURCE_VERIFIED = "SourceVerified"
+SUCCEEDED = "Succeeded"
+VERIFICATION_ERROR = "VerificationError"
+
 
 def label_digest(data: bytes) -> str:
     """32 hex characters of sha256(data): fits a label value (63 characters at most)."""

@@ -43,6 +43,7 @@ from engine.base.wire import (
     ROLLBACK_REVISION,
     SELECTOR,
     SHARD,
+    STARTED,
     WATCH_NAMESPACES,
 )
 from engine.kube import rest
@@ -52,7 +53,7 @@ from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.runtime.drive.lease import age
-from engine.runtime.drive.object_status import STARTED, object_ref
+from engine.runtime.drive.object_status import object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.drive.requests import REQUESTS, pending
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook

@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.base import wire
 from engine.base.fields import PackageError
 from engine.base.paths import cache_root
+from engine.base.wire import SOURCE_VERIFIED, SUCCEEDED, VERIFICATION_ERROR
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
 from engine.package.depends import Dependency, PackageId
@@ -72,15 +73,7 @@ from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import SourceError
 from engine.sources.current import point
-from engine.sources.verify import (
-    FAILED,
-    SOURCE_VERIFIED,
-    SUCCEEDED,
-    VERIFICATION_ERROR,
-    Verification,
-    VerifyError,
-    verified_message,
-)
+from engine.sources.verify import FAILED, Verification, VerifyError, verified_message
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange

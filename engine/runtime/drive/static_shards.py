@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.base.wire import SHARD_OVERLAP
 from engine.package.model import PackageSpec
 from engine.runtime.drive.shards import Ref, Shards, _origin
 from engine.runtime.ledger.claims import ClaimRefused
@@ -35,7 +36,6 @@ from engine.runtime.state import ReleaseKey
 
 log = logging.getLogger(__name__)
 
-OVERLAP = "ShardOverlap"  # the Warning Event's reason
 ELSEWHERE = "another shard"  # what owner_of says of a Package this shard does not act on
 LEFT_RETRY = 30.0  # seconds before a pass refused for a Package that left the shard looks again (it will not)
 
@@ -83,7 +83,7 @@ class StaticShards(Shards):
             self._overlaps[ref] = leases
             log.warning("%s", message)
             if self.warn is not None:
-                self.spawn(self.warn(ref, OVERLAP, message))
+                self.spawn(self.warn(ref, SHARD_OVERLAP, message))
         return message
 
     def owner_of(self, ref: Ref) -> str | None:
