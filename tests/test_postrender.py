@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from kubernetes import client
 
 from engine.base import wire
-from engine.helm import Helm, UpgradeOptions
+from engine.helm import Helm, UpgradeOptions, postrender
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.helm.postrender import StampError, main, parse_labels, render, stamp
+from engine.helm.postrender_client import SOCKET_FLAG
 from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs
 from tests.conftest import EXAMPLES, helm_binary
 
@@ -221,6 +222,35 @@ def test_wrapper_runs_standalone(tmp_path: Path) -> None:
     proc = subprocess.run([str(layout.executable), "a=b"], input=b"kind: A\n", capture_output=True,
                           timeout=30, check=True, env={"PATH": "/usr/bin:/bin"})
     assert objects(proc.stdout.decode()) == [{"kind": "A", "metadata": {"labels": {"a": "b"}}}]
+
+
+def test_the_executable_hands_the_render_to_this_process_and_renders_alone_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: a helm run's post-renderer costs a client start (python -S -E, built-in modules only), not a
+    Python start with PyYAML: the render runs in the process that runs helm (its socket in the arguments).
+    Without an answer there it renders alone, the same bytes, codes and messages."""
+    layout = install(tmp_path)
+    args = layout.renderer({"a": "b"}).args
+    assert args[-1].startswith(SOCKET_FLAG)
+    text = b"# Source: x\nkind: A\nmetadata: {name: a}\n"
+    env = {"PATH": "/usr/bin:/bin"}
+
+    def run(*argv: str, data: bytes = text) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([str(layout.executable), *argv], input=data, capture_output=True, timeout=30,
+                              check=False, env=env)
+
+    served, alone = run(*args), run(*args[:-1])
+    assert served.returncode == alone.returncode == 0 and served.stdout == alone.stdout == stamp(
+        text.decode(), {"a": "b"}).encode()
+    dead = run(*args[:-1], f"{SOCKET_FLAG}{tmp_path / 'gone'}")  # helmdeck gone: rendered alone
+    assert dead.returncode == 0 and dead.stdout == alone.stdout
+    for bad, code in (("{a: b\n", 1), ("kind: A\n", 2)):
+        extra = ("bad key=1",) if code == 2 else ()
+        served, alone = run(*args, *extra, data=bad.encode()), run(*args[:-1], *extra, data=bad.encode())
+        assert served.returncode == alone.returncode == code and served.stderr == alone.stderr != b""
+    # The served render is this process's own.
+    monkeypatch.setattr(postrender, "run", lambda _args, _data: (0, b"from the server\n", ""))
+    assert run(*args).stdout == b"from the server\n"
 
 
 def test_alias_bombs_and_deep_nesting_are_refused_visibly(tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ PACKAGE_SET = "helmdeck.dev/package-set"  # which package set (folder) manages i
 MANIFEST_CHECKSUM = "helmdeck.dev/manifest-checksum"
 MAINTENANCE = "helmdeck.dev/maintenance"  # "true" / "false"
 POST_RENDER_DIGEST = "helmdeck.dev/post-render-digest"  # the package's own post-rendering, when it has any
+# A ``helm upgrade --labels`` value that drops a label the previous revision carried (helm's action/upgrade.go
+# mergeCustomLabels): the manifest checksum is each revision's own, set once helm has written it.
+DROPPED = "null"
 
 # On every rendered resource (stamped by the post-renderer).
 ORIGIN_NAME = "helmdeck.dev/package-name"
