@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm, UpgradeOptions, postrender
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.helm.postrender import StampError, parse_labels, render, stamp
@@ -23,7 +23,7 @@ from engine.helm.postrender_client import SOCKET_FLAG
 from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs
 from tests.conftest import EXAMPLES, helm_binary
 
-OURS = {labels.ORIGIN_NAME: "web", labels.ORIGIN_NAMESPACE: "demo"}
+OURS = {wire.ORIGIN_NAME: "web", wire.ORIGIN_NAMESPACE: "demo"}
 
 
 def objects(text: str) -> list[Any]:
@@ -93,7 +93,7 @@ def test_aliased_labels_are_edited_once() -> None:
     text = ("kind: List\nitems:\n- kind: A\n  metadata:\n    name: a\n    labels: &l\n      x: y\n"
             "- kind: B\n  metadata:\n    name: b\n    labels: *l\n")
     out = stamp(text, OURS)
-    assert out.count(f"\"{labels.ORIGIN_NAME}\":") == 1  # YAML loaders accept duplicate keys; helm's does not
+    assert out.count(f"\"{wire.ORIGIN_NAME}\":") == 1  # YAML loaders accept duplicate keys; helm's does not
     a, b = objects(out)[0]["items"]
     assert a["metadata"]["labels"] == b["metadata"]["labels"] == {"x": "y", **OURS}
 
@@ -167,7 +167,7 @@ def test_kustomize_steps_then_common_metadata_then_our_labels(tmp_path: Path,
                                         "target": {"kind": "Deployment", "name": "ap+"}}]}},
             {"kustomize": {"images": [{"name": "busybox", "newTag": "1.37"}]}},
         ],
-        "commonMetadata": {"labels": {"team": "web", labels.ORIGIN_NAME: "theirs"}, "annotations": {"o": "ops"}},
+        "commonMetadata": {"labels": {"team": "web", wire.ORIGIN_NAME: "theirs"}, "annotations": {"o": "ops"}},
     }
     (deploy,) = objects(render(text, OURS, config))
     assert deploy["spec"]["replicas"] == 4
@@ -198,7 +198,7 @@ async def test_helm_template_and_install_stamp_every_resource(
     layout = install(tmp_path / "cache")
     assert (layout.plugins_dir / PLUGIN_NAME / "plugin.yaml").is_file()
     assert install(tmp_path / "cache") == layout  # idempotent, content-addressed
-    stamped = {**OURS, labels.RESOURCE_MAINTENANCE: "true"}
+    stamped = {**OURS, wire.RESOURCE_MAINTENANCE: "true"}
     renderer = layout.renderer(stamped)
 
     rendered = await any_helm.template("web", namespace, EXAMPLES / "charts" / "web", {}, post_renderer=renderer)

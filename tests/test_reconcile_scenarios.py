@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
@@ -108,12 +108,12 @@ async def test_an_install_and_an_upgrade_are_one_helm_process_each_labelled_with
         commands = _helm_commands(log)
         assert [args[0] for args in commands] == ["install", "upgrade"]
         assert not any(a.startswith("--dry-run") for args in commands for a in args)
-        assert f"{labels.MANIFEST_CHECKSUM}={labels.DROPPED}" in ",".join(commands[1])
+        assert f"{wire.MANIFEST_CHECKSUM}={wire.DROPPED}" in ",".join(commands[1])
         latest = sc.latest()
         assert latest is not None and latest.version == 2
         # A server dry run: the render the decision compares with the label.
         rendered = await engine.service.checksum(namespace, engine.book.spec(sc.key))
-        assert latest.label_map[labels.MANIFEST_CHECKSUM] == rendered
+        assert latest.label_map[wire.MANIFEST_CHECKSUM] == rendered
         assert engine.history(sc.key)[0].digest == latest.digest  # the history holds the labelled revision
         # A values change renders to decide, then upgrades once: its revision carries the new render's checksum.
         sc.write("{message: changed}")
@@ -121,7 +121,7 @@ async def test_an_install_and_an_upgrade_are_one_helm_process_each_labelled_with
         latest = sc.latest()
         assert latest is not None and latest.version == 3
         changed = await engine.service.checksum(namespace, engine.book.spec(sc.key))
-        assert latest.label_map[labels.MANIFEST_CHECKSUM] == changed != rendered
+        assert latest.label_map[wire.MANIFEST_CHECKSUM] == changed != rendered
         # ... and a pass on the unchanged spec decides in sync from the labels, without a render.
         before = len(_helm_commands(log))
         assert (await sc.run()).outcomes == () and len(_helm_commands(log)) == before
@@ -139,7 +139,7 @@ async def test_release_installed_by_plain_helm_is_adopted(sc: Scenario) -> None:
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["upgrade"] and result.state == st.IN_SYNC
     latest = sc.latest()
-    assert latest is not None and latest.version == 2 and latest.label_map[labels.MANAGED_BY] == "helmdeck"
+    assert latest is not None and latest.version == 2 and latest.label_map[wire.MANAGED_BY] == "helmdeck"
 
 
 async def test_upgrade_rollback_and_uninstall_outside_helmdeck_are_detected(sc: Scenario) -> None:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import HelmError, ReleaseNotFound
 from engine.kube import rest
 from engine.monitor import comparison
@@ -392,7 +392,7 @@ class ReleaseReconciler(Reconciler):
         checksum = comparison.checksum(comparison.recorded_manifest(release))
         try:
             await asyncio.to_thread(label_revision, self.ctx.api, req.spec.storage_ns, req.key[1], version,
-                                    {labels.MANIFEST_CHECKSUM: checksum}, driver=self.ctx.driver)  # type: ignore[arg-type]
+                                    {wire.MANIFEST_CHECKSUM: checksum}, driver=self.ctx.driver)  # type: ignore[arg-type]
         except (ApiException, StorageWriteError, StorageDecodeError) as exc:
             self.ctx.events(self.name, "info", f"cannot label revision {version} with its manifest checksum: "
                                                f"{getattr(exc, 'reason', None) or exc}", ())

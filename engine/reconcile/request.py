@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import PostRenderer
 from engine.package.model import InstallSpec, PackageSpec, UpgradeSpec
 from engine.reconcile.status import EngineStatus
@@ -52,9 +52,9 @@ class Request:
 
     @property
     def release_labels(self) -> dict[str, str]:
-        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.labels.release_labels`);
+        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.wire.release_labels`);
         not the manifest checksum, set on the revision once helm wrote it."""
-        return labels.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
+        return wire.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
                                      maintenance=bool(self.spec.maintenance), package_set=self.package_set,
                                      post_render_digest=self.spec.rendering.digest)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm.crds import prepare_crds
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
@@ -21,7 +21,7 @@ class Upgrade(ReleaseReconciler):
 
     def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
         # helm carries the previous revision's labels over: its checksum is dropped, the new one set after.
-        stamped = {**req.release_labels, labels.MANIFEST_CHECKSUM: labels.DROPPED}
+        stamped = {**req.release_labels, wire.MANIFEST_CHECKSUM: wire.DROPPED}
         opts = upgrade_options(req.spec, labels=stamped, post_renderer=req.post_renderer,
                                force_conflicts=req.force_conflicts)
         async def call() -> object:

@@ -42,6 +42,7 @@ from engine.base.fields import PackageError
 from engine.base.handoff import LoopHandoff
 from engine.base.masking import Masker
 from engine.base.strvals import Path as ValuesPath
+from engine.base.wire import CONTROLLER, ROLE
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.monitor.events import KubeEvent
@@ -53,7 +54,7 @@ from engine.reconcile.status import ActionOutcome, EngineStatus, FailureCounts
 from engine.reconcile.store import StatusStore
 from engine.runtime.drive.controller import PackageController, storage_relabeler, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
-from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, LeaseElector
+from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.base.paths import cache_root
+from engine.base.wire import SOURCE_VERIFIED, SUCCEEDED, VERIFICATION_ERROR
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
 from engine.package.depends import Dependency, PackageId
@@ -72,15 +73,7 @@ from engine.service import ReleaseService
 from engine.service.types import PackageNotHelm
 from engine.sources import SourceError
 from engine.sources.current import point
-from engine.sources.verify import (
-    FAILED,
-    SOURCE_VERIFIED,
-    SUCCEEDED,
-    VERIFICATION_ERROR,
-    Verification,
-    VerifyError,
-    verified_message,
-)
+from engine.sources.verify import FAILED, Verification, VerifyError, verified_message
 from engine.storage.codec import Driver
 from engine.storage.observation import Observation
 from engine.storage.observer import StorageChange
@@ -123,7 +116,7 @@ def storage_relabeler(api: client.ApiClient, driver: Driver) -> Relabel:
     from ``old`` to ``new`` (engine.storage.writer.relabel_release, off the event loop)."""
     async def relabel(obs: Observation, old: str, new: str) -> list[tuple[Observation, Observation]]:
         storage_ns = obs.storage_key.namespace if obs.storage_key else obs.namespace
-        return await asyncio.to_thread(relabel_release, api, storage_ns, obs.name, labels.PACKAGE_SET, old, new,
+        return await asyncio.to_thread(relabel_release, api, storage_ns, obs.name, wire.PACKAGE_SET, old, new,
                                        driver=driver)
     return relabel
 
@@ -526,7 +519,7 @@ class PackageController:
         self.service.take_absent_report(*key)
         req.absent = tuple(r.ref for r in self.service.absent(*key))
         latest = self.ctx.observer.latest(*key)
-        req.force_conflicts = latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true"
+        req.force_conflicts = latest is not None and latest.label_map.get(wire.MAINTENANCE) == "true"
         await self._claim(req, latest)
         return req
 
@@ -540,7 +533,7 @@ class PackageController:
         release changed outside helmdeck stays Unmanaged).
         """
         pset = self.package_set
-        label = latest.label_map.get(labels.PACKAGE_SET) if latest is not None else None
+        label = latest.label_map.get(wire.PACKAGE_SET) if latest is not None else None
         if pset is None or latest is None or not label or label == pset.identity:
             return
         ns, name = req.key
