@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import tempfile
 import time
@@ -19,7 +20,7 @@ from engine.base import wire
 from engine.helm import Helm, UpgradeOptions, postrender
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
 from engine.helm.postrender import StampError, parse_labels, render, stamp
-from engine.helm.postrender_client import SOCKET_FLAG
+from engine.helm.postrender_client import ANSWER_WITHIN, SOCKET_FLAG
 from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs
 from tests.conftest import EXAMPLES, helm_binary
 
@@ -244,6 +245,16 @@ def test_the_executable_hands_the_render_to_this_process_and_renders_alone_witho
         text.decode(), {"a": "b"}).encode()
     dead = run(*args[:-1], f"{SOCKET_FLAG}{tmp_path / 'gone'}")  # helmdeck gone: rendered alone
     assert dead.returncode == 0 and dead.stdout == alone.stdout
+    # helmdeck stopped (SIGSTOP: a paused replica): its socket takes the connection and never answers; the
+    # render goes on alone after ANSWER_WITHIN, so helm's run ends as it would without the socket.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.bind(str(tmp_path / "silent"))
+        silent.listen(1)
+        started = time.monotonic()
+        stuck = run(*args[:-1], f"{SOCKET_FLAG}{tmp_path / 'silent'}")
+        waited = time.monotonic() - started
+    assert stuck.returncode == 0 and stuck.stdout == alone.stdout
+    assert ANSWER_WITHIN <= waited < ANSWER_WITHIN + 20, waited
     for bad, code in (("{a: b\n", 1), ("kind: A\n", 2)):
         extra = ("bad key=1",) if code == 2 else ()
         served, alone = run(*args, *extra, data=bad.encode()), run(*args[:-1], *extra, data=bad.encode())

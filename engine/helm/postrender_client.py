@@ -6,8 +6,8 @@ interpreter's built-in modules, costs a few. With ``--socket=PATH`` (:mod:`engin
 adds it: the helmdeck process that runs helm serves renders on a Unix socket in a directory only its user
 can open) it sends its arguments and stdin there and writes back what comes: the post-render is
 :func:`engine.helm.postrender.run` in that process, byte for byte the same as alone. Without the flag, or
-when the socket does not answer (helmdeck gone), it loads the interpreter's site packages (PyYAML) and runs
-the post-renderer itself: slower, never different.
+when the socket does not answer (helmdeck gone, stopped or stuck: :data:`ANSWER_WITHIN`), it loads the
+interpreter's site packages (PyYAML) and runs the post-renderer itself: slower, never different.
 
 Wire format, over one connection per render: the request is a 4-byte big-endian length, the arguments
 joined by NUL (UTF-8, surrogate escapes kept), then the manifests until the client shuts its side; the
@@ -27,6 +27,11 @@ SOCKET_FLAG = "--socket="
 # helm 4 drops a failing plugin's stderr: the message also goes to the file this variable names (engine.helm.cli).
 ERRORS_ENV = "HELMDECK_POSTRENDER_ERRORS"
 _PREFIX = "helmdeck post-renderer: "
+# Seconds the client waits on the socket, plus 2 s a MiB of manifests (the in-process render of a large chart),
+# before it renders alone: a helmdeck process that is stopped (SIGSTOP, a debugger) or stuck answers nothing,
+# and its helm runs must go on and end as they would without it (a paused replica's upgrade finishes; the
+# replica taking over records it: issue 32).
+ANSWER_WITHIN = 5.0
 
 
 def encode_request(args: list[str], manifests: bytes) -> bytes:
@@ -60,10 +65,12 @@ def finish(code: int, out: bytes, message: str) -> int:
 
 
 def _ask(path: str, request: bytes) -> bytes:
-    """The server's answer to ``request``; raises OSError when it cannot be reached."""
+    """The server's answer to ``request``; raises OSError when it cannot be reached or is silent for
+    :data:`ANSWER_WITHIN` seconds (plus 2 s a MiB of ``request``) at any step (TimeoutError)."""
     import _socket  # the C module: the ``socket`` package would import enum, selectors and more
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock.settimeout(ANSWER_WITHIN + 2.0 * len(request) / (1 << 20))
     try:
         sock.connect(path)
         sock.sendall(request)
