@@ -253,7 +253,7 @@ def test_an_install_stalled_after_its_uninstall_remediations_stays_stalled_acros
     objects, core, namespace = env.objects, env.core, env.namespace
     env.flaky_source()
     create(objects, package(namespace, "bad", timeout="20s", values={"fail": True},  # an object name the API refuses
-                            install={"remediation": {"retries": 1}}))
+                            install={"remediation": {"retries": 1, "remediateLastFailure": True}}))
 
     def stalled() -> dict[str, Any] | None:
         status = (get_package(objects, namespace, "bad") or {}).get("status") or {}
