@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint build venv cluster-down clean crds
+.PHONY: demo test lint build venv cluster-down clean crds image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ venv: $(STAMP)
 build: $(STAMP)
 	$(BIN)/python -m localcluster.build
 
+# The controller's image, localhost/helmdeck:<version>, with podman from the Containerfile (localcluster/image.py):
+# a Debian base by mmdebstrap, the wheels, helm/kustomize/cosign from the cache above; rebuilt only when they change.
+# Installs podman, buildah, runc and mmdebstrap with apt-get when root on Debian, else names them.
+image: build
+	$(BIN)/python -m localcluster.image
+
 demo: build
 	$(BIN)/helmdeck demo
 
@@ -32,7 +38,8 @@ lint: $(STAMP)
 # `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).
 test: build lint
 	$(BIN)/python -m localcluster.build cosign
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python -m localcluster.image
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 # helmdeck's CRDs, generated from the loaders' field tables (a test checks the committed files are current).
 crds: $(STAMP)

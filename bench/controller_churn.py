@@ -40,9 +40,9 @@ from kubernetes import client
 
 from bench.controller_packages import apply_package_crds
 from bench.storage_common import private_cluster
+from engine.base.wire import SHARD
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime.drive.lease import SHARD
 from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster

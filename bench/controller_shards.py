@@ -55,10 +55,10 @@ from bench.controller_packages import (
     server_pids,
 )
 from bench.storage_common import private_cluster
+from engine.base.wire import SHARD
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
-from engine.runtime.drive.lease import SHARD
 from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster

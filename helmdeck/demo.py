@@ -37,6 +37,7 @@ from pathlib import Path
 
 import yaml
 
+from engine.base.wire import API_VERSION
 from localcluster.chartrepo import ChartRepoServer
 
 NAMESPACE = "helmdeck-demo"  # the examples' namespace; also the path of the charts in the registry
@@ -147,7 +148,7 @@ def push_charts(helm: str, env: dict[str, str], archives: list[Path], registry: 
 
 def repositories_yaml(charts_url: str, registry: str) -> str:
     """The demo's source documents, with this run's endpoints."""
-    head = f"apiVersion: helmdeck.dev/v1alpha1\nmetadata: {{name: %s, namespace: {NAMESPACE}}}\n"
+    head = f"apiVersion: {API_VERSION}\nmetadata: {{name: %s, namespace: {NAMESPACE}}}\n"
     return (
         "# Written by `helmdeck demo` at each start: the chart sources of this run (ports are chosen at start).\n"
         + head % "demo-charts" + f"kind: HelmRepository\nspec: {{url: '{charts_url}', interval: {INTERVAL}}}\n"

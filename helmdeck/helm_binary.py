@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.base import tools
+
 ENV_VAR = "HELMDECK_HELM"
-# helmdeck's own builds, most preferred first (localcluster.build component names).
-CACHED = ("helm4", "helm3")
+# helmdeck's own builds, most preferred first (the majors of engine.base.tools.helm).
+CACHED = (4, 3)
 
 
 class HelmNotFound(RuntimeError):
@@ -42,9 +44,7 @@ def _executable(path: Path) -> bool:
 
 
 def _cached() -> list[tuple[str, Path]]:
-    from localcluster import build  # lazy: only when nothing else was found
-
-    return [(name, build.binary(name)) for name in CACHED]
+    return [(f"helm{major}", tools.helm(major)) for major in CACHED]
 
 
 def find_helm(flag: str | None, env: Mapping[str, str] | None = None) -> HelmChoice:

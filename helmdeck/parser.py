@@ -1,12 +1,15 @@
-"""The ``helmdeck`` argument parser and exit codes (the commands themselves are in :mod:`helmdeck.cli`)."""
+"""The ``helmdeck`` argument parser's rule (:class:`HelmdeckParser`), the flags every command shares
+(:func:`common_flags`) and the exit codes; each command's own arguments are in its module of
+:mod:`helmdeck.commands`, and :func:`helmdeck.cli.build_parser` puts them together."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
+from engine.base import wire
 from helmdeck import __version__
 from helmdeck.logs import default_log_file
 
@@ -18,9 +21,14 @@ EXIT_STALLED = 3
 # `helmdeck diff` exit codes (as terraform plan -detailed-exitcode): 0 no change, 1 error, 2 changes.
 EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 2
+DIFF_CODES = (f"Exit codes (as terraform plan -detailed-exitcode, for CI): {EXIT_NO_CHANGES} nothing would "
+              f"change, {EXIT_CHANGES} something would, {EXIT_FAILED} error (usage errors included).")
+
+# What a command's ``add`` adds its parser to.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def _common(*, without: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+def common_flags(*, without: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """Flags every command that talks to a cluster takes (kubectl's spelling where it has one), less the
     options named in ``without`` (``demo`` brings its own cluster and helm).
 
@@ -56,7 +64,7 @@ def _common(*, without: tuple[str, ...] = ()) -> argparse.ArgumentParser:
          help="read Flux documents with fields helmdeck does not implement (spec.kubeConfig, verify, ...): "
               "leave those fields out with a warning instead of refusing the document")
     flag(g, "--package-set", metavar="NAME",
-         help="name of the folder's package set: its releases' helmdeck.dev/package-set label and its Lease "
+         help=f"name of the folder's package set: its releases' {wire.PACKAGE_SET} label and its Lease "
               "(default: the folder's name and a digest of its path; give one to keep it when the folder moves)")
     flag(g, "--readonly", action="store_true", default=False,
          help="never change the cluster; refuse every action")
@@ -76,27 +84,7 @@ def _common(*, without: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     return p
 
 
-def _metrics_url(text: str) -> str:
-    """``--controller-metrics``: an http(s) URL (a bare HOST:PORT gets http:// and /metrics)."""
-    from engine.runtime.pulses import check_url
-
-    try:
-        return check_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _add_app_flags(p: argparse.ArgumentParser) -> None:
-    """The app's own flags (no command, and ``demo``, which opens it)."""
-    p.add_argument("--theme", help="app theme, e.g. helmdeck-dark, helmdeck-light, helmdeck-high-contrast "
-                                   "(remembered; user themes in $XDG_CONFIG_HOME/helmdeck/themes/)")
-    p.add_argument("--controller-metrics", action="append", default=[], metavar="URL", type=_metrics_url,
-                   help="a helmdeck controller replica's metrics (repeatable), for the controller view (P), "
-                        "e.g. http://127.0.0.1:8080/metrics after kubectl port-forward; a controller running "
-                        "on this machine is found through its Lease without it")
-
-
-class _Version(argparse.Action):
+class Version(argparse.Action):
     """``--version``: helmdeck's version and which helm it resolves (``--helm`` given before it counts)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
@@ -134,7 +122,7 @@ class HelmdeckParser(argparse.ArgumentParser):
     def share_defaults(self) -> None:
         """Called once, when every subcommand is added."""
         shared = [a for a in self._actions
-                  if a.option_strings and a.default is not argparse.SUPPRESS and not isinstance(a, _Version)]
+                  if a.option_strings and a.default is not argparse.SUPPRESS and not isinstance(a, Version)]
         self._shared_options = {a.dest: "/".join(a.option_strings) for a in shared}
         actions: list[tuple[str | None, argparse.Action]] = [(None, a) for a in shared]
         for name, parser in subcommands(self).items():
@@ -169,174 +157,6 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def _dests(parser: argparse.ArgumentParser) -> set[str]:
     return {a.dest for a in parser._actions} | {d for sub in subcommands(parser).values() for d in _dests(sub)}
-
-
-def build_parser() -> HelmdeckParser:
-    common = _common()
-    parser = HelmdeckParser(
-        prog="helmdeck", parents=[_common()],
-        description="Operate Helm releases from the terminal: the app without a command, headless with one.")
-    parser.add_argument("--version", action=_Version, nargs=0,
-                        help="print helmdeck's version and the helm binary it would run, then exit")
-    _add_app_flags(parser)
-    # Plain parsers: HelmdeckParser's rule is the top level's alone.
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
-
-    # The demo opens the app on its own cluster with its own helm build and the examples (or --packages).
-    demo_common = _common(without=("--kubeconfig", "--context", "--helm", "--packages", "--kustomize", "--var",
-                                   "--vars-from", "--vars-from-cluster"))
-    demo = sub.add_parser(
-        "demo", parents=[demo_common], help="start the local cluster and open the app on the example packages",
-        description="Build (or reuse) and start the local control plane, publish the example charts to its "
-                    "OCI registry and to an HTTP chart repository served on 127.0.0.1 while the app runs, then "
-                    "open the app on it with the example packages. The cluster keeps running afterwards; "
-                    "`helmdeck cluster down` stops it.")
-    demo.add_argument("--cluster-dir", type=Path, help="local cluster state directory")
-    demo.add_argument("--packages", type=Path,
-                      help=f"folder of package files (default: the examples, {example_packages()}) run from "
-                           "a copy in <cluster dir>/demo/examples with those of examples/sources, whose charts come "
-                           "from the local OCI registry and an HTTP chart repository the demo serves")
-    demo.add_argument("--helm-major", choices=["3", "4"], default="4", help="which built helm to use")
-    _add_app_flags(demo)
-
-    cluster = sub.add_parser("cluster", help="manage the local control plane",
-                             description="Manage the local control plane (etcd, kube-apiserver, "
-                                         "kube-controller-manager, kube-scheduler, kwok) and its "
-                                         "OCI registry (127.0.0.1, plain HTTP, no auth).")
-    csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
-    for name, text in (
-        ("up", "build (or reuse) the binaries and start the cluster; no-op when it runs"),
-        ("down", "stop the processes the cluster started"),
-        ("status", "show processes, kubeconfig, server and log files (exit 3 when not ready)"),
-        ("kubeconfig", "print the kubeconfig path"),
-    ):
-        p = csub.add_parser(name, help=text, description=text)
-        p.add_argument("--cluster-dir", type=Path, help="state directory (default: ~/.local/state/helmdeck/cluster)")
-        if name == "status":
-            p.add_argument("-o", "--output", choices=["table", "json"], default="table",
-                           help="json: an object with kubeconfig, server, registry (host:port), ready, ...")
-
-    rec = sub.add_parser(
-        "reconcile", parents=[common], help="reconcile the packages headless",
-        description="Reconcile every package of --packages without the app. Runs until interrupted "
-                    "(ctrl+c lets running helm actions finish), or with --once until every package "
-                    f"settled (a suspended package is left as it is). --once exit codes: {EXIT_CONVERGED} every "
-                    f"package converged or is suspended, {EXIT_FAILED} "
-                    f"one failed, {EXIT_STALLED} one stalled (retries exhausted).")
-    rec.add_argument("--once", action="store_true", help="one settled pass per package, then exit")
-    rec.add_argument("--json", action="store_true", help="print events as JSON lines")
-    rec.add_argument("--wait", type=float, default=600.0,
-                     help="--once: give up after this many seconds (default: %(default)s)")
-    rec.add_argument("--stop-deadline", type=float, default=30.0,
-                     help="on ctrl+c, seconds running helm actions may take to finish (default: %(default)s)")
-
-    ctl = sub.add_parser(
-        "controller", help="reconcile the cluster's Package objects, around the clock (in the cluster)",
-        description="Reconcile the Package, HelmRepository and OCIRepository objects (helmdeck.dev/v1alpha1) of "
-                    "every namespace, or of --watch-namespace, with the same engine as the app; status and Events "
-                    "are written on the objects. One instance acts (a Lease); others wait and take over. Cluster "
-                    "access, as controller-runtime finds it: --kubeconfig, else $KUBECONFIG, else in-cluster "
-                    "config (the ServiceAccount's token, CA and KUBERNETES_SERVICE_HOST/PORT), else "
-                    "~/.kube/config; the log says which. SIGTERM lets running helm actions finish for "
-                    "--stop-deadline.")
-    ctl.add_argument("--kubeconfig", type=Path,
-                     help="kubeconfig file (default: $KUBECONFIG, else in-cluster config, else ~/.kube/config)")
-    ctl.add_argument("--context", help="kubeconfig context (default: its current-context; not in-cluster)")
-    ctl.add_argument("--serviceaccount-dir", type=Path, default=None, metavar="DIR",
-                     help="in-cluster: the ServiceAccount's token, ca.crt and namespace "
-                          "(default: /var/run/secrets/kubernetes.io/serviceaccount)")
-    ctl.add_argument("--watch-namespace", action="append", dest="watch_namespaces", metavar="NAMESPACE",
-                     help="only this namespace's objects (repeatable; default: all namespaces)")
-    ctl.add_argument("--watch-label-selector", metavar="SELECTOR",
-                     help="only the Package objects this label selector matches, and the sources they use: a "
-                          "static shard with its own Lease, as Flux's (sharding.helmdeck.dev/key=shard1 on a shard, "
-                          "'!sharding.helmdeck.dev/key' on the main instance; default: every Package)")
-    ctl.add_argument("--package-set", metavar="NAME",
-                     help="the package set's name: its releases' label and its Lease (default: cluster, or "
-                          "cluster-<digest> of the --watch-namespace list)")
-    ctl.add_argument("--lease-namespace", default=None,
-                     help="namespace of the Lease (default: the pod's namespace, else default)")
-    ctl.add_argument("--lease-duration", type=float, default=None,
-                     help="seconds without renewal after which another instance takes over (default: 15, with "
-                          "--shards auto 8: a member's packages are taken over that long after its last renewal)")
-    ctl.add_argument("--shards", choices=["auto"], default=None,
-                     help="auto: every replica acts, each on the Packages placed on it (bounded-load hashing over the "
-                          "live replicas, each holding its own membership Lease), one replica per release at a time "
-                          "(an actor claim in the Package's status); default: one acting instance per package set")
-    ctl.add_argument("--default-service-account", default="", metavar="NAME",
-                     help="a Package without spec.serviceAccountName acts as this ServiceAccount of its namespace "
-                          "(Flux's multi-tenancy lockdown; default: the controller's own)")
-    ctl.add_argument("--concurrency", type=int, default=4, help="packages reconciled at once (default: 4)")
-    ctl.add_argument("--stop-deadline", type=float, default=30.0,
-                     help="on SIGTERM, seconds running helm actions may take to finish (default: %(default)s)")
-    ctl.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (default: %(default)s)")
-    ctl.add_argument("--metrics-addr", default=":8080", help="Prometheus /metrics (default: %(default)s)")
-    ctl.add_argument("--helm", help="helm binary (default: $HELMDECK_HELM, else helm on PATH)")
-    ctl.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    ctl.add_argument("--log-file", type=Path, help="log file (default: standard error, for the pod's log)")
-
-    status = sub.add_parser("status", parents=[common], help="print every release and its engine state",
-                            description="Print every release with its engine state (read-only).")
-    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
-
-    diff_codes = (f"Exit codes (as terraform plan -detailed-exitcode, for CI): {EXIT_NO_CHANGES} nothing would "
-                  f"change, {EXIT_CHANGES} something would, {EXIT_FAILED} error (usage errors included).")
-    for name, text, more in (
-        ("render", "print the manifests an upgrade of PACKAGE would apply", ""),
-        ("diff", "print what an upgrade of PACKAGE would change (deployed vs desired)", diff_codes),
-    ):
-        p = sub.add_parser(name, parents=[common], help=text, description=f"{text} (secrets masked). {more}")
-        p.add_argument("package", help="a package file, or a package name in --packages")
-        p.add_argument("--show-secrets", action="store_true", help="print secret values instead of masking them")
-
-    versions = sub.add_parser(
-        "versions", parents=[common], help="list the chart versions PACKAGE's repository offers",
-        description="List the chart versions the repository of PACKAGE offers (spec.chart.spec or "
-                    "spec.chartRef), newest first, with app version and date, marking the deployed version "
-                    f"and whether each is inside the package's range. Exit {EXIT_FAILED} for a package with a "
-                    "local chart or a repository that fails.")
-    versions.add_argument("package", help="a package file, or a package name in --packages")
-    versions.add_argument("-o", "--output", choices=["table", "json"], default="table")
-
-    plan = sub.add_parser(
-        "plan", parents=[common], help="print what a reconcile would do to every package (acts on nothing)",
-        description="For every package of --packages, in dependency order: its state, the next action, why, "
-                    "and the objects an install or upgrade would add, change or remove (no values: secrets "
-                    f"never show). {diff_codes}")
-    plan.add_argument("--base", metavar="GIT_REF",
-                      help="plan the change from this commit's packages to the working tree's (both rendered; the "
-                           "cluster's drift does not show): what merging a pull request would change")
-    plan.add_argument("-o", "--output", choices=["text", "json", "markdown"], default="text",
-                      help="markdown: a pull-request comment (a summary table, then a collapsed section per release)")
-
-    export = sub.add_parser(
-        "export", help="print a packages folder as Package, HelmRepository and OCIRepository objects",
-        description="Print the packages folder DIR as helmdeck.dev/v1alpha1 Package, HelmRepository and "
-                    "OCIRepository objects (multi-document YAML) for `kubectl apply -f -`; a Flux HelmRelease "
-                    "becomes the Package with its spec. Values are printed as written (they are yours: mind "
-                    "where the output goes). A package whose chart folder or values files are on disk cannot move "
-                    "into the cluster: it is refused on standard error, naming it, and the others are still "
-                    f"printed; the exit code is then {EXIT_FAILED} (as kubectl apply with an invalid object: use "
-                    "`set -o pipefail`).")
-    export.add_argument("directory", type=Path, metavar="DIR", help="the packages folder")
-    export.add_argument("--namespace", dest="export_namespace", default="default", metavar="NAMESPACE",
-                        help="namespace of the objects whose document names none (default: %(default)s, as the "
-                             "package loader reads them)")
-    export.add_argument("--allow-unsupported", action="store_true",
-                        help="read Flux documents with fields helmdeck does not implement, leaving them out")
-
-    clean = sub.add_parser("cleanup", parents=[common], help="uninstall managed releases no package declares",
-                           description="Uninstall every release of the package set of --packages that no "
-                                       "package there declares (other sets' releases and releases not managed "
-                                       "by helmdeck are never touched). It lists them first and asks on a "
-                                       "terminal; without one it needs --yes.")
-    clean.add_argument("--dry-run", action="store_true", help="only list what would be uninstalled")
-    clean.add_argument("-y", "--yes", action="store_true",
-                       help="uninstall without asking (needed when there is no terminal to ask on)")
-    clean.add_argument("--ignore-namespace", action="append", default=[], metavar="NAMESPACE",
-                       help="never clean up in this namespace (repeatable)")
-    parser.share_defaults()
-    return parser
 
 
 def example_packages() -> Path:

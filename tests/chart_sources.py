@@ -38,13 +38,14 @@ from pathlib import Path
 
 import bcrypt
 
+from engine.base.wire import SOURCE_VERIFIED, SUCCEEDED
 from engine.runtime import Engine
 from engine.runtime.assemble import offline_engine
 from engine.runtime.state import Condition, ReleaseKey
 from engine.sources import ChartRequest, ChartVersionInfo
 from engine.sources.cosign import fingerprint
 from engine.sources.updates import available
-from engine.sources.verify import FAILED, SOURCE_VERIFIED, SUCCEEDED, VERIFIED, Verification, verified_message
+from engine.sources.verify import FAILED, VERIFIED, Verification, verified_message
 from engine.storage.observer import Observer
 from localcluster import registry as local_registry
 from localcluster.chartrepo import ChartRepoServer as ChartRepoServer  # re-exported for the tests

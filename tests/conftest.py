@@ -24,7 +24,7 @@ from kubernetes import client
 from engine.base.paths import cache_root
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
-from localcluster import build
+from localcluster import build, image
 from localcluster.cluster import LocalCluster
 from tests import flux_oracle
 from tests.chart_sources import ChartRepoServer
@@ -40,7 +40,8 @@ BUILD_FAILED = 7  # the session's exit code when a build failed: not one of pyte
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the Go binaries the selected tests need before the first test starts: the default components when
     one needs the local cluster (``cluster`` mark or fixture), and those a ``binaries`` mark names (the tests' Flux
-    oracle, ``oracle``, among them: :mod:`tests.flux_oracle`). A cold build
+    oracle, ``oracle``, among them: :mod:`tests.flux_oracle`); and the controller image when one has the
+    ``image`` mark. A cold build
     takes minutes, more than pytest-timeout allows one test's setup (``make test`` builds first; a test file run
     alone on a fresh machine did not). A failed build ends the session before any test, with exit code
     :data:`BUILD_FAILED`."""
@@ -52,14 +53,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for mark in item.iter_markers("binaries"):
             needed.update(mark.args)
     missing = sorted(name for name in needed if not components[name].is_built())
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if missing:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
             for name in missing:
                 build.build(components[name],
                             progress=lambda m: reporter.write_line(m) if reporter is not None else None)
         except build.BuildError as exc:
             pytest.exit(f"the selected tests need binaries that could not be built: {exc}", returncode=BUILD_FAILED)
+    if any(item.get_closest_marker("image") for item in session.items):
+        try:  # current: seconds; cold: minutes (the Debian base, the wheels, cosign)
+            image.build_image(progress=lambda m: reporter.write_line(m) if reporter is not None else None)
+        except (image.ImageError, build.BuildError) as exc:
+            pytest.exit(f"the selected tests need the controller image, which could not be built: {exc}",
+                        returncode=BUILD_FAILED)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -44,9 +44,9 @@ from typing import Any
 from kubernetes import client
 
 from engine.base.fields import PackageError
+from engine.base.wire import STARTED
 from engine.kube.rest import get_json
 from engine.package.load import package_object
-from engine.runtime.drive.object_status import STARTED
 from engine.storage.codec import decode_payload
 from engine.storage.helmtime import helm_time
 

@@ -16,7 +16,8 @@ from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
-from helmdeck.cli import _engine, build_parser
+from helmdeck import builder
+from helmdeck.cli import build_parser
 from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_cli import helmdeck
@@ -87,7 +88,7 @@ def test_diff_refuses_when_storage_cannot_be_read(viewer: KubeTarget, tmp_path: 
 async def test_app_keeps_the_refused_permission_in_view(viewer: KubeTarget, tmp_path: Path) -> None:
     args = build_parser().parse_args(["--kubeconfig", str(with_namespace(viewer, None)),
                                       "--log-file", str(tmp_path / "log")])
-    engine = _engine(args)  # as `helmdeck` builds it: falls back to "default", which is refused
+    engine = builder.engine(args)  # as `helmdeck` builds it: falls back to "default", which is refused
     assert engine.namespaces == ["default"]
     app = HelmdeckApp(engine, context="viewer")
     async with app.run_test(size=(160, 30)) as pilot:

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from engine.base.wire import FLUX_RECONCILE_REQUEST as REQUESTED_AT
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, contexts
 from engine.runtime import Engine
 from engine.runtime.assemble import build_engine
-from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION, REQUESTED_AT
+from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION
 from tests.conftest import EXAMPLES, run_helm
 from tests.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
 from tests.test_engine_flow import write_package

@@ -10,14 +10,14 @@ from typing import Any
 
 from kubernetes import client
 
+from engine.base.wire import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
 from engine.package.load import load_objects
 from engine.runtime.drive.attach import Attachment, attached_fields, attached_state, live_controllers
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, LeaseElector
+from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import READ_ONLY
 from engine.runtime.ledger.owners import owner_of
 from engine.runtime.report import status_row
-from engine.runtime.shard import SHARD_KEY
 from engine.runtime.state import Attached, Condition
 from engine.storage.observer import Observer
 from tests.controller_fixtures import oci_repository, package

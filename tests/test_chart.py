@@ -356,6 +356,8 @@ CAPABILITIES = [
     # engine/storage/writer.py: a pending revision unlocked (cancel, SIGTERM); engine/sources/credentials.py.
     Capability("get a release record", "get", "", "secrets", "release"),
     Capability("update a release record (unlock)", "update", "", "secrets", "release"),
+    # engine/reconcile/action.py (engine/storage/writer.py label_revision): a new revision's manifest checksum.
+    Capability("patch a release record (its manifest checksum)", "patch", "", "secrets", "release"),
     # engine/reconcile/store.py: helmdeck's status ConfigMaps (written as the Package's ServiceAccount).
     Capability("list the status objects", "list", "", "configmaps", "all"),
     Capability("delete a removed release's status object", "delete", "", "configmaps", "release"),

@@ -124,8 +124,8 @@ def test_an_unreachable_api_server_is_an_error_not_an_empty_list(tmp_path: Path)
 def test_a_context_switch_reconciles_the_packages_on_the_started_context_only(tmp_path: Path) -> None:
     # `C` rebuilt the engine with every flag on the chosen context, --packages too: the folder's packages were
     # then reconciled on whatever cluster the operator only meant to look at.
-    from helmdeck.cli import context_switch
-    from helmdeck.parser import build_parser
+    from helmdeck.app import context_switch
+    from helmdeck.cli import build_parser
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

@@ -18,12 +18,13 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.base.wire import FINALIZER
 from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
 from engine.package.load import object_origin
 from engine.reconcile.status import EngineStatus
 from engine.reconcile.store import DATA_KEY, object_name
-from engine.runtime.drive.finalizer import FINALIZER, Finalizers
+from engine.runtime.drive.finalizer import Finalizers
 from engine.runtime.drive.objects import PackageObjects
 from helmdeck.parser import EXIT_USAGE
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http
@@ -252,7 +253,7 @@ def test_an_install_stalled_after_its_uninstall_remediations_stays_stalled_acros
     objects, core, namespace = env.objects, env.core, env.namespace
     env.flaky_source()
     create(objects, package(namespace, "bad", timeout="20s", values={"fail": True},  # an object name the API refuses
-                            install={"remediation": {"retries": 1}}))
+                            install={"remediation": {"retries": 1, "remediateLastFailure": True}}))
 
     def stalled() -> dict[str, Any] | None:
         status = (get_package(objects, namespace, "bad") or {}).get("status") or {}

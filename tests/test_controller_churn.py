@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine.runtime.drive.lease import SHARD
+from engine.base.wire import SHARD
 from engine.runtime.drive.members import AUTO
 from engine.runtime.ledger.placement import assign, package_name
 from tests.churn import Churn, Replica, ready_now, run_churn

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.runtime.drive.lease import ROLE, SELECTOR, SHARD
-from engine.runtime.shard import SHARD_KEY
+from engine.base.wire import ROLE, SELECTOR, SHARD, SHARD_KEY
 from tests.controller_fixtures import GROUP, VERSION, ControllerEnv, create, eventually, get_package, package, releases
 from tests.test_cli import helmdeck
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
@@ -41,8 +41,8 @@ async def test_install_upgrade_rollback(
         assert isinstance(first, ActionOutcome) and first.ok, first
         obs = engine.observer.latest(*key) if engine.observer else None
         assert obs is not None and (obs.version, obs.status) == (1, "deployed")
-        assert obs.label_map[labels.MANAGED_BY] == "helmdeck"
-        assert len(obs.label_map[labels.SPEC_DIGEST]) == 32
+        assert obs.label_map[wire.MANAGED_BY] == "helmdeck"
+        assert len(obs.label_map[wire.SPEC_DIGEST]) == 32
 
         assert await engine.reconcile(key) is None  # unchanged: no action, no revision
 

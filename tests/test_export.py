@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from engine.base.labels import API_VERSION
+from engine.base.wire import API_VERSION
 from engine.kube import rest
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import load_folder, load_objects

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.package.load import load_folder, load_package
 from engine.resolve.release import post_render_settings
@@ -200,14 +200,14 @@ def test_a_helm_release_is_stamped_with_fluxs_origin_labels(tmp_path: Path) -> N
     # HelmRelease's): rendered the same, a plan against a release Flux deployed shows no false change.
     write(tmp_path, REPO, WEB)
     [web] = load_folder(tmp_path).specs
-    assert post_render_settings(web).labels == {labels.FLUX_ORIGIN_NAME: "web", labels.FLUX_ORIGIN_NAMESPACE: "apps"}
+    assert post_render_settings(web).labels == {wire.FLUX_ORIGIN_NAME: "web", wire.FLUX_ORIGIN_NAMESPACE: "apps"}
     chart = Path(__file__).resolve().parent.parent / "examples" / "charts" / "settings"
     package = tmp_path / "own" / "p.yaml"
     package.parent.mkdir()
     package.write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata: {name: p, namespace: apps}\n"
                        f"spec:\n  chart: {chart}\n")
-    assert post_render_settings(load_package(package)).labels == {labels.ORIGIN_NAME: "p",
-                                                                  labels.ORIGIN_NAMESPACE: "apps"}
+    assert post_render_settings(load_package(package)).labels == {wire.ORIGIN_NAME: "p",
+                                                                  wire.ORIGIN_NAMESPACE: "apps"}
 
 
 def test_commonmetadata_may_not_set_fluxs_origin_labels(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.base import tools
 from helmdeck import __version__
 from helmdeck.helm_binary import HelmNotFound, find_helm
 from localcluster import build
@@ -69,3 +70,9 @@ def test_version_names_the_helm_found_without_path(places: dict[str, Path]) -> N
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         f"helmdeck {__version__}", f"helm v9.9.9 at {places['helm4']} (helmdeck's own helm4 build: no helm on PATH)"]
+
+
+def test_the_fallback_is_where_the_local_cluster_builds_helm() -> None:
+    # helmdeck.helm_binary asks engine.base.tools (the command line never imports localcluster): the two agree.
+    for major in (3, 4):
+        assert tools.helm(major) == build.binary(f"helm{major}")

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from engine.base.wire import SHARD_KEY
 from engine.kube.client import KubeTarget, api_client
 from engine.runtime.drive.objects import PackageObjects
 from engine.runtime.drive.ports import InputUpdate
-from engine.runtime.shard import SHARD_KEY
 from tests.controller_fixtures import GROUP, VERSION, Apis, create, package
 
 pytestmark = pytest.mark.cluster

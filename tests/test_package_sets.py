@@ -14,8 +14,8 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
 from engine.runtime.assemble import build_engine
-from helmdeck.cli import _engine
-from helmdeck.parser import build_parser
+from helmdeck import builder
+from helmdeck.cli import build_parser
 from tests.test_cli import cluster_args, helmdeck
 from tests.test_runtime import package, revision, until
 
@@ -76,7 +76,7 @@ async def test_two_folders_with_one_base_name_each_lead_their_own_lease(
         args = build_parser().parse_args([
             "reconcile", "--kubeconfig", str(kube_target.kubeconfig), "--helm", helm.binary, "-n", namespace,
             "--packages", str(folder), "--lease-namespace", namespace, "--log-file", str(tmp_path / "log")])
-        engines.append(_engine(args))
+        engines.append(builder.engine(args))
     first, second = engines
     assert first.lease_config is not None and second.lease_config is not None
     assert first.lease_config.name != second.lease_config.name

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helmdeck.plan import GitError, base_tree, tree_root
+from helmdeck.commands.plan import GitError, base_tree, tree_root
 
 
 def git(repo: Path, *args: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.package.drift import IgnoreRule
@@ -38,7 +38,7 @@ def post_renderers(tag: str) -> str:
           - patch: |
               apiVersion: v1
               kind: ConfigMap
-              metadata: {{name: app, labels: {{{labels.ORIGIN_NAME}: not-the-package}}}}
+              metadata: {{name: app, labels: {{{wire.ORIGIN_NAME}: not-the-package}}}}
               data: {{extra: from-a-patch}}
     - kustomize:
         images: [{{name: busybox, newTag: "{tag}"}}]
@@ -79,7 +79,7 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["install"] and result.state == st.IN_SYNC
     latest = sc.latest()
-    assert latest is not None and latest.label_map[labels.POST_RENDER_DIGEST] == sc.engine.book.spec(
+    assert latest is not None and latest.label_map[wire.POST_RENDER_DIGEST] == sc.engine.book.spec(
         sc.key).rendering.digest != ""
     deploy = apps.read_namespaced_deployment("app", sc.namespace)
     cm = core_api.read_namespaced_config_map("app", sc.namespace)
@@ -89,7 +89,7 @@ async def test_patches_images_and_common_metadata_reach_the_cluster(any_sc: Scen
     assert cm.data == {"message": "hi", "extra": "from-a-patch"}
     for meta in (deploy.metadata, cm.metadata):
         assert (meta.labels or {}).get("team") == "web" and (meta.annotations or {}).get("owner") == "ops"
-        assert (meta.labels or {})[labels.ORIGIN_NAME] == "app"  # helmdeck's own label wins over the patch
+        assert (meta.labels or {})[wire.ORIGIN_NAME] == "app"  # helmdeck's own label wins over the patch
     # commonMetadata is for the objects' metadata, not their pod templates (as Flux's).
     assert deploy.spec is not None and deploy.spec.template.metadata is not None
     assert "team" not in (deploy.spec.template.metadata.labels or {})

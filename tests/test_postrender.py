@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import tempfile
 import time
@@ -15,14 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from engine.base import labels
-from engine.helm import Helm, UpgradeOptions
+from engine.base import wire
+from engine.helm import Helm, UpgradeOptions, postrender
 from engine.helm.kustomize import KustomizeMissing, find_kustomize
-from engine.helm.postrender import StampError, main, parse_labels, render, stamp
+from engine.helm.postrender import StampError, parse_labels, render, stamp
+from engine.helm.postrender_client import ANSWER_WITHIN, SOCKET_FLAG
 from engine.helm.postrender_plugin import CONFIG_MAX_AGE, CONFIG_MAX_FILES, PLUGIN_NAME, install, prune_configs
 from tests.conftest import EXAMPLES, helm_binary
 
-OURS = {labels.ORIGIN_NAME: "web", labels.ORIGIN_NAMESPACE: "demo"}
+OURS = {wire.ORIGIN_NAME: "web", wire.ORIGIN_NAMESPACE: "demo"}
 
 
 def objects(text: str) -> list[Any]:
@@ -92,7 +94,7 @@ def test_aliased_labels_are_edited_once() -> None:
     text = ("kind: List\nitems:\n- kind: A\n  metadata:\n    name: a\n    labels: &l\n      x: y\n"
             "- kind: B\n  metadata:\n    name: b\n    labels: *l\n")
     out = stamp(text, OURS)
-    assert out.count(f"\"{labels.ORIGIN_NAME}\":") == 1  # YAML loaders accept duplicate keys; helm's does not
+    assert out.count(f"\"{wire.ORIGIN_NAME}\":") == 1  # YAML loaders accept duplicate keys; helm's does not
     a, b = objects(out)[0]["items"]
     assert a["metadata"]["labels"] == b["metadata"]["labels"] == {"x": "y", **OURS}
 
@@ -112,7 +114,7 @@ def test_bad_input_and_arguments_raise() -> None:
     with pytest.raises(StampError):
         parse_labels(["a=" + "x" * 64])
     assert parse_labels(["helmdeck.dev/maintenance=true", "a="]) == {"helmdeck.dev/maintenance": "true", "a": ""}
-    assert main(["bad key=1"]) == 2
+    assert postrender.run(["bad key=1"], b"")[0] == 2  # bad arguments: the manifests are not looked at
 
 
 _names = st.text("abcdefghij-", min_size=1, max_size=8).map(lambda s: "a" + s + "z")
@@ -166,7 +168,7 @@ def test_kustomize_steps_then_common_metadata_then_our_labels(tmp_path: Path,
                                         "target": {"kind": "Deployment", "name": "ap+"}}]}},
             {"kustomize": {"images": [{"name": "busybox", "newTag": "1.37"}]}},
         ],
-        "commonMetadata": {"labels": {"team": "web", labels.ORIGIN_NAME: "theirs"}, "annotations": {"o": "ops"}},
+        "commonMetadata": {"labels": {"team": "web", wire.ORIGIN_NAME: "theirs"}, "annotations": {"o": "ops"}},
     }
     (deploy,) = objects(render(text, OURS, config))
     assert deploy["spec"]["replicas"] == 4
@@ -197,7 +199,7 @@ async def test_helm_template_and_install_stamp_every_resource(
     layout = install(tmp_path / "cache")
     assert (layout.plugins_dir / PLUGIN_NAME / "plugin.yaml").is_file()
     assert install(tmp_path / "cache") == layout  # idempotent, content-addressed
-    stamped = {**OURS, labels.RESOURCE_MAINTENANCE: "true"}
+    stamped = {**OURS, wire.RESOURCE_MAINTENANCE: "true"}
     renderer = layout.renderer(stamped)
 
     rendered = await any_helm.template("web", namespace, EXAMPLES / "charts" / "web", {}, post_renderer=renderer)
@@ -221,6 +223,45 @@ def test_wrapper_runs_standalone(tmp_path: Path) -> None:
     proc = subprocess.run([str(layout.executable), "a=b"], input=b"kind: A\n", capture_output=True,
                           timeout=30, check=True, env={"PATH": "/usr/bin:/bin"})
     assert objects(proc.stdout.decode()) == [{"kind": "A", "metadata": {"labels": {"a": "b"}}}]
+
+
+def test_the_executable_hands_the_render_to_this_process_and_renders_alone_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: a helm run's post-renderer costs a client start (python -S -E, built-in modules only), not a
+    Python start with PyYAML: the render runs in the process that runs helm (its socket in the arguments).
+    Without an answer there it renders alone, the same bytes, codes and messages."""
+    layout = install(tmp_path)
+    args = layout.renderer({"a": "b"}).args
+    assert args[-1].startswith(SOCKET_FLAG)
+    text = b"# Source: x\nkind: A\nmetadata: {name: a}\n"
+    env = {"PATH": "/usr/bin:/bin"}
+
+    def run(*argv: str, data: bytes = text) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([str(layout.executable), *argv], input=data, capture_output=True, timeout=30,
+                              check=False, env=env)
+
+    served, alone = run(*args), run(*args[:-1])
+    assert served.returncode == alone.returncode == 0 and served.stdout == alone.stdout == stamp(
+        text.decode(), {"a": "b"}).encode()
+    dead = run(*args[:-1], f"{SOCKET_FLAG}{tmp_path / 'gone'}")  # helmdeck gone: rendered alone
+    assert dead.returncode == 0 and dead.stdout == alone.stdout
+    # helmdeck stopped (SIGSTOP: a paused replica): its socket takes the connection and never answers; the
+    # render goes on alone after ANSWER_WITHIN, so helm's run ends as it would without the socket.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.bind(str(tmp_path / "silent"))
+        silent.listen(1)
+        started = time.monotonic()
+        stuck = run(*args[:-1], f"{SOCKET_FLAG}{tmp_path / 'silent'}")
+        waited = time.monotonic() - started
+    assert stuck.returncode == 0 and stuck.stdout == alone.stdout
+    assert ANSWER_WITHIN <= waited < ANSWER_WITHIN + 20, waited
+    for bad, code in (("{a: b\n", 1), ("kind: A\n", 2)):
+        extra = ("bad key=1",) if code == 2 else ()
+        served, alone = run(*args, *extra, data=bad.encode()), run(*args[:-1], *extra, data=bad.encode())
+        assert served.returncode == alone.returncode == code and served.stderr == alone.stderr != b""
+    # The served render is this process's own.
+    monkeypatch.setattr(postrender, "run", lambda _args, _data: (0, b"from the server\n", ""))
+    assert run(*args).stdout == b"from the server\n"
 
 
 def test_alias_bombs_and_deep_nesting_are_refused_visibly(tmp_path: Path) -> None:

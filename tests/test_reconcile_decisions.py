@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from engine.base import labels
+from engine.base import wire
 from engine.package.model import InstallSpec, PackageSpec, TestSpec, UpgradeSpec
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
@@ -37,7 +37,7 @@ def obs(version: int = 1, status: str = "deployed", *, chart_version: str = "1.0
         "hooks": [{"name": n, "kind": "Job", "events": ["test"], "last_run": {"phase": p}}
                   for n, p in (tests or {}).items()],
     }
-    return observation_from_release(rel, labels={labels.SPEC_DIGEST: digest})
+    return observation_from_release(rel, labels={wire.SPEC_DIGEST: digest})
 
 
 def request(*history: Observation, spec: PackageSpec | None = None, failures: FailureCounts | None = None,
@@ -200,7 +200,7 @@ def labelled(version: int = 1, **extra: str) -> Observation:
     """A deployed revision carrying the given release labels (digest DIGEST unless given)."""
     rel: dict[str, Any] = {"name": "app", "namespace": "ns", "version": version, "info": {"status": "deployed"},
                            "chart": {"metadata": {"name": "app", "version": "1.0.0"}}, "config": {}, "manifest": ""}
-    return observation_from_release(rel, labels={labels.SPEC_DIGEST: DIGEST, **extra})
+    return observation_from_release(rel, labels={wire.SPEC_DIGEST: DIGEST, **extra})
 
 
 CHECKSUM = "c" * 32
@@ -214,11 +214,11 @@ OTHER = "f" * 32
         ({}, st.ReleaseState(st.IN_SYNC, "release is in sync")),
         # Held in maintenance (deployed, marked): nothing to do, whatever changed.
         ({"maintenance": "NoResourceReconciliation", "spec_digest": OTHER,
-          "release_labels": {labels.MAINTENANCE: "true"}},
+          "release_labels": {wire.MAINTENANCE: "true"}},
          st.ReleaseState(st.IN_SYNC, "in maintenance (NoResourceReconciliation): the release is left as it is",
                          maintenance=True)),
         ({"maintenance": "NoResourceReconciliation"}, st.ReleaseState(st.OUT_OF_SYNC, "entering maintenance")),
-        ({"release_labels": {labels.MAINTENANCE: "true"}}, st.ReleaseState(st.OUT_OF_SYNC, "leaving maintenance")),
+        ({"release_labels": {wire.MAINTENANCE: "true"}}, st.ReleaseState(st.OUT_OF_SYNC, "leaving maintenance")),
         ({"chart": ("app", "1.0.0"), "want_chart": ("app", "1.1.0")},
          st.ReleaseState(st.OUT_OF_SYNC, "chart changed from app@1.0.0 to app@1.1.0")),
         # Changed spec: render first ...
@@ -237,13 +237,13 @@ OTHER = "f" * 32
 def test_content_state(kwargs: dict[str, Any], expected: st.ReleaseState) -> None:
     args: dict[str, Any] = {"maintenance": "", "spec_digest": DIGEST}
     args.update(kwargs)
-    args["release_labels"] = {labels.SPEC_DIGEST: DIGEST, labels.MANIFEST_CHECKSUM: CHECKSUM,
+    args["release_labels"] = {wire.SPEC_DIGEST: DIGEST, wire.MANIFEST_CHECKSUM: CHECKSUM,
                               **kwargs.get("release_labels", {})}
     assert st.content_state(**args) == expected
 
 
 def test_release_state_is_spec_first_and_adopts_per_revision() -> None:
-    latest = labelled(2, **{labels.MANIFEST_CHECKSUM: CHECKSUM})
+    latest = labelled(2, **{wire.MANIFEST_CHECKSUM: CHECKSUM})
     req = request(latest)
     req.spec_digest = OTHER
     assert st.determine_state(req, latest).render
@@ -261,7 +261,7 @@ def test_release_state_is_spec_first_and_adopts_per_revision() -> None:
 
 
 def test_maintenance_hold_comes_before_history_and_stops_even_a_forced_upgrade() -> None:
-    held = labelled(3, **{labels.MAINTENANCE: "true"})
+    held = labelled(3, **{wire.MAINTENANCE: "true"})
     spec = with_spec(maintenance="NoResourceReconciliation")
     req = request(labelled(1), spec=spec, force=True)  # revision 3 was made by hand, meanwhile
     state_ = st.determine_state(req, held)
@@ -285,7 +285,7 @@ async def test_the_loop_renders_only_for_a_changed_spec_and_records_an_adoption(
 
     ctx = ActionContext(helm=None, observer=cast(Any, None), api=None, checksum=checksum)
     loop = AtomicRelease(ctx)
-    latest = labelled(1, **{labels.MANIFEST_CHECKSUM: CHECKSUM})
+    latest = labelled(1, **{wire.MANIFEST_CHECKSUM: CHECKSUM})
     req = request(latest)
     assert (await loop._decide(req, latest)).status == st.IN_SYNC
     assert renders == []
@@ -329,11 +329,11 @@ def test_a_revision_made_from_this_spec_that_the_history_lacks_is_recorded_not_m
     other = request(old)
     other.values = {"v": 1}
     assert st.determine_state(other, new).status == st.UNMANAGED  # other values than the spec's
-    assert st.determine_state(request(old), made(2, extra={labels.SPEC_DIGEST: OTHER})).status == st.UNMANAGED
+    assert st.determine_state(request(old), made(2, extra={wire.SPEC_DIGEST: OTHER})).status == st.UNMANAGED
     owned = request(old)
     owned.package_set = "mine"
-    assert st.determine_state(owned, made(2, extra={labels.PACKAGE_SET: "elsewhere"})).status == st.UNMANAGED
-    assert st.determine_state(owned, made(2, extra={labels.PACKAGE_SET: "mine"})).record
+    assert st.determine_state(owned, made(2, extra={wire.PACKAGE_SET: "elsewhere"})).status == st.UNMANAGED
+    assert st.determine_state(owned, made(2, extra={wire.PACKAGE_SET: "mine"})).record
     assert st.determine_state(request(old), made(2, status="failed")).status == st.UNMANAGED
     # A hand `helm upgrade` keeps the last revision's labels: of the chart and values the history already
     # holds, it is a change outside helmdeck, not this spec's upgrade.

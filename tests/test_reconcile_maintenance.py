@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import HelmError
 from engine.package.model import NO_RESOURCE_RECONCILIATION, PackageSpec
 from engine.reconcile import conditions as cond
@@ -33,12 +33,12 @@ class FakeService:
         if self.fail is not None:
             raise self.fail
         latest = self.helm.observer.latest(namespace, package.release_name)
-        if latest is not None and latest.label_map.get(labels.MAINTENANCE) == "true":
+        if latest is not None and latest.label_map.get(wire.MAINTENANCE) == "true":
             return Result("maintenance", latest.version)
         version = (latest.version if latest else 0) + 1
         if latest is not None:
             self.helm.store(latest.version, "superseded")
-        self.helm.store(version, "deployed", labels={labels.MAINTENANCE: "true"})
+        self.helm.store(version, "deployed", labels={wire.MAINTENANCE: "true"})
         return Result("upgrade", version)
 
 
@@ -51,7 +51,7 @@ async def test_entering_maintenance_costs_one_upgrade_then_nothing() -> None:
     result = await Maintenance(ctx, service).reconcile(req)
     assert result.next == "interval" and result.message == IN_MAINTENANCE
     assert [o.revision for o in result.outcomes] == [2] and result.outcomes[0].action == "maintenance"
-    assert service.calls == [{labels.SPEC_DIGEST: "d" * 32, labels.PACKAGE_SET: "set"}]  # only these are passed
+    assert service.calls == [{wire.SPEC_DIGEST: "d" * 32, wire.PACKAGE_SET: "set"}]  # only these are passed
     assert [s.version for s in req.status.history.snapshots] == [2, 1]
     ready = cond.get(req.status.conditions, cond.READY)
     assert ready is not None and ready.status == "Unknown" and ready.reason == cond.IN_MAINTENANCE

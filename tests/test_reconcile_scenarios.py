@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.storage.codec import record_name
 from tests.reconcile_harness import EXAMPLES, Scenario
+from tests.release_audit import helm_wrapper
 
 pytestmark = pytest.mark.cluster
 
@@ -82,6 +83,52 @@ async def test_values_and_chart_changes_upgrade(sc: Scenario, tmp_path: Path) ->
     assert latest is not None and (latest.version, latest.chart_version) == (4, "0.2.0")
 
 
+def _helm_commands(log: Path) -> list[list[str]]:
+    """The commands :func:`tests.release_audit.helm_wrapper` logged, helm's version query left out."""
+    lines = [line.split()[4:] for line in log.read_text().splitlines() if line.startswith("start ")]
+    return [args for args in lines if args[0] != "version"]
+
+
+async def test_an_install_and_an_upgrade_are_one_helm_process_each_labelled_with_their_checksum(
+        any_helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path) -> None:
+    """Issue 36: an install, and an upgrade decided without a render (forced), run helm once: no server dry run
+    first for the checksum label, which is set on the revision afterwards from helm's answer, equal to what a
+    render computes (the smart upgrade compares them); an upgrade drops the previous revision's checksum
+    (helm's ``null``: helm's action/upgrade.go mergeCustomLabels carries labels over). Helm 3 and 4."""
+    wrapper, log = helm_wrapper(tmp_path, any_helm.binary)
+    folder = tmp_path / "packages"
+    folder.mkdir()
+    sc = Scenario(Helm(wrapper, kube_target, any_helm.env), kube_target, namespace, folder)
+    try:
+        sc.write()
+        engine = await sc.start()
+        assert [o.action for o in (await sc.run()).outcomes] == ["install"]
+        assert [args[0] for args in _helm_commands(log)] == ["install"]
+        await sc.run(force=True)
+        commands = _helm_commands(log)
+        assert [args[0] for args in commands] == ["install", "upgrade"]
+        assert not any(a.startswith("--dry-run") for args in commands for a in args)
+        assert f"{wire.MANIFEST_CHECKSUM}={wire.DROPPED}" in ",".join(commands[1])
+        latest = sc.latest()
+        assert latest is not None and latest.version == 2
+        # A server dry run: the render the decision compares with the label.
+        rendered = await engine.service.checksum(namespace, engine.book.spec(sc.key))
+        assert latest.label_map[wire.MANIFEST_CHECKSUM] == rendered
+        assert engine.history(sc.key)[0].digest == latest.digest  # the history holds the labelled revision
+        # A values change renders to decide, then upgrades once: its revision carries the new render's checksum.
+        sc.write("{message: changed}")
+        assert [o.action for o in (await sc.run()).outcomes] == ["upgrade"]
+        latest = sc.latest()
+        assert latest is not None and latest.version == 3
+        changed = await engine.service.checksum(namespace, engine.book.spec(sc.key))
+        assert latest.label_map[wire.MANIFEST_CHECKSUM] == changed != rendered
+        # ... and a pass on the unchanged spec decides in sync from the labels, without a render.
+        before = len(_helm_commands(log))
+        assert (await sc.run()).outcomes == () and len(_helm_commands(log)) == before
+    finally:
+        await sc.stop()
+
+
 async def test_release_installed_by_plain_helm_is_adopted(sc: Scenario) -> None:
     sc.helm_cli("install", "app", str(EXAMPLES / "charts" / "flaky"))
     sc.write()
@@ -92,7 +139,7 @@ async def test_release_installed_by_plain_helm_is_adopted(sc: Scenario) -> None:
     result = await sc.run()
     assert [o.action for o in result.outcomes] == ["upgrade"] and result.state == st.IN_SYNC
     latest = sc.latest()
-    assert latest is not None and latest.version == 2 and latest.label_map[labels.MANAGED_BY] == "helmdeck"
+    assert latest is not None and latest.version == 2 and latest.label_map[wire.MANAGED_BY] == "helmdeck"
 
 
 async def test_upgrade_rollback_and_uninstall_outside_helmdeck_are_detected(sc: Scenario) -> None:

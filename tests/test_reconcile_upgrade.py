@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from engine.base import wire
 from engine.helm import HelmError
 from engine.reconcile import conditions as cond
 from engine.reconcile.request import Request
@@ -22,7 +23,8 @@ async def test_upgrade_writes_the_next_revision_with_the_packages_options() -> N
     out = await Upgrade(ctx).reconcile(req)
     assert out.ok and out.revision == 2
     opts = helm.calls[0][1]
-    assert opts.max_history == 3 and opts.labels == req.release_labels
+    # The previous revision's manifest checksum is dropped (helm carries labels over); the new one is set after.
+    assert opts.max_history == 3 and opts.labels == {**req.release_labels, wire.MANIFEST_CHECKSUM: wire.DROPPED}
     assert opts.labels["helmdeck.dev/spec-digest"] == "d" * 32 and opts.wait_for_jobs  # Flux's default
     assert [s.version for s in req.status.history.snapshots] == [2, 1]
     assert ctx.observer.latest("demo", "web").status == "deployed"  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.helm.postrender_plugin import PostRendererLayout, install
 from engine.kube.client import KubeTarget, api_client
@@ -194,12 +194,12 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
     first = await svc.upgrade(namespace, pkg)
     assert (first.action, first.revision, s.helm.calls["upgrade"], s.helm.calls["render"]) == ("install", 1, 1, 1)
     stored = s.revisions(namespace, "app")[1]
-    assert stored[labels.MANIFEST_CHECKSUM] == first.checksum and len(first.checksum) == 32
+    assert stored[wire.MANIFEST_CHECKSUM] == first.checksum and len(first.checksum) == 32
     assert int(first.checksum, 16) >= 0
-    assert (stored[labels.MANAGED_BY], stored[labels.PACKAGE], stored[labels.MAINTENANCE]) == \
+    assert (stored[wire.MANAGED_BY], stored[wire.PACKAGE], stored[wire.MAINTENANCE]) == \
         ("helmdeck", "app", "false")
-    assert cm_labels(s.configmap(namespace, "app-a"))[labels.ORIGIN_NAME] == "app"
-    assert cm_labels(s.configmap(namespace, "app-b"))[labels.ORIGIN_NAMESPACE] == namespace
+    assert cm_labels(s.configmap(namespace, "app-a"))[wire.ORIGIN_NAME] == "app"
+    assert cm_labels(s.configmap(namespace, "app-b"))[wire.ORIGIN_NAMESPACE] == namespace
     assert svc.has_monitor(namespace, "app")
 
     # Unchanged: no helm upgrade, no new revision, and (cache warm) no render either.
@@ -225,13 +225,13 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
 
     # Changed values: exactly one upgrade, one new revision, new checksum.
     changed = s.package(namespace, "app", chart, {"a": "second"})
-    up = await svc.upgrade(namespace, changed, release_labels={"example.com/extra": "x", labels.MAINTENANCE: "no"})
+    up = await svc.upgrade(namespace, changed, release_labels={"example.com/extra": "x", wire.MAINTENANCE: "no"})
     assert (up.action, up.revision) == ("upgrade", 2) and "the rendered manifest changed" in up.reason
     assert up.checksum != first.checksum
     assert s.helm.calls["upgrade"] == 2
-    assert s.revisions(namespace, "app")[2][labels.MANIFEST_CHECKSUM] == up.checksum
+    assert s.revisions(namespace, "app")[2][wire.MANIFEST_CHECKSUM] == up.checksum
     assert s.revisions(namespace, "app")[2]["example.com/extra"] == "x"
-    assert s.revisions(namespace, "app")[2][labels.MAINTENANCE] == "false"  # helmdeck's keys win
+    assert s.revisions(namespace, "app")[2][wire.MAINTENANCE] == "false"  # helmdeck's keys win
     assert cm_data(s.configmap(namespace, "app-a")) == {"value": "second"}
     assert (await svc.upgrade(namespace, changed)).action == "none"
     assert s.helm.calls["upgrade"] == 2
@@ -239,7 +239,7 @@ async def test_smart_upgrade_renders_and_upgrades_only_on_change(any_setup: Setu
     # render() is what an upgrade would apply now: post-rendered, an upgrade of revision 2 (a new render:
     # .Release.Revision changed), then from the cache.
     rendered = await svc.render(namespace, changed)
-    assert f'"{labels.ORIGIN_NAME}": "app"' in rendered and "second" in rendered
+    assert f'"{wire.ORIGIN_NAME}": "app"' in rendered and "second" in rendered
     assert s.helm.calls["render"] == 5
     assert await svc.render(namespace, changed) == rendered and s.helm.calls["render"] == 5
 
@@ -315,8 +315,8 @@ async def test_maintenance_enter_leave_and_hand_edits(any_setup: Setup, namespac
 
     enter = await svc.upgrade(namespace, held)
     assert (enter.action, enter.revision) == ("upgrade", 2)
-    assert s.revisions(namespace, "app")[2][labels.MAINTENANCE] == "true"
-    assert all(cm_labels(s.configmap(namespace, n))[labels.RESOURCE_MAINTENANCE] == "true"
+    assert s.revisions(namespace, "app")[2][wire.MAINTENANCE] == "true"
+    assert all(cm_labels(s.configmap(namespace, n))[wire.RESOURCE_MAINTENANCE] == "true"
                for n in ("app-a", "app-b"))
     assert not svc.has_monitor(namespace, "app")
     assert svc.monitor_status(namespace, "app").state == "off"
@@ -336,9 +336,9 @@ async def test_maintenance_enter_leave_and_hand_edits(any_setup: Setup, namespac
 
     leave = await restarted.upgrade(namespace, managed)
     assert (leave.action, leave.revision) == ("upgrade", 3)
-    assert s.revisions(namespace, "app")[3][labels.MAINTENANCE] == "false"
+    assert s.revisions(namespace, "app")[3][wire.MAINTENANCE] == "false"
     assert cm_data(s.configmap(namespace, "app-a")) == {"value": "one"}
-    assert labels.RESOURCE_MAINTENANCE not in cm_labels(s.configmap(namespace, "app-b"))
+    assert wire.RESOURCE_MAINTENANCE not in cm_labels(s.configmap(namespace, "app-b"))
     assert restarted.has_monitor(namespace, "app")
     assert (await restarted.upgrade(namespace, managed)).action == "none"
     assert sorted(s.revisions(namespace, "app")) == [1, 2, 3]

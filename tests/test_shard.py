@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine.base.label_selector import SelectorError, matches, normalise, parse
+from engine.base.wire import CONTROLLER, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
+from engine.runtime.drive.members import member_lease_name
 from engine.runtime.package_set import cluster_package_set
-from engine.runtime.shard import MAIN, SHARD_KEY, ShardSelectorError, shard_for
+from engine.runtime.shard import MAIN, ShardSelectorError, controller_lease, shard_for
 from helmdeck.parser import EXIT_USAGE
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -129,3 +131,23 @@ def test_the_controller_refuses_shards_auto_with_a_selector_before_it_reaches_th
     with pytest.raises(ShardSelectorError, match="cannot be combined"):
         shard_for("", auto=True)  # even an empty one: the flags say two different things
     assert shard_for(None, auto=True) is None
+
+
+def test_the_controllers_lease_is_made_from_its_options() -> None:
+    # The engine makes the controller's Lease (the command line passes its flags): one per package set, a static
+    # shard's own, or with --shards auto the replica's membership Lease; each labelled for the app to find it.
+    ps = cluster_package_set(None, ["b", "a"])
+    one = controller_lease(ps, "ops", watch_namespaces=["a", "b"])
+    assert (one.name, one.namespace, one.duration, one.retry) == (ps.lease_name, "ops", 15.0, 2.0)
+    assert (one.labels, one.annotations) == (((ROLE, CONTROLLER),), ((WATCH_NAMESPACES, "a,b"),))
+    shard = shard_for(f"{SHARD_KEY}=shard1")
+    assert shard is not None
+    static = controller_lease(ps, "ops", shard=shard, duration=4.0)
+    assert (static.name, static.duration, static.retry) == (shard.lease_name(ps), 4.0, 0.8)
+    assert static.labels == ((ROLE, CONTROLLER), (SHARD, "shard1"))
+    assert static.annotations == ((WATCH_NAMESPACES, ""), (SELECTOR, shard.selector))
+    auto = controller_lease(ps, "ops", auto=True)
+    assert auto.identity is not None and auto.name == member_lease_name(auto.identity)
+    assert (auto.duration, auto.retry, auto.labels) == (8.0, 1.6, ((ROLE, CONTROLLER), (SHARD, "auto")))
+    assert auto.annotations == ((WATCH_NAMESPACES, ""),)
+

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from engine.base.wire import SHARD
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import object_origin
 from engine.runtime.assemble import build_engine
-from engine.runtime.drive.lease import SHARD, LeaseElector
+from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.drive.members import AUTO, Membership, member_lease, member_lease_name
 from engine.runtime.drive.objects import PACKAGES, PackageObjects
 from engine.runtime.drive.shards import Shards

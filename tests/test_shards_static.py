@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from engine.runtime.drive.lease import SELECTOR, SHARD, WATCH_NAMESPACES
-from engine.runtime.drive.static_shards import OVERLAP
-from engine.runtime.shard import SHARD_KEY, Peer, overlap_message, overlapping, peer_of, shard_for
+from engine.base.wire import SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
+from engine.base.wire import SHARD_OVERLAP as OVERLAP
+from engine.runtime.shard import Peer, overlap_message, overlapping, peer_of, shard_for
 from tests.churn import Churn
 from tests.controller_fixtures import (
     GROUP,

@@ -11,11 +11,11 @@ from typing import Any
 from textual.pilot import Pilot
 
 from engine.base.masking import Masker
+from engine.base.wire import SOURCE_VERIFIED, VERIFICATION_ERROR
 from engine.reconcile.conditions import Condition
 from engine.runtime.assemble import offline_engine
 from engine.runtime.diff import unified
 from engine.sources import ChartRequest, ChartVersionInfo
-from engine.sources.verify import SOURCE_VERIFIED, VERIFICATION_ERROR
 from engine.storage.observer import Observer
 from tests.chart_sources import OFFERED, SHOP_API, SHOP_WEB, SOURCES_PACKAGES, sources_engine
 from tests.fixtures import FIXED_NOW, WEB, fixed_clock

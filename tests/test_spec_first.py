@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from helmdeck.cli import EXIT_CONVERGED, EXIT_FAILED
@@ -84,7 +84,7 @@ async def test_engine_restarts_leave_revision_one(
             assert (await s.run()).state == "InSync"
             assert s.revisions() == [(1, "deployed")]
         latest = s.latest()
-        assert latest is not None and len(latest.label_map[labels.SPEC_DIGEST]) == 32
+        assert latest is not None and len(latest.label_map[wire.SPEC_DIGEST]) == 32
     finally:
         await s.stop()
 

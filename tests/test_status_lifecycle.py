@@ -130,7 +130,8 @@ def test_an_install_stalled_after_its_uninstall_remediations_keeps_its_status(
     helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
 ) -> None:
     # The status's newest history entry is the revision the remediation uninstalled: it was dropped on load as
-    # a leftover, so status said Absent with no failures and a restart installed twice more.
+    # a leftover, so status said Absent with no failures and a restart installed twice more. The last failure
+    # is remediated too (remediateLastFailure; Flux's default keeps it failed, issue 34).
     chart = tmp_path / "bad"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: bad\nversion: 0.1.0\n")
@@ -141,7 +142,7 @@ def test_an_install_stalled_after_its_uninstall_remediations_keeps_its_status(
     (pkgs / "app.yaml").write_text(
         f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
         f"spec:\n  chart: {chart}\n  timeout: 20s\n"
-        "  install: {createNamespace: true, remediation: {retries: 1}}\n")
+        "  install: {createNamespace: true, remediation: {retries: 1, remediateLastFailure: true}}\n")
     args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
     proc = helmdeck("reconcile", "--once", "--no-lease", *args)
     assert proc.returncode == EXIT_STALLED, proc.stdout + proc.stderr

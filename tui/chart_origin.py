@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from engine.base.wire import SOURCE_VERIFIED
 from engine.package.model import PackageSpec
 from engine.runtime.state import ReleaseView
 from engine.sources.repository import OCIRepositorySpec
 from engine.sources.updates import ChartUpdate
-from engine.sources.verify import SOURCE_VERIFIED
 from tui.format import Tone
 
 if TYPE_CHECKING:  # the picker's module, imported when it is first opened

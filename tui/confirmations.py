@@ -10,6 +10,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.base.wire import RESOURCE_MAINTENANCE
 from engine.monitor.manifest import ManifestObject
 from engine.runtime.state import CleanupItem, ReleaseView
 from engine.storage.helmtime import helm_time
@@ -130,7 +131,7 @@ def maintenance(view: ReleaseView, entering: bool) -> Confirmation:
     """Enter or leave maintenance mode (NoResourceReconciliation)."""
     if entering:
         body = (f"Put package {_name(view)} into maintenance (NoResourceReconciliation).\n\n" + _bullets(
-            "helmdeck upgrades the release once, to label every resource helmdeck.dev/maintenance=true;",
+            f"helmdeck upgrades the release once, to label every resource {RESOURCE_MAINTENANCE}=true;",
             "then it stops the resource monitor: resources you edit or delete by hand stay as you leave them, "
             "also across restarts;",
             "the engine does not upgrade, remediate or correct drift for this package until you leave maintenance."))

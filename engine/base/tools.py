@@ -3,8 +3,9 @@
 ``make build`` (:mod:`localcluster.build`) builds each from its Go module into
 ``<cache>/bin/<component>-<version>/``; the engine runs the pinned kustomize and cosign from there
 (:func:`locate`), so a render and its manifest checksum, or a signature check, do not depend on what happens
-to be installed. The versions are here, not in
-localcluster, because the engine needs them and never imports the local cluster.
+to be installed, and the command line falls back to the built helm (:func:`helm`). The versions and places
+are here, not in localcluster, because the engine and the command line need them and never import the local
+cluster.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ COSIGN_VERSION = "v2.6.5"
 def bin_dir(component: str, version: str, root: Path | None = None) -> Path:
     """The folder of ``component``'s binaries built at ``version`` below ``root`` (default the cache)."""
     return (root or cache_root()) / "bin" / f"{component}-{version}"
+
+
+def helm(major: int) -> Path:
+    """The pinned helm ``major`` (3 or 4) helmdeck builds (built or not); KeyError for another major."""
+    version = {3: HELM3_VERSION, 4: HELM4_VERSION}[major]
+    return bin_dir(f"helm{major}", version) / "helm"
 
 
 def kustomize() -> Path:

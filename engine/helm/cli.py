@@ -28,7 +28,7 @@ import yaml
 
 from engine.base.loader import Dumper
 from engine.helm.errors import HelmError, HelmMissing, HelmTooOld, classify
-from engine.helm.postrender import ERRORS_ENV
+from engine.helm.postrender_client import ERRORS_ENV
 from engine.kube.client import KubeTarget
 
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")

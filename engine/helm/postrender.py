@@ -25,20 +25,20 @@ The stream is parsed by the bounded loader (:mod:`engine.base.loader`, within
 ``RENDER_LIMITS``): a chart's templates can emit an alias bomb or a 10,000-level
 nesting, which is refused with a StampError (helm shows it as the action's error).
 
-This file runs as a standalone script (``python -E -s postrender.py [--config=PATH]
-KEY=VALUE...``, stdin to stdout), copied into a helmdeck-owned directory by
-:mod:`engine.helm.postrender_plugin` with a copy of the loader beside it; it must
-import nothing but the standard library, PyYAML and that loader.
+It runs in the helmdeck process that runs helm (:func:`run`, served to the
+executable helm starts, :mod:`engine.helm.postrender_client`), or in that
+executable alone, copied into a helmdeck-owned directory by
+:mod:`engine.helm.postrender_plugin` with copies of the loader and the client
+beside it; it must import nothing but the standard library, PyYAML, that
+loader and that client.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,8 +60,6 @@ _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NA
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _NULL_TAG = "tag:yaml.org,2002:null"
 CONFIG_FLAG = "--config="
-# helm 4 drops a failing plugin's stderr: the message also goes to the file this variable names (engine.helm.cli).
-ERRORS_ENV = "HELMDECK_POSTRENDER_ERRORS"
 KUSTOMIZE_TIMEOUT = 120.0
 
 
@@ -271,34 +269,30 @@ def render(text: str, labels: Mapping[str, str], config: Mapping[str, Any]) -> s
     return stamp(text, {**(common.get("labels") or {}), **labels}, common.get("annotations") or {})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Post-renderer entry point: ``--config=PATH`` and labels from ``argv``, manifests stdin → stdout.
-
-    Exits 0 on success, 2 on bad arguments, 1 when the manifests cannot be
-    post-rendered (helm then fails the action with this message).
-    """
-    args = sys.argv[1:] if argv is None else argv
+def run(args: Sequence[str], manifests: bytes) -> tuple[int, bytes, str]:
+    """The post-render of ``manifests`` (UTF-8: helm speaks it whatever the locale says) with ``--config=PATH``
+    and labels from ``args``: ``(0, output, "")``, ``(2, b"", message)`` on bad arguments, ``(1, b"", message)``
+    when the manifests cannot be post-rendered (helm then fails the action with the message). Never raises
+    for bad input; the executable (:mod:`engine.helm.postrender_client`) runs it here or in helmdeck's process."""
     try:
-        labels = parse_labels([a for a in args if not a.startswith(CONFIG_FLAG)])
-        config: dict[str, Any] = {}
-        for arg in args:
-            if arg.startswith(CONFIG_FLAG):
-                config = json.loads(Path(arg[len(CONFIG_FLAG):]).read_text(encoding="utf-8"))
+        labels, config = _arguments(args)
     except (StampError, OSError, ValueError) as exc:
-        print(f"helmdeck post-renderer: {exc}", file=sys.stderr)
-        return 2
+        return 2, b"", str(exc)
+    return _rendered(manifests, labels, config)
+
+
+def _arguments(args: Sequence[str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Labels and the ``--config`` file's settings of ``args``. Raises StampError, OSError, ValueError."""
+    labels = parse_labels([a for a in args if not a.startswith(CONFIG_FLAG)])
+    config: dict[str, Any] = {}
+    for arg in args:
+        if arg.startswith(CONFIG_FLAG):
+            config = json.loads(Path(arg[len(CONFIG_FLAG):]).read_text(encoding="utf-8"))
+    return labels, config
+
+
+def _rendered(manifests: bytes, labels: Mapping[str, str], config: Mapping[str, Any]) -> tuple[int, bytes, str]:
     try:
-        # Bytes in and out: helm speaks UTF-8 whatever the locale says.
-        out = render(sys.stdin.buffer.read().decode("utf-8"), labels, config)
+        return 0, render(manifests.decode("utf-8"), labels, config).encode("utf-8"), ""
     except (StampError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        print(f"helmdeck post-renderer: {exc}", file=sys.stderr)
-        if os.environ.get(ERRORS_ENV):
-            Path(os.environ[ERRORS_ENV]).write_text(f"helmdeck post-renderer: {exc}\n", encoding="utf-8")
-        return 1
-    sys.stdout.buffer.write(out.encode("utf-8"))
-    sys.stdout.buffer.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        return 1, b"", str(exc)

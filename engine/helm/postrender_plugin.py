@@ -8,10 +8,17 @@ and ``runtimeConfig.platformCommand``; the command sees
 ``$HELM_PLUGIN_DIR``). One directory serves both::
 
     <cache>/postrender/<digest>/plugins/helmdeck-labels/
-        plugin.yaml            the helm 4 plugin
-        helmdeck-postrender    sh wrapper (helm 3's executable, helm 4's command)
-        postrender.py          a copy of engine/helm/postrender.py
-        engine/base/loader.py  a copy of the bounded YAML loader it imports
+        plugin.yaml                        the helm 4 plugin
+        helmdeck-postrender                sh wrapper (helm 3's executable, helm 4's command)
+        engine/helm/postrender_client.py   a copy of the executable the wrapper starts (python -S -E)
+        engine/helm/postrender.py          a copy of the post-renderer, when the client renders alone
+        engine/base/loader.py              a copy of the bounded YAML loader it imports
+
+The post-render itself runs in the helmdeck process that runs helm: :meth:`PostRendererLayout.renderer`
+starts (once per process) a server on a Unix socket in a private temporary directory (mode 0700, removed
+at exit) and passes ``--socket=PATH``, so each helm run costs a few milliseconds of client start, not a
+Python start with PyYAML (:mod:`engine.helm.postrender_client`; alone, without the server, it renders
+itself, the same bytes).
 
 ``<cache>`` is :func:`engine.base.paths.cache_root` (the same rule as the local cluster's binaries), never
 the repository nor the user's helm plugin directory: helm 4 reaches the
@@ -32,13 +39,18 @@ least recently used beyond :data:`CONFIG_MAX_FILES`, never one used within
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import shlex
 import shutil
+import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,9 +59,12 @@ from typing import Any
 
 from engine.base import loader
 from engine.base.paths import cache_root
-from engine.helm import postrender
+from engine.helm import postrender, postrender_client
 from engine.helm.cli import PostRenderer
 from engine.helm.kustomize import find_kustomize
+from engine.helm.postrender_client import SOCKET_FLAG, decode_request
+
+log = logging.getLogger(__name__)
 
 CONFIG_MAX_AGE = 7 * 86400.0  # seconds since last use
 CONFIG_MAX_FILES = 256
@@ -58,6 +73,7 @@ CONFIG_IN_USE = 3600.0  # seconds: a file used this recently is never removed
 PLUGIN_NAME = "helmdeck-labels"
 PLUGIN_VERSION = "1.0.0"
 WRAPPER = "helmdeck-postrender"
+_CLIENT = "engine/helm/postrender_client.py"
 
 _PLUGIN_YAML = f"""\
 # helmdeck's label-stamping post-renderer (helm 4 plugin format, apiVersion v1).
@@ -91,6 +107,9 @@ class PostRendererLayout:
         args = tuple(f"{k}={v}" for k, v in sorted(labels.items()))
         if config:
             args = (f"{postrender.CONFIG_FLAG}{self._config_file(config)}", *args)
+        served = serve()
+        if served:
+            args = (*args, f"{SOCKET_FLAG}{served}")
         return PostRenderer(executable=self.executable, plugin_name=PLUGIN_NAME, plugins_dir=self.plugins_dir,
                             args=args)
 
@@ -144,18 +163,82 @@ def prune_configs(folder: Path, keep: Path | None = None, now: float | None = No
     return removed
 
 
+class _Server:
+    """Post-renders for the helm runs of this process, on a Unix socket (the wire format of
+    :mod:`engine.helm.postrender_client`), one daemon thread per connection."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="helmdeck-postrender-"))  # mode 0700: only this user connects
+        self.path = str(self.folder / "socket")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.bind(self.path)
+            self._sock.listen(128)
+        except OSError:
+            self.close()
+            raise
+        self.pid = os.getpid()
+        threading.Thread(target=self._accept, name="helmdeck-postrender", daemon=True).start()
+        atexit.register(self.close)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                chunks = []
+                while chunk := conn.recv(1 << 16):
+                    chunks.append(chunk)
+                args, manifests = decode_request(b"".join(chunks))
+                code, out, message = postrender.run(args, manifests)
+                conn.sendall(bytes([code]) + (out if code == 0 else message.encode("utf-8")))
+            except Exception:  # whatever went wrong: no answer, so the client renders alone and says it
+                return
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_server: _Server | None = None
+_server_lock = threading.Lock()
+
+
+def serve() -> str:
+    """The socket path of this process's post-render server, started on first use (and again in a forked
+    child, which does not inherit the thread); "" when no socket can be made (the client then renders alone)."""
+    global _server
+    with _server_lock:
+        if _server is None or _server.pid != os.getpid():
+            try:
+                _server = _Server()
+            except OSError as exc:
+                log.warning("post-renders run in helm's own process: no socket for them: %s", exc)
+                return ""
+        return _server.path
+
+
 def _files(python: str) -> dict[str, tuple[bytes, int]]:
     """File name -> (content, mode) of the plugin directory."""
-    script = Path(postrender.__file__).read_bytes()
-    # -E -s: ignore PYTHON* variables and the user's site directory; the interpreter's own packages (PyYAML)
-    # stay, and the script's directory (helmdeck's own, with the loader's copy) comes first on sys.path.
-    wrapper = f'#!/bin/sh\nexec {shlex.quote(python)} -E -s "$(dirname "$0")/postrender.py" "$@"\n'
+    # -S -E: no site (the client needs only built-in modules; it loads the site packages itself when it must
+    # render alone), no PYTHON* variables; ${0%/*}: the wrapper's directory without a dirname process.
+    wrapper = f'#!/bin/sh\nexec {shlex.quote(python)} -S -E "${{0%/*}}/{_CLIENT}" "$@"\n'
     return {
         "plugin.yaml": (_PLUGIN_YAML.encode(), 0o644),
-        "postrender.py": (script, 0o644),
         "engine/__init__.py": (b"", 0o644),
         "engine/base/__init__.py": (b"", 0o644),
         "engine/base/loader.py": (Path(loader.__file__).read_bytes(), 0o644),
+        "engine/helm/__init__.py": (b"", 0o644),
+        "engine/helm/postrender.py": (Path(postrender.__file__).read_bytes(), 0o644),
+        _CLIENT: (Path(postrender_client.__file__).read_bytes(), 0o644),
         WRAPPER: (wrapper.encode(), 0o755),
     }
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from engine.base import labels
+from engine.base import wire
 from engine.monitor.manifest import load_document, object_of, split_manifest
 
 HOOK_ANNOTATION = "helm.sh/hook"
@@ -102,9 +102,9 @@ def changes(before: str, after: str) -> tuple[tuple[str, ...], tuple[str, ...], 
 
 
 def checksum(manifest: str) -> str:
-    """The release label ``helmdeck.dev/manifest-checksum``: 32 hex characters of sha256 over the
+    """The release label ``wire.MANIFEST_CHECKSUM``: 32 hex characters of sha256 over the
     normalised manifest (references sorted), so a hook's generated name does not change it."""
-    return labels.label_digest(json.dumps(sorted(normalised(manifest).items())).encode())
+    return wire.label_digest(json.dumps(sorted(normalised(manifest).items())).encode())
 
 
 def recorded_manifest(record: Mapping[str, Any]) -> str:

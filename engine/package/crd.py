@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from engine.base.labels import API_VERSION
 from engine.base.schema import CONDITION, Field, schema
+from engine.base.wire import API_VERSION
 from engine.package.model import KIND
 from engine.package.schema import PACKAGE_SPEC, PACKAGE_STATUS
 from engine.sources.schema import HELM_REPOSITORY, OCI_REPOSITORY, SOURCE_SPECS

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError, lines_by_path
-from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed, YamlLimitError, load_documents, package_limits
+from engine.base.wire import API_VERSION
 from engine.package.flux import HELM_RELEASE, UNFETCHABLE, LeftOut, tolerant, unsupported_error
 from engine.package.identity import service_account_user
 from engine.package.model import KIND, PackageSpec

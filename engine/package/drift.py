@@ -13,7 +13,7 @@ every rule whose target matches it (a rule without a target matches every
 object); they are removed from both the live object and the dry-run result
 before comparing, and drift correction leaves them as they are live. An
 object whose labels or annotations say ``helm.toolkit.fluxcd.io/driftDetection:
-disabled`` (or ``helmdeck.dev/driftDetection``), in the manifest or live, is
+disabled`` (or helmdeck's ``wire.DRIFT_DETECTION``), in the manifest or live, is
 not compared at all.
 """
 
@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.base import wire
 from engine.base.fields import Fields
 from engine.base.pointer import PointerError, tokens
 from engine.base.schema import allowed
@@ -30,7 +31,7 @@ from engine.package.schema import PACKAGE_SPEC
 from engine.package.selector import Selector, parse_selector
 
 # Flux's v2.DriftDetectionMetadataKey, and helmdeck's own; the value is compared without case.
-DISABLE_KEYS = ("helm.toolkit.fluxcd.io/driftDetection", "helmdeck.dev/driftDetection")
+DISABLE_KEYS = (wire.FLUX_DRIFT_DETECTION, wire.DRIFT_DETECTION)
 DISABLED = "disabled"
 
 

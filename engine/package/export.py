@@ -1,5 +1,5 @@
 """A packages folder as API objects (``helmdeck export``): Package, HelmRepository and OCIRepository objects of
-``helmdeck.dev/v1alpha1`` that ``helmdeck controller`` reads the same way as the app reads the folder.
+``wire.API_VERSION`` that ``helmdeck controller`` reads the same way as the app reads the folder.
 
 Each object's ``spec`` is its document's ``spec`` as written (values included: they are the operator's own and
 go where the operator sends them; nothing here logs them). A Flux HelmRelease becomes the Package with the same
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import PackageError
-from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
 from engine.base.paths import resolved
+from engine.base.wire import API_VERSION
 from engine.package.documents import documents
 from engine.package.flux import HELM_RELEASE, as_package, tolerant
 from engine.package.load import load_folder, load_objects, object_origin, package_files, read_package
@@ -117,7 +117,7 @@ def _as_read(data: dict[str, Any], file: Path, allow_unsupported: bool) -> dict[
 
 
 def _object(data: Mapping[str, Any], kind: str, namespace: str) -> dict[str, Any]:
-    """The ``helmdeck.dev/v1alpha1`` object of a document: its name and namespace (``namespace`` when it has
+    """The ``wire.API_VERSION`` object of a document: its name and namespace (``namespace`` when it has
     none), a source's labels and annotations, and its spec as written (a copy)."""
     meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     assert isinstance(meta, dict)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.base.fields import UNSUPPORTED_VALUE, PackageError
-from engine.base.labels import API_VERSION
+from engine.base.wire import API_VERSION
 
 HELM_RELEASE = "HelmRelease"
 HELM_API_VERSIONS = ("helm.toolkit.fluxcd.io/v2", "helm.toolkit.fluxcd.io/v2beta2")

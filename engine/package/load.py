@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.fields import Fields, PackageError, lines_by_path, parse_duration, type_name
-from engine.base.labels import API_VERSION
 from engine.base.loader import Parsed
 from engine.base.paths import resolved
 from engine.base.schema import allowed, at, booleans
+from engine.base.wire import API_VERSION
 from engine.package.crds import parse_crds
 from engine.package.depends import parse_depends_on
 from engine.package.documents import link, read_file, remote_chart, skipped_line
@@ -168,7 +168,7 @@ def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | No
 
 def object_origin(plural: str, namespace: str, name: str) -> Path:
     """What stands for the file of an API object in specs and errors: its API path
-    (``/apis/helmdeck.dev/v1alpha1/namespaces/<ns>/packages/<name>``), which names it exactly."""
+    (``/apis/<API_VERSION>/namespaces/<ns>/packages/<name>``), which names it exactly."""
     return Path(f"/apis/{API_VERSION}/namespaces/{namespace}/{plural}/{name}")
 
 

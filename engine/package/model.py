@@ -3,7 +3,7 @@
 A package file is YAML, field names after Flux's HelmRelease where the
 concept exists::
 
-    apiVersion: helmdeck.dev/v1alpha1
+    apiVersion: <wire.API_VERSION>
     kind: Package
     metadata: {name: web, namespace: demo}
     spec:

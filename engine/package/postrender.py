@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import Fields, type_name
 from engine.base.label_selector import KEY, LABEL_VALUE
 from engine.base.loader import YamlLimitError, package_limits, parse_text
@@ -40,8 +40,8 @@ from engine.package.selector import Selector, parse_selector
 
 SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
 # The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.
-STAMPED = frozenset({labels.ORIGIN_NAME, labels.ORIGIN_NAMESPACE, labels.RESOURCE_MAINTENANCE,
-                     labels.FLUX_ORIGIN_NAME, labels.FLUX_ORIGIN_NAMESPACE})
+STAMPED = frozenset({wire.ORIGIN_NAME, wire.ORIGIN_NAMESPACE, wire.RESOURCE_MAINTENANCE,
+                     wire.FLUX_ORIGIN_NAME, wire.FLUX_ORIGIN_NAMESPACE})
 MAX_STEPS = 10  # kustomize runs per render: each is a process over the whole manifest
 MAX_PATCHES = 100  # per step
 MAX_IMAGES = 100  # per step
@@ -114,8 +114,8 @@ class Rendering:
     @property
     def digest(self) -> str:
         """32 hex characters of :attr:`canonical` (``""`` when empty): the release label
-        ``helmdeck.dev/post-render-digest``."""
-        return labels.label_digest(self.canonical.encode()) if not self.empty else ""
+        ``wire.POST_RENDER_DIGEST``."""
+        return wire.label_digest(self.canonical.encode()) if not self.empty else ""
 
 
 def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:

@@ -18,19 +18,23 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
+from engine.base import wire
 from engine.helm import HelmError, ReleaseNotFound
 from engine.kube import rest
+from engine.monitor import comparison
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.options import uninstall_options
 from engine.reconcile.request import Request
 from engine.reconcile.status import ActionOutcome, FailureCounts
-from engine.storage.codec import OWNER_SELECTOR
+from engine.storage.codec import OWNER_SELECTOR, StorageDecodeError
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer, StorageChange, decode_object
 from engine.storage.snapshot import History, Snapshot
+from engine.storage.writer import StorageWriteError, label_revision
 
 ReconcilerType = Literal["release", "remediate", "test", "unlock", "drift correction"]
 EventSink = Callable[[str, str, str, tuple[str, ...]], None]  # (action, outcome, message, helm tail)
@@ -338,7 +342,13 @@ class ReleaseReconciler(Reconciler):
         raise NotImplementedError
 
     async def reconcile(self, req: Request) -> ActionOutcome:
-        call = self.helm_call(req)
+        helm_call = self.helm_call(req)
+
+        async def call() -> object:
+            release = await helm_call()
+            await self.label_checksum(req, release)
+            return release
+
         before = self.latest(req)
         req.status = dataclasses.replace(req.status, last_attempted_release_action=self.name)
         await self.begin(req, f"{self.verb} {req.chart.name}@{req.chart.version}")
@@ -368,6 +378,24 @@ class ReleaseReconciler(Reconciler):
         message = (f"Helm {self.name} succeeded for release {release_ref(req, written)} "
                    f"with chart {req.chart.name}@{req.chart.version}")
         return self.succeeded(req, message, written, (cond.RELEASED, True, self.reasons[0]))
+
+    async def label_checksum(self, req: Request, release: object) -> None:
+        """Label the revision helm just wrote (``release``: helm's JSON view of it) with its manifest checksum,
+        computed from that view as a render's is (:func:`engine.monitor.comparison.recorded_manifest`), so an
+        install or upgrade costs one helm process, not a server dry run first. Done before the action's
+        consistent read, so the history records the labelled revision. A failed write is told as an event and
+        leaves the revision without the label (a later spec change then renders and upgrades once more);
+        nothing is labelled without an API client or a revision in the answer."""
+        if self.ctx.api is None or not isinstance(release, dict) or not isinstance(release.get("version"), int):
+            return
+        version: int = release["version"]
+        checksum = comparison.checksum(comparison.recorded_manifest(release))
+        try:
+            await asyncio.to_thread(label_revision, self.ctx.api, req.spec.storage_ns, req.key[1], version,
+                                    {wire.MANIFEST_CHECKSUM: checksum}, driver=self.ctx.driver)  # type: ignore[arg-type]
+        except (ApiException, StorageWriteError, StorageDecodeError) as exc:
+            self.ctx.events(self.name, "info", f"cannot label revision {version} with its manifest checksum: "
+                                               f"{getattr(exc, 'reason', None) or exc}", ())
 
     def cancelled(self, req: Request, before: Observation | None, why: str, *, counts: bool = True) -> None:
         """Record a cancelled action as a failed one (as Flux records a failed upgrade): the revision the stopped

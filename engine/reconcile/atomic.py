@@ -3,9 +3,10 @@
 One pass: determine the release state, pick the next action, run it, and
 loop. The state is decided spec first (:mod:`engine.reconcile.state`): a
 pass renders only when the spec digest changed (to compare manifest
-checksums) or right before an install or upgrade (for the checksum label);
-a changed spec that renders the released manifest is adopted on the status,
-with no revision. Each action type runs at most once per pass (a second one asks for an
+checksums): an install or upgrade labels the revision it made with its
+checksum afterwards, from helm's own answer (one helm process); a changed
+spec that renders the released manifest is adopted on the status, with no
+revision. Each action type runs at most once per pass (a second one asks for an
 immediate requeue); a remediation ends the pass (requeue at once); retries
 exhausted or a missing rollback target stall the package until its spec
 changes. Failure counters reset when the chart version or the spec digest
@@ -124,8 +125,8 @@ class AtomicRelease:
                                        req.spec.drift_ignore)
 
     async def _render_checksum(self, req: Request) -> None:
-        """Render once per pass for the manifest checksum; "" when it cannot render (then nothing
-        compares equal, and the install or upgrade reports the render error)."""
+        """Render once per pass for the manifest checksum (the spec changed: does the manifest?); "" when it
+        cannot render (then nothing compares equal, and the upgrade reports the render error)."""
         if req.manifest_checksum is not None:
             return
         checksum = ""
@@ -246,8 +247,6 @@ class AtomicRelease:
                 return self._finish(req, PassResult(state.status, "interval", state.reason, tuple(outcomes),
                                                     tuple(drift)))
             reconciler = self._reconciler(action)
-            if reconciler.type == "release":
-                await self._render_checksum(req)  # the checksum label of the revision it makes
             if reconciler.type in done:
                 return self._finish(req, PassResult(state.status, "now",
                                                     f"{reconciler.name} would run twice in one pass: requeue",

@@ -12,6 +12,79 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.base.wire import (
+    ARTIFACT_FAILED,
+    DEPENDENCY_NOT_READY,
+    DRIFT_CORRECTED,
+    DRIFT_DETECTED,
+    IN_MAINTENANCE,
+    INSTALL_FAILED,
+    INSTALL_SUCCEEDED,
+    INVALID_PACKAGE,
+    MISSING_ROLLBACK_TARGET,
+    PENDING_RELEASE,
+    PROGRESSING,
+    READY,
+    RECONCILE_ERROR,
+    RECONCILING,
+    RELEASED,
+    REMEDIATED,
+    RETRIES_EXCEEDED,
+    ROLLBACK_FAILED,
+    ROLLBACK_SUCCEEDED,
+    SOURCE_NOT_READY,
+    STALLED,
+    TEST_FAILED,
+    TEST_SUCCEEDED,
+    TEST_SUCCESS,
+    UNINSTALL_FAILED,
+    UNINSTALL_SUCCEEDED,
+    UNLOCKED,
+    UPGRADE_FAILED,
+    UPGRADE_SUCCEEDED,
+    VALUES_ERROR,
+    VERIFICATION_ERROR,
+)
+
+# The condition types and reasons are engine.base.wire's; the reconcilers name them here (cond.READY).
+__all__ = [
+    "DEPENDENCY_NOT_READY",
+    "DRIFT_CORRECTED",
+    "DRIFT_DETECTED",
+    "INSTALL_FAILED",
+    "INSTALL_SUCCEEDED",
+    "INVALID_PACKAGE",
+    "IN_MAINTENANCE",
+    "MISSING_ROLLBACK_TARGET",
+    "PENDING_RELEASE",
+    "PROGRESSING",
+    "READY",
+    "RECONCILE_ERROR",
+    "RECONCILING",
+    "RELEASED",
+    "REMEDIATED",
+    "RETRIES_EXCEEDED",
+    "ROLLBACK_FAILED",
+    "ROLLBACK_SUCCEEDED",
+    "STALLED",
+    "TEST_FAILED",
+    "TEST_SUCCEEDED",
+    "TEST_SUCCESS",
+    "UNINSTALL_FAILED",
+    "UNINSTALL_SUCCEEDED",
+    "UNLOCKED",
+    "UNRESOLVED_REASONS",
+    "UPGRADE_FAILED",
+    "UPGRADE_SUCCEEDED",
+    "Condition",
+    "ConditionStatus",
+    "delete_condition",
+    "get",
+    "is_true",
+    "set_condition",
+    "summarize",
+]
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -26,40 +99,10 @@ class Condition:
     last_transition: float = 0.0
 
 
-READY = "Ready"
-RELEASED = "Released"
-TEST_SUCCESS = "TestSuccess"
-REMEDIATED = "Remediated"
-RECONCILING = "Reconciling"
-STALLED = "Stalled"
-
-# Reasons (Flux's names).
-INSTALL_SUCCEEDED = "InstallSucceeded"
-INSTALL_FAILED = "InstallFailed"
-UPGRADE_SUCCEEDED = "UpgradeSucceeded"
-UPGRADE_FAILED = "UpgradeFailed"
-TEST_SUCCEEDED = "TestSucceeded"
-TEST_FAILED = "TestFailed"
-ROLLBACK_SUCCEEDED = "RollbackSucceeded"
-ROLLBACK_FAILED = "RollbackFailed"
-UNINSTALL_SUCCEEDED = "UninstallSucceeded"
-UNINSTALL_FAILED = "UninstallFailed"
-RETRIES_EXCEEDED = "RetriesExceeded"
-MISSING_ROLLBACK_TARGET = "MissingRollbackTarget"
-PENDING_RELEASE = "PendingRelease"
-DRIFT_DETECTED = "DriftDetected"
-DRIFT_CORRECTED = "DriftCorrected"
-PROGRESSING = "Progressing"
-IN_MAINTENANCE = "InMaintenance"
-INVALID_PACKAGE = "InvalidPackage"
-DEPENDENCY_NOT_READY = "DependencyNotReady"  # Flux's reason: a dependsOn package is not Ready
-RECONCILE_ERROR = "ReconcileError"
-UNLOCKED = "Unlocked"
 # Ready's reasons when a pass stops before any action because the package cannot be resolved (the
 # controller's resolution failure; Flux's ValuesError, and source-controller's ArtifactFailed/SourceNotReady/
 # VerificationError).
-UNRESOLVED_REASONS = frozenset({"ValuesError", INVALID_PACKAGE, "ArtifactFailed", "SourceNotReady",
-                                "VerificationError"})
+UNRESOLVED_REASONS = frozenset({VALUES_ERROR, INVALID_PACKAGE, ARTIFACT_FAILED, SOURCE_NOT_READY, VERIFICATION_ERROR})
 
 
 def set_condition(

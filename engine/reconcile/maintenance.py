@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.helm import HelmError
 from engine.package.model import PackageSpec
@@ -44,7 +44,7 @@ class MaintenanceService(Protocol):
 
 
 # Release labels of the request the service stamps as well (its own labels cover the rest).
-_PASSED_LABELS = (labels.SPEC_DIGEST, labels.PACKAGE_SET)
+_PASSED_LABELS = (wire.SPEC_DIGEST, wire.PACKAGE_SET)
 IN_MAINTENANCE = "package is in maintenance (NoResourceReconciliation): the release is left as it is"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.base import labels
+from engine.base import wire
 from engine.helm import PostRenderer
 from engine.package.model import InstallSpec, PackageSpec, UpgradeSpec
 from engine.reconcile.status import EngineStatus
@@ -23,7 +23,8 @@ class Request:
     stored as a release label. ``force`` asks for an upgrade even when in sync.
     ``package_set`` labels the release with its package set (cleanup's scope).
     ``manifest_checksum`` is the checksum of the render, None until something
-    rendered (the decision renders only when the spec changed, or before a release action).
+    rendered (the decision renders only when the spec changed; an install or upgrade labels its
+    revision from what helm wrote, :meth:`engine.reconcile.action.ReleaseReconciler.label_checksum`).
     ``absent`` lists the release's resources its monitor finds missing
     (``Kind/namespace/name``); ``force_conflicts`` lets an upgrade take over
     fields edited by hand (leaving maintenance).
@@ -51,10 +52,10 @@ class Request:
 
     @property
     def release_labels(self) -> dict[str, str]:
-        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.labels.release_labels`)."""
-        return labels.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
+        """helm ``--labels`` for this request's install or upgrade (:func:`engine.base.wire.release_labels`);
+        not the manifest checksum, set on the revision once helm wrote it."""
+        return wire.release_labels(package=self.spec.name, spec_digest=self.spec_digest,
                                      maintenance=bool(self.spec.maintenance), package_set=self.package_set,
-                                     manifest_checksum=self.manifest_checksum,
                                      post_render_digest=self.spec.rendering.digest)
 
     def active_remediation(self) -> InstallSpec | UpgradeSpec | None:

@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from engine.base import labels
+from engine.base import wire
 from engine.reconcile.request import Request
 from engine.storage.helmtime import helm_time as helm_time  # re-exported: next_action asks it here
 from engine.storage.observation import PENDING_STATUSES, Observation
@@ -69,7 +69,7 @@ class ReleaseState:
 def in_maintenance(maintenance: str, status: str, release_labels: Mapping[str, str]) -> bool:
     """As nelm's Service: a package in maintenance whose release is deployed and already
     marked ``maintenance=true`` is left alone (nothing rendered, no monitor)."""
-    return bool(maintenance) and status == "deployed" and release_labels.get(labels.MAINTENANCE) == "true"
+    return bool(maintenance) and status == "deployed" and release_labels.get(wire.MAINTENANCE) == "true"
 
 
 def content_state(
@@ -88,25 +88,25 @@ def content_state(
     held in maintenance → InSync (maintenance); maintenance label differs from
     the mode → OutOfSync (entering/leaving); chart name or version differs
     (``chart`` as stored, ``want_chart`` resolved; skipped when unknown) →
-    OutOfSync; spec digest equals the release's ``helmdeck.dev/spec-digest``
+    OutOfSync; spec digest equals the release's ``wire.SPEC_DIGEST``
     label or the digest ``adopted`` for this revision → (go on); else, with no
     ``checksum`` yet → OutOfSync with ``render``; checksum differs from the
-    release's ``helmdeck.dev/manifest-checksum`` (or it has none) → OutOfSync;
+    release's ``wire.MANIFEST_CHECKSUM`` (or it has none) → OutOfSync;
     else ``adopt`` and go on; resources absent → OutOfSync; else InSync.
     """
     if in_maintenance(maintenance, "deployed", release_labels):
         return ReleaseState(IN_SYNC, "in maintenance (NoResourceReconciliation): the release is left as it is",
                             maintenance=True)
     want = "true" if maintenance else "false"
-    if release_labels.get(labels.MAINTENANCE, "false") != want:
+    if release_labels.get(wire.MAINTENANCE, "false") != want:
         return ReleaseState(OUT_OF_SYNC, "entering maintenance" if want == "true" else "leaving maintenance")
     if chart is not None and want_chart is not None and chart != want_chart:
         return ReleaseState(OUT_OF_SYNC, f"chart changed from {chart[0]}@{chart[1]} to {want_chart[0]}@{want_chart[1]}")
     adopt = False
-    if spec_digest not in (release_labels.get(labels.SPEC_DIGEST), adopted or None):
+    if spec_digest not in (release_labels.get(wire.SPEC_DIGEST), adopted or None):
         if checksum is None:
             return ReleaseState(OUT_OF_SYNC, "values or chart files changed", render=True)
-        if release_labels.get(labels.MANIFEST_CHECKSUM) != checksum:
+        if release_labels.get(wire.MANIFEST_CHECKSUM) != checksum:
             return ReleaseState(OUT_OF_SYNC, "values or chart files changed: the rendered manifest changed")
         adopt = True
     if absent:
@@ -118,7 +118,7 @@ def content_state(
 # The release labels that say which package and spec made a revision (not the manifest checksum: it is the
 # render's, known only once rendered), and its package set when the request names one (plan's and the quick
 # state's do not: whose release it is, the pass's ownership check says first).
-_MADE_BY = (labels.MANAGED_BY, labels.PACKAGE, labels.SPEC_DIGEST, labels.MAINTENANCE)
+_MADE_BY = (wire.MANAGED_BY, wire.PACKAGE, wire.SPEC_DIGEST, wire.MAINTENANCE)
 
 
 def made_from_request(req: Request, latest: Observation, ours: Snapshot | None) -> bool:
@@ -138,7 +138,7 @@ def made_from_request(req: Request, latest: Observation, ours: Snapshot | None) 
         return False
     stamped = latest.label_map
     wanted = req.release_labels
-    if any(stamped.get(k) != wanted.get(k) for k in (*_MADE_BY, *([labels.PACKAGE_SET] if req.package_set else []))):
+    if any(stamped.get(k) != wanted.get(k) for k in (*_MADE_BY, *([wire.PACKAGE_SET] if req.package_set else []))):
         return False
     if (latest.chart_name, latest.chart_version) != (req.chart.name, req.chart.version) or \
             latest.config != dict(req.values):

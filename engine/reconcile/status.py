@@ -17,10 +17,11 @@ from typing import Any
 
 import orjson
 
+from engine.base import wire
 from engine.reconcile.conditions import Condition
 from engine.storage.snapshot import History
 
-SCHEMA = "helmdeck.dev/status/v1"
+SCHEMA = wire.STATUS_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 One ConfigMap per package, in the release's storage namespace, named
 ``helmdeck.status.<release>``, labelled ``app.kubernetes.io/managed-by=helmdeck``,
-``helmdeck.dev/status=v1`` and ``helmdeck.dev/package=<package>``; the status
+``wire.STATUS_LABEL=v1`` and ``wire.PACKAGE=<package>``; the status
 JSON is under ``status.json``. A restarted engine (or a second, read-only
 viewer) reads it back, so nothing is lost and no needless upgrade runs.
 A status identical to the one last read or written is not written again, so
@@ -30,19 +30,17 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base import labels
+from engine.base import wire
+from engine.base.wire import RELEASE_LABEL, RELEASE_NS_LABEL, STATUS_LABEL
 from engine.kube import rest
 from engine.kube.client import impersonating
 from engine.reconcile.status import EngineStatus
 
 log = logging.getLogger(__name__)
 
-STATUS_LABEL = "helmdeck.dev/status"
 STATUS_VERSION = "v1"
 DATA_KEY = "status.json"
-SELECTOR = f"{labels.OWNED_BY}={labels.MANAGER},{STATUS_LABEL}={STATUS_VERSION}"
-RELEASE_NS_LABEL = "helmdeck.dev/release-namespace"  # on a status kept in the home namespace
-RELEASE_LABEL = "helmdeck.dev/release"
+SELECTOR = f"{wire.OWNED_BY}={wire.MANAGER},{STATUS_LABEL}={STATUS_VERSION}"
 
 
 def object_name(release: str) -> str:
@@ -79,7 +77,7 @@ class StatusStore:
         text = (obj.get("data") or {}).get(DATA_KEY)
         if not isinstance(text, str):
             return None
-        package = str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.PACKAGE, ""))
+        package = str(((obj.get("metadata") or {}).get("labels") or {}).get(wire.PACKAGE, ""))
         self._known[(namespace, release)] = (package, text)
         try:
             return EngineStatus.from_json(text)
@@ -183,7 +181,7 @@ class StatusStore:
                 release, into = str(meta.get("name", "")).removeprefix("helmdeck.status."), beside
             status = self._parse(obj, ns, release)
             if status is not None:
-                into[(ns, release)] = StoredStatus(ns, release, str(tags.get(labels.PACKAGE, "")), status)
+                into[(ns, release)] = StoredStatus(ns, release, str(tags.get(wire.PACKAGE, "")), status)
         self._homed = {key for key in homed if key not in beside}
         for key in homed.keys() - beside.keys():
             self._known.pop(key, None)  # rewritten beside the release as soon as its namespace exists
@@ -209,7 +207,7 @@ def _body(namespace: str, name: str, package: str, text: str, extra: dict[str, s
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {labels.OWNED_BY: labels.MANAGER, STATUS_LABEL: STATUS_VERSION, labels.PACKAGE: package,
+            "labels": {wire.OWNED_BY: wire.MANAGER, STATUS_LABEL: STATUS_VERSION, wire.PACKAGE: package,
                        **extra},
         },
         "data": {DATA_KEY: text},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from engine.base import wire
 from engine.helm.crds import prepare_crds
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
@@ -19,7 +20,9 @@ class Upgrade(ReleaseReconciler):
     reasons = (cond.UPGRADE_SUCCEEDED, cond.UPGRADE_FAILED)
 
     def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
-        opts = upgrade_options(req.spec, labels=req.release_labels, post_renderer=req.post_renderer,
+        # helm carries the previous revision's labels over: its checksum is dropped, the new one set after.
+        stamped = {**req.release_labels, wire.MANIFEST_CHECKSUM: wire.DROPPED}
+        opts = upgrade_options(req.spec, labels=stamped, post_renderer=req.post_renderer,
                                force_conflicts=req.force_conflicts)
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.base.helm_values import read_values
 from engine.base.loader import YamlLimitError, load_yaml, values_limits
@@ -78,11 +78,11 @@ def post_render_settings(spec: PackageSpec) -> PostRenderSettings:
     """The post-rendering of ``spec``'s release: its own, then the origin labels stamped on every resource
     (helmdeck's for a Package, Flux's ``helm.toolkit.fluxcd.io/name`` and ``/namespace`` for a HelmRelease)."""
     if spec.kind == HELM_RELEASE:  # rendered as Flux's helm-controller renders it: its origin labels
-        stamp = {labels.FLUX_ORIGIN_NAME: spec.name, labels.FLUX_ORIGIN_NAMESPACE: spec.namespace}
+        stamp = {wire.FLUX_ORIGIN_NAME: spec.name, wire.FLUX_ORIGIN_NAMESPACE: spec.namespace}
     else:
-        stamp = {labels.ORIGIN_NAME: spec.name, labels.ORIGIN_NAMESPACE: spec.namespace}
+        stamp = {wire.ORIGIN_NAME: spec.name, wire.ORIGIN_NAMESPACE: spec.namespace}
     if spec.maintenance:
-        stamp[labels.RESOURCE_MAINTENANCE] = "true"
+        stamp[wire.RESOURCE_MAINTENANCE] = "true"
     return PostRenderSettings(tuple(sorted(stamp.items())), spec.rendering)
 
 
@@ -100,7 +100,7 @@ def spec_digest(chart_digest: str, digest_of_values: str, post_render: PostRende
     text = f"{chart_digest}\0{digest_of_values}\0{stamp}"
     if post_render.rendering.canonical:
         text += "\0" + post_render.rendering.canonical
-    return labels.label_digest(text.encode())
+    return wire.label_digest(text.encode())
 
 
 class ResolveCache:

@@ -50,6 +50,7 @@ from engine.base.helm_values import read_values
 from engine.base.loader import Parsed, YamlLimitError, values_limits
 from engine.base.strvals import Assignment, PathError, apply, target_assignments
 from engine.base.strvals import Path as ValuesPath
+from engine.base.wire import VALUES_ERROR
 from engine.package.model import PackageSpec
 from engine.package.values_from import ValuesReference
 from engine.sources.cache import chart_file
@@ -59,7 +60,6 @@ from engine.sources.repository import ChartTemplate
 ObjectKey = tuple[str, str, str]
 """``(kind, namespace, name)`` of a referenced ConfigMap or Secret."""
 
-VALUES_ERROR = "ValuesError"  # Flux's Ready reason when the values cannot be composed
 
 
 class ValuesError(PackageError):

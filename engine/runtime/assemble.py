@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from engine.base.masking import Masker
+from engine.base.wire import CONTROLLER, ROLE
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.reconcile.action import ActionContext
@@ -34,7 +35,7 @@ from engine.reconcile.store import StatusStore
 from engine.runtime.drive.adoption import storage_relabeler
 from engine.runtime.drive.controller import PackageController, storage_unlocker
 from engine.runtime.drive.folder import PackageFolder
-from engine.runtime.drive.lease import CONTROLLER, ROLE, LeaseConfig, LeaseElector
+from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.engine import Engine, Given, Later, Parts, observed_namespaces

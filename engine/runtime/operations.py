@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.monitor import comparison
@@ -254,7 +254,7 @@ class Operations:
     ) -> list[CleanupItem]:
         """Uninstall every release of this package set no package declares (``dry_run``: list them only).
 
-        Only releases labelled by this package set (``helmdeck.dev/package-set``)
+        Only releases labelled by this package set (``wire.PACKAGE_SET``)
         are considered: other sets' and unmanaged releases are never touched;
         one failure does not stop the others. ``confirmed`` (``namespace/name``
         refs, as an operator approved a dry run's list) limits the removal to those: a release
@@ -271,7 +271,7 @@ class Operations:
             raise BadPackageFiles(action, [err.file for err in self.controller.package_errors])
         keep = {f"{ns}/{name}" for ns, name in self.book.packages}
         package_set = self.controller.package_set
-        scope = {labels.PACKAGE_SET: package_set.identity} if package_set else None
+        scope = {wire.PACKAGE_SET: package_set.identity} if package_set else None
         report = await self.service.cleanup(keep, ignore_namespaces, dry_run=dry_run, selector=scope,
                                             order=self._removal_order, only=confirmed)
         items = [CleanupItem(*_split(ref), "would-remove" if dry_run else "removed") for ref in report.removed]
@@ -279,7 +279,7 @@ class Operations:
         items += [CleanupItem(*_split(ref), "skipped", why) for ref, why in report.skipped]
         if package_set is not None and package_set.legacy != package_set.identity:
             legacy = await self.service.cleanup(keep, ignore_namespaces, dry_run=True,
-                                                selector={labels.PACKAGE_SET: package_set.legacy})
+                                                selector={wire.PACKAGE_SET: package_set.legacy})
             items += [CleanupItem(*_split(ref), "skipped",
                                   f"labelled {package_set.legacy!r} by an older helmdeck, which other folders of "
                                   "that base name share: not removed (declare it here to adopt it, or uninstall "

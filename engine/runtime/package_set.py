@@ -1,7 +1,7 @@
 """A package set's identity: which releases are its own (cleanup's scope) and which Lease it holds.
 
 A package set is the packages of one folder. Its identity is written on each
-of its releases as the ``helmdeck.dev/package-set`` release label, and names
+of its releases as the ``wire.PACKAGE_SET`` release label, and names
 the set's Lease (``helmdeck-<identity>``). It must be unique per folder:
 before, it was ``helmdeck-<folder base name>``, so two unrelated folders
 called ``pkgs`` were one set and one's ``cleanup`` uninstalled the other's
@@ -44,7 +44,7 @@ class OtherPackageSet(PackageError):
 
 @dataclass(frozen=True)
 class PackageSet:
-    """``identity``: the ``helmdeck.dev/package-set`` label value of the set's releases;
+    """``identity``: the ``wire.PACKAGE_SET`` label value of the set's releases;
     ``legacy``: the value an older helmdeck wrote for the same folder (``helmdeck-<base name>``)."""
 
     identity: str

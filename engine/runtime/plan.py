@@ -30,7 +30,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.helm import HelmError
@@ -369,7 +369,7 @@ def _reasons(req: Request, state: st.ReleaseState, latest: Observation | None,
             out.append(f"chart {latest.chart_version} → {req.chart.version}")
         if deployed_values is not None and _canonical(deployed_values) != _canonical(req.values):
             out.append("values changed")
-        if latest.label_map.get(labels.POST_RENDER_DIGEST, "") != req.spec.rendering.digest:
+        if latest.label_map.get(wire.POST_RENDER_DIGEST, "") != req.spec.rendering.digest:
             out.append("post-renderers or commonMetadata changed")
         if not out and state.reason.startswith("values or chart files changed"):
             out.append("chart files changed")

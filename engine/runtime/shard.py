@@ -5,7 +5,7 @@ A shard is the Package objects a label selector matches: Flux labels each object
 ``--watch-label-selector sharding.fluxcd.io/key=shardN``, the main one with
 ``!sharding.fluxcd.io/key``. helmdeck's key is :data:`SHARD_KEY`.
 
-Every shard of a package set shares the set's identity (its releases' ``helmdeck.dev/package-set``
+Every shard of a package set shares the set's identity (its releases' ``wire.PACKAGE_SET``
 label), so a Package moved from one shard to another keeps its release; each shard has its own Lease
 (:meth:`Shard.lease_name`, from the normalised selector), so one instance acts per shard and two shards
 never contend for one Lease.
@@ -14,17 +14,18 @@ never contend for one Lease.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.base import label_selector
 from engine.base.label_selector import SelectorError
-from engine.runtime.drive.lease import SELECTOR, SHARD, WATCH_NAMESPACES
+from engine.base.wire import CONTROLLER, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
+from engine.runtime.drive.lease import LeaseConfig, default_identity
+from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.package_set import PackageSet
 
-SHARD_KEY = "sharding.helmdeck.dev/key"  # the label a Package's shard is chosen by (Flux: sharding.fluxcd.io/key)
-MAIN = "main"  # the shard name of `!sharding.helmdeck.dev/key`: the Packages no shard claims
+MAIN = "main"  # the shard name of `!SHARD_KEY`: the Packages no shard claims
 _DIGEST = 10
 _MAX_LEASE = 63
 
@@ -36,8 +37,8 @@ class ShardSelectorError(ValueError):
 @dataclass(frozen=True)
 class Shard:
     """A static shard: ``selector`` in normal form (:func:`engine.base.label_selector.normalise`) and
-    ``name``, readable (a label value): the shard key's value for ``sharding.helmdeck.dev/key=NAME``,
-    :data:`MAIN` for ``!sharding.helmdeck.dev/key``, else ``sel-<10 hex of the selector's sha256>``."""
+    ``name``, readable (a label value): the shard key's value for ``SHARD_KEY=NAME``,
+    :data:`MAIN` for ``!SHARD_KEY``, else ``sel-<10 hex of the selector's sha256>``."""
 
     name: str
     selector: str
@@ -92,10 +93,30 @@ def shard_for(selector: str | None, *, auto: bool = False) -> Shard | None:
 # Two live shards whose selectors both match one Package would both act on it: neither does (the rule below,
 # asked by engine.runtime.drive.static_shards), and each says so on the Package and in its log.
 
+def controller_lease(package_set: PackageSet, namespace: str, *, watch_namespaces: Sequence[str] | None = None,
+                     shard: Shard | None = None, auto: bool = False, duration: float | None = None) -> LeaseConfig:
+    """The Lease a ``helmdeck controller`` replica holds in ``namespace``, from its options: the package set's
+    (:attr:`PackageSet.lease_name`), a static ``shard``'s own (:meth:`Shard.lease_name`), or with ``auto``
+    (``--shards auto``) the replica's membership Lease (:func:`engine.runtime.drive.members.member_lease`).
+    Labelled and annotated so the app finds it and attaches (:mod:`engine.runtime.drive.attach`) and static
+    shards see each other's selectors (:func:`peer_of`). ``duration``: seconds (None: 15, with ``auto``
+    :data:`~engine.runtime.drive.members.AUTO_LEASE_DURATION`); renewed every fifth of it, between 0.5 and 2 s."""
+    labels, notes = [(ROLE, CONTROLLER)], [(WATCH_NAMESPACES, ",".join(watch_namespaces or ()))]
+    if shard is not None:
+        labels.append((SHARD, shard.name))
+        notes.append((SELECTOR, shard.selector))
+    duration = duration or (AUTO_LEASE_DURATION if auto else LeaseConfig.duration)
+    if auto:
+        return member_lease(default_identity(), namespace, duration, tuple(notes))
+    return LeaseConfig(shard.lease_name(package_set) if shard else package_set.lease_name, namespace,
+                       duration=duration, retry=max(0.5, min(2.0, duration / 5)), labels=tuple(labels),
+                       annotations=tuple(notes))
+
+
 @dataclass(frozen=True)
 class Peer:
     """Another live controller beside this shard, as its Lease (in the same Lease namespace) describes it:
-    ``lease`` its name, ``holder`` the replica acting for it, ``shard`` its ``helmdeck.dev/shard`` label ("" for
+    ``lease`` its name, ``holder`` the replica acting for it, ``shard`` its ``SHARD`` label ("" for
     a controller without shards), ``selector`` the Packages it takes ("" every one: no
     ``--watch-label-selector``, or ``--shards auto`` whose members spread every Package), ``namespaces`` the
     namespaces it watches (() every one)."""
@@ -119,7 +140,7 @@ class Peer:
 
     @property
     def described(self) -> str:
-        """``shard shard1 (sharding.helmdeck.dev/key=shard1, Lease helmdeck-cluster-0a1b2c3d4e)``."""
+        """``shard shard1 (<SHARD_KEY>=shard1, Lease helmdeck-cluster-0a1b2c3d4e)``."""
         what = f"shard {self.shard}" if self.shard and self.shard != "auto" else (
             "the --shards auto replicas" if self.shard == "auto" else "a controller without --watch-label-selector")
         return f"{what} ({self.selector or 'every Package'}, Lease {self.lease})"

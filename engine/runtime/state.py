@@ -95,7 +95,7 @@ class Attached:
 @dataclass(frozen=True)
 class Requested:
     """An action the app asked the controller for, on the Package object ``ref``: ``action`` (the app's name),
-    ``text`` one sentence (``requested: the controller upgrades web/web (reconcile.helmdeck.dev/forceAt=...)``)."""
+    ``text`` one sentence (``requested: the controller upgrades web/web (<wire.FORCE_REQUEST>=...)``)."""
 
     key: ReleaseKey
     ref: tuple[str, str]

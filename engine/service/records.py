@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from kubernetes import client
 
-from engine.base import labels
+from engine.base import wire
 from engine.kube import rest
 from engine.storage.codec import (
     OWNER_SELECTOR,
@@ -30,7 +30,7 @@ from engine.storage.codec import (
 from engine.storage.observation import Observation
 
 Driver = Literal["secret", "configmap"]
-MANAGED_SELECTOR = f"{OWNER_SELECTOR},{labels.MANAGED_BY}={labels.MANAGER}"
+MANAGED_SELECTOR = f"{OWNER_SELECTOR},{wire.MANAGED_BY}={wire.MANAGER}"
 # Releases whose manifests one list reads: the selector stays well under URL length limits (8 KiB).
 BATCH = 100
 

@@ -40,7 +40,7 @@ def helmdeck_version() -> str:
 
 
 def manifest_checksum(manifest: str) -> str:
-    """The release label ``helmdeck.dev/manifest-checksum``: the one comparison's checksum
+    """The release label ``wire.MANIFEST_CHECKSUM``: the one comparison's checksum
     (:func:`engine.monitor.comparison.checksum`, 32 hex), so the smart upgrade counts as changed
     exactly what ``diff`` and ``plan`` show."""
     return comparison.checksum(manifest)

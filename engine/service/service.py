@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base import labels
+from engine.base import wire
 from engine.base.fields import PackageError
 from engine.helm import Helm, PostRenderer, ReleaseNotFound, UninstallOptions
 from engine.helm.crds import prepare_crds
@@ -166,7 +166,7 @@ class ReleaseService:
             if latest is not None and in_maintenance(package.maintenance, latest.status, dict(latest.labels)):
                 self._monitors.remove(key)
                 return UpgradeResult(*key, "maintenance", "in maintenance: resources are not reconciled",
-                                     latest.label(labels.MANIFEST_CHECKSUM) or "", latest.version)
+                                     latest.label(wire.MANIFEST_CHECKSUM) or "", latest.version)
             if mode is MaintenanceState.Managed and latest is not None and latest.status == "deployed" \
                     and not self._monitors.has(key):
                 # A fresh service knows nothing yet: look before deciding, so absent resources count now.
@@ -177,14 +177,14 @@ class ReleaseService:
                 rendered = await self._render(namespace, resolved, latest)
                 reason = self._reason(key, latest, resolved, rendered.checksum, reported)
             if reason is None:
-                stored = latest.label(labels.MANIFEST_CHECKSUM) if latest is not None else None
+                stored = latest.label(wire.MANIFEST_CHECKSUM) if latest is not None else None
                 checksum = rendered.checksum if rendered else (stored or "")
                 return UpgradeResult(*key, "none", "unchanged", checksum, latest.version if latest else None)
             rendered = rendered or await self._render(namespace, resolved, latest)
             action: UpgradeAction = "install" if latest is None or latest.status == "uninstalled" else "upgrade"
             # Leaving maintenance hands control back: the package wins over fields edited by hand meanwhile.
             leaving = mode is MaintenanceState.Managed and latest is not None \
-                and latest.label(labels.MAINTENANCE) == "true"
+                and latest.label(wire.MAINTENANCE) == "true"
             await self._helm_upgrade(key, resolved, rendered.checksum, release_labels or {},
                                      install=action == "install", force_conflicts=leaving)
             after = await asyncio.to_thread(self._store.latest, *key)  # what helm just wrote: read storage
@@ -219,9 +219,9 @@ class ReleaseService:
         *, install: bool, force_conflicts: bool,
     ) -> None:
         package = resolved.spec
-        release_labels = labels.release_labels(
+        release_labels = wire.release_labels(
             package=package.name, spec_digest=resolved.spec_digest, maintenance=bool(package.maintenance),
-            package_set=extra.get(labels.PACKAGE_SET), manifest_checksum=checksum, extra=dict(extra),
+            package_set=extra.get(wire.PACKAGE_SET), manifest_checksum=checksum, extra=dict(extra),
             post_render_digest=package.rendering.digest)
         renderer = await self._renderer(resolved.spec, resolved.post_render)
         opts = upgrade_options(package, labels=release_labels, post_renderer=renderer,
@@ -349,7 +349,7 @@ class ReleaseService:
     ) -> CleanupReport:
         """Uninstall helmdeck-managed releases that no longer belong, as nelm's ``Service.Cleanup``.
 
-        Lists releases whose storage carries ``helmdeck.dev/managed-by=helmdeck``
+        Lists releases whose storage carries ``wire.MANAGED_BY=helmdeck``
         (server-side label selector, in the service's namespaces or all) and
         uninstalls each whose ``<namespace>/<release-name>`` is not in
         ``keep`` and whose namespace is not in ``ignore_namespaces``.

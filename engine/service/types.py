@@ -18,7 +18,7 @@ class MaintenanceState(StrEnum):
     ``NoResourceReconciliation`` leaves the release as it is: the monitor is
     off (deleted resources are not restored), resources carry the maintenance
     label so they may be edited by hand, and the release carries
-    ``helmdeck.dev/maintenance=true`` so this survives a restart.
+    ``wire.MAINTENANCE=true`` so this survives a restart.
     """
 
     Managed = ""

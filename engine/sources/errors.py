@@ -7,11 +7,13 @@ repository cannot be read, ``ArtifactFailed`` when it was read but gives no char
 
 from __future__ import annotations
 
+from engine.base.wire import ARTIFACT_FAILED, SOURCE_NOT_READY
+
 
 class SourceError(RuntimeError):
     """A chart could not be located or fetched. ``repository`` names it; ``reason`` is Flux's."""
 
-    reason = "ArtifactFailed"
+    reason = ARTIFACT_FAILED
 
     def __init__(self, message: str, *, repository: str = ""):
         super().__init__(message)
@@ -22,25 +24,25 @@ class SourceError(RuntimeError):
 class SourceUnreachable(SourceError):
     """The repository did not answer (connection refused, DNS, timeout, TLS, 5xx)."""
 
-    reason = "SourceNotReady"
+    reason = SOURCE_NOT_READY
 
 
 class SourceAuthFailed(SourceError):
     """The repository refused the credentials, or asked for some (HTTP 401/403)."""
 
-    reason = "SourceNotReady"
+    reason = SOURCE_NOT_READY
 
 
 class SourceInvalid(SourceError):
     """The repository answered something unusable (no index, malformed or oversized response)."""
 
-    reason = "SourceNotReady"
+    reason = SOURCE_NOT_READY
 
 
 class CredentialsError(SourceError):
     """A ``secretRef`` / ``certSecretRef`` Secret is missing or lacks the keys it needs."""
 
-    reason = "SourceNotReady"
+    reason = SOURCE_NOT_READY
 
 
 class NoMatchingVersion(SourceError):

@@ -1,6 +1,6 @@
 """Chart source documents and a Package's chart fields, with Flux's names and defaults.
 
-Documents of the packages folder besides ``Package`` (apiVersion ``helmdeck.dev/v1alpha1``, or Flux's own
+Documents of the packages folder besides ``Package`` (apiVersion ``wire.API_VERSION``, or Flux's own
 ``source.toolkit.fluxcd.io/v1`` and ``v1beta2``; ``metadata: {name, namespace}``, labels and annotations
 ignored), with the ``spec`` of Flux's source.toolkit.fluxcd.io/v1::
 
@@ -42,8 +42,8 @@ from urllib.parse import urlsplit
 
 from engine.base.fields import UNSUPPORTED_VALUE, parse_duration
 from engine.base.fields import Fields as BaseFields
-from engine.base.labels import API_VERSION
 from engine.base.schema import allowed
+from engine.base.wire import API_VERSION
 from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS, VERIFY_PROVIDERS
 from engine.sources.schema import HELM_CHART as HELM_CHART
 from engine.sources.schema import HELM_REPOSITORY as HELM_REPOSITORY  # re-exported: the sources' names

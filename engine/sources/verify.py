@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.base.wire import VERIFICATION_ERROR
 from engine.helm.cli import values_dir
 from engine.sources.errors import CredentialsError, SourceError
 
@@ -44,9 +45,6 @@ VERIFIED, FAILED, NOT_VERIFIED = "Verified", "Failed", "NotVerified"
 
 # Flux's condition type and reasons (source-controller: SourceVerifiedCondition, meta.SucceededReason,
 # sourcev1.VerificationError).
-SOURCE_VERIFIED = "SourceVerified"
-SUCCEEDED = "Succeeded"
-VERIFICATION_ERROR = "VerificationError"
 
 MAX_KEY_BYTES = 1024 * 1024  # a keyring or a set of public keys larger than this is refused
 _MAX_MESSAGE = 2048  # a tool's message is kept up to this many characters

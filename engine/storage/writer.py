@@ -16,13 +16,15 @@ so a record changed in between is never overwritten.
 :func:`relabel_release` changes one custom release label on every record of
 a release (helmdeck's package-set label, when an older helmdeck wrote another
 value). Helm's drivers read a release's custom labels from the object's labels
-(helm 3.13+), so the payload is left as it is.
+(helm 3.13+), so the payload is left as it is. :func:`label_revision` sets custom labels on one
+record the same way (the manifest checksum of the revision an install or upgrade just wrote).
 """
 
 from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Mapping
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -176,3 +178,33 @@ def relabel_release(
             raise
         done.append((before, decode_record(written, driver)))
     return done
+
+
+def label_revision(
+    api: client.ApiClient,
+    storage_namespace: str,
+    name: str,
+    revision: int,
+    labels: Mapping[str, str],
+    *,
+    driver: Driver | None = None,
+) -> Observation:
+    """Set custom ``labels`` on revision ``revision`` of release ``name``'s record; return its observation.
+
+    One merge patch of the object's labels (helm 3.13+ reads a release's custom labels from there; the
+    payload is left as it is), so a label computed from what helm wrote (the manifest checksum) costs no
+    second helm run. Raises :class:`RecordNotFoundError` when the record does not exist,
+    ``StorageDecodeError`` when the answer is unreadable and ``ApiException`` for other API errors (the
+    caller needs ``patch`` on the driver's resource).
+    """
+    driver = driver or driver_from_env()
+    key = StorageKey(storage_namespace, record_name(name, revision))
+    path = rest.path("v1", RESOURCE[driver], key.namespace, key.name)
+    try:
+        written = rest.send(api, "PATCH", path, {"metadata": {"labels": dict(labels)}},
+                            content_type=rest.MERGE_PATCH)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise RecordNotFoundError(f"{key} does not exist") from None
+        raise
+    return decode_record(written, driver)

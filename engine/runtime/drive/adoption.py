@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base import labels
+from engine.base import wire
 from engine.reconcile.action import ActionContext, ObservedReleases, record
 from engine.reconcile.request import Request
 from engine.runtime.ledger.book import ReleaseBook
@@ -28,7 +28,7 @@ def storage_relabeler(api: client.ApiClient, driver: Driver) -> Relabel:
     ``new`` (engine.storage.writer.relabel_release, off the event loop)."""
     async def relabel(obs: Observation, old: str, new: str) -> list[tuple[Observation, Observation]]:
         storage_ns = obs.storage_key.namespace if obs.storage_key else obs.namespace
-        return await asyncio.to_thread(relabel_release, api, storage_ns, obs.name, labels.PACKAGE_SET, old, new,
+        return await asyncio.to_thread(relabel_release, api, storage_ns, obs.name, wire.PACKAGE_SET, old, new,
                                        driver=driver)
     return relabel
 
@@ -54,7 +54,7 @@ class Adoption:
         release changed outside helmdeck stays Unmanaged).
         """
         pset = self._package_set
-        label = latest.label_map.get(labels.PACKAGE_SET) if latest is not None else None
+        label = latest.label_map.get(wire.PACKAGE_SET) if latest is not None else None
         if pset is None or latest is None or not label or label == pset.identity:
             return
         ns, name = req.key

@@ -1,7 +1,7 @@
 """The app attached to a ``helmdeck controller``: its Package objects shown as packages, the operator's actions
 made requests on them.
 
-- Finding a controller: a controller's Lease carries the label ``helmdeck.dev/role: controller`` and, as
+- Finding a controller: a controller's Lease carries the label ``wire.ROLE: controller`` and, as
   annotations, its ``--watch-namespace`` list and where its metrics are served
   (:mod:`engine.runtime.drive.lease`). The Leases so labelled are listed every ``every`` seconds; one whose
   holder renewed it within its ``leaseDurationSeconds`` (plus two rounds of slack) is live, as client-go's
@@ -35,17 +35,27 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from engine.base.labels import API_VERSION
+from engine.base.wire import (
+    API_VERSION,
+    CONTROLLER,
+    METRICS,
+    ROLE,
+    ROLLBACK_REVISION,
+    SELECTOR,
+    SHARD,
+    STARTED,
+    WATCH_NAMESPACES,
+)
 from engine.kube import rest
 from engine.monitor.events import KEEP, KubeEvent
 from engine.package.model import DEFAULT_TIMEOUT, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
-from engine.runtime.drive.lease import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, WATCH_NAMESPACES, age
-from engine.runtime.drive.object_status import STARTED, object_ref
+from engine.runtime.drive.lease import age
+from engine.runtime.drive.object_status import object_ref
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
-from engine.runtime.drive.requests import REQUESTS, ROLLBACK_REVISION, pending
+from engine.runtime.drive.requests import REQUESTS, pending
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.state import (
     Attached,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from engine.base.paths import cache_root
+from engine.base.wire import SOURCE_VERIFIED, SUCCEEDED, VERIFICATION_ERROR
 from engine.helm import Helm
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
@@ -17,15 +18,7 @@ from engine.reconcile.status import EngineStatus
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ReleaseBook
 from engine.sources.current import point
-from engine.sources.verify import (
-    FAILED,
-    SOURCE_VERIFIED,
-    SUCCEEDED,
-    VERIFICATION_ERROR,
-    Verification,
-    VerifyError,
-    verified_message,
-)
+from engine.sources.verify import FAILED, Verification, VerifyError, verified_message
 
 if TYPE_CHECKING:
     from engine.sources.source import ChartSource

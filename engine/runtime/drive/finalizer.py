@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base.fields import PackageError
-from engine.base.labels import API_VERSION
+from engine.base.wire import API_VERSION, FINALIZER
 from engine.package.load import package_object
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
@@ -31,7 +31,6 @@ from engine.runtime.state import EngineSignal, LeaseChanged
 
 log = logging.getLogger(__name__)
 
-FINALIZER = "helmdeck.dev/finalizer"
 GROUP, VERSION = API_VERSION.split("/")
 RETRY = 5.0  # seconds before a failed or refused uninstall is tried again
 CONFLICTS = 10  # writes of the finalizers tried on an object that keeps changing

@@ -28,20 +28,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from engine.base import labels as labels_
+from engine.base import wire
 from engine.kube import rest
 
 log = logging.getLogger(__name__)
 
 OnChange = Callable[[str, bool], None]  # (holder identity, this instance leads)
 
-# What ``helmdeck controller`` writes on its Lease, so the app finds it and attaches (engine.runtime.drive.attach):
-ROLE = "helmdeck.dev/role"  # label: "controller" on a controller's Lease
-CONTROLLER = "controller"
-WATCH_NAMESPACES = "helmdeck.dev/watch-namespaces"  # annotation: its --watch-namespace list, "," joined ("" all)
-METRICS = "helmdeck.dev/metrics"  # annotation: http://host:port of its metrics endpoint, as bound
-SHARD = "helmdeck.dev/shard"  # label: the shard's name (engine.runtime.shard), absent when not sharded
-SELECTOR = "helmdeck.dev/watch-label-selector"  # annotation: the shard's whole label selector, normalised
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,7 @@ class LeaseConfig:
     duration: float = 15.0
     retry: float = 2.0
     identity: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()  # besides the managed-by label (a controller's: ROLE)
+    labels: tuple[tuple[str, str], ...] = ()  # besides the managed-by label (a controller's: wire.ROLE)
     annotations: tuple[tuple[str, str], ...] = ()
 
 
@@ -110,7 +103,7 @@ class LeaseElector:
         self.duration = duration
         self.retry = retry
         self._on_change = on_change
-        self.labels = {labels_.OWNED_BY: labels_.MANAGER, **(labels or {})}
+        self.labels = {wire.OWNED_BY: wire.MANAGER, **(labels or {})}
         self.annotations = dict(annotations or {})  # written with the next renewal
         self.holder = ""
         self.leader = False

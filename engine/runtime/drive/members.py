@@ -1,7 +1,7 @@
 """The members of ``helmdeck controller --shards auto``: one membership Lease per replica, and the live set.
 
 Every replica holds its own Lease, ``helmdeck-member-<hash of its identity>`` in the controller's namespace,
-labelled ``helmdeck.dev/role: controller`` (the app finds it) and ``helmdeck.dev/shard: auto``, its
+labelled ``wire.ROLE: controller`` (the app finds it) and ``wire.SHARD: auto`` (:mod:`engine.base.wire`), its
 ``holderIdentity`` the replica's identity; the engine's :class:`~engine.runtime.drive.lease.LeaseElector` renews
 it (nobody competes for it). :class:`Membership` lists those Leases every renew interval (one bounded list) and
 keeps, for each member, when this replica last saw its ``renewTime`` change, on its own monotonic clock, as
@@ -26,8 +26,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from engine.base.wire import CONTROLLER, ROLE, SHARD
 from engine.kube import rest
-from engine.runtime.drive.lease import CONTROLLER, ROLE, SHARD, LeaseConfig, age
+from engine.runtime.drive.lease import LeaseConfig, age
 from engine.runtime.ledger.claims import Members
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Membership:
     ``on_change(live)`` is called (on the event loop) when the live set changes, ``on_return()`` when this
     replica's own Lease was seen unrenewed for long enough that the others may have counted it gone (its process
     paused: SIGSTOP, a long GC, a partition), once it is renewed again. ``selector``: the Leases that count
-    (default the membership Leases; static shards give every controller's, ``helmdeck.dev/role=controller``, and
+    (default the membership Leases; static shards give every controller's, ``wire.ROLE=controller``, and
     ``forget`` False: a shard's Lease is its standbys' too, never deleted by another shard). ``leases``: the
     Leases of the last list. ``clock``: monotonic seconds."""
 

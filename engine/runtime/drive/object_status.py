@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base.fields import PackageError
-from engine.base.labels import API_VERSION
+from engine.base.wire import API_VERSION, REQUEST_FAILED, STARTED
 from engine.package.load import object_origin
 from engine.package.model import KIND, PackageSpec
 from engine.reconcile import conditions as cond
@@ -52,13 +52,12 @@ HISTORY = 5  # snapshots kept in status.history, as Flux
 COMPONENT = "helmdeck-controller"
 MAX_MESSAGE = 1024  # an Event's message, as client-go's recorder truncates it
 MAX_FIELD = 128  # an Event's reportingInstance and action (the API server's validation)
-STARTED = "Started"  # the suffix of an action's start Event (InstallStarted, UpgradeStarted)
 # The engine's actions, as Flux names them in reasons (<Action>Succeeded / <Action>Failed).
 _ACTION_REASONS = {"install": "Install", "upgrade": "Upgrade", "test": "Test", "rollback": "Rollback",
                    "uninstall": "Uninstall", "uninstall-remediation": "Uninstall", "prune": "Uninstall"}
 _OTHER_REASONS = {("correct-drift", "succeeded"): cond.DRIFT_CORRECTED, ("unlock", "succeeded"): cond.UNLOCKED,
                   ("reconcile", "failed"): cond.RECONCILE_ERROR,
-                  ("request", "failed"): "RequestFailed"}  # a request annotation that could not be carried out
+                  ("request", "failed"): REQUEST_FAILED}
 
 
 def rfc3339(seconds: float) -> str:

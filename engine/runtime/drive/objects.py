@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from engine.base.fields import PackageError
-from engine.base.labels import API_VERSION
+from engine.base.wire import API_VERSION
 from engine.kube.stream import WatchThread, list_all, open_watch
 from engine.package.load import object_origin
 from engine.package.model import PackageSpec

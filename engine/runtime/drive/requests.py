@@ -1,14 +1,15 @@
 """Requests by annotation on a Package object, as Flux's CLI makes them, each handled once and acknowledged in
 status (the ``lastHandled*At`` fields, as Flux's ``ReconcileRequestStatus``).
 
-- reconcile now: ``reconcile.helmdeck.dev/requestedAt``, or Flux's ``reconcile.fluxcd.io/requestedAt``;
-- force an upgrade (even in sync): ``reconcile.helmdeck.dev/forceAt`` (Flux's ``reconcile.fluxcd.io/forceAt``);
-- reset the failure counters, then reconcile: ``reconcile.helmdeck.dev/resetAt`` (Flux's ``.../resetAt``);
-- the app's actions, helmdeck's own: ``rollback.helmdeck.dev/requestedAt`` (to ``rollback.helmdeck.dev/revision``,
-  default the previous one; the package is then held, as after the app's rollback, until a forceAt),
-  ``unlock.helmdeck.dev/requestedAt`` (a pending revision marked failed), ``cancel.helmdeck.dev/requestedAt``
-  (the running action stopped, its pending revision unlocked, the package held), ``monitor.helmdeck.dev/pauseAt``
-  and ``monitor.helmdeck.dev/resumeAt`` (the resource monitor).
+The annotations are :mod:`engine.base.wire`'s:
+
+- reconcile now: ``RECONCILE_REQUEST``, or Flux's ``FLUX_RECONCILE_REQUEST`` (``reconcile.fluxcd.io/requestedAt``);
+- force an upgrade (even in sync): ``FORCE_REQUEST`` (Flux's ``FLUX_FORCE_REQUEST``);
+- reset the failure counters, then reconcile: ``RESET_REQUEST`` (Flux's ``FLUX_RESET_REQUEST``);
+- the app's actions, helmdeck's own: ``ROLLBACK_REQUEST`` (to ``ROLLBACK_REVISION``, default the previous one;
+  the package is then held, as after the app's rollback, until a forceAt), ``UNLOCK_REQUEST`` (a pending
+  revision marked failed), ``CANCEL_REQUEST`` (the running action stopped, its pending revision unlocked, the
+  package held), ``PAUSE_REQUEST`` and ``RESUME_REQUEST`` (the resource monitor).
 
 A request is a new annotation value: one that differs from the acknowledged one. It is acknowledged once its
 pass has ended (a pass refused because another action runs is tried again shortly), so a restarted or a
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.base import wire
 from engine.package.load import object_origin
 from engine.package.model import PackageSpec
 from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
@@ -33,20 +35,18 @@ from engine.runtime.state import EngineSignal, LeaseChanged, ReleaseKey
 log = logging.getLogger(__name__)
 
 RETRY = 2.0  # seconds before a request refused (busy) is tried again
-ROLLBACK_REVISION = "rollback.helmdeck.dev/revision"
 _PASSES = ("reset", "force", "reconcile")  # requests followed by a pass, acknowledged when it ended
 # request -> (the annotations asking it, helmdeck's first; the status field acknowledging it), in the order
 # they are handled (a cancel first: it stops what runs; a reconcile last: after the rest)
 REQUESTS: dict[str, tuple[tuple[str, ...], str]] = {
-    "cancel": (("cancel.helmdeck.dev/requestedAt",), "lastHandledCancelAt"),
-    "reset": (("reconcile.helmdeck.dev/resetAt", "reconcile.fluxcd.io/resetAt"), "lastHandledResetAt"),
-    "unlock": (("unlock.helmdeck.dev/requestedAt",), "lastHandledUnlockAt"),
-    "rollback": (("rollback.helmdeck.dev/requestedAt",), "lastHandledRollbackAt"),
-    "pause": (("monitor.helmdeck.dev/pauseAt",), "lastHandledPauseAt"),
-    "resume": (("monitor.helmdeck.dev/resumeAt",), "lastHandledResumeAt"),
-    "force": (("reconcile.helmdeck.dev/forceAt", "reconcile.fluxcd.io/forceAt"), "lastHandledForceAt"),
-    "reconcile": (("reconcile.helmdeck.dev/requestedAt", "reconcile.fluxcd.io/requestedAt"),
-                  "lastHandledReconcileAt"),
+    "cancel": ((wire.CANCEL_REQUEST,), "lastHandledCancelAt"),
+    "reset": ((wire.RESET_REQUEST, wire.FLUX_RESET_REQUEST), "lastHandledResetAt"),
+    "unlock": ((wire.UNLOCK_REQUEST,), "lastHandledUnlockAt"),
+    "rollback": ((wire.ROLLBACK_REQUEST,), "lastHandledRollbackAt"),
+    "pause": ((wire.PAUSE_REQUEST,), "lastHandledPauseAt"),
+    "resume": ((wire.RESUME_REQUEST,), "lastHandledResumeAt"),
+    "force": ((wire.FORCE_REQUEST, wire.FLUX_FORCE_REQUEST), "lastHandledForceAt"),
+    "reconcile": ((wire.RECONCILE_REQUEST, wire.FLUX_RECONCILE_REQUEST), "lastHandledReconcileAt"),
 }
 
 
@@ -131,7 +131,7 @@ class Requests:
             if todo and ref not in self._busy:
                 self._busy.add(ref)
                 annotations = meta.get("annotations") or {}
-                self.spawn(self._handle(ref, spec.key, spec, todo, str(annotations.get(ROLLBACK_REVISION, "0"))))
+                self.spawn(self._handle(ref, spec.key, spec, todo, str(annotations.get(wire.ROLLBACK_REVISION, "0"))))
 
     def _ack(self, ref: tuple[str, str], key: ReleaseKey, request: str, value: str, problem: str = "") -> None:
         ack = REQUESTS[request][1]
@@ -145,7 +145,7 @@ class Requests:
     async def _cancel(self, ref: tuple[str, str], key: ReleaseKey, value: str) -> None:
         try:
             await self.actions.cancel(key, f"by request ({REQUESTS['cancel'][0][0]} {value})",
-                                      f"request a rollback to revision {{revision}} ({ROLLBACK_REVISION}: "
+                                      f"request a rollback to revision {{revision}} ({wire.ROLLBACK_REVISION}: "
                                       f"\"{{revision}}\" and {REQUESTS['rollback'][0][0]})")
             self._ack(ref, key, "cancel", value)
         except ActionRefused as exc:  # nothing runs: said, and handled all the same
@@ -189,7 +189,7 @@ class Requests:
             await self.actions.unlock(key)
         elif request == "rollback":
             if not revision.isdigit():
-                raise ValueError(f"{ROLLBACK_REVISION} {revision!r} is not a revision number")
+                raise ValueError(f"{wire.ROLLBACK_REVISION} {revision!r} is not a revision number")
             await self.actions.rollback(key, int(revision))
         elif request == "pause":
             self.actions.pause(key)

@@ -4,9 +4,9 @@ A static shard acts on the Package objects its selector matches (its watch bring
 it from ever acting beside another controller on one release, both reusing ``--shards auto``'s parts
 (:class:`~engine.runtime.drive.shards.Shards`: the actor claim, its fence, its hand-over):
 
-- Overlap. Every controller's Lease carries its selector (``helmdeck.dev/watch-label-selector``) and watched
+- Overlap. Every controller's Lease carries its selector (``wire.SELECTOR``) and watched
   namespaces; the shard lists the live ones of its Lease namespace (:class:`~engine.runtime.drive.members.
-  Membership` over ``helmdeck.dev/role=controller``) every renew interval. A Package another live controller
+  Membership` over ``wire.ROLE=controller``) every renew interval. A Package another live controller
   also takes (:func:`engine.runtime.shard.overlapping`) is acted on by neither: a Warning Event
   ``ShardOverlap`` on it and a log line name both selectors and the fix, once per set of overlapping shards.
   When the overlap ends (a selector changed, the other controller stopped) the Package is reconciled again.
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.base.wire import SHARD_OVERLAP
 from engine.package.model import PackageSpec
 from engine.runtime.drive.shards import Ref, Shards, _origin
 from engine.runtime.ledger.claims import ClaimRefused
@@ -35,7 +36,6 @@ from engine.runtime.state import ReleaseKey
 
 log = logging.getLogger(__name__)
 
-OVERLAP = "ShardOverlap"  # the Warning Event's reason
 ELSEWHERE = "another shard"  # what owner_of says of a Package this shard does not act on
 LEFT_RETRY = 30.0  # seconds before a pass refused for a Package that left the shard looks again (it will not)
 
@@ -83,7 +83,7 @@ class StaticShards(Shards):
             self._overlaps[ref] = leases
             log.warning("%s", message)
             if self.warn is not None:
-                self.spawn(self.warn(ref, OVERLAP, message))
+                self.spawn(self.warn(ref, SHARD_OVERLAP, message))
         return message
 
     def owner_of(self, ref: Ref) -> str | None:

@@ -22,14 +22,13 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base.labels import PACKAGE_SET
+from engine.base.wire import FLUX_RECONCILE_REQUEST, PACKAGE_SET
 from engine.kube import rest
 from engine.runtime.state import ReleaseView
 
 FLUX_GROUP = "helm.toolkit.fluxcd.io"
 FLUX_VERSION = "v2"
 FLUX_PLURAL = "helmreleases"
-REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
 FLUX_OWNED = "FluxOwned"  # a pass's state when a HelmRelease document's release is Flux's: helmdeck does not act
 
 
@@ -148,7 +147,7 @@ class FluxClient:
     async def request_reconcile(self, namespace: str, name: str, now: datetime | None = None) -> str:
         """Annotate the HelmRelease so Flux reconciles it now; returns the annotation's value (RFC 3339)."""
         value = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        await self._patch(namespace, name, {"metadata": {"annotations": {REQUESTED_AT: value}}})
+        await self._patch(namespace, name, {"metadata": {"annotations": {FLUX_RECONCILE_REQUEST: value}}})
         return value
 
     async def set_suspended(self, namespace: str, name: str, suspended: bool) -> None:

@@ -13,22 +13,32 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from helmdeck import builder
+from helmdeck.console import Refused
 from helmdeck.logs import setup_logging
-from helmdeck.parser import EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES
-
-if TYPE_CHECKING:
-    from engine.runtime.engine import Engine
+from helmdeck.parser import DIFF_CODES, EXIT_CHANGES, EXIT_FAILED, EXIT_NO_CHANGES, Subcommands
 
 
-class _Refused(RuntimeError):
-    """The plan cannot be made; the message says why."""
+def add(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    plan = sub.add_parser(
+        "plan", parents=[common], help="print what a reconcile would do to every package (acts on nothing)",
+        description="For every package of --packages, in dependency order: its state, the next action, why, "
+                    "and the objects an install or upgrade would add, change or remove (no values: secrets "
+                    f"never show). {DIFF_CODES}")
+    plan.add_argument("--base", metavar="GIT_REF",
+                      help="plan the change from this commit's packages to the working tree's (both rendered; the "
+                           "cluster's drift does not show): what merging a pull request would change")
+    plan.add_argument("-o", "--output", choices=["text", "json", "markdown"], default="text",
+                      help="markdown: a pull-request comment (a summary table, then a collapsed section per release)")
+    plan.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
+@builder.engine_command
+def run(args: argparse.Namespace) -> int:
     """Print the plan of ``args.packages`` (text, ``-o json`` or ``-o markdown``) and return the exit code;
     with ``--base REF``, the plan of the change from REF's tree to the working tree (:func:`base_tree`)."""
     from helmdeck.access import report as report_access
@@ -49,9 +59,9 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
             moved = {"packages": base_dir}
             if getattr(args, "kustomize", None):  # its messages name files from the commit's tree
                 moved |= {"kustomize": base_dir, "kustomize_root": tree_root(base_dir, args.packages)}
-            base = make_engine(argparse.Namespace(**{**vars(args), **moved}), readonly=True, watch=False,
+            base = builder.engine(argparse.Namespace(**{**vars(args), **moved}), readonly=True, watch=False,
                                monitors=False)
-        engine = make_engine(args, readonly=True, watch=False, monitors=False)
+        engine = builder.engine(args, readonly=True, watch=False, monitors=False)
 
         async def plan_all() -> Any:
             started = [e for e in (base, engine) if e is not None]
@@ -59,7 +69,7 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
                 for e in started:
                     await e.start(reconcile=False)
                 if report_access(engine.access()):
-                    raise _Refused("cannot plan: release storage that cannot be read would be missed")
+                    raise Refused("cannot plan: release storage that cannot be read would be missed")
                 return await (engine.plan_against(base, args.base) if base is not None else engine.plan())
             finally:
                 for e in started:
@@ -67,7 +77,7 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
 
         try:
             plan = asyncio.run(plan_all())
-        except _Refused as exc:
+        except Refused as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
     out = {"json": lambda: plan.as_json() + "\n", "markdown": plan.markdown}.get(args.output, plan.text)()

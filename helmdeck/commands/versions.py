@@ -13,16 +13,27 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from helmdeck import builder
 from helmdeck.logs import setup_logging
-from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
+from helmdeck.parser import EXIT_FAILED, EXIT_USAGE, Subcommands
 
 if TYPE_CHECKING:
     from engine.runtime.chart_versions import VersionList
-    from engine.runtime.engine import Engine
+
+
+def add(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    versions = sub.add_parser(
+        "versions", parents=[common], help="list the chart versions PACKAGE's repository offers",
+        description="List the chart versions the repository of PACKAGE offers (spec.chart.spec or "
+                    "spec.chartRef), newest first, with app version and date, marking the deployed version "
+                    f"and whether each is inside the package's range. Exit {EXIT_FAILED} for a package with a "
+                    "local chart or a repository that fails.")
+    versions.add_argument("package", help="a package file, or a package name in --packages")
+    versions.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    versions.set_defaults(run=run)
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -74,11 +85,12 @@ def table(items: list[dict[str, Any]], *, verified: bool = False) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 
 
-def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
+@builder.engine_command
+def run(args: argparse.Namespace) -> int:
     """The command: exit 0 with the list, 1 for a local-chart package or a repository that fails
-    (the message names the repository), 2 for usage errors. ``make_engine`` builds the read-only engine
-    (for the deployed version, the cluster's Secrets and the verifications kept in the cache). The list is
-    the version picker's (:meth:`Engine.chart_versions`)."""
+    (the message names the repository), 2 for usage errors. A read-only engine gives the deployed version,
+    the cluster's Secrets and the verifications kept in the cache. The list is the version picker's
+    (:meth:`Engine.chart_versions`)."""
     from engine.runtime.engine import ActionRefused
     from engine.sources import SourceError
 
@@ -92,7 +104,7 @@ def run(args: argparse.Namespace, make_engine: Callable[..., Engine]) -> int:
         return EXIT_FAILED
     args.packages = spec.file.parent
     args.namespaces, args.all_namespaces, args.no_lease = sorted({spec.namespace, spec.release_namespace}), False, True
-    engine = make_engine(args, readonly=True, watch=False, monitors=False)
+    engine = builder.engine(args, readonly=True, watch=False, monitors=False)
 
     async def collect() -> VersionList:
         await engine.start(reconcile=False)
