@@ -88,7 +88,7 @@ def test_the_image_runs_helmdeck_and_the_pinned_tools_read_only_as_65532(control
     # As 65532 on a read-only root: only the tmpfs takes a file. No build tools, package manager or caches.
     probe = ("id -u; touch /tmp/w && ! touch /opt/ro 2>/dev/null && echo ro; "
              "for p in /usr/bin/pip /usr/bin/pip3 /usr/bin/gcc /usr/bin/cc /usr/bin/go /usr/bin/apt-get /wheels "
-             "/root/.cache /opt/helmdeck/bin/pip; do [ -e $p ] && echo left: $p; done; "
+             "~root/.cache /opt/helmdeck/bin/pip; do [ -e $p ] && echo left: $p; done; "
              "python3 -c 'import pip' 2>/dev/null && echo left: pip module; "
              "find / -xdev -name __pycache__ -path '/opt/*' | head -1; "
              "find /var/lib/apt/lists /var/cache/apt -type f ! -name lock 2>/dev/null; true")
