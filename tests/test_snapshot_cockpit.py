@@ -4,6 +4,7 @@ Overview naming the controller, and the controller view (P) with its sparklines,
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -184,19 +185,22 @@ def test_attached_overview(snap_compare: Any, key: tuple[str, str]) -> None:
     assert snap_compare(attached_app(), terminal_size=TALL, run_before=open_overview)
 
 
+async def open_pulses(pilot: Pilot[None], read: Callable[[PulsesScreen], bool] = lambda screen: bool(screen.pulses),
+                      ) -> None:
+    """Press P and wait (5 s at most) until the P view has ``read`` its first figures, then a frame more."""
+    await pilot.pause()
+    await pilot.press("P")
+    for _ in range(50):
+        if isinstance(pilot.app.screen, PulsesScreen) and read(pilot.app.screen):
+            break
+        await pilot.pause(0.1)
+    await pilot.pause(0.2)
+
+
 @pytest.mark.parametrize("theme", THEMES)
 def test_controller_view(snap_compare: Any, theme: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """P: two replicas' pulses; ctl-1's failures rise: its line and name in the error colour."""
     monkeypatch.setattr(screens.pulses, "EVERY", 3600.0)  # one reading, at open: the snapshot holds still
-
-    async def open_pulses(pilot: Pilot[None]) -> None:
-        await pilot.pause()
-        await pilot.press("P")
-        for _ in range(50):
-            if isinstance(pilot.app.screen, PulsesScreen) and pilot.app.screen.pulses:
-                break
-            await pilot.pause(0.1)
-        await pilot.pause(0.2)
 
     assert snap_compare(pulses_app(theme), terminal_size=TALL, run_before=open_pulses)
 
@@ -208,16 +212,10 @@ def test_controller_view_without_metrics(snap_compare: Any) -> None:
     app = HelmdeckApp(engine, context="helmdeck-local", start_engine=False, clock=fixed_clock,
                       masker=Masker(b"snapshots"))
 
-    async def open_pulses(pilot: Pilot[None]) -> None:
-        await pilot.pause()
-        await pilot.press("P")
-        for _ in range(50):
-            if isinstance(pilot.app.screen, PulsesScreen) and pilot.app.screen.pulses is not None:
-                break
-            await pilot.pause(0.1)
-        await pilot.pause(0.2)
+    async def open_without_metrics(pilot: Pilot[None]) -> None:
+        await open_pulses(pilot, read=lambda screen: screen.pulses is not None)
 
-    assert snap_compare(app, terminal_size=MAIN, run_before=open_pulses)
+    assert snap_compare(app, terminal_size=MAIN, run_before=open_without_metrics)
 
 
 def test_a_controller_whose_figures_are_all_zero_draws_flat_lines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,13 +231,7 @@ def test_a_controller_whose_figures_are_all_zero_draws_flat_lines(monkeypatch: p
 
     async def run() -> list[str]:
         async with app.run_test(size=TALL) as pilot:
-            await pilot.pause()
-            await pilot.press("P")
-            for _ in range(50):
-                if isinstance(pilot.app.screen, PulsesScreen) and pilot.app.screen.pulses:
-                    break
-                await pilot.pause(0.1)
-            await pilot.pause(0.2)
+            await open_pulses(pilot)
             lines = [line.render_line(0).text for line in pilot.app.screen.query(Sparkline)]
             assert lines, "no sparkline drawn"
             return lines
