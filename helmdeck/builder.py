@@ -154,8 +154,8 @@ def controller_engine(args: argparse.Namespace, private: Path) -> Engine:
     from engine.helm import Helm
     from engine.kube.client import SERVICE_ACCOUNT_DIR, controller_target, pod_namespace
     from engine.runtime.assemble import build_engine
+    from engine.runtime.cluster.shard_selector import controller_lease, shard_for
     from engine.runtime.package_set import cluster_package_set
-    from engine.runtime.shard import controller_lease, shard_for
     from helmdeck.helm_binary import find_helm
 
     log = logging.getLogger("helmdeck.controller")

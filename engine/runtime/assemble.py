@@ -10,7 +10,7 @@ its collaborators at construction.
   (``--watch-label-selector``) or ``auto_shards`` (``--shards auto``) the replica's shards, which the gate, the
   guard, the action context and the writers ask through the placement port
   (:mod:`engine.runtime.ledger.placed`; :data:`~engine.runtime.ledger.placed.ALL_HERE` on the local path);
-- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.drive.attach`).
+- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.cockpit.attach`).
 
 :func:`offline_engine` builds one without a cluster (fixtures, snapshots). The parts only an operator's action,
 the version picker or the pulses use are built on first use: a headless command imports only what it runs.
@@ -51,12 +51,12 @@ from engine.storage.observer import Observer
 
 if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and actions are imported when built
     from engine.runtime.chart_versions import ChartVersions
-    from engine.runtime.drive.attach import Attachment
+    from engine.runtime.cluster.objects import PackageObjects
+    from engine.runtime.cluster.shard_selector import Shard
+    from engine.runtime.cluster.shards import Shards
+    from engine.runtime.cockpit.attach import Attachment
     from engine.runtime.drive.kustomized import KustomizeSource
-    from engine.runtime.drive.objects import PackageObjects
-    from engine.runtime.drive.shards import Shards
     from engine.runtime.operations import Operations
-    from engine.runtime.shard import Shard
 
 __all__ = ["build_engine", "offline_engine"]
 
@@ -101,17 +101,17 @@ def build_engine(
     ``cluster_packages``: the packages are the API server's Package objects of ``namespaces`` (``helmdeck
     controller``) instead of a folder; their set is :func:`~engine.runtime.package_set.cluster_package_set`.
     Raises ApiException when they cannot be listed. ``shard`` (with ``cluster_packages``): only the Package
-    objects its label selector matches (``--watch-label-selector``, :mod:`engine.runtime.shard`); with a
-    ``lease`` it takes the actor claim, hands a relabelled Package's running action over within
+    objects its label selector matches (``--watch-label-selector``, :mod:`engine.runtime.cluster.shard_selector`);
+    with a ``lease`` it takes the actor claim, hands a relabelled Package's running action over within
     ``stop_deadline`` seconds and leaves alone a Package another live controller also takes
-    (:mod:`engine.runtime.drive.static_shards`). ``default_service_account`` (with ``cluster_packages``): the
+    (:mod:`engine.runtime.cluster.static_shards`). ``default_service_account`` (with ``cluster_packages``): the
     ServiceAccount a Package without ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
-    ``attach``: follow the cluster's ``helmdeck controller``s (:mod:`engine.runtime.drive.attach`).
+    ``attach``: follow the cluster's ``helmdeck controller``s (:mod:`engine.runtime.cockpit.attach`).
     ``controller_metrics``: the metrics URLs of controller replicas, read for :meth:`Engine.pulses`.
     ``kustomize``: the packages are the objects of a repository path built with kustomize and Flux's post-build
     substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path. ``auto_shards``
     (with ``cluster_packages`` and a ``lease``: this replica's membership Lease): ``helmdeck controller --shards
-    auto`` (:mod:`engine.runtime.drive.shards`).
+    auto`` (:mod:`engine.runtime.cluster.shards`).
     """
     given = Given(namespaces=namespaces, lease=lease, watch_packages=watch_packages, monitors=monitors,
                   online=online, readonly=readonly, controller_metrics=controller_metrics)
@@ -124,7 +124,7 @@ def build_engine(
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
     objects: PackageObjects | None = None
     if cluster_packages:
-        from engine.runtime.drive.objects import PackageObjects
+        from engine.runtime.cluster.objects import PackageObjects
 
         objects = PackageObjects(api, namespaces, default_service_account=default_service_account,
                                  label_selector=shard.selector if shard else "")
@@ -149,7 +149,7 @@ def build_engine(
     kube_events = ReleaseEvents(own_api, book, tasks.on_loop)  # offline: fed by hand
     attachment: Attachment | None = None
     if attach and online:
-        from engine.runtime.drive.attach import Attachment
+        from engine.runtime.cockpit.attach import Attachment
 
         # The namespace's Events may be watched already (a monitor's Warnings): the controller's Events from
         # before the attachment found it come first, or its running action would be missed.
@@ -210,9 +210,9 @@ def _controller_parts(parts: Parts, api: client.ApiClient, objects: PackageObjec
                       shard: Shard | None, auto_shards: bool, sharded: bool) -> None:
     """What ``helmdeck controller`` adds over the Package objects: their status and Events written back,
     finalizers, and the operator's actions requested by annotation (each on the replica's own Packages only)."""
-    from engine.runtime.drive.finalizer import Finalizers
-    from engine.runtime.drive.object_status import StatusWriter
-    from engine.runtime.drive.requests import Actions, Requests
+    from engine.runtime.cluster.annotation_requests import Actions, Requests
+    from engine.runtime.cluster.finalizer import Finalizers
+    from engine.runtime.cluster.object_status import StatusWriter
 
     book, gate, controller, tasks = parts.book, parts.gate, parts.controller, parts.tasks
     identity = {} if parts.elector is None else {"instance": parts.elector.identity, "controller": {
@@ -243,13 +243,13 @@ def _controller_parts(parts: Parts, api: client.ApiClient, objects: PackageObjec
 
 def _shards(parts: Parts, api: client.ApiClient, lease: LeaseConfig, objects: PackageObjects,
             elector: LeaseElector, shard: Shard | None, stop_deadline: float) -> Shards:
-    """The replica's shards: ``--shards auto`` (engine.runtime.drive.shards) or a static shard
-    (``--watch-label-selector``, engine.runtime.drive.static_shards: the same claim and hand-over, with every live
+    """The replica's shards: ``--shards auto`` (engine.runtime.cluster.shards) or a static shard
+    (``--watch-label-selector``, engine.runtime.cluster.static_shards: the same claim and hand-over, with every live
     controller's Lease as the members, and no Package another live controller also takes acted on)."""
-    from engine.runtime.drive.handover import Handover
-    from engine.runtime.drive.members import Membership
-    from engine.runtime.drive.shards import Shards
-    from engine.runtime.drive.static_shards import StaticShards
+    from engine.runtime.cluster.handover import Handover
+    from engine.runtime.cluster.members import Membership
+    from engine.runtime.cluster.shards import Shards
+    from engine.runtime.cluster.static_shards import StaticShards
 
     assert parts.status_writer is not None and parts.finalizers is not None and parts.requests is not None
     book, status_writer = parts.book, parts.status_writer

@@ -75,15 +75,15 @@ from engine.storage.records import ListedRevision, UnreadableRecord
 if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and actions are imported when built
     from engine.monitor.inspect import Inspector, PodRow
     from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
-    from engine.runtime.drive.attach import Attachment
-    from engine.runtime.drive.finalizer import Finalizers
-    from engine.runtime.drive.object_status import StatusWriter
-    from engine.runtime.drive.objects import PackageObjects
-    from engine.runtime.drive.requests import Requests
-    from engine.runtime.drive.shards import Shards
+    from engine.runtime.cluster.annotation_requests import Requests
+    from engine.runtime.cluster.finalizer import Finalizers
+    from engine.runtime.cluster.object_status import StatusWriter
+    from engine.runtime.cluster.objects import PackageObjects
+    from engine.runtime.cluster.shards import Shards
+    from engine.runtime.cockpit.attach import Attachment
+    from engine.runtime.cockpit.pulses import PulseMeter
     from engine.runtime.operations import Operations
     from engine.runtime.plan import Plan
-    from engine.runtime.pulses import PulseMeter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -213,7 +213,7 @@ class Engine:
         self.observer.on_problems(lambda: self.tasks.on_loop(self._emit_access))
 
     def _new_pulse_meter(self) -> PulseMeter:
-        from engine.runtime.pulses import PulseMeter
+        from engine.runtime.cockpit.pulses import PulseMeter
 
         return PulseMeter(self._pulse_endpoints)
 
@@ -584,7 +584,7 @@ class Engine:
         Operations.cancel); attached, the request made."""
         return await self._by_controller(key, "cancel") or await self.operations().cancel(key)
 
-    # -- attached to a controller (engine.runtime.drive.attach) -------------------------
+    # -- attached to a controller (engine.runtime.cockpit.attach) -------------------------
     @property
     def controllers(self) -> tuple[ControllerInfo, ...]:
         """The live ``helmdeck controller``s of the cluster (by Lease); () when none, or not following them."""
@@ -623,7 +623,7 @@ class Engine:
     def _pulse_endpoints(self) -> list[tuple[str, str]]:
         out = {url: urlsplit(url).netloc for url in self._metrics_urls}
         if self.controllers:  # the app asks at start: the metrics reader is imported once a controller is seen
-            from engine.runtime.pulses import reachable
+            from engine.runtime.cockpit.pulses import reachable
 
             for found in self.controllers:
                 url = reachable(found)
@@ -638,7 +638,7 @@ class Engine:
     async def pulses(self) -> tuple[Pulse, ...]:
         """Read each controller replica's metrics once more and return its pulses (reconciles per minute by
         result, queue depth, helm action p50/p99), one per replica: the URLs given, then the live controllers'
-        reachable from here (:mod:`engine.runtime.pulses`); () when none is known."""
+        reachable from here (:mod:`engine.runtime.cockpit.pulses`); () when none is known."""
         return await self.pulse_meter().sample()
 
     def advertise(self, annotations: Mapping[str, str]) -> None:
