@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def _metrics_url(text: str) -> str:
     """``--controller-metrics``: an http(s) URL (a bare HOST:PORT gets http:// and /metrics)."""
-    from engine.runtime.pulses import check_url
+    from engine.runtime.cockpit.pulses import check_url
 
     try:
         return check_url(text)

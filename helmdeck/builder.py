@@ -13,13 +13,14 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from helmdeck import startup
 from helmdeck.console import usage_error
 from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
+    from engine.package.substitute import Variables
     from engine.runtime.engine import Engine
 
 log = logging.getLogger("helmdeck")
@@ -49,7 +50,7 @@ def engine_command(run: Callable[[argparse.Namespace], int]) -> Callable[[argpar
 
 def kustomize_flags(args: argparse.Namespace) -> None:
     """``--kustomize DIR`` stands for ``--packages``: it names the package set, and the engine builds it
-    (:func:`kustomize_source`). Its variable flags need it."""
+    (:func:`kustomize_variables` and the flags, given to it as they are). Its variable flags need it."""
     if getattr(args, "kustomize", None) is None:
         if getattr(args, "vars", None) or getattr(args, "vars_from", None) or getattr(args, "vars_from_cluster", None):
             raise usage_error("--var, --vars-from and --vars-from-cluster go with --kustomize DIR")
@@ -61,23 +62,21 @@ def kustomize_flags(args: argparse.Namespace) -> None:
     for file in args.vars_from or ():
         if not file.is_file():
             raise usage_error(f"--vars-from {file} is not a file")
-    kustomize_source(args)  # a bad --var is a usage error before anything else
+    kustomize_variables(args)  # a bad --var is a usage error before anything else
     args.packages = args.kustomize
 
 
-def kustomize_source(args: argparse.Namespace) -> Any:
-    """The KustomizeSource of ``--kustomize`` and its variable flags (None without it)."""
-    if getattr(args, "kustomize", None) is None:
-        return None
-    from engine.package.substitute import SubstitutionError, parse_var, variables
-    from engine.runtime.drive.kustomized import KustomizeSource
+def kustomize_variables(args: argparse.Namespace) -> Variables:
+    """The variables of ``--kustomize``'s ``--var`` flags (none without ``--kustomize``). Exits with a usage error
+    on a bad one."""
+    from engine.package.substitute import NO_VARIABLES, SubstitutionError, parse_var, variables
 
+    if getattr(args, "kustomize", None) is None:
+        return NO_VARIABLES
     try:
-        given = variables((parse_var(v) for v in args.vars or ()), "--var")
+        return variables((parse_var(v) for v in args.vars or ()), "--var")
     except SubstitutionError as exc:
         raise usage_error(str(exc)) from None
-    return KustomizeSource(args.kustomize, given, tuple(args.vars_from or ()), args.vars_from_cluster or "",
-                           getattr(args, "kustomize_root", None))
 
 
 def engine(
@@ -118,7 +117,11 @@ def engine(
         readonly=readonly,
         concurrency=getattr(args, "concurrency", 4), prune=getattr(args, "prune", False),
         lease=lease, watch_packages=watch, monitors=monitors, package_set=name,
-        allow_unsupported=getattr(args, "allow_unsupported", False), kustomize=kustomize_source(args),
+        allow_unsupported=getattr(args, "allow_unsupported", False),
+        kustomize=getattr(args, "kustomize", None), kustomize_variables=kustomize_variables(args),
+        vars_from=tuple(getattr(args, "vars_from", None) or ()),
+        vars_from_cluster=getattr(args, "vars_from_cluster", None) or "",
+        kustomize_root=getattr(args, "kustomize_root", None),
         # the app attaches to the cluster's helmdeck controllers when one runs; status names their packages' owners
         attach=args.command in (None, "demo", "status"),
         controller_metrics=tuple(getattr(args, "controller_metrics", ())), api=api,
@@ -154,8 +157,8 @@ def controller_engine(args: argparse.Namespace, private: Path) -> Engine:
     from engine.helm import Helm
     from engine.kube.client import SERVICE_ACCOUNT_DIR, controller_target, pod_namespace
     from engine.runtime.assemble import build_engine
+    from engine.runtime.cluster.shard_selector import controller_lease, shard_for
     from engine.runtime.package_set import cluster_package_set
-    from engine.runtime.shard import controller_lease, shard_for
     from helmdeck.helm_binary import find_helm
 
     log = logging.getLogger("helmdeck.controller")

@@ -4,7 +4,7 @@ once (issue 21), for the churn test and bench/controller_churn.py.
 Its inputs, read from the local cluster after the churn (:func:`collect`) or given in memory (the unit tests):
 
 - helmdeck's Events on the Packages: each action's start (``<Action>Started``) and end, with the replica as
-  ``reportingInstance`` and the time as ``eventTime`` (engine/runtime/drive/object_status.py);
+  ``reportingInstance`` and the time as ``eventTime`` (engine/runtime/cluster/object_status.py);
 - helm's release storage (the Secrets driver): every revision of every release, its status and when its action
   began (the record's ``info.last_deployed``, else the Secret's creation);
 - optionally, a log of the helm processes the replicas ran (:func:`helm_wrapper` writes it): when each mutating

@@ -12,7 +12,7 @@ from kubernetes import client
 
 from engine.base.wire import CONTROLLER, METRICS, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
 from engine.package.load import load_objects
-from engine.runtime.drive.attach import Attachment, attached_fields, attached_state, live_controllers
+from engine.runtime.cockpit.attach import Attachment, attached_fields, attached_state, live_controllers
 from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import READ_ONLY

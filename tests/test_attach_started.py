@@ -1,5 +1,5 @@
 """The app attached to a controller shows the action the controller's ``<Action>Started`` Event names as the
-release's running action until an Event of that action ends it (engine.runtime.drive.attach ``started`` and
+release's running action until an Event of that action ends it (engine.runtime.cockpit.attach ``started`` and
 ``still_running``, the rule in ReleaseBook's ``_controller_running``), in whatever order the Events are read:
 small inputs, no cluster. The pilot test on the local cluster is tests/test_app_attached_started.py's."""
 
@@ -13,7 +13,7 @@ from kubernetes import client
 
 from engine.monitor.events import KubeEvent, parse_event
 from engine.package.load import load_objects
-from engine.runtime.drive.attach import Attachment, attached_fields, ended_action, started, still_running
+from engine.runtime.cockpit.attach import Attachment, attached_fields, ended_action, started, still_running
 from engine.runtime.ledger.book import STARTED_GRACE, ReleaseBook
 from engine.runtime.state import RunningAction
 from engine.storage.observer import Observer

@@ -338,12 +338,12 @@ class Capability:
 # controller itself, not impersonated): each entry was seen except "update a release record (unlock)", which
 # only a cancel makes; nothing else was asked but discovery (/api, /apis, allowed to every user).
 CAPABILITIES = [
-    # engine/runtime/drive/objects.py: one list+watch per kind over all namespaces (or each --watch-namespace).
+    # engine/runtime/cluster/objects.py: one list+watch per kind over all namespaces (or each --watch-namespace).
     *(Capability(f"{verb} {plural}", verb, GROUP, plural, "all")
       for plural in ("packages", "helmrepositories", "ocirepositories") for verb in ("list", "watch")),
-    # engine/runtime/drive/finalizer.py: the finalizer added, and removed once the release is uninstalled.
+    # engine/runtime/cluster/finalizer.py: the finalizer added, and removed once the release is uninstalled.
     Capability("patch a Package's finalizers", "patch", GROUP, "packages"),
-    # engine/runtime/drive/object_status.py: status in Flux's shape, request annotations acknowledged.
+    # engine/runtime/cluster/object_status.py: status in Flux's shape, request annotations acknowledged.
     Capability("patch a Package's status", "patch", GROUP, "packages", subresource="status"),
     Capability("create an Event on a Package", "create", "", "events"),
     # engine/runtime/release_events.py (engine/monitor/events.py): each release namespace's Events.
@@ -366,7 +366,7 @@ CAPABILITIES = [
     # engine/runtime/drive/lease.py: read, create, renew and give up the Lease.
     *(Capability(f"{verb} the Lease", verb, "coordination.k8s.io", "leases", "own", name="helmdeck-cluster")
       for verb in ("get", "create", "update")),
-    # engine/runtime/drive/members.py (--shards auto): the membership Leases listed on each renew, and a member's
+    # engine/runtime/cluster/members.py (--shards auto): the membership Leases listed on each renew, and a member's
     # Lease unrenewed for FORGET_AFTER durations deleted.
     Capability("list the membership Leases", "list", "coordination.k8s.io", "leases", "own"),
     Capability("delete a long-gone member's Lease", "delete", "coordination.k8s.io", "leases", "own",

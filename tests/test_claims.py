@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client
 
 from engine.reconcile.status import EngineStatus
+from engine.runtime.cluster.members import EXPIRY_SLACK, Membership
+from engine.runtime.cluster.shards import Shards
 from engine.runtime.drive.lease import LeaseElector
-from engine.runtime.drive.members import EXPIRY_SLACK, Membership
-from engine.runtime.drive.shards import Shards
 from engine.runtime.ledger.claims import STALE_GRACE, Claim, LeaseLapsed, Members, decide
 from engine.storage.observer import Observer
 from engine.storage.snapshot import History, Snapshot

@@ -176,7 +176,7 @@ def _observed_all(helm: Helm, tmp_path: Path, *command: str) -> dict[str, Any]:
 # diff's engine modules, the actions' driver, a chart pull's code, the controllers' metrics reader (each
 # imported when first used).
 FIRST_USE = ("engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
-             "engine.monitor.inspect", "engine.runtime.pulses", "engine.runtime.drive.kustomized",
+             "engine.monitor.inspect", "engine.runtime.cockpit.pulses", "engine.runtime.drive.kustomized",
              "engine.sources.source", "engine.sources.credentials", "engine.sources.helm_pull",
              "engine.sources.oci", "engine.sources.index", "engine.sources.cosign", "engine.sources.pin")
 
@@ -203,7 +203,7 @@ def test_noop_reconcile_and_status_import_no_generated_kubernetes_module(
                  or m in ("engine.sources.source", "engine.sources.index", "engine.sources.oci",
                           "engine.sources.helm_pull", "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch",
                           "engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
-                          "engine.runtime.pulses", "engine.monitor.inspect", "difflib")]
+                          "engine.runtime.cockpit.pulses", "engine.monitor.inspect", "difflib")]
         assert heavy == [], command[0]
 
 
@@ -217,11 +217,12 @@ def test_an_empty_folder_reconcile_imports_only_what_it_uses(
                           *cluster_args(helm, kube_target, namespace, tmp_path / "empty", tmp_path / "log"))
     assert "engine.kube.rest" in loaded and "engine.runtime.drive.controller" in loaded
     assert [m for m in loaded if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))] == []
-    unused = ("engine.runtime.drive.objects", "engine.runtime.drive.object_status", "engine.runtime.drive.finalizer",
-              "engine.runtime.drive.requests", "engine.runtime.drive.attach", "engine.runtime.drive.repositories",
+    unused = ("engine.runtime.cluster.objects", "engine.runtime.cluster.object_status",
+              "engine.runtime.cluster.finalizer", "engine.runtime.cluster.annotation_requests",
+              "engine.runtime.cockpit.attach", "engine.runtime.drive.repositories",
               "engine.runtime.plan", "engine.sources.source", "engine.sources.oci", "engine.sources.helm_pull",
               "engine.runtime.chart_versions", "engine.runtime.operations", "engine.runtime.diff",
-              "engine.runtime.pulses", "engine.monitor.inspect", "engine.runtime.drive.kustomized",
+              "engine.runtime.cockpit.pulses", "engine.monitor.inspect", "engine.runtime.drive.kustomized",
               "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "kubernetes.informer", "difflib",
               *FIRST_USE)
     assert [m for m in loaded if m in unused

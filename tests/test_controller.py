@@ -24,8 +24,8 @@ from engine.kube.rest import get_json
 from engine.package.load import object_origin
 from engine.reconcile.status import EngineStatus
 from engine.reconcile.store import DATA_KEY, object_name
-from engine.runtime.drive.finalizer import Finalizers
-from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.cluster.finalizer import Finalizers
+from engine.runtime.cluster.objects import PackageObjects
 from helmdeck.parser import EXIT_USAGE
 from tests.chart_sources import ChartRepoServer, package_chart, publish_http
 from tests.controller_fixtures import (

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from engine.base.wire import SHARD
-from engine.runtime.drive.members import AUTO
+from engine.runtime.cluster.members import AUTO
 from engine.runtime.ledger.placement import assign, package_name
 from tests.churn import Churn, Replica, ready_now, run_churn
 from tests.controller_fixtures import GROUP, VERSION, ControllerEnv, eventually, releases

@@ -18,7 +18,7 @@ from engine.kube import rest
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import load_folder, load_objects
 from engine.package.model import PackageSpec
-from engine.runtime.drive.objects import KINDS, list_objects
+from engine.runtime.cluster.objects import KINDS, list_objects
 from helmdeck.cli import main
 from helmdeck.demo import write_examples
 

@@ -346,7 +346,7 @@ def test_unchanged_objects_are_not_parsed_again(tmp_path: Path) -> None:
 def test_the_version_picker_does_not_pin_into_the_built_files() -> None:
     source = KustomizeSource(REPO / "clusters" / "prod", _variables(cluster_name="prod"))
     engine = build_engine(KubeTarget(), Helm("helm"), source.path, observer=Observer(None), online=False,
-                    watch_packages=False, monitors=False, kustomize=source)
+                    watch_packages=False, monitors=False, kustomize=source.path, kustomize_variables=source.variables)
     assert set(engine.packages) == {("shop", "web"), ("shop", "api")}
     with pytest.raises(PinError, match=r"shop/web is built by --kustomize from .*clusters/prod: pin the chart "
                                        "version in the repository"):

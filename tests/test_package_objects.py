@@ -65,7 +65,7 @@ def test_a_package_naming_no_service_account_acts_as_the_default_one() -> None:
 
 def test_observed_is_true_only_when_the_status_caught_up_with_the_spec() -> None:
     """A takeover queues the Package objects not observed at their generation first (engine.Engine._take)."""
-    from engine.runtime.drive.objects import observed
+    from engine.runtime.cluster.objects import observed
 
     obj: dict[str, Any] = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3}}
     assert observed(obj)

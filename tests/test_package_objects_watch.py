@@ -1,5 +1,5 @@
 """The controller's input at scale, on the local cluster: a burst of object changes loads only the objects it
-changed, and reports only the release keys whose spec changed (engine.runtime.drive.objects)."""
+changed, and reports only the release keys whose spec changed (engine.runtime.cluster.objects)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kubernetes import client
 
 from engine.base.wire import SHARD_KEY
 from engine.kube.client import KubeTarget, api_client
-from engine.runtime.drive.objects import PackageObjects
+from engine.runtime.cluster.objects import PackageObjects
 from engine.runtime.drive.ports import InputUpdate
 from tests.controller_fixtures import GROUP, VERSION, Apis, create, package
 

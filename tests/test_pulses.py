@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import generate_latest
 
-from engine.runtime.pulses import MAX_BYTES, PulseMeter, check_url, fetch, parse, quantile, reachable
+from engine.runtime.cockpit.pulses import MAX_BYTES, PulseMeter, check_url, fetch, parse, quantile, reachable
 from engine.runtime.state import ControllerInfo, Pulse
 from helmdeck.cli import build_parser
 from helmdeck.metrics import ControllerMetrics

@@ -1,5 +1,5 @@
 """The release audit's logic (tests/release_audit.py) on small in-memory inputs: who acted on a release when,
-and what it must refuse; the Events' start and end reasons it reads (engine/runtime/drive/object_status.py); the
+and what it must refuse; the Events' start and end reasons it reads (engine/runtime/cluster/object_status.py); the
 helm process log its wrapper writes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from engine.runtime.drive.object_status import event_reason, micro_time
+from engine.runtime.cluster.object_status import event_reason, micro_time
 from engine.runtime.state import LogEntry
 from tests.release_audit import (
     ActionEvent,

@@ -11,9 +11,9 @@ import pytest
 
 from engine.base.label_selector import SelectorError, matches, normalise, parse
 from engine.base.wire import CONTROLLER, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
-from engine.runtime.drive.members import member_lease_name
+from engine.runtime.cluster.members import member_lease_name
+from engine.runtime.cluster.shard_selector import MAIN, ShardSelectorError, controller_lease, shard_for
 from engine.runtime.package_set import cluster_package_set
-from engine.runtime.shard import MAIN, ShardSelectorError, controller_lease, shard_for
 from helmdeck.parser import EXIT_USAGE
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")

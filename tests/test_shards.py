@@ -16,10 +16,10 @@ from engine.base.wire import SHARD
 from engine.kube.client import KubeTarget, api_client
 from engine.package.load import object_origin
 from engine.runtime.assemble import build_engine
+from engine.runtime.cluster.members import AUTO, Membership, member_lease, member_lease_name
+from engine.runtime.cluster.objects import PACKAGES, PackageObjects
+from engine.runtime.cluster.shards import Shards
 from engine.runtime.drive.lease import LeaseElector
-from engine.runtime.drive.members import AUTO, Membership, member_lease, member_lease_name
-from engine.runtime.drive.objects import PACKAGES, PackageObjects
-from engine.runtime.drive.shards import Shards
 from engine.runtime.engine import Engine
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.claims import ClaimRefused

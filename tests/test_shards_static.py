@@ -1,4 +1,4 @@
-"""Static shards beside each other (engine.runtime.drive.static_shards): the overlap rule on small inputs, then on
+"""Static shards beside each other (engine.runtime.cluster.static_shards): the overlap rule on small inputs, then on
 the local cluster two `helmdeck controller`s whose selectors overlap (neither acts on a Package both take, and
 says so), and a Package relabelled from one shard to the other while its upgrade runs (the other starts nothing
 on the release until that upgrade ended or was cancelled at --stop-deadline)."""
@@ -12,7 +12,7 @@ import pytest
 
 from engine.base.wire import SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
 from engine.base.wire import SHARD_OVERLAP as OVERLAP
-from engine.runtime.shard import Peer, overlap_message, overlapping, peer_of, shard_for
+from engine.runtime.cluster.shard_selector import Peer, overlap_message, overlapping, peer_of, shard_for
 from tests.churn import Churn
 from tests.controller_fixtures import (
     GROUP,

@@ -17,10 +17,10 @@ from engine.base.masking import Masker
 from engine.base.wire import SHARD_KEY
 from engine.package.load import load_objects
 from engine.reconcile.status import ActionOutcome
-from engine.runtime.drive.attach import Attachment, attached_fields
+from engine.runtime.cluster.shard_selector import MAIN as MAIN_SHARD
+from engine.runtime.cockpit.attach import Attachment, attached_fields
+from engine.runtime.cockpit.pulses import PulseMeter
 from engine.runtime.engine import Engine
-from engine.runtime.pulses import PulseMeter
-from engine.runtime.shard import MAIN as MAIN_SHARD
 from engine.runtime.state import ControllerInfo
 from helmdeck.metrics import ControllerMetrics
 from tests.controller_fixtures import oci_repository, package

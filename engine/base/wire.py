@@ -48,21 +48,22 @@ RELEASE_NS_LABEL = "helmdeck.dev/release-namespace"  # on a status kept in the h
 RELEASE_LABEL = "helmdeck.dev/release"
 STATUS_SCHEMA = "helmdeck.dev/status/v1"
 
-# What ``helmdeck controller`` writes on its Lease, so the app finds it and attaches (engine.runtime.drive.attach)
-# and static shards see each other (engine.runtime.shard):
+# What ``helmdeck controller`` writes on its Lease, so the app finds it and attaches (engine.runtime.cockpit.attach)
+# and static shards see each other (engine.runtime.cluster.shard_selector):
 ROLE = "helmdeck.dev/role"  # label: "controller" on a controller's Lease
 CONTROLLER = "controller"
 WATCH_NAMESPACES = "helmdeck.dev/watch-namespaces"  # annotation: its --watch-namespace list, "," joined ("" all)
 METRICS = "helmdeck.dev/metrics"  # annotation: http://host:port of its metrics endpoint, as bound
-SHARD = "helmdeck.dev/shard"  # label: the shard's name (engine.runtime.shard), absent when not sharded
+SHARD = "helmdeck.dev/shard"  # label: the shard's name (engine.runtime.cluster.shard_selector), absent when not sharded
 SELECTOR = "helmdeck.dev/watch-label-selector"  # annotation: the shard's whole label selector, normalised
 
 # On a Package object: the label its static shard is chosen by (Flux: sharding.fluxcd.io/key), the finalizer
-# that uninstalls its release (engine.runtime.drive.finalizer).
+# that uninstalls its release (engine.runtime.cluster.finalizer).
 SHARD_KEY = "sharding.helmdeck.dev/key"
 FINALIZER = "helmdeck.dev/finalizer"
 
-# Requests on a Package object (engine.runtime.drive.requests): annotations whose value is a token, handled once.
+# Requests on a Package object (engine.runtime.cluster.annotation_requests): annotations whose value is a token,
+# handled once.
 RECONCILE_REQUEST = "reconcile.helmdeck.dev/requestedAt"
 FORCE_REQUEST = "reconcile.helmdeck.dev/forceAt"
 RESET_REQUEST = "reconcile.helmdeck.dev/resetAt"
@@ -82,7 +83,7 @@ FLUX_DRIFT_DETECTION = "helm.toolkit.fluxcd.io/driftDetection"
 DRIFT_DETECTION = "helmdeck.dev/driftDetection"
 
 # Status condition types on a package's engine status and a Package object (engine.reconcile.conditions), and
-# the reasons of conditions and Events (engine.runtime.drive.object_status: an action's Event is
+# the reasons of conditions and Events (engine.runtime.cluster.object_status: an action's Event is
 # <Action>Started, <Action>Succeeded, <Action>Failed or <Action>Cancelled)
 READY = "Ready"
 RELEASED = "Released"
@@ -115,7 +116,7 @@ RECONCILE_ERROR = "ReconcileError"
 UNLOCKED = "Unlocked"
 VALUES_ERROR = "ValuesError"  # the values cannot be composed (engine.resolve.values)
 REQUEST_FAILED = "RequestFailed"  # a request annotation that could not be carried out
-SHARD_OVERLAP = "ShardOverlap"  # Warning: a Package two live static shards take (engine.runtime.drive.static_shards)
+SHARD_OVERLAP = "ShardOverlap"  # Warning: a Package two live static shards take (engine.runtime.cluster.static_shards)
 STARTED = "Started"  # the suffix of an action's start Event (InstallStarted, UpgradeStarted)
 # ... source-controller's (engine.sources.errors, engine.sources.verify): an artifact not had, a source not
 # ready, and the SourceVerified condition

@@ -87,7 +87,7 @@ class ActionContext:
     # Awaited before each helm action (and storage write) on a release, with the release key, the action's name,
     # its timeout (seconds) and the package spec it acts on (None: not checked): raises (an ActionRefused of the
     # runtime's) when this engine may not start it now, or not on that spec (``--shards auto``: the actor claim,
-    # engine.runtime.drive.shards). None: it always may.
+    # engine.runtime.cluster.shards). None: it always may.
     fence: Callable[[tuple[str, str], str, float, PackageSpec | None], Awaitable[None]] | None = None
     # Called right before each helm process is spawned on a release, after the fence let the action start: raises
     # (an ActionRefused of the runtime's) when this engine may no longer start it (``--shards auto``: its

@@ -10,7 +10,7 @@ its collaborators at construction.
   (``--watch-label-selector``) or ``auto_shards`` (``--shards auto``) the replica's shards, which the gate, the
   guard, the action context and the writers ask through the placement port
   (:mod:`engine.runtime.ledger.placed`; :data:`~engine.runtime.ledger.placed.ALL_HERE` on the local path);
-- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.drive.attach`).
+- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.cockpit.attach`).
 
 :func:`offline_engine` builds one without a cluster (fixtures, snapshots). The parts only an operator's action,
 the version picker or the pulses use are built on first use: a headless command imports only what it runs.
@@ -18,9 +18,13 @@ the version picker or the pulses use are built on first use: a headless command 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
@@ -38,10 +42,11 @@ from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.values_objects import ValuesObjects
-from engine.runtime.engine import Engine, Given, Later, Parts, observed_namespaces
-from engine.runtime.ledger.book import ReleaseBook
+from engine.runtime.engine import STATUS_FLUSH, Engine, Given, Later, Parts, observed_namespaces
+from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
 from engine.runtime.ledger.placed import ALL_HERE, Placed, PlacedLater
+from engine.runtime.ledger.running import Running, Starting, Step
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import cluster_package_set, package_set_for
 from engine.runtime.release_events import ReleaseEvents
@@ -50,15 +55,19 @@ from engine.service.records import ReleaseRecord
 from engine.storage.observer import Observer
 
 if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and actions are imported when built
+    from engine.package.substitute import Variables
     from engine.runtime.chart_versions import ChartVersions
-    from engine.runtime.drive.attach import Attachment
-    from engine.runtime.drive.kustomized import KustomizeSource
-    from engine.runtime.drive.objects import PackageObjects
-    from engine.runtime.drive.shards import Shards
+    from engine.runtime.cluster.annotation_requests import Requests
+    from engine.runtime.cluster.finalizer import Finalizers
+    from engine.runtime.cluster.objects import PackageObjects
+    from engine.runtime.cluster.shard_selector import Shard
+    from engine.runtime.cluster.shards import Shards
+    from engine.runtime.cockpit.attach import Attachment
     from engine.runtime.operations import Operations
-    from engine.runtime.shard import Shard
 
 __all__ = ["build_engine", "offline_engine"]
+
+log = logging.getLogger(__name__)
 
 
 def build_engine(
@@ -81,7 +90,11 @@ def build_engine(
     default_service_account: str = "",
     attach: bool = False,
     controller_metrics: tuple[str, ...] = (),
-    kustomize: KustomizeSource | None = None,
+    kustomize: Path | None = None,
+    kustomize_variables: Variables | None = None,
+    vars_from: tuple[Path, ...] = (),
+    vars_from_cluster: str = "",
+    kustomize_root: Path | None = None,
     shard: Shard | None = None,
     auto_shards: bool = False,
     stop_deadline: float = 30.0,
@@ -101,17 +114,20 @@ def build_engine(
     ``cluster_packages``: the packages are the API server's Package objects of ``namespaces`` (``helmdeck
     controller``) instead of a folder; their set is :func:`~engine.runtime.package_set.cluster_package_set`.
     Raises ApiException when they cannot be listed. ``shard`` (with ``cluster_packages``): only the Package
-    objects its label selector matches (``--watch-label-selector``, :mod:`engine.runtime.shard`); with a
-    ``lease`` it takes the actor claim, hands a relabelled Package's running action over within
+    objects its label selector matches (``--watch-label-selector``, :mod:`engine.runtime.cluster.shard_selector`);
+    with a ``lease`` it takes the actor claim, hands a relabelled Package's running action over within
     ``stop_deadline`` seconds and leaves alone a Package another live controller also takes
-    (:mod:`engine.runtime.drive.static_shards`). ``default_service_account`` (with ``cluster_packages``): the
+    (:mod:`engine.runtime.cluster.static_shards`). ``default_service_account`` (with ``cluster_packages``): the
     ServiceAccount a Package without ``spec.serviceAccountName`` acts as, Flux's ``--default-service-account``.
-    ``attach``: follow the cluster's ``helmdeck controller``s (:mod:`engine.runtime.drive.attach`).
+    ``attach``: follow the cluster's ``helmdeck controller``s (:mod:`engine.runtime.cockpit.attach`).
     ``controller_metrics``: the metrics URLs of controller replicas, read for :meth:`Engine.pulses`.
     ``kustomize``: the packages are the objects of a repository path built with kustomize and Flux's post-build
-    substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path. ``auto_shards``
+    substitution (:mod:`engine.runtime.drive.kustomized`); ``packages_dir`` is then that path. Its variables:
+    ``kustomize_variables`` (``--var``), the files ``vars_from`` (``--vars-from``), ``vars_from_cluster`` (the Flux
+    Kustomization ``namespace/name`` read, ``--vars-from-cluster``) and ``kustomize_root``, the repository's
+    folder (``plan --base``'s copy of a commit; default: the git checkout holding the path). ``auto_shards``
     (with ``cluster_packages`` and a ``lease``: this replica's membership Lease): ``helmdeck controller --shards
-    auto`` (:mod:`engine.runtime.drive.shards`).
+    auto`` (:mod:`engine.runtime.cluster.shards`).
     """
     given = Given(namespaces=namespaces, lease=lease, watch_packages=watch_packages, monitors=monitors,
                   online=online, readonly=readonly, controller_metrics=controller_metrics)
@@ -124,15 +140,18 @@ def build_engine(
             else cluster_package_set(package_set, namespaces) if cluster_packages else None)
     objects: PackageObjects | None = None
     if cluster_packages:
-        from engine.runtime.drive.objects import PackageObjects
+        from engine.runtime.cluster.objects import PackageObjects
 
         objects = PackageObjects(api, namespaces, default_service_account=default_service_account,
                                  label_selector=shard.selector if shard else "")
     source: PackageInput | None
     if kustomize is not None:
-        from engine.runtime.drive.kustomized import KustomizeInput
+        from engine.package.substitute import NO_VARIABLES
+        from engine.runtime.drive.kustomized import KustomizeInput, KustomizeSource
 
-        source = KustomizeInput(kustomize, own_api, masker.remember, allow_unsupported=allow_unsupported)
+        built = KustomizeSource(kustomize, kustomize_variables or NO_VARIABLES, vars_from, vars_from_cluster,
+                                kustomize_root)
+        source = KustomizeInput(built, own_api, masker.remember, allow_unsupported=allow_unsupported)
     else:
         source = (PackageFolder(packages_dir, allow_unsupported=allow_unsupported) if packages_dir is not None
                   else objects)
@@ -149,7 +168,7 @@ def build_engine(
     kube_events = ReleaseEvents(own_api, book, tasks.on_loop)  # offline: fed by hand
     attachment: Attachment | None = None
     if attach and online:
-        from engine.runtime.drive.attach import Attachment
+        from engine.runtime.cockpit.attach import Attachment
 
         # The namespace's Events may be watched already (a monitor's Warnings): the controller's Events from
         # before the attachment found it come first, or its running action would be missed.
@@ -200,19 +219,203 @@ def build_engine(
         parts.shards = _shards(parts, api, lease, objects, elector, shard, stop_deadline)
         assert isinstance(placed, PlacedLater)
         placed.bind(parts.shards)
+    parts.running, parts.stopping, parts.monitors_ready = _lifecycle(parts, lambda: engine, prune=prune)
     engine = Engine(parts)
     if first is not None:
         controller.apply_input(first)
     return engine
 
 
+class _MonitorsAtStart:
+    """The monitors of the packages placed here, started at start (``--no-monitors``: none), and stopped with
+    the release service's other monitors."""
+
+    def __init__(self, parts: Parts, start: bool):
+        self._parts = parts
+        self._start = start
+        self._started: list[asyncio.Task[Any]] = []
+
+    async def start(self, how: Starting) -> None:
+        if not self._start:
+            return
+        book, gate, controller, tasks = self._parts.book, self._parts.gate, self._parts.controller, self._parts.tasks
+        for key in [k for k in book.packages if gate.placed_elsewhere(k) is None]:
+            task = tasks.spawn(controller.refresh_monitor(key))
+            if task is not None:
+                self._started.append(task)
+
+    async def stop(self, deadline: float) -> bool:
+        await asyncio.to_thread(self._parts.service.stop_monitors)
+        return True
+
+    async def ready(self) -> None:
+        """Wait until the monitors started at start have listed their resources."""
+        await asyncio.gather(*self._started, return_exceptions=True)
+
+
+def _lifecycle(parts: Parts, engine: Callable[[], Engine], *, prune: bool,
+               ) -> tuple[list[Running], list[Running], Callable[[], Awaitable[None]]]:
+    """The parts ``parts``' mode runs: in start order, in stop order, and the wait for the monitors started at
+    start. ``engine``: the facade built over them (the prune at start is its action)."""
+    given, book, controller, tasks = parts.given, parts.book, parts.controller, parts.tasks
+    running: list[Running] = []
+    stopping: list[Running] = []
+    status_writer, objects = parts.status_writer, parts.objects
+    if status_writer is not None:
+        async def write_status(_how: Starting) -> None:
+            status_writer.start()
+            status_writer.catch_up()
+
+        running.append(Step("status", write_status))
+    if objects is not None and parts.finalizers is not None and parts.requests is not None:
+        for part in (parts.finalizers, parts.requests):  # after each burst of object changes, and on the Lease
+            running.append(Step(type(part).__name__.lower(), _sweeping(book, objects, part)))
+
+    async def refresh(_how: Starting) -> None:
+        book.refresh_all()
+
+    running.append(Step("views", refresh))
+    package_input = controller.package_input
+    if package_input is not None:
+        async def watch(_how: Starting) -> None:
+            if given.watch_packages:
+                tasks.spawn(controller.watch())
+
+        async def stop_input(_deadline: float) -> bool:
+            package_input.stop()
+            return True
+
+        running.append(input_step := Step("input", watch, stop_input))
+        stopping.append(input_step)
+
+    async def start_queue(how: Starting) -> None:
+        controller.start(reconcile=how.reconcile)
+
+    async def stop_queue(deadline: float) -> bool:
+        return await controller.queue.stop(deadline)
+
+    queue = Step("queue", start_queue, stop_queue)
+    stopping.append(queue)
+    if status_writer is not None:
+        # A cancelled action's status reaches its Package before the Lease goes: the passes' first, then those
+        # of the actions cancelled with the background tasks (the operator's, requested by annotation); both
+        # within STATUS_FLUSH seconds.
+        flush_by: list[float] = []
+
+        async def flush_passes(_deadline: float) -> bool:
+            flush_by.append(time.monotonic() + STATUS_FLUSH)
+            await status_writer.flush(STATUS_FLUSH)
+            return True
+
+        async def flush_cancelled(_deadline: float) -> bool:
+            await status_writer.flush(max(0.0, flush_by[-1] - time.monotonic()))
+            return True
+
+        stopping.append(Step("status flush", on_stop=flush_passes))
+
+    async def cancel_tasks(_deadline: float) -> bool:
+        await tasks.cancel()
+        return True
+
+    stopping.append(Step("background", on_stop=cancel_tasks))
+    if status_writer is not None:
+        stopping.append(Step("status flush after cancel", on_stop=flush_cancelled))
+    elector = parts.elector
+    if elector is not None:
+        async def elect(_how: Starting) -> None:
+            elector.start()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(elector.decided.wait(), 10)
+
+        async def give_up(_deadline: float) -> bool:
+            await elector.stop(release=True)
+            return True
+
+        running.append(lease_step := Step("lease", elect, give_up))
+        stopping.append(lease_step)
+        shards = parts.shards
+        if shards is not None:
+            async def members(_how: Starting) -> None:  # the members before the first pass: each acts on its share
+                await shards.membership.refresh()
+                shards.on_members(shards.membership.live())
+                tasks.spawn(shards.membership.run())
+
+            running.append(Step("members", members))
+        else:
+            async def follow(_how: Starting) -> None:  # --shards auto: read as packages are gained, never polled
+                tasks.spawn(controller.follow_statuses(lambda: observed_namespaces(given.namespaces,
+                                                                                   book.packages)))
+
+            running.append(Step("statuses", follow))
+    monitors = _MonitorsAtStart(parts, given.monitors)
+    if given.online:
+        running.append(monitors)
+        stopping.append(monitors)
+    running.append(queue)
+    if prune and given.online and not given.readonly:
+        async def prune_at_start(how: Starting) -> None:
+            if how.reconcile:
+                tasks.spawn(_prune_at_start(engine(), leading=controller.leading if elector is not None else None))
+
+        running.append(Step("prune", prune_at_start))
+    attachment = parts.attachment
+    if attachment is not None:
+        async def attach(_how: Starting) -> None:
+            tasks.spawn(attachment.run())
+
+        running.append(Step("attachment", attach))
+    if given.online:
+        async def repositories(how: Starting) -> None:  # on their own interval (engine.runtime.drive.repositories)
+            if how.reconcile:
+                from engine.runtime.drive.repositories import RepositoryRefresh
+
+                tasks.spawn(RepositoryRefresh(book, lambda: controller.charts, controller.triggers).run())
+
+        running.append(Step("repositories", repositories))
+
+    async def stop_observer(_deadline: float) -> bool:
+        await asyncio.to_thread(parts.observer.stop)
+        return True
+
+    async def stop_events(_deadline: float) -> bool:
+        await asyncio.to_thread(parts.kube_events.stop)
+        return True
+
+    stopping += [Step("observer", on_stop=stop_observer), Step("events", on_stop=stop_events)]
+    return running, stopping, monitors.ready
+
+
+def _sweeping(book: ReleaseBook, objects: PackageObjects, part: Finalizers | Requests,
+              ) -> Callable[[Starting], Awaitable[None]]:
+    """A finalizer's or request's sweep started: on the book's signals, after each burst of object changes, and
+    once now."""
+    async def start(_how: Starting) -> None:
+        book.subscribe(part.on_signal)
+        objects.on_burst(part.sweep)
+        part.sweep()
+
+    return start
+
+
+async def _prune_at_start(engine: Engine, *, leading: asyncio.Event | None) -> None:
+    """A long-running engine with prune (``reconcile --prune``, the app with ``--prune``) sweeps once it acts
+    (``leading``: once it holds the Lease), as ``reconcile --once --prune`` does after its pass; later removals are
+    pruned as the folder says them."""
+    if leading is not None:
+        await leading.wait()
+    try:
+        await engine.prune_removed()
+    except (ActionRefused, NotAvailable) as exc:
+        log.warning("prune at start skipped: %s", exc)
+
+
 def _controller_parts(parts: Parts, api: client.ApiClient, objects: PackageObjects, placed: Placed, *,
                       shard: Shard | None, auto_shards: bool, sharded: bool) -> None:
     """What ``helmdeck controller`` adds over the Package objects: their status and Events written back,
     finalizers, and the operator's actions requested by annotation (each on the replica's own Packages only)."""
-    from engine.runtime.drive.finalizer import Finalizers
-    from engine.runtime.drive.object_status import StatusWriter
-    from engine.runtime.drive.requests import Actions, Requests
+    from engine.runtime.cluster.annotation_requests import Actions, Requests
+    from engine.runtime.cluster.finalizer import Finalizers
+    from engine.runtime.cluster.object_status import StatusWriter
 
     book, gate, controller, tasks = parts.book, parts.gate, parts.controller, parts.tasks
     identity = {} if parts.elector is None else {"instance": parts.elector.identity, "controller": {
@@ -243,13 +446,13 @@ def _controller_parts(parts: Parts, api: client.ApiClient, objects: PackageObjec
 
 def _shards(parts: Parts, api: client.ApiClient, lease: LeaseConfig, objects: PackageObjects,
             elector: LeaseElector, shard: Shard | None, stop_deadline: float) -> Shards:
-    """The replica's shards: ``--shards auto`` (engine.runtime.drive.shards) or a static shard
-    (``--watch-label-selector``, engine.runtime.drive.static_shards: the same claim and hand-over, with every live
+    """The replica's shards: ``--shards auto`` (engine.runtime.cluster.shards) or a static shard
+    (``--watch-label-selector``, engine.runtime.cluster.static_shards: the same claim and hand-over, with every live
     controller's Lease as the members, and no Package another live controller also takes acted on)."""
-    from engine.runtime.drive.handover import Handover
-    from engine.runtime.drive.members import Membership
-    from engine.runtime.drive.shards import Shards
-    from engine.runtime.drive.static_shards import StaticShards
+    from engine.runtime.cluster.handover import Handover
+    from engine.runtime.cluster.members import Membership
+    from engine.runtime.cluster.shards import Shards
+    from engine.runtime.cluster.static_shards import StaticShards
 
     assert parts.status_writer is not None and parts.finalizers is not None and parts.requests is not None
     book, status_writer = parts.book, parts.status_writer

@@ -2,8 +2,9 @@
 
 It is given its collaborators, built and wired by :mod:`engine.runtime.assemble` (one builder per mode; those
 only the app or an operator's action uses are built on first call: a headless command imports what it runs),
-starts and stops them, and delegates to them. An action on a package a live controller reconciles is
-routed by the action itself (:meth:`Engine._by_controller`): the outcome or the ``Requested``.
+starts and stops the parts its mode runs (lists the builder gives, in start and in stop order:
+:mod:`engine.runtime.ledger.running`), and delegates to them. An action on a package a live controller
+reconciles is routed by the action itself (:meth:`Engine._by_controller`): the outcome or the ``Requested``.
 
 - :class:`~engine.runtime.ledger.book.ReleaseBook`: every per-release state, the
   :class:`~engine.runtime.state.ReleaseView` rows and the events
@@ -32,8 +33,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -54,6 +54,7 @@ from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
 from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, owner_of
+from engine.runtime.ledger.running import Running, Starting
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
 from engine.runtime.release_events import ReleaseEvents
@@ -75,15 +76,15 @@ from engine.storage.records import ListedRevision, UnreadableRecord
 if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and actions are imported when built
     from engine.monitor.inspect import Inspector, PodRow
     from engine.runtime.chart_versions import ChartVersions, Pin, VersionList
-    from engine.runtime.drive.attach import Attachment
-    from engine.runtime.drive.finalizer import Finalizers
-    from engine.runtime.drive.object_status import StatusWriter
-    from engine.runtime.drive.objects import PackageObjects
-    from engine.runtime.drive.requests import Requests
-    from engine.runtime.drive.shards import Shards
+    from engine.runtime.cluster.annotation_requests import Requests
+    from engine.runtime.cluster.finalizer import Finalizers
+    from engine.runtime.cluster.object_status import StatusWriter
+    from engine.runtime.cluster.objects import PackageObjects
+    from engine.runtime.cluster.shards import Shards
+    from engine.runtime.cockpit.attach import Attachment
+    from engine.runtime.cockpit.pulses import PulseMeter
     from engine.runtime.operations import Operations
     from engine.runtime.plan import Plan
-    from engine.runtime.pulses import PulseMeter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,10 +113,16 @@ class Given:
     controller_metrics: tuple[str, ...] = ()
 
 
+async def _no_monitors() -> None:
+    return None
+
+
 @dataclass
 class Parts:
     """An engine's parts, each built with its collaborators by :mod:`engine.runtime.assemble` (None: not in
-    this mode). ``operations`` and ``versions`` are built on first call."""
+    this mode). ``operations`` and ``versions`` are built on first call. ``running``: the parts this mode runs,
+    in start order; ``stopping``: the same in stop order (with the controller's status flushes between them);
+    ``monitors_ready``: awaits the monitors started at start having listed their resources."""
 
     given: Given
     masker: Masker
@@ -134,6 +141,9 @@ class Parts:
     elector: LeaseElector | None
     operations: Callable[[], Operations]
     versions: Callable[[], ChartVersions]
+    running: Sequence[Running] = ()
+    stopping: Sequence[Running] = ()
+    monitors_ready: Callable[[], Awaitable[None]] = _no_monitors
     status_writer: StatusWriter | None = None
     finalizers: Finalizers | None = None
     requests: Requests | None = None
@@ -171,9 +181,6 @@ class Engine:
         given = parts.given
         self.namespaces = given.namespaces
         self.lease_config = given.lease
-        self.watch_packages = given.watch_packages
-        self.monitors = given.monitors
-        self.online = given.online
         self._metrics_urls = given.controller_metrics
         self.masker = parts.masker
         self.tasks = parts.tasks
@@ -186,12 +193,8 @@ class Engine:
         self.service = parts.service
         self.controller = parts.controller
         self.kube_events = parts.kube_events
-        self.objects = parts.objects
         self.attachment = parts.attachment
         self.elector = parts.elector
-        self.status_writer = parts.status_writer
-        self.finalizers = parts.finalizers
-        self.requests = parts.requests
         self.shards = parts.shards
         # Built on first call (a headless command imports only what it runs): the operator's actions
         # (engine.runtime.operations), the version picker (attached, it pins in the Package objects) and the
@@ -199,7 +202,9 @@ class Engine:
         self.operations = parts.operations
         self.versions = parts.versions
         self.pulse_meter: Callable[[], PulseMeter] = Later(self._new_pulse_meter)
-        self._monitor_tasks: list[asyncio.Task[Any]] = []
+        self._running = parts.running
+        self._stopping = parts.stopping
+        self._monitors_ready = parts.monitors_ready
         self._inspector: Inspector | None = None  # built on first use (_live)
         self._preview_made: threading.Event | None = None  # the last page of storage labels made into views
         self._preview_shown = threading.Event()  # the app drew the views the labels made (preview_shown)
@@ -213,7 +218,7 @@ class Engine:
         self.observer.on_problems(lambda: self.tasks.on_loop(self._emit_access))
 
     def _new_pulse_meter(self) -> PulseMeter:
-        from engine.runtime.pulses import PulseMeter
+        from engine.runtime.cockpit.pulses import PulseMeter
 
         return PulseMeter(self._pulse_endpoints)
 
@@ -250,43 +255,9 @@ class Engine:
             finally:
                 for stop in unlisten:
                     stop()
-        if self.status_writer is not None:
-            self.status_writer.start()
-            self.status_writer.catch_up()
-        if self.objects is not None and self.finalizers is not None and self.requests is not None:
-            for part in (self.finalizers, self.requests):  # after each burst of object changes, and on the Lease
-                self.book.subscribe(part.on_signal)
-                self.objects.on_burst(part.sweep)
-                part.sweep()
-        self.book.refresh_all()
-        if self.controller.package_input is not None and self.watch_packages:
-            self.tasks.spawn(self.controller.watch())
-        if self.elector is not None:
-            self.elector.start()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.elector.decided.wait(), 10)
-            if self.shards is not None:  # the members before the first pass: each acts on its own share
-                await self.shards.membership.refresh()
-                self.shards.on_members(self.shards.membership.live())
-                self.tasks.spawn(self.shards.membership.run())
-            if self.shards is None:  # --shards auto: read as packages are gained (_take), never polled
-                self.tasks.spawn(self.controller.follow_statuses(
-                    lambda: self._observed_namespaces(self.book.packages)))
-        if self.online and self.monitors:
-            for key in [k for k in self.book.packages if self.gate.placed_elsewhere(k) is None]:
-                task = self.tasks.spawn(self.controller.refresh_monitor(key))
-                if task is not None:
-                    self._monitor_tasks.append(task)
-        self.controller.start(reconcile=reconcile)
-        if reconcile and self.controller.prune and self.online and not self.readonly:
-            self.tasks.spawn(self._prune_at_start())
-        if self.attachment is not None:
-            self.tasks.spawn(self.attachment.run())
-        if reconcile and self.online:  # repositories on their own interval (engine.runtime.drive.repositories)
-            from engine.runtime.drive.repositories import RepositoryRefresh
-
-            self.tasks.spawn(RepositoryRefresh(self.book, lambda: self.controller.charts,
-                                               self.controller.triggers).run())
+        how = Starting(reconcile=reconcile)
+        for part in self._running:  # the parts this mode has, in the builder's order (engine.runtime.assemble)
+            await part.start(how)
 
     async def stop(self, deadline: float = 30.0) -> bool:
         """Stop: running helm actions may finish for up to ``deadline`` seconds, then are cancelled; a controller
@@ -295,29 +266,14 @@ class Engine:
 
         Returns True when every running action finished on its own.
         """
-        if self.controller.package_input is not None:
-            self.controller.package_input.stop()
-        clean = await self.controller.queue.stop(deadline)
-        # A cancelled action's status reaches its Package before the Lease goes: the passes' first, then those of
-        # the actions cancelled with the background tasks (the operator's, requested by annotation); both within
-        # STATUS_FLUSH seconds.
-        flushed = time.monotonic() + STATUS_FLUSH
-        if self.status_writer is not None:
-            await self.status_writer.flush(STATUS_FLUSH)
-        await self.tasks.cancel()
-        if self.status_writer is not None:
-            await self.status_writer.flush(max(0.0, flushed - time.monotonic()))
-        if self.elector is not None:
-            await self.elector.stop(release=True)
-        if self.online:
-            await asyncio.to_thread(self.service.stop_monitors)
-        await asyncio.to_thread(self.observer.stop)
-        await asyncio.to_thread(self.kube_events.stop)
+        clean = True
+        for part in self._stopping:  # in the builder's stop order (engine.runtime.assemble)
+            clean = await part.stop(deadline) and clean
         return clean
 
     async def monitors_ready(self) -> None:
         """Wait until the monitors started at :meth:`start` have listed their resources."""
-        await asyncio.gather(*self._monitor_tasks, return_exceptions=True)
+        await self._monitors_ready()
 
     async def wait_for_lease(self) -> bool:
         """Wait until this instance leads, or the holder proves alive for a lease duration; True if leading
@@ -584,7 +540,7 @@ class Engine:
         Operations.cancel); attached, the request made."""
         return await self._by_controller(key, "cancel") or await self.operations().cancel(key)
 
-    # -- attached to a controller (engine.runtime.drive.attach) -------------------------
+    # -- attached to a controller (engine.runtime.cockpit.attach) -------------------------
     @property
     def controllers(self) -> tuple[ControllerInfo, ...]:
         """The live ``helmdeck controller``s of the cluster (by Lease); () when none, or not following them."""
@@ -623,7 +579,7 @@ class Engine:
     def _pulse_endpoints(self) -> list[tuple[str, str]]:
         out = {url: urlsplit(url).netloc for url in self._metrics_urls}
         if self.controllers:  # the app asks at start: the metrics reader is imported once a controller is seen
-            from engine.runtime.pulses import reachable
+            from engine.runtime.cockpit.pulses import reachable
 
             for found in self.controllers:
                 url = reachable(found)
@@ -638,7 +594,7 @@ class Engine:
     async def pulses(self) -> tuple[Pulse, ...]:
         """Read each controller replica's metrics once more and return its pulses (reconciles per minute by
         result, queue depth, helm action p50/p99), one per replica: the URLs given, then the live controllers'
-        reachable from here (:mod:`engine.runtime.pulses`); () when none is known."""
+        reachable from here (:mod:`engine.runtime.cockpit.pulses`); () when none is known."""
         return await self.pulse_meter().sample()
 
     def advertise(self, annotations: Mapping[str, str]) -> None:
@@ -764,14 +720,4 @@ class Engine:
             raise ActionRefused("prune needs a packages folder (--packages): it removes only its package set's "
                                 "releases")
         return await self.operations().cleanup(action="prune")
-
-    async def _prune_at_start(self) -> None:
-        """A long-running engine with prune (``reconcile --prune``, the app with ``--prune``) sweeps once it acts,
-        as ``reconcile --once --prune`` does after its pass; later removals are pruned as the folder says them."""
-        if self.elector is not None:
-            await self.controller.leading.wait()
-        try:
-            await self.prune_removed()
-        except (ActionRefused, NotAvailable) as exc:
-            log.warning("prune at start skipped: %s", exc)
 

@@ -46,8 +46,8 @@ class ControllerInfo:
     ``namespace/name``, ``renewed`` the Unix seconds of its last heartbeat (``renewTime``), ``duration`` the
     Lease's seconds without renewal after which it is taken for dead, ``namespaces`` the namespaces whose
     Package objects it reconciles (() = all), ``metrics`` where it says its metrics are served ("" unknown),
-    ``shard`` its shard's name ("" not sharded; ``--watch-label-selector``, :mod:`engine.runtime.shard`) and
-    ``selector`` that shard's label selector ("" every Package)."""
+    ``shard`` its shard's name ("" not sharded; ``--watch-label-selector``,
+    :mod:`engine.runtime.cluster.shard_selector`) and ``selector`` that shard's label selector ("" every Package)."""
 
     holder: str
     lease: str
@@ -105,7 +105,7 @@ class Requested:
 
 @dataclass(frozen=True)
 class Pulse:
-    """One controller replica's pulses (the app's ``P`` view, :mod:`engine.runtime.pulses`), oldest first, one
+    """One controller replica's pulses (the app's ``P`` view, :mod:`engine.runtime.cockpit.pulses`), oldest first, one
     value per interval between two readings of its metrics: ``succeeded`` and ``failed`` reconciles per
     minute, ``p50``/``p99`` of its helm actions' durations in seconds (0 when none ended); ``queue`` the queue
     depth at each reading; ``problem`` why the last reading failed ("" when it did not)."""

@@ -1,10 +1,10 @@
 """``helmdeck controller``: the engine in the cluster, over the API server's Package objects.
 
 The same :class:`~engine.runtime.engine.Engine` as the app and ``helmdeck reconcile`` (its packages come
-from :class:`~engine.runtime.drive.objects.PackageObjects` instead of a folder), one acting instance per
+from :class:`~engine.runtime.cluster.objects.PackageObjects` instead of a folder), one acting instance per
 package set through its Lease, status and Events written back on the objects
-(:mod:`engine.runtime.drive.object_status`), a deleted Package's release uninstalled through a finalizer
-(:mod:`engine.runtime.drive.finalizer`), health and metrics served on their addresses.
+(:mod:`engine.runtime.cluster.object_status`), a deleted Package's release uninstalled through a finalizer
+(:mod:`engine.runtime.cluster.finalizer`), health and metrics served on their addresses.
 SIGTERM (or SIGINT) stops taking work, lets running helm actions finish for ``--stop-deadline`` seconds, then
 cancels them (their pending revision unlocked, as :meth:`Engine.stop`), writes their Package objects' status, and
 gives the Lease up.
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     startup.started()  # no engine of ours to wait for
     from engine.kube.client import KubeConfigError
     from engine.package.identity import valid_service_account_name
+    from engine.runtime.cluster.shard_selector import ShardSelectorError, shard_for
     from engine.runtime.package_set import PackageSetNameError
-    from engine.runtime.shard import ShardSelectorError, shard_for
     from helmdeck.endpoints import parse_addr
     from helmdeck.helm_binary import HelmNotFound
 

@@ -123,7 +123,7 @@ class MainScreen(EngineScreen):
         self.query_one(HeaderBar).lease = lease
 
     def _controllers_changed(self, _event: ControllerChanged | None) -> None:
-        """The number of live controllers (as the engine decides it, engine.runtime.drive.attach)."""
+        """The number of live controllers (as the engine decides it, engine.runtime.cockpit.attach)."""
         self.query_one(HeaderBar).controllers = len(self._client.controllers())
 
     def _package_problems(self, event: PackageProblems) -> None:

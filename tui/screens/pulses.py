@@ -2,7 +2,7 @@
 
 Per replica: reconciles per minute that succeeded and that failed, the queue depth, and the p50 and p99 of
 its helm actions' durations, one value per reading of its metrics endpoint (every :data:`EVERY` seconds,
-:mod:`engine.runtime.pulses`). A rising failure rate turns its line and the replica's name to the error
+:mod:`engine.runtime.cockpit.pulses`). A rising failure rate turns its line and the replica's name to the error
 colour. Above them: the controllers holding the cluster's Leases (holder, shard, Lease, last heartbeat).
 """
 

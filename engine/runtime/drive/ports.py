@@ -7,7 +7,7 @@ the controller's fields or imports it.
 
 :class:`PackageInput`: where the controller's packages come from: the packages folder
 (:class:`~engine.runtime.drive.folder.PackageFolder`) or the API server's Package objects
-(:class:`~engine.runtime.drive.objects.PackageObjects`). Both give the same
+(:class:`~engine.runtime.cluster.objects.PackageObjects`). Both give the same
 :class:`InputUpdate`, validated by the one loader (:mod:`engine.package.load`),
 so everything after it (the book, the queue, the pass, the gate) is one implementation.
 """

@@ -103,7 +103,7 @@ def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
 def _controller_running(obs: Observation | None, spec: PackageSpec,
                         started: RunningAction | None = None) -> RunningAction | None:
     """The action a controller runs on a release: the one its latest ``<Action>Started`` Event names
-    (``started``, no end of it seen since: engine.runtime.drive.attach), until its helm timeout (plus
+    (``started``, no end of it seen since: engine.runtime.cockpit.attach), until its helm timeout (plus
     STARTED_GRACE seconds: an end Event lost with its controller does not show it running for ever); else as
     its pending revision shows it (``pending-upgrade``: upgrade, since Helm stamped it, within the package's
     timeout). The Event names what no revision shows (a test, a drift correction, the time before helm writes)."""
@@ -121,7 +121,7 @@ class ReleaseBook:
     e.g. offline); ``writable`` says whether this instance may write them
     (not read-only, holding the lease); ``let_go(key)`` is awaited when the running-action guard lets a
     release go, before another action may take it (shards: the actor claim persisted and cleared,
-    :meth:`engine.runtime.drive.shards.Shards.let_go`).
+    :meth:`engine.runtime.cluster.shards.Shards.let_go`).
     """
 
     def __init__(
@@ -145,7 +145,7 @@ class ReleaseBook:
         self._file_problems: dict[Path, str] = {}  # a bad package file -> its first error
         self._views: dict[ReleaseKey, ReleaseView] = {}
         # Releases whose package is a Package object a live controller reconciles: their view's fields
-        # from the object (engine.runtime.drive.attach); a package of this engine's own wins.
+        # from the object (engine.runtime.cockpit.attach); a package of this engine's own wins.
         self._attached: dict[ReleaseKey, dict[str, Any]] = {}
         self._events: dict[ReleaseKey, deque[LogEntry]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}

@@ -28,10 +28,10 @@ same everywhere. Rules, in the order they are checked:
 10. shards (checked after rule 7): with ``helmdeck controller --shards auto`` an action holding the release
    runs only on the replica the package is placed on, and not while another live member holds its actor claim
    (:mod:`engine.runtime.ledger.claims`; the claim write before each helm action decides again,
-   :mod:`engine.runtime.drive.shards`).
+   :mod:`engine.runtime.cluster.shards`).
 
 Attached to a controller (the release's package is a Package object a live ``helmdeck controller``
-reconciles, :mod:`engine.runtime.drive.attach`), the same rules decide, and the controller carries the action
+reconciles, :mod:`engine.runtime.cockpit.attach`), the same rules decide, and the controller carries the action
 out (a request on the object): rule 1 holds; rule 2 (this app's own lease) does not apply; the controller
 takes requests for upgrade, rollback, unlock, cancel, the monitor, and suspend, maintenance and a version
 pinned (the object's spec): any other action is refused naming what to do instead (:func:`controller_refusal`); unlock
@@ -99,8 +99,8 @@ def local_chart_reason(key: ReleaseKey) -> str:
             "or OCIRepository")
 
 
-# The app's actions a controller takes as requests on a Package object (engine.runtime.drive.requests; suspend and
-# maintenance as the spec's own fields); "reconcile" is the pass after a pin.
+# The app's actions a controller takes as requests on a Package object (engine.runtime.cluster.annotation_requests;
+# suspend and maintenance as the spec's own fields); "reconcile" is the pass after a pin.
 CONTROLLER_TAKES = frozenset({"upgrade", "reconcile", "rollback", "unlock", "cancel", "monitor", "suspend",
                               "maintenance", "versions"})
 
@@ -142,7 +142,7 @@ class ActionGate:
     # The Package object of a release a live controller reconciles (None: this engine carries actions out).
     attached: Callable[[ReleaseKey], Attached | None] | None = None
     # Shards (rule 10): why this replica may not act on a release now, and the member the release's package is
-    # placed on when another (engine.runtime.drive.shards); ALL_HERE: no shards.
+    # placed on when another (engine.runtime.cluster.shards); ALL_HERE: no shards.
     placed: Placed = ALL_HERE
 
     @property

@@ -3,7 +3,7 @@ context and the writers on the Package objects ask.
 
 One answer per question, from one owner: :data:`ALL_HERE` on the local path (a folder, one controller
 without shards: every package is this engine's), the replica's shards with ``--watch-label-selector`` or
-``--shards auto`` (:class:`engine.runtime.drive.shards.Shards`). The builders
+``--shards auto`` (:class:`engine.runtime.cluster.shards.Shards`). The builders
 (:mod:`engine.runtime.assemble`) hand it to each part at construction; where the shards are built after
 the parts that ask them (they need the book), a :class:`PlacedLater` stands for them until bound.
 """

@@ -2,12 +2,12 @@
 
 A static shard acts on the Package objects its selector matches (its watch brings only those). Two rules keep
 it from ever acting beside another controller on one release, both reusing ``--shards auto``'s parts
-(:class:`~engine.runtime.drive.shards.Shards`: the actor claim, its fence, its hand-over):
+(:class:`~engine.runtime.cluster.shards.Shards`: the actor claim, its fence, its hand-over):
 
 - Overlap. Every controller's Lease carries its selector (``wire.SELECTOR``) and watched
-  namespaces; the shard lists the live ones of its Lease namespace (:class:`~engine.runtime.drive.members.
+  namespaces; the shard lists the live ones of its Lease namespace (:class:`~engine.runtime.cluster.members.
   Membership` over ``wire.ROLE=controller``) every renew interval. A Package another live controller
-  also takes (:func:`engine.runtime.shard.overlapping`) is acted on by neither: a Warning Event
+  also takes (:func:`engine.runtime.cluster.shard_selector.overlapping`) is acted on by neither: a Warning Event
   ``ShardOverlap`` on it and a log line name both selectors and the fix, once per set of overlapping shards.
   When the overlap ends (a selector changed, the other controller stopped) the Package is reconciled again.
 - Claim and handover. The shard takes the actor claim (``status.claim``, rule in
@@ -29,9 +29,9 @@ from typing import Any
 
 from engine.base.wire import SHARD_OVERLAP
 from engine.package.model import PackageSpec
-from engine.runtime.drive.shards import Ref, Shards, _origin
+from engine.runtime.cluster.shard_selector import Peer, Shard, overlap_message, overlapping, peer_of
+from engine.runtime.cluster.shards import Ref, Shards, _origin
 from engine.runtime.ledger.claims import ClaimRefused
-from engine.runtime.shard import Peer, Shard, overlap_message, overlapping, peer_of
 from engine.runtime.state import ReleaseKey
 
 log = logging.getLogger(__name__)

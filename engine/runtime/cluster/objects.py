@@ -204,7 +204,7 @@ class PackageObjects:
         return obj.get("metadata") if obj is not None else None
 
     def removal(self, spec: PackageSpec) -> str:
-        """A deleted object's release is uninstalled by the finalizer (engine.runtime.drive.finalizer); an object
+        """A deleted object's release is uninstalled by the finalizer (engine.runtime.cluster.finalizer); an object
         still there no longer declares this release (its release name or target namespace changed)."""
         obj = self.objects().get(spec.file)
         if obj is None and self.label_selector:

@@ -25,7 +25,7 @@ from engine.base.wire import API_VERSION, FINALIZER
 from engine.package.load import package_object
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
-from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
+from engine.runtime.cluster.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.ledger.book import ActionRefused
 from engine.runtime.state import EngineSignal, LeaseChanged
 

@@ -21,8 +21,8 @@ from typing import Any
 from engine.base import label_selector
 from engine.base.label_selector import SelectorError
 from engine.base.wire import CONTROLLER, ROLE, SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
+from engine.runtime.cluster.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.drive.lease import LeaseConfig, default_identity
-from engine.runtime.drive.members import AUTO_LEASE_DURATION, member_lease
 from engine.runtime.package_set import PackageSet
 
 MAIN = "main"  # the shard name of `!SHARD_KEY`: the Packages no shard claims
@@ -91,16 +91,16 @@ def shard_for(selector: str | None, *, auto: bool = False) -> Shard | None:
 
 # -- overlapping shards -------------------------------------------------------------------------------------
 # Two live shards whose selectors both match one Package would both act on it: neither does (the rule below,
-# asked by engine.runtime.drive.static_shards), and each says so on the Package and in its log.
+# asked by engine.runtime.cluster.static_shards), and each says so on the Package and in its log.
 
 def controller_lease(package_set: PackageSet, namespace: str, *, watch_namespaces: Sequence[str] | None = None,
                      shard: Shard | None = None, auto: bool = False, duration: float | None = None) -> LeaseConfig:
     """The Lease a ``helmdeck controller`` replica holds in ``namespace``, from its options: the package set's
     (:attr:`PackageSet.lease_name`), a static ``shard``'s own (:meth:`Shard.lease_name`), or with ``auto``
-    (``--shards auto``) the replica's membership Lease (:func:`engine.runtime.drive.members.member_lease`).
-    Labelled and annotated so the app finds it and attaches (:mod:`engine.runtime.drive.attach`) and static
+    (``--shards auto``) the replica's membership Lease (:func:`engine.runtime.cluster.members.member_lease`).
+    Labelled and annotated so the app finds it and attaches (:mod:`engine.runtime.cockpit.attach`) and static
     shards see each other's selectors (:func:`peer_of`). ``duration``: seconds (None: 15, with ``auto``
-    :data:`~engine.runtime.drive.members.AUTO_LEASE_DURATION`); renewed every fifth of it, between 0.5 and 2 s."""
+    :data:`~engine.runtime.cluster.members.AUTO_LEASE_DURATION`); renewed every fifth of it, between 0.5 and 2 s."""
     labels, notes = [(ROLE, CONTROLLER)], [(WATCH_NAMESPACES, ",".join(watch_namespaces or ()))]
     if shard is not None:
         labels.append((SHARD, shard.name))

@@ -1,7 +1,7 @@
 """Packages moving between controller replicas (``--watch-label-selector`` with a Lease, ``--shards auto``): what
 this replica does with the packages placed on it now and with those placed elsewhere now.
 
-The shards (:mod:`engine.runtime.drive.shards`) decide which packages move; :class:`Handover` is what they call
+The shards (:mod:`engine.runtime.cluster.shards`) decide which packages move; :class:`Handover` is what they call
 (``gained``, ``lost``), built with the parts it hands the packages to.
 """
 
@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from engine.runtime.cluster.annotation_requests import Requests
+from engine.runtime.cluster.finalizer import Finalizers
+from engine.runtime.cluster.object_status import StatusWriter
+from engine.runtime.cluster.objects import PackageObjects
 from engine.runtime.drive.controller import PackageController
-from engine.runtime.drive.finalizer import Finalizers
-from engine.runtime.drive.object_status import StatusWriter
-from engine.runtime.drive.objects import PackageObjects
-from engine.runtime.drive.requests import Requests
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
 from engine.runtime.state import ReleaseKey

@@ -3,7 +3,7 @@
 The I/O around two pure rules: :mod:`engine.runtime.ledger.placement` (which live member a Package is placed
 on: consistent hashing with bounded loads over the live members and every Package object's ``namespace/name``)
 and :mod:`engine.runtime.ledger.claims` (may this replica claim a release). The members come from
-:class:`~engine.runtime.drive.members.Membership`; this replica's own membership Lease is the engine's
+:class:`~engine.runtime.cluster.members.Membership`; this replica's own membership Lease is the engine's
 :class:`~engine.runtime.drive.lease.LeaseElector` (while it cannot renew it the gate lets it act on nothing).
 Placement alone may, for a moment, give one Package to two replicas (their views of the members or of the
 Package objects lag each other); the claim is what keeps a release to one actor.
@@ -61,10 +61,10 @@ from engine.kube import rest
 from engine.package.load import object_origin
 from engine.package.model import PackageSpec
 from engine.reconcile.action import Handover
+from engine.runtime.cluster.members import Membership
+from engine.runtime.cluster.object_status import GROUP, VERSION, object_ref
+from engine.runtime.cluster.objects import PACKAGES, PackageObjects
 from engine.runtime.drive.lease import LeaseElector
-from engine.runtime.drive.members import Membership
-from engine.runtime.drive.object_status import GROUP, VERSION, object_ref
-from engine.runtime.drive.objects import PACKAGES, PackageObjects
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.ledger.claims import STALE_GRACE, Claim, ClaimRefused, LeaseLapsed, decide
 from engine.runtime.ledger.gate import is_pending

@@ -7,7 +7,7 @@ made requests on them.
   holder renewed it within its ``leaseDurationSeconds`` (plus two rounds of slack) is live, as client-go's
   leader election counts a holder alive.
 - Attached: while one is live, the Package objects of the namespaces it covers are read and watched
-  (:class:`~engine.runtime.drive.objects.PackageObjects`, the same loader), and each becomes its release's
+  (:class:`~engine.runtime.cluster.objects.PackageObjects`, the same loader), and each becomes its release's
   package in the book, marked :class:`~engine.runtime.state.Attached`: the row follows the object's status
   (conditions, failure counters, ``lastAttemptedRevision``), its release in storage and the controller's
   Events on the object (the release's log). The controller's running action is the one its latest
@@ -16,7 +16,7 @@ made requests on them.
   revision's.
 - Requests: the gate still decides whether an action may run (:mod:`engine.runtime.ledger.gate`); attached,
   it is carried out by the controller: :meth:`Attachment.request` writes the request annotation the
-  controller handles once (:mod:`engine.runtime.drive.requests`), or for suspend and maintenance, which are
+  controller handles once (:mod:`engine.runtime.cluster.annotation_requests`), or for suspend and maintenance, which are
   the spec's own fields, patches the spec.
 """
 
@@ -52,10 +52,10 @@ from engine.package.model import DEFAULT_TIMEOUT, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.conditions import Condition
 from engine.reconcile.status import ActionOutcome, FailureCounts
+from engine.runtime.cluster.annotation_requests import REQUESTS, pending
+from engine.runtime.cluster.object_status import object_ref
+from engine.runtime.cluster.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.drive.lease import age
-from engine.runtime.drive.object_status import object_ref
-from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
-from engine.runtime.drive.requests import REQUESTS, pending
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.state import (
     Attached,
@@ -159,7 +159,7 @@ def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str, lease: 
 
 
 def started(event: KubeEvent, spec: PackageSpec | None) -> RunningAction | None:
-    """The action a controller's ``<Action>Started`` Event (engine.runtime.drive.object_status.event_reason)
+    """The action a controller's ``<Action>Started`` Event (engine.runtime.cluster.object_status.event_reason)
     says it began on the Package: the Event's ``action`` (``upgrade``, ``correct-drift``; from the reason when
     none), since the Event's time, with the package's helm timeout (seconds); None for any other Event."""
     if event.warning or not event.reason.endswith(STARTED) or event.reason == STARTED:

@@ -28,7 +28,7 @@ from typing import Any
 from engine.base import wire
 from engine.package.load import object_origin
 from engine.package.model import PackageSpec
-from engine.runtime.drive.objects import PACKAGES, PackageObjects, deleting
+from engine.runtime.cluster.objects import PACKAGES, PackageObjects, deleting
 from engine.runtime.ledger.book import ActionRefused, ReleaseBook
 from engine.runtime.state import EngineSignal, LeaseChanged, ReleaseKey
 

@@ -32,7 +32,7 @@ from engine.package.load import object_origin
 from engine.package.model import KIND, PackageSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.status import EngineStatus
-from engine.runtime.drive.objects import PACKAGES, PackageObjects
+from engine.runtime.cluster.objects import PACKAGES, PackageObjects
 from engine.runtime.ledger.book import ReleaseBook
 from engine.runtime.state import (
     EngineSignal,
