@@ -48,7 +48,7 @@ from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
 from localcluster import build
 from localcluster.cluster import LocalCluster
-from tests.chart_sources import helm_run, push_oci
+from testkit.chart_sources import helm_run, push_oci
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"

@@ -34,7 +34,7 @@ from bench.sources_verify import passes
 from engine.runtime.assemble import build_engine
 from engine.sources.cosign import EMPTY_ROOT
 from localcluster import build
-from tests.chart_sources import CosignSigner, helm_run, push_oci
+from testkit.chart_sources import CosignSigner, helm_run, push_oci
 
 
 def push_signed(bench: Bench, signer: CosignSigner) -> str:

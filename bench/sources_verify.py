@@ -41,7 +41,7 @@ from bench.sources_reconcile import revisions
 from engine.runtime.assemble import build_engine
 from engine.runtime.drive.controller import PackageController
 from localcluster.chartrepo import ChartRepoServer
-from tests.chart_sources import GpgSigner, helm_run
+from testkit.chart_sources import GpgSigner, helm_run
 
 
 def publish_signed(bench: Bench, signer: GpgSigner, repo: ChartRepoServer) -> None:
