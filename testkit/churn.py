@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine.helm import Helm
 from testkit.controller import GROUP, VERSION, Controller, create, eventually, publish_chart, start_controller
+from testkit.packages import package_doc
 from testkit.release_audit import Finding, audit, collect, helm_wrapper, read_processes
 
 SLOW = Path(__file__).resolve().parent.parent / "tests" / "data" / "charts" / "slow"  # beside the tests' charts
@@ -100,10 +101,8 @@ class Churn:
                                        "ref": {"tag": "0.1.0"}}})
         names = [f"p{i:04d}" for i in range(count)]
         for name in names:
-            create(self.objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Package",
-                                  "metadata": {"name": name, "namespace": self.namespace},
-                                  "spec": {"chartRef": {"kind": "OCIRepository", "name": "slow"}, "timeout": timeout,
-                                           "interval": "1h", "values": {"delay": delay, "value": "v0"}}})
+            create(self.objects, package_doc(name, self.namespace, chartRef={"kind": "OCIRepository", "name": "slow"},
+                                             timeout=timeout, interval="1h", values={"delay": delay, "value": "v0"}))
         self.names = names
         return names
 

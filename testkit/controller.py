@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.helm import Helm
 from testkit.chart_sources import helm_run, package_chart, push_oci
+from testkit.packages import package_doc
 
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -97,9 +98,9 @@ def oci_repository(namespace: str, base: str, semver: str = ">=0.1.0") -> dict[s
 
 
 def package(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
-    body = {"chartRef": {"kind": "OCIRepository", "name": "web"}, "timeout": "1m", **spec}
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Package", "metadata": {"name": name, "namespace": namespace},
-            "spec": body}
+    """A Package of the OCIRepository ``web`` (:func:`oci_repository`), timeout 1m unless ``spec`` says."""
+    return package_doc(name, namespace, **{"chartRef": {"kind": "OCIRepository", "name": "web"}, "timeout": "1m",
+                                           **spec})
 
 
 def create(objects: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from testkit.controller import (
     releases,
     start_controller,
 )
+from testkit.packages import package_doc
 from tests.controller_fixtures import ControllerEnv
 
 pytestmark = pytest.mark.cluster
@@ -514,14 +515,13 @@ def test_a_helm_repository_chart_with_values_from_a_config_map_and_a_secret(
         secret: Any = {"metadata": {"name": "web-secret"}, "stringData": {"tag": secret_tag}}
         core.create_namespaced_config_map(namespace, config_map)
         core.create_namespaced_secret(namespace, secret)
-        create(objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Package",
-                         "metadata": {"name": "web", "namespace": namespace},
-                         "spec": {"chart": {"spec": {"chart": "web", "version": "0.1.x",
-                                                     "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
-                                  "valuesFrom": [{"kind": "ConfigMap", "name": "web-values"},
-                                                 {"kind": "Secret", "name": "web-secret", "valuesKey": "tag",
-                                                  "targetPath": "image.tag"}],
-                                  "timeout": "1m"}})
+        create(objects, package_doc(
+            "web", namespace,
+            chart={"spec": {"chart": "web", "version": "0.1.x",
+                            "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+            valuesFrom=[{"kind": "ConfigMap", "name": "web-values"},
+                        {"kind": "Secret", "name": "web-secret", "valuesKey": "tag", "targetPath": "image.tag"}],
+            timeout="1m"))
         apps = client.AppsV1Api(api_client(kube_target))
 
         def deployment() -> tuple[int, str] | None:

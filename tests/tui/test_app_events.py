@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from textual.widgets import DataTable, Static
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from localcluster.cluster import CONTAINER_LOG_LINES
+from testkit.packages import write_package
 from tests.tui.test_app_pilot import SIZE, cell, make_app, select, wait_for
 from tui.screens.resource import ResourceScreen
 from tui.widgets.event_log import EventLog
@@ -48,9 +50,7 @@ def one_deployment(tmp_path: Path, name: str, namespace: str, template: str, ext
     (chart / "templates" / "deployment.yaml").write_text(template)
     packages = tmp_path / "packages"
     packages.mkdir()
-    (packages / f"{name}.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n{extra}")
+    write_package(packages, name, namespace, chart=chart, **(yaml.safe_load(extra) or {}))
     return packages
 
 

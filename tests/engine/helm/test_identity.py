@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
+from testkit import packages
 from tests.cli.test_cli import cluster_args, helmdeck
 
 pytestmark = pytest.mark.cluster
@@ -30,10 +32,9 @@ def other_namespace(core_api: client.CoreV1Api) -> Iterator[str]:
 
 
 def write_package(folder: Path, namespace: str, extra: str) -> Path:
-    folder.mkdir(exist_ok=True)
-    (folder / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  timeout: 20s\n  values: {{message: hi}}\n{extra}")
+    """A folder with the package ``app`` of the flaky chart; ``extra`` more spec fields as YAML text."""
+    packages.write_package(folder, "app", namespace, chart=EXAMPLES / "charts" / "flaky", timeout="20s",
+                           values={"message": "hi"}, **(yaml.safe_load(extra) or {}))
     return folder
 
 

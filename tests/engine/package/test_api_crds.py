@@ -19,6 +19,7 @@ from engine.kube.rest import get_json
 from engine.package import crd
 from engine.package.load import load_package
 from engine.package.schema import PACKAGE_SPEC
+from testkit.packages import package_doc
 
 ROOT = Path(__file__).resolve().parents[3]
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -123,10 +124,9 @@ def test_openapi_of_the_field_types() -> None:
 
 
 def _package(name: str, chart: Any) -> dict[str, Any]:
-    return {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package", "metadata": {"name": name},
-            "spec": {"chart": chart, "timeout": "90s", "values": {"replicas": 2, "deep": {"a": [1, {"b": "c"}]}},
-                     "upgrade": {"remediation": {"retries": 2, "strategy": "uninstall"}},
-                     "commonMetadata": {"labels": {"team": "web"}}}}
+    return package_doc(name, chart=chart, timeout="90s", values={"replicas": 2, "deep": {"a": [1, {"b": "c"}]}},
+                       upgrade={"remediation": {"retries": 2, "strategy": "uninstall"}},
+                       commonMetadata={"labels": {"team": "web"}})
 
 
 @pytest.mark.cluster

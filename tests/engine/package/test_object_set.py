@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engine.package.load import load_objects, object_document
 from engine.package.model import PackageSpec
 from engine.package.object_set import ObjectSet
+from testkit.packages import package_doc
 
 NAMES = ["a", "b", "c", "d"]
 
@@ -25,8 +26,7 @@ def _package(name: str, *, source: str = "web", release: str = "", depends: tupl
         spec["dependsOn"] = [{"name": d} for d in depends]
     if bad:
         spec["interval"] = "soon"
-    return {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
-            "metadata": {"name": name, "namespace": "apps", "resourceVersion": "1"}, "spec": spec}
+    return package_doc(name, "apps", metadata={"resourceVersion": "1"}, **spec)
 
 
 def _source(name: str, *, semver: str = "^1.0", bad: bool = False) -> dict[str, Any]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from engine.package.load import load_objects, object_origin
+from testkit.packages import package_doc
 
 
 def _package(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package", "metadata": {
-        "name": name, "namespace": "apps", "uid": "u", "generation": 3, "managedFields": [{"manager": "kubectl"}]},
-        "spec": {"chartRef": {"kind": "OCIRepository", "name": "web"}, **spec}}
+    return package_doc(name, "apps", metadata={"uid": "u", "generation": 3, "managedFields": [{"manager": "kubectl"}]},
+                       **{"chartRef": {"kind": "OCIRepository", "name": "web"}, **spec})
 
 
 SOURCE = {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "OCIRepository",

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.base import wire
 from engine.helm import Helm
@@ -15,18 +16,16 @@ from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.runtime.assemble import build_engine
 from engine.runtime.state import ActionOutcome
+from testkit import packages
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.cluster
 
 
 def write_package(folder: Path, namespace: str, name: str, chart: str, values: str, timeout: str = "1m") -> Path:
-    path = folder / f"{name}.yaml"
-    path.write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / chart}\n  timeout: {timeout}\n  values:\n{values}"
-    )
-    return path
+    """Package ``name`` of the example chart ``chart``; ``values`` its values as YAML text."""
+    return packages.write_package(folder, name, namespace, chart=EXAMPLES / "charts" / chart, timeout=timeout,
+                                  values=yaml.safe_load(values))
 
 
 async def test_install_upgrade_rollback(

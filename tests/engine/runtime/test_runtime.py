@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
@@ -15,16 +17,16 @@ from engine.runtime import Engine, PackageProblems
 from engine.runtime.assemble import build_engine
 from engine.runtime.engine import ActionRefused, LeaseConfig
 from engine.runtime.state import EngineSignal
+from testkit.packages import write_package
 from tests.reconcile_harness import EXAMPLES
 
 pytestmark = pytest.mark.cluster
 
 
 def package(folder: Path, namespace: str, name: str, values_file: Path | None = None, values: str = "{}") -> None:
-    files = f"  valuesFiles: [{values_file}]\n" if values_file else ""
-    (folder / f"{name}.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / 'settings'}\n  timeout: 20s\n  values: {values}\n{files}")
+    files: dict[str, Any] = {"valuesFiles": [str(values_file)]} if values_file else {}
+    write_package(folder, name, namespace, chart=EXAMPLES / "charts" / "settings", timeout="20s",
+                  values=yaml.safe_load(values), **files)
 
 
 async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:

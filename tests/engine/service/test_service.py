@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from engine.monitor.status import MonitorStatus
 from engine.package.load import load_package
 from engine.package.model import PackageSpec
 from engine.service import MaintenanceState, PackageNotHelm, ReleaseService
+from testkit.packages import write_package
 from tests.conftest import helm_binary, run_helm
 
 pytestmark = pytest.mark.cluster
@@ -116,13 +116,8 @@ class Setup:
 
     def package(self, namespace: str, name: str, chart: Path, values: dict[str, Any] | None = None,
                 maintenance: str = "") -> PackageSpec:
-        file = self.folder / f"{namespace}-{name}.yaml"
-        file.write_text(json.dumps({
-            "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"chart": str(chart), "values": values or {}, "maintenance": maintenance, "timeout": "30s"},
-        }))
-        return load_package(file)
+        return load_package(write_package(self.folder, name, namespace, file=f"{namespace}-{name}.yaml", chart=chart,
+                                          values=values or {}, maintenance=maintenance, timeout="30s"))
 
     def revisions(self, namespace: str, name: str) -> dict[int, dict[str, str]]:
         """Stored revision -> storage labels, read from the API."""
