@@ -52,6 +52,7 @@ from localcluster.chartrepo import ChartRepoServer as ChartRepoServer  # re-expo
 from localcluster.pki import ServingTls, serving_tls
 from localcluster.process import ProcessRecord, free_port, port_open, proc_start_time, stop_processes
 from testkit.fixtures import FIXED_NOW, set_engine_status, storage_secret
+from testkit.packages import package_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB_CHART = ROOT / "examples" / "charts" / "web"
@@ -278,9 +279,8 @@ def oci_folder(pkgs: Path, namespace: str, base: str, ref: str) -> str:
               f"metadata: {{name: web, namespace: {namespace}}}\n"
               f"spec:\n  url: oci://{base}/web\n  insecure: true   # the local registry\n  ref:\n{ref}")
     write(pkgs, "source.yaml", source)
-    write(pkgs, "web.yaml", f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\n"
-          f"metadata: {{name: web, namespace: {namespace}}}\nspec:\n  chartRef: {{kind: OCIRepository, name: web}}\n"
-          "  timeout: 1m\n")
+    write(pkgs, "web.yaml", package_yaml("web", namespace, chartRef={"kind": "OCIRepository", "name": "web"},
+                                         timeout="1m"))
     return source
 
 

@@ -16,6 +16,13 @@ import yaml
 API_VERSION = "helmdeck.dev/v1alpha1"
 
 
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML that also writes a ``str`` subclass (an engine enum such as ``MaintenanceState``) as its text."""
+
+
+_Dumper.add_multi_representer(str, lambda dumper, value: dumper.represent_str(str.__str__(value)))
+
+
 def package_doc(name: str, namespace: str | None = None, *, metadata: Mapping[str, Any] | None = None,
                 **spec: Any) -> dict[str, Any]:
     """A Package as the API server and a package file hold it: ``{"apiVersion": "helmdeck.dev/v1alpha1",
@@ -36,7 +43,7 @@ def package_doc(name: str, namespace: str | None = None, *, metadata: Mapping[st
 def package_yaml(name: str, namespace: str | None = None, *, metadata: Mapping[str, Any] | None = None,
                  **spec: Any) -> str:
     """:func:`package_doc` as a YAML document (block style, fields in the order given)."""
-    return yaml.safe_dump(package_doc(name, namespace, metadata=metadata, **spec), sort_keys=False)
+    return yaml.dump(package_doc(name, namespace, metadata=metadata, **spec), Dumper=_Dumper, sort_keys=False)
 
 
 def write_package(folder: Path, name: str, namespace: str | None = None, *, file: str | None = None,

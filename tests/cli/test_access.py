@@ -19,6 +19,7 @@ from engine.kube.client import KubeTarget
 from helmdeck import builder
 from helmdeck.cli import build_parser
 from localcluster.cluster import LocalCluster
+from testkit.packages import package_yaml
 from tests.cli.test_cli import helmdeck
 from tests.conftest import EXAMPLES, run_helm
 from tests.engine.storage.test_observer_rbac import rbac_api, service_account_target
@@ -78,8 +79,7 @@ def test_status_names_a_refused_permission(viewer: KubeTarget, namespace: str, t
 def test_diff_refuses_when_storage_cannot_be_read(viewer: KubeTarget, tmp_path: Path) -> None:
     pkg = tmp_path / "pkgs" / "cfg.yaml"
     pkg.parent.mkdir()
-    pkg.write_text("apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: cfg\n"
-                   f"  namespace: kube-system\nspec:\n  chart: {EXAMPLES / 'charts' / 'settings'}\n")
+    pkg.write_text(package_yaml("cfg", "kube-system", chart=EXAMPLES / "charts" / "settings"))
     proc = helmdeck("diff", str(pkg), "--kubeconfig", str(viewer.kubeconfig), "--log-file", str(tmp_path / "log"))
     assert proc.returncode == 1 and proc.stdout == ""  # not 2: nothing is known to change
     assert 'missing RBAC permission: list secrets in namespace "kube-system"' in proc.stderr

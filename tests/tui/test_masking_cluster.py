@@ -12,6 +12,7 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile import state as st
 from engine.runtime.assemble import build_engine
+from testkit.packages import write_package
 from tests.engine.resolve.test_values_from import until
 from tui.engine_client import EngineClient
 
@@ -69,10 +70,7 @@ def chart(root: Path) -> Path:
 
 
 def package(folder: Path, namespace: str, chart_dir: Path, password: str) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart_dir}\n  timeout: 20s\n  values: {{password: {password}}}\n")
+    write_package(folder, "app", namespace, chart=chart_dir, timeout="20s", values={"password": password})
 
 
 async def test_render_diff_and_manifest_stay_valid_yaml_and_hide_only_secrets(

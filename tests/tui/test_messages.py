@@ -15,6 +15,7 @@ from engine.monitor.events import KubeEvent
 from engine.reconcile import state as st
 from engine.runtime.assemble import build_engine
 from engine.runtime.state import LogEntry, ReleaseUpdated
+from testkit.packages import write_package
 from tests.cli.test_cli import cluster_args, helmdeck
 from tests.engine.resolve.test_values_from import until
 from tui.widgets.event_log import event_lines, kube_event_line
@@ -84,10 +85,7 @@ def failing_chart(root: Path) -> Path:
 
 
 def package(folder: Path, namespace: str, chart: Path, refuse: bool) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n  timeout: 20s\n  values: {{refuse: {str(refuse).lower()}}}\n")
+    write_package(folder, "app", namespace, chart=chart, timeout="20s", values={"refuse": refuse})
 
 
 @pytest.mark.cluster

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.helm import Helm
 from engine.helm.crds import CrdError, chart_crds
 from engine.kube.client import KubeTarget
+from testkit.packages import write_package
 from tests.cli.test_cli import cluster_args, helmdeck
 
 pytestmark = pytest.mark.cluster
@@ -96,10 +97,8 @@ def test_the_upgrade_crd_policy_decides_what_happens_to_the_charts_crds(
     chart = write_chart(tmp_path, group, "0.1.0")
     pkgs = tmp_path / "p"
     pkgs.mkdir()
-    upgrade = "" if policy == "Skip" else f"  upgrade:\n    crds: {policy}\n"  # Skip is the default
-    (pkgs / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n  timeout: 30s\n{upgrade}")
+    upgrade: dict[str, Any] = {} if policy == "Skip" else {"upgrade": {"crds": policy}}  # Skip is the default
+    write_package(pkgs, "app", namespace, chart=chart, timeout="30s", **upgrade)
     args = ["reconcile", "--once", "--no-lease", "--json", *cluster_args(helm, kube_target, namespace, pkgs,
                                                                          tmp_path / "log")]
     ext = client.ApiextensionsV1Api(core_api.api_client)
@@ -162,9 +161,7 @@ def test_the_install_crd_policy(
     chart = write_chart(tmp_path, group, "0.2.0")
     pkgs = tmp_path / "p"
     pkgs.mkdir()
-    (pkgs / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n  timeout: 30s\n  install:\n    crds: {policy}\n")
+    write_package(pkgs, "app", namespace, chart=chart, timeout="30s", install={"crds": policy})
     proc = helmdeck("reconcile", "--once", "--no-lease", "--json",
                     *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -238,10 +235,8 @@ def test_create_replace_applies_crds_of_enabled_subcharts_only(
     ext = client.ApiextensionsV1Api(core_api.api_client)
     try:
         for values in ("{}", "{tags: {extras: true}}"):
-            (pkgs / "app.yaml").write_text(
-                f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-                f"spec:\n  chart: {chart}\n  timeout: 30s\n  values: {values}\n"
-                "  install: {crds: CreateReplace}\n  upgrade: {crds: CreateReplace}\n")
+            write_package(pkgs, "app", namespace, chart=chart, timeout="30s", values=yaml.safe_load(values),
+                          install={"crds": "CreateReplace"}, upgrade={"crds": "CreateReplace"})
             proc = helmdeck("reconcile", "--once", "--no-lease", "--json",
                             *cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log"))
             assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -21,6 +21,7 @@ from engine.base import wire
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from helmdeck.cli import EXIT_CONVERGED, EXIT_FAILED
+from testkit.packages import write_package
 from tests.reconcile_harness import EXAMPLES, Scenario
 
 pytestmark = pytest.mark.cluster
@@ -29,12 +30,7 @@ RANDOM = EXAMPLES / "charts" / "random"
 
 
 def package(folder: Path, namespace: str, greeting: str, name: str = "app") -> Path:
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{name}.yaml"
-    path.write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {RANDOM}\n  timeout: 30s\n  values: {{greeting: {greeting}}}\n")
-    return path
+    return write_package(folder, name, namespace, chart=RANDOM, timeout="30s", values={"greeting": greeting})
 
 
 def reconcile_once(helm: Helm, target: KubeTarget, namespace: str, packages: Path,

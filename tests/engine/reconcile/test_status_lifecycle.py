@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -21,6 +22,7 @@ from engine.reconcile.store import DATA_KEY, home_name, object_name
 from engine.runtime import Engine
 from engine.runtime.assemble import build_engine
 from helmdeck.cli import EXIT_STALLED
+from testkit.packages import write_package
 from tests.cli.test_cli import cluster_args, helmdeck
 from tests.engine.resolve.test_values_from import until
 from tests.reconcile_harness import EXAMPLES
@@ -29,13 +31,8 @@ pytestmark = pytest.mark.cluster
 
 
 def package(folder: Path, namespace: str, extra: str = "") -> Path:
-    folder.mkdir(exist_ok=True)
-    path = folder / "app.yaml"
-    path.write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / 'settings'}\n  timeout: 20s\n  values: {{settings: {{a: b}}}}\n"
-        + extra)
-    return path
+    return write_package(folder, "app", namespace, chart=EXAMPLES / "charts" / "settings", timeout="20s",
+                         values={"settings": {"a": "b"}}, **(yaml.safe_load(extra) or {}))
 
 
 def status_exists(core: client.CoreV1Api, namespace: str, name: str) -> bool:
@@ -139,10 +136,8 @@ def test_an_install_stalled_after_its_uninstall_remediations_keeps_its_status(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\ndata:\n  a: b\n")  # refused by the API
     pkgs = tmp_path / "p"
     pkgs.mkdir()
-    (pkgs / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {chart}\n  timeout: 20s\n"
-        "  install: {createNamespace: true, remediation: {retries: 1, remediateLastFailure: true}}\n")
+    write_package(pkgs, "app", namespace, chart=chart, timeout="20s",
+                  install={"createNamespace": True, "remediation": {"retries": 1, "remediateLastFailure": True}})
     args = cluster_args(helm, kube_target, namespace, pkgs, tmp_path / "log")
     proc = helmdeck("reconcile", "--once", "--no-lease", *args)
     assert proc.returncode == EXIT_STALLED, proc.stdout + proc.stderr
@@ -176,11 +171,8 @@ async def test_a_failed_install_into_a_new_namespace_is_kept_for_status(
     target = f"{namespace}-new"
     pkgs = tmp_path / "p"
     (pkgs).mkdir()
-    (pkgs / "app.yaml").write_text(
-        f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
-        f"spec:\n  chart: {EXAMPLES / 'charts' / 'flaky'}\n  targetNamespace: {target}\n  releaseName: app\n"
-        "  timeout: 20s\n"
-        "  install: {createNamespace: true}\n  values: {renderError: true}\n")
+    write_package(pkgs, "app", namespace, chart=EXAMPLES / "charts" / "flaky", targetNamespace=target,
+                  releaseName="app", timeout="20s", install={"createNamespace": True}, values={"renderError": True})
     key = (target, "app")
     engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace, target])
     await engine.start()

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -30,6 +31,7 @@ from engine.sources.source import ChartSource
 from engine.sources.verify import VerifyError, VerifySpec
 from localcluster.cluster import LocalCluster
 from testkit.chart_sources import Clock, CmdlineWatch, CosignSigner, package_chart, push_oci, write
+from testkit.packages import package_yaml
 from tests.conftest import helm_binary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.binaries("cosign")]
@@ -190,9 +192,9 @@ def _folder(pkgs: Path, namespace: str, base: str, ref: str, *, service_account:
     write(pkgs, "source.yaml", head + f"kind: OCIRepository\nmetadata: {{name: web, namespace: {namespace}}}\n"
           f"spec:\n  url: oci://{base}/web\n  insecure: true\n  interval: 1s\n  ref: {ref}\n"
           "  verify: {provider: cosign, secretRef: {name: cosign-keys}}\n")
-    account = f"  serviceAccountName: {service_account}\n" if service_account else ""
-    write(pkgs, "web.yaml", head + f"kind: Package\nmetadata: {{name: web, namespace: {namespace}}}\n"
-          f"spec:\n  chartRef: {{kind: OCIRepository, name: web}}\n  timeout: 1m\n{account}")
+    account: dict[str, Any] = {"serviceAccountName": service_account} if service_account else {}
+    write(pkgs, "web.yaml", package_yaml("web", namespace, chartRef={"kind": "OCIRepository", "name": "web"},
+                                         timeout="1m", **account))
 
 
 async def test_a_package_installs_verified_and_a_repushed_tag_leaves_the_release(

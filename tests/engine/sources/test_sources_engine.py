@@ -25,6 +25,7 @@ from testkit.chart_sources import (
     push_oci,
     write,
 )
+from testkit.packages import package_yaml
 from tests.cli.test_cli import helmdeck
 from tests.conftest import run_helm
 
@@ -51,10 +52,10 @@ def test_http_and_oci_packages_install_and_upgrade_within_their_range(
           f"spec: {{url: '{repo.url}', interval: 1s}}\n")
     write(pkgs, "web-oci-source.yaml", head + f"kind: OCIRepository\nmetadata: {{name: web, namespace: {namespace}}}\n"
           f"spec: {{url: 'oci://{base}/web', ref: {{semver: '^1.0.0'}}, insecure: true, interval: 1s}}\n")
-    write(pkgs, "web-http.yaml", head + f"kind: Package\nmetadata: {{name: web-http, namespace: {namespace}}}\n"
-          "spec:\n  chart:\n    spec: {chart: web, version: '~1.0', sourceRef: {kind: HelmRepository, name: charts}}\n")
-    write(pkgs, "web-oci.yaml", head + f"kind: Package\nmetadata: {{name: web-oci, namespace: {namespace}}}\n"
-          "spec:\n  chartRef: {kind: OCIRepository, name: web}\n")
+    charts = {"kind": "HelmRepository", "name": "charts"}
+    write(pkgs, "web-http.yaml", package_yaml(
+        "web-http", namespace, chart={"spec": {"chart": "web", "version": "~1.0", "sourceRef": charts}}))
+    write(pkgs, "web-oci.yaml", package_yaml("web-oci", namespace, chartRef={"kind": "OCIRepository", "name": "web"}))
     log = tmp_path / "helmdeck.log"
     args = ["reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),
             "--helm", h, "-n", namespace, "--packages", str(pkgs), "--log-file", str(log)]
@@ -98,8 +99,8 @@ def test_unreachable_repository_fails_only_its_package(
     write(pkgs, "gone.yaml", head + f"kind: HelmRepository\nmetadata: {{name: gone, namespace: {namespace}}}\n"
           f"spec: {{url: 'http://127.0.0.1:{free_port()}', timeout: 5s}}\n")
     for name, source in (("ok", "charts"), ("broken", "gone")):
-        write(pkgs, f"{name}.yaml", head + f"kind: Package\nmetadata: {{name: {name}, namespace: {namespace}}}\n"
-              f"spec:\n  chart:\n    spec: {{chart: web, version: '^1', sourceRef: {{name: {source}}}}}\n")
+        write(pkgs, f"{name}.yaml", package_yaml(
+            name, namespace, chart={"spec": {"chart": "web", "version": "^1", "sourceRef": {"name": source}}}))
     common = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", h, "-n", namespace, "--packages", str(pkgs),
               "--log-file", str(tmp_path / "log")]
     # render pulls what it needs, before any reconcile; an unreachable source is a clear error.
@@ -129,8 +130,8 @@ def test_private_repository_credentials_reach_no_argument_and_no_log(
         head = "apiVersion: helmdeck.dev/v1alpha1\n"
         write(pkgs, "charts.yaml", head + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
               f"spec: {{url: '{repo.url}', secretRef: {{name: repo-auth}}}}\n")
-        write(pkgs, "web.yaml", head + f"kind: Package\nmetadata: {{name: web, namespace: {namespace}}}\n"
-              "spec:\n  chart:\n    spec: {chart: web, sourceRef: {kind: HelmRepository, name: charts}}\n")
+        write(pkgs, "web.yaml", package_yaml("web", namespace, chart={"spec": {
+            "chart": "web", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}))
         log = tmp_path / "helmdeck.log"
         with CmdlineWatch(password) as watch:
             proc = helmdeck("reconcile", "--once", "--json", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig),

@@ -17,6 +17,7 @@ import pytest
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from testkit.chart_sources import ChartRepoServer, package_chart, publish_http, write
+from testkit.packages import package_yaml
 from tests.conftest import run_helm
 
 pytestmark = pytest.mark.cluster
@@ -48,9 +49,10 @@ def test_repository_interval_upgrades_packages_without_their_own_interval(
     write(pkgs, "charts.yaml", head + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
           f"spec: {{url: '{repo.url}', interval: {INTERVAL:g}s}}\n")
     for name in ("one", "two"):
-        write(pkgs, f"{name}.yaml", head + f"kind: Package\nmetadata: {{name: {name}, namespace: {namespace}}}\n"
-              "spec:\n  interval: 1h\n  timeout: 1m\n"
-              "  chart:\n    spec: {chart: web, version: '~1.0', sourceRef: {kind: HelmRepository, name: charts}}\n")
+        write(pkgs, f"{name}.yaml", package_yaml(
+            name, namespace, interval="1h", timeout="1m",
+            chart={"spec": {"chart": "web", "version": "~1.0",
+                            "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}))
     out = tmp_path / "reconcile.out"
     with out.open("w") as sink:
         proc = subprocess.Popen(

@@ -27,6 +27,7 @@ from engine.sources.repository import ChartRequest, HelmRepositorySpec
 from engine.sources.source import ChartSource
 from engine.sources.verify import VerifyError, VerifySpec
 from testkit.chart_sources import ChartRepoServer, Clock, CmdlineWatch, GpgSigner, package_chart, publish_http, write
+from testkit.packages import package_yaml
 from tests.cli.test_cli import helmdeck
 from tests.conftest import run_helm
 from tests.tui.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
@@ -179,10 +180,9 @@ def test_package_installs_verified_and_a_tampered_upgrade_leaves_the_release(
     head = "apiVersion: helmdeck.dev/v1alpha1\n"
     write(pkgs, "charts.yaml", head + f"kind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\n"
           f"spec: {{url: '{repo.url}', interval: 1s}}\n")
-    write(pkgs, "web.yaml", head + f"kind: Package\nmetadata: {{name: web, namespace: {namespace}}}\n"
-          "spec:\n  timeout: 1m\n  chart:\n    spec:\n      chart: web\n      version: '^1'\n"
-          "      sourceRef: {kind: HelmRepository, name: charts}\n"
-          "      verify: {provider: helm, secretRef: {name: chart-keys}}\n")
+    write(pkgs, "web.yaml", package_yaml("web", namespace, timeout="1m", chart={"spec": {
+        "chart": "web", "version": "^1", "sourceRef": {"kind": "HelmRepository", "name": "charts"},
+        "verify": {"provider": "helm", "secretRef": {"name": "chart-keys"}}}}))
     log = tmp_path / "helmdeck.log"
     common = ["--kubeconfig", str(kube_target.kubeconfig), "--helm", h, "-n", namespace, "--packages", str(pkgs)]
     args = ["reconcile", "--once", "--json", "--no-lease", *common, "--log-file", str(log), "--log-level", "debug"]
