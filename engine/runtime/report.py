@@ -1,6 +1,6 @@
 """Plain data for headless output: ``helmdeck status -o json`` rows and event JSON lines.
 
-The status row shape is documented in the README ("helmdeck status").
+The status row shape is documented in docs/commands.md (its section on ``status -o json``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""helmdeck's CRDs: generated from the loaders' field tables, committed as generated, equal to the README's
-package-file reference, and served by a real API server with `kubectl get pkg`'s printer columns."""
+"""helmdeck's CRDs: generated from the loaders' field tables, committed as generated, equal to the
+package-file reference (docs/packages.md, "The fields"), and served by a real API server with
+`kubectl get pkg`'s printer columns."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _schema_node(node: dict[str, Any], path: str) -> dict[str, Any]:
 
 
 def _doc_paths(value: Any, spec: dict[str, Any], prefix: str = "") -> Iterator[str]:
-    """Dotted paths of a README example, not descending where the schema takes any content (values, labels)."""
+    """Dotted paths of a reference example, not descending where the schema takes any content (values, labels)."""
     items = value if isinstance(value, list) else [value]
     for item in items:
         if not isinstance(item, dict):
@@ -62,9 +63,9 @@ def _doc_paths(value: Any, spec: dict[str, Any], prefix: str = "") -> Iterator[s
                 yield from _doc_paths(child, spec, path)
 
 
-def _readme_documents() -> list[dict[str, Any]]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Package files", 1)[1].split("\n## ", 1)[0]
+def _reference_documents() -> list[dict[str, Any]]:
+    text = (ROOT / "docs" / "packages.md").read_text()
+    section = text.split("\n## The fields\n", 1)[1].split("\n## ", 1)[0]
     docs = []
     for block in re.findall(r"```yaml\n(.*?)```", section, re.S):
         docs += [d for d in yaml.safe_load_all(block) if isinstance(d, dict)]
@@ -72,14 +73,14 @@ def _readme_documents() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("kind", ["Package", "HelmRepository", "OCIRepository"])
-def test_readme_reference_and_schema_have_the_same_fields(kind: str) -> None:
+def test_documented_reference_and_schema_have_the_same_fields(kind: str) -> None:
     definition = next(d for d in crd.definitions() if d["spec"]["names"]["kind"] == kind)
     spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    documented = {p for d in _readme_documents() if d.get("kind") == kind for p in _doc_paths(d["spec"], spec)}
-    assert documented, f"the README documents no {kind}"
+    documented = {p for d in _reference_documents() if d.get("kind") == kind for p in _doc_paths(d["spec"], spec)}
+    assert documented, f"docs/packages.md documents no {kind}"
     in_schema = set(_schema_paths(spec))
-    assert sorted(documented - in_schema) == [], "documented in the README, missing from the CRD schema"
-    assert sorted(in_schema - documented) == [], "in the CRD schema, missing from the README's reference"
+    assert sorted(documented - in_schema) == [], "documented in docs/packages.md, missing from the CRD schema"
+    assert sorted(in_schema - documented) == [], "in the CRD schema, missing from docs/packages.md's reference"
 
 
 def test_the_loader_takes_its_allowed_fields_from_the_table(tmp_path: Path) -> None:
