@@ -34,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# pytest includes tests/test_wheel.py: the wheel, built offline, runs `helmdeck --version` and
+# pytest includes tests/cli/test_wheel.py: the wheel, built offline, runs `helmdeck --version` and
 # `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).
 test: build lint
 	$(BIN)/python -m localcluster.build cosign

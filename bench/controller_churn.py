@@ -2,10 +2,10 @@
 
 In one run, on a private local cluster:
 
-- the churn (tests/churn.py) over ``--packages`` Packages (default 300) of the slow chart (every install and upgrade
+- the churn (testkit/churn.py) over ``--packages`` Packages (default 300) of the slow chart (every install and upgrade
   waits ``--delay`` seconds): 3 replicas; SIGKILL one that runs helm; SIGSTOP another mid-upgrade for twice the
   Lease, then SIGCONT; start a fourth; a spec edited every ``--edit-every`` seconds throughout; then every Package
-  converged and the audit (tests/release_audit.py): its findings are printed, none is the proof;
+  converged and the audit (testkit/release_audit.py): its findings are printed, none is the proof;
 - the takeover: in another namespace, ``--takeover-packages`` Packages (upgrades without delay) on 3 replicas,
   ``--kills`` times: SIGKILL a random replica, edit (at once) a sample of the Packages placed on it, and time until
   each edit is Ready, done by another replica (the Lease's expiry, the placement's move and one upgrade);
@@ -46,9 +46,9 @@ from engine.kube.client import KubeTarget, api_client
 from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
-from tests.churn import Churn, Replica, ready_now, run_churn
-from tests.controller_fixtures import GROUP, VERSION, eventually, get_package, lease_holder
-from tests.release_audit import replica_of
+from testkit.churn import Churn, Replica, ready_now, run_churn
+from testkit.controller import GROUP, VERSION, eventually, get_package, lease_holder
+from testkit.release_audit import replica_of
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 20.0  # seconds: issue 21's takeover goal (p99 over 20 kills)

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.package.load import load_objects, object_document
 from engine.package.object_set import ObjectSet
+from testkit.packages import package_doc
 
 SOURCE = {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "OCIRepository",
           "metadata": {"name": "web", "namespace": "apps"},
@@ -23,10 +24,9 @@ SOURCE = {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "OCIRepository",
 
 
 def _package(i: int, edit: int = 0) -> dict[str, Any]:
-    return {"apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
-            "metadata": {"name": f"p{i:05d}", "namespace": "apps", "resourceVersion": str(edit)},
-            "spec": {"chartRef": {"kind": "OCIRepository", "name": "web"}, "timeout": "2m",
-                     "values": {"value": f"v{i}", "edit": edit}}}
+    return package_doc(f"p{i:05d}", "apps", metadata={"resourceVersion": str(edit)},
+                       chartRef={"kind": "OCIRepository", "name": "web"}, timeout="2m",
+                       values={"value": f"v{i}", "edit": edit})
 
 
 def _seconds(fn: Any, repeat: int) -> float:

@@ -48,7 +48,8 @@ from engine.kube.client import KubeTarget, api_client
 from engine.kube.rest import get_json
 from localcluster import build
 from localcluster.cluster import LocalCluster
-from tests.chart_sources import helm_run, push_oci
+from testkit.chart_sources import helm_run, push_oci
+from testkit.packages import package_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
@@ -124,10 +125,8 @@ def _objects(namespace: str, url: str, count: int) -> Iterator[dict[str, Any]]:
     yield {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OCIRepository", "metadata": {"name": "bench",
            "namespace": namespace}, "spec": {"url": url, "insecure": True, "interval": "10m", "ref": {"tag": "0.1.0"}}}
     for i in range(count):
-        yield {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Package",
-               "metadata": {"name": f"p{i:05d}", "namespace": namespace},
-               "spec": {"chartRef": {"kind": "OCIRepository", "name": "bench"}, "values": {"value": f"v{i}"},
-                        "timeout": "2m", "interval": "1h"}}
+        yield package_doc(f"p{i:05d}", namespace, chartRef={"kind": "OCIRepository", "name": "bench"},
+                          values={"value": f"v{i}"}, timeout="2m", interval="1h")
 
 
 def _ready_count(api: client.ApiClient, namespace: str) -> tuple[int, int]:

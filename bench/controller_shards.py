@@ -8,7 +8,7 @@ namespace:
 - the replicas are started as processes and, once each serves its health probes, N Packages are created;
 - the time from the first create until every Package is Ready=True, with the rate per minute;
 - per replica: peak RSS (``VmHWM``), its own CPU seconds, its helm processes' (its waited-for children's) CPU
-  seconds and how many helm commands it ran (the audit's helm process log, tests/release_audit.py);
+  seconds and how many helm commands it ran (the audit's helm process log, testkit/release_audit.py);
 - the CPU seconds of the API server, etcd, kube-controller-manager, kube-scheduler and kwok over the same time,
   and each group's share of the machine's CPU time (elapsed x CPUs): where the time went;
 - Flux's published figure beside it: 8m12s for 1,000 HelmReleases (fluxcd/flux-benchmark, helm-controller at
@@ -62,8 +62,8 @@ from engine.kube.rest import get_json
 from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
-from tests.controller_fixtures import GROUP, VERSION, Controller, endpoint, eventually, start_controller
-from tests.release_audit import helm_wrapper, read_processes, replica_of
+from testkit.controller import GROUP, VERSION, Controller, endpoint, eventually, start_controller
+from testkit.release_audit import helm_wrapper, read_processes, replica_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")

@@ -19,7 +19,6 @@ after in the same run). Run: ``python -m bench.install_fresh [--cluster-dir DIR]
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -34,6 +33,7 @@ from kubernetes import client
 
 from bench.noop_fresh import children_cpu
 from bench.service_common import Bench, run
+from testkit.packages import write_package
 
 SIZES = tuple(int(n) for n in os.environ.get("HELMDECK_BENCH_SIZES", "100").split(","))
 BASELINE = Path(os.environ["HELMDECK_BENCH_BASELINE"]) if os.environ.get("HELMDECK_BENCH_BASELINE") else None
@@ -68,10 +68,7 @@ def fresh_namespace(bench: Bench) -> str:
 def write_folder(folder: Path, namespace: str, chart: Path, size: int, value: str = "v") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(size):
-        (folder / f"p{i:04d}.yaml").write_text(json.dumps({
-            "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
-            "metadata": {"name": f"p{i:04d}", "namespace": namespace},
-            "spec": {"chart": str(chart), "values": {"value": f"{value}{i}"}, "timeout": "1m"}}))
+        write_package(folder, f"p{i:04d}", namespace, chart=chart, values={"value": f"{value}{i}"}, timeout="1m")
 
 
 def reconcile_once(bench: Bench, namespace: str, folder: Path, wrapper: Path, log: Path,

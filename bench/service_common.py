@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import statistics
 import uuid
@@ -27,6 +26,7 @@ from engine.kube.client import KubeTarget, api_client
 from engine.package.load import load_package
 from engine.package.model import PackageSpec
 from localcluster import build
+from testkit.packages import write_package
 
 CHART = {
     "Chart.yaml": "apiVersion: v2\nname: bench\nversion: 0.1.0\n",
@@ -56,13 +56,8 @@ class Bench:
         return root
 
     def package(self, name: str, chart: Path) -> PackageSpec:
-        file = self.folder / f"{name}.yaml"
-        file.write_text(json.dumps({
-            "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": {"chart": str(chart), "values": {"value": name}, "timeout": "1m"},
-        }))
-        return load_package(file)
+        return load_package(write_package(self.folder, name, self.namespace, chart=chart, values={"value": name},
+                                          timeout="1m"))
 
 
 def run(

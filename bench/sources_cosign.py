@@ -34,7 +34,8 @@ from bench.sources_verify import passes
 from engine.runtime.assemble import build_engine
 from engine.sources.cosign import EMPTY_ROOT
 from localcluster import build
-from tests.chart_sources import CosignSigner, helm_run, push_oci
+from testkit.chart_sources import CosignSigner, helm_run, push_oci
+from testkit.packages import write_package
 
 
 def push_signed(bench: Bench, signer: CosignSigner) -> str:
@@ -66,11 +67,8 @@ def write_packages(bench: Bench, folder: Path, n: int) -> None:
             "metadata": {"name": name, "namespace": ns}, "spec": spec}))
         for i in range(n):
             package = f"{'verified' if verified else 'plain'}-{i:03d}"
-            (folder / f"{package}.yaml").write_text(json.dumps({
-                "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package",
-                "metadata": {"name": package, "namespace": ns},
-                "spec": {"chartRef": {"kind": "OCIRepository", "name": name}, "values": {"value": package},
-                         "timeout": "1m"}}))
+            write_package(folder, package, ns, chartRef={"kind": "OCIRepository", "name": name},
+                          values={"value": package}, timeout="1m")
 
 
 def cosign_verify_each(signer: CosignSigner, image: str, runs: int) -> float:

@@ -24,7 +24,7 @@ from engine.sources.source import ChartSource
 from localcluster import build
 from localcluster import registry as local_registry
 from localcluster.process import free_port
-from tests.chart_sources import ChartRepoServer, helm_run, package_chart, push_oci
+from testkit.chart_sources import ChartRepoServer, helm_run, package_chart, push_oci
 
 FILE = Path("bench.yaml")
 

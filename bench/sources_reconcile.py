@@ -30,6 +30,7 @@ from bench.service_common import CHART, Bench, bench_setup
 from engine.runtime.assemble import build_engine
 from engine.runtime.drive.controller import PackageController
 from localcluster.chartrepo import ChartRepoServer
+from testkit.packages import write_package
 
 
 def publish(bench: Bench, versions: int, repo: ChartRepoServer, oci: str) -> list[str]:
@@ -76,11 +77,9 @@ def write_packages(bench: Bench, folder: Path, n: int, versions: list[str], repo
     for source in ("http", "oci"):
         for i in range(n):
             name = f"{source}-{i:03d}"
-            (folder / f"{name}.yaml").write_text(json.dumps({
-                "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package", "metadata": {"name": name, "namespace": ns},
-                "spec": {"chart": {"spec": {"chart": "bench", "version": versions[i % len(versions)],
-                                            "sourceRef": {"kind": "HelmRepository", "name": source}}},
-                         "values": {"value": name}, "timeout": "1m"}}))
+            write_package(folder, name, ns, chart={"spec": {"chart": "bench", "version": versions[i % len(versions)],
+                                                            "sourceRef": {"kind": "HelmRepository", "name": source}}},
+                          values={"value": name}, timeout="1m")
 
 
 def revisions(bench: Bench) -> int:

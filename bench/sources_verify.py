@@ -41,7 +41,8 @@ from bench.sources_reconcile import revisions
 from engine.runtime.assemble import build_engine
 from engine.runtime.drive.controller import PackageController
 from localcluster.chartrepo import ChartRepoServer
-from tests.chart_sources import GpgSigner, helm_run
+from testkit.chart_sources import GpgSigner, helm_run
+from testkit.packages import write_package
 
 
 def publish_signed(bench: Bench, signer: GpgSigner, repo: ChartRepoServer) -> None:
@@ -67,9 +68,7 @@ def write_packages(bench: Bench, folder: Path, n: int, repo: ChartRepoServer, in
             chart = {"chart": "bench", "version": "1.0.0", "sourceRef": {"kind": "HelmRepository", "name": "signed"}}
             if verified:
                 chart["verify"] = {"provider": "helm", "secretRef": {"name": "chart-keys"}}
-            (folder / f"{name}.yaml").write_text(json.dumps({
-                "apiVersion": "helmdeck.dev/v1alpha1", "kind": "Package", "metadata": {"name": name, "namespace": ns},
-                "spec": {"chart": {"spec": chart}, "values": {"value": name}, "timeout": "1m"}}))
+            write_package(folder, name, ns, chart={"spec": chart}, values={"value": name}, timeout="1m")
 
 
 async def settle(ctl: PackageController, keys: list[tuple[str, str]], what: str) -> tuple[float, int, int]:

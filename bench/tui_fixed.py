@@ -2,7 +2,7 @@
 
 ``python -m bench.tui_bench --fixed`` runs this; the default bench runs on the real local cluster.
 Runs the real app headless (Textual's test driver renders every frame, it
-only skips writing to a terminal) over a fixed engine (tests/fixtures.py),
+only skips writing to a terminal) over a fixed engine (testkit/fixtures.py),
 pushes ReleaseUpdated events at a fixed rate through the engine's own
 refresh, presses keys meanwhile, and prints:
 
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.runtime.state import ActionOutcome, EngineSignal, ReleaseKey, ReleaseUpdated, RunningAction
-from tests.fixtures import bulk_engine, set_engine_status
+from testkit.fixtures import bulk_engine, set_engine_status
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
 

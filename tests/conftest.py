@@ -26,8 +26,8 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from localcluster import build, image
 from localcluster.cluster import LocalCluster
+from testkit.chart_sources import ChartRepoServer
 from tests import flux_oracle
-from tests.chart_sources import ChartRepoServer
 
 pytest_plugins = ("tests.controller_fixtures",)  # the controller tests' fixtures
 

@@ -6,12 +6,15 @@ import os
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.reconcile.atomic import PassResult
 from engine.runtime import Engine
 from engine.runtime.assemble import build_engine
 from engine.storage.observation import Observation
+from testkit.packages import write_package
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -32,10 +35,8 @@ class Scenario:
 
     def write(self, values: str = "{}", spec: str = "", timeout: str = "20s") -> None:
         """(Re)write the package file; ``spec`` holds extra spec lines (indented two spaces)."""
-        (self.folder / f"{self.name}.yaml").write_text(
-            f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: {self.name}\n"
-            f"  namespace: {self.namespace}\nspec:\n  chart: {EXAMPLES / 'charts' / self.chart}\n"
-            f"  timeout: {timeout}\n  values: {values}\n{spec}")
+        write_package(self.folder, self.name, self.namespace, chart=EXAMPLES / "charts" / self.chart, timeout=timeout,
+                      values=yaml.safe_load(values), **(yaml.safe_load(spec) or {}))
         if self.engine is not None:
             self.engine.load_packages()
 

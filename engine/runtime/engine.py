@@ -21,7 +21,7 @@ reconciles is routed by the action itself (:meth:`Engine._by_controller`): the o
 The app (``tui/``) and the command line (``helmdeck/``) use only the methods
 and properties of :class:`Engine` (docs/ARCHITECTURE.md, "The engine API the
 app uses"); the collaborator attributes are for the engine's own modules and
-for tests, and a test (tests/test_facade.py) keeps the app and the CLI off them.
+for tests, and a test (tests/engine/runtime/test_facade.py) keeps the app and the CLI off them.
 
 Actions raise :class:`ActionRefused` (cannot start now) or :class:`NotAvailable`
 (this engine cannot do it); :meth:`Engine.why_not` says so in advance.
