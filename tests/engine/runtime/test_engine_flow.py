@@ -23,9 +23,11 @@ pytestmark = pytest.mark.cluster
 
 
 def write_package(folder: Path, namespace: str, name: str, chart: str, values: str, timeout: str = "1m") -> Path:
-    """Package ``name`` of the example chart ``chart``; ``values`` its values as YAML text."""
+    """Package ``name`` of the example chart ``chart``; ``values`` its values as YAML text indented under
+    ``spec.values`` (4 spaces), which may go on with more spec fields at 2 spaces (e.g. ``  upgrade:``)."""
+    fields = yaml.safe_load("  values:\n" + values)
     return packages.write_package(folder, name, namespace, chart=EXAMPLES / "charts" / chart, timeout=timeout,
-                                  values=yaml.safe_load(values))
+                                  **fields)
 
 
 async def test_install_upgrade_rollback(
