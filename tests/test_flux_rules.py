@@ -11,11 +11,14 @@ import pytest
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
+from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
+from engine.reconcile.atomic import PassResult
 from engine.runtime import Engine
 from engine.runtime.assemble import build_engine
-from tests.chart_sources import ChartRepoServer, package_chart, publish_http, write
+from tests.chart_sources import ChartRepoServer, helm_run, package_chart, publish_http, write
 from tests.conftest import run_helm
+from tests.reconcile_harness import EXAMPLES
 from tests.test_values_from import until
 
 pytestmark = pytest.mark.cluster
@@ -29,24 +32,29 @@ spec: {{interval: 1m, url: "{url}"}}
 """
 
 
-def helm_release(namespace: str, spec: str = "", values: str = "{replicas: 1}") -> str:
-    """The HelmRelease ``web`` of the repository's chart; ``spec`` holds more spec lines (indented two)."""
+def helm_release(namespace: str, spec: str = "", values: str = "{replicas: 1}", *, chart: str = "web",
+                 name: str = "web", timeout: str = "60s") -> str:
+    """The HelmRelease ``name`` of the repository's ``chart`` (any version); ``spec`` holds more spec lines
+    (indented two)."""
     return f"""apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
-metadata: {{name: web, namespace: {namespace}}}
+metadata: {{name: {name}, namespace: {namespace}}}
 spec:
   interval: 10m
-  timeout: 60s
+  timeout: {timeout}
   chart:
-    spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
+    spec: {{chart: {chart}, version: "*", sourceRef: {{kind: HelmRepository, name: charts}}}}
   values: {values}
 {spec}"""
 
 
 @pytest.fixture
 def flux_folder(helm: Helm, namespace: str, tmp_path: Path, repo: ChartRepoServer) -> Path:
-    """A Flux repository's folder: the HelmRepository (its own file) serving the chart ``web`` 1.0.0."""
+    """A Flux repository's folder: the HelmRepository (its own file) serving the charts ``web`` 1.0.0 and the
+    example ``flaky`` 0.1.0 (its values make it fail, hang or fail its tests)."""
     publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
+    helm_run(helm.binary, "package", str(EXAMPLES / "charts" / "flaky"), "-d", str(tmp_path / "packaged"))
+    publish_http(helm.binary, tmp_path / "packaged" / "flaky-0.1.0.tgz", repo)
     pkgs = tmp_path / "flux"
     write(pkgs, "repository.yaml", repository(namespace, repo.url))
     return pkgs
@@ -85,3 +93,56 @@ async def test_a_suspended_helmrelease_pruned_from_the_folder_keeps_its_release(
     await until(lambda: (v := pruning.release(key)) is not None and v.state == st.IN_SYNC, 90)
     (flux_folder / "web.yaml").unlink()
     await until(lambda: releases(helm, namespace) == [], 60)
+
+
+class Passes:
+    """One HelmRelease ``app`` of the chart ``flaky`` in ``folder``, reconciled one pass at a time."""
+
+    def __init__(self, engine: Engine, folder: Path, namespace: str):
+        self.engine, self.folder, self.namespace = engine, folder, namespace
+        self.key = (namespace, "app")
+
+    def write(self, values: str = "{}", spec: str = "", timeout: str = "20s") -> None:
+        write(self.folder, "app.yaml", helm_release(self.namespace, spec, values, chart="flaky", name="app",
+                                                    timeout=timeout))
+        self.engine.load_packages()
+
+    async def run(self, force: bool = False) -> PassResult:
+        return await self.engine.controller.run_pass(self.key, force=force)
+
+    def revisions(self) -> list[tuple[int, str]]:
+        return sorted((o.version, o.status) for o in self.engine.history(self.key))
+
+    def condition(self, type_: str) -> cond.Condition | None:
+        status = self.engine.status(self.key)
+        return next((c for c in status.conditions if c.type == type_), None) if status else None
+
+
+@pytest.fixture
+async def passes(kube_target: KubeTarget, helm: Helm, namespace: str, flux_folder: Path) -> AsyncIterator[Passes]:
+    engine = build_engine(kube_target, helm, flux_folder, namespaces=[namespace], watch_packages=False)
+    await engine.start(reconcile=False)
+    try:
+        yield Passes(engine, flux_folder, namespace)
+    finally:
+        await engine.stop()
+
+
+async def test_failure_counters_reset_on_a_new_generation(passes: Passes) -> None:
+    """Behaviour 11: helm-controller clears the failure counters when the object's generation differs from the
+    last attempt's, before it compares chart version and values (internal/action/reset.go,
+    ``MustResetFailures``, called from internal/controller/helmrelease_controller.go ``reconcileRelease``): a
+    stalled HelmRelease whose spec changes elsewhere (here its timeout) is tried again."""
+    passes.write("{fail: true}")
+    failed = await passes.run()
+    assert [(o.action, o.ok) for o in failed.outcomes] == [("install", False)] and failed.state == st.STALLED
+    again = await passes.run()
+    assert again.outcomes == () and again.state == st.STALLED
+    passes.write("{fail: true}", timeout="21s")  # same chart, same values: a new generation only
+    retried = await passes.run()
+    assert [(o.action, o.ok) for o in retried.outcomes] == [("upgrade", False)], retried
+    assert passes.revisions() == [(1, "failed"), (2, "failed")]
+    stalled = passes.condition(cond.STALLED)
+    assert stalled is not None and stalled.reason == cond.RETRIES_EXCEEDED
+    # The same generation again: no new attempt, as before.
+    assert (await passes.run()).outcomes == ()

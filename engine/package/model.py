@@ -196,7 +196,7 @@ class Origin:
 class PackageSpec:
     """One validated package file. ``values_json`` is the inline values as JSON.
 
-    Durations (``timeout``, ``interval``) are in seconds. ``origin``: where it was declared when ``file`` is
+    Durations (``timeout``, ``interval``) are in seconds. ``generation``: see :func:`spec_generation`. ``origin``: where it was declared when ``file`` is
     a copy (:class:`Origin`, ``--kustomize``).
     """
 
@@ -234,6 +234,9 @@ class PackageSpec:
     chart_request: ChartRequest | None = None
     chart_object: HelmChartSpec | None = None  # the Flux HelmChart a chartRef named (its fields are chart_source)
     origin: Origin | None = None
+    # What the API server's metadata.generation counts: a digest (16 hex) of the document's spec as declared
+    # (any change of it is a new generation). "" for a spec not read from a document.
+    generation: str = ""
 
     @property
     def declared_file(self) -> Path:
@@ -272,3 +275,11 @@ def shorten_release_name(name: str) -> str:
     if len(name) <= MAX_RELEASE_NAME:
         return name
     return f"{name[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
+def spec_generation(spec: Any) -> str:
+    """A document's generation: 16 hex of the sha256 of its ``spec`` mapping (keys sorted, as JSON; values
+    JSON cannot hold as their text). Any change of the spec, and only that, gives another, as the API server's
+    ``metadata.generation`` counts changes of a custom object's spec; a package file has no such counter."""
+    text = json.dumps(spec, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -9,8 +9,8 @@ spec that renders the released manifest is adopted on the status, with no
 revision. Each action type runs at most once per pass (a second one asks for an
 immediate requeue); a remediation ends the pass (requeue at once); retries
 exhausted or a missing rollback target stall the package until its spec
-changes. Failure counters reset when the chart version or the spec digest
-differs from what was last attempted.
+changes. Failure counters reset when the package's generation, the chart version or
+the spec digest differs from what was last attempted (Flux's MustResetFailures).
 """
 
 from __future__ import annotations
@@ -94,14 +94,18 @@ class AtomicRelease:
 
     @staticmethod
     def reset_on_spec_change(req: Request) -> bool:
-        """Reset failure counters (and Stalled) when the spec differs from the last attempt; True if reset."""
+        """Reset failure counters (and Stalled) when the package's generation (any change of its spec, e.g.
+        its timeout or its retries), its chart version or its spec digest (chart and composed values) differs
+        from the last attempt, as Flux's helm-controller does (internal/action/reset.go, ``MustResetFailures``);
+        True if reset."""
         s = req.status
         changed = (s.last_attempted_spec_digest != req.spec_digest
-                   or s.last_attempted_chart_version != req.chart.version)
+                   or s.last_attempted_chart_version != req.chart.version
+                   or s.last_attempted_generation != req.spec.generation)
         if changed:
             req.status = dataclasses.replace(
                 s, failures=FailureCounts(), last_attempted_spec_digest=req.spec_digest,
-                last_attempted_chart_version=req.chart.version,
+                last_attempted_chart_version=req.chart.version, last_attempted_generation=req.spec.generation,
                 conditions=cond.delete_condition(s.conditions, cond.STALLED),
             )
         return changed
