@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,11 @@ from engine.reconcile import state as st
 from engine.reconcile.atomic import PassResult
 from engine.runtime import Engine
 from engine.runtime.assemble import build_engine
+from engine.runtime.drive.requests import unmatched
 from tests.chart_sources import ChartRepoServer, helm_run, package_chart, publish_http, write
 from tests.conftest import run_helm
+from tests.controller_fixtures import ControllerEnv, create, eventually, get_package, package
+from tests.controller_fixtures import releases as stored
 from tests.reconcile_harness import EXAMPLES
 from tests.test_values_from import until
 
@@ -146,3 +150,50 @@ async def test_failure_counters_reset_on_a_new_generation(passes: Passes) -> Non
     assert stalled is not None and stalled.reason == cond.RETRIES_EXCEEDED
     # The same generation again: no new attempt, as before.
     assert (await passes.run()).outcomes == ()
+
+
+def test_a_force_or_reset_acts_only_with_a_reconcile_request_of_its_value() -> None:
+    """Behaviour 14, the rule alone: Flux acts on ``forceAt``/``resetAt`` only when it equals ``requestedAt``
+    (fluxcd/pkg/apis/meta annotations.go, ``HandleAnnotationRequest``, used by helm-controller's
+    ``ShouldHandleForceRequest`` and api/v2 annotations.go ``ShouldHandleResetRequest``)."""
+    assert unmatched([("force", "t1")]) == {"force"}
+    assert unmatched([("reset", "t1"), ("reconcile", "t2")]) == {"reset"}
+    assert unmatched([("reset", "t1"), ("force", "t1"), ("reconcile", "t1")]) == set()
+
+
+def _status(env: ControllerEnv, name: str) -> dict[str, Any]:
+    return dict(((get_package(env.objects, env.namespace, name) or {}).get("status")) or {})
+
+
+def _annotate(env: ControllerEnv, name: str, **annotations: str) -> None:
+    env.objects.patch_namespaced_custom_object("helmdeck.dev", "v1alpha1", env.namespace, "packages", name,
+                                               {"metadata": {"annotations": annotations}})
+
+
+def test_a_force_acts_only_with_requested_at_and_keeps_the_failure_counters(controller_env: ControllerEnv) -> None:
+    """Behaviour 14 on the controller: a ``forceAt`` with no ``requestedAt`` of its value is acknowledged and does
+    nothing (fluxcd/pkg/apis/meta annotations.go, ``HandleAnnotationRequest``); with it, a stalled release is
+    upgraded once more and its failure counters are kept (helm-controller internal/reconcile/atomic_release.go,
+    ``actionForState``: "forcing upgrade for failed release", with no ``ClearFailures``, which only
+    internal/action/reset.go ``MustResetFailures`` does)."""
+    env = controller_env
+    env.flaky_source()
+    create(env.objects, package(env.namespace, "flaky", values={"fail": True}, timeout="20s"))
+    ctl = env.start()
+    try:
+        eventually(lambda: _status(env, "flaky").get("installFailures") == 1
+                   and any(c["type"] == "Stalled" and c["status"] == "True" for c in _status(env, "flaky")
+                           .get("conditions", [])), 90, "the install failed and stalled", logs=ctl.text)
+        assert stored(env.core, env.namespace, "flaky") == [(1, "failed")]
+        _annotate(env, "flaky", **{"reconcile.fluxcd.io/forceAt": "f1"})
+        eventually(lambda: _status(env, "flaky").get("lastHandledForceAt") == "f1", 30, "f1 acknowledged",
+                   logs=ctl.text)
+        assert stored(env.core, env.namespace, "flaky") == [(1, "failed")]  # acknowledged, not acted on
+        _annotate(env, "flaky", **{"reconcile.fluxcd.io/forceAt": "f2", "reconcile.fluxcd.io/requestedAt": "f2"})
+        eventually(lambda: _status(env, "flaky").get("lastHandledForceAt") == "f2", 60, "f2 acknowledged",
+                   logs=ctl.text)
+        assert stored(env.core, env.namespace, "flaky") == [(1, "failed"), (2, "failed")]
+        status = _status(env, "flaky")
+        assert (status["installFailures"], status["upgradeFailures"]) == (1, 1), status  # kept, then counted
+    finally:
+        assert ctl.stop() == 0, ctl.text()

@@ -195,12 +195,9 @@ class AtomicRelease:
 
     async def _pass(self, req: Request) -> PassResult:
         self.reset_on_spec_change(req)
-        if req.force and (req.status.failures.total or cond.is_true(req.status.conditions, cond.STALLED)):
-            # An operator's forced upgrade starts afresh, as Flux's reset request does.
+        if req.force:  # runs past exhausted retries (next_action), its counters kept: Stalled is decided anew
             req.status = dataclasses.replace(
-                req.status, failures=FailureCounts(),
-                conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
-            self.ctx.events("upgrade", "info", "forced: failure counters reset", ())
+                req.status, conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
         set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
         done: set[str] = set()
         outcomes: list[ActionOutcome] = []

@@ -73,8 +73,10 @@ def next_action(
 
 
 def _unless_exhausted(req: Request, action: str, where: str = "") -> str:
-    """``action`` (install or upgrade), or ExceededMaxRetries when its retries are used up."""
-    if req.retries_exhausted(req.spec.install if action == INSTALL else req.spec.upgrade):
+    """``action`` (install or upgrade), or ExceededMaxRetries when its retries are used up and it is not
+    forced (a force runs it all the same, its counters kept, as Flux's helm-controller forces an install or
+    upgrade "while out of retries": internal/reconcile/atomic_release.go, ``actionForState``)."""
+    if not req.force and req.retries_exhausted(req.spec.install if action == INSTALL else req.spec.upgrade):
         raise ExceededMaxRetries(f"{action} retries exhausted: cannot {action} release{where}")
     return action
 
@@ -86,6 +88,8 @@ def _for_failed(req: Request) -> str:
     remediation = req.active_remediation()
     if remediation is None or req.failure_count(remediation) <= 0:
         # No remediation in play, or the failure predates a spec change: try an upgrade.
+        return UPGRADE
+    if req.force:  # a forced upgrade of a failed release, no further checks (Flux's actionForState)
         return UPGRADE
     if req.retries_exhausted(remediation) and not remediation.remediate_last:
         raise ExceededMaxRetries("retries exhausted: ignoring the last failure")
