@@ -197,3 +197,31 @@ def test_a_force_acts_only_with_requested_at_and_keeps_the_failure_counters(cont
         assert (status["installFailures"], status["upgradeFailures"]) == (1, 1), status  # kept, then counted
     finally:
         assert ctl.stop() == 0, ctl.text()
+
+
+async def test_a_dependency_not_present_yet_is_waited_for(
+    kube_target: KubeTarget, helm: Helm, namespace: str, flux_folder: Path,
+) -> None:
+    """Behaviour 18: a HelmRelease whose ``dependsOn`` names an object that does not exist (yet) is not refused:
+    it waits, Ready=False ``DependencyNotReady``, and goes on once the dependency is there and Ready, as
+    helm-controller does (internal/controller/helmrelease_controller.go, ``checkDependencies``: "unable to get
+    dependency", retried by ``reconcile`` with ``DependencyNotReadyReason``)."""
+    write(flux_folder, "app.yaml", helm_release(namespace, "  dependsOn: [{name: base}]\n", name="app"))
+    engine = build_engine(kube_target, helm, flux_folder, namespaces=[namespace])
+    await engine.start()
+    try:
+        assert not engine.controller.package_errors
+        key = (namespace, "app")
+
+        def held() -> bool:
+            status = engine.status(key)
+            ready = next((c for c in status.conditions if c.type == cond.READY), None) if status else None
+            return ready is not None and ready.reason == cond.DEPENDENCY_NOT_READY \
+                and f"waiting for {namespace}/base (not found)" in ready.message
+
+        await until(held, 60)
+        assert releases(helm, namespace) == []
+        write(flux_folder, "base.yaml", helm_release(namespace, name="base"))
+        await until(lambda: sorted(releases(helm, namespace)) == ["app", "base"], 120)
+    finally:
+        await engine.stop()
