@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
@@ -18,6 +19,7 @@ from engine.reconcile.atomic import PassResult
 from engine.runtime import Engine
 from engine.runtime.assemble import build_engine
 from engine.runtime.drive.requests import unmatched
+from engine.storage.codec import record_name
 from tests.chart_sources import ChartRepoServer, helm_run, package_chart, publish_http, write
 from tests.conftest import run_helm
 from tests.controller_fixtures import ControllerEnv, create, eventually, get_package, package
@@ -225,3 +227,27 @@ async def test_a_dependency_not_present_yet_is_waited_for(
         await until(lambda: sorted(releases(helm, namespace)) == ["app", "base"], 120)
     finally:
         await engine.stop()
+
+
+async def test_a_rollback_target_gone_from_storage_is_upgraded_instead(
+    passes: Passes, core_api: client.CoreV1Api,
+) -> None:
+    """Behaviour 19: before rolling back, helm-controller verifies the previous release in storage; one that
+    disappeared (or changed) makes it upgrade again instead (internal/reconcile/atomic_release.go,
+    ``actionForState``, on internal/action/verify.go ``VerifySnapshot``'s ``ErrReleaseDisappeared``)."""
+    passes.write("{message: a}")
+    await passes.run()
+    passes.write("{message: b}")
+    await passes.run()
+    passes.write("{fail: true}")  # no remediation: revision 3 failed, stalled
+    assert (await passes.run()).state == st.STALLED
+    assert passes.revisions() == [(1, "superseded"), (2, "deployed"), (3, "failed")]
+    core_api.delete_namespaced_secret(record_name("app", 2), passes.namespace)  # the rollback target
+    await until(lambda: [v for v, _ in passes.revisions()] == [1, 3])
+    passes.write("{fail: true}", "  upgrade:\n    remediation: {retries: 1, remediateLastFailure: false}\n")
+    results = [await passes.run()]
+    while results[-1].next == "now" and len(results) < 6:
+        results.append(await passes.run())
+    actions = [(o.action, o.ok) for r in results for o in r.outcomes]
+    assert actions == [("upgrade", False), ("upgrade", False)], actions  # never a rollback to revision 2
+    assert results[-1].state == st.STALLED

@@ -226,7 +226,9 @@ class AtomicRelease:
             if state.status == st.UNMANAGED:
                 req.status = dataclasses.replace(req.status, history=req.status.history.clear())
             try:
-                action = na.next_action(req, state, latest, now=self.ctx.now())
+                stored = {o.version: o for o in self.ctx.observer.history(*req.key)} \
+                    if state.status == st.FAILED else None  # a rollback target is verified there
+                action = na.next_action(req, state, latest, now=self.ctx.now(), stored=stored)
             except ExceededMaxRetries as exc:
                 set_conditions(req, (cond.STALLED, True, cond.RETRIES_EXCEEDED, str(exc)))
                 return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))

@@ -10,6 +10,7 @@ pass. Action names: ``install``, ``upgrade``, ``test``, ``rollback``
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from engine.package.model import InstallSpec
 from engine.reconcile import state as st
@@ -35,8 +36,10 @@ def next_action(
     *,
     action_running: bool = False,
     now: float | None = None,
+    stored: Mapping[int, Observation] | None = None,
 ) -> str | None:
-    """The action for ``state`` (see module docstring).
+    """The action for ``state`` (see module docstring). ``stored``: the release's revisions in storage by
+    version (None: not looked at), to verify a rollback target before rolling back to it.
 
     Raises ExceededMaxRetries (stall: retries used up), MissingRollbackTarget
     (stall) and ReleaseLocked (a pending release that is not stale yet).
@@ -68,7 +71,7 @@ def next_action(
     if status == st.UNTESTED:
         return TEST
     if status == st.FAILED:
-        return _for_failed(req)
+        return _for_failed(req, stored)
     raise ReleaseLocked(state.reason)  # Unknown: wait and look again
 
 
@@ -81,7 +84,7 @@ def _unless_exhausted(req: Request, action: str, where: str = "") -> str:
     return action
 
 
-def _for_failed(req: Request) -> str:
+def _for_failed(req: Request, stored: Mapping[int, Observation] | None) -> str:
     if req.spec.maintenance:
         # In maintenance nothing is remediated: as nelm's Service, a release not deployed is upgraded.
         return _unless_exhausted(req, UPGRADE, " in maintenance")
@@ -95,6 +98,11 @@ def _for_failed(req: Request) -> str:
         raise ExceededMaxRetries("retries exhausted: ignoring the last failure")
     if isinstance(remediation, InstallSpec) or remediation.strategy == "uninstall":
         return UNINSTALL_REMEDIATION
-    if req.status.history.previous(req.spec.test.ignore_failures) is None:
+    target = req.status.history.previous(req.spec.test.ignore_failures)
+    if target is None:
         raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
+    if stored is not None and ((found := stored.get(target.version)) is None or found.digest != target.digest):
+        # Gone from storage or changed there: upgrade again instead, as Flux's helm-controller does
+        # (internal/reconcile/atomic_release.go, actionForState, after internal/action/verify.go VerifySnapshot).
+        return UPGRADE
     return ROLLBACK
