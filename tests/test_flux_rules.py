@@ -251,3 +251,17 @@ async def test_a_rollback_target_gone_from_storage_is_upgraded_instead(
     actions = [(o.action, o.ok) for r in results for o in r.outcomes]
     assert actions == [("upgrade", False), ("upgrade", False)], actions  # never a rollback to revision 2
     assert results[-1].state == st.STALLED
+
+
+async def test_a_values_change_rendering_the_same_manifest_makes_a_revision(passes: Passes, helm: Helm) -> None:
+    """Behaviour 7: helm-controller upgrades when the values' digest differs from the release's, whatever the
+    render (internal/reconcile/state.go ``DetermineReleaseState``: internal/action/verify.go ``VerifyRelease``
+    compares the config digest), so the stored
+    values follow the document (helmdeck's Package keeps its smart upgrade)."""
+    passes.write("{unused: a}")
+    await passes.run()
+    passes.write("{unused: b}")  # the chart renders no such value: the same manifest
+    changed = await passes.run()
+    assert [(o.action, o.ok) for o in changed.outcomes] == [("upgrade", True)], changed
+    assert passes.revisions() == [(1, "superseded"), (2, "deployed")]
+    assert "unused: b" in run_helm(helm, "get", "values", "app", "-n", passes.namespace)

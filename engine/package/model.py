@@ -250,6 +250,15 @@ class PackageSpec:
         return self.origin.shown if self.origin is not None else self.file.name
 
     @property
+    def smart_upgrade(self) -> bool:
+        """May a changed spec that renders the released manifest be recorded with no new revision (Deckhouse's
+        smart upgrade)? Only for helmdeck's own kind: a HelmRelease upgrades on any change of its chart or
+        values, as Flux's helm-controller compares the config digest (internal/reconcile/state.go
+        ``DetermineReleaseState``, through internal/action/verify.go ``VerifyRelease``), so ``helm get values``
+        says what the document says."""
+        return self.kind == KIND
+
+    @property
     def release_namespace(self) -> str:
         """Namespace of the release and its resources: ``targetNamespace``, else the package's."""
         return self.target_namespace or self.namespace

@@ -82,6 +82,7 @@ def content_state(
     want_chart: tuple[str, str] | None = None,
     checksum: str | None = None,
     absent: tuple[str, ...] = (),
+    smart: bool = True,
 ) -> ReleaseState:
     """Whether a deployed release holds what the spec asks for, in this order:
 
@@ -92,7 +93,8 @@ def content_state(
     label or the digest ``adopted`` for this revision → (go on); else, with no
     ``checksum`` yet → OutOfSync with ``render``; checksum differs from the
     release's ``wire.MANIFEST_CHECKSUM`` (or it has none) → OutOfSync;
-    else ``adopt`` and go on; resources absent → OutOfSync; else InSync.
+    else ``adopt`` and go on; resources absent → OutOfSync; else InSync. Without ``smart``
+    (:attr:`PackageSpec.smart_upgrade`) a differing spec digest is OutOfSync with no render.
     """
     if in_maintenance(maintenance, "deployed", release_labels):
         return ReleaseState(IN_SYNC, "in maintenance (NoResourceReconciliation): the release is left as it is",
@@ -104,6 +106,8 @@ def content_state(
         return ReleaseState(OUT_OF_SYNC, f"chart changed from {chart[0]}@{chart[1]} to {want_chart[0]}@{want_chart[1]}")
     adopt = False
     if spec_digest not in (release_labels.get(wire.SPEC_DIGEST), adopted or None):
+        if not smart:
+            return ReleaseState(OUT_OF_SYNC, "values or chart changed")
         if checksum is None:
             return ReleaseState(OUT_OF_SYNC, "values or chart files changed", render=True)
         if release_labels.get(wire.MANIFEST_CHECKSUM) != checksum:
@@ -203,7 +207,7 @@ def _held_state(req: Request, latest: Observation, ours: Snapshot,
         release_labels=latest.label_map, maintenance=req.spec.maintenance, spec_digest=req.spec_digest,
         adopted=status.adopted_spec_digest if status.adopted_revision == latest.version else "",
         chart=(latest.chart_name, latest.chart_version), want_chart=(req.chart.name, req.chart.version),
-        checksum=req.manifest_checksum, absent=req.absent,
+        checksum=req.manifest_checksum, absent=req.absent, smart=req.spec.smart_upgrade,
     )
     if content.status != IN_SYNC:
         return content

@@ -209,7 +209,8 @@ class ReleaseService:
         if not absent and reported:
             absent = ("reported by the monitor",)
         verdict = content_state(release_labels=dict(latest.labels), maintenance=resolved.spec.maintenance,
-                                spec_digest=resolved.spec_digest, checksum=checksum, absent=absent)
+                                spec_digest=resolved.spec_digest, checksum=checksum, absent=absent,
+                                smart=resolved.spec.smart_upgrade)
         if verdict.render:
             return _RENDER
         return None if verdict.status == IN_SYNC else verdict.reason
