@@ -265,3 +265,29 @@ async def test_a_values_change_rendering_the_same_manifest_makes_a_revision(pass
     assert [(o.action, o.ok) for o in changed.outcomes] == [("upgrade", True)], changed
     assert passes.revisions() == [(1, "superseded"), (2, "deployed")]
     assert "unused: b" in run_helm(helm, "get", "values", "app", "-n", passes.namespace)
+
+
+async def test_a_deleted_resource_is_left_unless_drift_detection_corrects_it(
+    passes: Passes, core_api: client.CoreV1Api,
+) -> None:
+    """Behaviour 6: helm-controller looks at the cluster only with ``driftDetection`` on
+    (internal/reconcile/state.go ``DetermineReleaseState``: ``DriftDetection.MustDetectChanges``); disabled, the
+    default, a deleted object stays deleted and no revision is made; ``warn`` reports it; ``enabled`` puts it back
+    with no new revision (internal/reconcile/correct_drift.go ``CorrectClusterDrift``). helmdeck's monitor still
+    shows it absent."""
+    passes.write("{}")
+    await passes.run()
+    core_api.delete_namespaced_config_map("app", passes.namespace)
+    await until(lambda: bool((v := passes.engine.release(passes.key)) and v.monitor.absent))
+    left = await passes.run()
+    assert left.outcomes == () and left.state == st.IN_SYNC, left
+    assert passes.revisions() == [(1, "deployed")]
+    assert passes.engine.release(passes.key).monitor.absent  # type: ignore[union-attr]
+    passes.write("{}", "  driftDetection: {mode: warn}\n")
+    warned = await passes.run()
+    assert warned.state == st.DRIFTED and warned.outcomes == () and any("ConfigMap" in d.ref for d in warned.drift)
+    passes.write("{}", "  driftDetection: {mode: enabled}\n")
+    corrected = await passes.run()
+    assert [o.action for o in corrected.outcomes] == ["correct-drift"], corrected
+    assert core_api.read_namespaced_config_map("app", passes.namespace).data == {"message": "hello"}
+    assert passes.revisions() == [(1, "deployed")]

@@ -259,6 +259,14 @@ class PackageSpec:
         return self.kind == KIND
 
     @property
+    def restores_absent(self) -> bool:
+        """Does a resource of the release found absent by the monitors make an upgrade that restores it? Only for
+        helmdeck's own kind: for a HelmRelease only ``driftDetection`` decides (disabled by default: nothing is
+        restored; ``enabled``: corrected with no new revision; ``warn``: reported), as Flux's helm-controller
+        (internal/reconcile/state.go ``DetermineReleaseState``, drift looked at only with drift detection on)."""
+        return self.kind == KIND
+
+    @property
     def release_namespace(self) -> str:
         """Namespace of the release and its resources: ``targetNamespace``, else the package's."""
         return self.target_namespace or self.namespace

@@ -205,8 +205,8 @@ class ReleaseService:
             return "release absent"
         if latest.status != "deployed":
             return f"last status is {latest.status}"
-        absent = tuple(r.ref for r in self._monitors.absent(key))
-        if not absent and reported:
+        absent = tuple(r.ref for r in self._monitors.absent(key)) if resolved.spec.restores_absent else ()
+        if not absent and reported and resolved.spec.restores_absent:
             absent = ("reported by the monitor",)
         verdict = content_state(release_labels=dict(latest.labels), maintenance=resolved.spec.maintenance,
                                 spec_digest=resolved.spec_digest, checksum=checksum, absent=absent,

@@ -290,12 +290,14 @@ class PackageController:
                 book.refresh(key)
 
     def on_absent(self, namespace: str, name: str) -> None:
-        """The monitor found resources of a release missing: reconcile its package (once)."""
+        """The monitor found resources of a release missing: reconcile its package (once), when it restores
+        them (:attr:`PackageSpec.restores_absent`)."""
         key = (namespace, name)
         latest = self.ctx.observer.latest(*key)
         if latest is None or latest.status != "deployed" or self.gate.suspension(key) is not None:
             return  # uninstalled or being uninstalled, or the operator holds the package
-        if key in self.book.packages and self.gate.acting and self.auto:
+        spec = self.book.packages.get(key)
+        if spec is not None and spec.restores_absent and self.gate.acting and self.auto:
             self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
             self.queue.add(key)
 
@@ -347,7 +349,7 @@ class PackageController:
                                     package_set=self.package_set.identity if self.package_set else None)
         req.post_renderer = await self.service.post_renderer_for(spec)
         self.service.take_absent_report(*key)
-        req.absent = tuple(r.ref for r in self.service.absent(*key))
+        req.absent = tuple(r.ref for r in self.service.absent(*key)) if spec.restores_absent else ()
         latest = self.ctx.observer.latest(*key)
         req.force_conflicts = latest is not None and latest.label_map.get(wire.MAINTENANCE) == "true"
         await self.adoption.adopt(req, latest)
