@@ -96,7 +96,7 @@ def test_the_upgrade_crd_policy_decides_what_happens_to_the_charts_crds(
     chart = write_chart(tmp_path, group, "0.1.0")
     pkgs = tmp_path / "p"
     pkgs.mkdir()
-    upgrade = "" if policy == "Skip" else f"  upgrade:\n    crds: {policy}\n"  # Skip is the default
+    upgrade = "" if policy == "Create" else f"  upgrade:\n    crds: {policy}\n"  # Create is the default
     (pkgs / "app.yaml").write_text(
         f"apiVersion: helmdeck.dev/v1alpha1\nkind: Package\nmetadata:\n  name: app\n  namespace: {namespace}\n"
         f"spec:\n  chart: {chart}\n  timeout: 30s\n{upgrade}")

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from engine.helm import Helm
-from engine.kube.client import KubeTarget
+from engine.kube.client import KubeTarget, api_client
 from engine.reconcile import conditions as cond
 from engine.reconcile import state as st
 from engine.reconcile.atomic import PassResult
@@ -25,6 +25,9 @@ from tests.conftest import run_helm
 from tests.controller_fixtures import ControllerEnv, create, eventually, get_package, package
 from tests.controller_fixtures import releases as stored
 from tests.reconcile_harness import EXAMPLES
+from tests.test_crds import group, read, write_chart
+
+__all__ = ["group"]  # the fixture: a CRD group of the test's own, its CRDs deleted after
 from tests.test_values_from import until
 
 pytestmark = pytest.mark.cluster
@@ -39,7 +42,7 @@ spec: {{interval: 1m, url: "{url}"}}
 
 
 def helm_release(namespace: str, spec: str = "", values: str = "{replicas: 1}", *, chart: str = "web",
-                 name: str = "web", timeout: str = "60s") -> str:
+                 name: str = "web", timeout: str = "60s", version: str = "*") -> str:
     """The HelmRelease ``name`` of the repository's ``chart`` (any version); ``spec`` holds more spec lines
     (indented two)."""
     return f"""apiVersion: helm.toolkit.fluxcd.io/v2
@@ -49,7 +52,7 @@ spec:
   interval: 10m
   timeout: {timeout}
   chart:
-    spec: {{chart: {chart}, version: "*", sourceRef: {{kind: HelmRepository, name: charts}}}}
+    spec: {{chart: {chart}, version: "{version}", sourceRef: {{kind: HelmRepository, name: charts}}}}
   values: {values}
 {spec}"""
 
@@ -291,3 +294,41 @@ async def test_a_deleted_resource_is_left_unless_drift_detection_corrects_it(
     assert [o.action for o in corrected.outcomes] == ["correct-drift"], corrected
     assert core_api.read_namespaced_config_map("app", passes.namespace).data == {"message": "hello"}
     assert passes.revisions() == [(1, "deployed")]
+
+
+async def test_crds_are_created_on_upgrade_when_unset_and_carry_fluxs_origin_labels(
+    kube_target: KubeTarget, helm: Helm, namespace: str, flux_folder: Path, repo: ChartRepoServer, tmp_path: Path,
+    group: str,
+) -> None:
+    """Behaviour 10: with ``upgrade.crds`` unset, helm-controller creates the CRDs a new chart version adds
+    (internal/action/crds.go ``crdPolicyOrDefault``: ``DefaultCRDPolicy`` is ``Create``, for install and upgrade
+    alike), and every CRD it applies carries its origin labels (internal/action/crds.go ``applyCRDs`` with
+    ``setOriginVisitor``, from install.go ``Install`` and upgrade.go ``Upgrade``)."""
+    for version in ("0.1.0", "0.2.0"):
+        chart = write_chart(tmp_path / version, group, version)
+        helm_run(helm.binary, "package", str(chart), "-d", str(tmp_path / "packaged"))
+        publish_http(helm.binary, tmp_path / "packaged" / f"crdchart-{version}.tgz", repo)
+    write(flux_folder, "app.yaml", helm_release(namespace, chart="crdchart", name="app", version="0.1.0", values="{}"))
+    engine = build_engine(kube_target, helm, flux_folder, namespaces=[namespace], watch_packages=False)
+    await engine.start(reconcile=False)
+    try:
+        key = (namespace, "app")
+        installed = await engine.controller.run_pass(key)
+        assert [(o.action, o.ok) for o in installed.outcomes] == [("install", True)], installed
+        api = _crd_api(kube_target)
+        origin = {"helm.toolkit.fluxcd.io/name": "app", "helm.toolkit.fluxcd.io/namespace": namespace}
+        widgets = read(api, f"widgets.{group}")
+        assert widgets is not None and origin.items() <= widgets["metadata"]["labels"].items(), widgets
+        write(flux_folder, "app.yaml", helm_release(namespace, chart="crdchart", name="app", version="0.2.0",
+                                                    values="{}"))
+        engine.load_packages()
+        upgraded = await engine.controller.run_pass(key)
+        assert [(o.action, o.ok) for o in upgraded.outcomes] == [("upgrade", True)], upgraded
+        gadgets = read(api, f"gadgets.{group}")
+        assert gadgets is not None and origin.items() <= gadgets["metadata"]["labels"].items(), gadgets
+    finally:
+        await engine.stop()
+
+
+def _crd_api(target: KubeTarget) -> client.ApiextensionsV1Api:
+    return client.ApiextensionsV1Api(api_client(target))
