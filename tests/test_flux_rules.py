@@ -119,6 +119,13 @@ class Passes:
     async def run(self, force: bool = False) -> PassResult:
         return await self.engine.controller.run_pass(self.key, force=force)
 
+    async def converge(self, limit: int = 6) -> list[PassResult]:
+        """Passes while one asks for an immediate requeue (as the work queue would)."""
+        results = [await self.run()]
+        while results[-1].next == "now" and len(results) < limit:
+            results.append(await self.run())
+        return results
+
     def revisions(self) -> list[tuple[int, str]]:
         return sorted((o.version, o.status) for o in self.engine.history(self.key))
 
@@ -332,3 +339,62 @@ async def test_crds_are_created_on_upgrade_when_unset_and_carry_fluxs_origin_lab
 
 def _crd_api(target: KubeTarget) -> client.ApiextensionsV1Api:
     return client.ApiextensionsV1Api(api_client(target))
+
+
+async def test_the_drifted_condition_follows_drift_detection(passes: Passes, core_api: client.CoreV1Api) -> None:
+    """Behaviour 22: with drift detection on, helm-controller marks Drifted False (NoDriftDetected) on a release
+    in sync and True (DriftDetected) on a drifted one (internal/reconcile/atomic_release.go ``actionForState``)."""
+    passes.write("{}", "  driftDetection: {mode: warn}\n")
+    await passes.run()
+    quiet = passes.condition(cond.DRIFTED)
+    assert quiet is not None and (quiet.status, quiet.reason) == ("False", cond.NO_DRIFT_DETECTED), quiet
+    core_api.patch_namespaced_config_map("app", passes.namespace, {"data": {"message": "edited by hand"}})
+    await passes.run()
+    drifted = passes.condition(cond.DRIFTED)
+    assert drifted is not None and (drifted.status, drifted.reason) == ("True", cond.DRIFT_DETECTED), drifted
+    assert f"Cluster state of release {passes.namespace}/app has drifted" in drifted.message
+    passes.write("{}", "  driftDetection: {mode: enabled}\n")
+    await passes.run()
+    corrected = passes.condition(cond.DRIFTED)
+    assert corrected is not None and corrected.status == "False", corrected
+
+
+async def test_create_namespace_needs_a_target_namespace(passes: Passes, core_api: client.CoreV1Api) -> None:
+    """Behaviour 22: helm-controller passes ``install.createNamespace`` to helm only with a ``targetNamespace``
+    (internal/action/install.go ``Install``): a HelmRelease whose own namespace does not exist fails its install
+    and creates nothing."""
+    missing = f"{passes.namespace}-none"
+    write(passes.folder, "app.yaml", helm_release(missing, "  install: {createNamespace: true}\n", "{}",
+                                                  chart="flaky", name="app", timeout="20s")
+          .replace("sourceRef: {kind: HelmRepository, name: charts}",
+                   f"sourceRef: {{kind: HelmRepository, name: charts, namespace: {passes.namespace}}}"))
+    passes.engine.load_packages()
+    try:
+        failed = await passes.engine.controller.run_pass((missing, "app"))
+        assert failed.outcomes == () and failed.next == "error", failed  # helm stored nothing
+        assert f'namespaces "{missing}" not found' in failed.message, failed
+        assert missing not in [n.metadata.name for n in core_api.list_namespace().items]
+    finally:
+        if missing in [n.metadata.name for n in core_api.list_namespace().items]:
+            core_api.delete_namespace(missing)
+    # With a targetNamespace it is created, as Flux's Install does.
+    target = f"{passes.namespace}-made"
+    passes.write("{}", f"  targetNamespace: {target}\n  install: {{createNamespace: true}}\n")
+    try:
+        [key] = [k for k in passes.engine.book.packages if k[0] == target]  # Flux's release name, shortened
+        made = await passes.engine.controller.run_pass(key)
+        assert [(o.action, o.ok) for o in made.outcomes][:1] == [("install", True)], made
+    finally:
+        core_api.delete_namespace(target)
+
+
+async def test_tests_the_filters_leave_out_do_not_keep_a_release_untested(passes: Passes) -> None:
+    """Behaviour 22: a release counts as tested from the tests ``spec.test.filters`` select, as helm-controller
+    records only the tests it ran (internal/action/test.go ``Test`` with the filters, then
+    internal/reconcile/state.go ``DetermineReleaseState``: api/v2 ``Snapshot.HasBeenTested``): filters that
+    select none of the chart's tests make it tested at once, not tested again on every pass."""
+    passes.write("{}", "  test:\n    enable: true\n    filters: [{name: no-such-test}]\n")
+    first = await passes.converge()
+    assert first[-1].state == st.IN_SYNC, first
+    again = await passes.run()
+    assert again.outcomes == () and again.state == st.IN_SYNC, again

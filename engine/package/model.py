@@ -145,6 +145,14 @@ class TestSpec:
     timeout: float | None = None
     filters: tuple[TestFilter, ...] = ()
 
+    def selects(self, hook: str) -> bool:
+        """Does ``helm test`` with these filters run the test hook named ``hook``? Not when a filter excludes it;
+        with filters that name hooks, only those (helm's ``action.ReleaseTesting`` filters)."""
+        if any(f.exclude and f.name == hook for f in self.filters):
+            return False
+        named = [f.name for f in self.filters if not f.exclude]
+        return not named or hook in named
+
     def helm_filters(self) -> list[str]:
         """``helm test --filter`` terms: ``name=x`` and ``!name=x``."""
         return [f"{'!' if f.exclude else ''}name={f.name}" for f in self.filters]
@@ -265,6 +273,14 @@ class PackageSpec:
         restored; ``enabled``: corrected with no new revision; ``warn``: reported), as Flux's helm-controller
         (internal/reconcile/state.go ``DetermineReleaseState``, drift looked at only with drift detection on)."""
         return self.kind == KIND
+
+    @property
+    def creates_namespace(self) -> bool:
+        """Does an install create the release's namespace (helm ``--create-namespace``)? With
+        ``install.createNamespace``; for a HelmRelease only with a ``targetNamespace``, as Flux's helm-controller
+        (internal/action/install.go ``Install``; its own namespace holds the object, so it exists); a Package
+        may create its own namespace (a package file needs none to exist)."""
+        return self.install.create_namespace and (bool(self.target_namespace) or self.kind == KIND)
 
     @property
     def release_namespace(self) -> str:

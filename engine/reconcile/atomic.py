@@ -128,6 +128,21 @@ class AtomicRelease:
         return await asyncio.to_thread(self.detector.detect, str(record.get("manifest") or ""), ns,
                                        req.spec.drift_ignore)
 
+    @staticmethod
+    def _mark_drift(req: Request, drift: list[DriftItem]) -> None:
+        """The Drifted condition, with drift detection on: True (DriftDetected, what drifted) or False
+        (NoDriftDetected), as Flux's helm-controller marks it (internal/reconcile/atomic_release.go
+        ``actionForState``); left as it was with drift detection disabled, as Flux leaves it."""
+        if drift:
+            ns, release = req.key
+            text = "; ".join(i.describe() for i in drift[:5])
+            set_conditions(req, (cond.DRIFTED, True, cond.DRIFT_DETECTED,
+                                 f"Cluster state of release {ns}/{release} has drifted from the desired state: "
+                                 f"{text}"))
+        else:
+            set_conditions(req, (cond.DRIFTED, False, cond.NO_DRIFT_DETECTED,
+                                 "No drift detected against the cluster state"))
+
     async def _render_checksum(self, req: Request) -> None:
         """Render once per pass for the manifest checksum (the spec changed: does the manifest?); "" when it
         cannot render (then nothing compares equal, and the upgrade reports the render error)."""
@@ -208,6 +223,8 @@ class AtomicRelease:
             state = await self._decide(req, latest)
             if state.status == st.IN_SYNC and not req.force and not state.maintenance:
                 drift = await self._drift(req)
+                if req.spec.drift_detection != "disabled":
+                    self._mark_drift(req, drift)
                 if drift:
                     state = st.ReleaseState(st.DRIFTED, "; ".join(i.describe() for i in drift[:5]))
             if not consistent and not self._nothing_to_do(req, state, latest):
