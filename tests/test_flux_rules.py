@@ -359,6 +359,10 @@ async def test_the_drifted_condition_follows_drift_detection(passes: Passes, cor
     assert corrected is not None and corrected.status == "False", corrected
 
 
+def _namespaces(core_api: client.CoreV1Api) -> list[str]:
+    return [str(n.metadata.name) for n in core_api.list_namespace().items if n.metadata is not None]
+
+
 async def test_create_namespace_needs_a_target_namespace(passes: Passes, core_api: client.CoreV1Api) -> None:
     """Behaviour 22: helm-controller passes ``install.createNamespace`` to helm only with a ``targetNamespace``
     (internal/action/install.go ``Install``): a HelmRelease whose own namespace does not exist fails its install
@@ -373,9 +377,9 @@ async def test_create_namespace_needs_a_target_namespace(passes: Passes, core_ap
         failed = await passes.engine.controller.run_pass((missing, "app"))
         assert failed.outcomes == () and failed.next == "error", failed  # helm stored nothing
         assert f'namespaces "{missing}" not found' in failed.message, failed
-        assert missing not in [n.metadata.name for n in core_api.list_namespace().items]
+        assert missing not in _namespaces(core_api)
     finally:
-        if missing in [n.metadata.name for n in core_api.list_namespace().items]:
+        if missing in _namespaces(core_api):
             core_api.delete_namespace(missing)
     # With a targetNamespace it is created, as Flux's Install does.
     target = f"{passes.namespace}-made"

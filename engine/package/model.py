@@ -204,8 +204,8 @@ class Origin:
 class PackageSpec:
     """One validated package file. ``values_json`` is the inline values as JSON.
 
-    Durations (``timeout``, ``interval``) are in seconds. ``generation``: see :func:`spec_generation`. ``origin``: where it was declared when ``file`` is
-    a copy (:class:`Origin`, ``--kustomize``).
+    Durations (``timeout``, ``interval``) are in seconds. ``generation``: see :func:`spec_generation`.
+    ``origin``: where it was declared when ``file`` is a copy (:class:`Origin`, ``--kustomize``).
     """
 
     file: Path

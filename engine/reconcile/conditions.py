@@ -51,9 +51,9 @@ from engine.base.wire import (
 # The condition types and reasons are engine.base.wire's; the reconcilers name them here (cond.READY).
 __all__ = [
     "DEPENDENCY_NOT_READY",
+    "DRIFTED",
     "DRIFT_CORRECTED",
     "DRIFT_DETECTED",
-    "DRIFTED",
     "INSTALL_FAILED",
     "INSTALL_SUCCEEDED",
     "INVALID_PACKAGE",

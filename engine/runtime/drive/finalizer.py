@@ -3,9 +3,10 @@
 The acting controller puts :data:`FINALIZER` on every Package object it reconciles. When one is deleted
 (``deletionTimestamp`` set, the finalizer holding it), its release is uninstalled with the object's
 ``spec.uninstall`` options (:meth:`PackageController.uninstall_removed`, the prune's path, under the
-release's guard; a suspended one's release is kept, as Flux keeps it), an Event says how it went, and the finalizer is removed, so the API server deletes the
-object. A failed uninstall keeps the finalizer and is tried again at the next change or retry. An object the
-loader refused (so never installed from) and one whose release is gone lose the finalizer at once.
+release's guard; a suspended one's release is kept, as Flux keeps it), an Event says how it went, and the
+finalizer is removed, so the API server deletes the object. A failed uninstall keeps the finalizer and is
+tried again at the next change or retry. An object the loader refused (so never installed from) and one
+whose release is gone lose the finalizer at once.
 """
 
 from __future__ import annotations

@@ -170,11 +170,11 @@ class Requests:
         try:
             ignored = unmatched(todo)
             for request in ignored:
-                names = REQUESTS[request][0]
+                names, reconcile = REQUESTS[request][0], REQUESTS["reconcile"][0]
                 self._ack(ref, key, request, dict(todo)[request],
-                          f"not acted on: its value is not that of a new reconcile request ({REQUESTS['reconcile'][0][0]}"
-                          f" or {REQUESTS['reconcile'][0][1]}); write both with the same value, as `flux reconcile "
-                          f"helmrelease --{request}` does ({names[0]} or {names[1]})")
+                          f"not acted on: its value is not that of a new reconcile request ({reconcile[0]} or "
+                          f"{reconcile[1]}); write both with the same value, as `flux reconcile helmrelease "
+                          f"--{request}` does ({names[0]} or {names[1]})")
             todo = [(r, v) for r, v in todo if r not in ignored]
             for request, value in todo:
                 if request in _PASSES and request != "reset":
