@@ -244,7 +244,7 @@ class PackageSpec:
     origin: Origin | None = None
     # What the API server's metadata.generation counts: a digest (16 hex) of the document's spec as declared
     # (any change of it is a new generation). "" for a spec not read from a document.
-    generation: str = ""
+    generation: str = dataclasses.field(default="", compare=False)
 
     @property
     def declared_file(self) -> Path:
