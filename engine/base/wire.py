@@ -91,6 +91,7 @@ TEST_SUCCESS = "TestSuccess"
 REMEDIATED = "Remediated"
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
+DRIFTED = "Drifted"  # with drift detection on (enabled or warn), as Flux's helm-controller sets it
 
 # ... reasons (Flux's names: helm-controller's api/v2 and fluxcd/pkg/apis/meta)
 INSTALL_SUCCEEDED = "InstallSucceeded"
@@ -108,6 +109,7 @@ MISSING_ROLLBACK_TARGET = "MissingRollbackTarget"
 PENDING_RELEASE = "PendingRelease"
 DRIFT_DETECTED = "DriftDetected"
 DRIFT_CORRECTED = "DriftCorrected"
+NO_DRIFT_DETECTED = "NoDriftDetected"
 PROGRESSING = "Progressing"
 IN_MAINTENANCE = "InMaintenance"
 INVALID_PACKAGE = "InvalidPackage"

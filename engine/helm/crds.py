@@ -50,15 +50,17 @@ class CrdError(HelmError):
     """The chart's CRDs could not be read, created, applied or did not become Established."""
 
 
-def needs_helmdeck(policy: str, *, install: bool) -> bool:
+def needs_helmdeck(policy: str, *, install: bool, labelled: bool = False) -> bool:
     """Does helmdeck act on CRDs itself for this policy? ``CreateReplace`` always; ``Create`` on an
-    upgrade only (on an install helm creates the missing ones); ``Skip`` never."""
-    return policy == CREATE_REPLACE or (policy == CREATE and not install)
+    upgrade, and on an install when the CRDs are ``labelled`` (helm cannot label them; otherwise helm creates
+    the missing ones); ``Skip`` never."""
+    return policy == CREATE_REPLACE or (policy == CREATE and (labelled or not install))
 
 
-def helm_skips(policy: str) -> bool:
-    """Does helm get ``--skip-crds``? Unless the policy is ``Create`` (then helm creates them on install)."""
-    return policy != CREATE
+def helm_skips(policy: str, *, labelled: bool = False) -> bool:
+    """Does helm get ``--skip-crds``? Unless the policy is ``Create`` and the CRDs are not ``labelled`` (then
+    helm creates them on install)."""
+    return policy != CREATE or labelled
 
 
 class _Budget:
@@ -95,13 +97,19 @@ def chart_crds(chart: Path, values: Mapping[str, Any] | None = None) -> list[dic
 
 
 async def prepare_crds(api: client.ApiClient | None, chart: Path, policy: str, *, install: bool,
-                       timeout: float, values: Mapping[str, Any] | None = None, as_user: str = "") -> None:
+                       timeout: float, values: Mapping[str, Any] | None = None, as_user: str = "",
+                       labels: Mapping[str, str] | None = None) -> None:
     """What helmdeck does with ``chart``'s CRDs before helm installs (``install``) or upgrades it with
     ``values`` under ``policy`` (nothing when :func:`needs_helmdeck` says so, or without a cluster client),
-    as ``as_user`` when given (the package's ServiceAccount, impersonated, as helm). Raises CrdError."""
-    if api is None or not needs_helmdeck(policy, install=install):
+    as ``as_user`` when given (the package's ServiceAccount, impersonated, as helm), each CRD with ``labels``
+    added. Raises CrdError."""
+    if api is None or not needs_helmdeck(policy, install=install, labelled=bool(labels)):
         return
     crds = await asyncio.to_thread(chart_crds, chart, values)
+    if labels:
+        crds = [{**c, "metadata": {**(c.get("metadata") or {}),
+                                   "labels": {**((c.get("metadata") or {}).get("labels") or {}), **labels}}}
+                for c in crds]
     if crds:
         await asyncio.to_thread(apply_crds, impersonating(api, as_user) if as_user else api, crds, policy, timeout)
 

@@ -1,4 +1,6 @@
-"""Flux's CRD policy: ``spec.install.crds`` (default ``Create``) and ``spec.upgrade.crds`` (default ``Skip``).
+"""Flux's CRD policy: ``spec.install.crds`` and ``spec.upgrade.crds``, both ``Create`` when unset, as Flux's
+helm-controller's code (internal/action/crds.go ``crdPolicyOrDefault``: ``DefaultCRDPolicy``; its API docs say
+``Skip`` for upgrade, its code does not).
 
 ``Skip``: no CRD from the chart's ``crds/`` folders is created or changed (helm ``--skip-crds``).
 ``Create``: the missing ones are created, existing ones left as they are (helm's own behaviour on
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.base.fields import Fields
-from engine.helm.crds import CREATE, POLICIES, SKIP
+from engine.helm.crds import CREATE, POLICIES
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class CrdPolicy:
     """The CRD policy of each release action: ``install`` and ``upgrade``, each one of :data:`POLICIES`."""
 
     install: str = CREATE
-    upgrade: str = SKIP
+    upgrade: str = CREATE
 
     def for_action(self, install: bool) -> str:
         """The policy of an install (``install``) or of an upgrade."""
@@ -36,4 +38,4 @@ def parse_crds(doc: Fields, spec: dict[str, Any]) -> CrdPolicy:
         value = raw.get("crds") if isinstance(raw, dict) else None
         return doc.choice(value, f"spec.{section}.crds", POLICIES, default)
 
-    return CrdPolicy(install=policy("install", CREATE), upgrade=policy("upgrade", SKIP))
+    return CrdPolicy(install=policy("install", CREATE), upgrade=policy("upgrade", CREATE))

@@ -57,6 +57,7 @@ from engine.package.model import (
     UpgradeSpec,
     in_repository,
     shorten_release_name,
+    spec_generation,
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
@@ -294,7 +295,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
     return PackageSpec(
         file=file, document=index, name=name, namespace=namespace, chart_path=chart_path, release_name=release_name,
         values_json=values_json, values_files=tuple(values_files), maintenance=maintenance, chart_source=remote,
-        origin=doc.origin, **extra,
+        origin=doc.origin, generation=spec_generation(spec), **extra,
     )
 
 

@@ -145,6 +145,14 @@ class TestSpec:
     timeout: float | None = None
     filters: tuple[TestFilter, ...] = ()
 
+    def selects(self, hook: str) -> bool:
+        """Does ``helm test`` with these filters run the test hook named ``hook``? Not when a filter excludes it;
+        with filters that name hooks, only those (helm's ``action.ReleaseTesting`` filters)."""
+        if any(f.exclude and f.name == hook for f in self.filters):
+            return False
+        named = [f.name for f in self.filters if not f.exclude]
+        return not named or hook in named
+
     def helm_filters(self) -> list[str]:
         """``helm test --filter`` terms: ``name=x`` and ``!name=x``."""
         return [f"{'!' if f.exclude else ''}name={f.name}" for f in self.filters]
@@ -196,8 +204,8 @@ class Origin:
 class PackageSpec:
     """One validated package file. ``values_json`` is the inline values as JSON.
 
-    Durations (``timeout``, ``interval``) are in seconds. ``origin``: where it was declared when ``file`` is
-    a copy (:class:`Origin`, ``--kustomize``).
+    Durations (``timeout``, ``interval``) are in seconds. ``generation``: see :func:`spec_generation`.
+    ``origin``: where it was declared when ``file`` is a copy (:class:`Origin`, ``--kustomize``).
     """
 
     file: Path
@@ -234,6 +242,9 @@ class PackageSpec:
     chart_request: ChartRequest | None = None
     chart_object: HelmChartSpec | None = None  # the Flux HelmChart a chartRef named (its fields are chart_source)
     origin: Origin | None = None
+    # What the API server's metadata.generation counts: a digest (16 hex) of the document's spec as declared
+    # (any change of it is a new generation). "" for a spec not read from a document.
+    generation: str = dataclasses.field(default="", compare=False)
 
     @property
     def declared_file(self) -> Path:
@@ -245,6 +256,31 @@ class PackageSpec:
     def declared_in(self) -> str:
         """That file, for messages: as its repository names it (``apps/base/web.yaml``), else its name."""
         return self.origin.shown if self.origin is not None else self.file.name
+
+    @property
+    def smart_upgrade(self) -> bool:
+        """May a changed spec that renders the released manifest be recorded with no new revision (Deckhouse's
+        smart upgrade)? Only for helmdeck's own kind: a HelmRelease upgrades on any change of its chart or
+        values, as Flux's helm-controller compares the config digest (internal/reconcile/state.go
+        ``DetermineReleaseState``, through internal/action/verify.go ``VerifyRelease``), so ``helm get values``
+        says what the document says."""
+        return self.kind == KIND
+
+    @property
+    def restores_absent(self) -> bool:
+        """Does a resource of the release found absent by the monitors make an upgrade that restores it? Only for
+        helmdeck's own kind: for a HelmRelease only ``driftDetection`` decides (disabled by default: nothing is
+        restored; ``enabled``: corrected with no new revision; ``warn``: reported), as Flux's helm-controller
+        (internal/reconcile/state.go ``DetermineReleaseState``, drift looked at only with drift detection on)."""
+        return self.kind == KIND
+
+    @property
+    def creates_namespace(self) -> bool:
+        """Does an install create the release's namespace (helm ``--create-namespace``)? With
+        ``install.createNamespace``; for a HelmRelease only with a ``targetNamespace``, as Flux's helm-controller
+        (internal/action/install.go ``Install``; its own namespace holds the object, so it exists); a Package
+        may create its own namespace (a package file needs none to exist)."""
+        return self.install.create_namespace and (bool(self.target_namespace) or self.kind == KIND)
 
     @property
     def release_namespace(self) -> str:
@@ -272,3 +308,11 @@ def shorten_release_name(name: str) -> str:
     if len(name) <= MAX_RELEASE_NAME:
         return name
     return f"{name[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
+def spec_generation(spec: Any) -> str:
+    """A document's generation: 16 hex of the sha256 of its ``spec`` mapping (keys sorted, as JSON; values
+    JSON cannot hold as their text). Any change of the spec, and only that, gives another, as the API server's
+    ``metadata.generation`` counts changes of a custom object's spec; a package file has no such counter."""
+    text = json.dumps(spec, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

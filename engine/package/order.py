@@ -7,9 +7,11 @@ A package names other packages it depends on (parsed by :mod:`engine.package.dep
         - name: base              # metadata.name of another package
           namespace: infra        # optional; default the package's own namespace
 
-At load (:func:`check_dependencies`), a reference to no package of the folder
-and a cycle are refused, naming the files and lines (a cycle lists every
-member). :func:`dependency_order` gives an order where each package comes
+At load (:func:`check_dependencies`), a cycle is refused, naming the files and
+lines (it lists every member); a reference to no package of the folder is not:
+that package waits for it (``DependencyNotReady``), as Flux's helm-controller
+waits for a dependency it cannot get (internal/controller/helmrelease_controller.go,
+``checkDependencies``). :func:`dependency_order` gives an order where each package comes
 after its dependencies (as ``helmfile show-dag``); the reverse is the order of
 removal. A package reconciles only when each dependency is Ready (Flux's
 ``DependencyNotReady``); the controller asks :func:`waiting_for`.
@@ -37,18 +39,11 @@ def _where(spec: PackageSpec, dep: Dependency | None = None) -> str:
 
 
 def check_dependencies(specs: list[PackageSpec]) -> tuple[list[PackageSpec], list[PackageError]]:
-    """``specs`` without those whose ``dependsOn`` names no package of the set, or that are in a cycle
-    (or depend on such a package); the errors name the files and lines, a cycle every member."""
+    """``specs`` without those in a ``dependsOn`` cycle (or depending on such a package); the errors name the
+    files and lines, a cycle every member. A dependency on no package of the set is left to wait for it."""
     by_id = {package_id(s): s for s in specs}
     errors: list[PackageError] = []
     bad: set[PackageId] = set()
-    for spec in specs:
-        for i, dep in enumerate(spec.depends_on):
-            if dep.id not in by_id:
-                errors.append(PackageError(
-                    spec.file, f"spec.dependsOn[{i}]", f"no package {dep} in this folder",
-                    "name a package's metadata.name (and namespace), or fix that package's file", dep.line or None))
-                bad.add(package_id(spec))
     for cycle in find_cycles({pid: [d.id for d in s.depends_on if d.id in by_id] for pid, s in by_id.items()}):
         members = " -> ".join(f"{p[0]}/{p[1]} ({_where(by_id[p], _edge(by_id[p], q))})"
                               for p, q in zip(cycle, cycle[1:] + cycle[:1], strict=True))

@@ -9,8 +9,8 @@ spec that renders the released manifest is adopted on the status, with no
 revision. Each action type runs at most once per pass (a second one asks for an
 immediate requeue); a remediation ends the pass (requeue at once); retries
 exhausted or a missing rollback target stall the package until its spec
-changes. Failure counters reset when the chart version or the spec digest
-differs from what was last attempted.
+changes. Failure counters reset when the package's generation, the chart version or
+the spec digest differs from what was last attempted (Flux's MustResetFailures).
 """
 
 from __future__ import annotations
@@ -94,14 +94,18 @@ class AtomicRelease:
 
     @staticmethod
     def reset_on_spec_change(req: Request) -> bool:
-        """Reset failure counters (and Stalled) when the spec differs from the last attempt; True if reset."""
+        """Reset failure counters (and Stalled) when the package's generation (any change of its spec, e.g.
+        its timeout or its retries), its chart version or its spec digest (chart and composed values) differs
+        from the last attempt, as Flux's helm-controller does (internal/action/reset.go, ``MustResetFailures``);
+        True if reset."""
         s = req.status
         changed = (s.last_attempted_spec_digest != req.spec_digest
-                   or s.last_attempted_chart_version != req.chart.version)
+                   or s.last_attempted_chart_version != req.chart.version
+                   or s.last_attempted_generation != req.spec.generation)
         if changed:
             req.status = dataclasses.replace(
                 s, failures=FailureCounts(), last_attempted_spec_digest=req.spec_digest,
-                last_attempted_chart_version=req.chart.version,
+                last_attempted_chart_version=req.chart.version, last_attempted_generation=req.spec.generation,
                 conditions=cond.delete_condition(s.conditions, cond.STALLED),
             )
         return changed
@@ -123,6 +127,21 @@ class AtomicRelease:
         record = await asyncio.to_thread(self.ctx.observer.load_release, ns, release, latest.version)
         return await asyncio.to_thread(self.detector.detect, str(record.get("manifest") or ""), ns,
                                        req.spec.drift_ignore)
+
+    @staticmethod
+    def _mark_drift(req: Request, drift: list[DriftItem]) -> None:
+        """The Drifted condition, with drift detection on: True (DriftDetected, what drifted) or False
+        (NoDriftDetected), as Flux's helm-controller marks it (internal/reconcile/atomic_release.go
+        ``actionForState``); left as it was with drift detection disabled, as Flux leaves it."""
+        if drift:
+            ns, release = req.key
+            text = "; ".join(i.describe() for i in drift[:5])
+            set_conditions(req, (cond.DRIFTED, True, cond.DRIFT_DETECTED,
+                                 f"Cluster state of release {ns}/{release} has drifted from the desired state: "
+                                 f"{text}"))
+        else:
+            set_conditions(req, (cond.DRIFTED, False, cond.NO_DRIFT_DETECTED,
+                                 "No drift detected against the cluster state"))
 
     async def _render_checksum(self, req: Request) -> None:
         """Render once per pass for the manifest checksum (the spec changed: does the manifest?); "" when it
@@ -191,12 +210,9 @@ class AtomicRelease:
 
     async def _pass(self, req: Request) -> PassResult:
         self.reset_on_spec_change(req)
-        if req.force and (req.status.failures.total or cond.is_true(req.status.conditions, cond.STALLED)):
-            # An operator's forced upgrade starts afresh, as Flux's reset request does.
+        if req.force:  # runs past exhausted retries (next_action), its counters kept: Stalled is decided anew
             req.status = dataclasses.replace(
-                req.status, failures=FailureCounts(),
-                conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
-            self.ctx.events("upgrade", "info", "forced: failure counters reset", ())
+                req.status, conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
         set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING, "reconciliation in progress"))
         done: set[str] = set()
         outcomes: list[ActionOutcome] = []
@@ -207,6 +223,8 @@ class AtomicRelease:
             state = await self._decide(req, latest)
             if state.status == st.IN_SYNC and not req.force and not state.maintenance:
                 drift = await self._drift(req)
+                if req.spec.drift_detection != "disabled":
+                    self._mark_drift(req, drift)
                 if drift:
                     state = st.ReleaseState(st.DRIFTED, "; ".join(i.describe() for i in drift[:5]))
             if not consistent and not self._nothing_to_do(req, state, latest):
@@ -225,7 +243,9 @@ class AtomicRelease:
             if state.status == st.UNMANAGED:
                 req.status = dataclasses.replace(req.status, history=req.status.history.clear())
             try:
-                action = na.next_action(req, state, latest, now=self.ctx.now())
+                stored = {o.version: o for o in self.ctx.observer.history(*req.key)} \
+                    if state.status == st.FAILED else None  # a rollback target is verified there
+                action = na.next_action(req, state, latest, now=self.ctx.now(), stored=stored)
             except ExceededMaxRetries as exc:
                 set_conditions(req, (cond.STALLED, True, cond.RETRIES_EXCEEDED, str(exc)))
                 return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))

@@ -9,6 +9,7 @@ from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
 from engine.reconcile.options import install_options
 from engine.reconcile.request import Request
+from engine.resolve.release import crd_labels
 
 
 class Install(ReleaseReconciler):
@@ -26,6 +27,7 @@ class Install(ReleaseReconciler):
                                replace=before is not None and before.status == "uninstalled")
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.install, install=True,
-                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user)
+                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user,
+                               labels=crd_labels(req.spec))
             return await self.ctx.helm.install(release, ns, req.chart.path, req.values, opts)
         return call

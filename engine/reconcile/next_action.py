@@ -10,6 +10,7 @@ pass. Action names: ``install``, ``upgrade``, ``test``, ``rollback``
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from engine.package.model import InstallSpec
 from engine.reconcile import state as st
@@ -35,8 +36,10 @@ def next_action(
     *,
     action_running: bool = False,
     now: float | None = None,
+    stored: Mapping[int, Observation] | None = None,
 ) -> str | None:
-    """The action for ``state`` (see module docstring).
+    """The action for ``state`` (see module docstring). ``stored``: the release's revisions in storage by
+    version (None: not looked at), to verify a rollback target before rolling back to it.
 
     Raises ExceededMaxRetries (stall: retries used up), MissingRollbackTarget
     (stall) and ReleaseLocked (a pending release that is not stale yet).
@@ -68,18 +71,20 @@ def next_action(
     if status == st.UNTESTED:
         return TEST
     if status == st.FAILED:
-        return _for_failed(req)
+        return _for_failed(req, stored)
     raise ReleaseLocked(state.reason)  # Unknown: wait and look again
 
 
 def _unless_exhausted(req: Request, action: str, where: str = "") -> str:
-    """``action`` (install or upgrade), or ExceededMaxRetries when its retries are used up."""
-    if req.retries_exhausted(req.spec.install if action == INSTALL else req.spec.upgrade):
+    """``action`` (install or upgrade), or ExceededMaxRetries when its retries are used up and it is not
+    forced (a force runs it all the same, its counters kept, as Flux's helm-controller forces an install or
+    upgrade "while out of retries": internal/reconcile/atomic_release.go, ``actionForState``)."""
+    if not req.force and req.retries_exhausted(req.spec.install if action == INSTALL else req.spec.upgrade):
         raise ExceededMaxRetries(f"{action} retries exhausted: cannot {action} release{where}")
     return action
 
 
-def _for_failed(req: Request) -> str:
+def _for_failed(req: Request, stored: Mapping[int, Observation] | None) -> str:
     if req.spec.maintenance:
         # In maintenance nothing is remediated: as nelm's Service, a release not deployed is upgraded.
         return _unless_exhausted(req, UPGRADE, " in maintenance")
@@ -87,10 +92,17 @@ def _for_failed(req: Request) -> str:
     if remediation is None or req.failure_count(remediation) <= 0:
         # No remediation in play, or the failure predates a spec change: try an upgrade.
         return UPGRADE
+    if req.force:  # a forced upgrade of a failed release, no further checks (Flux's actionForState)
+        return UPGRADE
     if req.retries_exhausted(remediation) and not remediation.remediate_last:
         raise ExceededMaxRetries("retries exhausted: ignoring the last failure")
     if isinstance(remediation, InstallSpec) or remediation.strategy == "uninstall":
         return UNINSTALL_REMEDIATION
-    if req.status.history.previous(req.spec.test.ignore_failures) is None:
+    target = req.status.history.previous(req.spec.test.ignore_failures)
+    if target is None:
         raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
+    if stored is not None and ((found := stored.get(target.version)) is None or found.digest != target.digest):
+        # Gone from storage or changed there: upgrade again instead, as Flux's helm-controller does
+        # (internal/reconcile/atomic_release.go, actionForState, after internal/action/verify.go VerifySnapshot).
+        return UPGRADE
     return ROLLBACK

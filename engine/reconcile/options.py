@@ -15,6 +15,7 @@ from engine.helm.cli import InstallOptions, PostRenderer, RollbackOptions, Unins
 from engine.helm.crds import helm_skips
 from engine.package.identity import service_account_user
 from engine.package.model import PackageSpec
+from engine.resolve.release import crd_labels
 
 
 def kube_user(spec: PackageSpec | None) -> str:
@@ -32,9 +33,9 @@ def install_options(
     wait = not spec.install.disable_wait
     return InstallOptions(
         timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not spec.install.disable_wait_for_jobs,
-        create_namespace=spec.install.create_namespace, disable_hooks=spec.install.disable_hooks,
+        create_namespace=spec.creates_namespace, disable_hooks=spec.install.disable_hooks,
         replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
-        skip_crds=helm_skips(spec.crds.install), kube_as_user=kube_user(spec),
+        skip_crds=helm_skips(spec.crds.install, labelled=bool(crd_labels(spec))), kube_as_user=kube_user(spec),
     )
 
 
@@ -48,12 +49,13 @@ def upgrade_options(
     wait = not section.disable_wait
     return UpgradeOptions(
         timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not section.disable_wait_for_jobs,
-        install=install, create_namespace=install and spec.install.create_namespace,
+        install=install, create_namespace=install and spec.creates_namespace,
         force=spec.upgrade.force and not install, cleanup_on_fail=spec.upgrade.cleanup_on_fail and not install,
         reuse_values=spec.upgrade.preserve_values, reset_values=not spec.upgrade.preserve_values,
         disable_hooks=section.disable_hooks, max_history=spec.max_history, labels=dict(labels),
         post_renderer=post_renderer, force_conflicts=force_conflicts,
-        skip_crds=helm_skips(spec.crds.for_action(install)), kube_as_user=kube_user(spec),
+        skip_crds=helm_skips(spec.crds.for_action(install), labelled=bool(crd_labels(spec))),
+        kube_as_user=kube_user(spec),
     )
 
 

@@ -82,6 +82,7 @@ def content_state(
     want_chart: tuple[str, str] | None = None,
     checksum: str | None = None,
     absent: tuple[str, ...] = (),
+    smart: bool = True,
 ) -> ReleaseState:
     """Whether a deployed release holds what the spec asks for, in this order:
 
@@ -92,7 +93,8 @@ def content_state(
     label or the digest ``adopted`` for this revision → (go on); else, with no
     ``checksum`` yet → OutOfSync with ``render``; checksum differs from the
     release's ``wire.MANIFEST_CHECKSUM`` (or it has none) → OutOfSync;
-    else ``adopt`` and go on; resources absent → OutOfSync; else InSync.
+    else ``adopt`` and go on; resources absent → OutOfSync; else InSync. Without ``smart``
+    (:attr:`PackageSpec.smart_upgrade`) a differing spec digest is OutOfSync with no render.
     """
     if in_maintenance(maintenance, "deployed", release_labels):
         return ReleaseState(IN_SYNC, "in maintenance (NoResourceReconciliation): the release is left as it is",
@@ -104,6 +106,8 @@ def content_state(
         return ReleaseState(OUT_OF_SYNC, f"chart changed from {chart[0]}@{chart[1]} to {want_chart[0]}@{want_chart[1]}")
     adopt = False
     if spec_digest not in (release_labels.get(wire.SPEC_DIGEST), adopted or None):
+        if not smart:
+            return ReleaseState(OUT_OF_SYNC, "values or chart changed")
         if checksum is None:
             return ReleaseState(OUT_OF_SYNC, "values or chart files changed", render=True)
         if release_labels.get(wire.MANIFEST_CHECKSUM) != checksum:
@@ -203,16 +207,19 @@ def _held_state(req: Request, latest: Observation, ours: Snapshot,
         release_labels=latest.label_map, maintenance=req.spec.maintenance, spec_digest=req.spec_digest,
         adopted=status.adopted_spec_digest if status.adopted_revision == latest.version else "",
         chart=(latest.chart_name, latest.chart_version), want_chart=(req.chart.name, req.chart.version),
-        checksum=req.manifest_checksum, absent=req.absent,
+        checksum=req.manifest_checksum, absent=req.absent, smart=req.spec.smart_upgrade,
     )
     if content.status != IN_SYNC:
         return content
     test = req.spec.test
     # A chart without test hooks has nothing to run: it counts as tested.
-    if test.enable and ours.test_hooks and not ours.has_been_tested():
+    # Only the hooks the filters select count (those never run otherwise), as Flux's helm-controller records
+    # only the tests it ran (internal/reconcile/state.go DetermineReleaseState: Snapshot.HasBeenTested).
+    hooks = tuple(h for h in ours.test_hooks if test.selects(h.name))
+    if test.enable and hooks and not any(h.phase for h in hooks):
         return ReleaseState(UNTESTED, "release has not been tested", adopt=content.adopt)
     if (test.enable and req.active_remediation() is not None and not test.ignore_failures
-            and ours.has_test_in_phase("Failed")):
+            and any(h.phase == "Failed" for h in hooks)):
         return ReleaseState(FAILED, "release has failed tests", adopt=content.adopt)
     if req.spec.drift_detection != "disabled" and drift is not None and drift():
         return ReleaseState(DRIFTED, "cluster state differs from the release manifest", adopt=content.adopt)

@@ -26,7 +26,8 @@ SCHEMA = wire.STATUS_SCHEMA
 
 @dataclass(frozen=True)
 class FailureCounts:
-    """Flux's failure counters; reset when the chart version or the spec digest changes."""
+    """Flux's failure counters; reset when the package's generation, the chart version or the spec digest
+    changes (engine.reconcile.atomic)."""
 
     install: int = 0
     upgrade: int = 0
@@ -69,6 +70,7 @@ class EngineStatus:
     last_attempted_release_action: str = ""
     last_attempted_spec_digest: str = ""
     last_attempted_chart_version: str = ""
+    last_attempted_generation: str = ""
     conditions: tuple[Condition, ...] = ()
     last: ActionOutcome | None = None
     suspended: bool = False
@@ -87,6 +89,7 @@ class EngineStatus:
             "lastAttemptedReleaseAction": self.last_attempted_release_action,
             "lastAttemptedSpecDigest": self.last_attempted_spec_digest,
             "lastAttemptedChartVersion": self.last_attempted_chart_version,
+            "lastAttemptedGeneration": self.last_attempted_generation,
             "conditions": [dataclasses.asdict(c) for c in self.conditions],
             "last": dataclasses.asdict(self.last) if self.last else None,
             "suspended": self.suspended,
@@ -115,6 +118,7 @@ class EngineStatus:
                 last_attempted_release_action=str(doc.get("lastAttemptedReleaseAction", "")),
                 last_attempted_spec_digest=str(doc.get("lastAttemptedSpecDigest", "")),
                 last_attempted_chart_version=str(doc.get("lastAttemptedChartVersion", "")),
+                last_attempted_generation=str(doc.get("lastAttemptedGeneration", "")),
                 conditions=tuple(Condition(**c) for c in doc.get("conditions") or []),
                 last=ActionOutcome(**{**last, "tail": tuple(last.get("tail", ()))}) if last else None,
                 suspended=bool(doc.get("suspended", False)),

@@ -10,6 +10,7 @@ from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
 from engine.reconcile.options import upgrade_options
 from engine.reconcile.request import Request
+from engine.resolve.release import crd_labels
 
 
 class Upgrade(ReleaseReconciler):
@@ -26,6 +27,7 @@ class Upgrade(ReleaseReconciler):
                                force_conflicts=req.force_conflicts)
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,
-                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user)
+                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user,
+                               labels=crd_labels(req.spec))
             return await self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
         return call

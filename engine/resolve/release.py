@@ -74,13 +74,25 @@ class ResolvedRelease:
     secret_paths: tuple[ValuesPath, ...] = ()
 
 
+def origin_labels(spec: PackageSpec) -> dict[str, str]:
+    """The origin labels of ``spec``'s resources: helmdeck's for a Package, Flux's ``helm.toolkit.fluxcd.io/name``
+    and ``/namespace`` for a HelmRelease (rendered as Flux's helm-controller renders it)."""
+    if spec.kind == HELM_RELEASE:
+        return {wire.FLUX_ORIGIN_NAME: spec.name, wire.FLUX_ORIGIN_NAMESPACE: spec.namespace}
+    return {wire.ORIGIN_NAME: spec.name, wire.ORIGIN_NAMESPACE: spec.namespace}
+
+
+def crd_labels(spec: PackageSpec) -> dict[str, str]:
+    """The labels put on the chart's CRDs (``crds/``): for a HelmRelease its origin labels, helmdeck then applying
+    every CRD itself as Flux's helm-controller does (internal/action/crds.go ``applyCRDs`` with
+    ``setOriginVisitor``, from install.go and upgrade.go); none for a Package (helm creates them on install)."""
+    return origin_labels(spec) if spec.kind == HELM_RELEASE else {}
+
+
 def post_render_settings(spec: PackageSpec) -> PostRenderSettings:
     """The post-rendering of ``spec``'s release: its own, then the origin labels stamped on every resource
-    (helmdeck's for a Package, Flux's ``helm.toolkit.fluxcd.io/name`` and ``/namespace`` for a HelmRelease)."""
-    if spec.kind == HELM_RELEASE:  # rendered as Flux's helm-controller renders it: its origin labels
-        stamp = {wire.FLUX_ORIGIN_NAME: spec.name, wire.FLUX_ORIGIN_NAMESPACE: spec.namespace}
-    else:
-        stamp = {wire.ORIGIN_NAME: spec.name, wire.ORIGIN_NAMESPACE: spec.namespace}
+    (:func:`origin_labels`)."""
+    stamp = origin_labels(spec)
     if spec.maintenance:
         stamp[wire.RESOURCE_MAINTENANCE] = "true"
     return PostRenderSettings(tuple(sorted(stamp.items())), spec.rendering)

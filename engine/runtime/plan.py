@@ -283,7 +283,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
                 if drifted:
                     plural = "s" if len(drifted) != 1 else ""
                     state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} object{plural} drifted")
-            action, why = _action(req, state, latest)
+            action, why = _action(req, state, latest, {o.version: o for o in engine.observer.history(*spec.key)})
             reasons = [*_reasons(req, state, latest, deployed_values), *why]
         objects: tuple[tuple[str, ...], ...] = ((), (), ())
         values_text = manifest_text = ""
@@ -341,10 +341,12 @@ def _replace(plan: PackagePlan, **changes: Any) -> PackagePlan:
     return PackagePlan(**{**asdict(plan), **changes})
 
 
-def _action(req: Request, state: st.ReleaseState, latest: Observation | None) -> tuple[str | None, list[str]]:
-    """The next action for ``state`` and what the decision said when it ends the pass instead."""
+def _action(req: Request, state: st.ReleaseState, latest: Observation | None,
+            stored: dict[int, Observation]) -> tuple[str | None, list[str]]:
+    """The next action for ``state`` (``stored``: the release's revisions in storage) and what the decision said
+    when it ends the pass instead."""
     try:
-        return na.next_action(req, state, latest), []
+        return na.next_action(req, state, latest, stored=stored), []
     except (ExceededMaxRetries, MissingRollbackTarget) as exc:
         return "stalled", [str(exc)]
     except ReleaseLocked as exc:

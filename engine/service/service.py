@@ -38,7 +38,7 @@ from engine.monitor.watch import WatchHub
 from engine.package.model import PackageSpec
 from engine.reconcile.options import kube_user, upgrade_options
 from engine.reconcile.state import IN_SYNC, content_state, in_maintenance
-from engine.resolve.release import PostRenderSettings, ResolvedRelease, post_render_settings, resolve
+from engine.resolve.release import PostRenderSettings, ResolvedRelease, crd_labels, post_render_settings, resolve
 from engine.resolve.values import ValuesFrom
 from engine.service.manifest_reads import ManifestReads
 from engine.service.monitors import AbsentCallback, MonitorRegistry, StatusCallback
@@ -205,11 +205,12 @@ class ReleaseService:
             return "release absent"
         if latest.status != "deployed":
             return f"last status is {latest.status}"
-        absent = tuple(r.ref for r in self._monitors.absent(key))
-        if not absent and reported:
+        absent = tuple(r.ref for r in self._monitors.absent(key)) if resolved.spec.restores_absent else ()
+        if not absent and reported and resolved.spec.restores_absent:
             absent = ("reported by the monitor",)
         verdict = content_state(release_labels=dict(latest.labels), maintenance=resolved.spec.maintenance,
-                                spec_digest=resolved.spec_digest, checksum=checksum, absent=absent)
+                                spec_digest=resolved.spec_digest, checksum=checksum, absent=absent,
+                                smart=resolved.spec.smart_upgrade)
         if verdict.render:
             return _RENDER
         return None if verdict.status == IN_SYNC else verdict.reason
@@ -229,7 +230,8 @@ class ReleaseService:
         if not install:
             opts = dataclasses.replace(opts, create_namespace=False)
         await prepare_crds(self._api, resolved.chart.path, package.crds.for_action(install), install=install,
-                           timeout=package.timeout, values=resolved.values, as_user=opts.kube_as_user)
+                           timeout=package.timeout, values=resolved.values, as_user=opts.kube_as_user,
+                           labels=crd_labels(package))
         with self._monitors.quiet(key):
             await self.helm.upgrade(key[1], key[0], resolved.chart.path, resolved.values, opts)
 

@@ -345,7 +345,8 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
         eventually(lambda: _acknowledged(objects, namespace, "web", "lastHandledReconcileAt", "t1"), 30,
                    "requestedAt acknowledged", logs=ctl.text)
         # force: an upgrade although in sync, exactly one.
-        _annotate(objects, namespace, "web", **{"reconcile.helmdeck.dev/forceAt": "t2"})
+        _annotate(objects, namespace, "web", **{"reconcile.helmdeck.dev/forceAt": "t2",
+                                               "reconcile.helmdeck.dev/requestedAt": "t2"})
         eventually(lambda: _acknowledged(objects, namespace, "web", "lastHandledForceAt", "t2"), 60,
                    "forceAt acknowledged", logs=ctl.text)
         assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
@@ -359,7 +360,8 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
         before = releases(core, namespace, "broken")
         time.sleep(4)
         assert releases(core, namespace, "broken") == before  # stalled: no retries
-        _annotate(objects, namespace, "broken", **{"reconcile.helmdeck.dev/resetAt": "t3"})
+        _annotate(objects, namespace, "broken", **{"reconcile.helmdeck.dev/resetAt": "t3",
+                                                  "reconcile.helmdeck.dev/requestedAt": "t3"})
         eventually(lambda: _acknowledged(objects, namespace, "broken", "lastHandledResetAt", "t3"), 60,
                    "resetAt acknowledged", logs=ctl.text)
         after = releases(core, namespace, "broken")
@@ -435,7 +437,8 @@ def test_rollback_cancel_unlock_and_monitor_requests(
     ctl = env.start()
     try:
         eventually(lambda: releases(core, namespace, "flaky") == [(1, "deployed")], 90, "installed", logs=ctl.text)
-        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f1"})
+        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f1",
+                                                 "reconcile.helmdeck.dev/requestedAt": "f1"})
         eventually(lambda: _acknowledged(objects, namespace, "flaky", "lastHandledForceAt", "f1"), 60, "forced",
                    logs=ctl.text)
         # Roll back to revision 1: revision 3, and the package is held (no pass undoes it).
@@ -457,7 +460,8 @@ def test_rollback_cancel_unlock_and_monitor_requests(
         # An upgrade hanging on --wait, cancelled by request: its pending revision is unlocked at once.
         objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "packages", "flaky",
                                                {"spec": {"values": {"hang": True}}})
-        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f2"})
+        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f2",
+                                                 "reconcile.helmdeck.dev/requestedAt": "f2"})
         eventually(lambda: (4, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",
                    logs=ctl.text)
         _annotate(objects, namespace, "flaky", **{"cancel.helmdeck.dev/requestedAt": "c1"})
@@ -481,7 +485,8 @@ def test_rollback_cancel_unlock_and_monitor_requests(
         assert 'rollback.helmdeck.dev/revision: "3"' in cancelled[-1], cancelled
         assert "Unmanaged" not in json.dumps(status) and "outside helmdeck" not in json.dumps(status), status
         # An upgrade left pending by a killed controller, unlocked by request on the next one.
-        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f3"})
+        _annotate(objects, namespace, "flaky", **{"reconcile.helmdeck.dev/forceAt": "f3",
+                                                 "reconcile.helmdeck.dev/requestedAt": "f3"})
         eventually(lambda: (5, "pending-upgrade") in releases(core, namespace, "flaky"), 60, "upgrade waiting",
                    logs=ctl.text)
         ctl.stop(signal.SIGKILL)

@@ -11,6 +11,10 @@ The annotations are :mod:`engine.base.wire`'s:
   revision marked failed), ``CANCEL_REQUEST`` (the running action stopped, its pending revision unlocked, the
   package held), ``PAUSE_REQUEST`` and ``RESUME_REQUEST`` (the resource monitor).
 
+A force or a reset acts only when its value equals the reconcile request's, itself not handled yet (as
+``flux reconcile helmrelease --force``/``--reset`` write both): another value is acknowledged and does
+nothing, as Flux's ``HandleAnnotationRequest`` (fluxcd/pkg/apis/meta annotations.go) decides.
+
 A request is a new annotation value: one that differs from the acknowledged one. It is acknowledged once its
 pass has ended (a pass refused because another action runs is tried again shortly), so a restarted or a
 taking-over controller never handles it twice: the acknowledgement lives in the object's status.
@@ -67,6 +71,16 @@ def pending(obj: dict[str, Any], acknowledged: dict[str, str]) -> list[tuple[str
         if value and value != acknowledged.get(ack, status.get(ack)):
             out.append((request, value))
     return out
+
+
+_TOKENS = ("force", "reset")  # requests whose value must be the reconcile request's to act
+
+
+def unmatched(todo: list[tuple[str, str]]) -> set[str]:
+    """Of the pending requests ``todo`` (:func:`pending`'s), the force and reset whose value is not that of a
+    pending reconcile request: acknowledged without acting, as Flux's ``HandleAnnotationRequest`` decides."""
+    reconcile = dict(todo).get("reconcile")
+    return {r for r, v in todo if r in _TOKENS and v != reconcile}
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,14 @@ class Requests:
     async def _handle(self, ref: tuple[str, str], key: ReleaseKey, spec: PackageSpec,
                       todo: list[tuple[str, str]], revision: str) -> None:
         try:
+            ignored = unmatched(todo)
+            for request in ignored:
+                names, reconcile = REQUESTS[request][0], REQUESTS["reconcile"][0]
+                self._ack(ref, key, request, dict(todo)[request],
+                          f"not acted on: its value is not that of a new reconcile request ({reconcile[0]} or "
+                          f"{reconcile[1]}); write both with the same value, as `flux reconcile helmrelease "
+                          f"--{request}` does ({names[0]} or {names[1]})")
+            todo = [(r, v) for r, v in todo if r not in ignored]
             for request, value in todo:
                 if request in _PASSES and request != "reset":
                     continue

@@ -3,9 +3,10 @@
 The acting controller puts :data:`FINALIZER` on every Package object it reconciles. When one is deleted
 (``deletionTimestamp`` set, the finalizer holding it), its release is uninstalled with the object's
 ``spec.uninstall`` options (:meth:`PackageController.uninstall_removed`, the prune's path, under the
-release's guard), an Event says how it went, and the finalizer is removed, so the API server deletes the
-object. A failed uninstall keeps the finalizer and is tried again at the next change or retry. An object the
-loader refused (so never installed from) and one whose release is gone lose the finalizer at once.
+release's guard; a suspended one's release is kept, as Flux keeps it), an Event says how it went, and the
+finalizer is removed, so the API server deletes the object. A failed uninstall keeps the finalizer and is
+tried again at the next change or retry. An object the loader refused (so never installed from) and one
+whose release is gone lose the finalizer at once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from engine.package.load import package_object
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.runtime.cluster.objects import PACKAGES, PackageObjects, deleting
+from engine.runtime.drive.controller import kept_when_removed
 from engine.runtime.ledger.book import ActionRefused
 from engine.runtime.state import EngineSignal, LeaseChanged
 
@@ -137,7 +139,9 @@ class Finalizers:
             self._missed.discard(origin)
             self.sweep([origin])
             return
-        if spec is not None:
+        if spec is not None and (kept := kept_when_removed(spec)) is not None:
+            await self.record(ref, cond.UNINSTALL_SUCCEEDED, f"Package deleted: {kept}", False)
+        elif spec is not None:
             await self.record(ref, cond.UNINSTALL_SUCCEEDED,
                               f"Helm uninstall succeeded for release {spec.key[0]}/{spec.key[1]}", False)
         await self._patch(origin, obj, _removed)

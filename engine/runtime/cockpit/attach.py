@@ -141,7 +141,9 @@ def attached_fields(obj: dict[str, Any], spec: PackageSpec, holder: str, lease: 
         for c in status.get("conditions") or () if isinstance(c, dict))
     generation, observed = int(meta.get("generation") or 0), int(status.get("observedGeneration") or 0)
     ready = cond.get(conditions, cond.READY)
-    asked = tuple(dict.fromkeys(_SHOWN[r] for r, _ in pending(obj, {})))
+    todo = pending(obj, {})
+    tokens = {v for r, v in todo if r in ("force", "reset")}  # their reconcile request is part of them
+    asked = tuple(dict.fromkeys(_SHOWN[r] for r, v in todo if r != "reconcile" or v not in tokens))
     return {
         "package": spec,
         "attached": Attached((str(meta.get("namespace")), str(meta.get("name"))), holder, generation, observed,
@@ -385,6 +387,8 @@ class Attachment:
             names, _ = REQUESTS[REQUEST_OF[action]]
             stamp = now_text()
             notes = {names[0]: stamp}
+            if REQUEST_OF[action] in ("force", "reset"):  # acted on only with a reconcile request of its value
+                notes[REQUESTS["reconcile"][0][0]] = stamp
             if action == "rollback":
                 notes[ROLLBACK_REVISION] = str(revision)
             body = {"metadata": {"annotations": notes}}

@@ -96,6 +96,16 @@ def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observa
     return unlock
 
 
+def kept_when_removed(spec: PackageSpec) -> str | None:
+    """Why the release of a package that is gone (its file removed, its object deleted) stays installed, None
+    when it is uninstalled: a package suspended by its ``spec.suspend`` keeps its release, as Flux's
+    helm-controller (internal/controller/helmrelease_controller.go, ``reconcileDelete``) uninstalls only
+    a HelmRelease that is not suspended."""
+    if spec.suspend:
+        return "the release is kept: the package was suspended (spec.suspend: true)"
+    return None
+
+
 def verdict(result: PassResult, interval: float) -> RunResult:
     """What the work queue does after a pass (the one translation of a pass's ``next``)."""
     if result.state == cond.DEPENDENCY_NOT_READY:  # woken when a dependency turns Ready; this is the fallback
@@ -220,10 +230,14 @@ class PackageController:
 
     async def uninstall_removed(self, spec: PackageSpec, why: str, *, stored: bool = False) -> str | None:
         """Uninstall the release of a package that is gone (``why``: a removed file, a deleted Package object),
-        with its ``spec.uninstall`` options, under the release's guard. Only a release this engine installed
+        with its ``spec.uninstall`` options, under the release's guard; a suspended one's release is kept
+        (:func:`kept_when_removed`). Only a release this engine installed
         (its status has history), or with ``stored`` any release storage holds. Returns None when it is
         uninstalled or there is nothing to uninstall, else helm's error. Raises ActionRefused (busy)."""
         key = spec.key
+        if (kept := kept_when_removed(spec)) is not None:
+            self.book.log(key, "prune", "info", f"{why}: {kept}")
+            return None
         status = self.book.status(key)
         if stored:
             if self.ctx.observer.latest(*key) is None:
@@ -276,12 +290,14 @@ class PackageController:
                 book.refresh(key)
 
     def on_absent(self, namespace: str, name: str) -> None:
-        """The monitor found resources of a release missing: reconcile its package (once)."""
+        """The monitor found resources of a release missing: reconcile its package (once), when it restores
+        them (:attr:`PackageSpec.restores_absent`)."""
         key = (namespace, name)
         latest = self.ctx.observer.latest(*key)
         if latest is None or latest.status != "deployed" or self.gate.suspension(key) is not None:
             return  # uninstalled or being uninstalled, or the operator holds the package
-        if key in self.book.packages and self.gate.acting and self.auto:
+        spec = self.book.packages.get(key)
+        if spec is not None and spec.restores_absent and self.gate.acting and self.auto:
             self.book.log(key, "monitor", "info", "resources are absent: reconciling to restore them")
             self.queue.add(key)
 
@@ -333,7 +349,7 @@ class PackageController:
                                     package_set=self.package_set.identity if self.package_set else None)
         req.post_renderer = await self.service.post_renderer_for(spec)
         self.service.take_absent_report(*key)
-        req.absent = tuple(r.ref for r in self.service.absent(*key))
+        req.absent = tuple(r.ref for r in self.service.absent(*key)) if spec.restores_absent else ()
         latest = self.ctx.observer.latest(*key)
         req.force_conflicts = latest is not None and latest.label_map.get(wire.MAINTENANCE) == "true"
         await self.adoption.adopt(req, latest)

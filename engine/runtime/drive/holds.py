@@ -51,7 +51,7 @@ class DependencyHolds:
             key = self.key_of(dep.id)
             status = self._book.status(key) if key is not None else None
             ready = cond.get(status.conditions, cond.READY) if status is not None else None
-            why = "not loaded" if key is None else f"not Ready: {ready.message}" if ready is not None and \
+            why = "not found" if key is None else f"not Ready: {ready.message}" if ready is not None and \
                 ready.message else "not reconciled yet"
             parts.append(f"{dep} ({why})")
         return "waiting for " + ", ".join(parts)

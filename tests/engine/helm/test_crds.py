@@ -97,7 +97,7 @@ def test_the_upgrade_crd_policy_decides_what_happens_to_the_charts_crds(
     chart = write_chart(tmp_path, group, "0.1.0")
     pkgs = tmp_path / "p"
     pkgs.mkdir()
-    upgrade: dict[str, Any] = {} if policy == "Skip" else {"upgrade": {"crds": policy}}  # Skip is the default
+    upgrade: dict[str, Any] = {} if policy == "Create" else {"upgrade": {"crds": policy}}  # Create is the default
     write_package(pkgs, "app", namespace, chart=chart, timeout="30s", **upgrade)
     args = ["reconcile", "--once", "--no-lease", "--json", *cluster_args(helm, kube_target, namespace, pkgs,
                                                                          tmp_path / "log")]

@@ -426,8 +426,9 @@ _DIFFERENT = {
 # Flux's getters helmdeck has no field for yet, each with the issue 34 behaviour that brings it (a field Flux
 # has and helmdeck refuses is named by the loader: engine/package/flux.py UNSUPPORTED).
 _NOT_YET = {
-    "install.crds": "10: the CRD policy when unset (helmdeck: Create on install, Skip on upgrade)",
-    "upgrade.crds": "10",
+    # the getters give the field as written; the policy when unset is internal/action/crds.go crdPolicyOrDefault's
+    # (Create for both), which helmdeck follows (tests/engine/reconcile/test_flux_rules.py, behaviour 10)
+    "install.crds": "10: the getter is the raw field", "upgrade.crds": "10: the getter is the raw field",
     "install.retry": "3: install.strategy (RetryOnFailure) is refused",
     "upgrade.retry": "3: upgrade.strategy is refused",
     "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",

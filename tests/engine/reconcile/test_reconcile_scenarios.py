@@ -379,13 +379,17 @@ async def test_pending_install_left_by_a_killed_helm(sc: Scenario) -> None:
     assert sc.revisions()[0][1] == "deployed"
 
 
-async def test_a_forced_upgrade_of_a_stalled_release_starts_afresh(sc: Scenario) -> None:
+async def test_a_forced_upgrade_of_a_stalled_release_runs_once_and_keeps_the_counters(sc: Scenario) -> None:
+    # helm-controller internal/reconcile/atomic_release.go actionForState: "forcing upgrade for failed release",
+    # the counters untouched (only internal/action/reset.go MustResetFailures clears them).
     sc.write("{fail: true}")
     await sc.start()
     stalled = await sc.run()
     assert stalled.state == st.STALLED
     assert (await sc.run()).outcomes == ()  # stalled: nothing runs by itself
     forced = await sc.run(force=True)
-    assert [o.action for o in forced.outcomes][:1] == ["upgrade"]  # tried again, counters reset first
+    assert [(o.action, o.ok) for o in forced.outcomes] == [("upgrade", False)] and forced.state == st.STALLED
     assert sc.engine is not None
-    assert any(e.message == "forced: failure counters reset" for e in sc.engine.events(sc.key))
+    status = sc.engine.status(sc.key)
+    assert status is not None and (status.failures.install, status.failures.upgrade) == (1, 1)
+    assert (await sc.run()).outcomes == ()  # stalled again: the force was one upgrade
