@@ -416,13 +416,6 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
     }
 
 
-# Flux's getters helmdeck answers otherwise, each for a numbered behaviour of issue 34 still to do (a strict
-# xfail below fails once helmdeck agrees, so this table is kept true).
-_DIFFERENT = {
-    # api/v2 GetStorageNamespace: spec.storageNamespace, else the HelmRelease's namespace even with
-    # targetNamespace (issue 34 behaviour 1); helmdeck stores beside the release (the helm CLI's --namespace).
-    "storageNamespace",
-}
 # Flux's getters helmdeck has no field for yet, each with the issue 34 behaviour that brings it (a field Flux
 # has and helmdeck refuses is named by the loader: engine/package/flux.py UNSUPPORTED).
 _NOT_YET = {
@@ -463,15 +456,14 @@ def test_helm_release_defaults_and_getters_are_the_apis(flux_oracle_process: Ora
     spec, _ = read_document(Path("release.yaml"), Parsed(release, None))
     assert spec is not None
     flux, mine = _flux_getters(answer), helmdeck_getters(spec)
-    assert set(flux) == set(mine) | _DIFFERENT | set(_NOT_YET), "every getter compared, or named as not yet"
-    differing = {k: (mine[k], flux[k]) for k in mine
-                 if k not in _DIFFERENT and canonical(mine[k]) != canonical(flux[k])}
+    assert set(flux) == set(mine) | set(_NOT_YET), "every getter compared, or named as not yet"
+    differing = {k: (mine[k], flux[k]) for k in mine if canonical(mine[k]) != canonical(flux[k])}
     assert not differing, f"(helmdeck, Flux) by getter: {differing}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34 behaviour 1: Flux stores the release in the HelmRelease's "
-                                       "namespace (GetStorageNamespace); helmdeck in the target namespace")
 def test_storage_namespace_with_a_target_namespace(flux_oracle_process: Oracle) -> None:
+    """helm-controller api/v2 helmrelease_types.go GetStorageNamespace: the HelmRelease's own namespace, even
+    with a targetNamespace (issue 34 behaviour 1)."""
     release = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
                "metadata": {"name": "web", "namespace": "apps"},
                "spec": {"interval": "10m", "targetNamespace": "prod", "chart": {"spec": {

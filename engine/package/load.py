@@ -152,18 +152,21 @@ def read_document(file: Path, parsed: Parsed, index: int = 0, *, allow_unsupport
             raise doc.error(f"spec.{name}", f"a helmdeck field Flux's {HELM_RELEASE} does not have "
                             f"({at(PACKAGE_SPEC, name).helmdeck_only})",
                             f"remove it, or write a {KIND} (apiVersion {API_VERSION}, kind: {KIND}) to use it")
-    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index, origin), data,
+    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index, origin,
+                                                      kind=HELM_RELEASE), data,
                                file=file,
                                lines=doc.lines, allow_unsupported=allow_unsupported)
     return dataclasses.replace(found, kind=HELM_RELEASE), left_out
 
 
-def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | None = None) -> PackageSpec:
+def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | None = None, *,
+                 kind: str = KIND) -> PackageSpec:
     """Validate one Package document (the ``index``-th document of ``file``; ``origin``: where it was
-    declared when ``file`` is a copy). Raises PackageError."""
+    declared when ``file`` is a copy; ``kind``: the document's, HelmRelease for one read as a Package, whose
+    storage namespace is Flux's). Raises PackageError."""
     node, data = parsed.node, parsed.data
     doc = _Doc(file, lines_by_path(node) if node is not None else {}, origin=origin)
-    return _package(doc, data, index)
+    return _package(doc, data, index, kind)
 
 
 def object_origin(plural: str, namespace: str, name: str) -> Path:
@@ -199,7 +202,7 @@ def package_object(obj: Mapping[str, Any], default_service_account: str = "") ->
     return spec
 
 
-def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
+def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageSpec:
     file = doc.file
     top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
     if not top:
@@ -233,7 +236,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
         raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
                         "point spec.chart at a chart directory or a packaged .tgz")
     release_name = doc.string(spec.get("releaseName"), "spec.releaseName")
-    identity = parse_identity(doc, spec, namespace)
+    identity = parse_identity(doc, spec, namespace, flux=kind == HELM_RELEASE)
     if release_name:
         if len(release_name) > MAX_RELEASE_NAME:
             raise doc.error("spec.releaseName", f"is {len(release_name)} characters long",
@@ -283,7 +286,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
         "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
                                        name=name),
         "values_from": parse_values_from(spec.get("valuesFrom"), file=file, lines=doc.lines),
-        "crds": parse_crds(doc, spec), **identity,
+        "crds": parse_crds(doc, spec), "kind": kind, **identity,
     }
     extra.update({k: v for k, v in (("timeout", timeout), ("interval", interval), ("max_history", max_history))
                   if v is not None})

@@ -48,6 +48,8 @@ from typing import Any
 from engine.package.crds import CrdPolicy
 from engine.package.depends import Dependency
 from engine.package.drift import IgnoreRule
+from engine.package.flux import HELM_RELEASE
+from engine.package.identity import storage_apart_reason
 from engine.package.postrender import Rendering
 from engine.package.schema import DRIFT_MODES as DRIFT_MODES  # the model's names, declared with the fields
 from engine.package.schema import MAINTENANCE_STATES as MAINTENANCE_STATES
@@ -253,8 +255,17 @@ class PackageSpec:
 
     @property
     def storage_ns(self) -> str:
-        """Namespace of the release's storage records (and helmdeck's status object)."""
-        return self.storage_namespace or self.release_namespace
+        """Namespace of the release's storage records (and helmdeck's status object): ``storageNamespace``,
+        else a HelmRelease's own namespace even with a ``targetNamespace`` (as helm-controller api/v2
+        ``HelmRelease.GetStorageNamespace``), a Package's release namespace (engine.package.identity)."""
+        if self.storage_namespace:
+            return self.storage_namespace
+        return self.namespace if self.kind == HELM_RELEASE else self.release_namespace
+
+    def helm_refusal(self, action: str) -> str | None:
+        """Why helm's CLI cannot run ``action`` on this package's release (stored apart from its namespace),
+        None when it can (:func:`engine.package.identity.storage_apart_reason`)."""
+        return storage_apart_reason(action, self.key, self.storage_ns)
 
     @property
     def key(self) -> tuple[str, str]:
