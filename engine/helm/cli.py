@@ -51,6 +51,10 @@ class HelmVersion:
         return self.raw or f"v{self.major}.{self.minor}.{self.patch}"
 
 
+# The first helm with --take-ownership on install and upgrade.
+TAKE_OWNERSHIP_SINCE = HelmVersion(3, 17, 0)
+
+
 @dataclass(frozen=True)
 class PostRenderer:
     """How helm invokes helmdeck's post-renderer.
@@ -121,6 +125,10 @@ class ReleaseOptions(ActionOptions):
     labels: Mapping[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
     skip_crds: bool = False  # the CRD policy (engine.helm.crds.helm_skips)
+    # Adopt existing objects helm does not own (--take-ownership), as Flux's helm-controller does unless
+    # disableTakeOwnership (internal/action/install.go NewInstall, upgrade.go NewUpgrade); helm before 3.17
+    # has no such flag and refuses them, as before.
+    take_ownership: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,7 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "labels": lambda o, m: _labels(o.labels),
     "post_renderer": lambda o, m: [],
     "skip_crds": lambda o, m: _flag("--skip-crds", o.skip_crds),
+    "take_ownership": lambda o, m: _flag("--take-ownership", o.take_ownership),
     "kube_as_user": lambda o, m: ["--kube-as-user", o.kube_as_user] if o.kube_as_user else [],
 }
 
@@ -306,6 +315,8 @@ class Helm:
     ) -> dict[str, Any]:
         """What install and upgrade share: the chart, the values file, the post-renderer, helm's JSON."""
         major = await self._major()
+        if opts.take_ownership and await self.version() < TAKE_OWNERSHIP_SINCE:
+            opts = dataclasses.replace(opts, take_ownership=False)
         args = [action, release, str(chart), *self._common(namespace), "--output", "json",
                 *_option_flags(opts, major)]
         with _post_rendering(args, opts.post_renderer, major) as (args, env), _values_file(values) as vf:

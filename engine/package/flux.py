@@ -44,7 +44,6 @@ UNSUPPORTED: Mapping[str, str] = {
     **{f"spec.{action}.timeout": _ACTION_TIMEOUT for action in ("install", "upgrade", "rollback", "uninstall")},
     **{f"spec.{action}.{flag}": _VALIDATION for action in ("install", "upgrade")
        for flag in ("disableOpenAPIValidation", "disableSchemaValidation")},
-    **{f"spec.{action}.disableTakeOwnership": "helm's CLI takes no such flag" for action in ("install", "upgrade")},
     "spec.install.skipCRDs": "deprecated by Flux: use spec.install.crds: Skip",
     "spec.install.strategy": "install strategies are not implemented",
     "spec.upgrade.strategy": "upgrade strategies are not implemented",

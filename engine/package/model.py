@@ -18,8 +18,10 @@ concept exists::
       suspend: false
       storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
       targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.package)
-      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, remediation: {retries}}
+      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, disableTakeOwnership,
+                remediation: {retries}}
       upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
+                disableTakeOwnership,
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
       rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
@@ -107,6 +109,7 @@ class InstallSpec(JobsSpec, Remediation):
 
     create_namespace: bool = False
     replace: bool = False
+    disable_take_ownership: bool = False  # helm's --take-ownership is passed unless set (engine.reconcile.options)
 
     @property
     def remediate_last(self) -> bool:
@@ -123,6 +126,7 @@ class UpgradeSpec(JobsSpec, Remediation):
     force: bool = False
     cleanup_on_fail: bool = False
     preserve_values: bool = False
+    disable_take_ownership: bool = False
     strategy: str = "rollback"
 
 

@@ -61,11 +61,11 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("targetNamespace", "string", "the release's namespace (default: the package's)"),
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),
     Field("install", "object", "helm install", fields=(
-        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace"),
+        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
         Field("remediation", "object", "after a failed install", fields=(_RETRIES, _LAST)),
     )),
     Field("upgrade", "object", "helm upgrade", fields=(
-        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues"), *_JOBS,
+        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
     )),

@@ -35,6 +35,7 @@ def install_options(
         create_namespace=spec.install.create_namespace, disable_hooks=spec.install.disable_hooks,
         replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
         skip_crds=helm_skips(spec.crds.install), kube_as_user=kube_user(spec),
+        take_ownership=not spec.install.disable_take_ownership,
     )
 
 
@@ -54,6 +55,7 @@ def upgrade_options(
         disable_hooks=section.disable_hooks, max_history=spec.max_history, labels=dict(labels),
         post_renderer=post_renderer, force_conflicts=force_conflicts,
         skip_crds=helm_skips(spec.crds.for_action(install)), kube_as_user=kube_user(spec),
+        take_ownership=not section.disable_take_ownership,
     )
 
 
