@@ -553,6 +553,14 @@ class ChartRequest:
     version: str = "*"
     verify: VerifySpec | None = None
 
+    @property
+    def revision_digest(self) -> bool:
+        """Does the installed chart version carry the source's manifest digest (``<version>+<digest[:12]>``)?
+        Only for a chart from an OCIRepository, never a HelmRepository of type oci, as helm-controller's
+        internal/controller/helmrelease_controller.go ``isSourceWithRevisionDigest`` (its other case, an
+        ExternalArtifact, is a source helmdeck cannot fetch)."""
+        return isinstance(self.source, OCIRepositorySpec)
+
     def wanted(self) -> str:
         """What is asked for, in a few words: ``chart 'web' in range '^1.0'`` or the OCI reference."""
         if isinstance(self.source, OCIRepositorySpec):
