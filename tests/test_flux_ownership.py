@@ -20,15 +20,16 @@ from tests.test_flux_owns import document
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("any_helm", ["helm3"], indirect=True)
 @pytest.mark.parametrize("disabled", [False, True])
 def test_an_existing_object_is_taken_over_unless_disable_take_ownership(
     any_helm: Helm, kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
     repo: ChartRepoServer, disabled: bool,
 ) -> None:
     """internal/action/install.go NewInstall: install.TakeOwnership = !DisableTakeOwnership. A Service of the
-    chart's name made by hand is adopted by the install (helm's ownership annotations on it); with
-    install.disableTakeOwnership helm refuses it, as Flux's install then fails."""
+    chart's name made by hand is adopted by the install (helm's ownership annotations on it), its fields set by
+    another manager forced under helm 4's server-side apply (issue 34 behaviour 5: install.go Install forces
+    conflicts on server-side apply); with install.disableTakeOwnership helm refuses it, as Flux's install then
+    fails."""
     helm = any_helm
     publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
     core_api.create_namespaced_service(namespace, client.V1Service(

@@ -129,6 +129,9 @@ class ReleaseOptions(ActionOptions):
     # disableTakeOwnership (internal/action/install.go NewInstall, upgrade.go NewUpgrade); helm before 3.17
     # has no such flag and refuses them, as before.
     take_ownership: bool = False
+    # Let helm 4's server-side apply take over fields another manager set (helm 3's three-way merge does so
+    # anyway; dropped there). Only with server-side apply: helm 4 refuses it with client-side apply.
+    force_conflicts: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,6 @@ class UpgradeOptions(ReleaseOptions):
     ``reuse_values`` is Flux's ``preserveValues``; ``reset_values`` makes helm
     use exactly the given values (helm otherwise reuses the previous release's
     values when none are given, as Flux avoids with ResetValues).
-    ``force_conflicts`` lets helm 4's server-side apply take over fields
-    another manager changed (helm 3's three-way merge does so anyway; dropped there).
     """
 
     install: bool = False
@@ -156,7 +157,6 @@ class UpgradeOptions(ReleaseOptions):
     reuse_values: bool = False
     reset_values: bool = False
     max_history: int | None = None
-    force_conflicts: bool = False
 
 
 # Each option field and the helm flags it becomes (``o``: the options, ``m``: helm's major version): the one
