@@ -99,6 +99,7 @@ class UninstallOptions(ActionOptions):
     """``helm uninstall`` options, after Flux's ``spec.uninstall``."""
 
     keep_history: bool = False
+    cascade: str = ""  # --cascade (background, foreground, orphan); "" is helm's own, background
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "disable_hooks": lambda o, m: _flag("--no-hooks", o.disable_hooks),
     "replace": lambda o, m: _flag("--replace", o.replace),
     "keep_history": lambda o, m: _flag("--keep-history", o.keep_history),
+    "cascade": lambda o, m: ["--cascade", o.cascade] if o.cascade else [],
     "force_conflicts": lambda o, m: _flag("--force-conflicts", o.force_conflicts and m >= 4),
     "max_history": lambda o, m: [] if o.max_history is None else ["--history-max", str(o.max_history)],
     "labels": lambda o, m: _labels(o.labels),

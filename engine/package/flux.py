@@ -49,7 +49,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "spec.upgrade.strategy": "upgrade strategies are not implemented",
     "spec.install.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
     "spec.upgrade.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
-    "spec.uninstall.deletionPropagation": "helm's CLI deletes with its own propagation",
     "spec.dependsOn.readyExpr": "CEL readiness expressions are not implemented",
     # Flux's sources (an OCIRepository's spec.verify is read: engine.sources.repository)
     "spec.verify": _VERIFY,

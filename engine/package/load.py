@@ -60,7 +60,7 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import PACKAGE_SPEC
+from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -277,9 +277,7 @@ def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageS
         "test": _test(doc, spec.get("test")),
         "rollback": RollbackSpec(**doc.flags(
             doc.mapping(spec.get("rollback"), "spec.rollback", _ROLLBACK_FLAGS), "spec.rollback", _ROLLBACK_FLAGS)),
-        "uninstall": UninstallSpec(**doc.flags(
-            doc.mapping(spec.get("uninstall"), "spec.uninstall", _UNINSTALL_FLAGS), "spec.uninstall",
-            _UNINSTALL_FLAGS)),
+        "uninstall": _uninstall(doc, spec.get("uninstall")),
         "drift_detection": drift.mode, "drift_ignore": drift.ignore,
         "rendering": parse_rendering(spec, doc),
         "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
@@ -335,6 +333,13 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
+
+
+def _uninstall(doc: _Doc, raw: Any) -> UninstallSpec:
+    section = doc.mapping(raw, "spec.uninstall", allowed(PACKAGE_SPEC, "uninstall"))
+    propagation = doc.choice(section.get("deletionPropagation"), "spec.uninstall.deletionPropagation", PROPAGATIONS,
+                             "background")
+    return UninstallSpec(**doc.flags(section, "spec.uninstall", _UNINSTALL_FLAGS), deletion_propagation=propagation)
 
 
 def _test(doc: _Doc, raw: Any) -> TestSpec:

@@ -167,9 +167,11 @@ class RollbackSpec(JobsSpec):
 
 @dataclass(frozen=True)
 class UninstallSpec(ActionSpec):
-    """Flux's ``spec.uninstall``."""
+    """Flux's ``spec.uninstall``; ``deletion_propagation`` is helm's ``--cascade`` (background, foreground or
+    orphan), as helm-controller internal/action/uninstall.go ``newUninstall`` sets DeletionPropagation."""
 
     keep_history: bool = False
+    deletion_propagation: str = "background"
 
 
 def in_repository(text: str, root: Path) -> str:

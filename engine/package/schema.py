@@ -16,6 +16,8 @@ MANAGED = ""
 NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
 MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
 STRATEGIES = ("rollback", "uninstall")
+# helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
+PROPAGATIONS = ("background", "foreground", "orphan")
 DRIFT_MODES = ("disabled", "warn", "enabled")
 VALUES_KINDS = ("ConfigMap", "Secret")
 
@@ -78,7 +80,9 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("rollback", "object", "helm rollback (remediation)", fields=(
         *_flags("force", "recreate", "cleanupOnFail"), *_JOBS)),
     Field("uninstall", "object", "helm uninstall (remediation, deletion)", fields=(
-        *_flags("keepHistory"), *_flags("disableHooks", "disableWait"))),
+        *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
+        Field("deletionPropagation", "string", "background, foreground or orphan (helm uninstall --cascade)",
+              enum=PROPAGATIONS))),
     Field("driftDetection", "object", "compare live objects with the manifest", fields=(
         Field("mode", "string", "disabled, warn or enabled", enum=DRIFT_MODES),
         Field("ignore", "list", "JSON pointers drift detection leaves out", items="object", fields=(

@@ -81,4 +81,4 @@ def uninstall_options(spec: PackageSpec) -> UninstallOptions:
     """``helm uninstall`` for ``spec``."""
     return UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
                             keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks,
-                            kube_as_user=kube_user(spec))
+                            kube_as_user=kube_user(spec), cascade=spec.uninstall.deletion_propagation)
