@@ -53,7 +53,6 @@ UNSUPPORTED: Mapping[str, str] = {
     # Flux's sources (an OCIRepository's spec.verify is read: engine.sources.repository)
     "spec.verify": _VERIFY,
     "spec.provider": "cloud provider authentication is not implemented: use spec.secretRef",
-    "spec.layerSelector": "helmdeck pulls the chart layer helm pulls",
     "spec.serviceAccountName": "image pull secrets of a ServiceAccount are not read: use spec.secretRef",
     "spec.proxySecretRef": "proxies are not implemented",
     "spec.ignore": "not a chart field",
