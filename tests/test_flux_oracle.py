@@ -344,6 +344,7 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
     maybe("timeout", _DURATIONS)
     maybe("maxHistory", st.integers(0, 10))
     maybe("suspend", st.booleans())
+    maybe("waitStrategy", st.sampled_from([{"name": "poller"}, {"name": "legacy"}]))
     maybe("values", _MAPS)
     for action, flags in (("install", ("createNamespace", "disableWait", "disableWaitForJobs", "disableHooks",
                                        "replace")),
@@ -356,6 +357,8 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
             section: dict[str, Any] = {}
             for flag in flags:
                 maybe(flag, st.booleans(), section)
+            if action == "uninstall":
+                maybe("deletionPropagation", st.sampled_from(["background", "foreground", "orphan"]), section)
             if action in ("install", "upgrade") and draw(st.booleans()):
                 remediation: dict[str, Any] = {}
                 maybe("retries", st.integers(-2, 3), remediation)
@@ -410,6 +413,7 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
             ("disableHooks", "disable_hooks"))},
         **{f"uninstall.{f}": getattr(spec.uninstall, a) for f, a in (
             ("keepHistory", "keep_history"), ("disableWait", "disable_wait"), ("disableHooks", "disable_hooks"))},
+        "uninstall.deletionPropagation": spec.uninstall.deletion_propagation, "waitStrategy": spec.wait_strategy,
         "test.enable": spec.test.enable, "test.ignoreFailures": spec.test.ignore_failures,
         "test.timeout": spec.test.timeout if spec.test.timeout is not None else spec.timeout,
         "test.filters": [{"name": f.name, "exclude": f.exclude} for f in spec.test.filters],
@@ -424,8 +428,7 @@ _NOT_YET = {
     "install.retry": "3: install.strategy (RetryOnFailure) is refused",
     "upgrade.retry": "3: upgrade.strategy is refused",
     "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",
-    "uninstall.deletionPropagation": "3: refused; helm uninstall's own (background)",
-    "waitStrategy": "3: refused", "postRenderStrategy": "3: refused",
+    "postRenderStrategy": "3: refused",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",
     # chartTemplate.interval: Flux polls a template's chart at the HelmRelease's interval (GetTemplateInterval);

@@ -92,6 +92,10 @@ class ActionOptions:
     wait: bool = True
     disable_hooks: bool = False
     kube_as_user: str = ""  # the user helm impersonates (spec.serviceAccountName), "" for none
+    # Flux's spec.waitStrategy.name: "legacy" waits as helm 3 did (helm 4's --wait=legacy); "poller" or "" is
+    # helm 4's kstatus watcher (Flux's poller: helm-controller internal/action/wait.go getWaitStrategy). helm 3
+    # has only its own (legacy) wait.
+    wait_strategy: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,8 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "timeout": lambda o, m: ["--timeout", go_duration(o.timeout)],
     "install": lambda o, m: _flag("--install", o.install),
     "create_namespace": lambda o, m: _flag("--create-namespace", o.create_namespace and getattr(o, "install", True)),
-    "wait": lambda o, m: _flag("--wait", o.wait),
+    "wait": lambda o, m: _wait(o.wait, o.wait_strategy, m),
+    "wait_strategy": lambda o, m: [],  # with "wait"
     "wait_for_jobs": lambda o, m: _flag("--wait-for-jobs", o.wait and o.wait_for_jobs),
     "force": lambda o, m: _flag("--force-replace" if m >= 4 else "--force", o.force),
     "recreate": lambda o, m: _flag("--recreate-pods", o.recreate and m < 4),
@@ -185,6 +190,13 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "take_ownership": lambda o, m: _flag("--take-ownership", o.take_ownership),
     "kube_as_user": lambda o, m: ["--kube-as-user", o.kube_as_user] if o.kube_as_user else [],
 }
+
+
+def _wait(wait: bool, strategy: str, major: int) -> list[str]:
+    """helm's --wait: helm 4's ``legacy`` when asked, else its default watcher; helm 3's own wait."""
+    if not wait:
+        return []
+    return ["--wait=legacy"] if strategy == "legacy" and major >= 4 else ["--wait"]
 
 
 def _option_flags(opts: ActionOptions, major: int) -> list[str]:

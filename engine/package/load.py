@@ -60,7 +60,7 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS
+from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS, WAIT_STRATEGIES
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -281,6 +281,7 @@ def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageS
         "drift_detection": drift.mode, "drift_ignore": drift.ignore,
         "rendering": parse_rendering(spec, doc),
         "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
+        "wait_strategy": _wait_strategy(doc, spec.get("waitStrategy")),
         "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
                                        name=name),
         "values_from": parse_values_from(spec.get("valuesFrom"), file=file, lines=doc.lines),
@@ -333,6 +334,13 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
+
+
+def _wait_strategy(doc: _Doc, raw: Any) -> str:
+    if raw is None:
+        return ""
+    section = doc.mapping(raw, "spec.waitStrategy", allowed(PACKAGE_SPEC, "waitStrategy"))
+    return doc.choice(section.get("name"), "spec.waitStrategy.name", WAIT_STRATEGIES, "poller")
 
 
 def _uninstall(doc: _Doc, raw: Any) -> UninstallSpec:

@@ -222,6 +222,7 @@ class PackageSpec:
     interval: float = DEFAULT_INTERVAL
     max_history: int = DEFAULT_MAX_HISTORY
     suspend: bool = False
+    wait_strategy: str = ""  # Flux's spec.waitStrategy.name: poller (the default, "") or legacy
     storage_namespace: str = ""
     install: InstallSpec = InstallSpec()
     upgrade: UpgradeSpec = UpgradeSpec()

@@ -16,6 +16,7 @@ MANAGED = ""
 NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
 MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
 STRATEGIES = ("rollback", "uninstall")
+WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
 DRIFT_MODES = ("disabled", "warn", "enabled")
@@ -59,6 +60,8 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("interval", "duration", "periodic reconcile (default 10m)"),
     Field("maxHistory", "integer", "revisions helm keeps (0: unlimited)"),
     Field("suspend", "boolean", "leave the release alone"),
+    Field("waitStrategy", "object", "how helm 4 waits for readiness (helm 3 waits its own, legacy, way)", fields=(
+        Field("name", "string", "poller (kstatus, the default) or legacy", required=True, enum=WAIT_STRATEGIES),)),
     Field("storageNamespace", "string", "empty or the release namespace"),
     Field("targetNamespace", "string", "the release's namespace (default: the package's)"),
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),

@@ -35,6 +35,7 @@ def install_options(
         create_namespace=spec.install.create_namespace, disable_hooks=spec.install.disable_hooks,
         replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
         skip_crds=helm_skips(spec.crds.install), kube_as_user=kube_user(spec),
+        wait_strategy=spec.wait_strategy,
         take_ownership=not spec.install.disable_take_ownership,
         # helm 4 installs with server-side apply (helmdeck never asks otherwise), and Flux always forces
         # conflicts then (helm-controller internal/action/install.go Install); helm 3 drops the flag.
@@ -61,6 +62,7 @@ def upgrade_options(
         disable_hooks=section.disable_hooks, max_history=spec.max_history, labels=dict(labels),
         post_renderer=post_renderer, force_conflicts=force_conflicts or server_side,
         skip_crds=helm_skips(spec.crds.for_action(install)), kube_as_user=kube_user(spec),
+        wait_strategy=spec.wait_strategy,
         take_ownership=not section.disable_take_ownership,
     )
 
@@ -74,6 +76,7 @@ def rollback_options(spec: PackageSpec | None, *, timeout: float | None = None) 
         timeout=timeout or spec.timeout, wait=wait, wait_for_jobs=wait and not spec.rollback.disable_wait_for_jobs,
         force=spec.rollback.force, recreate=spec.rollback.recreate, cleanup_on_fail=spec.rollback.cleanup_on_fail,
         disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history, kube_as_user=kube_user(spec),
+        wait_strategy=spec.wait_strategy,
     )
 
 
@@ -81,4 +84,5 @@ def uninstall_options(spec: PackageSpec) -> UninstallOptions:
     """``helm uninstall`` for ``spec``."""
     return UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
                             keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks,
-                            kube_as_user=kube_user(spec), cascade=spec.uninstall.deletion_propagation)
+                            kube_as_user=kube_user(spec), wait_strategy=spec.wait_strategy,
+                            cascade=spec.uninstall.deletion_propagation)
