@@ -106,6 +106,8 @@ UNINSTALL_SUCCEEDED = "UninstallSucceeded"
 UNINSTALL_FAILED = "UninstallFailed"
 RETRIES_EXCEEDED = "RetriesExceeded"
 MISSING_ROLLBACK_TARGET = "MissingRollbackTarget"
+# A HelmRelease stored apart from its objects' namespace: helm's CLI cannot act on it (engine.package.identity).
+STORAGE_APART = "StorageNamespaceApart"
 PENDING_RELEASE = "PendingRelease"
 DRIFT_DETECTED = "DriftDetected"
 DRIFT_CORRECTED = "DriftCorrected"

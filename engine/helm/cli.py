@@ -51,6 +51,10 @@ class HelmVersion:
         return self.raw or f"v{self.major}.{self.minor}.{self.patch}"
 
 
+# The first helm with --take-ownership on install and upgrade.
+TAKE_OWNERSHIP_SINCE = HelmVersion(3, 17, 0)
+
+
 @dataclass(frozen=True)
 class PostRenderer:
     """How helm invokes helmdeck's post-renderer.
@@ -88,6 +92,10 @@ class ActionOptions:
     wait: bool = True
     disable_hooks: bool = False
     kube_as_user: str = ""  # the user helm impersonates (spec.serviceAccountName), "" for none
+    # Flux's spec.waitStrategy.name: "legacy" waits as helm 3 did (helm 4's --wait=legacy); "poller" or "" is
+    # helm 4's kstatus watcher (Flux's poller: helm-controller internal/action/wait.go getWaitStrategy). helm 3
+    # has only its own (legacy) wait.
+    wait_strategy: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,7 @@ class UninstallOptions(ActionOptions):
     """``helm uninstall`` options, after Flux's ``spec.uninstall``."""
 
     keep_history: bool = False
+    cascade: str = ""  # --cascade (background, foreground, orphan); "" is helm's own, background
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,13 @@ class ReleaseOptions(ActionOptions):
     labels: Mapping[str, str] = field(default_factory=dict)
     post_renderer: PostRenderer | None = None
     skip_crds: bool = False  # the CRD policy (engine.helm.crds.helm_skips)
+    # Adopt existing objects helm does not own (--take-ownership), as Flux's helm-controller does unless
+    # disableTakeOwnership (internal/action/install.go NewInstall, upgrade.go NewUpgrade); helm before 3.17
+    # has no such flag and refuses them, as before.
+    take_ownership: bool = False
+    # Let helm 4's server-side apply take over fields another manager set (helm 3's three-way merge does so
+    # anyway; dropped there). Only with server-side apply: helm 4 refuses it with client-side apply.
+    force_conflicts: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,8 +154,6 @@ class UpgradeOptions(ReleaseOptions):
     ``reuse_values`` is Flux's ``preserveValues``; ``reset_values`` makes helm
     use exactly the given values (helm otherwise reuses the previous release's
     values when none are given, as Flux avoids with ResetValues).
-    ``force_conflicts`` lets helm 4's server-side apply take over fields
-    another manager changed (helm 3's three-way merge does so anyway; dropped there).
     """
 
     install: bool = False
@@ -148,7 +162,6 @@ class UpgradeOptions(ReleaseOptions):
     reuse_values: bool = False
     reset_values: bool = False
     max_history: int | None = None
-    force_conflicts: bool = False
 
 
 # Each option field and the helm flags it becomes (``o``: the options, ``m``: helm's major version): the one
@@ -157,7 +170,8 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "timeout": lambda o, m: ["--timeout", go_duration(o.timeout)],
     "install": lambda o, m: _flag("--install", o.install),
     "create_namespace": lambda o, m: _flag("--create-namespace", o.create_namespace and getattr(o, "install", True)),
-    "wait": lambda o, m: _flag("--wait", o.wait),
+    "wait": lambda o, m: _wait(o.wait, o.wait_strategy, m),
+    "wait_strategy": lambda o, m: [],  # with "wait"
     "wait_for_jobs": lambda o, m: _flag("--wait-for-jobs", o.wait and o.wait_for_jobs),
     "force": lambda o, m: _flag("--force-replace" if m >= 4 else "--force", o.force),
     "recreate": lambda o, m: _flag("--recreate-pods", o.recreate and m < 4),
@@ -167,13 +181,22 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "disable_hooks": lambda o, m: _flag("--no-hooks", o.disable_hooks),
     "replace": lambda o, m: _flag("--replace", o.replace),
     "keep_history": lambda o, m: _flag("--keep-history", o.keep_history),
+    "cascade": lambda o, m: ["--cascade", o.cascade] if o.cascade else [],
     "force_conflicts": lambda o, m: _flag("--force-conflicts", o.force_conflicts and m >= 4),
     "max_history": lambda o, m: [] if o.max_history is None else ["--history-max", str(o.max_history)],
     "labels": lambda o, m: _labels(o.labels),
     "post_renderer": lambda o, m: [],
     "skip_crds": lambda o, m: _flag("--skip-crds", o.skip_crds),
+    "take_ownership": lambda o, m: _flag("--take-ownership", o.take_ownership),
     "kube_as_user": lambda o, m: ["--kube-as-user", o.kube_as_user] if o.kube_as_user else [],
 }
+
+
+def _wait(wait: bool, strategy: str, major: int) -> list[str]:
+    """helm's --wait: helm 4's ``legacy`` when asked, else its default watcher; helm 3's own wait."""
+    if not wait:
+        return []
+    return ["--wait=legacy"] if strategy == "legacy" and major >= 4 else ["--wait"]
 
 
 def _option_flags(opts: ActionOptions, major: int) -> list[str]:
@@ -306,6 +329,8 @@ class Helm:
     ) -> dict[str, Any]:
         """What install and upgrade share: the chart, the values file, the post-renderer, helm's JSON."""
         major = await self._major()
+        if opts.take_ownership and await self.version() < TAKE_OWNERSHIP_SINCE:
+            opts = dataclasses.replace(opts, take_ownership=False)
         args = [action, release, str(chart), *self._common(namespace), "--output", "json",
                 *_option_flags(opts, major)]
         with _post_rendering(args, opts.post_renderer, major) as (args, env), _values_file(values) as vf:

@@ -106,7 +106,7 @@ def _as_read(data: dict[str, Any], file: Path, allow_unsupported: bool) -> dict[
         return data
     if data.get("kind") == HELM_RELEASE:
         def check(d: Any) -> dict[str, Any]:
-            read_package(file, Parsed(as_package(d), None))
+            read_package(file, Parsed(as_package(d), None), kind=HELM_RELEASE)
             return dict(d)
     else:
         def check(d: Any) -> dict[str, Any]:

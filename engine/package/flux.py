@@ -44,18 +44,15 @@ UNSUPPORTED: Mapping[str, str] = {
     **{f"spec.{action}.timeout": _ACTION_TIMEOUT for action in ("install", "upgrade", "rollback", "uninstall")},
     **{f"spec.{action}.{flag}": _VALIDATION for action in ("install", "upgrade")
        for flag in ("disableOpenAPIValidation", "disableSchemaValidation")},
-    **{f"spec.{action}.disableTakeOwnership": "helm's CLI takes no such flag" for action in ("install", "upgrade")},
     "spec.install.skipCRDs": "deprecated by Flux: use spec.install.crds: Skip",
     "spec.install.strategy": "install strategies are not implemented",
     "spec.upgrade.strategy": "upgrade strategies are not implemented",
     "spec.install.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
     "spec.upgrade.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
-    "spec.uninstall.deletionPropagation": "helm's CLI deletes with its own propagation",
     "spec.dependsOn.readyExpr": "CEL readiness expressions are not implemented",
     # Flux's sources (an OCIRepository's spec.verify is read: engine.sources.repository)
     "spec.verify": _VERIFY,
     "spec.provider": "cloud provider authentication is not implemented: use spec.secretRef",
-    "spec.layerSelector": "helmdeck pulls the chart layer helm pulls",
     "spec.serviceAccountName": "image pull secrets of a ServiceAccount are not read: use spec.secretRef",
     "spec.proxySecretRef": "proxies are not implemented",
     "spec.ignore": "not a chart field",

@@ -61,7 +61,7 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import PACKAGE_SPEC
+from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS, WAIT_STRATEGIES
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -153,18 +153,21 @@ def read_document(file: Path, parsed: Parsed, index: int = 0, *, allow_unsupport
             raise doc.error(f"spec.{name}", f"a helmdeck field Flux's {HELM_RELEASE} does not have "
                             f"({at(PACKAGE_SPEC, name).helmdeck_only})",
                             f"remove it, or write a {KIND} (apiVersion {API_VERSION}, kind: {KIND}) to use it")
-    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index, origin), data,
+    found, left_out = tolerant(lambda d: read_package(file, Parsed(as_package(d), node), index, origin,
+                                                      kind=HELM_RELEASE), data,
                                file=file,
                                lines=doc.lines, allow_unsupported=allow_unsupported)
     return dataclasses.replace(found, kind=HELM_RELEASE), left_out
 
 
-def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | None = None) -> PackageSpec:
+def read_package(file: Path, parsed: Parsed, index: int = 0, origin: Origin | None = None, *,
+                 kind: str = KIND) -> PackageSpec:
     """Validate one Package document (the ``index``-th document of ``file``; ``origin``: where it was
-    declared when ``file`` is a copy). Raises PackageError."""
+    declared when ``file`` is a copy; ``kind``: the document's, HelmRelease for one read as a Package, whose
+    storage namespace is Flux's). Raises PackageError."""
     node, data = parsed.node, parsed.data
     doc = _Doc(file, lines_by_path(node) if node is not None else {}, origin=origin)
-    return _package(doc, data, index)
+    return _package(doc, data, index, kind)
 
 
 def object_origin(plural: str, namespace: str, name: str) -> Path:
@@ -200,7 +203,7 @@ def package_object(obj: Mapping[str, Any], default_service_account: str = "") ->
     return spec
 
 
-def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
+def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageSpec:
     file = doc.file
     top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
     if not top:
@@ -234,7 +237,7 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
         raise doc.error("spec.chart", f"no Chart.yaml in {chart_path}",
                         "point spec.chart at a chart directory or a packaged .tgz")
     release_name = doc.string(spec.get("releaseName"), "spec.releaseName")
-    identity = parse_identity(doc, spec, namespace)
+    identity = parse_identity(doc, spec, namespace, flux=kind == HELM_RELEASE)
     if release_name:
         if len(release_name) > MAX_RELEASE_NAME:
             raise doc.error("spec.releaseName", f"is {len(release_name)} characters long",
@@ -275,16 +278,15 @@ def _package(doc: _Doc, data: Any, index: int = 0) -> PackageSpec:
         "test": _test(doc, spec.get("test")),
         "rollback": RollbackSpec(**doc.flags(
             doc.mapping(spec.get("rollback"), "spec.rollback", _ROLLBACK_FLAGS), "spec.rollback", _ROLLBACK_FLAGS)),
-        "uninstall": UninstallSpec(**doc.flags(
-            doc.mapping(spec.get("uninstall"), "spec.uninstall", _UNINSTALL_FLAGS), "spec.uninstall",
-            _UNINSTALL_FLAGS)),
+        "uninstall": _uninstall(doc, spec.get("uninstall")),
         "drift_detection": drift.mode, "drift_ignore": drift.ignore,
         "rendering": parse_rendering(spec, doc),
         "suspend": bool(doc.boolean(spec.get("suspend"), "spec.suspend")),
+        "wait_strategy": _wait_strategy(doc, spec.get("waitStrategy")),
         "depends_on": parse_depends_on(spec.get("dependsOn"), file=file, lines=doc.lines, namespace=namespace,
                                        name=name),
         "values_from": parse_values_from(spec.get("valuesFrom"), file=file, lines=doc.lines),
-        "crds": parse_crds(doc, spec), **identity,
+        "crds": parse_crds(doc, spec), "kind": kind, **identity,
     }
     extra.update({k: v for k, v in (("timeout", timeout), ("interval", interval), ("max_history", max_history))
                   if v is not None})
@@ -333,6 +335,20 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
+
+
+def _wait_strategy(doc: _Doc, raw: Any) -> str:
+    if raw is None:
+        return ""
+    section = doc.mapping(raw, "spec.waitStrategy", allowed(PACKAGE_SPEC, "waitStrategy"))
+    return doc.choice(section.get("name"), "spec.waitStrategy.name", WAIT_STRATEGIES, "poller")
+
+
+def _uninstall(doc: _Doc, raw: Any) -> UninstallSpec:
+    section = doc.mapping(raw, "spec.uninstall", allowed(PACKAGE_SPEC, "uninstall"))
+    propagation = doc.choice(section.get("deletionPropagation"), "spec.uninstall.deletionPropagation", PROPAGATIONS,
+                             "background")
+    return UninstallSpec(**doc.flags(section, "spec.uninstall", _UNINSTALL_FLAGS), deletion_propagation=propagation)
 
 
 def _test(doc: _Doc, raw: Any) -> TestSpec:

@@ -18,8 +18,10 @@ concept exists::
       suspend: false
       storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
       targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.package)
-      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, remediation: {retries}}
+      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, disableTakeOwnership,
+                remediation: {retries}}
       upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
+                disableTakeOwnership,
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
       rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
@@ -48,6 +50,8 @@ from typing import Any
 from engine.package.crds import CrdPolicy
 from engine.package.depends import Dependency
 from engine.package.drift import IgnoreRule
+from engine.package.flux import HELM_RELEASE
+from engine.package.identity import storage_apart_reason
 from engine.package.postrender import Rendering
 from engine.package.schema import DRIFT_MODES as DRIFT_MODES  # the model's names, declared with the fields
 from engine.package.schema import MAINTENANCE_STATES as MAINTENANCE_STATES
@@ -105,6 +109,7 @@ class InstallSpec(JobsSpec, Remediation):
 
     create_namespace: bool = False
     replace: bool = False
+    disable_take_ownership: bool = False  # helm's --take-ownership is passed unless set (engine.reconcile.options)
 
     @property
     def remediate_last(self) -> bool:
@@ -121,6 +126,7 @@ class UpgradeSpec(JobsSpec, Remediation):
     force: bool = False
     cleanup_on_fail: bool = False
     preserve_values: bool = False
+    disable_take_ownership: bool = False
     strategy: str = "rollback"
 
 
@@ -169,9 +175,11 @@ class RollbackSpec(JobsSpec):
 
 @dataclass(frozen=True)
 class UninstallSpec(ActionSpec):
-    """Flux's ``spec.uninstall``."""
+    """Flux's ``spec.uninstall``; ``deletion_propagation`` is helm's ``--cascade`` (background, foreground or
+    orphan), as helm-controller internal/action/uninstall.go ``newUninstall`` sets DeletionPropagation."""
 
     keep_history: bool = False
+    deletion_propagation: str = "background"
 
 
 def in_repository(text: str, root: Path) -> str:
@@ -222,6 +230,7 @@ class PackageSpec:
     interval: float = DEFAULT_INTERVAL
     max_history: int = DEFAULT_MAX_HISTORY
     suspend: bool = False
+    wait_strategy: str = ""  # Flux's spec.waitStrategy.name: poller (the default, "") or legacy
     storage_namespace: str = ""
     install: InstallSpec = InstallSpec()
     upgrade: UpgradeSpec = UpgradeSpec()
@@ -289,8 +298,17 @@ class PackageSpec:
 
     @property
     def storage_ns(self) -> str:
-        """Namespace of the release's storage records (and helmdeck's status object)."""
-        return self.storage_namespace or self.release_namespace
+        """Namespace of the release's storage records (and helmdeck's status object): ``storageNamespace``,
+        else a HelmRelease's own namespace even with a ``targetNamespace`` (as helm-controller api/v2
+        ``HelmRelease.GetStorageNamespace``), a Package's release namespace (engine.package.identity)."""
+        if self.storage_namespace:
+            return self.storage_namespace
+        return self.namespace if self.kind == HELM_RELEASE else self.release_namespace
+
+    def helm_refusal(self, action: str) -> str | None:
+        """Why helm's CLI cannot run ``action`` on this package's release (stored apart from its namespace),
+        None when it can (:func:`engine.package.identity.storage_apart_reason`)."""
+        return storage_apart_reason(action, self.key, self.storage_ns)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -16,6 +16,9 @@ MANAGED = ""
 NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
 MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
 STRATEGIES = ("rollback", "uninstall")
+WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
+# helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
+PROPAGATIONS = ("background", "foreground", "orphan")
 DRIFT_MODES = ("disabled", "warn", "enabled")
 VALUES_KINDS = ("ConfigMap", "Secret")
 
@@ -57,15 +60,17 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("interval", "duration", "periodic reconcile (default 10m)"),
     Field("maxHistory", "integer", "revisions helm keeps (0: unlimited)"),
     Field("suspend", "boolean", "leave the release alone"),
+    Field("waitStrategy", "object", "how helm 4 waits for readiness (helm 3 waits its own, legacy, way)", fields=(
+        Field("name", "string", "poller (kstatus, the default) or legacy", required=True, enum=WAIT_STRATEGIES),)),
     Field("storageNamespace", "string", "empty or the release namespace"),
     Field("targetNamespace", "string", "the release's namespace (default: the package's)"),
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),
     Field("install", "object", "helm install", fields=(
-        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace"),
+        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
         Field("remediation", "object", "after a failed install", fields=(_RETRIES, _LAST)),
     )),
     Field("upgrade", "object", "helm upgrade", fields=(
-        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues"), *_JOBS,
+        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
     )),
@@ -78,7 +83,9 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("rollback", "object", "helm rollback (remediation)", fields=(
         *_flags("force", "recreate", "cleanupOnFail"), *_JOBS)),
     Field("uninstall", "object", "helm uninstall (remediation, deletion)", fields=(
-        *_flags("keepHistory"), *_flags("disableHooks", "disableWait"))),
+        *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
+        Field("deletionPropagation", "string", "background, foreground or orphan (helm uninstall --cascade)",
+              enum=PROPAGATIONS))),
     Field("driftDetection", "object", "compare live objects with the manifest", fields=(
         Field("mode", "string", "disabled, warn or enabled", enum=DRIFT_MODES),
         Field("ignore", "list", "JSON pointers drift detection leaves out", items="object", fields=(

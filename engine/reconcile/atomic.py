@@ -77,6 +77,15 @@ _RECONCILERS: dict[str, Callable[[ActionContext], ActionReconciler]] = {
 }
 
 
+def helm_refusal(req: Request, action: str | None) -> str | None:
+    """Why the pass cannot run ``action`` (a next_action name; None: nothing to run) on ``req``'s release,
+    None when it can: every action but unlock (a storage write of helmdeck's own) runs helm's CLI, which
+    cannot act on a release stored apart from its namespace (engine.package.identity.storage_apart_reason)."""
+    if action is None or action == na.UNLOCK:
+        return None
+    return req.spec.helm_refusal(action)
+
+
 class AtomicRelease:
     """Runs passes for requests; one instance serves every package of an engine."""
 
@@ -266,6 +275,10 @@ class AtomicRelease:
                 drop_conditions(req, cond.STALLED)
                 return self._finish(req, PassResult(state.status, "interval", state.reason, tuple(outcomes),
                                                     tuple(drift)))
+            refused = helm_refusal(req, action)
+            if refused is not None:
+                set_conditions(req, (cond.STALLED, True, cond.STORAGE_APART, refused))
+                return self._finish(req, PassResult(st.STALLED, "stop", refused, tuple(outcomes)))
             reconciler = self._reconciler(action)
             if reconciler.type in done:
                 return self._finish(req, PassResult(state.status, "now",

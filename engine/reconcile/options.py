@@ -36,26 +36,36 @@ def install_options(
         create_namespace=spec.creates_namespace, disable_hooks=spec.install.disable_hooks,
         replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
         skip_crds=helm_skips(spec.crds.install, labelled=bool(crd_labels(spec))), kube_as_user=kube_user(spec),
+        wait_strategy=spec.wait_strategy,
+        take_ownership=not spec.install.disable_take_ownership,
+        # helm 4 installs with server-side apply (helmdeck never asks otherwise), and Flux always forces
+        # conflicts then (helm-controller internal/action/install.go Install); helm 3 drops the flag.
+        force_conflicts=True,
     )
 
 
 def upgrade_options(
     spec: PackageSpec, *, labels: Mapping[str, str], post_renderer: PostRenderer | None,
-    force_conflicts: bool = False, install: bool = False,
+    force_conflicts: bool = False, install: bool = False, server_side: bool = False,
 ) -> UpgradeOptions:
     """``helm upgrade`` for ``spec``. With ``install`` (``upgrade --install`` of an absent release,
-    as the release service runs it) the install fields apply where they exist."""
+    as the release service runs it) the install fields apply where they exist. ``server_side``: the upgrade
+    applies server-side (helm 4's "auto": the last revision did): as helm-controller's internal/action/upgrade.go
+    Upgrade, conflicts are then forced and ``upgrade.force`` (a replacement) is ignored."""
     section = spec.install if install else spec.upgrade
     wait = not section.disable_wait
     return UpgradeOptions(
         timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not section.disable_wait_for_jobs,
         install=install, create_namespace=install and spec.creates_namespace,
-        force=spec.upgrade.force and not install, cleanup_on_fail=spec.upgrade.cleanup_on_fail and not install,
+        force=spec.upgrade.force and not install and not server_side,
+        cleanup_on_fail=spec.upgrade.cleanup_on_fail and not install,
         reuse_values=spec.upgrade.preserve_values, reset_values=not spec.upgrade.preserve_values,
         disable_hooks=section.disable_hooks, max_history=spec.max_history, labels=dict(labels),
-        post_renderer=post_renderer, force_conflicts=force_conflicts,
+        post_renderer=post_renderer, force_conflicts=force_conflicts or server_side,
         skip_crds=helm_skips(spec.crds.for_action(install), labelled=bool(crd_labels(spec))),
         kube_as_user=kube_user(spec),
+        wait_strategy=spec.wait_strategy,
+        take_ownership=not section.disable_take_ownership,
     )
 
 
@@ -68,6 +78,7 @@ def rollback_options(spec: PackageSpec | None, *, timeout: float | None = None) 
         timeout=timeout or spec.timeout, wait=wait, wait_for_jobs=wait and not spec.rollback.disable_wait_for_jobs,
         force=spec.rollback.force, recreate=spec.rollback.recreate, cleanup_on_fail=spec.rollback.cleanup_on_fail,
         disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history, kube_as_user=kube_user(spec),
+        wait_strategy=spec.wait_strategy,
     )
 
 
@@ -75,4 +86,5 @@ def uninstall_options(spec: PackageSpec) -> UninstallOptions:
     """``helm uninstall`` for ``spec``."""
     return UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
                             keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks,
-                            kube_as_user=kube_user(spec))
+                            kube_as_user=kube_user(spec), wait_strategy=spec.wait_strategy,
+                            cascade=spec.uninstall.deletion_propagation)

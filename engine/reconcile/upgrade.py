@@ -23,8 +23,10 @@ class Upgrade(ReleaseReconciler):
     def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
         # helm carries the previous revision's labels over: its checksum is dropped, the new one set after.
         stamped = {**req.release_labels, wire.MANIFEST_CHECKSUM: wire.DROPPED}
+        last = self.latest(req)
         opts = upgrade_options(req.spec, labels=stamped, post_renderer=req.post_renderer,
-                               force_conflicts=req.force_conflicts)
+                               force_conflicts=req.force_conflicts,
+                               server_side=last is not None and last.apply_method == "ssa")
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,
                                timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user,

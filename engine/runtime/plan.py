@@ -40,7 +40,7 @@ from engine.package.model import PackageSpec
 from engine.package.order import dependency_order
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
-from engine.reconcile.atomic import AtomicRelease
+from engine.reconcile.atomic import AtomicRelease, helm_refusal
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus
@@ -284,7 +284,8 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
                     plural = "s" if len(drifted) != 1 else ""
                     state = st.ReleaseState(st.DRIFTED, f"{len(drifted)} object{plural} drifted")
             action, why = _action(req, state, latest, {o.version: o for o in engine.observer.history(*spec.key)})
-            reasons = [*_reasons(req, state, latest, deployed_values), *why]
+            refused = helm_refusal(req, action) if action not in ("stalled", "wait") else None
+            reasons = [*_reasons(req, state, latest, deployed_values), *why, *([refused] if refused else [])]
         objects: tuple[tuple[str, ...], ...] = ((), (), ())
         values_text = manifest_text = ""
         if action in (na.INSTALL, na.UPGRADE):

@@ -25,10 +25,10 @@ from engine.sources import http
 from engine.sources.credentials import Credentials
 from engine.sources.errors import NoMatchingVersion, SourceAuthFailed, SourceInvalid
 from engine.sources.repository import OCI_TAG
+from engine.sources.schema import CHART_LAYER as CHART_LAYER  # helm's chart layer, the one pulled
 
 MAX_TAGS = 10_000  # default of HELMDECK_MAX_OCI_TAGS
 MAX_PAGES = 1_000  # of the tag list: registries page by 100 or 1,000 (the ``n`` asked for)
-CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 CHART_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 _MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')

@@ -44,7 +44,15 @@ from engine.base.fields import UNSUPPORTED_VALUE, parse_duration
 from engine.base.fields import Fields as BaseFields
 from engine.base.schema import allowed
 from engine.base.wire import API_VERSION
-from engine.sources.schema import CHART_REF, CHART_TEMPLATE, HELM_CHART_SPEC, SOURCE_SPECS, VERIFY_PROVIDERS
+from engine.sources.schema import (
+    CHART_LAYER,
+    CHART_REF,
+    CHART_TEMPLATE,
+    HELM_CHART_SPEC,
+    LAYER_OPERATIONS,
+    SOURCE_SPECS,
+    VERIFY_PROVIDERS,
+)
 from engine.sources.schema import HELM_CHART as HELM_CHART
 from engine.sources.schema import HELM_REPOSITORY as HELM_REPOSITORY  # re-exported: the sources' names
 from engine.sources.schema import OCI_REPOSITORY as OCI_REPOSITORY
@@ -305,6 +313,7 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
     spec = fields.mapping(top.get("spec"), "spec", allowed(SOURCE_SPECS[kind]), required=True,
                           fix="give spec.url")
     url = _url(fields, spec.get("url"), "spec.url", ("oci",), repository=True)
+    _check_layer_selector(fields, spec.get("layerSelector"))
     return OCIRepositorySpec(
         file=file, name=name, namespace=namespace, url=url,
         reference=_oci_reference(fields, spec.get("ref")),
@@ -315,6 +324,26 @@ def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int
         insecure=fields.boolean(spec.get("insecure"), "spec.insecure"),
         verify=_oci_verify(fields, spec.get("verify"), namespace),
     )
+
+
+def _check_layer_selector(fields: Fields, value: Any) -> None:
+    """Check Flux's OCIRepository ``spec.layerSelector`` (absent, or helm's chart layer copied as it is).
+    helmdeck pulls the chart layer as helm pulls it, which is what Flux's source-controller gives for the
+    selection ``{mediaType: <helm's chart layer>, operation: copy}``; another media type or extracting the
+    layer's files cannot be honoured. Raises PackageError naming the field."""
+    if value is None:
+        return
+    path = "spec.layerSelector"
+    section = fields.mapping(value, path, allowed(SOURCE_SPECS[OCI_REPOSITORY], "layerSelector"))
+    media = fields.string(section.get("mediaType"), f"{path}.mediaType")
+    operation = fields.choice(section.get("operation"), f"{path}.operation", LAYER_OPERATIONS, "extract")
+    fix = f"select mediaType: {CHART_LAYER} with operation: copy, or remove spec.layerSelector"
+    if media != CHART_LAYER:
+        raise fields.error(f"{path}.mediaType", f"{media or 'no media type'!r} is not helm's chart layer: helmdeck "
+                           "pulls the chart layer helm pulls, no other", fix)
+    if operation != "copy":
+        raise fields.error(f"{path}.operation", f"{operation!r} unpacks the chart's files, which helmdeck does not "
+                           "do: helm takes the chart layer as it is (operation: copy)", fix)
 
 
 def _oci_verify(fields: Fields, value: Any, namespace: str) -> VerifySpec | None:
@@ -552,6 +581,14 @@ class ChartRequest:
     chart: str = ""
     version: str = "*"
     verify: VerifySpec | None = None
+
+    @property
+    def revision_digest(self) -> bool:
+        """Does the installed chart version carry the source's manifest digest (``<version>+<digest[:12]>``)?
+        Only for a chart from an OCIRepository, never a HelmRepository of type oci, as helm-controller's
+        internal/controller/helmrelease_controller.go ``isSourceWithRevisionDigest`` (its other case, an
+        ExternalArtifact, is a source helmdeck cannot fetch)."""
+        return isinstance(self.source, OCIRepositorySpec)
 
     def wanted(self) -> str:
         """What is asked for, in a few words: ``chart 'web' in range '^1.0'`` or the OCI reference."""

@@ -16,6 +16,8 @@ SOURCE_KINDS = (HELM_REPOSITORY, OCI_REPOSITORY)
 REPO_TYPES = ("default", "oci")
 RECONCILE_STRATEGIES = ("ChartVersion", "Revision")
 OCI_VERIFY_PROVIDERS = ("cosign", "notation")  # Flux's; notation is refused by the loader
+CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"  # the media type of helm's chart layer
+LAYER_OPERATIONS = ("extract", "copy")  # Flux's OCIRepository spec.layerSelector.operation (default extract)
 
 _SECRET_REF = (Field("name", "string", "the Secret's name, in the repository's namespace", required=True),)
 _COMMON = (
@@ -41,6 +43,10 @@ OCI_REPOSITORY_SPEC = (
               Field("semverFilter", "string", "a regular expression the versions must match"),
               Field("tag", "string", "an OCI tag"),
           )),
+    Field("layerSelector", "object", "the layer taken: only helm's chart layer, copied (what helm pulls)", fields=(
+        Field("mediaType", "string", "application/vnd.cncf.helm.chart.content.v1.tar+gzip"),
+        Field("operation", "string", "copy (extract is not implemented)", enum=LAYER_OPERATIONS),
+    )),
     Field("verify", "object", "verify the artifact's signature before it is used (Flux's): provider cosign with "
           "public keys", fields=(
               Field("provider", "string", "cosign (notation is not implemented)", required=True,

@@ -5,8 +5,8 @@ or an OCI registry's tags and manifest), at most once per repository per
 interval; then the archive is taken from the content-addressed cache or, only
 when it is not there, pulled with ``helm pull`` (:mod:`engine.sources.helm_pull`).
 Version choice is Helm's (:mod:`engine.sources.semver`); the revision is the
-chart version, and for OCI, as Flux, ``<version>+<manifest digest[:12]>`` so a
-re-pushed tag with new content is a new revision.
+chart version, and for an OCIRepository's chart, as Flux, ``<version>+<manifest digest[:12]>`` so a
+re-pushed tag with new content is a new revision (a HelmRepository of type oci keeps the chart's version).
 """
 
 from __future__ import annotations
@@ -251,7 +251,8 @@ class ChartSource:
             hex_digest = await self._fetch(request, choice, sel.entry, sel.location, sel.creds, sel.ref_key)
             # Off the loop, under the same lock (one writer of the versioned archive): reading Chart.yaml, and
             # for OCI writing the archive with its version set.
-            artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location, what)
+            artifact = await asyncio.to_thread(self._artifact, hex_digest, choice, sel.location, what,
+                                               request.revision_digest)
         if verify is not None:
             artifact = dataclasses.replace(artifact, verification=verification)
         self._last[request] = artifact
@@ -377,14 +378,16 @@ class ChartSource:
             self.cache.remember(ref_key, hex_digest)
         return hex_digest
 
-    def _artifact(self, hex_digest: str, choice: _Choice, location: OciLocation | None, what: str) -> ChartArtifact:
-        known = self._artifacts.get(hex_digest + choice.manifest_digest)
+    def _artifact(self, hex_digest: str, choice: _Choice, location: OciLocation | None, what: str,
+                  revision_digest: bool) -> ChartArtifact:
+        memo = f"{hex_digest}{choice.manifest_digest}{revision_digest}"
+        known = self._artifacts.get(memo)
         if known is not None:
             return known
         path = self.cache.path(hex_digest)
         meta = chart_meta(path, what)
         version = revision = meta.version
-        if location is not None:
+        if revision_digest:
             # As Flux's mutateChartWithSourceRevision: the release's chart version says the manifest digest,
             # so a re-pushed tag is a new chart version in helm's history too.
             revision = with_build_metadata(version, choice.manifest_digest)
@@ -392,7 +395,7 @@ class ChartSource:
             path = self.cache.path(hex_digest)
         source = f"{location.url}@{choice.manifest_digest}" if location else f"{meta.name} {version} from {what}"
         artifact = ChartArtifact(path, f"sha256:{hex_digest}", meta.name, version, meta.app_version, revision, source)
-        self._artifacts[hex_digest + choice.manifest_digest] = artifact
+        self._artifacts[memo] = artifact
         return artifact
 
     def _with_version(self, hex_digest: str, version: str, what: str) -> str:

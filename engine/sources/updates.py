@@ -143,12 +143,13 @@ _DIGEST_METADATA = re.compile(r"\+[0-9a-f]{12}\Z")  # the build metadata an OCI 
 
 def published(request: ChartRequest, deployed: str, last: tuple[str, str] | None = None) -> str:
     """The version the repository published for the ``deployed`` chart version (what the version lists mark as
-    deployed). A chart from OCI is installed as ``<version>+<digest[:12]>`` (Flux's mutateChartWithSourceRevision):
+    deployed). A chart from an OCIRepository is installed as ``<version>+<digest[:12]>`` (Flux's
+    mutateChartWithSourceRevision, ChartRequest.revision_digest):
     ``last`` (the last pull's ``(revision, version)``) says which version gave that revision; without it the
     deployed version loses its 12-hex build metadata."""
     if last is not None and last[0] == deployed:
         return last[1]
-    if request.source.url.startswith("oci://"):  # an OCIRepository, or a HelmRepository of type oci
+    if request.revision_digest:
         return _DIGEST_METADATA.sub("", deployed)
     return deployed
 

@@ -126,6 +126,9 @@ class Observation:
     # Compared, though derived from the manifest: a view differing only in its owner is a change the
     # app shows (OWNER, Overview). Not in digest_doc: the manifest digest there covers it.
     flux_owner: str = ""
+    # How helm applied the revision's objects: "ssa" (server-side apply, helm 4's default), "csa", or "" (helm 3:
+    # client-side). helm 4's and Flux's upgrade with server-side "auto" take the last revision's.
+    apply_method: str = ""
 
     @property
     def release_key(self) -> tuple[str, str]:
@@ -345,6 +348,7 @@ def observation_from_release(
         config_json=canonical_json(config).decode(),
         manifest_digest="sha256:" + sha256_hex(manifest.encode()),
         flux_owner=flux_owner_of(manifest),
+        apply_method=read.string(release.get("apply_method"), "apply_method"),
         hooks=_hooks(read, release.get("hooks")),
         labels=tuple(sorted((labels or {}).items())),
         storage_key=storage_key,

@@ -15,6 +15,10 @@ same everywhere. Rules, in the order they are checked:
    rollback, test, maintenance, suspend, unlock, uninstall) are refused, pointing to Flux's own actions
    (``flux``, the app's ``F``). The work queue's pass (``reconcile``) still runs: it looks at the cluster
    again and acts only once Flux no longer owns the release;
+   Stored apart: a release stored in another namespace than its own (a HelmRelease's, as Flux stores it:
+   api/v2 ``GetStorageNamespace``) cannot be acted on with helm's CLI: the operator's helm actions on it
+   (upgrade, rollback, test, maintenance, uninstall) are refused, saying why and what to do
+   (:func:`engine.package.identity.storage_apart_reason`; the pass stalls likewise before any helm action);
 6. pending: unlock needs a release held pending (``pending-*``, as Helm's
    ``IsPending``);
 7. busy: at most one action of this engine runs on a release;
@@ -45,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from engine.package.identity import storage_apart_reason
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
 from engine.runtime.ledger.owners import owner_of
 from engine.runtime.ledger.placed import ALL_HERE, Placed
@@ -65,6 +70,8 @@ _OFFLINE_OK = frozenset({"suspend"})
 _NEEDS_PACKAGE = frozenset({"upgrade", "reconcile", "suspend", "maintenance", "render", "diff", "versions"})
 # The operator's actions on a release Flux owns (rule 5): Flux would undo them.
 _FLUX_REFUSES = frozenset({"upgrade", "rollback", "test", "maintenance", "suspend", "unlock", "uninstall"})
+# The operator's actions that run helm's CLI on the release (refused on a release stored apart).
+_RUNS_HELM = frozenset({"upgrade", "rollback", "test", "maintenance", "uninstall"})
 # Actions that hold the release's running-action guard.
 _HOLDS_RELEASE = frozenset({"upgrade", "reconcile", "rollback", "test", "unlock", "uninstall", "maintenance"})
 
@@ -208,6 +215,10 @@ class ActionGate:
         if action in _FLUX_REFUSES and self._book.flux_owned(key):
             spec = self._book.packages[key]
             return flux_owned_reason(key, f"Flux HelmRelease {spec.namespace}/{spec.name}")
+        if action in _RUNS_HELM:
+            refused = storage_apart_reason(action, key, self._storage_ns(key))
+            if refused is not None:
+                return refused
         if action == "unlock" and not is_pending(self._latest(*key)):
             return not_pending_reason(key)
         if action == "cancel" and not self._book.busy(key):
@@ -222,6 +233,14 @@ class ActionGate:
         if action == "reconcile":
             return self.suspension(key)
         return None
+
+    def _storage_ns(self, key: ReleaseKey) -> str:
+        """Where ``key``'s release is stored: as its package says, else where its latest revision was read."""
+        spec = self._book.packages.get(key)
+        if spec is not None:
+            return spec.storage_ns
+        latest = self._latest(*key)
+        return latest.storage_namespace if latest is not None else key[0]
 
     def _for_controller(self, action: str, key: ReleaseKey, found: Attached) -> str | None:
         refused = controller_refusal(action, found)

@@ -344,6 +344,7 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
     maybe("timeout", _DURATIONS)
     maybe("maxHistory", st.integers(0, 10))
     maybe("suspend", st.booleans())
+    maybe("waitStrategy", st.sampled_from([{"name": "poller"}, {"name": "legacy"}]))
     maybe("values", _MAPS)
     for action, flags in (("install", ("createNamespace", "disableWait", "disableWaitForJobs", "disableHooks",
                                        "replace")),
@@ -356,6 +357,8 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
             section: dict[str, Any] = {}
             for flag in flags:
                 maybe(flag, st.booleans(), section)
+            if action == "uninstall":
+                maybe("deletionPropagation", st.sampled_from(["background", "foreground", "orphan"]), section)
             if action in ("install", "upgrade") and draw(st.booleans()):
                 remediation: dict[str, Any] = {}
                 maybe("retries", st.integers(-2, 3), remediation)
@@ -410,19 +413,13 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
             ("disableHooks", "disable_hooks"))},
         **{f"uninstall.{f}": getattr(spec.uninstall, a) for f, a in (
             ("keepHistory", "keep_history"), ("disableWait", "disable_wait"), ("disableHooks", "disable_hooks"))},
+        "uninstall.deletionPropagation": spec.uninstall.deletion_propagation, "waitStrategy": spec.wait_strategy,
         "test.enable": spec.test.enable, "test.ignoreFailures": spec.test.ignore_failures,
         "test.timeout": spec.test.timeout if spec.test.timeout is not None else spec.timeout,
         "test.filters": [{"name": f.name, "exclude": f.exclude} for f in spec.test.filters],
     }
 
 
-# Flux's getters helmdeck answers otherwise, each for a numbered behaviour of issue 34 still to do (a strict
-# xfail below fails once helmdeck agrees, so this table is kept true).
-_DIFFERENT = {
-    # api/v2 GetStorageNamespace: spec.storageNamespace, else the HelmRelease's namespace even with
-    # targetNamespace (issue 34 behaviour 1); helmdeck stores beside the release (the helm CLI's --namespace).
-    "storageNamespace",
-}
 # Flux's getters helmdeck has no field for yet, each with the issue 34 behaviour that brings it (a field Flux
 # has and helmdeck refuses is named by the loader: engine/package/flux.py UNSUPPORTED).
 _NOT_YET = {
@@ -432,8 +429,7 @@ _NOT_YET = {
     "install.retry": "3: install.strategy (RetryOnFailure) is refused",
     "upgrade.retry": "3: upgrade.strategy is refused",
     "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",
-    "uninstall.deletionPropagation": "3: refused; helm uninstall's own (background)",
-    "waitStrategy": "3: refused", "postRenderStrategy": "3: refused",
+    "postRenderStrategy": "3: refused",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",
     # chartTemplate.interval: Flux polls a template's chart at the HelmRelease's interval (GetTemplateInterval);
@@ -464,15 +460,14 @@ def test_helm_release_defaults_and_getters_are_the_apis(flux_oracle_process: Ora
     spec, _ = read_document(Path("release.yaml"), Parsed(release, None))
     assert spec is not None
     flux, mine = _flux_getters(answer), helmdeck_getters(spec)
-    assert set(flux) == set(mine) | _DIFFERENT | set(_NOT_YET), "every getter compared, or named as not yet"
-    differing = {k: (mine[k], flux[k]) for k in mine
-                 if k not in _DIFFERENT and canonical(mine[k]) != canonical(flux[k])}
+    assert set(flux) == set(mine) | set(_NOT_YET), "every getter compared, or named as not yet"
+    differing = {k: (mine[k], flux[k]) for k in mine if canonical(mine[k]) != canonical(flux[k])}
     assert not differing, f"(helmdeck, Flux) by getter: {differing}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34 behaviour 1: Flux stores the release in the HelmRelease's "
-                                       "namespace (GetStorageNamespace); helmdeck in the target namespace")
 def test_storage_namespace_with_a_target_namespace(flux_oracle_process: Oracle) -> None:
+    """helm-controller api/v2 helmrelease_types.go GetStorageNamespace: the HelmRelease's own namespace, even
+    with a targetNamespace (issue 34 behaviour 1)."""
     release = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
                "metadata": {"name": "web", "namespace": "apps"},
                "spec": {"interval": "10m", "targetNamespace": "prod", "chart": {"spec": {
