@@ -362,7 +362,9 @@ class Observer:
         names = self._wanted_names(namespace)
         if names is None:
             return [base]
-        selectors = [base if len(names) > _NAMED_MAX else f"{base},name in ({','.join(sorted(names))})"] if names else []
+        selectors = []
+        if names:
+            selectors.append(base if len(names) > _NAMED_MAX else f"{base},name in ({','.join(sorted(names))})")
         if self._labelled:
             selectors.append(",".join([base, *(f"{k}={v}" for k, v in sorted(self._labelled.items()))]))
         return selectors
