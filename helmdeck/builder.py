@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from helmdeck import startup
 from helmdeck.console import usage_error
@@ -81,8 +81,11 @@ def kustomize_variables(args: argparse.Namespace) -> Variables:
 
 def engine(
     args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True, monitors: bool = True,
+    records_of: Literal["packages", "package set"] | None = None,
 ) -> Engine:
-    """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig."""
+    """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig.
+    ``records_of``: the release records the command needs, when not every release's
+    (:func:`engine.runtime.assemble.build_engine`)."""
     from engine.helm import Helm
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
     from engine.runtime.assemble import build_engine
@@ -124,7 +127,7 @@ def engine(
         kustomize_root=getattr(args, "kustomize_root", None),
         # the app attaches to the cluster's helmdeck controllers when one runs; status names their packages' owners
         attach=args.command in (None, "demo", "status"),
-        controller_metrics=tuple(getattr(args, "controller_metrics", ())), api=api,
+        controller_metrics=tuple(getattr(args, "controller_metrics", ())), api=api, records_of=records_of,
     )
     engine.scope_note = note
     startup.started()

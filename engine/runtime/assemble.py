@@ -24,12 +24,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from kubernetes import client
 
 from engine.base.masking import Masker
-from engine.base.wire import CONTROLLER, ROLE
+from engine.base.wire import CONTROLLER, PACKAGE_SET, ROLE
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from engine.reconcile.action import ActionContext
@@ -42,7 +42,7 @@ from engine.runtime.drive.folder import PackageFolder
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.ports import PackageInput
 from engine.runtime.drive.values_objects import ValuesObjects
-from engine.runtime.engine import STATUS_FLUSH, Engine, Given, Later, Parts, observed_namespaces
+from engine.runtime.engine import STATUS_FLUSH, Engine, Given, Later, Parts, observed_namespaces, package_releases
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook
 from engine.runtime.ledger.gate import ActionGate
 from engine.runtime.ledger.placed import ALL_HERE, Placed, PlacedLater
@@ -99,6 +99,7 @@ def build_engine(
     auto_shards: bool = False,
     stop_deadline: float = 30.0,
     api: client.ApiClient | None = None,
+    records_of: Literal["packages", "package set"] | None = None,
 ) -> Engine:
     """An engine driving the packages in ``packages_dir`` and reporting every release in storage.
 
@@ -127,7 +128,11 @@ def build_engine(
     Kustomization ``namespace/name`` read, ``--vars-from-cluster``) and ``kustomize_root``, the repository's
     folder (``plan --base``'s copy of a commit; default: the git checkout holding the path). ``auto_shards``
     (with ``cluster_packages`` and a ``lease``: this replica's membership Lease): ``helmdeck controller --shards
-    auto`` (:mod:`engine.runtime.cluster.shards`).
+    auto`` (:mod:`engine.runtime.cluster.shards`). ``records_of``: storage holds the records of the packages'
+    releases and no other (``"packages"``: the folder read once by a command that acts on its packages alone,
+    ``reconcile --once``), or those and the records of the package set's other releases (``"package set"``:
+    ``plan``, which lists those it would prune); None: every release. An empty folder's ``reconcile --once``
+    reads no release record.
     """
     given = Given(namespaces=namespaces, lease=lease, watch_packages=watch_packages, monitors=monitors,
                   online=online, readonly=readonly, controller_metrics=controller_metrics)
@@ -157,7 +162,11 @@ def build_engine(
                   else objects)
     # The packages are read now: their storage namespaces are watched too.
     first = source.load() if source is not None else None
-    observer = observer or Observer(own_api, observed_namespaces(namespaces, first.specs if first else {}))
+    specs = first.specs if first else {}
+    observer = observer or Observer(
+        own_api, observed_namespaces(namespaces, specs),
+        releases=package_releases(specs.values()) if records_of else None,
+        labelled={PACKAGE_SET: pset.identity} if records_of == "package set" and pset else None)
     sharded = objects is not None and lease is not None and online and (auto_shards or shard is not None)
     placed: Placed = PlacedLater() if sharded else ALL_HERE
     gate: ActionGate | None = None  # the book asks the gate, built next (the writable rule)

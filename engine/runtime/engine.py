@@ -171,6 +171,15 @@ def observed_namespaces(namespaces: list[str] | None, packages: dict[ReleaseKey,
     return sorted(set(namespaces) | {s.storage_ns for s in packages.values()})
 
 
+def package_releases(specs: Iterable[PackageSpec]) -> dict[str, set[str]]:
+    """The releases ``specs`` name, as helm's storage holds them: storage namespace → release names (the
+    ``releases`` of an observer that reads those alone)."""
+    names: dict[str, set[str]] = {}
+    for spec in specs:
+        names.setdefault(spec.storage_ns, set()).add(spec.release_name)
+    return names
+
+
 class Engine:
     """Drives the packages it was given and reports every release in storage; built by
     :func:`engine.runtime.assemble.build_engine` (or ``offline_engine``), one builder per mode, from ``parts``

@@ -31,7 +31,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
@@ -85,6 +85,7 @@ _MIN_WATCH_SECONDS = 0.5
 # Failed tries (0.2 + 0.4 + 0.8 s of backoff) after which a namespace never listed counts as unreadable for
 # wait_synced: helm gives up on an unreachable cluster at once; the watch goes on retrying all the same.
 _UNLISTED_TRIES = 3
+_NAMED_MAX = 100  # release names put in a list's label selector (``name in (...)``); more are filtered on arrival
 _LABELS_PAGE = "5000"  # objects per page of the labels-only list (~0.3 KB each)
 # The labels list skips superseded revisions: each release's newest is never one, so a release with ten
 # revisions costs one object, not ten (as ``helm list`` shows only the newest).
@@ -106,6 +107,11 @@ class Observer:
     ``UnsupportedDriverError`` for drivers that are not observable).
     ``watch_timeout`` (seconds) bounds one watch request; it is then resumed. ``page_size`` is the
     objects per page of a list.
+    ``releases`` (storage namespace → release names): hold the records of these releases only, for a command
+    that needs no other (``reconcile --once`` or ``plan`` of a folder: its packages' releases), and with
+    ``labelled`` (labels) also those of the releases whose records carry those labels (``plan``: its package
+    set's, which it would prune). A namespace needing none is never listed, so an empty folder's ``reconcile
+    --once`` lists nothing. None (the default): every release.
     ``start()`` launches the watch threads; ``wait_synced()`` blocks until
     the first list is in. Getters return copies of the internal maps.
     """
@@ -117,12 +123,17 @@ class Observer:
         driver: Driver | None = None,
         watch_timeout: int = 240,
         page_size: int = 500,
+        releases: Mapping[str, Collection[str]] | None = None,
+        labelled: Mapping[str, str] | None = None,
     ):
         self._api = api
         self._namespaces: tuple[str | None, ...] = tuple(dict.fromkeys(namespaces)) if namespaces else (None,)
         self._driver: Driver = driver or driver_from_env()
         self._watch_timeout = watch_timeout
         self._page_size = str(page_size)
+        self._releases = ({ns: frozenset(names) for ns, names in releases.items() if names}
+                          if releases is not None else None)
+        self._labelled = dict(labelled or {})
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._index = StorageIndex()
@@ -185,7 +196,11 @@ class Observer:
                 self._synced.update(self._namespaces)
                 self._changed.notify_all()
             return
+        with self._changed:  # a namespace none of whose releases is needed holds nothing: listed as is
+            self._synced.update(ns for ns in self._namespaces if not self._selectors(ns, OWNER_SELECTOR))
         for ns in self._namespaces:
+            if ns in self._synced:
+                continue
             t = threading.Thread(target=self._run, args=(ns,), name=f"helm-storage-{ns or 'all'}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -331,27 +346,70 @@ class Observer:
         return check_access(self._api, self._namespaces, self._driver, verbs)
 
     # -- watch loop ----------------------------------------------------------
+    def _wanted_names(self, namespace: str | None) -> frozenset[str] | None:
+        """The release names held in ``namespace`` (None: all namespaces): None for every release, else the
+        names ``releases`` gives (all namespaces': the union)."""
+        if self._releases is None:
+            return None
+        if namespace is None:
+            return frozenset().union(*self._releases.values())
+        return self._releases.get(namespace, frozenset())
+
+    def _selectors(self, namespace: str | None, base: str) -> list[str]:
+        """The label selectors whose lists hold the records held in ``namespace``: ``base`` for every release,
+        else ``base`` narrowed to the names held (helm's ``name`` label; when more than :data:`_NAMED_MAX`,
+        ``base`` filtered on arrival by :meth:`_held`) and to ``labelled``; none when nothing is held there."""
+        names = self._wanted_names(namespace)
+        if names is None:
+            return [base]
+        selectors = []
+        if names:
+            selectors.append(base if len(names) > _NAMED_MAX else f"{base},name in ({','.join(sorted(names))})")
+        if self._labelled:
+            selectors.append(",".join([base, *(f"{k}={v}" for k, v in sorted(self._labelled.items()))]))
+        return selectors
+
+    def _watch_selector(self, namespace: str | None) -> str:
+        """One watch's selector: the one list's, or helm's own filtered by :meth:`_held` (several lists)."""
+        selectors = self._selectors(namespace, OWNER_SELECTOR)
+        return selectors[0] if len(selectors) == 1 else OWNER_SELECTOR
+
+    def _held(self, obj: Mapping[str, Any]) -> bool:
+        """A storage object is one of the records held (``releases``; every record without it)."""
+        if not is_record(obj, self._driver):
+            return False
+        if self._releases is None:
+            return True
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if self._labelled and all(labels.get(k) == v for k, v in self._labelled.items()):
+            return True
+        return str(labels.get("name", "")) in self._releases.get(str(meta.get("namespace")), ())
+
     def _list(self, namespace: str | None, query: list[tuple[str, str]]) -> dict[str, Any]:
         """The driver's collection in ``namespace`` (None: all), decoded. Raises ApiException."""
         assert self._api is not None
         return rest.get_json(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query)
 
     def _list_labels(self, namespace: str | None) -> None:
-        token: str | None = None
         try:
-            while not self._stop.is_set():
-                query = [("labelSelector", _LABELS_SELECTOR), ("limit", _LABELS_PAGE)]
-                if token:
-                    query.append(("continue", token))
-                assert self._api is not None
-                body = rest.get_json(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query,
-                                     accept=rest.METADATA_LIST)
-                found = [listed_revision(obj) for obj in body.get("items") or []
-                         if str((obj.get("metadata") or {}).get("name", "")).startswith(RECORD_PREFIX)]
-                self._listed.emit([revision for revision in found if revision is not None])
-                token = (body.get("metadata") or {}).get("continue")
-                if not token:
-                    return
+            for selector in self._selectors(namespace, _LABELS_SELECTOR):
+                log.debug("storage list of %s (labels only): %s", namespace or "all namespaces", selector)
+                token: str | None = None
+                while not self._stop.is_set():
+                    query = [("labelSelector", selector), ("limit", _LABELS_PAGE)]
+                    if token:
+                        query.append(("continue", token))
+                    assert self._api is not None
+                    body = rest.get_json(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query,
+                                         accept=rest.METADATA_LIST)
+                    found = [listed_revision(obj) for obj in body.get("items") or []
+                             if str((obj.get("metadata") or {}).get("name", "")).startswith(RECORD_PREFIX)
+                             and self._held(obj)]
+                    self._listed.emit([revision for revision in found if revision is not None])
+                    token = (body.get("metadata") or {}).get("continue")
+                    if not token:
+                        break
         except Exception as exc:  # the full list that follows retries and reports
             log.info("storage labels list of %s failed: %s", namespace or "all namespaces", describe(exc))
 
@@ -428,33 +486,38 @@ class Observer:
     def _relist(self, namespace: str | None) -> str:
         # Pages are applied as they come, so at most one page of payloads is in memory.
         seen: set[StorageKey] = set()
-        token: str | None = None
-        while True:
-            query = [("labelSelector", OWNER_SELECTOR), ("limit", self._page_size)]
-            if token:
-                query.append(("continue", token))
-            body = self._call("list", namespace, query)
-            for obj in body.get("items") or []:
-                if is_record(obj, self._driver):
-                    self._apply(obj)
-                    seen.add(key_of(obj))
-            meta = body.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                break
+        versions: list[str] = []
+        for selector in self._selectors(namespace, OWNER_SELECTOR):
+            log.debug("storage list of %s (records): %s", namespace or "all namespaces", selector)
+            token: str | None = None
+            while True:
+                query = [("labelSelector", selector), ("limit", self._page_size)]
+                if token:
+                    query.append(("continue", token))
+                body = self._call("list", namespace, query)
+                for obj in body.get("items") or []:
+                    if self._held(obj):
+                        self._apply(obj)
+                        seen.add(key_of(obj))
+                meta = body.get("metadata") or {}
+                token = meta.get("continue")
+                if not token:
+                    break
+            # A paginated list is one snapshot: every page carries its resourceVersion.
+            versions.append(str(meta.get("resourceVersion", "")))
         self._relists += 1
         with self._lock:
             gone = [k for k in self._index.stored_keys()
                     if k not in seen and (namespace is None or k.namespace == namespace)]
         for key in gone:
             self._delete(key)
-        # A paginated list is one snapshot: every page carries its resourceVersion.
-        return str(meta.get("resourceVersion", ""))
+        # Watched from the first list's version: what changed during the next lists is replayed, in order.
+        return versions[0]
 
     def _watch(self, namespace: str | None, rv: str) -> str:
         resp = self._call(
             "watch", namespace,
-            [("labelSelector", OWNER_SELECTOR), ("watch", "true"), ("resourceVersion", rv),
+            [("labelSelector", self._watch_selector(namespace)), ("watch", "true"), ("resourceVersion", rv),
              ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self._watch_timeout))],
         )
         self._responses[namespace] = resp
@@ -471,7 +534,7 @@ class Observer:
                         raise _Gone()
                     raise RuntimeError(f"watch error: {obj.get('message', obj)}")
                 new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if etype != "BOOKMARK" and is_record(obj, self._driver):
+                if etype != "BOOKMARK" and self._held(obj):
                     if etype == "DELETED":
                         self._delete(key_of(obj))
                     else:

@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, "kustomize", None):  # its messages name files from the commit's tree
                 moved |= {"kustomize": base_dir, "kustomize_root": tree_root(base_dir, args.packages)}
             base = builder.engine(argparse.Namespace(**{**vars(args), **moved}), readonly=True, watch=False,
-                               monitors=False)
-        engine = builder.engine(args, readonly=True, watch=False, monitors=False)
+                                  monitors=False, records_of="package set")
+        # The packages' releases and the set's others (those it would prune): no other record is read.
+        engine = builder.engine(args, readonly=True, watch=False, monitors=False, records_of="package set")
 
         async def plan_all() -> Any:
             started = [e for e in (base, engine) if e is not None]

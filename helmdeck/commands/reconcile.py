@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         print("error: --readonly reconciles nothing; use `helmdeck status` to look", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(args.log_level, args.log_file)
-    engine = builder.engine(args, watch=not args.once)
+    # One pass over the folder's packages needs their releases' records alone (--prune: the set's others too).
+    engine = builder.engine(args, watch=not args.once,
+                            records_of=None if not args.once else "package set" if args.prune else "packages")
     stop = asyncio.Event()  # a signal, or the reader of stdout gone
     closed = False
 

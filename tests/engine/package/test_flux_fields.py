@@ -17,8 +17,8 @@ from engine.kube.client import KubeTarget
 from engine.package.load import load_folder
 from localcluster.cluster import LocalCluster
 from testkit.chart_sources import package_chart, push_oci, write
-from tests.conftest import run_helm
 from tests.cli.test_cli import helmdeck
+from tests.conftest import run_helm
 from tests.engine.sources.test_flux_digest import flux_repository
 
 _COPY = "layerSelector: {mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip, operation: copy}, "

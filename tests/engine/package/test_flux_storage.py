@@ -24,8 +24,8 @@ from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION
 from helmdeck.cli import EXIT_CHANGES, EXIT_NO_CHANGES, EXIT_STALLED
 from testkit.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from testkit.fixtures import WEB, fixed_engine
-from tests.tui.test_app_pilot_actions import install_flux_crd
 from tests.cli.test_cli import helmdeck
+from tests.tui.test_app_pilot_actions import install_flux_crd
 
 
 @pytest.fixture

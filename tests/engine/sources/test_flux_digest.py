@@ -15,8 +15,8 @@ from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from localcluster.cluster import LocalCluster
 from testkit.chart_sources import package_chart, push_oci, write
-from tests.conftest import run_helm
 from tests.cli.test_cli import helmdeck
+from tests.conftest import run_helm
 
 
 def flux_repository(namespace: str, base: str) -> str:
