@@ -382,9 +382,11 @@ async def test_create_namespace_needs_a_target_namespace(passes: Passes, core_ap
     finally:
         if missing in _namespaces(core_api):
             core_api.delete_namespace(missing)
-    # With a targetNamespace it is created, as Flux's Install does.
+    # With a targetNamespace it is created, as Flux's Install does (stored there too: helm's CLI cannot keep a
+    # release apart from its namespace, so one stored in the HelmRelease's namespace would be refused).
     target = f"{passes.namespace}-made"
-    passes.write("{}", f"  targetNamespace: {target}\n  install: {{createNamespace: true}}\n")
+    passes.write("{}", f"  targetNamespace: {target}\n  storageNamespace: {target}\n"
+                       "  install: {createNamespace: true}\n")
     try:
         [key] = [k for k in passes.engine.book.packages if k[0] == target]  # Flux's release name, shortened
         made = await passes.engine.controller.run_pass(key)
