@@ -115,7 +115,9 @@ def test_cleanup_and_reconcile_say_a_refused_permission(viewer: KubeTarget, tmp_
     assert proc.returncode == 1 and "nothing to clean up" not in proc.stdout
     assert 'error: missing RBAC permission: list secrets in namespace "default"' in proc.stderr
     assert "cannot clean up" in proc.stderr
+    # reconcile --once reads the storage of its packages' releases only (an empty folder's none: issue 36)
+    (pkgs / "web.yaml").write_text(package_yaml("web", chart=str(EXAMPLES / "charts" / "web")))
     proc = helmdeck("reconcile", "--once", "--no-lease", *base)
-    assert proc.returncode == 1  # nothing to reconcile, but the storage it must watch is refused
+    assert proc.returncode == 1  # the storage its package's release is kept in is refused
     assert 'error: missing RBAC permission: list secrets in namespace "default"' in proc.stderr
     assert 'note: cannot list and watch secrets across all namespaces' in proc.stderr

@@ -14,6 +14,7 @@ from kubernetes import client
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, api_client
 from helmdeck.cli import EXIT_CONVERGED, EXIT_FAILED, EXIT_STALLED
+from testkit.packages import write_package
 from tests.reconcile_harness import EXAMPLES
 
 
@@ -110,10 +111,13 @@ def test_an_unreachable_api_server_is_an_error_not_an_empty_list(tmp_path: Path)
         f"clusters: [{{name: gone, cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}}}]\n"
         "users: [{name: u, user: {token: t}}]\ncontexts: [{name: gone, context: {cluster: gone, user: u}}]\n")
     (tmp_path / "p").mkdir()
+    # reconcile --once reads the storage of its packages' releases only (an empty folder's none: issue 36), so
+    # it is given one package
+    write_package(tmp_path / "q", "web", chart=str(EXAMPLES / "charts" / "web"))
     base = ["--kubeconfig", str(kubeconfig), "--log-file", str(tmp_path / "log")]
     for command in (["status"], ["plan", "--packages", str(tmp_path / "p")],
                     ["cleanup", "--dry-run", "--packages", str(tmp_path / "p")],
-                    ["reconcile", "--once", "--no-lease", "--packages", str(tmp_path / "p")]):
+                    ["reconcile", "--once", "--no-lease", "--packages", str(tmp_path / "q")]):
         proc = helmdeck(*command, *base, timeout=25)  # the storage wait was 30 s
         assert proc.returncode == EXIT_FAILED, (command, proc.stdout, proc.stderr)
         assert "error: cannot list Helm's storage in all namespaces" in proc.stderr, (command, proc.stderr)

@@ -17,7 +17,8 @@ from tests.engine.package.test_package import pkg, write
 
 
 def test_defaults_are_fluxs() -> None:
-    assert CrdPolicy() == CrdPolicy(install="Create", upgrade="Skip")
+    # Create on upgrade too: what helm-controller's code applies when unset (its docs say Skip; issue 34, 10)
+    assert CrdPolicy() == CrdPolicy(install="Create", upgrade="Create")
 
 
 def test_target_namespace_moves_the_release_and_names_it_as_flux(tmp_path: Path) -> None:
