@@ -376,8 +376,10 @@ class Observer:
 
     def _held(self, obj: Mapping[str, Any]) -> bool:
         """A storage object is one of the records held (``releases``; every record without it)."""
-        if not is_record(obj, self._driver):
-            return False
+        return is_record(obj, self._driver) and self._named(obj)
+
+    def _named(self, obj: Mapping[str, Any]) -> bool:
+        """A storage object (a record, or its metadata alone: no Secret ``type`` then) is of a release held."""
         if self._releases is None:
             return True
         meta = obj.get("metadata") or {}
@@ -405,7 +407,7 @@ class Observer:
                                          accept=rest.METADATA_LIST)
                     found = [listed_revision(obj) for obj in body.get("items") or []
                              if str((obj.get("metadata") or {}).get("name", "")).startswith(RECORD_PREFIX)
-                             and self._held(obj)]
+                             and self._named(obj)]
                     self._listed.emit([revision for revision in found if revision is not None])
                     token = (body.get("metadata") or {}).get("continue")
                     if not token:
