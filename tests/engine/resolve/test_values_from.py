@@ -71,8 +71,9 @@ async def until(check: Callable[[], bool], timeout: float = 30.0) -> float:
 
 
 def revision(engine: Engine, key: tuple[str, str]) -> int:
+    """The newest deployed revision (0: none): helm stores a revision pending before it applies its objects."""
     obs = engine.observer.latest(*key)
-    return obs.version if obs else 0
+    return obs.version if obs and obs.status == "deployed" else 0
 
 
 def deployed_settings(core: client.CoreV1Api, namespace: str, release: str) -> dict[str, Any]:
