@@ -25,6 +25,7 @@ from helmdeck.cli import EXIT_CHANGES, EXIT_NO_CHANGES, EXIT_STALLED
 from testkit.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from testkit.fixtures import WEB, fixed_engine
 from tests.cli.test_cli import helmdeck
+from tests.engine.runtime.test_flux_owns import document
 from tests.tui.test_app_pilot_actions import install_flux_crd
 
 
@@ -38,25 +39,10 @@ def target(core_api: client.CoreV1Api, namespace: str) -> Iterator[str]:
 
 
 def helm_release(namespace: str, target: str, url: str, replicas: int, storage: str = "") -> str:
-    """A Flux repository's file: a HelmRepository at ``url`` and HelmRelease ``web`` of ``namespace``
-    releasing into ``target`` (stored in ``storage`` when given)."""
-    stored = f"\n  storageNamespace: {storage}" if storage else ""
-    return f"""apiVersion: source.toolkit.fluxcd.io/v1
-kind: HelmRepository
-metadata: {{name: charts, namespace: {namespace}}}
-spec: {{interval: 1m, url: "{url}"}}
----
-apiVersion: helm.toolkit.fluxcd.io/v2
-kind: HelmRelease
-metadata: {{name: web, namespace: {namespace}}}
-spec:
-  interval: 10m
-  timeout: 60s
-  targetNamespace: {target}{stored}
-  chart:
-    spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
-  values: {{replicas: {replicas}}}
-"""
+    """The Flux repository file of :func:`document` with HelmRelease ``web`` releasing into ``target`` (stored in
+    ``storage`` when given)."""
+    stored = f"  storageNamespace: {storage}\n" if storage else ""
+    return document(namespace, url, replicas, f"  targetNamespace: {target}\n{stored}")
 
 
 def helm_records(core_api: client.CoreV1Api, namespace: str, release: str) -> list[dict[str, Any]]:

@@ -30,8 +30,9 @@ def helmrelease_api(kube_target: KubeTarget) -> client.CustomObjectsApi:
     return install_flux_crd(api_client(kube_target))
 
 
-def document(namespace: str, url: str, replicas: int) -> str:
-    """A Flux repository's file: a HelmRepository at ``url`` and the HelmRelease ``web`` of its chart."""
+def document(namespace: str, url: str, replicas: int, extra: str = "") -> str:
+    """A Flux repository's file: a HelmRepository at ``url`` and the HelmRelease ``web`` of its chart; ``extra``:
+    more ``spec`` fields as YAML lines indented 2 spaces."""
     return f"""apiVersion: source.toolkit.fluxcd.io/v1
 kind: HelmRepository
 metadata: {{name: charts, namespace: {namespace}}}
@@ -43,7 +44,7 @@ metadata: {{name: web, namespace: {namespace}}}
 spec:
   interval: 10m
   timeout: 60s
-  chart:
+{extra}  chart:
     spec: {{chart: web, version: "1.x", sourceRef: {{kind: HelmRepository, name: charts}}}}
   values: {{replicas: {replicas}}}
 """
