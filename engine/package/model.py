@@ -284,6 +284,16 @@ class PackageSpec:
         return self.kind == KIND
 
     @property
+    def kept_when_removed(self) -> str | None:
+        """Why the release of a package that is gone (its file removed, its object deleted) stays installed, None
+        when it is uninstalled: a package suspended by its ``spec.suspend`` keeps its release, as Flux's
+        helm-controller (internal/controller/helmrelease_controller.go, ``reconcileDelete``) uninstalls only
+        a HelmRelease that is not suspended."""
+        if self.suspend:
+            return "the release is kept: the package was suspended (spec.suspend: true)"
+        return None
+
+    @property
     def creates_namespace(self) -> bool:
         """Does an install create the release's namespace (helm ``--create-namespace``)? With
         ``install.createNamespace``; for a HelmRelease only with a ``targetNamespace``, as Flux's helm-controller

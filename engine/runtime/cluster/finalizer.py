@@ -27,7 +27,6 @@ from engine.package.load import package_object
 from engine.package.model import PackageSpec
 from engine.reconcile import conditions as cond
 from engine.runtime.cluster.objects import PACKAGES, PackageObjects, deleting
-from engine.runtime.drive.controller import kept_when_removed
 from engine.runtime.ledger.book import ActionRefused
 from engine.runtime.state import EngineSignal, LeaseChanged
 
@@ -139,7 +138,7 @@ class Finalizers:
             self._missed.discard(origin)
             self.sweep([origin])
             return
-        if spec is not None and (kept := kept_when_removed(spec)) is not None:
+        if spec is not None and (kept := spec.kept_when_removed) is not None:
             await self.record(ref, cond.UNINSTALL_SUCCEEDED, f"Package deleted: {kept}", False)
         elif spec is not None:
             await self.record(ref, cond.UNINSTALL_SUCCEEDED,

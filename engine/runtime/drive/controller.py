@@ -96,16 +96,6 @@ def storage_unlocker(api: client.ApiClient, driver: Driver) -> Callable[[Observa
     return unlock
 
 
-def kept_when_removed(spec: PackageSpec) -> str | None:
-    """Why the release of a package that is gone (its file removed, its object deleted) stays installed, None
-    when it is uninstalled: a package suspended by its ``spec.suspend`` keeps its release, as Flux's
-    helm-controller (internal/controller/helmrelease_controller.go, ``reconcileDelete``) uninstalls only
-    a HelmRelease that is not suspended."""
-    if spec.suspend:
-        return "the release is kept: the package was suspended (spec.suspend: true)"
-    return None
-
-
 def verdict(result: PassResult, interval: float) -> RunResult:
     """What the work queue does after a pass (the one translation of a pass's ``next``)."""
     if result.state == cond.DEPENDENCY_NOT_READY:  # woken when a dependency turns Ready; this is the fallback
@@ -231,11 +221,11 @@ class PackageController:
     async def uninstall_removed(self, spec: PackageSpec, why: str, *, stored: bool = False) -> str | None:
         """Uninstall the release of a package that is gone (``why``: a removed file, a deleted Package object),
         with its ``spec.uninstall`` options, under the release's guard; a suspended one's release is kept
-        (:func:`kept_when_removed`). Only a release this engine installed
+        (``PackageSpec.kept_when_removed``). Only a release this engine installed
         (its status has history), or with ``stored`` any release storage holds. Returns None when it is
         uninstalled or there is nothing to uninstall, else helm's error. Raises ActionRefused (busy)."""
         key = spec.key
-        if (kept := kept_when_removed(spec)) is not None:
+        if (kept := spec.kept_when_removed) is not None:
             self.book.log(key, "prune", "info", f"{why}: {kept}")
             return None
         status = self.book.status(key)
