@@ -73,7 +73,7 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
     helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path,
 ) -> None:
     objects = install_flux_crd(core_api.api_client)
-    created = objects.create_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, {
+    created: Any = objects.create_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, {
         "apiVersion": f"{FLUX_GROUP}/{FLUX_VERSION}", "kind": "HelmRelease", "metadata": {"name": "settings"},
         "spec": {"interval": "5m", "chart": {"spec": {"chart": "settings", "sourceRef": {"kind": "HelmRepository",
                                                                                           "name": "charts"}}}}})
@@ -86,7 +86,8 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
     async with app.run_test(size=SIZE) as pilot:
         # the row from the object: Flux owns it, its Ready and state from the conditions, its counters and history
         await wait_for(lambda: cell(app, key, "owner") == "flux" and cell(app, key, "ready") == "✖ no",
-                       seen=lambda: {**row(app, key), "ready": cell(app, key, "ready"), "owner": cell(app, key, "owner")})
+                       seen=lambda: {**row(app, key), "ready": cell(app, key, "ready"),
+                                     "owner": cell(app, key, "owner")})
         view = app.client.release(key)
         assert view is not None and view.flux is not None and view.flux.ref == key
         assert view.state == "Failed" and view.failures.upgrade == 2 and view.failures.total == 2
@@ -114,7 +115,6 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
                        seen=lambda: app.client.release(key))
 
         # l: requestedAt and resetAt with a new token, as flux reconcile hr --reset (no pending revision needed)
-        time.sleep(0.001)
         await press_and_confirm(pilot, app, "l", "Request a reset?")
         await wait_for(lambda: RESET in (helmrelease(objects, namespace)["metadata"].get("annotations") or {}),
                        seen=lambda: row(app, key))
@@ -138,13 +138,14 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
         await wait_for(lambda: "suspend" not in helmrelease(objects, namespace)["spec"])
 
         # helm-controller's Event on the object: the release's log and LAST ACTION
-        core_api.create_namespaced_event(namespace, {
+        event: Any = {
             "metadata": {"name": "settings.upgrade", "namespace": namespace},
             "involvedObject": {"apiVersion": f"{FLUX_GROUP}/{FLUX_VERSION}", "kind": "HelmRelease",
                                "name": "settings", "namespace": namespace},
             "reason": "UpgradeSucceeded", "type": "Normal", "source": {"component": "helm-controller"},
             "message": "Helm upgrade succeeded for release x/settings.v2 with chart settings@0.1.0",
-            "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        core_api.create_namespaced_event(namespace, event)
         await wait_for(lambda: cell(app, key, "action") == "✔ upgrade", seen=lambda: row(app, key))
         assert any(e.action == "UpgradeSucceeded" for e in app.client.events(key))
     assert stored(core_api, namespace, "settings") == [(1, "deployed")]  # helmdeck ran no helm action

@@ -1,7 +1,7 @@
 """The app and the gate on a release Flux owns, on the real local cluster (the HelmRelease CRD applied, no Flux
 running: the object's existence is what decides): the row says Flux owns it and how it stands against the
-document, the actions Flux would undo are refused saying what Flux offers, an edit of the document is judged again, and ``status``
-shows the FluxOwned condition."""
+document, the actions Flux would undo are refused saying what Flux offers, an edit of the document is judged
+again, and ``status`` shows the FluxOwned condition."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f
         assert why is not None and f"HelmRelease {namespace}/web" in why and "Flux rolls back only" in why
         await select(app, key)
         await pilot.press("r")
-        await wait_for(lambda: any("Flux rolls back only" in str(n.message) for n in getattr(app, "_notifications", ())),
+        await wait_for(lambda: "Flux rolls back only" in (row(app, key)["notifications"] or ""),
                        seen=lambda: row(app, key))
         write(pkgs, "web.yaml", document(namespace, repo.url, 1))  # the document now says what is deployed
         await wait_for(lambda: cell(app, key, "state") == "⚑ InSync", timeout=30,

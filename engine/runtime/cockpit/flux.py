@@ -76,23 +76,26 @@ def _history(status: dict[str, Any]) -> tuple[FluxRevision, ...]:
 
 def flux_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """The release view's fields (``ReleaseView``) a HelmRelease object and its status give, as helm-controller
-    writes them (api/v2 ``HelmReleaseStatus``)."""
+    writes them (api/v2 ``HelmReleaseStatus``); the conditions, Ready and state only once it wrote a condition."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     notes = meta.get("annotations") or {}
     conditions = _conditions(status)
     generation, observed = int(meta.get("generation") or 0), int(status.get("observedGeneration") or 0)
     ready = cond.get(conditions, cond.READY)
     suspended = spec.get("suspend") is True
+    said: dict[str, Any] = {  # nothing before helm-controller wrote a condition: a document's own status stays
+        "conditions": conditions,
+        "ready": None if ready is None or ready.status == "Unknown" else ready.status == "True",
+        "state": attached_state(conditions, generation, observed),
+    } if conditions else {}
     return {
+        **said,
         "flux": FluxObject((str(meta.get("namespace")), str(meta.get("name"))), generation, observed, suspended,
                            _history(status), str(notes.get(FLUX_RECONCILE_REQUEST) or ""),
                            str(notes.get(FLUX_FORCE_REQUEST) or ""), str(notes.get(FLUX_RESET_REQUEST) or ""),
                            str(status.get("lastHandledReconcileAt") or ""),
                            str(status.get("lastHandledForceAt") or ""), str(status.get("lastHandledResetAt") or ""),
                            str(status.get("lastAttemptedRevision") or "")),
-        "conditions": conditions,
-        "ready": None if ready is None or ready.status == "Unknown" else ready.status == "True",
-        "state": attached_state(conditions, generation, observed),
         "suspended": suspended,
         "failures": FailureCounts(int(status.get("installFailures") or 0), int(status.get("upgradeFailures") or 0),
                                   int(status.get("failures") or 0)),

@@ -10,7 +10,7 @@ import pytest
 
 from engine.runtime import Engine
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.ledger.gate import ACTIONS, ActionGate, Suspended
+from engine.runtime.ledger.gate import ACTIONS, READ_ONLY, ActionGate, Suspended
 from engine.runtime.ledger.placed import AllHere
 from engine.runtime.state import ReleaseKey
 from testkit.fixtures import LEGACY, SETTINGS, WEB, fixed_engine
@@ -123,7 +123,7 @@ def test_on_a_release_flux_owns_u_l_s_are_fluxs_requests_and_the_rest_flux_would
     with pytest.raises(ActionRefused, match="Flux rolls back only"):
         gate.check("rollback", LEGACY)
     assert gate.why_not("test", LEGACY) == "read-only: another instance holds the engine lease"  # helmdeck's own
-    assert online_gate(engine, readonly=True).why_not("upgrade", LEGACY) == "helmdeck runs read-only: actions are disabled"
+    assert online_gate(engine, readonly=True).why_not("upgrade", LEGACY) == READ_ONLY
     offline = online_gate(engine, online=False)
     assert offline.why_not("suspend", LEGACY) == "not connected to a cluster"  # a request needs the cluster
 
