@@ -45,7 +45,7 @@ def flux_refusal(action: str, ref: str) -> str | None:
     """Why the operator's ``action`` is not done on a release HelmRelease ``ref`` (``namespace/name``) owns, as
     what Flux offers instead; None when it is done (a Flux request, :data:`FLUX_REQUESTS`, or what Flux does
     not undo: test (helm-controller's release digest leaves test hooks out: internal/release/observation.go
-    ``IgnoreHookTestEvents``), diff, render, versions, the queue's own pass)."""
+    ``IgnoreHookTestEvents``), helmdeck's own monitor and cancel, diff, render, versions, the queue's own pass)."""
     if action == "rollback":
         return (f"Flux rolls back only as upgrade remediation (HelmRelease {ref}: spec.upgrade.remediation, "
                 "strategy rollback); a hand rollback would be upgraded back on its next reconcile. To go back, "
@@ -57,8 +57,6 @@ def flux_refusal(action: str, ref: str) -> str | None:
     if action == "maintenance":
         return (f"maintenance is helmdeck's; Flux's HelmRelease {ref} would undo it: suspend it (s) to have Flux "
                 "leave the release alone")
-    if action in ("monitor", "cancel"):
-        return f"{action} acts on helmdeck's own monitor and actions; HelmRelease {ref} is Flux's"
     return None
 
 
