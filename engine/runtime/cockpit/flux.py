@@ -141,6 +141,8 @@ class FluxCockpit:
         self._event_watches: dict[str, Callable[[], None]] = {}
         self._handoff: LoopHandoff[tuple[str, str, Any]] = LoopHandoff(self._apply)
         self._watches: list[_HelmReleases] = []
+        # ref -> (resourceVersion, its release, its fields): an event projects only the object it changed
+        self._projected: dict[tuple[str, str], tuple[str, ReleaseKey, dict[str, Any]]] = {}
         self.problem = ""
 
     async def run(self) -> None:
@@ -183,12 +185,18 @@ class FluxCockpit:
     def _show(self) -> None:
         fields: dict[ReleaseKey, dict[str, Any]] = {}
         keys: dict[tuple[str, str], ReleaseKey] = {}
+        projected: dict[tuple[str, str], tuple[str, ReleaseKey, dict[str, Any]]] = {}
         for objects in self._objects.values():
             for ref, obj in objects.items():
-                key = release_key(obj)
-                fields[key] = {**flux_fields(obj), **({"last": self._last[key]} if key in self._last else {})}
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                cached = self._projected.get(ref)
+                if cached is None or cached[0] != version:
+                    cached = (version, release_key(obj), flux_fields(obj))
+                projected[ref] = cached
+                key = cached[1]
+                fields[key] = {**cached[2], **({"last": self._last[key]} if key in self._last else {})}
                 keys[ref] = key
-        self._keys = keys
+        self._keys, self._projected = keys, projected
         for namespace in {ref[0] for ref in keys} - set(self._event_watches):
             self._event_watches[namespace] = self._events(namespace, self._on_event)
         self._book.set_flux(fields)

@@ -402,7 +402,8 @@ class ReleaseBook:
         status = self._statuses.get(key)
         bad = self.observer.unreadable_releases().get(key)
         attached = self._attached.get(key) if pkg is None else None
-        flux = self._flux.get(key)
+        # A HelmRelease's object gives a row without a package, or its document's (a Package keeps its own)
+        flux = self._flux.get(key) if pkg is None or key in self._flux_owned else None
         if obs is None and pkg is None and bad is None and attached is None and flux is None:
             if cur is not None and cur.running is None and not changes:
                 del self._views[key]
