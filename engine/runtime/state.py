@@ -133,7 +133,8 @@ class FluxObject:
     @property
     def requested(self) -> tuple[str, ...]:
         """The requests made and not handled yet: ``"force"``, ``"reset"`` (each only with an equal
-        ``requestedAt``, as helm-controller's ``HandleAnnotationRequest`` acts on them), else ``"reconcile"``."""
+        ``requestedAt``, as helm-controller's api/v2 ``ShouldHandleForceRequest``/``ShouldHandleResetRequest``
+        act on them), else ``"reconcile"``."""
         out = tuple(name for name, token, handled in (("force", self.force_at, self.handled_force),
                                                        ("reset", self.reset_at, self.handled_reset))
                     if token and token == self.requested_at and token != handled)

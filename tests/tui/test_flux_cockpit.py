@@ -14,7 +14,7 @@ from engine.base.masking import Masker
 from engine.runtime import Engine
 from engine.runtime.cockpit.flux import flux_fields, release_key
 from engine.runtime.ledger.owners import flux_token
-from testkit.fixtures import FIXED_NOW, LEGACY, fixed_clock, fixed_engine
+from testkit.fixtures import FIXED_NOW, LEGACY, WEB, fixed_clock, fixed_engine
 from tests.tui.test_snapshots import MAIN, TALL, THEMES
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
@@ -71,6 +71,17 @@ def _open(*keys: str) -> Any:
         await pilot.pause(0.3)
 
     return run
+
+
+def test_a_package_of_the_same_release_keeps_its_own_row() -> None:
+    """A HelmRelease object naming a helmdeck Package's release does not take its row (a HelmRelease document's
+    Flux owns does: tests/tui/test_flux_owned_app.py)."""
+    engine = fixed_engine()
+    obj = helmrelease()
+    obj["metadata"].update(name="web", namespace="helmdeck-demo")
+    engine.book.set_flux({release_key(obj): flux_fields(obj)})
+    view = engine.release(WEB)
+    assert view is not None and view.flux is None and engine.owner(WEB).kind == "helmdeck"
 
 
 def test_the_row_is_the_helmreleases() -> None:

@@ -5,7 +5,8 @@ requests, helm-controller's Events) and its keys are Flux's own requests, read b
 ``u`` as ``flux reconcile helmrelease --force``, ``l`` as ``--reset``, ``s`` as ``flux suspend / resume
 helmrelease`` (fluxcd/flux2 cmd/flux/reconcile.go ``requestReconciliation``, suspend.go, resume.go), ``r``
 refused with what Flux offers instead; helm-controller acts on forceAt/resetAt only when equal to requestedAt
-(internal/controller/helmrelease_controller.go, ``HandleAnnotationRequest`` of fluxcd/pkg/runtime)."""
+(api/v2 annotations.go ``ShouldHandleForceRequest``, ``ShouldHandleResetRequest``: fluxcd/pkg/apis/meta
+``HandleAnnotationRequest``)."""
 
 from __future__ import annotations
 

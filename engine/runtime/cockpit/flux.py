@@ -29,7 +29,7 @@ from urllib3.exceptions import HTTPError
 from engine.base.handoff import LoopHandoff
 from engine.base.wire import FLUX_FORCE_REQUEST, FLUX_RECONCILE_REQUEST, FLUX_RESET_REQUEST
 from engine.kube import rest
-from engine.kube.stream import WatchThread, list_all, open_watch
+from engine.kube.stream import WatchThread, describe, list_all, open_watch
 from engine.monitor.events import KubeEvent
 from engine.package.identity import default_release_name
 from engine.package.model import shorten_release_name
@@ -118,6 +118,12 @@ class _HelmReleases(WatchThread):
     def _watch(self, rv: str) -> str:
         return self._stream(open_watch(self._api, self._path, rv), rv,
                             lambda kind, obj: self._put((kind, self._path, obj)))
+
+    def _retry(self, exc: Exception) -> bool:
+        if isinstance(exc, ApiException) and exc.status in (401, 403):  # asked again, it is refused again
+            log.warning("%s refused: %s; releases Flux owns are shown from storage", self._what, describe(exc))
+            return False
+        return super()._retry(exc)
 
 
 def _ref(obj: dict[str, Any]) -> tuple[str, str]:

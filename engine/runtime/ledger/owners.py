@@ -189,7 +189,9 @@ class FluxClient:
 
         - ``force`` / ``reset``: ``reconcile.fluxcd.io/requestedAt`` and ``forceAt`` (``resetAt``) with one
           token, as ``flux reconcile helmrelease --force`` (``--reset``): helm-controller acts on them only
-          when equal to ``requestedAt`` (its ``HandleAnnotationRequest``); fluxcd/flux2 cmd/flux/reconcile.go
+          when equal to ``requestedAt`` (api/v2 annotations.go ``ShouldHandleForceRequest``,
+          ``ShouldHandleResetRequest``: fluxcd/pkg/apis/meta ``HandleAnnotationRequest``); fluxcd/flux2
+          cmd/flux/reconcile.go
           ``requestReconciliation`` (the token :func:`flux_token`), which refuses a suspended object first
           (``reconcileCommand.run``: "resource is suspended");
         - ``suspend``: ``spec.suspend: true`` (``suspend`` True), or resumed (the field removed, as the CLI's
