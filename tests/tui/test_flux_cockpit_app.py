@@ -149,4 +149,10 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
         core_api.create_namespaced_event(namespace, event)
         await wait_for(lambda: cell(app, key, "action") == "✔ upgrade", seen=lambda: row(app, key))
         assert any(e.action == "UpgradeSucceeded" for e in app.client.events(key))
+
+        # the HelmRelease deleted: the release is nobody's again (its manifest carries no Flux labels)
+        objects.delete_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "settings")
+        await wait_for(lambda: cell(app, key, "owner") == "-", seen=lambda: {**row(app, key),
+                                                                             "owner": cell(app, key, "owner")})
+        assert app.client.why_not("rollback", key) is None
     assert stored(core_api, namespace, "settings") == [(1, "deployed")]  # helmdeck ran no helm action
