@@ -150,9 +150,15 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
         await wait_for(lambda: cell(app, key, "action") == "✔ upgrade", seen=lambda: row(app, key))
         assert any(e.action == "UpgradeSucceeded" for e in app.client.events(key))
 
-        # the HelmRelease deleted: the release is nobody's again (its manifest carries no Flux labels)
-        objects.delete_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "settings")
-        await wait_for(lambda: cell(app, key, "owner") == "-", seen=lambda: {**row(app, key),
-                                                                             "owner": cell(app, key, "owner")})
+        # another releaseName: the object owns that release now (not installed yet), this one is nobody's again
+        # (its manifest carries no Flux labels)
+        objects.patch_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "settings",
+                                               {"spec": {"releaseName": "renamed"}})
+        renamed = (namespace, "renamed")
+        await wait_for(lambda: cell(app, key, "owner") == "-" and cell(app, renamed, "owner") == "flux",
+                       seen=lambda: {**row(app, key), "owner": cell(app, key, "owner")})
         assert app.client.why_not("rollback", key) is None
+        # the HelmRelease deleted: its row goes (no release stored under that name)
+        objects.delete_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "settings")
+        await wait_for(lambda: app.client.release(renamed) is None, seen=lambda: app.client.release(renamed))
     assert stored(core_api, namespace, "settings") == [(1, "deployed")]  # helmdeck ran no helm action

@@ -178,33 +178,51 @@ class FluxCockpit:
             self._event_watches.clear()
 
     def _apply(self, change: tuple[str, str, Any]) -> None:
+        """One change of a watch: a (re)list replaces every row; an object added, changed or deleted changes
+        its own row only (a burst of status writes at 1,000 objects costs no pass over them all)."""
         kind, path, obj = change
-        known = self._objects.setdefault(path, {})
         if kind == "LISTED":
             self._objects[path] = obj
-        elif kind == "DELETED":
-            known.pop(_ref(obj), None)
+            self._show()
+            return
+        ref = _ref(obj)
+        before = self._keys.pop(ref, None)
+        if kind == "DELETED":
+            self._objects.setdefault(path, {}).pop(ref, None)
+            self._projected.pop(ref, None)
         else:
-            known[_ref(obj)] = obj
-        self._show()
+            self._objects.setdefault(path, {})[ref] = obj
+            key, fields = self._project(ref, obj)
+            self._keys[ref] = key
+            self._watch_events(ref[0])
+            self._book.put_flux(key, fields)
+        if before is not None and before != self._keys.get(ref) and before not in self._keys.values():
+            self._book.put_flux(before, None)
+
+    def _project(self, ref: tuple[str, str], obj: dict[str, Any]) -> tuple[ReleaseKey, dict[str, Any]]:
+        """``obj``'s release and its row's fields, projected again only when the object changed."""
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        cached = self._projected.get(ref)
+        if cached is None or cached[0] != version:
+            cached = self._projected[ref] = (version, release_key(obj), flux_fields(obj))
+        key = cached[1]
+        return key, {**cached[2], **({"last": self._last[key]} if key in self._last else {})}
+
+    def _watch_events(self, namespace: str) -> None:
+        if namespace not in self._event_watches:
+            self._event_watches[namespace] = self._events(namespace, self._on_event)
 
     def _show(self) -> None:
+        """Every row from the objects known now (after a list)."""
         fields: dict[ReleaseKey, dict[str, Any]] = {}
-        keys: dict[tuple[str, str], ReleaseKey] = {}
-        projected: dict[tuple[str, str], tuple[str, ReleaseKey, dict[str, Any]]] = {}
+        self._keys = {}
         for objects in self._objects.values():
             for ref, obj in objects.items():
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-                cached = self._projected.get(ref)
-                if cached is None or cached[0] != version:
-                    cached = (version, release_key(obj), flux_fields(obj))
-                projected[ref] = cached
-                key = cached[1]
-                fields[key] = {**cached[2], **({"last": self._last[key]} if key in self._last else {})}
-                keys[ref] = key
-        self._keys, self._projected = keys, projected
-        for namespace in {ref[0] for ref in keys} - set(self._event_watches):
-            self._event_watches[namespace] = self._events(namespace, self._on_event)
+                key, fields[key] = self._project(ref, obj)
+                self._keys[ref] = key
+        self._projected = {ref: p for ref, p in self._projected.items() if ref in self._keys}
+        for namespace in {ref[0] for ref in self._keys}:
+            self._watch_events(namespace)
         self._book.set_flux(fields)
 
     def _on_event(self, event: KubeEvent) -> None:

@@ -269,6 +269,17 @@ class ReleaseBook:
             if old.get(key) != fields.get(key):
                 self.refresh(key)
 
+    def put_flux(self, key: ReleaseKey, fields: dict[str, Any] | None) -> None:
+        """Set (None: drop) one release's fields from the HelmRelease object owning it, and refresh it if
+        they changed."""
+        if self._flux.get(key) == fields:
+            return
+        if fields is None:
+            self._flux.pop(key, None)
+        else:
+            self._flux[key] = fields
+        self.refresh(key)
+
     def update_flux(self, key: ReleaseKey, **changes: Any) -> None:
         """Change fields of one Flux-owned release's view (helm-controller's last action, from an Event)."""
         if key in self._flux:
