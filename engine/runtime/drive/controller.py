@@ -104,6 +104,8 @@ def verdict(result: PassResult, interval: float) -> RunResult:
         return RunResult("interval", min(LOCKED_RECHECK, result.retry_after or LOCKED_RECHECK))
     if result.next == "interval":
         return RunResult("interval", interval)
+    if result.next == "retry":  # RetryOnFailure: its retry interval, jittered by the queue as Flux's requeue
+        return RunResult("interval", result.retry_after if result.retry_after is not None else interval)
     return {"now": RunResult("now"), "error": RunResult("error"), "stop": RunResult("stop")}[result.next]
 
 
