@@ -377,7 +377,7 @@ class PackageController:
             raise ActionRefused(no_package_reason(key))
         began = time.monotonic()
         result = await self._reconcile(key, spec, force)
-        failed = result.next in ("error", "stop") or any(not o.ok for o in result.outcomes)
+        failed = result.next in ("error", "stop", "retry") or any(not o.ok for o in result.outcomes)
         self.book.emit(PassFinished(key, spec, "failure" if failed else "success", time.monotonic() - began))
         return result
 
