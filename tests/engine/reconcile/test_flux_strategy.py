@@ -12,6 +12,7 @@ The pure decisions and the loop over a fake helm first; then each behaviour on t
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from engine.reconcile import state as st
 from engine.reconcile.atomic import AtomicRelease, PassResult
 from engine.reconcile.errors import ExceededMaxRetries
 from engine.reconcile.install import Install
-from engine.reconcile.status import FailureCounts
+from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.runtime.assemble import build_engine
 from engine.runtime.drive.controller import verdict
 from engine.runtime.drive.queue import RunResult
@@ -201,9 +202,10 @@ async def test_upgrade_retry_on_failure_does_not_roll_back(passes: Passes) -> No
     ClearFailures) although the generation changed anyway."""
     strategy = ("  upgrade:\n    strategy: {name: RetryOnFailure, retryInterval: 2m}\n"
                 "    remediation: {retries: 3}\n")
-    passes.write("{message: a}", strategy)
-    assert (await passes.run()).state == st.IN_SYNC
-    passes.write("{fail: true}", strategy)
+    passes.write("{message: a}", strategy, timeout="60s")
+    installed = await passes.run()
+    assert installed.state == st.IN_SYNC, installed
+    passes.write("{fail: true}", strategy, timeout="60s")
     failed = await passes.run()
     assert [(o.action, o.ok) for o in failed.outcomes] == [("upgrade", False)], failed
     assert (failed.next, failed.retry_after) == ("retry", 120.0)
@@ -239,3 +241,21 @@ async def test_the_next_attempt_waits_for_the_retry_interval(
         assert [o.status for o in engine.history(key)] == ["failed"] * attempts()
     finally:
         await engine.stop()
+
+
+@pytest.mark.cluster
+async def test_an_operators_upgrade_that_fails_is_retried_after_the_interval(passes: Passes) -> None:
+    """A forced reconcile (the app's ``u``; Flux's ``forceAt`` request) runs outside the work queue; when it ends
+    to retry, the next attempt is queued after the retry interval, as a pass of the queue's own would be
+    (internal/controller/helmrelease_controller.go ``reconcileRelease`` requeues any reconcile so)."""
+    strategy = "  upgrade:\n    strategy: {name: RetryOnFailure, retryInterval: 1h}\n"
+    passes.write("{message: a}", strategy, timeout="60s")
+    installed = await passes.run()
+    assert installed.state == st.IN_SYNC, installed
+    queue = passes.engine.controller.queue
+    queue.forget(passes.key)
+    passes.write("{fail: true}", strategy, timeout="60s")
+    outcome = await passes.engine.reconcile(passes.key, force=True)
+    assert isinstance(outcome, ActionOutcome) and (outcome.action, outcome.ok) == ("upgrade", False), outcome
+    due = queue.queued()[passes.key] - time.monotonic()
+    assert 3500 < due <= 3600, due
