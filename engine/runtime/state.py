@@ -376,7 +376,7 @@ class PassFinished:
 
     key: ReleaseKey
     spec: PackageSpec
-    result: str = "success"  # "success", or "failure" (an error or a stall: the queue backs off or stops)
+    result: str = "success"  # "success", or "failure" (an error, a stall, a retry: backoff, stop, retry interval)
     seconds: float = 0.0  # how long the pass took
 
 

@@ -7,6 +7,8 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from engine.helm.cli import go_duration
+from engine.package.model import InstallSpec, UpgradeSpec
 from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import ControllerInfo, ReleaseView
 from engine.storage.observation import Observation, previous_deployed
@@ -15,6 +17,13 @@ from tui.chart_origin import newer_line, origin_line, update_text, verification_
 from tui.widgets.header_bar import TONE_STYLE
 
 Part = str | tuple[str, str]
+
+
+def _allowed(section: InstallSpec | UpgradeSpec) -> str:
+    """An install or upgrade section's retries, or under RetryOnFailure its interval (no retry budget then)."""
+    if section.retry is None:
+        return str(section.retries)
+    return f"unlimited (RetryOnFailure, every {go_duration(section.retry)})"
 
 
 def _row(label: str, *value: Part) -> list[Part]:
@@ -152,7 +161,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
     parts.append(("\nFailure counters", "bold $text-primary"))
     parts.append(f"   install {f.install} · upgrade {f.upgrade} · total {f.total}")
     if pkg is not None:
-        parts.append(f"   (retries allowed: install {pkg.install.retries}, upgrade {pkg.upgrade.retries}; "
+        parts.append(f"   (retries allowed: install {_allowed(pkg.install)}, upgrade {_allowed(pkg.upgrade)}; "
                      "negative = unlimited)")
     parts.append("\n")
 
