@@ -276,8 +276,7 @@ def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageS
         "install": _install(doc, spec.get("install")),
         "upgrade": _upgrade(doc, spec.get("upgrade")),
         "test": _test(doc, spec.get("test")),
-        "rollback": RollbackSpec(**doc.flags(
-            doc.mapping(spec.get("rollback"), "spec.rollback", _ROLLBACK_FLAGS), "spec.rollback", _ROLLBACK_FLAGS)),
+        "rollback": _rollback(doc, spec.get("rollback")),
         "uninstall": _uninstall(doc, spec.get("uninstall")),
         "drift_detection": drift.mode, "drift_ignore": drift.ignore,
         "rendering": parse_rendering(spec, doc),
@@ -325,6 +324,7 @@ def _install(doc: _Doc, raw: Any) -> InstallSpec:
     remediation = doc.mapping(section.get("remediation"), "spec.install.remediation",
                               allowed(PACKAGE_SPEC, "install.remediation"))
     return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS),
+                       timeout=doc.duration(section.get("timeout"), "spec.install.timeout"),
                        **_retries(doc, remediation, "spec.install.remediation"))
 
 
@@ -334,7 +334,14 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
                               allowed(PACKAGE_SPEC, "upgrade.remediation"))
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
+                       timeout=doc.duration(section.get("timeout"), "spec.upgrade.timeout"),
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
+
+
+def _rollback(doc: _Doc, raw: Any) -> RollbackSpec:
+    section = doc.mapping(raw, "spec.rollback", allowed(PACKAGE_SPEC, "rollback"))
+    return RollbackSpec(**doc.flags(section, "spec.rollback", _ROLLBACK_FLAGS),
+                        timeout=doc.duration(section.get("timeout"), "spec.rollback.timeout"))
 
 
 def _wait_strategy(doc: _Doc, raw: Any) -> str:
@@ -348,7 +355,8 @@ def _uninstall(doc: _Doc, raw: Any) -> UninstallSpec:
     section = doc.mapping(raw, "spec.uninstall", allowed(PACKAGE_SPEC, "uninstall"))
     propagation = doc.choice(section.get("deletionPropagation"), "spec.uninstall.deletionPropagation", PROPAGATIONS,
                              "background")
-    return UninstallSpec(**doc.flags(section, "spec.uninstall", _UNINSTALL_FLAGS), deletion_propagation=propagation)
+    return UninstallSpec(**doc.flags(section, "spec.uninstall", _UNINSTALL_FLAGS), deletion_propagation=propagation,
+                         timeout=doc.duration(section.get("timeout"), "spec.uninstall.timeout"))
 
 
 def _test(doc: _Doc, raw: Any) -> TestSpec:

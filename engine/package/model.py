@@ -18,14 +18,14 @@ concept exists::
       suspend: false
       storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
       targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.package)
-      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, disableTakeOwnership,
-                remediation: {retries}}
-      upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
+      install: {timeout, crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace,
+                disableTakeOwnership, remediation: {retries}}
+      upgrade: {timeout, crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
                 disableTakeOwnership,
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
-      rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
-      uninstall: {keepHistory, disableHooks, disableWait}
+      rollback: {timeout, force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
+      uninstall: {timeout, keepHistory, disableHooks, disableWait}
       driftDetection: {mode: disabled|warn|enabled, ignore: [{paths, target}]}  # engine.package.drift
       postRenderers: [{kustomize: {patches, images}}]  # and commonMetadata: engine.package.postrender
       dependsOn: [{name, namespace}] # packages Ready first (engine.package.order)
@@ -87,13 +87,15 @@ class Remediation:
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """The flags every action section has: Flux's ``disableHooks`` and ``disableWait``.
+    """What every action section has: Flux's ``disableHooks`` and ``disableWait``, and ``timeout`` (seconds;
+    None: ``spec.timeout``, :meth:`PackageSpec.action_timeout`).
 
     A section's boolean fields are its flags (camelCase in the file, :func:`_flag_names`).
     """
 
     disable_hooks: bool = False
     disable_wait: bool = False
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -319,6 +321,21 @@ class PackageSpec:
         """Why helm's CLI cannot run ``action`` on this package's release (stored apart from its namespace),
         None when it can (:func:`engine.package.identity.storage_apart_reason`)."""
         return storage_apart_reason(action, self.key, self.storage_ns)
+
+    def action_timeout(self, action: str) -> float:
+        """Seconds helm is given for ``action`` (``install``, ``upgrade``, ``rollback``, ``uninstall``, ``test``;
+        a ``pending-`` status names its action): that section's ``timeout``, else ``spec.timeout``, as
+        helm-controller api/v2 helmrelease_types.go ``Install.GetTimeout`` (and Upgrade's, Rollback's,
+        Uninstall's, Test's) with ``HelmRelease.GetTimeout``. Any other action (a whole pass, an unlock, a drift
+        correction) may run any of them: the longest."""
+        sections: dict[str, float | None] = {
+            "install": self.install.timeout, "upgrade": self.upgrade.timeout, "rollback": self.rollback.timeout,
+            "uninstall": self.uninstall.timeout, "test": self.test.timeout}
+        name = action.removeprefix("pending-")
+        if name not in sections:
+            return max(self.action_timeout(each) for each in sections)
+        own = sections[name]
+        return own if own is not None else self.timeout
 
     @property
     def key(self) -> tuple[str, str]:

@@ -31,6 +31,7 @@ _JOBS = _flags("disableHooks", "disableWait", "disableWaitForJobs")
 _CRDS = Field("crds", "string", "CRD policy for the chart's crds/", enum=POLICIES)
 _RETRIES = Field("retries", "integer", "remediation attempts (negative: unlimited)")
 _LAST = Field("remediateLastFailure", "boolean", "remediate the last failure too")
+_TIMEOUT = Field("timeout", "duration", "helm's timeout for this action (default: spec.timeout)")
 TARGET = (  # a post-renderer patch's and a drift ignore rule's target (engine.package.selector)
     *(Field(name, "string", "a regular expression matched against the whole value")
       for name in ("group", "version", "kind", "name", "namespace")),
@@ -53,6 +54,7 @@ PACKAGE_SPEC: tuple[Field, ...] = (
               Field("valuesKey", "string", "the data key (default values.yaml)"),
               Field("targetPath", "string", "a helm --set path the content is set at"),
               Field("optional", "boolean", "a missing object or key is skipped"),
+              Field("literal", "boolean", "with targetPath: the content set verbatim, one string (as --set-literal)"),
           )),
     Field("maintenance", "string", '"" or NoResourceReconciliation', enum=MAINTENANCE_STATES,
           helmdeck_only="maintenance mode is helmdeck's"),
@@ -66,11 +68,11 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("targetNamespace", "string", "the release's namespace (default: the package's)"),
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),
     Field("install", "object", "helm install", fields=(
-        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
+        _TIMEOUT, _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
         Field("remediation", "object", "after a failed install", fields=(_RETRIES, _LAST)),
     )),
     Field("upgrade", "object", "helm upgrade", fields=(
-        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
+        _TIMEOUT, _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
     )),
@@ -81,9 +83,9 @@ PACKAGE_SPEC: tuple[Field, ...] = (
             Field("name", "string", "the test hook's name", required=True), Field("exclude", "boolean"))),
     )),
     Field("rollback", "object", "helm rollback (remediation)", fields=(
-        *_flags("force", "recreate", "cleanupOnFail"), *_JOBS)),
+        _TIMEOUT, *_flags("force", "recreate", "cleanupOnFail"), *_JOBS)),
     Field("uninstall", "object", "helm uninstall (remediation, deletion)", fields=(
-        *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
+        _TIMEOUT, *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
         Field("deletionPropagation", "string", "background, foreground or orphan (helm uninstall --cascade)",
               enum=PROPAGATIONS))),
     Field("driftDetection", "object", "compare live objects with the manifest", fields=(

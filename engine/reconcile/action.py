@@ -237,7 +237,7 @@ async def fenced(ctx: ActionContext, req: Request, action: str) -> None:
     """Ask the context's fence (:attr:`ActionContext.fence`) whether ``action`` may start on ``req``'s release;
     raises what the fence raises."""
     if ctx.fence is not None:
-        await ctx.fence(req.key, action, req.spec.timeout, req.spec)
+        await ctx.fence(req.key, action, req.spec.action_timeout(action), req.spec)
 
 
 async def observed_run(

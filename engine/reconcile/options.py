@@ -32,7 +32,8 @@ def install_options(
     """``helm install`` for ``spec``; ``replace`` reuses a name held by an uninstalled release."""
     wait = not spec.install.disable_wait
     return InstallOptions(
-        timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not spec.install.disable_wait_for_jobs,
+        timeout=spec.action_timeout("install"), wait=wait,
+        wait_for_jobs=wait and not spec.install.disable_wait_for_jobs,
         create_namespace=spec.creates_namespace, disable_hooks=spec.install.disable_hooks,
         replace=spec.install.replace or replace, labels=dict(labels), post_renderer=post_renderer,
         skip_crds=helm_skips(spec.crds.install, labelled=bool(crd_labels(spec))), kube_as_user=kube_user(spec),
@@ -55,7 +56,8 @@ def upgrade_options(
     section = spec.install if install else spec.upgrade
     wait = not section.disable_wait
     return UpgradeOptions(
-        timeout=spec.timeout, wait=wait, wait_for_jobs=wait and not section.disable_wait_for_jobs,
+        timeout=spec.action_timeout("install" if install else "upgrade"), wait=wait,
+        wait_for_jobs=wait and not section.disable_wait_for_jobs,
         install=install, create_namespace=install and spec.creates_namespace,
         force=spec.upgrade.force and not install and not server_side,
         cleanup_on_fail=spec.upgrade.cleanup_on_fail and not install,
@@ -75,7 +77,8 @@ def rollback_options(spec: PackageSpec | None, *, timeout: float | None = None) 
         return RollbackOptions(timeout=timeout or 300.0, wait=True, wait_for_jobs=True)
     wait = not spec.rollback.disable_wait
     return RollbackOptions(
-        timeout=timeout or spec.timeout, wait=wait, wait_for_jobs=wait and not spec.rollback.disable_wait_for_jobs,
+        timeout=timeout or spec.action_timeout("rollback"), wait=wait,
+        wait_for_jobs=wait and not spec.rollback.disable_wait_for_jobs,
         force=spec.rollback.force, recreate=spec.rollback.recreate, cleanup_on_fail=spec.rollback.cleanup_on_fail,
         disable_hooks=spec.rollback.disable_hooks, max_history=spec.max_history, kube_as_user=kube_user(spec),
         wait_strategy=spec.wait_strategy,
@@ -84,7 +87,7 @@ def rollback_options(spec: PackageSpec | None, *, timeout: float | None = None) 
 
 def uninstall_options(spec: PackageSpec) -> UninstallOptions:
     """``helm uninstall`` for ``spec``."""
-    return UninstallOptions(timeout=spec.timeout, wait=not spec.uninstall.disable_wait,
+    return UninstallOptions(timeout=spec.action_timeout("uninstall"), wait=not spec.uninstall.disable_wait,
                             keep_history=spec.uninstall.keep_history, disable_hooks=spec.uninstall.disable_hooks,
                             kube_as_user=kube_user(spec), wait_strategy=spec.wait_strategy,
                             cascade=spec.uninstall.deletion_propagation)

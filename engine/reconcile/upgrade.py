@@ -29,7 +29,7 @@ class Upgrade(ReleaseReconciler):
                                server_side=last is not None and last.apply_method == "ssa")
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,
-                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user,
+                               timeout=opts.timeout, values=req.values, as_user=opts.kube_as_user,
                                labels=crd_labels(req.spec))
             return await self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
         return call

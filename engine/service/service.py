@@ -230,7 +230,7 @@ class ReleaseService:
         if not install:
             opts = dataclasses.replace(opts, create_namespace=False)
         await prepare_crds(self._api, resolved.chart.path, package.crds.for_action(install), install=install,
-                           timeout=package.timeout, values=resolved.values, as_user=opts.kube_as_user,
+                           timeout=opts.timeout, values=resolved.values, as_user=opts.kube_as_user,
                            labels=crd_labels(package))
         with self._monitors.quiet(key):
             await self.helm.upgrade(key[1], key[0], resolved.chart.path, resolved.values, opts)

@@ -99,7 +99,7 @@ def compositions(draw: st.DrawFn) -> tuple[list[ValuesReference], dict[tuple[str
         data = objects[(kind, name)]
         if data is not None and key not in data and draw(st.integers(0, 11)) > 0:
             data[key] = draw(_TARGET_TEXTS if target else _YAML_TEXTS)
-        refs.append(ValuesReference(kind, name, key, target, draw(st.booleans()), index=i))
+        refs.append(ValuesReference(kind, name, key, target, draw(st.booleans()), index=i, literal=draw(st.booleans())))
     return refs, objects, draw(_MAPS)
 
 
@@ -123,7 +123,7 @@ def _values_request(refs: list[ValuesReference], objects: dict[tuple[str, str], 
             "objects": [{"kind": kind, "name": name, "data": data} for (kind, name), data in objects.items()
                         if data is not None],
             "refs": [{"kind": r.kind, "name": r.name, "valuesKey": r.values_key, "targetPath": r.target_path,
-                      "optional": r.optional} for r in refs]}
+                      "optional": r.optional, "literal": r.literal} for r in refs]}
 
 
 def _compare_values(case: Any, answer: dict[str, Any]) -> None:
@@ -146,7 +146,8 @@ BATCH = 4  # inputs per example, asked in one write: the oracle's round trips an
 @given(st.lists(compositions(), min_size=BATCH, max_size=BATCH))
 def test_values_compose_as_chart_values_from_references(flux_oracle_process: Oracle, cases: list[Any]) -> None:
     """fluxcd/pkg/chartutil values.go ChartValuesFromReferences: references in order, each merged over the
-    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue) in order."""
+    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue, or with literal
+    ReplacePathLiteralValue) in order."""
     for case, answer in zip(cases, flux_oracle_process.ask_many([_values_request(*c) for c in cases]), strict=True):
         _compare_values(case, answer)
 
@@ -355,6 +356,7 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
                           ("uninstall", ("keepHistory", "disableWait", "disableHooks"))):
         if draw(st.booleans()):
             section: dict[str, Any] = {}
+            maybe("timeout", _DURATIONS, section)
             for flag in flags:
                 maybe(flag, st.booleans(), section)
             if action == "uninstall":
@@ -386,8 +388,8 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
         "releaseName": spec.release_name, "releaseNamespace": spec.release_namespace,
         "storageNamespace": spec.storage_ns, "timeout": spec.timeout, "maxHistory": spec.max_history,
         "interval": spec.interval, "dependsOn": len(spec.depends_on),
-        # helmdeck has no per-action timeouts (refused): every action takes spec.timeout, Flux's default for each
-        **{f"{action}.timeout": spec.timeout for action in ("install", "upgrade", "rollback", "uninstall")},
+        **{f"{action}.timeout": spec.action_timeout(action) for action in ("install", "upgrade", "rollback",
+                                                                            "uninstall", "test")},
         # remediation.ignoreTestFailures is refused: both default to spec.test.ignoreFailures, as in Flux
         "install.ignoreTestFailures": spec.test.ignore_failures,
         "upgrade.ignoreTestFailures": spec.test.ignore_failures,
@@ -415,7 +417,6 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
             ("keepHistory", "keep_history"), ("disableWait", "disable_wait"), ("disableHooks", "disable_hooks"))},
         "uninstall.deletionPropagation": spec.uninstall.deletion_propagation, "waitStrategy": spec.wait_strategy,
         "test.enable": spec.test.enable, "test.ignoreFailures": spec.test.ignore_failures,
-        "test.timeout": spec.test.timeout if spec.test.timeout is not None else spec.timeout,
         "test.filters": [{"name": f.name, "exclude": f.exclude} for f in spec.test.filters],
     }
 
@@ -455,7 +456,8 @@ def _flux_getters(answer: dict[str, Any]) -> dict[str, Any]:
 def test_helm_release_defaults_and_getters_are_the_apis(flux_oracle_process: Oracle, release: dict[str, Any]) -> None:
     """helm-controller api/v2 helmrelease_types.go: GetReleaseName, GetReleaseNamespace, GetTimeout (300s),
     GetMaxHistory (5), Install/UpgradeRemediation GetRetries, GetStrategy, MustRemediateLastFailure,
-    Test.GetTimeout (the release's), Get{Install,Upgrade,Test,Rollback,Uninstall} of an unset section."""
+    {Install,Upgrade,Rollback,Uninstall,Test}.GetTimeout (the section's, else the release's), Get{Install,Upgrade,Test,
+    Rollback,Uninstall} of an unset section."""
     answer = flux_oracle_process.ask({"op": "helmRelease", "object": release})
     spec, _ = read_document(Path("release.yaml"), Parsed(release, None))
     assert spec is not None
