@@ -61,7 +61,7 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS, WAIT_STRATEGIES
+from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS, SSA_MODES, WAIT_STRATEGIES
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -335,13 +335,17 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        timeout=doc.duration(section.get("timeout"), "spec.upgrade.timeout"),
+                       server_side_apply=doc.choice(section.get("serverSideApply"), "spec.upgrade.serverSideApply",
+                                                    SSA_MODES, "auto"),
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
 
 
 def _rollback(doc: _Doc, raw: Any) -> RollbackSpec:
     section = doc.mapping(raw, "spec.rollback", allowed(PACKAGE_SPEC, "rollback"))
     return RollbackSpec(**doc.flags(section, "spec.rollback", _ROLLBACK_FLAGS),
-                        timeout=doc.duration(section.get("timeout"), "spec.rollback.timeout"))
+                        timeout=doc.duration(section.get("timeout"), "spec.rollback.timeout"),
+                        server_side_apply=doc.choice(section.get("serverSideApply"), "spec.rollback.serverSideApply",
+                                                     SSA_MODES, "auto"))
 
 
 def _wait_strategy(doc: _Doc, raw: Any) -> str:

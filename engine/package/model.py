@@ -112,6 +112,7 @@ class InstallSpec(JobsSpec, Remediation):
     create_namespace: bool = False
     replace: bool = False
     disable_take_ownership: bool = False  # helm's --take-ownership is passed unless set (engine.reconcile.options)
+    server_side_apply: bool | None = None  # None: helm 4's default, true (engine.reconcile.options.server_side)
 
     @property
     def remediate_last(self) -> bool:
@@ -130,6 +131,7 @@ class UpgradeSpec(JobsSpec, Remediation):
     preserve_values: bool = False
     disable_take_ownership: bool = False
     strategy: str = "rollback"
+    server_side_apply: str = "auto"  # enabled, disabled, auto (engine.reconcile.options.server_side)
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class RollbackSpec(JobsSpec):
     force: bool = False
     recreate: bool = False
     cleanup_on_fail: bool = False
+    server_side_apply: str = "auto"  # enabled, disabled, auto (engine.reconcile.options.server_side)
 
 
 @dataclass(frozen=True)

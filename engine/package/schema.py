@@ -20,6 +20,7 @@ WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
 DRIFT_MODES = ("disabled", "warn", "enabled")
+SSA_MODES = ("enabled", "disabled", "auto")  # Flux's upgrade and rollback serverSideApply (helm 4's --server-side)
 VALUES_KINDS = ("ConfigMap", "Secret")
 
 
@@ -32,6 +33,8 @@ _CRDS = Field("crds", "string", "CRD policy for the chart's crds/", enum=POLICIE
 _RETRIES = Field("retries", "integer", "remediation attempts (negative: unlimited)")
 _LAST = Field("remediateLastFailure", "boolean", "remediate the last failure too")
 _TIMEOUT = Field("timeout", "duration", "helm's timeout for this action (default: spec.timeout)")
+_SSA = Field("serverSideApply", "string", "helm 4's server-side apply: enabled, disabled or auto (default: as the "
+             "revision the action starts from)", enum=SSA_MODES)
 TARGET = (  # a post-renderer patch's and a drift ignore rule's target (engine.package.selector)
     *(Field(name, "string", "a regular expression matched against the whole value")
       for name in ("group", "version", "kind", "name", "namespace")),
@@ -69,10 +72,11 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),
     Field("install", "object", "helm install", fields=(
         _TIMEOUT, _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
+        Field("serverSideApply", "boolean", "helm 4's server-side apply (default true)"),
         Field("remediation", "object", "after a failed install", fields=(_RETRIES, _LAST)),
     )),
     Field("upgrade", "object", "helm upgrade", fields=(
-        _TIMEOUT, _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
+        _TIMEOUT, _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS, _SSA,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
     )),
@@ -83,7 +87,7 @@ PACKAGE_SPEC: tuple[Field, ...] = (
             Field("name", "string", "the test hook's name", required=True), Field("exclude", "boolean"))),
     )),
     Field("rollback", "object", "helm rollback (remediation)", fields=(
-        _TIMEOUT, *_flags("force", "recreate", "cleanupOnFail"), *_JOBS)),
+        _TIMEOUT, *_flags("force", "recreate", "cleanupOnFail"), *_JOBS, _SSA)),
     Field("uninstall", "object", "helm uninstall (remediation, deletion)", fields=(
         _TIMEOUT, *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
         Field("deletionPropagation", "string", "background, foreground or orphan (helm uninstall --cascade)",

@@ -296,6 +296,11 @@ class Reconciler:
         """The newest revision storage holds for the request's release (None: no record)."""
         return self.ctx.observer.latest(*req.key)
 
+    def apply_method(self, req: Request, version: int) -> str:
+        """The ``apply_method`` helm stored on revision ``version`` of the request's release ("" when it is not
+        stored: helm then refuses the rollback to it)."""
+        return next((o.apply_method for o in self.ctx.observer.history(*req.key) if o.version == version), "")
+
     def started(self, message: str) -> None:
         self.ctx.events(self.name, "started", message, ())
 

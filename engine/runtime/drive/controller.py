@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from engine.base import wire
 from engine.base.fields import PackageError
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
@@ -342,7 +341,6 @@ class PackageController:
         self.service.take_absent_report(*key)
         req.absent = tuple(r.ref for r in self.service.absent(*key)) if spec.restores_absent else ()
         latest = self.ctx.observer.latest(*key)
-        req.force_conflicts = latest is not None and latest.label_map.get(wire.MAINTENANCE) == "true"
         await self.adoption.adopt(req, latest)
         return req
 
