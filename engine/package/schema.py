@@ -20,6 +20,8 @@ WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
 DRIFT_MODES = ("disabled", "warn", "enabled")
+# Flux's spec.postRenderStrategy: which of helm 4's rendered manifests reach the post-renderers ("": helm's default)
+POST_RENDER_STRATEGIES = ("combined", "separate", "nohooks")
 SSA_MODES = ("enabled", "disabled", "auto")  # Flux's upgrade and rollback serverSideApply (helm 4's --server-side)
 VALUES_KINDS = ("ConfigMap", "Secret")
 
@@ -111,6 +113,9 @@ PACKAGE_SPEC: tuple[Field, ...] = (
             )),
         )),
     )),
+    Field("postRenderStrategy", "string", "what helm 4 sends to the post-renderers: combined (hooks with the "
+          "templates, the default), separate (hooks apart) or nohooks (hooks untouched; helm 3's only way)",
+          enum=POST_RENDER_STRATEGIES),
     Field("commonMetadata", "object", "labels and annotations set on every object", fields=(
         Field("labels", "map"), Field("annotations", "map"))),
     Field("dependsOn", "list", "packages that must be Ready first", items="object", fields=(

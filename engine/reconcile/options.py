@@ -44,7 +44,10 @@ def server_side(spec: PackageSpec, action: str, method: str = "") -> bool:
 
 
 def _needs_helm4(spec: PackageSpec, action: str) -> str:
-    """The field of ``spec`` that asks ``action`` for server-side apply, which helm 3 does not have ("" none)."""
+    """The field of ``spec`` that asks ``action`` for what helm 3 does not do ("" none): server-side apply, or
+    hooks sent to the post-renderers (helm 3 never sends them: Flux's postRenderStrategy nohooks)."""
+    if action != "rollback" and spec.rendering.sends_hooks:
+        return f"spec.postRenderStrategy: {spec.rendering.strategy} sends hooks to the post-renderers"
     if action == "install":
         return "spec.install.serverSideApply: true asks for server-side apply" \
             if spec.install.server_side_apply else ""

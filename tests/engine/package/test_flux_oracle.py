@@ -346,6 +346,7 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
     maybe("maxHistory", st.integers(0, 10))
     maybe("suspend", st.booleans())
     maybe("waitStrategy", st.sampled_from([{"name": "poller"}, {"name": "legacy"}]))
+    maybe("postRenderStrategy", st.sampled_from(["combined", "separate", "nohooks"]))
     maybe("values", _MAPS)
     for action, flags in (("install", ("createNamespace", "disableWait", "disableWaitForJobs", "disableHooks",
                                        "replace")),
@@ -397,7 +398,7 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
         "chartTemplate.reconcileStrategy": spec.chart_source.reconcile_strategy
         if isinstance(spec.chart_source, ChartTemplate) else None,
         "suspend": spec.suspend, "values": spec.values,
-        "driftDetection.mode": spec.drift_detection,
+        "driftDetection.mode": spec.drift_detection, "postRenderStrategy": spec.rendering.strategy,
         **{f"install.{f}": getattr(spec.install, a) for f, a in (
             ("createNamespace", "create_namespace"), ("disableWait", "disable_wait"), ("replace", "replace"),
             ("disableWaitForJobs", "disable_wait_for_jobs"), ("disableHooks", "disable_hooks"))},
@@ -430,7 +431,6 @@ _NOT_YET = {
     "install.retry": "3: install.strategy (RetryOnFailure) is refused",
     "upgrade.retry": "3: upgrade.strategy is refused",
     "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",
-    "postRenderStrategy": "3: refused",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",
     # chartTemplate.interval: Flux polls a template's chart at the HelmRelease's interval (GetTemplateInterval);
