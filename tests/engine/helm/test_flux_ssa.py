@@ -119,22 +119,24 @@ def test_install_and_upgrade_apply_as_their_server_side_apply_fields(
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize(("rollback", "method"), [("{}", "ssa"), ("{serverSideApply: disabled}", "csa")])
 async def test_a_rollback_applied_server_side_forces_conflicts(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
-    core_api: client.CoreV1Api,
+    core_api: client.CoreV1Api, rollback: str, method: str,
 ) -> None:
-    """rollback.go Rollback: "auto" (the default) resolved from the revision rolled back to (here applied
-    server-side), then ``ForceConflicts = serverSideApply``: the field another manager took goes back to the
-    revision's value, where helm 4 alone fails on the conflict."""
+    """rollback.go newRollback and Rollback: ``rollback.serverSideApply``, "auto" (the default) resolved from the
+    revision rolled back to (here applied server-side), then ``ForceConflicts = serverSideApply``: the field
+    another manager took goes back to the revision's value, where helm 4 alone fails on the conflict; disabled,
+    the rollback applies client-side (helm's three-way merge takes the field back too)."""
     publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
     pkgs = tmp_path / "flux-repository"
-    write(pkgs, "web.yaml", document(namespace, repo.url, 1))
+    write(pkgs, "web.yaml", document(namespace, repo.url, 1, f"  rollback: {rollback}\n"))
     engine = build_engine(kube_target, helm, pkgs, namespaces=[namespace], watch_packages=False)
     await engine.start(reconcile=False)
     key = (namespace, "web")
     try:
         assert (await engine.controller.run_pass(key)).outcomes[0].ok
-        write(pkgs, "web.yaml", document(namespace, repo.url, 2))
+        write(pkgs, "web.yaml", document(namespace, repo.url, 2, f"  rollback: {rollback}\n"))
         engine.load_packages()
         assert (await engine.controller.run_pass(key)).outcomes[0].ok
         apps = _take_replicas(kube_target, namespace)
@@ -142,7 +144,7 @@ async def test_a_rollback_applied_server_side_forces_conflicts(
         assert isinstance(rolled, ActionOutcome) and rolled.ok, rolled
     finally:
         await engine.stop()
-    assert _apply_methods(core_api, namespace) == {1: "ssa", 2: "ssa", 3: "ssa"}
+    assert _apply_methods(core_api, namespace) == {1: "ssa", 2: "ssa", 3: method}
     spec = apps.read_namespaced_deployment("web", namespace).spec
     assert spec is not None and spec.replicas == 1
 
