@@ -20,7 +20,9 @@ A ``targetPath`` value is set as Flux's ``ReplacePathValue`` (fluxcd/pkg
   else (``1.5``, ``007``, ``yes``, a trailing newline) stays a string;
 - a value wholly in quotes (starting and ending with ``'``, or with ``"``) has
   every quote character trimmed from both ends and is parsed as
-  ``--set-string``: commas, lists and escapes as above, never typed.
+  ``--set-string``: commas, lists and escapes as above, never typed;
+- with ``literal`` (Flux's ``ReplacePathLiteralValue``) the value is one
+  string, verbatim: no split, list, escape, quote trimming or typing.
 
 :func:`apply` sets the assignments as helm's parser does: missing maps and
 lists are created, a list is padded with nulls up to the index, a list item
@@ -121,9 +123,17 @@ def format_path(path: Path) -> str:
     return out
 
 
-def target_assignments(target_path: str, value: str) -> list[Assignment]:
-    """What Flux's ``ReplacePathValue(values, target_path, value)`` sets (see the module docstring).
-    Raises PathError."""
+# What Flux's ReplacePathLiteralValue escapes before --set-string reads the value: helm's syntax characters.
+_LITERAL = str.maketrans({ch: "\\" + ch for ch in "\\,[]{}"})
+
+
+def target_assignments(target_path: str, value: str, *, literal: bool = False) -> list[Assignment]:
+    """What Flux's ``ReplacePathValue(values, target_path, value)`` sets (see the module docstring); with
+    ``literal``, what ``ReplacePathLiteralValue`` sets (a ``valuesFrom[].literal`` entry, fluxcd/pkg chartutil
+    values.go): ``value`` verbatim, one string, as ``--set-literal`` sets it, the path still read with its
+    ``\\.`` escapes. Raises PathError."""
+    if literal:  # every character --set would read as syntax escaped, then read as --set-string
+        return parse_assignments(f"{target_path}={value.translate(_LITERAL)}", strings=True)
     quoted = len(value) >= 1 and ((value[0] == value[-1] == "'") or (value[0] == value[-1] == '"'))
     if quoted:
         value = value.strip("'\"")  # as Go's strings.Trim(value, `'"`): every quote at both ends

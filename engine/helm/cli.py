@@ -96,6 +96,20 @@ class ActionOptions:
     # helm 4's kstatus watcher (Flux's poller: helm-controller internal/action/wait.go getWaitStrategy). helm 3
     # has only its own (legacy) wait.
     wait_strategy: str = ""
+    # Why this action needs helm 4 (the package field asking for what only helm 4 does), "" when it does not:
+    # helm 3 refuses the action with it (HelmTooOld) rather than act otherwise.
+    needs_helm4: str = ""
+
+
+@dataclass(frozen=True)
+class ApplyOptions(ActionOptions):
+    """How an action that applies objects applies them (install, upgrade, rollback): helm 4's ``--server-side``
+    (``server_side``: None leaves helm's own default) and ``--force-conflicts`` (taking over fields another
+    manager set; helm 4 refuses it with client-side apply). helm 3 has neither (its three-way merge takes fields
+    over anyway): both are dropped there."""
+
+    server_side: bool | None = None
+    force_conflicts: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,7 +121,7 @@ class UninstallOptions(ActionOptions):
 
 
 @dataclass(frozen=True)
-class RollbackOptions(ActionOptions):
+class RollbackOptions(ApplyOptions):
     """``helm rollback`` options, after Flux's ``spec.rollback``.
 
     ``recreate`` maps to helm 3's ``--recreate-pods``; helm 4 has no such flag
@@ -122,7 +136,7 @@ class RollbackOptions(ActionOptions):
 
 
 @dataclass(frozen=True)
-class ReleaseOptions(ActionOptions):
+class ReleaseOptions(ApplyOptions):
     """What install and upgrade options share: they take a chart, values, labels and a post-renderer."""
 
     wait_for_jobs: bool = False
@@ -134,9 +148,6 @@ class ReleaseOptions(ActionOptions):
     # disableTakeOwnership (internal/action/install.go NewInstall, upgrade.go NewUpgrade); helm before 3.17
     # has no such flag and refuses them, as before.
     take_ownership: bool = False
-    # Let helm 4's server-side apply take over fields another manager set (helm 3's three-way merge does so
-    # anyway; dropped there). Only with server-side apply: helm 4 refuses it with client-side apply.
-    force_conflicts: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,8 @@ _FLAGS: dict[str, Callable[[Any, int], list[str]]] = {
     "keep_history": lambda o, m: _flag("--keep-history", o.keep_history),
     "cascade": lambda o, m: ["--cascade", o.cascade] if o.cascade else [],
     "force_conflicts": lambda o, m: _flag("--force-conflicts", o.force_conflicts and m >= 4),
+    "server_side": lambda o, m: [] if o.server_side is None or m < 4 else [f"--server-side={o.server_side}".lower()],
+    "needs_helm4": lambda o, m: [],  # checked by _option_flags
     "max_history": lambda o, m: [] if o.max_history is None else ["--history-max", str(o.max_history)],
     "labels": lambda o, m: _labels(o.labels),
     "post_renderer": lambda o, m: [],
@@ -200,7 +213,11 @@ def _wait(wait: bool, strategy: str, major: int) -> list[str]:
 
 
 def _option_flags(opts: ActionOptions, major: int) -> list[str]:
-    """The helm flags of an action's options, field by field (helm takes flags in any order)."""
+    """The helm flags of an action's options, field by field (helm takes flags in any order). Raises HelmTooOld
+    for options only helm 4 can follow (``needs_helm4``) on an older helm."""
+    if opts.needs_helm4 and major < 4:
+        raise HelmTooOld(f"{opts.needs_helm4}, which helm {major} cannot do: run helmdeck with helm 4 (--helm), or "
+                         "leave the field out")
     return [flag for f in dataclasses.fields(opts) for flag in _FLAGS[f.name](opts, major)]
 
 

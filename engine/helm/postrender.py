@@ -262,7 +262,42 @@ def _named(doc: Mapping[str, Any]) -> bool:
 
 
 def render(text: str, labels: Mapping[str, str], config: Mapping[str, Any]) -> str:
-    """The whole post-render: kustomize steps, then commonMetadata, then ``labels`` (which win)."""
+    """The whole post-render: kustomize steps, then commonMetadata, then ``labels`` (which win), over the
+    manifests the config's ``postRenderStrategy`` gives them, as helm 4's ``action.PostRenderStrategy`` (pkg/action
+    action.go ``renderResources``): ``combined`` (absent: helm 4's default) the whole stream; ``separate`` the
+    hooks and the other manifests in two runs; ``nohooks`` the other manifests only, hooks passed on untouched.
+    helm 4's CLI has no flag for it and always sends one combined stream: the split is made here, by helm's rule
+    for a hook (the ``helm.sh/hook`` annotation, pkg/release/util manifest_sorter.go ``SortManifests``)."""
+    strategy = config.get("postRenderStrategy") or "combined"
+    if strategy == "combined":
+        return _pipeline(text, labels, config)
+    hooks, others = _split_hooks(text)
+    rendered = _pipeline(others, labels, config) if others.strip() else ""
+    if hooks and strategy == "separate":
+        hooks = _pipeline(hooks, labels, config)
+    return "---\n".join(part for part in (rendered, hooks) if part.strip())
+
+
+HOOK_ANNOTATION = "helm.sh/hook"
+_SEPARATOR = re.compile(r"^---(?=[ \t]|$)", re.M)
+
+
+def _split_hooks(text: str) -> tuple[str, str]:
+    """``(hooks, others)``: the documents of the stream with helm's hook annotation, and the rest, each as the
+    text they had (documents joined by ``---`` lines). Raises StampError when a document is not YAML."""
+    hooks: list[str] = []
+    others: list[str] = []
+    for piece in _SEPARATOR.split(text):
+        body = piece.removeprefix("\n")
+        parsed = [p.data for p in _parse(body) if isinstance(p.data, dict)]
+        meta = parsed[0].get("metadata") if parsed else None
+        notes = meta.get("annotations") if isinstance(meta, dict) else None
+        (hooks if isinstance(notes, dict) and HOOK_ANNOTATION in notes else others).append(body)
+    return "---\n".join(h for h in hooks if h.strip()), "---\n".join(o for o in others if o.strip())
+
+
+def _pipeline(text: str, labels: Mapping[str, str], config: Mapping[str, Any]) -> str:
+    """Kustomize steps, then commonMetadata, then ``labels``, over ``text``."""
     for entry in config.get("postRenderers") or ():
         text = kustomize(text, entry.get("kustomize") or {}, str(config.get("kustomize") or "kustomize"))
     common = config.get("commonMetadata") or {}

@@ -3,7 +3,7 @@ what a helmdeck Package with the same ``spec`` means, and Flux's HelmRepository 
 (``source.toolkit.fluxcd.io/v1``, ``v1beta2``) are chart sources (:mod:`engine.sources.repository`).
 
 A Flux field helmdeck does not implement (:data:`UNSUPPORTED`: ``spec.kubeConfig``, chart verification,
-per-action timeouts, ...) is an error naming the file, line and field; with ``allow_unsupported`` the
+...) is an error naming the file, line and field; with ``allow_unsupported`` the
 field is left out and a warning says so, except a verification helmdeck cannot do
 (:data:`NEVER_LEFT_OUT`). A chart helmdeck cannot fetch (``chartRef`` to an ExternalArtifact, a
 GitRepository or Bucket source) leaves the HelmRelease out: an error, or with ``allow_unsupported`` a
@@ -31,7 +31,6 @@ HELM_RELEASE = "HelmRelease"
 HELM_API_VERSIONS = ("helm.toolkit.fluxcd.io/v2", "helm.toolkit.fluxcd.io/v2beta2")
 ALLOW_FLAG = "--allow-unsupported"
 
-_ACTION_TIMEOUT = "per-action timeouts are not implemented: helmdeck uses spec.timeout"
 _VALIDATION = "helm's CLI validates against the OpenAPI schema on every action"
 _VERIFY = "a HelmChart's verification (cosign, notation) is not implemented: verify on an OCIRepository"
 _CHART_VERIFY = "chart verification with cosign or notation is not implemented here (provider helm is)"
@@ -41,7 +40,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "spec.chart.spec.verify": _CHART_VERIFY,
     "spec.chart.spec.valuesFile": "the deprecated single values file: use spec.chart.spec.valuesFiles",
     "spec.valuesFile": "the deprecated single values file: use spec.valuesFiles",  # a HelmChart's
-    **{f"spec.{action}.timeout": _ACTION_TIMEOUT for action in ("install", "upgrade", "rollback", "uninstall")},
     **{f"spec.{action}.{flag}": _VALIDATION for action in ("install", "upgrade")
        for flag in ("disableOpenAPIValidation", "disableSchemaValidation")},
     "spec.install.skipCRDs": "deprecated by Flux: use spec.install.crds: Skip",

@@ -61,7 +61,14 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import ON_FAILURE, PACKAGE_SPEC, PROPAGATIONS, REMEDIATE_ON_FAILURE, WAIT_STRATEGIES
+from engine.package.schema import (
+    ON_FAILURE,
+    PACKAGE_SPEC,
+    PROPAGATIONS,
+    REMEDIATE_ON_FAILURE,
+    SSA_MODES,
+    WAIT_STRATEGIES,
+)
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -276,8 +283,7 @@ def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageS
         "install": _install(doc, spec.get("install")),
         "upgrade": _upgrade(doc, spec.get("upgrade")),
         "test": _test(doc, spec.get("test")),
-        "rollback": RollbackSpec(**doc.flags(
-            doc.mapping(spec.get("rollback"), "spec.rollback", _ROLLBACK_FLAGS), "spec.rollback", _ROLLBACK_FLAGS)),
+        "rollback": _rollback(doc, spec.get("rollback")),
         "uninstall": _uninstall(doc, spec.get("uninstall")),
         "drift_detection": drift.mode, "drift_ignore": drift.ignore,
         "rendering": parse_rendering(spec, doc),
@@ -345,7 +351,9 @@ def _install(doc: _Doc, raw: Any) -> InstallSpec:
                               allowed(PACKAGE_SPEC, "install.remediation"))
     on_failure, retry_interval = _on_failure(doc, section, "install")
     return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS), on_failure=on_failure,
-                       retry_interval=retry_interval, **_retries(doc, remediation, "spec.install.remediation"))
+                       retry_interval=retry_interval,
+                       timeout=doc.duration(section.get("timeout"), "spec.install.timeout"),
+                       **_retries(doc, remediation, "spec.install.remediation"))
 
 
 def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
@@ -356,7 +364,18 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     on_failure, retry_interval = _on_failure(doc, section, "upgrade")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        on_failure=on_failure, retry_interval=retry_interval,
+                       timeout=doc.duration(section.get("timeout"), "spec.upgrade.timeout"),
+                       server_side_apply=doc.choice(section.get("serverSideApply"), "spec.upgrade.serverSideApply",
+                                                    SSA_MODES, "auto"),
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
+
+
+def _rollback(doc: _Doc, raw: Any) -> RollbackSpec:
+    section = doc.mapping(raw, "spec.rollback", allowed(PACKAGE_SPEC, "rollback"))
+    return RollbackSpec(**doc.flags(section, "spec.rollback", _ROLLBACK_FLAGS),
+                        timeout=doc.duration(section.get("timeout"), "spec.rollback.timeout"),
+                        server_side_apply=doc.choice(section.get("serverSideApply"), "spec.rollback.serverSideApply",
+                                                     SSA_MODES, "auto"))
 
 
 def _wait_strategy(doc: _Doc, raw: Any) -> str:
@@ -370,7 +389,8 @@ def _uninstall(doc: _Doc, raw: Any) -> UninstallSpec:
     section = doc.mapping(raw, "spec.uninstall", allowed(PACKAGE_SPEC, "uninstall"))
     propagation = doc.choice(section.get("deletionPropagation"), "spec.uninstall.deletionPropagation", PROPAGATIONS,
                              "background")
-    return UninstallSpec(**doc.flags(section, "spec.uninstall", _UNINSTALL_FLAGS), deletion_propagation=propagation)
+    return UninstallSpec(**doc.flags(section, "spec.uninstall", _UNINSTALL_FLAGS), deletion_propagation=propagation,
+                         timeout=doc.duration(section.get("timeout"), "spec.uninstall.timeout"))
 
 
 def _test(doc: _Doc, raw: Any) -> TestSpec:

@@ -18,15 +18,15 @@ concept exists::
       suspend: false
       storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
       targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.package)
-      install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, disableTakeOwnership,
-                strategy: {name: RemediateOnFailure|RetryOnFailure, retryInterval},
-                remediation: {retries}}
-      upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
-                disableTakeOwnership, strategy: {name, retryInterval},
+      install: {timeout, crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace,
+                disableTakeOwnership, serverSideApply, strategy: {name: RemediateOnFailure|RetryOnFailure,
+                retryInterval}, remediation: {retries}}
+      upgrade: {timeout, crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
+                disableTakeOwnership, serverSideApply, strategy: {name, retryInterval},
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
-      rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
-      uninstall: {keepHistory, disableHooks, disableWait}
+      rollback: {timeout, force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
+      uninstall: {timeout, keepHistory, disableHooks, disableWait}
       driftDetection: {mode: disabled|warn|enabled, ignore: [{paths, target}]}  # engine.package.drift
       postRenderers: [{kustomize: {patches, images}}]  # and commonMetadata: engine.package.postrender
       dependsOn: [{name, namespace}] # packages Ready first (engine.package.order)
@@ -110,13 +110,15 @@ class OnFailure:
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """The flags every action section has: Flux's ``disableHooks`` and ``disableWait``.
+    """What every action section has: Flux's ``disableHooks`` and ``disableWait``, and ``timeout`` (seconds;
+    None: ``spec.timeout``, :meth:`PackageSpec.action_timeout`).
 
     A section's boolean fields are its flags (camelCase in the file, :func:`_flag_names`).
     """
 
     disable_hooks: bool = False
     disable_wait: bool = False
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ class InstallSpec(JobsSpec, Remediation, OnFailure):
     create_namespace: bool = False
     replace: bool = False
     disable_take_ownership: bool = False  # helm's --take-ownership is passed unless set (engine.reconcile.options)
+    server_side_apply: bool | None = None  # None: helm 4's default, true (engine.reconcile.options.server_side)
 
     @property
     def remediate_last(self) -> bool:
@@ -151,6 +154,7 @@ class UpgradeSpec(JobsSpec, Remediation, OnFailure):
     preserve_values: bool = False
     disable_take_ownership: bool = False
     strategy: str = "rollback"
+    server_side_apply: str = "auto"  # enabled, disabled, auto (engine.reconcile.options.server_side)
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,7 @@ class RollbackSpec(JobsSpec):
     force: bool = False
     recreate: bool = False
     cleanup_on_fail: bool = False
+    server_side_apply: str = "auto"  # enabled, disabled, auto (engine.reconcile.options.server_side)
 
 
 @dataclass(frozen=True)
@@ -342,6 +347,21 @@ class PackageSpec:
         """Why helm's CLI cannot run ``action`` on this package's release (stored apart from its namespace),
         None when it can (:func:`engine.package.identity.storage_apart_reason`)."""
         return storage_apart_reason(action, self.key, self.storage_ns)
+
+    def action_timeout(self, action: str) -> float:
+        """Seconds helm is given for ``action`` (``install``, ``upgrade``, ``rollback``, ``uninstall``, ``test``;
+        a ``pending-`` status names its action): that section's ``timeout``, else ``spec.timeout``, as
+        helm-controller api/v2 helmrelease_types.go ``Install.GetTimeout`` (and Upgrade's, Rollback's,
+        Uninstall's, Test's) with ``HelmRelease.GetTimeout``. Any other action (a whole pass, an unlock, a drift
+        correction) may run any of them: the longest."""
+        sections: dict[str, float | None] = {
+            "install": self.install.timeout, "upgrade": self.upgrade.timeout, "rollback": self.rollback.timeout,
+            "uninstall": self.uninstall.timeout, "test": self.test.timeout}
+        name = action.removeprefix("pending-")
+        if name not in sections:
+            return max(self.action_timeout(each) for each in sections)
+        own = sections[name]
+        return own if own is not None else self.timeout
 
     @property
     def key(self) -> tuple[str, str]:

@@ -20,6 +20,9 @@ Bounded: at most :data:`MAX_STEPS` steps, :data:`MAX_PATCHES` patches and
 
 As Flux's ``BuildPostRenderers``: the kustomize steps run first, then
 commonMetadata, then helmdeck's own labels (:data:`STAMPED`: commonMetadata may not name them).
+``postRenderStrategy`` (Flux's, helm 4's ``action.PostRenderStrategy``) says which manifests they get: helm 4's
+CLI always sends hooks and templates in one stream, and helmdeck's post-renderer splits it as helm's
+``separate`` and ``nohooks`` would (:func:`engine.helm.postrender.render`).
 :attr:`Rendering.canonical` goes into the spec digest, so any change is a spec
 change (an upgrade).
 """
@@ -35,10 +38,10 @@ from engine.base.fields import Fields, type_name
 from engine.base.label_selector import KEY, LABEL_VALUE
 from engine.base.loader import YamlLimitError, package_limits, parse_text
 from engine.base.schema import allowed
-from engine.package.schema import PACKAGE_SPEC
+from engine.package.schema import PACKAGE_SPEC, POST_RENDER_STRATEGIES
 from engine.package.selector import Selector, parse_selector
 
-SPEC_FIELDS = ("postRenderers", "commonMetadata")  # the spec fields this module reads
+SPEC_FIELDS = ("postRenderers", "commonMetadata", "postRenderStrategy")  # the spec fields this module reads
 # The labels helmdeck stamps on every rendered object (engine.resolve.release): commonMetadata may not set them.
 STAMPED = frozenset({wire.ORIGIN_NAME, wire.ORIGIN_NAMESPACE, wire.RESOURCE_MAINTENANCE,
                      wire.FLUX_ORIGIN_NAME, wire.FLUX_ORIGIN_NAMESPACE})
@@ -86,15 +89,24 @@ class Kustomize:
 
 @dataclass(frozen=True)
 class Rendering:
-    """The user's post-rendering: kustomize steps in order, then commonMetadata (``(key, value)`` pairs)."""
+    """The user's post-rendering: kustomize steps in order, then commonMetadata (``(key, value)`` pairs), and
+    which manifests they (and helmdeck's labels) are given: ``strategy``, Flux's ``postRenderStrategy``
+    (``combined``, ``separate``, ``nohooks``; "" helm's default: combined on helm 4, helm 3 never sends hooks)."""
 
     steps: tuple[Kustomize, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
+    strategy: str = ""
 
     @property
     def empty(self) -> bool:
-        return not (self.steps or self.labels or self.annotations)
+        return not (self.steps or self.labels or self.annotations or self.strategy)
+
+    @property
+    def sends_hooks(self) -> bool:
+        """Does the strategy ask for hooks to be post-rendered (``combined`` or ``separate``, named): what helm 3,
+        which never sends them, cannot do."""
+        return self.strategy in ("combined", "separate")
 
     def document(self) -> dict[str, Any]:
         """As the package file says it (Flux's shape), empty parts left out; the post-renderer's config."""
@@ -104,6 +116,8 @@ class Rendering:
         common = {k: dict(v) for k, v in (("labels", self.labels), ("annotations", self.annotations)) if v}
         if common:
             out["commonMetadata"] = common
+        if self.strategy:
+            out["postRenderStrategy"] = self.strategy
         return out
 
     @property
@@ -134,7 +148,8 @@ def parse_rendering(spec: dict[str, Any], doc: Fields) -> Rendering:
         steps.append(_kustomize(entry.get("kustomize"), f"{path}.kustomize", doc))
     common = doc.mapping(spec.get("commonMetadata"), "spec.commonMetadata", allowed(PACKAGE_SPEC, "commonMetadata"))
     return Rendering(tuple(steps), _metadata(common.get("labels"), "spec.commonMetadata.labels", doc, True),
-                     _metadata(common.get("annotations"), "spec.commonMetadata.annotations", doc, False))
+                     _metadata(common.get("annotations"), "spec.commonMetadata.annotations", doc, False),
+                     doc.choice(spec.get("postRenderStrategy"), "spec.postRenderStrategy", POST_RENDER_STRATEGIES, ""))
 
 
 def _list(raw: Any, path: str, doc: Fields, shape: str) -> list[Any]:

@@ -23,6 +23,9 @@ WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
 DRIFT_MODES = ("disabled", "warn", "enabled")
+# Flux's spec.postRenderStrategy: which of helm 4's rendered manifests reach the post-renderers ("": helm's default)
+POST_RENDER_STRATEGIES = ("combined", "separate", "nohooks")
+SSA_MODES = ("enabled", "disabled", "auto")  # Flux's upgrade and rollback serverSideApply (helm 4's --server-side)
 VALUES_KINDS = ("ConfigMap", "Secret")
 
 
@@ -37,6 +40,9 @@ _LAST = Field("remediateLastFailure", "boolean", "remediate the last failure too
 _STRATEGY = Field("strategy", "object", "after a failure: remediate (the default) or retry", fields=(
     Field("name", "string", "RemediateOnFailure or RetryOnFailure", required=True, enum=ON_FAILURE),
     Field("retryInterval", "duration", "RetryOnFailure's wait before the next attempt (default 5m)")))
+_TIMEOUT = Field("timeout", "duration", "helm's timeout for this action (default: spec.timeout)")
+_SSA = Field("serverSideApply", "string", "helm 4's server-side apply: enabled, disabled or auto (default: as the "
+             "revision the action starts from)", enum=SSA_MODES)
 TARGET = (  # a post-renderer patch's and a drift ignore rule's target (engine.package.selector)
     *(Field(name, "string", "a regular expression matched against the whole value")
       for name in ("group", "version", "kind", "name", "namespace")),
@@ -59,6 +65,7 @@ PACKAGE_SPEC: tuple[Field, ...] = (
               Field("valuesKey", "string", "the data key (default values.yaml)"),
               Field("targetPath", "string", "a helm --set path the content is set at"),
               Field("optional", "boolean", "a missing object or key is skipped"),
+              Field("literal", "boolean", "with targetPath: the content set verbatim, one string (as --set-literal)"),
           )),
     Field("maintenance", "string", '"" or NoResourceReconciliation', enum=MAINTENANCE_STATES,
           helmdeck_only="maintenance mode is helmdeck's"),
@@ -72,11 +79,13 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("targetNamespace", "string", "the release's namespace (default: the package's)"),
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),
     Field("install", "object", "helm install", fields=(
-        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"), _STRATEGY,
+        _TIMEOUT, _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
+        Field("serverSideApply", "boolean", "helm 4's server-side apply (default true)"), _STRATEGY,
         Field("remediation", "object", "after a failed install", fields=(_RETRIES, _LAST)),
     )),
     Field("upgrade", "object", "helm upgrade", fields=(
-        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS, _STRATEGY,
+        _TIMEOUT, _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS, _SSA,
+        _STRATEGY,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
     )),
@@ -87,9 +96,9 @@ PACKAGE_SPEC: tuple[Field, ...] = (
             Field("name", "string", "the test hook's name", required=True), Field("exclude", "boolean"))),
     )),
     Field("rollback", "object", "helm rollback (remediation)", fields=(
-        *_flags("force", "recreate", "cleanupOnFail"), *_JOBS)),
+        _TIMEOUT, *_flags("force", "recreate", "cleanupOnFail"), *_JOBS, _SSA)),
     Field("uninstall", "object", "helm uninstall (remediation, deletion)", fields=(
-        *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
+        _TIMEOUT, *_flags("keepHistory"), *_flags("disableHooks", "disableWait"),
         Field("deletionPropagation", "string", "background, foreground or orphan (helm uninstall --cascade)",
               enum=PROPAGATIONS))),
     Field("driftDetection", "object", "compare live objects with the manifest", fields=(
@@ -111,6 +120,9 @@ PACKAGE_SPEC: tuple[Field, ...] = (
             )),
         )),
     )),
+    Field("postRenderStrategy", "string", "what helm 4 sends to the post-renderers: combined (hooks with the "
+          "templates, the default), separate (hooks apart) or nohooks (hooks untouched; helm 3's only way)",
+          enum=POST_RENDER_STRATEGIES),
     Field("commonMetadata", "object", "labels and annotations set on every object", fields=(
         Field("labels", "map"), Field("annotations", "map"))),
     Field("dependsOn", "list", "packages that must be Ready first", items="object", fields=(

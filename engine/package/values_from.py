@@ -9,10 +9,12 @@
           valuesKey: values.yaml    # the key of the object's data (default values.yaml)
           targetPath: db.password   # optional: set <targetPath>=<content> as helm's --set does (as Flux)
           optional: false           # true: a missing object (or key) is skipped
+          literal: false            # true: with targetPath, the content is one string, verbatim
 
 Without ``targetPath`` the key's content is YAML merged over the values
 before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
-reads its argument and set after all other values (Flux's semantics). Entries
+reads its argument and set after all other values (Flux's semantics), or with
+``literal`` set verbatim as one string (as ``--set-literal``). Entries
 apply in order, after ``valuesFiles`` and before inline ``values``
 (:mod:`engine.resolve.values` composes them). Load-time checks here:
 shape, kind, names and the path's syntax, each error naming file, line,
@@ -53,6 +55,7 @@ class ValuesReference:
     optional: bool = False
     index: int = field(default=0, compare=False)
     line: int = field(default=0, compare=False)
+    literal: bool = False  # with target_path: the content verbatim (Flux's ReplacePathLiteralValue)
 
     @property
     def field(self) -> str:
@@ -90,7 +93,11 @@ def parse_values_from(raw: Any, *, file: Path, lines: Mapping[str, int]) -> tupl
         if not isinstance(optional, bool):
             raise doc.error(f"{path}.optional", f"must be true or false, not {type_name(optional)}",
                             "write optional: true to skip a missing object, or leave it out")
-        out.append(ValuesReference(kind, name, key, target, optional, i, lines.get(path, 0)))
+        literal = entry.get("literal", False)
+        if not isinstance(literal, bool):
+            raise doc.error(f"{path}.literal", f"must be true or false, not {type_name(literal)}",
+                            "write literal: true to set the content verbatim at targetPath, or leave it out")
+        out.append(ValuesReference(kind, name, key, target, optional, i, lines.get(path, 0), literal))
     return tuple(out)
 
 

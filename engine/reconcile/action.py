@@ -237,7 +237,7 @@ async def fenced(ctx: ActionContext, req: Request, action: str) -> None:
     """Ask the context's fence (:attr:`ActionContext.fence`) whether ``action`` may start on ``req``'s release;
     raises what the fence raises."""
     if ctx.fence is not None:
-        await ctx.fence(req.key, action, req.spec.timeout, req.spec)
+        await ctx.fence(req.key, action, req.spec.action_timeout(action), req.spec)
 
 
 async def observed_run(
@@ -295,6 +295,11 @@ class Reconciler:
     def latest(self, req: Request) -> Observation | None:
         """The newest revision storage holds for the request's release (None: no record)."""
         return self.ctx.observer.latest(*req.key)
+
+    def apply_method(self, req: Request, version: int) -> str:
+        """The ``apply_method`` helm stored on revision ``version`` of the request's release ("" when it is not
+        stored: helm then refuses the rollback to it)."""
+        return next((o.apply_method for o in self.ctx.observer.history(*req.key) if o.version == version), "")
 
     def started(self, message: str) -> None:
         self.ctx.events(self.name, "started", message, ())

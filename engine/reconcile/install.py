@@ -31,7 +31,7 @@ class Install(ReleaseReconciler):
                                replace=before is not None and before.status == "uninstalled")
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.install, install=True,
-                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user,
+                               timeout=opts.timeout, values=req.values, as_user=opts.kube_as_user,
                                labels=crd_labels(req.spec))
             return await self.ctx.helm.install(release, ns, req.chart.path, req.values, opts)
         return call

@@ -55,7 +55,7 @@ def next_action(
             raise ReleaseLocked(f"{state.reason}; an action of helmdeck's is running on it")
         started = st.helm_time(latest.last_deployed) or st.helm_time(latest.first_deployed)
         age = (now if now is not None else time.time()) - (started or 0.0)
-        limit = req.spec.timeout + STALE_GRACE
+        limit = req.spec.action_timeout(latest.status) + STALE_GRACE
         if age <= limit:
             raise ReleaseLocked(f"{state.reason} for {age:.0f}s; unlocked only after {limit:.0f}s (its timeout)",
                                 retry_after=limit - age + 0.5)

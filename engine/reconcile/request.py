@@ -26,8 +26,7 @@ class Request:
     rendered (the decision renders only when the spec changed; an install or upgrade labels its
     revision from what helm wrote, :meth:`engine.reconcile.action.ReleaseReconciler.label_checksum`).
     ``absent`` lists the release's resources its monitor finds missing
-    (``Kind/namespace/name``); ``force_conflicts`` lets an upgrade take over
-    fields edited by hand (leaving maintenance).
+    (``Kind/namespace/name``).
     """
 
     spec: PackageSpec
@@ -39,7 +38,6 @@ class Request:
     package_set: str | None = None
     post_renderer: PostRenderer | None = None
     absent: tuple[str, ...] = ()
-    force_conflicts: bool = False
     manifest_checksum: str | None = None
 
     @classmethod

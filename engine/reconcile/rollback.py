@@ -33,7 +33,9 @@ class Rollback(Reconciler):
         ns, release = req.key
         target = self.revision or "previous"
         before = self.latest(req)
-        opts = rollback_options(req.spec)
+        # helm's revision 0 is the one before the latest
+        version = self.revision or (before.version - 1 if before is not None else 0)
+        opts = rollback_options(req.spec, method=self.apply_method(req, version))
         await self.begin(req, f"rolling back to revision {target}")
         # The monitor is left as it is (as before this reconciler existed): its refresh follows the action.
         seen, error = await observed_run(

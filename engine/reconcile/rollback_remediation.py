@@ -22,7 +22,7 @@ class RollbackRemediation(Reconciler):
         if target is None:
             raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
         before = self.latest(req)
-        opts = rollback_options(req.spec)
+        opts = rollback_options(req.spec, method=self.apply_method(req, target.version))
         await self.begin(req, f"rolling back to revision {target.version}")
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused, lambda: self.ctx.helm.rollback(release, ns, target.version, opts),

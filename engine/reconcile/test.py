@@ -24,7 +24,7 @@ class Test(Reconciler):
     async def reconcile(self, req: Request) -> ActionOutcome:
         spec = req.spec
         ns, release = req.key
-        timeout = spec.test.timeout or spec.timeout
+        timeout = spec.action_timeout("test")
         await self.begin(req, "running helm test")
         seen, error = await observed_run(
             self.ctx, req, self.ctx.paused,

@@ -28,7 +28,7 @@ class Unlock(Reconciler):
             raise ActionFailed(f"release {release_ref(req, None)} is not pending: nothing to unlock")
         if self.ctx.unlock is None:
             raise ActionFailed("this engine cannot write release storage to unlock")
-        detail = f"pending longer than its {req.spec.timeout:.0f}s timeout"
+        detail = f"pending longer than its {req.spec.action_timeout(latest.status):.0f}s timeout"
         await self.begin(req, f"unlocking revision {latest.version} ({latest.status})")
         async with ObservedReleases(self.ctx, req) as seen:
             with self.ctx.paused(*req.key):

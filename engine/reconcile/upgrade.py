@@ -29,11 +29,10 @@ class Upgrade(ReleaseReconciler):
         stamped = {**req.release_labels, wire.MANIFEST_CHECKSUM: wire.DROPPED}
         last = self.latest(req)
         opts = upgrade_options(req.spec, labels=stamped, post_renderer=req.post_renderer,
-                               force_conflicts=req.force_conflicts,
-                               server_side=last is not None and last.apply_method == "ssa")
+                               method=last.apply_method if last is not None else None)
         async def call() -> object:
             await prepare_crds(self.ctx.api, req.chart.path, req.spec.crds.upgrade, install=False,
-                               timeout=req.spec.timeout, values=req.values, as_user=opts.kube_as_user,
+                               timeout=opts.timeout, values=req.values, as_user=opts.kube_as_user,
                                labels=crd_labels(req.spec))
             return await self.ctx.helm.upgrade(req.key[1], req.key[0], req.chart.path, req.values, opts)
         return call

@@ -21,7 +21,8 @@ Flux's semantics:
   before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
   reads its argument (:mod:`engine.base.strvals`, as Flux's
   ``ReplacePathValue``: commas split, ``{a,b}`` lists, typing, quotes) and set
-  after everything else (:class:`TargetValue`, :func:`apply_targets`);
+  after everything else (:class:`TargetValue`, :func:`apply_targets`); with
+  ``literal``, the content is set verbatim as one string (Flux's ``ReplacePathLiteralValue``);
 - a missing object, or a missing key in an object that exists, is an error
   (:class:`ValuesError`, Flux's Ready reason ``ValuesError``) unless the
   entry is ``optional``; ``optional`` never hides another read error
@@ -249,12 +250,13 @@ def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Compo
         digest.update(f"{ref}\0{len(raw)}\0".encode() + raw)
         if ref.target_path:
             try:
-                assignments = tuple(target_assignments(ref.target_path, text))
+                assignments = tuple(target_assignments(ref.target_path, text, literal=ref.literal))
             except PathError as exc:
                 detail = str(exc) if ref.kind == "ConfigMap" else "its text is not shown"  # a Secret's stays hidden
                 raise _error(spec, ref, f"{what} key {ref.values_key!r} is not a value helm's --set syntax can set "
                              f"at {ref.target_path}, as Flux reads it ({detail})",
-                             "escape each ',' in the value as '\\,' (a ',' starts another key=value)") from None
+                             "escape each ',' in the value as '\\,' (a ',' starts another key=value), or set "
+                             "literal: true to set the content verbatim") from None
             targets.append(TargetValue(ref.field, ref.line, f"{what} key {ref.values_key!r}", assignments,
                                        ref.kind == "Secret"))
             if ref.kind == "Secret":

@@ -124,7 +124,7 @@ class Operations:
         self.gate.check("rollback", key)
         declared = key in self.book.packages
         spec = self.book.packages.get(key) or bare_spec(key)
-        async with self.book.running(key, "rollback", spec.timeout):
+        async with self.book.running(key, "rollback", spec.action_timeout("rollback")):
             status = self.book.status(key) or EngineStatus()
             req = Request(spec, _NO_CHART, {}, "", status)
             async with self.controller.kept_if_cancelled(req):
@@ -232,7 +232,7 @@ class Operations:
     ) -> ActionOutcome:
         """Run one action reconciler outside the loop, recording its result."""
         spec = self.book.packages.get(key) or bare_spec(key)
-        async with self.book.running(key, action, spec.timeout):
+        async with self.book.running(key, action, spec.action_timeout(action)):
             status = self.book.status(key) or EngineStatus()
             resolved = RESOLVED.last(spec)
             req = Request(spec, resolved.chart if resolved else _NO_CHART, {}, "", status)

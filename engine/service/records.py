@@ -37,13 +37,15 @@ BATCH = 100
 
 @dataclass(frozen=True, order=True)
 class ReleaseRecord:
-    """The latest stored revision of one release, from its storage object's labels."""
+    """The latest stored revision of one release, from its storage object's labels; ``apply_method`` is helm's
+    release field (``ssa``, ``csa``, "" for helm 3's), None where only the labels were read."""
 
     namespace: str
     name: str
     version: int
     status: str
     labels: tuple[tuple[str, str], ...] = ()
+    apply_method: str | None = None
 
     @property
     def ref(self) -> str:
@@ -59,7 +61,8 @@ class ReleaseRecord:
         """The same view of an observed revision (the engine reads the latest revision from its observer)."""
         if obs is None:
             return None
-        return cls(obs.namespace, obs.name, obs.version, obs.status, tuple(sorted(obs.label_map.items())))
+        return cls(obs.namespace, obs.name, obs.version, obs.status, tuple(sorted(obs.label_map.items())),
+                   obs.apply_method)
 
 
 class ReleaseStore:
@@ -86,6 +89,20 @@ class ReleaseStore:
         """The highest stored revision of ``namespace/name``, or None. Raises ApiException."""
         records = _records(self._list(namespace, f"{OWNER_SELECTOR},name={name}"))
         return max(records, key=lambda r: r.version) if records else None
+
+    def apply_method(self, record: ReleaseRecord) -> str:
+        """``record``'s ``apply_method`` (its own when known, else read from its stored payload: one object
+        decoded). Raises ApiException, StorageDecodeError."""
+        if record.apply_method is not None:
+            return record.apply_method
+        name = record_name(record.name, record.version)
+        obj = rest.get_json(self._api, f"/api/v1/namespaces/{record.namespace}/{self._resource}/{name}")
+        where = f"{record.namespace}/{name}"
+        payload = secret_payload(obj) if self._driver == "secret" else configmap_payload(obj)
+        if payload is None:
+            raise StorageDecodeError(where, "record has no 'release' data")
+        method = decode_payload(payload, where).get("apply_method")
+        return method if isinstance(method, str) else ""
 
     def managed(
         self, namespaces: Sequence[str] | None = None, selector: Mapping[str, str] | None = None,

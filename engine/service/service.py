@@ -182,11 +182,12 @@ class ReleaseService:
                 return UpgradeResult(*key, "none", "unchanged", checksum, latest.version if latest else None)
             rendered = rendered or await self._render(namespace, resolved, latest)
             action: UpgradeAction = "install" if latest is None or latest.status == "uninstalled" else "upgrade"
-            # Leaving maintenance hands control back: the package wins over fields edited by hand meanwhile.
-            leaving = mode is MaintenanceState.Managed and latest is not None \
-                and latest.label(wire.MAINTENANCE) == "true"
-            await self._helm_upgrade(key, resolved, rendered.checksum, release_labels or {},
-                                     install=action == "install", force_conflicts=leaving)
+            # The apply method decides whether conflicts are forced, by the one rule of install and upgrade
+            # (engine.reconcile.options.server_side): leaving maintenance, the package wins over fields edited by
+            # hand meanwhile, server-side by force, client-side by helm's three-way merge.
+            method = None if action == "install" or latest is None else \
+                await asyncio.to_thread(self._store.apply_method, latest)
+            await self._helm_upgrade(key, resolved, rendered.checksum, release_labels or {}, method=method)
             after = await asyncio.to_thread(self._store.latest, *key)  # what helm just wrote: read storage
             if mode is MaintenanceState.NoResourceReconciliation:
                 self._monitors.remove(key)
@@ -217,8 +218,10 @@ class ReleaseService:
 
     async def _helm_upgrade(
         self, key: Key, resolved: ResolvedRelease, checksum: str, extra: Mapping[str, str],
-        *, install: bool, force_conflicts: bool,
+        *, method: str | None,
     ) -> None:
+        """``helm upgrade --install``; ``method``: the latest revision's apply method, None for an install."""
+        install = method is None
         package = resolved.spec
         release_labels = wire.release_labels(
             package=package.name, spec_digest=resolved.spec_digest, maintenance=bool(package.maintenance),
@@ -226,11 +229,11 @@ class ReleaseService:
             post_render_digest=package.rendering.digest)
         renderer = await self._renderer(resolved.spec, resolved.post_render)
         opts = upgrade_options(package, labels=release_labels, post_renderer=renderer,
-                               force_conflicts=force_conflicts, install=True)
+                               method=method, install=True)
         if not install:
             opts = dataclasses.replace(opts, create_namespace=False)
         await prepare_crds(self._api, resolved.chart.path, package.crds.for_action(install), install=install,
-                           timeout=package.timeout, values=resolved.values, as_user=opts.kube_as_user,
+                           timeout=opts.timeout, values=resolved.values, as_user=opts.kube_as_user,
                            labels=crd_labels(package))
         with self._monitors.quiet(key):
             await self.helm.upgrade(key[1], key[0], resolved.chart.path, resolved.values, opts)

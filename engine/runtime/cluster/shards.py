@@ -366,7 +366,8 @@ class Shards:
                 lost.add(key)
                 if self.book.busy(key):
                     spec = self.book.packages[key]
-                    self.spawn(self._hand_over(key, after.get(name) or "?", spec.timeout + STALE_GRACE))
+                    wait = spec.action_timeout("reconcile") + STALE_GRACE
+                    self.spawn(self._hand_over(key, after.get(name) or "?", wait))
         if lost:
             self.lost(lost)
         if gained:

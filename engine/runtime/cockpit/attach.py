@@ -167,7 +167,7 @@ def started(event: KubeEvent, spec: PackageSpec | None) -> RunningAction | None:
     if event.warning or not event.reason.endswith(STARTED) or event.reason == STARTED:
         return None
     action = event.action or re.sub(r"(?<!^)(?=[A-Z])", "-", event.reason.removesuffix(STARTED)).lower()
-    return RunningAction(action, event.at, spec.timeout if spec is not None else DEFAULT_TIMEOUT)
+    return RunningAction(action, event.at, spec.action_timeout(action) if spec is not None else DEFAULT_TIMEOUT)
 
 
 def ended_action(event: KubeEvent, outcome: str) -> str | None:

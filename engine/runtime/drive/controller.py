@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from engine.base import wire
 from engine.base.fields import PackageError
 from engine.helm import Helm, HelmError
 from engine.kube.client import impersonating
@@ -237,9 +236,10 @@ class PackageController:
         elif status is None or status.history.latest() is None:
             return None
         ns, release = key
-        async with self.book.running(key, "uninstall", spec.timeout):
+        timeout = spec.action_timeout("uninstall")
+        async with self.book.running(key, "uninstall", timeout):
             if self.ctx.fence is not None:  # --shards auto: the actor claim
-                await self.ctx.fence(key, "uninstall", spec.timeout, None)  # its object is deleted: no spec to check
+                await self.ctx.fence(key, "uninstall", timeout, None)  # its object is deleted: no spec to check
             try:
                 await self.helm.uninstall(release, ns, uninstall_options(spec))
             except HelmError as exc:
@@ -343,7 +343,6 @@ class PackageController:
         self.service.take_absent_report(*key)
         req.absent = tuple(r.ref for r in self.service.absent(*key)) if spec.restores_absent else ()
         latest = self.ctx.observer.latest(*key)
-        req.force_conflicts = latest is not None and latest.label_map.get(wire.MAINTENANCE) == "true"
         await self.adoption.adopt(req, latest)
         return req
 
@@ -383,7 +382,7 @@ class PackageController:
 
     async def _reconcile(self, key: ReleaseKey, spec: PackageSpec, force: bool) -> PassResult:
         book = self.book
-        async with book.running(key, "reconcile", spec.timeout):
+        async with book.running(key, "reconcile", spec.action_timeout("reconcile")):
             waiting = self.holds.waiting(spec)
             if waiting:
                 result = self.holds.hold(key, waiting)

@@ -111,7 +111,8 @@ def _controller_running(obs: Observation | None, spec: PackageSpec,
         return started
     if obs is None or not obs.is_pending:
         return None
-    return RunningAction(obs.status.removeprefix("pending-"), helm_time(obs.last_deployed) or time.time(), spec.timeout)
+    return RunningAction(obs.status.removeprefix("pending-"), helm_time(obs.last_deployed) or time.time(),
+                         spec.action_timeout(obs.status))
 
 
 class ReleaseBook:

@@ -127,15 +127,15 @@ def test_an_unsupported_field_is_named_with_its_file_and_line(tmp_path: Path) ->
 
 
 def test_unsupported_fields_of_actions_and_sources(tmp_path: Path) -> None:
-    text = WEB.replace("  values:", "  install:\n    timeout: 5m\n    disableOpenAPIValidation: true\n  values:")
+    text = WEB.replace("  values:", "  install:\n    skipCRDs: true\n    disableOpenAPIValidation: true\n  values:")
     oci = OCI.replace("  ref:", "  provider: aws\n  ref:")
     path = write(tmp_path, REPO, text, oci)
     fields = sorted(e.field for e in load_folder(tmp_path).errors)
-    assert fields == ["spec.install.timeout", "spec.provider"]  # the first of the HelmRelease's, the source's
+    assert fields == ["spec.install.skipCRDs", "spec.provider"]  # the first of the HelmRelease's, the source's
     loaded = load_folder(tmp_path, allow_unsupported=True)
     assert loaded.errors == [] and [s.name for s in loaded.specs] == ["web"]
     assert sorted((w.field, w.line) for w in loaded.left_out) == sorted([
-        ("spec.install.timeout", line_of(path, "    timeout: 5m")),
+        ("spec.install.skipCRDs", line_of(path, "    skipCRDs: true")),
         ("spec.install.disableOpenAPIValidation", line_of(path, "    disableOpenAPIValidation: true")),
         ("spec.provider", line_of(path, "  provider: aws"))])
 

@@ -102,7 +102,7 @@ def compositions(draw: st.DrawFn) -> tuple[list[ValuesReference], dict[tuple[str
         data = objects[(kind, name)]
         if data is not None and key not in data and draw(st.integers(0, 11)) > 0:
             data[key] = draw(_TARGET_TEXTS if target else _YAML_TEXTS)
-        refs.append(ValuesReference(kind, name, key, target, draw(st.booleans()), index=i))
+        refs.append(ValuesReference(kind, name, key, target, draw(st.booleans()), index=i, literal=draw(st.booleans())))
     return refs, objects, draw(_MAPS)
 
 
@@ -126,7 +126,7 @@ def _values_request(refs: list[ValuesReference], objects: dict[tuple[str, str], 
             "objects": [{"kind": kind, "name": name, "data": data} for (kind, name), data in objects.items()
                         if data is not None],
             "refs": [{"kind": r.kind, "name": r.name, "valuesKey": r.values_key, "targetPath": r.target_path,
-                      "optional": r.optional} for r in refs]}
+                      "optional": r.optional, "literal": r.literal} for r in refs]}
 
 
 def _compare_values(case: Any, answer: dict[str, Any]) -> None:
@@ -149,7 +149,8 @@ BATCH = 4  # inputs per example, asked in one write: the oracle's round trips an
 @given(st.lists(compositions(), min_size=BATCH, max_size=BATCH))
 def test_values_compose_as_chart_values_from_references(flux_oracle_process: Oracle, cases: list[Any]) -> None:
     """fluxcd/pkg/chartutil values.go ChartValuesFromReferences: references in order, each merged over the
-    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue) in order."""
+    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue, or with literal
+    ReplacePathLiteralValue) in order."""
     for case, answer in zip(cases, flux_oracle_process.ask_many([_values_request(*c) for c in cases]), strict=True):
         _compare_values(case, answer)
 
@@ -350,6 +351,7 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
     maybe("maxHistory", st.integers(0, 10))
     maybe("suspend", st.booleans())
     maybe("waitStrategy", st.sampled_from([{"name": "poller"}, {"name": "legacy"}]))
+    maybe("postRenderStrategy", st.sampled_from(["combined", "separate", "nohooks"]))
     maybe("values", _MAPS)
     for action, flags in (("install", ("createNamespace", "disableWait", "disableWaitForJobs", "disableHooks",
                                        "replace")),
@@ -360,6 +362,7 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
                           ("uninstall", ("keepHistory", "disableWait", "disableHooks"))):
         if draw(st.booleans()):
             section: dict[str, Any] = {}
+            maybe("timeout", _DURATIONS, section)
             for flag in flags:
                 maybe(flag, st.booleans(), section)
             if action == "uninstall":
@@ -403,8 +406,8 @@ def helmdeck_getters(spec: PackageSpec, last_action: str = "") -> dict[str, Any]
         "releaseName": spec.release_name, "releaseNamespace": spec.release_namespace,
         "storageNamespace": spec.storage_ns, "timeout": spec.timeout, "maxHistory": spec.max_history,
         "interval": spec.interval, "dependsOn": len(spec.depends_on),
-        # helmdeck has no per-action timeouts (refused): every action takes spec.timeout, Flux's default for each
-        **{f"{action}.timeout": spec.timeout for action in ("install", "upgrade", "rollback", "uninstall")},
+        **{f"{action}.timeout": spec.action_timeout(action) for action in ("install", "upgrade", "rollback",
+                                                                            "uninstall", "test")},
         # remediation.ignoreTestFailures is refused: both default to spec.test.ignoreFailures, as in Flux
         "install.ignoreTestFailures": spec.test.ignore_failures,
         "upgrade.ignoreTestFailures": spec.test.ignore_failures,
@@ -412,7 +415,7 @@ def helmdeck_getters(spec: PackageSpec, last_action: str = "") -> dict[str, Any]
         "chartTemplate.reconcileStrategy": spec.chart_source.reconcile_strategy
         if isinstance(spec.chart_source, ChartTemplate) else None,
         "suspend": spec.suspend, "values": spec.values,
-        "driftDetection.mode": spec.drift_detection,
+        "driftDetection.mode": spec.drift_detection, "postRenderStrategy": spec.rendering.strategy,
         **{f"install.{f}": getattr(spec.install, a) for f, a in (
             ("createNamespace", "create_namespace"), ("disableWait", "disable_wait"), ("replace", "replace"),
             ("disableWaitForJobs", "disable_wait_for_jobs"), ("disableHooks", "disable_hooks"))},
@@ -432,7 +435,6 @@ def helmdeck_getters(spec: PackageSpec, last_action: str = "") -> dict[str, Any]
             ("keepHistory", "keep_history"), ("disableWait", "disable_wait"), ("disableHooks", "disable_hooks"))},
         "uninstall.deletionPropagation": spec.uninstall.deletion_propagation, "waitStrategy": spec.wait_strategy,
         "test.enable": spec.test.enable, "test.ignoreFailures": spec.test.ignore_failures,
-        "test.timeout": spec.test.timeout if spec.test.timeout is not None else spec.timeout,
         "test.filters": [{"name": f.name, "exclude": f.exclude} for f in spec.test.filters],
     }
 
@@ -444,7 +446,6 @@ _NOT_YET = {
     # (Create for both), which helmdeck follows (tests/engine/reconcile/test_flux_rules.py, behaviour 10)
     "install.crds": "10: the getter is the raw field", "upgrade.crds": "10: the getter is the raw field",
     "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",
-    "postRenderStrategy": "3: refused",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",
     # chartTemplate.interval: Flux polls a template's chart at the HelmRelease's interval (GetTemplateInterval);
@@ -471,7 +472,8 @@ def test_helm_release_defaults_and_getters_are_the_apis(flux_oracle_process: Ora
     """helm-controller api/v2 helmrelease_types.go: GetReleaseName, GetReleaseNamespace, GetTimeout (300s),
     GetMaxHistory (5), Install/UpgradeRemediation GetRetries, GetStrategy, MustRemediateLastFailure,
     Install/Upgrade GetRetry and GetActiveRetry (RetryOnFailure's interval, 5m unset; behaviour 3),
-    Test.GetTimeout (the release's), Get{Install,Upgrade,Test,Rollback,Uninstall} of an unset section."""
+    {Install,Upgrade,Rollback,Uninstall,Test}.GetTimeout (the section's, else the release's), Get{Install,Upgrade,Test,
+    Rollback,Uninstall} of an unset section."""
     answer = flux_oracle_process.ask({"op": "helmRelease", "object": release})
     status = release.pop("status")
     spec, _ = read_document(Path("release.yaml"), Parsed(release, None))

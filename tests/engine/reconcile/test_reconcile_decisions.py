@@ -185,6 +185,15 @@ def test_locked_is_unlocked_only_when_stale_and_not_ours() -> None:
     assert na.next_action(req, state(st.LOCKED), stale, now=NOW) == na.UNLOCK
 
 
+def test_a_pending_revision_is_stale_after_the_timeout_of_the_action_it_names() -> None:
+    """A pending-upgrade under a 15m upgrade.timeout (spec.timeout 1m) is someone's helm still running until
+    15m have passed; a pending-install goes by install's timeout, here spec.timeout (api/v2 Install.GetTimeout)."""
+    req = request(obs(), spec=with_spec(timeout=60.0, upgrade=UpgradeSpec(timeout=900.0)))
+    with pytest.raises(ReleaseLocked, match="after 905s"):
+        na.next_action(req, state(st.LOCKED), obs(2, "pending-upgrade", deployed=NOW - 600), now=NOW)
+    assert na.next_action(req, state(st.LOCKED), obs(2, "pending-install", deployed=NOW - 600), now=NOW) == na.UNLOCK
+
+
 def test_failure_counters_reset_when_the_spec_changes() -> None:
     req = request(obs(), failures=FailureCounts(upgrade=3, total=3))
     req.status = dataclasses.replace(req.status, last_attempted_spec_digest=DIGEST,
