@@ -116,7 +116,7 @@ def helmdeck_values(refs: list[ValuesReference], objects: dict[tuple[str, str], 
                                              None if d is None else {k: v.encode() for k, v in d.items()})
             for (kind, name), d in objects.items()}
     got = compose(spec, data)
-    merged, _ = compose_values(spec, [], [ValuesLayer(got.values, "spec.valuesFrom", targets=got.targets)])
+    merged, _ = compose_values(spec, [], [ValuesLayer(got.entries, "spec.valuesFrom")])
     return merged
 
 
