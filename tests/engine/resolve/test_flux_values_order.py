@@ -18,10 +18,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
+from kubernetes import client
+
+from engine.helm import Helm
+from engine.kube.client import KubeTarget
 from engine.package.load import load_package
 from engine.resolve.release import ResolveCache
 from engine.resolve.values import ValuesLayer, compose
+from testkit.chart_sources import ChartRepoServer, package_chart, publish_http
+from testkit.chart_sources import write as write_file
+from tests.cli.test_cli import helmdeck
+from tests.conftest import run_helm
+from tests.engine.reconcile.test_flux_rules import helm_release, repository
 from tests.engine.resolve.test_values_compose import objects, write
+from tests.flux_oracle import Oracle
 
 
 def _resolved(tmp_path: Path, values_from: str, values: str, **data: dict[str, bytes] | None) -> dict[str, object]:
@@ -65,3 +77,37 @@ def test_a_target_path_without_inline_values_is_set_after_the_entries_before_it(
                        "{}", one={"v": b"first"}, root={"values.yaml": b"image: {tag: root}\n"},
                        two={"v": b"2"}, three={"v": b"3"})
     assert values == {"image": {"tag": "root"}, "replicas": 3}
+
+
+@pytest.mark.cluster
+@pytest.mark.binaries("oracle")
+def test_helm_gets_the_values_flux_composes_from_inline_values_and_target_paths(
+    helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, repo: ChartRepoServer,
+    core_api: client.CoreV1Api, flux_oracle_process: Oracle,
+) -> None:
+    """A HelmRelease whose inline values and targetPath entries set the same keys, reconciled with real helm:
+    ``helm get values`` shows what fluxcd/pkg/chartutil v1.27.1 values.go ChartValuesFromReferences (the version
+    helm-controller v1.6.3 runs, asked of the oracle) composes: the inline replicas over the targetPath's (a
+    top-level key: merged again at the end), the first entry's image.tag over the inline one (set inside the
+    image map the inline values hold, changed in place; set after another entry's merge made a new map there, it
+    would lose, as the unit tests above show)."""
+    publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
+    overrides = {"replicas": "3", "tag": "from-configmap"}
+    core_api.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="overrides"), data=overrides))
+    refs = [{"kind": "ConfigMap", "name": "overrides", "valuesKey": "tag", "targetPath": "image.tag"},
+            {"kind": "ConfigMap", "name": "overrides", "valuesKey": "replicas", "targetPath": "replicas"}]
+    inline = {"replicas": 1, "image": {"repository": "web", "tag": "inline"}}
+    folder = tmp_path / "flux"
+    write_file(folder, "repository.yaml", repository(namespace, repo.url))
+    entries = "".join(f"  - {{kind: ConfigMap, name: overrides, valuesKey: {r['valuesKey']}, "
+                      f"targetPath: {r['targetPath']}}}\n" for r in refs)
+    write_file(folder, "web.yaml", helm_release(namespace, "  valuesFrom:\n" + entries,
+                                                values="{replicas: 1, image: {repository: web, tag: inline}}"))
+    ran = helmdeck("reconcile", "--once", "--no-lease", "--kubeconfig", str(kube_target.kubeconfig), "--helm",
+                   helm.binary, "-n", namespace, "--packages", str(folder), "--log-file", str(tmp_path / "log"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    values = yaml.safe_load(run_helm(helm, "get", "values", "web", "-n", namespace, "-o", "yaml"))
+    flux = flux_oracle_process.ask({"op": "values", "namespace": namespace, "values": inline, "refs": refs,
+                                    "objects": [{"kind": "ConfigMap", "name": "overrides", "data": overrides}]})
+    assert values == flux["values"] == {"replicas": 1, "image": {"repository": "web", "tag": "from-configmap"}}
