@@ -323,6 +323,28 @@ class Observer:
         """The chart's default values of one revision, loaded now (see :meth:`load_release`)."""
         return chart_default_values(self.load_release(namespace, name, revision))
 
+    def read_first(self, releases: Sequence[tuple[str, str]]) -> None:
+        """Read and decode the records of ``releases`` (``(namespace, name)``: the rows on screen) now, before the
+        full list does (the caller's thread: a watch thread, before its list), so their rows need not wait for
+        every other record: one list a namespace, narrowed on the server to their names (helm's ``name``
+        label; every revision of each). A failure is logged and skipped: the full list reads them all after."""
+        wanted: dict[str, set[str]] = {}
+        for namespace, name in releases:
+            wanted.setdefault(namespace, set()).add(name)
+        for namespace, names in wanted.items():
+            ordered = sorted(names)
+            for at in range(0, len(ordered), _NAMED_MAX):
+                selector = f"{OWNER_SELECTOR},name in ({','.join(ordered[at:at + _NAMED_MAX])})"
+                log.debug("storage list of %s (records first): %s", namespace, selector)
+                try:
+                    body = self._list(namespace, [("labelSelector", selector)])
+                except Exception as exc:  # the full list that follows retries and reports
+                    log.info("storage list of the first records failed: %s", describe(exc))
+                    return
+                for obj in body.get("items") or []:
+                    if self._held(obj):
+                        self._apply(obj)
+
     def apply_object(self, obj: Mapping[str, Any]) -> None:
         """Take one storage object (as the API returns it) as if the watch saw it.
 

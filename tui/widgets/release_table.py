@@ -64,7 +64,8 @@ class ReleaseTable(LineTable):
 
     Keeps every view it was given (shown or not) so a filter change needs no
     engine call; rows are keyed ``namespace/name``. ``drawn`` is called after the first frame that draws the
-    views of :meth:`upsert_many` or :meth:`sync` (those of the engine's start).
+    views of :meth:`upsert_many` or :meth:`sync` (those of the engine's start), with the keys of the rows on
+    screen (:meth:`keys_in_view`).
     """
 
     row_filter: reactive[RowFilter] = reactive(RowFilter, init=False)
@@ -74,7 +75,7 @@ class ReleaseTable(LineTable):
         """The shown rows or their order changed: the header recounts and names the order."""
 
     def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *,
-                 drawn: Callable[[], None] = lambda: None, id: str | None = None):
+                 drawn: Callable[[list[ReleaseKey]], None] = lambda _keys: None, id: str | None = None):
         # No cell padding: each column's fixed width holds one trailing space (tui.model.COLUMNS).
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=0)
         self._cursor_moved = False
@@ -330,10 +331,15 @@ class ReleaseTable(LineTable):
         lines = super().render_lines(crop)
         if self._undrawn and not self._dirty:
             self._undrawn = False
-            self._drawn_port()
+            self._drawn_port(self.keys_in_view())
         return lines
 
     # -- reading -----------------------------------------------------------------
+    def keys_in_view(self) -> list[ReleaseKey]:
+        """``(namespace, name)`` of the rows on screen, top to bottom."""
+        top = round(self.scroll_offset.y)
+        return [key_of(rid) for rid in self.row_keys[top:top + max(self.size.height, 0)]]
+
     def selected_key(self) -> ReleaseKey | None:
         """``(namespace, name)`` of the row under the cursor, or None when no row is shown."""
         keys = self.row_keys
