@@ -1,11 +1,13 @@
 """A headless command that needs no release record, over a namespace holding many: from process start.
 
-``helmdeck reconcile --once`` and ``helmdeck plan`` of an EMPTY packages folder, ``-n NS``, NS holding
-``--releases`` (10,000) releases of other tools (Secrets in helm's storage, one revision each, as
-``bench/storage_common.release_record`` makes them). Such a command reconciles or plans the folder's packages
-and nothing else: ``reconcile --once`` needs the stored records of the releases its packages name (none
-here), so it lists none; ``plan`` also needs its package set's other releases (it lists those it would
-prune), so it makes one list, narrowed on the server to records labelled with its package set (none here).
+``helmdeck reconcile --once``, ``helmdeck plan`` and ``helmdeck status`` of an EMPTY packages folder, ``-n NS``,
+NS holding ``--releases`` (10,000) releases of other tools (Secrets in helm's storage, one revision each,
+``bench.storage_common.seed_namespace``, in ``bench-releases-N``: made once, kept for the next run and for
+``bench/tui_launch.py``). Such a command reconciles, plans or shows the folder's packages and nothing else:
+``reconcile --once`` and ``status`` need the stored records of the releases its packages name (none here), so
+they list none (``status --all`` prints every release, as ``helm list``: not timed here); ``plan`` also needs
+its package set's other releases (it lists those it would prune), so it makes one list, narrowed on the server
+to records labelled with its package set (none here).
 Issue 36, goal 2: ≤ 0.5 s. What each command lists is counted from the outside: the process's log at
 debug level (``--log-file``) names each storage list it makes (``storage list``); the bench prints the count.
 Also timed in the same run: ``helm list -n NS --max 0 -o json`` (every release of the namespace, decoded:
@@ -71,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         commands = {
             f"helmdeck {what} (empty folder){label}": ([*helmdeck, *words, *common], source)
             for label, source in sources.items()
-            for what, words in (("reconcile --once", ["reconcile", "--once"]), ("plan", ["plan"]))
+            for what, words in (("reconcile --once", ["reconcile", "--once"]), ("plan", ["plan"]),
+                                ("status", ["status"]))
         }
         for source in sources.values():  # not timed: bytecode written, files in the page cache
             timed([*helmdeck, "--version"], env, 1, cwd=source)
