@@ -501,6 +501,22 @@ class ReleaseBook:
             self.emit(ReleasesListed(tuple(known)))
         return bool(known)
 
+    def preview_records(self, keys: Iterable[ReleaseKey]) -> bool:
+        """While :attr:`reading`: the labels' views of ``keys`` (the rows on screen) remade with their newest
+        decoded records, announced as one :class:`ReleasesListed` (the app draws them as it drew the labels);
+        the start's :meth:`refresh_all` remakes each one. True when views were announced."""
+        if not self.reading:
+            return False
+        made = []
+        for key in keys:
+            cur, obs = self._views.get(key), self.observer.latest(*key)
+            if cur is not None and cur.listed is not None and cur.observation is None and obs is not None:
+                view = self._views[key] = dataclasses.replace(cur, observation=obs, listed=None)
+                made.append(view)
+        if made:
+            self.emit(ReleasesListed(tuple(made)))
+        return bool(made)
+
     def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
         """Refresh ``keys``, every stored, declared and unreadable release, and every view."""
         for key in dict.fromkeys([*keys, *self.observer.releases(), *self.packages,
