@@ -61,7 +61,7 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import PACKAGE_SPEC, PROPAGATIONS, WAIT_STRATEGIES
+from engine.package.schema import CHART_NAME_CHANGE_STRATEGIES, PACKAGE_SPEC, PROPAGATIONS, WAIT_STRATEGIES
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -333,8 +333,10 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     remediation = doc.mapping(section.get("remediation"), "spec.upgrade.remediation",
                               allowed(PACKAGE_SPEC, "upgrade.remediation"))
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
+    renamed = doc.choice(section.get("chartNameChangeStrategy"), "spec.upgrade.chartNameChangeStrategy",
+                         CHART_NAME_CHANGE_STRATEGIES, "Reinstall")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
-                       **_retries(doc, remediation, "spec.upgrade.remediation"))
+                       chart_name_change=renamed, **_retries(doc, remediation, "spec.upgrade.remediation"))
 
 
 def _wait_strategy(doc: _Doc, raw: Any) -> str:

@@ -121,13 +121,16 @@ class InstallSpec(JobsSpec, Remediation):
 
 @dataclass(frozen=True)
 class UpgradeSpec(JobsSpec, Remediation):
-    """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall."""
+    """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall; ``chart_name_change`` is
+    ``chartNameChangeStrategy``: ``Reinstall`` (Flux's default, api/v2 ``Upgrade.GetChartNameChangeStrategy``) or
+    ``InPlaceUpdate``."""
 
     force: bool = False
     cleanup_on_fail: bool = False
     preserve_values: bool = False
     disable_take_ownership: bool = False
     strategy: str = "rollback"
+    chart_name_change: str = "Reinstall"
 
 
 @dataclass(frozen=True)

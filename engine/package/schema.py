@@ -19,6 +19,8 @@ STRATEGIES = ("rollback", "uninstall")
 WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
+# Flux's spec.upgrade.chartNameChangeStrategy (api/v2 ChartNameChangeStrategy; default Reinstall).
+CHART_NAME_CHANGE_STRATEGIES = ("Reinstall", "InPlaceUpdate")
 DRIFT_MODES = ("disabled", "warn", "enabled")
 VALUES_KINDS = ("ConfigMap", "Secret")
 
@@ -73,6 +75,8 @@ PACKAGE_SPEC: tuple[Field, ...] = (
         _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
+        Field("chartNameChangeStrategy", "string", "a chart of another name: Reinstall (uninstall, then install; "
+              "the default) or InPlaceUpdate (upgrade)", enum=CHART_NAME_CHANGE_STRATEGIES),
     )),
     Field("test", "object", "helm test after install and upgrade", fields=(
         Field("enable", "boolean"), Field("ignoreFailures", "boolean"),

@@ -92,9 +92,10 @@ class Engine(Protocol):
     async def diff_against(self, key: ReleaseKey, desired: str, *, reveal: bool = False) -> str: ...
 
 
-UNINSTALL = "uninstall"  # a release of this package set whose package is gone (prune, cleanup)
+UNINSTALL = na.UNINSTALL  # a release of this package set whose package is gone (prune, cleanup)
 # What Flux's next reconcile does to a release it owns, by its state against the document (st.flux_state).
-_FLUX_ACTIONS = {st.ABSENT: na.INSTALL, st.OUT_OF_SYNC: na.UPGRADE, st.FAILED: na.UPGRADE, st.LOCKED: "wait"}
+_FLUX_ACTIONS = {st.ABSENT: na.INSTALL, st.OUT_OF_SYNC: na.UPGRADE, st.FAILED: na.UPGRADE, st.LOCKED: "wait",
+                 st.TARGET_CHANGED: na.UNINSTALL}
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ class PackagePlan:
     its path in the repository). ``state``: the release state, or ``Suspended`` (the package is suspended:
     nothing is decided, no change counted). ``action``: the next action
     (``install``, ``upgrade``, ``test``, ``rollback``, ``uninstall-remediation``,
-    ``unlock``, ``correct-drift``; ``uninstall`` for a release whose package is gone), ``wait``
+    ``unlock``, ``correct-drift``; ``uninstall`` for a release whose package is gone, or whose release target
+    changed: then ``added`` is what the install after it adds), ``wait``
     (dependencies not Ready, or a lock not stale yet), ``stalled``, or None (nothing to do, or suspended).
     ``added``/``changed``/``removed``: object references (``Kind/namespace/name``)
     an install or upgrade would touch; ``drifted``: objects found drifted;
@@ -295,6 +297,10 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             objects = comparison.changes(before, desired)
             manifest_text = await engine.diff_against(spec.key, desired)  # masked
             values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
+        elif action == na.UNINSTALL:  # the release target changed: every object goes, then the new ones come
+            desired = await engine.service.render(spec.release_namespace, spec)
+            before = await engine.recorded_manifest(spec.key, latest.version) if latest else ""
+            objects = (comparison.changes("", desired)[0], (), comparison.changes(before, "")[2])
     except (PackageError, PackageNotHelm, HelmError) as exc:
         return _replace(base, error=said_of(exc, spec))
     if owned is not False:  # Flux applies the change, not helmdeck: said first

@@ -357,6 +357,8 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
             section: dict[str, Any] = {}
             for flag in flags:
                 maybe(flag, st.booleans(), section)
+            if action == "upgrade":
+                maybe("chartNameChangeStrategy", st.sampled_from(["Reinstall", "InPlaceUpdate"]), section)
             if action == "uninstall":
                 maybe("deletionPropagation", st.sampled_from(["background", "foreground", "orphan"]), section)
             if action in ("install", "upgrade") and draw(st.booleans()):
@@ -407,6 +409,7 @@ def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
             ("disableHooks", "disable_hooks"))},
         "upgrade.remediation.retries": spec.upgrade.retries, "upgrade.remediation.strategy": spec.upgrade.strategy,
         "upgrade.remediateLastFailure": spec.upgrade.remediate_last,
+        "upgrade.chartNameChangeStrategy": spec.upgrade.chart_name_change,
         **{f"rollback.{f}": getattr(spec.rollback, a) for f, a in (
             ("force", "force"), ("recreate", "recreate"), ("cleanupOnFail", "cleanup_on_fail"),
             ("disableWait", "disable_wait"), ("disableWaitForJobs", "disable_wait_for_jobs"),
@@ -428,7 +431,6 @@ _NOT_YET = {
     "install.crds": "10: the getter is the raw field", "upgrade.crds": "10: the getter is the raw field",
     "install.retry": "3: install.strategy (RetryOnFailure) is refused",
     "upgrade.retry": "3: upgrade.strategy is refused",
-    "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",
     "postRenderStrategy": "3: refused",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",

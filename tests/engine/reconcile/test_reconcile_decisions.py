@@ -372,3 +372,21 @@ async def test_a_pass_records_a_revision_made_from_this_spec_under_the_fence_and
     assert req.status.last is not None and (req.status.last.action, req.status.last.ok) == ("upgrade", True)
     ready = next(c for c in req.status.conditions if c.type == "Ready")
     assert ready.status == "True", ready
+
+
+@pytest.mark.parametrize(("strategy", "state", "action"), [
+    ("Reinstall", st.TARGET_CHANGED, na.UNINSTALL), ("InPlaceUpdate", st.OUT_OF_SYNC, na.UPGRADE)])
+def test_a_packages_chart_of_another_name_follows_the_chart_name_change_strategy(
+        strategy: str, state: str, action: str) -> None:
+    """The Package kind decides a chart name change by the HelmRelease's rule (issue 34, behaviour 8; Flux's
+    internal/action/verify.go ``ReleaseTargetChanged`` against the history's latest snapshot): under the default
+    Reinstall the release is uninstalled first, under InPlaceUpdate upgraded; a pending release is uninstalled
+    too, as Flux checks the target before anything else."""
+    renamed = dataclasses.replace(CHART, name="other")
+    spec = with_spec(upgrade=UpgradeSpec(chart_name_change=strategy))
+    req = dataclasses.replace(request(obs(), spec=spec), chart=renamed)
+    decided = st.determine_state(req, obs())
+    assert decided.status == state
+    assert na.next_action(req, decided, obs()) == action
+    if strategy == "Reinstall":
+        assert st.determine_state(req, obs(2, "pending-upgrade")).status == st.TARGET_CHANGED
