@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from engine.base import wire
 from engine.reconcile.request import Request
+from engine.sources.repository import ChartTemplate
 from engine.storage.helmtime import helm_time as helm_time  # re-exported: next_action asks it here
 from engine.storage.observation import PENDING_STATUSES, Observation
 from engine.storage.snapshot import Snapshot
@@ -176,7 +177,8 @@ def determine_state(
     """Decide the release state, in this order (DESIGN, "Reconcile" and "Deciding without rendering"):
 
     no release → Absent; held in maintenance → InSync; the chart's name changed
-    (:func:`target_changed`) → TargetChanged; pending-* → Locked; a latest revision helmdeck made from this spec that the history lacks
+    (:func:`target_changed`) → TargetChanged; pending-* → Locked; a latest
+    revision helmdeck made from this spec that the history lacks
     (:func:`made_from_request`) → decided as if recorded, with ``record``;
     no history of ours → Absent if uninstalled, else Unmanaged; latest stored
     release differs from our latest snapshot (digest) → Unmanaged; failed →
@@ -260,7 +262,7 @@ def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
         return ReleaseState(LOCKED, f"release revision {latest.version} is {latest.status}")
     if latest.status == "failed":
         return ReleaseState(FAILED, f"release revision {latest.version} failed")
-    stored, wanted = (latest.chart_name, latest.chart_version), (req.chart.name, req.chart.version)
+    stored, wanted = (latest.chart_name, _flux_version(req, latest.chart_version)), (req.chart.name, req.chart.version)
     if stored[0] != wanted[0] and req.spec.upgrade.chart_name_change == "Reinstall":
         return ReleaseState(TARGET_CHANGED, f"chart {stored[0]} → {wanted[0]} (upgrade.chartNameChangeStrategy "
                                             "Reinstall): Flux uninstalls it, then installs")
@@ -274,3 +276,14 @@ def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
     if differs:
         return ReleaseState(OUT_OF_SYNC, "; ".join(differs))
     return ReleaseState(IN_SYNC, "release is in sync with the document")
+
+
+def _flux_version(req: Request, stored: str) -> str:
+    """The chart version Flux stored, as compared with the document's chart: without its build metadata when the
+    chart has ``spec.chart.spec.valuesFiles``, which source-controller sets to the HelmChart object's generation
+    (internal/controller/helmchart_controller.go ``buildFromHelmRepository``: ``VersionMetadata``), a counter a
+    document does not hold."""
+    form = req.spec.chart_source
+    if isinstance(form, ChartTemplate) and form.values_files:
+        return stored.split("+", 1)[0]
+    return stored

@@ -19,6 +19,7 @@ from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, R
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus, FailureCounts
 from engine.sources.chart import Chart
+from engine.sources.repository import ChartTemplate, SourceRef
 from engine.storage.observation import Observation, observation_from_release
 from engine.storage.snapshot import History, Snapshot
 
@@ -390,3 +391,15 @@ def test_a_packages_chart_of_another_name_follows_the_chart_name_change_strategy
     assert na.next_action(req, decided, obs()) == action
     if strategy == "Reinstall":
         assert st.determine_state(req, obs(2, "pending-upgrade")).status == st.TARGET_CHANGED
+
+
+def test_a_flux_release_with_chart_values_files_compares_its_version_without_the_generation() -> None:
+    """source-controller versions a HelmChart with ``valuesFiles`` ``<version>+<its generation>``
+    (internal/controller/helmchart_controller.go ``buildFromHelmRepository``, ``VersionMetadata``): a release Flux
+    made so is in sync with the document's chart; another version, or a chart without valuesFiles, is not."""
+    template = ChartTemplate("app", SourceRef("HelmRepository", "charts", "ns"), values_files=("values-prod.yaml",))
+    req = request(spec=with_spec(chart_source=template))
+    assert st.flux_state(req, obs(chart_version="1.0.0+3")).status == st.IN_SYNC
+    assert st.flux_state(req, obs(chart_version="0.9.0+3")).status == st.OUT_OF_SYNC
+    plain = request(spec=with_spec(chart_source=dataclasses.replace(template, values_files=())))
+    assert st.flux_state(plain, obs(chart_version="1.0.0+3")).status == st.OUT_OF_SYNC
