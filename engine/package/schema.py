@@ -125,8 +125,8 @@ SNAPSHOT = (  # one entry of status.history: a release revision (engine.storage.
     Field("status", "string", "helm's status of the revision (deployed, failed, superseded, ...)"),
     Field("chart", "string", "chart@version, as the app's CHART column"),
     Field("chartName", "string"), Field("chartVersion", "string"), Field("appVersion", "string"),
-    Field("configDigest", "string", "digest of the values"),
-    Field("digest", "string", "digest of the release (manifest)"),
+    Field("configDigest", "string", "digest of the values, as Flux's (chartutil DigestValues)"),
+    Field("digest", "string", "helmdeck's digest of the release (docs/storage.md)"),
     Field("firstDeployed", "string", "RFC 3339"), Field("lastDeployed", "string", "RFC 3339"),
     Field("deleted", "string", "RFC 3339"),
 )
