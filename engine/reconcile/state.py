@@ -155,6 +155,19 @@ def made_from_request(req: Request, latest: Observation, ours: Snapshot | None) 
         latest.chart_version, latest.config_digest)
 
 
+def release_target_changed(previous: tuple[str, str] | None, key: tuple[str, str]) -> str | None:
+    """Why the release ``key`` (``(namespace, name)``) is not the one its package drove before (``previous``, from
+    the status that package left: the book's ``previous_target``), None when it is: the release namespace changed
+    (``targetNamespace``), else its name (``releaseName``), as Flux's helm-controller compares them in that order
+    (internal/action/verify.go ``ReleaseTargetChanged``). Then the previous release is uninstalled before this one
+    is installed (internal/controller/helmrelease_controller.go ``reconcileRelease``). Pure."""
+    if previous is None or previous == key:
+        return None
+    what = "release namespace" if previous[0] != key[0] else "release name"
+    return (f"{what} changed from {previous[0]}/{previous[1]} to {key[0]}/{key[1]}: uninstall "
+            f"{previous[0]}/{previous[1]}, then install")
+
+
 def target_changed(req: Request) -> str | None:
     """Why ``req``'s release must be uninstalled before it is installed again, None when it need not: the newest
     snapshot of the history was made from a chart of another name, and ``upgrade.chartNameChangeStrategy`` is

@@ -74,3 +74,30 @@ async def test_in_place_update_upgrades_to_the_new_chart(passes: Passes, helm: H
     assert [o.action for o in upgraded.outcomes] == ["upgrade"], upgraded
     assert "field is immutable" in upgraded.outcomes[0].message
     assert _stored(p) == [(1, "deployed", "web-1.0.0"), (2, "failed", "webnext-1.0.0")]
+
+
+async def test_a_release_name_change_uninstalls_the_old_release_then_installs(passes: Passes) -> None:
+    """helm-controller internal/action/verify.go ``ReleaseTargetChanged`` compares the HelmRelease's release
+    namespace and name with its history's latest snapshot; when they changed, internal/controller/
+    helmrelease_controller.go ``reconcileRelease`` uninstalls the old release (with the object's uninstall
+    settings), clears the history and requeues, and the next reconcile installs under the new name. helmdeck
+    reads the package's previous release from the status it left there. ``plan`` says the same first, and does
+    not list the old release again as an orphan."""
+    p = passes
+    _web(p, "web")
+    assert [o.action for o in (await p.engine.controller.run_pass((p.namespace, "web"))).outcomes] == ["install"]
+    _web(p, "web", "  releaseName: web-next\n")
+    key = (p.namespace, "web-next")
+    plan = [x for x in (await p.engine.plan()).packages if x.namespace == p.namespace]
+    assert [(x.release, x.state, x.action) for x in plan] == [("web-next", st.TARGET_CHANGED, "uninstall")], plan
+    assert plan[0].reasons == (f"release name changed from {p.namespace}/web to {p.namespace}/web-next: "
+                               f"uninstall {p.namespace}/web, then install",)
+    assert plan[0].removed and plan[0].added
+    moved = await p.engine.controller.run_pass(key)
+    assert [(o.action, o.ok) for o in moved.outcomes] == [("uninstall", True)] and moved.next == "now", moved
+    assert _stored(p) == []  # release web is gone
+    installed = await p.engine.controller.run_pass(key)
+    assert [(o.action, o.ok) for o in installed.outcomes] == [("install", True)], installed
+    assert [(o.version, o.status) for o in p.engine.history(key)] == [(1, "deployed")]
+    assert p.engine.status((p.namespace, "web")) is None
+    assert (await p.engine.controller.run_pass(key)).outcomes == ()
