@@ -403,3 +403,15 @@ def test_a_flux_release_with_chart_values_files_compares_its_version_without_the
     assert st.flux_state(req, obs(chart_version="0.9.0+3")).status == st.OUT_OF_SYNC
     plain = request(spec=with_spec(chart_source=dataclasses.replace(template, values_files=())))
     assert st.flux_state(plain, obs(chart_version="1.0.0+3")).status == st.OUT_OF_SYNC
+
+
+@pytest.mark.parametrize(("previous", "why"), [
+    (None, None), (("ns", "app"), None),
+    (("old", "app"), "release namespace changed from old/app to ns/app: uninstall old/app, then install"),
+    (("ns", "web"), "release name changed from ns/web to ns/app: uninstall ns/web, then install"),
+])
+def test_a_changed_release_target_is_named_as_flux_compares_it(previous: tuple[str, str] | None,
+                                                               why: str | None) -> None:
+    """internal/action/verify.go ``ReleaseTargetChanged``: the release namespace first, then the name; the same
+    rule for a Package (its targetNamespace) and a HelmRelease."""
+    assert st.release_target_changed(previous, ("ns", "app")) == why
