@@ -42,7 +42,7 @@ from engine.runtime.state import (
 from tui.collector import Collector
 from tui.engine_client import ContextSwitch, EngineClient
 from tui.messages import EngineMessage, EngineSignals, OpenDetail
-from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings, owner_warned
+from tui.operations import BY_NAME, OPERATIONS, Context, Notice, Operation, Report, operation_bindings
 from tui.screens.base import EngineScreen
 from tui.screens.main import MainScreen
 from tui.screens.picker import PickerScreen
@@ -425,7 +425,6 @@ class HelmdeckApp(App[None]):
         if isinstance(step, Notice):
             self._notice(step)
             return
-        step = await owner_warned(ctx, op.name, step)
         call = step.call
         if step.confirmation is not None:
             from tui.screens.confirm import ConfirmScreen
@@ -435,7 +434,7 @@ class HelmdeckApp(App[None]):
                 return
             if choice == "alternative" and step.alternative is not None:
                 call = step.alternative
-        attached = ctx.view is not None and ctx.view.attached is not None
+        attached = ctx.view is not None and (ctx.view.attached is not None or ctx.view.flux is not None)
         if step.starting and not attached:  # a request is written at once: the controller acts
             self.notify(step.starting)
         done = await self._guard(step.what, call())

@@ -5,7 +5,6 @@ Pure builders, so every dialog's text is tested and snapshot without an engine.
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -194,13 +193,32 @@ def cancel(view: ReleaseView, now: float, target: Observation | None) -> Confirm
     return Confirmation(f"Cancel {action}?", body, f"Cancel {action}", alternative_label=alternative)
 
 
-def owned_by_flux(what: str, owner_text: str, base: Confirmation | None) -> Confirmation:
-    """``base`` (or a plain confirmation of ``what``) warned that a Flux HelmRelease owns the release."""
-    warning = (f"⚠ This release is owned by {owner_text}. Flux will undo this change on its next reconcile.\n"
-               "Use Flux's own actions instead (key F): request a reconcile, or suspend / resume the HelmRelease.")
-    if base is None:
-        return Confirmation(f"{what}?", f"{warning}\n\n{what}.", what)
-    return dataclasses.replace(base, body=f"{warning}\n\n{base.body}")
+def flux_request(view: ReleaseView, owner_text: str, action: str, suspend: bool = True) -> Confirmation:
+    """A key on a release a Flux HelmRelease owns (``owner_text``): Flux's own request, as the flux CLI makes it
+    (``action`` the app's: upgrade, unlock, or suspend with ``suspend`` False to resume)."""
+    name = owner_text.removeprefix("Flux ")
+    if action == "upgrade":
+        title, label = "Request a forced reconcile?", "Request"
+        what = [f"Annotate {name} with reconcile.fluxcd.io/requestedAt and forceAt (one token), as flux "
+                "reconcile helmrelease --force: Flux's helm-controller installs or upgrades the release once, "
+                "even when it is in sync."]
+    elif action == "unlock":
+        title, label = "Request a reset?", "Request"
+        what = [f"Annotate {name} with reconcile.fluxcd.io/requestedAt and resetAt (one token), as flux "
+                "reconcile helmrelease --reset: Flux's helm-controller resets its failure counters (install, "
+                "upgrade, total), so a release that ran out of retries is tried again."]
+    elif suspend:
+        title, label = "Suspend the HelmRelease?", "Suspend"
+        what = [f"Set spec.suspend: true on {name}, as flux suspend helmrelease: Flux's helm-controller stops "
+                "reconciling it (hand changes stay) until it is resumed (s)."]
+    else:
+        title, label = "Resume the HelmRelease?", "Resume"
+        what = [f"Remove spec.suspend from {name}, as flux resume helmrelease: Flux's helm-controller "
+                "reconciles it again and undoes hand changes to the release."]
+    body = (f"Release {_name(view)} is owned by {owner_text}: its keys are Flux's requests.\n\n"
+            + _bullets(*what, "Flux carries it out; this app runs no helm. The row follows the HelmRelease's "
+                              "status and Events."))
+    return Confirmation(title, body, label)
 
 
 def cleanup(items: list[CleanupItem]) -> Confirmation:

@@ -311,10 +311,6 @@ class EngineClient:
         """Who owns ``key``: a helmdeck package, a Flux HelmRelease or none."""
         return self.engine.owner(key)
 
-    async def flux(self, key: ReleaseKey, action: str) -> str:
-        """Flux's action ("reconcile", "suspend", "resume") on the HelmRelease owning ``key``."""
-        return await self.engine.flux(key, action)
-
     # -- chart versions (the version picker) ------------------------------------------
     async def versions(self, key: ReleaseKey) -> VersionList:
         """The versions ``key``'s repository offers, newest first (deployed and range marked)."""

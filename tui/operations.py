@@ -12,7 +12,6 @@ command palette are built from the same table.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -106,6 +105,9 @@ class Operation:
 
 # -- upgrade ------------------------------------------------------------------------------
 async def _upgrade(ctx: Context) -> Step:
+    flux = await _flux_step(ctx, "upgrade", "Force a reconcile of")
+    if flux is not None:
+        return flux
     step = Step(f"Upgrade {ctx.ref}", lambda: ctx.client.upgrade(ctx.key), _outcome, starting=f"Upgrading {ctx.ref} …")
     reason = ctx.client.why_not("diff", ctx.key)
     assert ctx.view is not None
@@ -178,6 +180,9 @@ async def _maintenance(ctx: Context) -> Step:
 async def _suspend(ctx: Context) -> Step:
     assert ctx.view is not None
     suspend = not ctx.view.suspended
+    flux = await _flux_step(ctx, "suspend", "Suspend" if suspend else "Resume", suspend)
+    if flux is not None:
+        return flux
     return Step(f"{'Suspend' if suspend else 'Resume'} {ctx.ref}", lambda: ctx.client.suspend(ctx.key, suspend),
                 lambda _: Notice(f"Reconciliation of {ctx.ref} {'suspended' if suspend else 'resumed'}"),
                 None if suspend else confirmations.resume(ctx.view))
@@ -186,6 +191,9 @@ async def _suspend(ctx: Context) -> Step:
 # -- unlock -------------------------------------------------------------------------------
 async def _unlock(ctx: Context) -> Step:
     assert ctx.view is not None
+    flux = await _flux_step(ctx, "unlock", "Reset")
+    if flux is not None:
+        return flux
 
     def report(result: Any) -> Report:
         return result if isinstance(result, ActionOutcome) else Notice(f"{ctx.ref} unlocked")
@@ -211,36 +219,17 @@ async def _cancel(ctx: Context) -> Step:
                 and_roll_back if target is not None else None)
 
 
-# -- releases another controller owns --------------------------------------------------------
-FLUX_UNDOES = ("upgrade", "rollback", "uninstall", "maintenance")  # what Flux's next reconcile reverts
-
-
-async def owner_warned(ctx: Context, name: str, step: Step) -> Step:
-    """``step`` with its confirmation warning that Flux will undo it, when a Flux HelmRelease owns the release."""
-    if name not in FLUX_UNDOES or ctx.view is None or ctx.view.package is not None:
-        return step
+# -- releases Flux owns --------------------------------------------------------------------
+async def _flux_step(ctx: Context, name: str, what: str, suspend: bool = True) -> Step | None:
+    """The key ``name`` as Flux's request when a Flux HelmRelease owns the release (the engine's doors make it:
+    engine.runtime.ledger.owners.FLUX_REQUESTS), confirmed in Flux's terms; None when Flux does not own it."""
     owner = ctx.client.owner(ctx.key)
-    if owner.kind != "flux":
-        return step
-    return dataclasses.replace(step, confirmation=confirmations.owned_by_flux(step.what, owner.text,
-                                                                              step.confirmation))
-
-
-_FLUX_ACTIONS = ("reconcile", "suspend", "resume")
-
-
-async def _flux(ctx: Context) -> Step | Notice:
-    owner = ctx.client.owner(ctx.key)
-    if owner.kind != "flux":
-        return Notice(f"{ctx.ref} is not owned by a Flux HelmRelease (owner: {owner.text})", severity="warning")
-    choices = [("Request a reconcile (annotate reconcile.fluxcd.io/requestedAt)", 0),
-               ("Suspend the HelmRelease (spec.suspend: true)", 1), ("Resume the HelmRelease", 2)]
-    picked = await ctx.pick(f"Flux's actions on {owner.text}:", choices, 0)
-    if picked is None:
-        return Notice("")
-    action = _FLUX_ACTIONS[picked]
-    return Step(f"Flux {action} of {owner.text}", lambda: ctx.client.flux(ctx.key, action),
-                lambda said: Notice(str(said).capitalize()))
+    if owner.kind != "flux" or ctx.view is None:
+        return None
+    call = {"upgrade": lambda: ctx.client.upgrade(ctx.key), "unlock": lambda: ctx.client.unlock(ctx.key),
+            "suspend": lambda: ctx.client.suspend(ctx.key, suspend)}[name]
+    return Step(f"{what} {ctx.ref}", call, lambda _: None,
+                confirmations.flux_request(ctx.view, owner.text, name, suspend))
 
 
 # -- chart versions -----------------------------------------------------------------------
@@ -322,26 +311,28 @@ async def _uninstall(ctx: Context) -> Step:
 OPERATIONS: tuple[Operation, ...] = (
     Operation("upgrade", "u", "Upgrade",
               "Upgrade now (a forced reconcile); asks first, showing what would change when the engine can tell; "
-              "attached to a controller, the forced upgrade is requested of it, named",
+              "attached to a controller, the forced upgrade is requested of it, named; on a release a Flux "
+              "HelmRelease owns, Flux's forced reconcile is requested (as flux reconcile helmrelease --force)",
               _upgrade),
     Operation("rollback", "r", "Rollback",
               "Roll back to a revision you pick; asks, naming both revisions; the package is then suspended "
-              "so the engine does not undo it", _rollback, _rollback_check),
+              "so the engine does not undo it (refused on a release Flux owns: Flux rolls back only as upgrade "
+              "remediation; the refusal says what to do)", _rollback, _rollback_check),
     Operation("test", "t", "Test", "Run the release's helm tests", _test),
     Operation("monitor", "p", "Pause", "Pause the resource monitor, or resume it one step (pauses are counted)",
               _monitor),
     Operation("maintenance", "m", "Maint",
               "Enter or leave maintenance mode (NoResourceReconciliation); asks, explaining what it means",
               _maintenance),
-    Operation("suspend", "s", "Suspend", "Suspend or resume reconciliation of the package", _suspend),
-    Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first", _unlock),
+    Operation("suspend", "s", "Suspend", "Suspend or resume reconciliation of the package; on a release Flux "
+              "owns, the HelmRelease's spec.suspend (as flux suspend / resume helmrelease)", _suspend),
+    Operation("unlock", "l", "Unlock", "Unlock a release stuck in a pending state; asks first; on a release "
+              "Flux owns, a reset of Flux's failure counters is requested (flux reconcile helmrelease --reset)",
+              _unlock),
     Operation("cancel", "ctrl+k", "Cancel",
               "Cancel the action running on the release: stops helm, records it as the engine's own failed "
               "action (its pending revision unlocked; the objects keep what it applied); asks first, offering a "
               "rollback to the last deployed revision (b)", _cancel),
-    Operation("flux", "F", "Flux",
-              "For a release a Flux HelmRelease owns: request a reconcile, or suspend / resume the HelmRelease",
-              _flux),
     Operation("versions", "v", "Version",
               "Pick a chart version from the package's repository (newest first, deployed and range marked); "
               "shows what upgrading to it changes, then pins it in the package file and reconciles", _versions),

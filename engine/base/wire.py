@@ -113,6 +113,7 @@ DRIFT_DETECTED = "DriftDetected"
 DRIFT_CORRECTED = "DriftCorrected"
 NO_DRIFT_DETECTED = "NoDriftDetected"
 PROGRESSING = "Progressing"
+PROGRESSING_WITH_RETRY = "ProgressingWithRetry"  # RetryOnFailure waits its interval (fluxcd/pkg meta)
 IN_MAINTENANCE = "InMaintenance"
 INVALID_PACKAGE = "InvalidPackage"
 DEPENDENCY_NOT_READY = "DependencyNotReady"  # Flux's reason: a dependsOn package is not Ready

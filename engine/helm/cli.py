@@ -205,9 +205,13 @@ def _option_flags(opts: ActionOptions, major: int) -> list[str]:
 
 
 def go_duration(seconds: float) -> str:
-    """Seconds as a Go duration string helm accepts (``1m30s``)."""
+    """Whole seconds as Go's ``time.Duration.String`` writes them (``1m30s``, ``5m0s``, ``1h0m0s``), which helm
+    accepts and Flux's messages show."""
     total = max(0, round(seconds))
-    minutes, secs = divmod(total, 60)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
     return f"{minutes}m{secs}s" if minutes else f"{secs}s"
 
 

@@ -45,8 +45,6 @@ UNSUPPORTED: Mapping[str, str] = {
     **{f"spec.{action}.{flag}": _VALIDATION for action in ("install", "upgrade")
        for flag in ("disableOpenAPIValidation", "disableSchemaValidation")},
     "spec.install.skipCRDs": "deprecated by Flux: use spec.install.crds: Skip",
-    "spec.install.strategy": "install strategies are not implemented",
-    "spec.upgrade.strategy": "upgrade strategies are not implemented",
     "spec.install.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
     "spec.upgrade.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
     "spec.dependsOn.readyExpr": "CEL readiness expressions are not implemented",

@@ -61,7 +61,14 @@ from engine.package.model import (
 )
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
-from engine.package.schema import CHART_NAME_CHANGE_STRATEGIES, PACKAGE_SPEC, PROPAGATIONS, WAIT_STRATEGIES
+from engine.package.schema import (
+    CHART_NAME_CHANGE_STRATEGIES,
+    ON_FAILURE,
+    PACKAGE_SPEC,
+    PROPAGATIONS,
+    REMEDIATE_ON_FAILURE,
+    WAIT_STRATEGIES,
+)
 from engine.package.values_from import parse_values_from
 from engine.sources.chart import is_chart
 from engine.sources.current import current_path
@@ -320,12 +327,32 @@ def _retries(doc: _Doc, remediation: dict[str, Any], path: str) -> dict[str, Any
     return out
 
 
+def _on_failure(doc: _Doc, section: dict[str, Any], action: str) -> tuple[str, float | None]:
+    """``spec.<action>.strategy`` as :class:`~engine.package.model.OnFailure`'s fields (its name, its retry interval
+    in seconds or None; RemediateOnFailure when the section has none). ``name`` is required and a
+    ``retryInterval`` is refused beside RemediateOnFailure, as Flux's CRD validates both (helm-controller api/v2
+    helmrelease_types.go, InstallStrategy and UpgradeStrategy: ``+required``, the XValidation rule)."""
+    path = f"spec.{action}.strategy"
+    raw = section.get("strategy")
+    if raw is None:
+        return REMEDIATE_ON_FAILURE, None
+    strategy = doc.mapping(raw, path, allowed(PACKAGE_SPEC, f"{action}.strategy"))
+    doc.string(strategy.get("name"), f"{path}.name", required=True, fix=f"use one of: {', '.join(ON_FAILURE)}")
+    name = doc.choice(strategy.get("name"), f"{path}.name", ON_FAILURE, REMEDIATE_ON_FAILURE)
+    interval = doc.duration(strategy.get("retryInterval"), f"{path}.retryInterval")
+    if interval is not None and name == REMEDIATE_ON_FAILURE:
+        raise doc.error(f"{path}.retryInterval", f"cannot be set when {path}.name is {REMEDIATE_ON_FAILURE}",
+                        "remove it, or set name: RetryOnFailure")
+    return name, interval
+
+
 def _install(doc: _Doc, raw: Any) -> InstallSpec:
     section = doc.mapping(raw, "spec.install", allowed(PACKAGE_SPEC, "install"))
     remediation = doc.mapping(section.get("remediation"), "spec.install.remediation",
                               allowed(PACKAGE_SPEC, "install.remediation"))
-    return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS),
-                       **_retries(doc, remediation, "spec.install.remediation"))
+    on_failure, retry_interval = _on_failure(doc, section, "install")
+    return InstallSpec(**doc.flags(section, "spec.install", _INSTALL_FLAGS), on_failure=on_failure,
+                       retry_interval=retry_interval, **_retries(doc, remediation, "spec.install.remediation"))
 
 
 def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
@@ -333,10 +360,12 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
     remediation = doc.mapping(section.get("remediation"), "spec.upgrade.remediation",
                               allowed(PACKAGE_SPEC, "upgrade.remediation"))
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
+    on_failure, retry_interval = _on_failure(doc, section, "upgrade")
     renamed = doc.choice(section.get("chartNameChangeStrategy"), "spec.upgrade.chartNameChangeStrategy",
                          CHART_NAME_CHANGE_STRATEGIES, "Reinstall")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
-                       chart_name_change=renamed, **_retries(doc, remediation, "spec.upgrade.remediation"))
+                       on_failure=on_failure, retry_interval=retry_interval, chart_name_change=renamed,
+                       **_retries(doc, remediation, "spec.upgrade.remediation"))
 
 
 def _wait_strategy(doc: _Doc, raw: Any) -> str:

@@ -19,9 +19,10 @@ concept exists::
       storageNamespace: ""          # only "" or the release namespace: helm's CLI stores a release there
       targetNamespace: ""; serviceAccountName: ""  # release namespace; act as this ServiceAccount (engine.package)
       install: {crds, createNamespace, disableHooks, disableWait, disableWaitForJobs, replace, disableTakeOwnership,
+                strategy: {name: RemediateOnFailure|RetryOnFailure, retryInterval},
                 remediation: {retries}}
       upgrade: {crds, force, cleanupOnFail, preserveValues, disableHooks, disableWait, disableWaitForJobs,
-                disableTakeOwnership,
+                disableTakeOwnership, strategy: {name, retryInterval},
                 remediation: {retries, strategy: rollback|uninstall, remediateLastFailure}}
       test: {enable, ignoreFailures, timeout, filters: [{name, exclude}]}
       rollback: {force, recreate, cleanupOnFail, disableHooks, disableWait, disableWaitForJobs}
@@ -57,6 +58,7 @@ from engine.package.schema import DRIFT_MODES as DRIFT_MODES  # the model's name
 from engine.package.schema import MAINTENANCE_STATES as MAINTENANCE_STATES
 from engine.package.schema import MANAGED as MANAGED
 from engine.package.schema import NO_RESOURCE_RECONCILIATION as NO_RESOURCE_RECONCILIATION
+from engine.package.schema import REMEDIATE_ON_FAILURE, RETRY_ON_FAILURE
 from engine.package.schema import STRATEGIES as STRATEGIES
 from engine.package.values_from import ValuesReference
 from engine.sources.repository import ChartRequest, ChartTemplate, HelmChartSpec, SourceRef
@@ -67,6 +69,7 @@ MAX_RELEASE_NAME = 53  # Helm's limit (release names end up in label values)
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_INTERVAL = 600.0
 DEFAULT_MAX_HISTORY = 5
+DEFAULT_RETRY_INTERVAL = 300.0  # RetryOnFailure's retryInterval when unset (Flux's 5m)
 
 
 
@@ -83,6 +86,26 @@ class Remediation:
         Flux's default for an upgrade, ``retries > 0`` (helm-controller api/v2 helmrelease_types.go
         ``UpgradeRemediation.MustRemediateLastFailure``: unlimited retries, -1, do not count)."""
         return self.remediate_last_failure if self.remediate_last_failure is not None else self.retries > 0
+
+
+@dataclass(frozen=True)
+class OnFailure:
+    """Flux's ``strategy`` of an install or upgrade: ``on_failure`` its ``name`` (RemediateOnFailure, the default,
+    or RetryOnFailure) and ``retry_interval`` its ``retryInterval`` in seconds (None: not written; only with
+    RetryOnFailure, as Flux's CRD validates)."""
+
+    on_failure: str = REMEDIATE_ON_FAILURE
+    retry_interval: float | None = None
+
+    @property
+    def retry(self) -> float | None:
+        """RetryOnFailure's interval in seconds (``retryInterval``, else 300), None under RemediateOnFailure: Flux's
+        ``GetRetry(false)`` and ``GetRetryInterval`` (helm-controller api/v2 helmrelease_types.go, Install/Upgrade
+        ``GetRetry``, Install/UpgradeStrategy ``GetRetryInterval``; the DefaultToRetryOnFailure feature gate is
+        off by default, as here)."""
+        if self.on_failure != RETRY_ON_FAILURE:
+            return None
+        return self.retry_interval if self.retry_interval is not None else DEFAULT_RETRY_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -104,7 +127,7 @@ class JobsSpec(ActionSpec):
 
 
 @dataclass(frozen=True)
-class InstallSpec(JobsSpec, Remediation):
+class InstallSpec(JobsSpec, Remediation, OnFailure):
     """Flux's ``spec.install``; install remediation always uninstalls."""
 
     create_namespace: bool = False
@@ -120,7 +143,7 @@ class InstallSpec(JobsSpec, Remediation):
 
 
 @dataclass(frozen=True)
-class UpgradeSpec(JobsSpec, Remediation):
+class UpgradeSpec(JobsSpec, Remediation, OnFailure):
     """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall; ``chart_name_change`` is
     ``chartNameChangeStrategy``: ``Reinstall`` (Flux's default, api/v2 ``Upgrade.GetChartNameChangeStrategy``) or
     ``InPlaceUpdate``."""

@@ -16,6 +16,9 @@ MANAGED = ""
 NO_RESOURCE_RECONCILIATION = "NoResourceReconciliation"
 MAINTENANCE_STATES = (MANAGED, NO_RESOURCE_RECONCILIATION)
 STRATEGIES = ("rollback", "uninstall")
+# Flux's spec.install.strategy.name / spec.upgrade.strategy.name: what a failed install or upgrade leads to.
+REMEDIATE_ON_FAILURE, RETRY_ON_FAILURE = "RemediateOnFailure", "RetryOnFailure"
+ON_FAILURE = (REMEDIATE_ON_FAILURE, RETRY_ON_FAILURE)
 WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
@@ -33,6 +36,9 @@ _JOBS = _flags("disableHooks", "disableWait", "disableWaitForJobs")
 _CRDS = Field("crds", "string", "CRD policy for the chart's crds/", enum=POLICIES)
 _RETRIES = Field("retries", "integer", "remediation attempts (negative: unlimited)")
 _LAST = Field("remediateLastFailure", "boolean", "remediate the last failure too")
+_STRATEGY = Field("strategy", "object", "after a failure: remediate (the default) or retry", fields=(
+    Field("name", "string", "RemediateOnFailure or RetryOnFailure", required=True, enum=ON_FAILURE),
+    Field("retryInterval", "duration", "RetryOnFailure's wait before the next attempt (default 5m)")))
 TARGET = (  # a post-renderer patch's and a drift ignore rule's target (engine.package.selector)
     *(Field(name, "string", "a regular expression matched against the whole value")
       for name in ("group", "version", "kind", "name", "namespace")),
@@ -68,11 +74,11 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     Field("targetNamespace", "string", "the release's namespace (default: the package's)"),
     Field("serviceAccountName", "string", "helm and helmdeck act as this ServiceAccount"),
     Field("install", "object", "helm install", fields=(
-        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"),
+        _CRDS, *_flags("createNamespace"), *_JOBS, *_flags("replace", "disableTakeOwnership"), _STRATEGY,
         Field("remediation", "object", "after a failed install", fields=(_RETRIES, _LAST)),
     )),
     Field("upgrade", "object", "helm upgrade", fields=(
-        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS,
+        _CRDS, *_flags("force", "cleanupOnFail", "preserveValues", "disableTakeOwnership"), *_JOBS, _STRATEGY,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
         Field("chartNameChangeStrategy", "string", "a chart of another name: Reinstall (uninstall, then install; "

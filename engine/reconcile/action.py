@@ -24,7 +24,7 @@ from engine.base import wire
 from engine.helm import HelmError, ReleaseNotFound
 from engine.kube import rest
 from engine.monitor import comparison
-from engine.package.model import PackageSpec
+from engine.package.model import InstallSpec, PackageSpec, UpgradeSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.errors import ActionFailed
 from engine.reconcile.options import uninstall_options
@@ -341,6 +341,10 @@ class ReleaseReconciler(Reconciler):
         """The helm call that makes the release (options from the request)."""
         raise NotImplementedError
 
+    def section(self, req: Request) -> InstallSpec | UpgradeSpec:
+        """The package's section of this action (``spec.install`` or ``spec.upgrade``)."""
+        raise NotImplementedError
+
     async def reconcile(self, req: Request) -> ActionOutcome:
         helm_call = self.helm_call(req)
 
@@ -375,6 +379,10 @@ class ReleaseReconciler(Reconciler):
             count_failure(req)
             return outcome(self.name, False, message, written, error)
         drop_conditions(req, cond.REMEDIATED, cond.TEST_SUCCESS)
+        if self.section(req).retry is not None:
+            # Under RetryOnFailure failures matter only while the release is failed: a success clears them, as
+            # Flux's Install and Upgrade ``success`` do (internal/reconcile/install.go, upgrade.go: ClearFailures).
+            req.status = dataclasses.replace(req.status, failures=FailureCounts())
         message = (f"Helm {self.name} succeeded for release {release_ref(req, written)} "
                    f"with chart {req.chart.name}@{req.chart.version}")
         return self.succeeded(req, message, written, (cond.RELEASED, True, self.reasons[0]))

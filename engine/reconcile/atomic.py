@@ -9,7 +9,8 @@ spec that renders the released manifest is adopted on the status, with no
 revision. Each action type runs at most once per pass (a second one asks for an
 immediate requeue); a remediation ends the pass (requeue at once); retries
 exhausted or a missing rollback target stall the package until its spec
-changes. Failure counters reset when the package's generation, the chart version or
+changes. Under RetryOnFailure (``spec.install/upgrade.strategy``) a failed release is upgraded, never
+remediated, once per retry interval. Failure counters reset when the package's generation, the chart version or
 the spec digest differs from what was last attempted (Flux's MustResetFailures).
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.helm.cli import go_duration
 from engine.reconcile import conditions as cond
 from engine.reconcile import next_action as na
 from engine.reconcile import state as st
@@ -49,7 +51,7 @@ from engine.reconcile.unlock import Unlock
 from engine.reconcile.upgrade import Upgrade
 from engine.storage.observation import Observation
 
-Next = Literal["interval", "now", "error", "stop", "soon"]
+Next = Literal["interval", "now", "error", "stop", "soon", "retry"]
 # How soon to look again at a release locked by an operation that is not stale yet.
 LOCKED_RECHECK = 15.0
 
@@ -60,7 +62,8 @@ class PassResult:
 
     ``next``: "interval" (in sync, or waiting: requeue at the package interval),
     "now" (more work), "error" (backoff), "stop" (stalled: wait for a spec
-    change), "soon" (a lock that may turn stale: requeue after LOCKED_RECHECK).
+    change), "soon" (a lock that may turn stale: requeue after LOCKED_RECHECK), "retry" (RetryOnFailure:
+    requeue after ``retry_after`` seconds, its retry interval).
     """
 
     state: str
@@ -152,6 +155,18 @@ class AtomicRelease:
         else:
             set_conditions(req, (cond.DRIFTED, False, cond.NO_DRIFT_DETECTED,
                                  "No drift detected against the cluster state"))
+
+    def _retry_later(self, req: Request, state: st.ReleaseState, retry: float, why: str,
+                     outcomes: tuple[ActionOutcome, ...]) -> PassResult:
+        """End the pass to try again after RetryOnFailure's ``retry`` seconds: the conditions summarised, then
+        Reconciling=True (ProgressingWithRetry, "retrying after 5m0s") kept, as Flux's helm-controller ends with
+        ErrRetryAfterInterval and requeues after ``GetActiveRetry(...).GetRetryInterval()``
+        (internal/reconcile/atomic_release.go ``Reconcile``; internal/controller/helmrelease_controller.go
+        ``reconcileRelease``). ``why``: what ended the pass."""
+        text = f"retrying after {go_duration(retry)}"
+        self._finish(req, PassResult(state.status, "retry", why))
+        set_conditions(req, (cond.RECONCILING, True, cond.PROGRESSING_WITH_RETRY, text))
+        return PassResult(state.status, "retry", f"{why}; {text}", outcomes, retry_after=retry)
 
     async def _render_checksum(self, req: Request) -> None:
         """Render once per pass for the manifest checksum (the spec changed: does the manifest?); "" when it
@@ -282,12 +297,17 @@ class AtomicRelease:
                 return self._finish(req, PassResult(st.STALLED, "stop", refused, tuple(outcomes)))
             reconciler = self._reconciler(action)
             if reconciler.type in done:
+                if (retry := req.active_retry()) is not None:
+                    last = outcomes[-1].message if outcomes else state.reason
+                    return self._retry_later(req, state, retry, last, tuple(outcomes))
                 return self._finish(req, PassResult(state.status, "now",
                                                     f"{reconciler.name} would run twice in one pass: requeue",
                                                     tuple(outcomes)))
             try:
                 outcomes.append(await reconciler.reconcile(req))
             except ActionFailed as exc:
+                if (retry := req.active_retry()) is not None:  # nothing stored: retried after the interval too
+                    return self._retry_later(req, state, retry, str(exc), tuple(outcomes))
                 return self._finish(req, PassResult(state.status, "error", str(exc), tuple(outcomes)))
             except MissingRollbackTarget as exc:
                 set_conditions(req, (cond.STALLED, True, cond.MISSING_ROLLBACK_TARGET, str(exc)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from engine.helm.crds import prepare_crds
+from engine.package.model import InstallSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
 from engine.reconcile.options import install_options
@@ -18,6 +19,9 @@ class Install(ReleaseReconciler):
     name = "install"
     verb = "installing"
     reasons = (cond.INSTALL_SUCCEEDED, cond.INSTALL_FAILED)
+
+    def section(self, req: Request) -> InstallSpec:
+        return req.spec.install
 
     def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
         ns, release = req.key

@@ -92,6 +92,11 @@ def _for_failed(req: Request, stored: Mapping[int, Observation] | None) -> str:
     if req.spec.maintenance:
         # In maintenance nothing is remediated: as nelm's Service, a release not deployed is upgraded.
         return _unless_exhausted(req, UPGRADE, " in maintenance")
+    if req.active_retry() is not None:
+        # RetryOnFailure: the failed release is upgraded, as a forced upgrade with no retries would be: no
+        # remediation, no retry budget (helm-controller internal/reconcile/atomic_release.go, actionForState,
+        # ReleaseStatusFailed); the atomic loop spaces the attempts by the retry interval.
+        return UPGRADE
     remediation = req.active_remediation()
     if remediation is None or req.failure_count(remediation) <= 0:
         # No remediation in play, or the failure predates a spec change: try an upgrade.

@@ -67,6 +67,14 @@ class Request:
             return self.spec.upgrade
         return None
 
+    def active_retry(self) -> float | None:
+        """The retry interval in seconds of the last attempted release action when its strategy is RetryOnFailure,
+        None when it remediates or nothing was attempted (Flux's ``GetActiveRetry``, helm-controller api/v2
+        helmrelease_types.go, with the DefaultToRetryOnFailure gate off:
+        :attr:`~engine.package.model.OnFailure.retry`)."""
+        section = self.active_remediation()
+        return section.retry if section is not None else None
+
     def failure_count(self, remediation: InstallSpec | UpgradeSpec) -> int:
         f = self.status.failures
         return f.install if isinstance(remediation, InstallSpec) else f.upgrade

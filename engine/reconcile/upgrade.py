@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from engine.base import wire
 from engine.helm.crds import prepare_crds
+from engine.package.model import UpgradeSpec
 from engine.reconcile import conditions as cond
 from engine.reconcile.action import ReleaseReconciler
 from engine.reconcile.options import upgrade_options
@@ -19,6 +20,9 @@ class Upgrade(ReleaseReconciler):
     name = "upgrade"
     verb = "upgrading to"
     reasons = (cond.UPGRADE_SUCCEEDED, cond.UPGRADE_FAILED)
+
+    def section(self, req: Request) -> UpgradeSpec:
+        return req.spec.upgrade
 
     def helm_call(self, req: Request) -> Callable[[], Awaitable[object]]:
         # helm carries the previous revision's labels over: its checksum is dropped, the new one set after.

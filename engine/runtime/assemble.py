@@ -10,7 +10,8 @@ its collaborators at construction.
   (``--watch-label-selector``) or ``auto_shards`` (``--shards auto``) the replica's shards, which the gate, the
   guard, the action context and the writers ask through the placement port
   (:mod:`engine.runtime.ledger.placed`; :data:`~engine.runtime.ledger.placed.ALL_HERE` on the local path);
-- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.cockpit.attach`).
+- attached (``attach``, the app): the cluster's controllers followed (:mod:`engine.runtime.cockpit.attach`), and
+  Flux's HelmRelease objects (:mod:`engine.runtime.cockpit.flux`).
 
 :func:`offline_engine` builds one without a cluster (fixtures, snapshots). The parts only an operator's action,
 the version picker or the pulses use are built on first use: a headless command imports only what it runs.
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and actions
     from engine.runtime.cluster.shard_selector import Shard
     from engine.runtime.cluster.shards import Shards
     from engine.runtime.cockpit.attach import Attachment
+    from engine.runtime.cockpit.flux import FluxCockpit
     from engine.runtime.operations import Operations
 
 __all__ = ["build_engine", "offline_engine"]
@@ -183,6 +185,11 @@ def build_engine(
         # before the attachment found it come first, or its running action would be missed.
         attachment = Attachment(api, book, namespaces, lambda ns, callback: kube_events.watch(ns, callback,
                                                                                                replay=True))
+    flux: FluxCockpit | None = None
+    if attach and online:  # the app: the releases Flux's HelmRelease objects own, shown from them
+        from engine.runtime.cockpit.flux import FluxCockpit
+
+        flux = FluxCockpit(api, book, namespaces, lambda ns, callback: kube_events.watch(ns, callback, replay=True))
     gate = ActionGate(book, observer.latest, readonly=readonly, online=online, leader=lease is None,
                       attached=attachment.attached if attachment is not None else None, placed=placed)
     values_objects = ValuesObjects(own_api, book, masker)  # spec.valuesFrom's objects
@@ -220,7 +227,7 @@ def build_engine(
     parts = Parts(given=given, masker=masker, tasks=tasks, api=own_api, package_set=pset, observer=observer,
                   book=book, gate=gate, values_objects=values_objects, service=service, controller=controller,
                   kube_events=kube_events, objects=objects, attachment=attachment, elector=elector,
-                  operations=operations, versions=Later(new_versions))
+                  operations=operations, versions=Later(new_versions), flux=flux)
     if objects is not None and online:
         _controller_parts(parts, api, objects, placed, shard=shard, auto_shards=auto_shards, sharded=sharded)
     if sharded:
@@ -373,6 +380,12 @@ def _lifecycle(parts: Parts, engine: Callable[[], Engine], *, prune: bool,
             tasks.spawn(attachment.run())
 
         running.append(Step("attachment", attach))
+    flux = parts.flux
+    if flux is not None:
+        async def follow_flux(_how: Starting) -> None:
+            tasks.spawn(flux.run())
+
+        running.append(Step("flux", follow_flux))
     if given.online:
         async def repositories(how: Starting) -> None:  # on their own interval (engine.runtime.drive.repositories)
             if how.reconcile:

@@ -53,7 +53,7 @@ from engine.runtime.drive.lease import LeaseConfig, LeaseElector
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
-from engine.runtime.ledger.owners import FLUX_OWNED, NONE, FluxClient, Owner, owner_of
+from engine.runtime.ledger.owners import FLUX_OWNED, FLUX_REQUESTS, NONE, FluxClient, FluxRefused, Owner, owner_of
 from engine.runtime.ledger.running import Running, Starting
 from engine.runtime.ledger.tasks import Background
 from engine.runtime.package_set import PackageSet
@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize, plan and a
     from engine.runtime.cluster.objects import PackageObjects
     from engine.runtime.cluster.shards import Shards
     from engine.runtime.cockpit.attach import Attachment
+    from engine.runtime.cockpit.flux import FluxCockpit
     from engine.runtime.cockpit.pulses import PulseMeter
     from engine.runtime.operations import Operations
     from engine.runtime.plan import Plan
@@ -148,6 +149,7 @@ class Parts:
     finalizers: Finalizers | None = None
     requests: Requests | None = None
     shards: Shards | None = None
+    flux: FluxCockpit | None = None  # the app: the releases Flux's HelmRelease objects own
 
 
 class Later(Generic[T]):
@@ -579,11 +581,32 @@ class Engine:
         :meth:`check` (the one gate), then the request the controller carries out (``action`` one of
         ``upgrade``, ``reconcile``, ``rollback`` (to ``revision``), ``unlock``, ``cancel``, ``pause``/``resume``
         (the monitor), ``suspend`` (``value`` True/False), ``maintenance`` (``value`` the mode, "" leaves));
-        None when this engine acts itself. Raises ActionRefused/NotAvailable, ApiException."""
+        when a Flux HelmRelease owns the release, :meth:`check`, then Flux's own request for the actions
+        :data:`~engine.runtime.ledger.owners.FLUX_REQUESTS` names (:meth:`_by_flux`); None when this engine acts
+        itself. Raises ActionRefused/NotAvailable, ApiException."""
         if self.attachment is None or self.attachment.attached(key) is None:
-            return None
+            return await self._by_flux(key, action, value)
         self.gate.check("monitor" if action in ("pause", "resume") else action, key)
         return await self.attachment.request(key, action, revision=revision, value=value)
+
+    async def _by_flux(self, key: ReleaseKey, action: str, value: bool | str) -> Requested | None:
+        owner = self.gate.flux_owner(key)
+        if owner is None or action not in FLUX_REQUESTS:
+            return None  # the gate refuses the rest when the operations ask it
+        self.gate.check(action, key)
+        if self._api is None:  # the gate refuses offline
+            raise NotAvailable(OFFLINE)
+        request = FLUX_REQUESTS[action]
+        try:
+            said = await FluxClient(self._api).request(owner.namespace, owner.name, request, suspend=bool(value))
+        except FluxRefused as exc:
+            raise ActionRefused(str(exc)) from None
+        what = {"force": "a forced reconcile (flux reconcile helmrelease --force)",
+                "reset": "a reset of its failure counters (flux reconcile helmrelease --reset)",
+                "suspend": "flux suspend helmrelease" if value else "flux resume helmrelease"}[request]
+        text = f"requested of Flux: {what} on HelmRelease {owner.namespace}/{owner.name} ({said})"
+        self.book.log(key, "request", "info", text)
+        return Requested(key, (owner.namespace, owner.name), action, text)
 
     def _pulse_endpoints(self) -> list[tuple[str, str]]:
         out = {url: urlsplit(url).netloc for url in self._metrics_urls}
@@ -621,21 +644,6 @@ class Engine:
         """Who owns ``key``: its helmdeck package, a Flux HelmRelease, or none (engine.runtime.ledger.owners)."""
         view = self.book.view(key)
         return owner_of(view) if view is not None else NONE
-
-    async def flux(self, key: ReleaseKey, action: str) -> str:
-        """Flux's own action on the HelmRelease owning ``key``: "reconcile" (request one), "suspend" or
-        "resume"; returns what was done in one sentence. Raises ActionRefused (not Flux-owned, the
-        HelmRelease API is not served) or NotAvailable (offline), ApiException for API errors."""
-        self.gate.check("flux", key)
-        owner = self.owner(key)
-        if self._api is None:  # the gate refuses Flux on a release without a Flux owner, and offline
-            raise NotAvailable(OFFLINE)
-        try:
-            said = await FluxClient(self._api).act(owner, action)
-        except LookupError as exc:
-            raise ActionRefused(str(exc)) from None
-        self.book.log(key, "flux", "info", said)
-        return said
 
     async def unlock(self, key: ReleaseKey) -> ActionOutcome | Requested:
         """Mark ``key``'s pending release failed so it can move again (attached: requested)."""

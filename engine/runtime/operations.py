@@ -83,6 +83,9 @@ class Operations:
         result = await self.controller.reconcile(key, force)
         if result.next == "now":
             self.controller.queue.add(key)
+        elif result.next == "retry" and result.retry_after is not None:
+            # RetryOnFailure's next attempt, as after a pass of the queue's own (a Flux force request is one)
+            self.controller.queue.add(key, result.retry_after)
         return result.outcomes[-1] if result.outcomes else None
 
     async def set_maintenance(self, key: ReleaseKey, mode: str) -> PassResult:

@@ -95,6 +95,57 @@ class Attached:
 
 
 @dataclass(frozen=True)
+class FluxRevision:
+    """One entry of a HelmRelease's ``status.history``, newest first (helm-controller api/v2 ``Snapshot``):
+    the Helm revision, its status, chart, app version, ``digest`` and ``configDigest`` as Flux wrote them,
+    ``last_deployed`` Unix seconds (0 unknown)."""
+
+    version: int
+    status: str
+    chart_name: str = ""
+    chart_version: str = ""
+    app_version: str = ""
+    digest: str = ""
+    config_digest: str = ""
+    last_deployed: float = 0.0
+
+
+@dataclass(frozen=True)
+class FluxObject:
+    """The HelmRelease object owning a release, as the app reads it in the cluster
+    (:mod:`engine.runtime.cockpit.flux`): ``ref`` its ``(namespace, name)``, ``generation`` and ``observed``
+    (``status.observedGeneration``), ``suspended`` (``spec.suspend``), ``history`` (``status.history``,
+    newest first), the request annotations (``reconcile.fluxcd.io/requestedAt``, ``forceAt``, ``resetAt``:
+    ``requested_at``, ``force_at``, ``reset_at``) and the last handled ones (``status.lastHandledReconcileAt``,
+    ``lastHandledForceAt``, ``lastHandledResetAt``), ``attempted`` ``status.lastAttemptedRevision``."""
+
+    ref: tuple[str, str]
+    generation: int = 0
+    observed: int = 0
+    suspended: bool = False
+    history: tuple[FluxRevision, ...] = ()
+    requested_at: str = ""
+    force_at: str = ""
+    reset_at: str = ""
+    handled_reconcile: str = ""
+    handled_force: str = ""
+    handled_reset: str = ""
+    attempted: str = ""
+
+    @property
+    def requested(self) -> tuple[str, ...]:
+        """The requests made and not handled yet: ``"force"``, ``"reset"`` (each only with an equal
+        ``requestedAt``, as helm-controller's api/v2 ``ShouldHandleForceRequest``/``ShouldHandleResetRequest``
+        act on them), else ``"reconcile"``."""
+        out = tuple(name for name, token, handled in (("force", self.force_at, self.handled_force),
+                                                       ("reset", self.reset_at, self.handled_reset))
+                    if token and token == self.requested_at and token != handled)
+        if not out and self.requested_at and self.requested_at != self.handled_reconcile:
+            return ("reconcile",)
+        return out
+
+
+@dataclass(frozen=True)
 class Requested:
     """An action the app asked the controller for, on the Package object ``ref``: ``action`` (the app's name),
     ``text`` one sentence (``requested: the controller upgrades web/web (<wire.FORCE_REQUEST>=...)``)."""
@@ -154,6 +205,8 @@ class ReleaseView:
     ``flux_owned``: its package is a HelmRelease document whose HelmRelease exists in the cluster (Flux owns
     the release, decided from the cluster: :meth:`PackageController.observe_flux`); ``state`` then says how
     the release stands against the document as Flux's state detection reads it.
+    ``flux``: the HelmRelease object owning the release, read in the cluster (the row's Ready, conditions,
+    failure counters, suspension and, without a package, state, come from its status: Flux's cockpit).
     ``status_dropped``: the release's stored engine status that was not taken (left behind by something else:
     :meth:`ReleaseBook.load_statuses <engine.runtime.ledger.book.ReleaseBook.load_statuses>`), as
     ``(object, why)``: its ConfigMap's ``namespace/name`` and the reason; None when none was dropped.
@@ -178,6 +231,7 @@ class ReleaseView:
     listed: ListedRevision | None = None
     flux_owned: bool = False
     attached: Attached | None = None
+    flux: FluxObject | None = None
     status_dropped: tuple[str, str] | None = None
 
     @property
@@ -301,6 +355,8 @@ __all__ = [
     "EngineSignal",
     "EntryLogged",
     "FailureCounts",
+    "FluxObject",
+    "FluxRevision",
     "LeaseChanged",
     "LogEntry",
     "PackageProblems",
@@ -322,7 +378,7 @@ class PassFinished:
 
     key: ReleaseKey
     spec: PackageSpec
-    result: str = "success"  # "success", or "failure" (an error or a stall: the queue backs off or stops)
+    result: str = "success"  # "success", or "failure" (an error, a stall, a retry: backoff, stop, retry interval)
     seconds: float = 0.0  # how long the pass took
 
 

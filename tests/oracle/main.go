@@ -20,6 +20,7 @@
 //	    {"object": null} when the object opts out, or {"error": "..."}; with "text", the object as
 //	    kustomize prints it (what `kustomize build` prints, and the text envsubst reads)
 //	{"op": "helmRelease", "object": {...}}          the defaults and getters of helm-controller/api/v2
+//	    (activeRetry: GetActiveRetry of the object's status.lastAttemptedReleaseAction)
 //
 // Any answer may instead be {"error": "..."} for a request that cannot be read, or {"error", "panic": true}
 // where Flux's code panicked. The program holds no Flux
@@ -321,6 +322,7 @@ func helmRelease(raw json.RawMessage) map[string]any {
 		"upgrade.remediateLastFailure":    ur.MustRemediateLastFailure(),
 		"upgrade.ignoreTestFailures":      ur.MustIgnoreTestFailures(test.IgnoreFailures),
 		"upgrade.retry":                   retry(upgrade.GetRetry(false)),
+		"activeRetry":                     retry(hr.GetActiveRetry(false)),
 		"test.enable":                     test.Enable,
 		"test.ignoreFailures":             test.IgnoreFailures,
 		"test.timeout":                    test.GetTimeout(timeout).Seconds(),

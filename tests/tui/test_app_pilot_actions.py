@@ -1,5 +1,5 @@
 """Pilot tests of the cockpit's actions (issue 14) on the real local cluster and real helm:
-cancelling a running action, releases a Flux HelmRelease owns, switching cluster contexts."""
+cancelling a running action, switching cluster contexts (releases a Flux HelmRelease owns: test_flux_cockpit_app.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from engine.base.wire import FLUX_RECONCILE_REQUEST as REQUESTED_AT
 from engine.helm import Helm
 from engine.kube.client import KubeTarget, contexts
 from engine.runtime import Engine
@@ -116,22 +115,25 @@ async def test_after_a_cancel_remediation_follows_the_package(
 
 
 def install_crd(api: client.ApiClient, group: str, version: str, kind: str, plural: str) -> client.CustomObjectsApi:
-    """A schema-less CRD of ``kind`` (a Flux kind in Flux's group and version, as the issue allows for tests),
-    left for the session; returns once the API serves it."""
+    """A schema-less CRD of ``kind`` (a Flux kind in Flux's group and version, as the issue allows for tests) with
+    a status subresource, as Flux's CRDs have (its controllers write status through it), left for the session;
+    returns once the API serves it."""
     crd: Any = {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{group}"},
         "spec": {"group": group, "scope": "Namespaced",
                  "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-                 "versions": [{"name": version, "served": True, "storage": True,
+                 "versions": [{"name": version, "served": True, "storage": True, "subresources": {"status": {}},
                                "schema": {"openAPIV3Schema": {"type": "object",
                                                               "x-kubernetes-preserve-unknown-fields": True}}}]},
     }
+    extensions = client.ApiextensionsV1Api(api)
     try:
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        extensions.create_custom_resource_definition(crd)
     except client.ApiException as exc:
         if exc.status != 409:
             raise
+        extensions.patch_custom_resource_definition(crd["metadata"]["name"], {"spec": crd["spec"]})  # a kept cluster's
     objects = client.CustomObjectsApi(api)
     deadline = time.monotonic() + 30
     while True:  # served a moment after it is created
@@ -147,58 +149,6 @@ def install_crd(api: client.ApiClient, group: str, version: str, kind: str, plur
 def install_flux_crd(api: client.ApiClient) -> client.CustomObjectsApi:
     """Flux's HelmRelease API served (:func:`install_crd`)."""
     return install_crd(api, FLUX_GROUP, FLUX_VERSION, "HelmRelease", FLUX_PLURAL)
-
-
-async def test_a_flux_owned_release_warns_and_offers_a_flux_reconcile(
-    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path
-) -> None:
-    install_flux_crd(core_api.api_client)
-    objects = client.CustomObjectsApi(core_api.api_client)
-    hr = {"apiVersion": f"{FLUX_GROUP}/{FLUX_VERSION}", "kind": "HelmRelease",
-          "metadata": {"name": "podinfo", "namespace": namespace}, "spec": {"interval": "5m"}}
-    for _ in range(50):  # the CRD is served a moment after it is created
-        try:
-            objects.create_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, hr)
-            break
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-            await asyncio.sleep(0.2)
-    chart = tmp_path / "chart"
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: podinfo\nversion: 0.1.0\n")
-    (chart / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\n  labels:\n"
-        f"    helm.toolkit.fluxcd.io/name: podinfo\n    helm.toolkit.fluxcd.io/namespace: {namespace}\n"
-        "data:\n  a: b\n")
-    run_helm(helm, "install", "podinfo", str(chart), "-n", namespace)
-    app = make_app(kube_target, helm, namespace, None)
-    key = (namespace, "podinfo")
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: cell(app, key, "status") == "✔ deployed", seen=lambda: row(app, key))
-        # the owner is known once the record that names the HelmRelease is decoded
-        await wait_for(lambda: app.client.owner(key).text == f"Flux HelmRelease {namespace}/podinfo",
-                       seen=lambda: app.client.owner(key).text)
-        await select(app, key)
-        await pilot.press("D")
-        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
-        assert isinstance(app.screen, ConfirmScreen)
-        body = app.screen.confirmation.body
-        assert f"owned by Flux HelmRelease {namespace}/podinfo" in body and "Flux will undo" in body
-        await pilot.pause()
-        await pilot.press("n")
-        await wait_for(lambda: not isinstance(app.screen, ConfirmScreen))
-        await pilot.press("F")
-        await wait_for(lambda: isinstance(app.screen, PickerScreen))
-        await pilot.pause()
-        await pilot.press("enter")  # the first choice: request a reconcile
-
-        def annotated() -> bool:
-            got: Any = objects.get_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "podinfo")
-            return REQUESTED_AT in (got.get("metadata", {}).get("annotations") or {})
-
-        await wait_for(annotated)
-    assert stored(core_api, namespace, "podinfo") == [(1, "deployed")]  # nothing was uninstalled
 
 
 def two_contexts(kubeconfig: Path, into: Path, namespaces: tuple[str, str]) -> Path:

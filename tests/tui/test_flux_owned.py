@@ -1,6 +1,6 @@
 """A HelmRelease document whose HelmRelease exists in the cluster: Flux owns its release. The app shows it as
 Flux's (OWNER flux, "OutOfSync (Flux owns it)" when the release differs from the document, the Diff offered),
-the gate refuses the operator's own actions on it pointing to F, and its state is judged as Flux's state
+its keys are Flux's requests (u, l, s) and the rest Flux would undo is refused, and its state is judged as Flux's state
 detection judges it (chart and values, no render). Offline: the finding is seeded in the book as the controller
 keeps it (engine.runtime.drive.flux_ownership.FluxOwnership.observe; the cluster test is
 tests/tui/test_flux_owned_app.py)."""
@@ -32,7 +32,7 @@ from tui.widgets.release_table import ReleaseTable
 FLUX_FOLDER = Path(__file__).resolve().parents[1] / "data" / "flux-owned"
 KEY = ("shop", "web")
 MESSAGE = ("Flux owns it: HelmRelease shop/web exists in the cluster; helmdeck plans and shows it and acts only "
-           "through Flux's actions (F)")
+           "through Flux's requests (u, l, s)")
 
 
 def flux_engine() -> Engine:
@@ -48,19 +48,20 @@ def flux_engine() -> Engine:
     return engine
 
 
-def test_the_release_is_fluxs_and_the_gate_refuses_acting_on_it_pointing_to_f() -> None:
+def test_the_release_is_fluxs_its_keys_are_fluxs_requests_and_the_rest_is_refused() -> None:
     engine = flux_engine()
     view = engine.release(KEY)
     assert view is not None and view.flux_owned and view.package is not None
     assert engine.owner(KEY).text == "Flux HelmRelease shop/web"
-    refused = {a: engine.why_not(a, KEY) for a in ("upgrade", "rollback", "test", "maintenance", "suspend",
-                                                  "uninstall")}
+    # u, l, s: Flux's requests (engine.runtime.ledger.owners.FLUX_REQUESTS); the rest Flux would undo refused
+    assert [engine.why_not(a, KEY) for a in ("upgrade", "unlock", "suspend")] == [None] * 3
+    refused = {a: engine.why_not(a, KEY) for a in ("rollback", "maintenance", "uninstall")}
     for action, why in refused.items():
-        assert why is not None and "is owned by Flux HelmRelease shop/web" in why and "(F)" in why, action
-    # reading and Flux's own actions stay; the queue's pass looks at the cluster again itself
-    assert [engine.why_not(a, KEY) for a in ("diff", "render", "flux", "reconcile")] == [None] * 4
+        assert why is not None and "HelmRelease shop/web" in why, action
+    # reading, helm's tests and the queue's pass stay; the pass looks at the cluster again itself
+    assert [engine.why_not(a, KEY) for a in ("diff", "render", "test", "reconcile")] == [None] * 4
     engine.book.set_flux_owned(KEY, False)  # its HelmRelease gone from the cluster: helmdeck acts again
-    assert {engine.why_not(a, KEY) for a in ACTIONS if a not in ("unlock", "cancel", "flux")} == {None}
+    assert {engine.why_not(a, KEY) for a in ACTIONS if a not in ("unlock", "cancel")} == {None}
     assert engine.owner(KEY).kind == "helmdeck"
 
 
@@ -126,7 +127,7 @@ def test_the_overview_marks_it_out_of_sync_flux_owns_it_and_offers_the_diff(snap
     assert snap_compare(_app(), terminal_size=TALL, run_before=_open("enter"))
 
 
-def test_u_on_it_is_refused_in_the_gates_words(snap_compare: Any) -> None:
+def test_u_on_it_asks_to_request_fluxs_forced_reconcile(snap_compare: Any) -> None:
     assert snap_compare(_app(), terminal_size=TALL, run_before=_open("u"))
 
 

@@ -1,7 +1,7 @@
 """The app and the gate on a release Flux owns, on the real local cluster (the HelmRelease CRD applied, no Flux
 running: the object's existence is what decides): the row says Flux owns it and how it stands against the
-document, manual actions are refused pointing to F, an edit of the document is judged again, and ``status``
-shows the FluxOwned condition."""
+document, the actions Flux would undo are refused saying what Flux offers, an edit of the document is judged
+again, and ``status`` shows the FluxOwned condition."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.cli.test_cli import cluster_args, helmdeck
 from tests.conftest import run_helm
 from tests.engine.runtime.test_flux_owns import GROUP, PLURAL, VERSION, document, helmrelease_api  # noqa: F401  (a fixture)
 from tests.tui.test_app_pilot import SIZE, cell, make_app, row, select, stored, wait_for
+from tui.screens.confirm import ConfirmScreen
 
 pytestmark = pytest.mark.cluster
 
@@ -42,12 +43,24 @@ async def test_a_flux_owned_release_shows_as_fluxs_and_manual_actions_point_to_f
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: cell(app, key, "owner") == "flux" and cell(app, key, "state") == "⚑ OutOfSync",
                        seen=lambda: {**row(app, key), "state": cell(app, key, "state")})
-        why = app.client.why_not("upgrade", key)
-        assert why is not None and f"owned by Flux HelmRelease {namespace}/web" in why and "(F)" in why
+        why = app.client.why_not("rollback", key)
+        assert why is not None and f"HelmRelease {namespace}/web" in why and "Flux rolls back only" in why
         await select(app, key)
-        await pilot.press("u")
-        await wait_for(lambda: any("(F)" in str(n.message) for n in getattr(app, "_notifications", ())),
+        await pilot.press("r")
+        await wait_for(lambda: "Flux rolls back only" in (row(app, key)["notifications"] or ""),
                        seen=lambda: row(app, key))
+        await pilot.press("u")  # Flux's forced reconcile, on the HelmRelease the document names
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.pause()
+        await pilot.press("y")
+
+        def forced() -> bool:
+            got: Any = helmrelease_api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "web")
+            notes = got["metadata"].get("annotations") or {}
+            return bool(notes) and notes.get("reconcile.fluxcd.io/forceAt") == notes.get(
+                "reconcile.fluxcd.io/requestedAt")
+
+        await wait_for(forced, seen=lambda: row(app, key))
         write(pkgs, "web.yaml", document(namespace, repo.url, 1))  # the document now says what is deployed
         await wait_for(lambda: cell(app, key, "state") == "⚑ InSync", timeout=30,
                        seen=lambda: {**row(app, key), "state": cell(app, key, "state")})

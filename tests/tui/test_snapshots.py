@@ -204,13 +204,6 @@ def test_cancel_confirmation_says_what_stays_and_offers_a_rollback(snap_compare:
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
 
 
-def test_flux_owner_warning(snap_compare: Any) -> None:
-    view = _view(LEGACY)
-    dialog = confirmations.owned_by_flux("Uninstall legacy/legacy-api", "Flux HelmRelease flux-system/legacy-api",
-                                         confirmations.uninstall(view, [], None))
-    assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))
-
-
 def test_cleanup_confirmation(snap_compare: Any) -> None:
     items = [CleanupItem("old-team", "api", "would-remove"), CleanupItem("old-team", "worker", "would-remove")]
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(confirmations.cleanup(items)))

@@ -33,6 +33,7 @@ from testkit.fixtures import (
 from tui.app import HelmdeckApp
 from tui.messages import EngineMessage
 from tui.model import COLUMN_INDEX, RowFilter, TextFilter
+from tui.operations import BY_NAME
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
@@ -445,7 +446,7 @@ async def test_unavailable_actions_are_shown_disabled_and_say_why() -> None:
         assert notes.calls[1][0] == f"Cleanup: {why}"
         commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
         assert commands["Unlock (l)"] == f"Unavailable: {why}"
-        assert commands["Suspend (s)"] == "Suspend or resume reconciliation of the package"
+        assert commands["Suspend (s)"] == BY_NAME["suspend"].summary
 
 
 async def test_release_refusals_are_the_gates() -> None:

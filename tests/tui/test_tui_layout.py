@@ -152,7 +152,7 @@ async def test_a_narrow_terminal_hides_columns_with_a_sign_and_keeps_help_and_qu
         await pilot.pause(0.3)
         assert table.columns_fit == FULL and len(table.columns) == len(FULL.widths)
         assert table.selected_key() == LEGACY and table.plain_cell(LEGACY, "owner") == "-"
-        # Every key but C, which gave way to F (Flux owners): the palette and help list it.
+        # Every key, C at most left out: the palette and help list it.
         assert {k.description for k in app.screen.query(FooterKey) if not k.display} <= {"Context"}
         assert header.size.height == 3
         set_engine_status(app.engine, SETTINGS, running=None)

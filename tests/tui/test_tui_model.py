@@ -544,15 +544,3 @@ def test_the_state_of_a_release_flux_owns_says_so_in_the_columns_room() -> None:
         assert tone == fmt.engine_state_text(state)[1]
     assert cells(ReleaseView("ns", "web", state="OutOfSync"), 0.0)["state"].text == "↻ OutOfSync"
     assert fmt.engine_state_text("OutOfSync", flux_owned=True)[0] == "↻ OutOfSync (Flux owns it)"
-
-
-def test_f_for_flux_owners_is_in_the_footer() -> None:
-    """F was in help but never in the footer; it is, ranked among the release actions (left out before them on a
-    narrow terminal, never shown where a screen has no release)."""
-    from tui.operations import operation_bindings
-    from tui.widgets.key_footer import KEEP_ORDER, rank
-
-    [flux] = [b for b in operation_bindings() if b.action == "operation('flux')"]
-    assert flux.show and flux.key == "F"
-    assert rank(flux.action) < len(KEEP_ORDER)  # ranked: not among the unknown keys dropped first
-    assert rank(flux.action) > rank("namespace")  # the screen's own keys stay first

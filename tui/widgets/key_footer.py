@@ -18,7 +18,7 @@ KEEP_ORDER: tuple[str, ...] = (
     "app.pop_screen", "open_detail", "select_cursor", "filter", "operation('upgrade')",
     "operation('rollback')", "operation('cancel')", "operation('uninstall')", "tab", "quick", "operation('test')",
     "operation('maintenance')", "operation('suspend')", "operation('versions')", "reveal", "computed", "pulses",
-    "reload", "sort_next", "namespace", "operation('flux')", "context",
+    "reload", "sort_next", "namespace", "context",
 )
 _RANK = {action: i for i, action in enumerate(KEEP_ORDER)}
 

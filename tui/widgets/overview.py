@@ -7,6 +7,8 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from engine.helm.cli import go_duration
+from engine.package.model import InstallSpec, UpgradeSpec
 from engine.runtime.ledger.owners import owner_of
 from engine.runtime.state import ControllerInfo, ReleaseView
 from engine.storage.observation import Observation, previous_deployed
@@ -15,6 +17,13 @@ from tui.chart_origin import newer_line, origin_line, update_text, verification_
 from tui.widgets.header_bar import TONE_STYLE
 
 Part = str | tuple[str, str]
+
+
+def _allowed(section: InstallSpec | UpgradeSpec) -> str:
+    """An install or upgrade section's retries, or under RetryOnFailure its interval (no retry budget then)."""
+    if section.retry is None:
+        return str(section.retries)
+    return f"unlimited (RetryOnFailure, every {go_duration(section.retry)})"
 
 
 def _row(label: str, *value: Part) -> list[Part]:
@@ -56,6 +65,30 @@ def _controller_rows(view: ReleaseView, controller: ControllerInfo | None, now: 
     return parts
 
 
+def _flux_rows(view: ReleaseView) -> list[Part]:
+    """The HelmRelease object owning the release (Flux's cockpit): generation, the requests made and handled,
+    its history as helm-controller recorded it, and what its keys do."""
+    found = view.flux
+    if found is None:
+        return []
+    behind = found.generation > found.observed
+    parts = _row("HelmRelease", f"{found.ref[0]}/{found.ref[1]}   generation {found.generation}, observed ",
+                 (str(found.observed), TONE_STYLE["warn" if behind else "ok"]),
+                 f"   last attempted {found.attempted or '-'}")
+    parts += _row("Handled", f"reconcile {found.handled_reconcile or '-'}   force {found.handled_force or '-'}   "
+                  f"reset {found.handled_reset or '-'}")
+    if found.requested:
+        parts += _row("Requested", (", ".join(found.requested), TONE_STYLE["busy"]),
+                      "   (waiting for Flux's helm-controller to handle them)")
+    parts += _row("Flux's keys", "u forced reconcile · l reset of the failure counters · s suspend / resume "
+                  "(the flux CLI's requests); r, D, m refused")
+    for i, h in enumerate(found.history[:3]):
+        parts += _row("History" if i == 0 else "", f"rev {h.version:<4} ", (f"{fmt.status_symbol(h.status)} "
+                      f"{h.status:<12}", ""), f" {h.chart_name}@{h.chart_version}  app {h.app_version or '-'}  "
+                      f"config {h.config_digest[:19]}…")
+    return parts
+
+
 def overview_content(view: ReleaseView, history: list[Observation], now: float,
                      controller: ControllerInfo | None = None) -> Content:
     """Everything the Overview tab says about one release, as text readable without colour; ``controller``:
@@ -67,6 +100,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
                   f"   package {pkg.name} ({pkg.declared_in})" if pkg else "   no package declares it")
     parts += _row("Owner", owner_of(view).text)
     parts += _controller_rows(view, controller, now)
+    parts += _flux_rows(view)
     if pkg is not None:
         parts += _row("Source", origin_line(pkg))
     verified = verification_line(view)
@@ -87,7 +121,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
                   _toned(fmt.ready_text(view.ready)))
     if view.flux_owned:  # the cluster holds its HelmRelease: helmdeck shows and diffs it, Flux acts
         parts += _row("Flux", "Flux acts on this release: see what differs in the Diff tab (5); "
-                      "request a reconcile, suspend or resume with F")
+                      "u, l and s are Flux's requests")
     if pkg is not None and pkg.depends_on:
         held = view.condition("Ready")
         parts += _row("Depends on", ", ".join(str(d) for d in pkg.depends_on),
@@ -127,7 +161,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
     parts.append(("\nFailure counters", "bold $text-primary"))
     parts.append(f"   install {f.install} · upgrade {f.upgrade} · total {f.total}")
     if pkg is not None:
-        parts.append(f"   (retries allowed: install {pkg.install.retries}, upgrade {pkg.upgrade.retries}; "
+        parts.append(f"   (retries allowed: install {_allowed(pkg.install)}, upgrade {_allowed(pkg.upgrade)}; "
                      "negative = unlimited)")
     parts.append("\n")
 

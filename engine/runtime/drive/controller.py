@@ -104,6 +104,8 @@ def verdict(result: PassResult, interval: float) -> RunResult:
         return RunResult("interval", min(LOCKED_RECHECK, result.retry_after or LOCKED_RECHECK))
     if result.next == "interval":
         return RunResult("interval", interval)
+    if result.next == "retry":  # RetryOnFailure: its retry interval, jittered by the queue as Flux's requeue
+        return RunResult("interval", result.retry_after if result.retry_after is not None else interval)
     return {"now": RunResult("now"), "error": RunResult("error"), "stop": RunResult("stop")}[result.next]
 
 
@@ -382,7 +384,7 @@ class PackageController:
             raise ActionRefused(no_package_reason(key))
         began = time.monotonic()
         result = await self._reconcile(key, spec, force)
-        failed = result.next in ("error", "stop") or any(not o.ok for o in result.outcomes)
+        failed = result.next in ("error", "stop", "retry") or any(not o.ok for o in result.outcomes)
         self.book.emit(PassFinished(key, spec, "failure" if failed else "success", time.monotonic() - began))
         return result
 

@@ -1,6 +1,7 @@
 """Whether Flux owns the release of a HelmRelease document: a HelmRelease of its name exists in the cluster
 (Flux serving its API). Such a release is Flux's: helmdeck plans, diffs and shows it and acts only through Flux's
-actions (F); the finding is kept in the book (the gate refuses the operator's actions, the view says
+requests (engine.runtime.ledger.owners.FLUX_REQUESTS); the finding is kept in the book (the gate makes the
+operator's keys Flux's requests or refuses them, the view says
 ``flux_owned``) and said in the Ready condition with Flux's ``FluxOwned`` reason."""
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class FluxOwnership:
 
     async def held(self, key: ReleaseKey, spec: PackageSpec) -> PassResult | None:
         """A HelmRelease document whose HelmRelease exists in the cluster (Flux serving its API) is Flux's:
-        helmdeck plans, diffs and shows its release and acts only through Flux's actions (F). None: helmdeck
+        helmdeck plans, diffs and shows its release and acts only through Flux's requests. None: helmdeck
         acts. When the cluster cannot say, helmdeck does not act either. The finding is kept in the book, and
         the release's standing against the document judged on a fresh resolution."""
         owned, message = await self.owns(spec)
@@ -109,7 +110,7 @@ class FluxOwnership:
         except ApiException as exc:
             return None, f"cannot tell whether Flux owns it ({ref}: {exc.status} {exc.reason}): helmdeck does not act"
         return owned, (f"Flux owns it: {ref} exists in the cluster; helmdeck plans and shows it and acts only "
-                       "through Flux's actions (F)" if owned else "")
+                       "through Flux's requests (u, l, s)" if owned else "")
 
     def _say(self, key: ReleaseKey, result: PassResult) -> PassResult:
         if self._said.get(key) != result.message:  # said once per change, not at every pass

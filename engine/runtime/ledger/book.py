@@ -147,6 +147,9 @@ class ReleaseBook:
         # Releases whose package is a Package object a live controller reconciles: their view's fields
         # from the object (engine.runtime.cockpit.attach); a package of this engine's own wins.
         self._attached: dict[ReleaseKey, dict[str, Any]] = {}
+        # Releases a HelmRelease object in the cluster owns: their view's fields from it (Flux's cockpit,
+        # engine.runtime.cockpit.flux).
+        self._flux: dict[ReleaseKey, dict[str, Any]] = {}
         self._events: dict[ReleaseKey, deque[LogEntry]] = {}
         self._locks: dict[ReleaseKey, asyncio.Lock] = {}
         self._holders: dict[ReleaseKey, asyncio.Task[Any]] = {}  # the task running each held release's action
@@ -272,6 +275,31 @@ class ReleaseBook:
         """Change fields of one attached release's view (its controller's last action, from an Event)."""
         if key in self._attached:
             self._attached[key] = {**self._attached[key], **changes}
+            self.refresh(key)
+
+    def set_flux(self, fields: Mapping[ReleaseKey, dict[str, Any]]) -> None:
+        """Replace the releases HelmRelease objects own (their view fields from the objects, ``flux`` a
+        :class:`~engine.runtime.state.FluxObject`) and refresh the changed."""
+        old, self._flux = self._flux, dict(fields)
+        for key in set(old) | set(fields):
+            if old.get(key) != fields.get(key):
+                self.refresh(key)
+
+    def put_flux(self, key: ReleaseKey, fields: dict[str, Any] | None) -> None:
+        """Set (None: drop) one release's fields from the HelmRelease object owning it, and refresh it if
+        they changed."""
+        if self._flux.get(key) == fields:
+            return
+        if fields is None:
+            self._flux.pop(key, None)
+        else:
+            self._flux[key] = fields
+        self.refresh(key)
+
+    def update_flux(self, key: ReleaseKey, **changes: Any) -> None:
+        """Change fields of one Flux-owned release's view (helm-controller's last action, from an Event)."""
+        if key in self._flux:
+            self._flux[key] = {**self._flux[key], **changes}
             self.refresh(key)
 
     def set_status(self, key: ReleaseKey, status: EngineStatus, *, state: str | object | None = KEEP,
@@ -401,7 +429,9 @@ class ReleaseBook:
         status = self._statuses.get(key)
         bad = self.observer.unreadable_releases().get(key)
         attached = self._attached.get(key) if pkg is None else None
-        if obs is None and pkg is None and bad is None and attached is None:
+        # A HelmRelease's object gives a row without a package, or its document's (a Package keeps its own)
+        flux = self._flux.get(key) if pkg is None or key in self._flux_owned else None
+        if obs is None and pkg is None and bad is None and attached is None and flux is None:
             if cur is not None and cur.running is None and not changes:
                 del self._views[key]
                 self.emit(ReleaseRemoved(key))
@@ -442,6 +472,10 @@ class ReleaseBook:
             fields.update(attached, running=_controller_running(obs, attached["package"], attached.get("running")))
         else:
             fields["attached"] = None
+        if flux is not None:  # Flux's status; a document's state says how the release stands against it
+            fields.update({k: v for k, v in flux.items() if pkg is None or k != "state"})
+        else:
+            fields["flux"] = None
         state = self._states.get(key)
         if state is None and pkg is not None:
             # Until a pass decides (or after storage changed under it): a quick verdict, kept so that

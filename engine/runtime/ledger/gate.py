@@ -10,11 +10,13 @@ same everywhere. Rules, in the order they are checked:
    cannot act on one;
 4. no package: actions that need the package's spec (upgrade, suspend,
    maintenance, render, diff, versions); versions also needs a chart from a repository;
-5. Flux owns it: a HelmRelease document whose HelmRelease exists in the cluster (the controller's
-   finding, kept in the book) is Flux's to act on: the operator's actions on the release (upgrade,
-   rollback, test, maintenance, suspend, unlock, uninstall) are refused, pointing to Flux's own actions
-   (``flux``, the app's ``F``). The work queue's pass (``reconcile``) still runs: it looks at the cluster
-   again and acts only once Flux no longer owns the release;
+5. Flux owns it: a release a Flux HelmRelease owns (:func:`engine.runtime.ledger.owners.owner_of`: its object
+   seen in the cluster, its document's HelmRelease there, or Flux's labels in its manifest) is Flux's to act on:
+   the keys :data:`~engine.runtime.ledger.owners.FLUX_REQUESTS` names are Flux's own requests on the object
+   (upgrade, unlock, suspend; this app's lease does not matter, Flux acts; a reconcile asked of a suspended
+   HelmRelease is refused, as the flux CLI refuses it), the rest Flux would undo are refused saying what Flux
+   offers instead (:func:`~engine.runtime.ledger.owners.flux_refusal`). The work queue's pass
+   (``reconcile``) still runs: it looks at the cluster again and acts only once Flux no longer owns the release;
    Stored apart: a release stored in another namespace than its own (a HelmRelease's, as Flux stores it:
    api/v2 ``GetStorageNamespace``) cannot be acted on with helm's CLI: the operator's helm actions on it
    (upgrade, rollback, test, maintenance, uninstall) are refused, saying why and what to do
@@ -51,7 +53,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from engine.package.identity import storage_apart_reason
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
-from engine.runtime.ledger.owners import owner_of
+from engine.runtime.ledger.owners import FLUX_REQUESTS, Owner, flux_refusal, flux_suspended_reason, owner_of
 from engine.runtime.ledger.placed import ALL_HERE, Placed
 from engine.runtime.state import Attached, ReleaseKey
 from engine.storage.observation import Observation
@@ -59,7 +61,6 @@ from engine.storage.observation import Observation
 # Mutating actions, by the name the app's keys use.
 ACTIONS = (
     "upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall", "cancel",
-    "flux",  # Flux's own actions on the HelmRelease owning a release (reconcile, suspend, resume)
     "versions",  # pick a chart version from the package's repository: pins it in the package file
     "reconcile",  # a pass nobody forced (queue, --once, the monitor's): refused while suspended
 )
@@ -68,8 +69,6 @@ READING = ("diff", "render", "cleanup-plan")
 # What an engine without a cluster can do: keep its own status (it holds fixed storage records only).
 _OFFLINE_OK = frozenset({"suspend"})
 _NEEDS_PACKAGE = frozenset({"upgrade", "reconcile", "suspend", "maintenance", "render", "diff", "versions"})
-# The operator's actions on a release Flux owns (rule 5): Flux would undo them.
-_FLUX_REFUSES = frozenset({"upgrade", "rollback", "test", "maintenance", "suspend", "unlock", "uninstall"})
 # The operator's actions that run helm's CLI on the release (refused on a release stored apart).
 _RUNS_HELM = frozenset({"upgrade", "rollback", "test", "maintenance", "uninstall"})
 # Actions that hold the release's running-action guard.
@@ -90,15 +89,6 @@ def not_pending_reason(key: ReleaseKey) -> str:
 
 def no_package_reason(key: ReleaseKey) -> str:
     return f"no package declares release {key[0]}/{key[1]}"
-
-
-def not_flux_reason(key: ReleaseKey) -> str:
-    return f"{key[0]}/{key[1]} is not owned by a Flux HelmRelease"
-
-
-def flux_owned_reason(key: ReleaseKey, owner: str) -> str:
-    return (f"{key[0]}/{key[1]} is owned by {owner} (it exists in the cluster): helmdeck does not act on it; "
-            "use Flux's actions (F): request a reconcile, suspend or resume")
 
 
 def local_chart_reason(key: ReleaseKey) -> str:
@@ -193,28 +183,27 @@ class ActionGate:
         if action not in ACTIONS and action not in READING:
             raise ValueError(f"unknown action {action!r}")
         found = self.attached(key) if key is not None and self.attached is not None else None
+        flux = self.flux_owner(key) if key is not None and found is None else None
+        # Flux decides (rule 5): its requests and what it would undo; the rest is helmdeck's own (test, diff)
+        fluxs = flux is not None and (action in FLUX_REQUESTS
+                                      or flux_refusal(action, f"{flux.namespace}/{flux.name}") is not None)
         if action in ACTIONS:
             if self.readonly:
                 return READ_ONLY
-            if not self.leader and found is None:
+            if not self.leader and found is None and not fluxs:
                 return f"read-only: {self.holder or 'another instance'} holds the engine lease"
-        if not self.online and action not in _OFFLINE_OK:
+        if not self.online and (action not in _OFFLINE_OK or flux is not None):
             return OFFLINE
         if key is None:
             return None
         if found is not None:
             return self._for_controller(action, key, found)
+        if flux is not None and fluxs:
+            return self._for_flux(action, key, flux)
         if action in _NEEDS_PACKAGE and key not in self._book.packages:
             return no_package_reason(key)
         if action == "versions" and self._book.packages[key].chart_request is None:
             return local_chart_reason(key)
-        if action == "flux":
-            view = self._book.view(key)
-            if view is None or owner_of(view).kind != "flux":
-                return not_flux_reason(key)
-        if action in _FLUX_REFUSES and self._book.flux_owned(key):
-            spec = self._book.packages[key]
-            return flux_owned_reason(key, f"Flux HelmRelease {spec.namespace}/{spec.name}")
         if action in _RUNS_HELM:
             refused = storage_apart_reason(action, key, self._storage_ns(key))
             if refused is not None:
@@ -241,6 +230,22 @@ class ActionGate:
             return spec.storage_ns
         latest = self._latest(*key)
         return latest.storage_namespace if latest is not None else key[0]
+
+    def flux_owner(self, key: ReleaseKey) -> Owner | None:
+        """The Flux HelmRelease owning ``key``'s release (rule 5), None when Flux does not own it."""
+        view = self._book.view(key)
+        owner = owner_of(view) if view is not None else None
+        return owner if owner is not None and owner.kind == "flux" else None
+
+    def _for_flux(self, action: str, key: ReleaseKey, owner: Owner) -> str | None:
+        ref = f"{owner.namespace}/{owner.name}"
+        if action not in FLUX_REQUESTS:
+            return flux_refusal(action, ref)
+        view = self._book.view(key)
+        flux = view.flux if view is not None else None
+        if FLUX_REQUESTS[action] != "suspend" and flux is not None and flux.suspended:
+            return flux_suspended_reason(ref)
+        return None
 
     def _for_controller(self, action: str, key: ReleaseKey, found: Attached) -> str | None:
         refused = controller_refusal(action, found)

@@ -1,20 +1,22 @@
-"""Who owns a release: a helmdeck package, a Flux HelmRelease, or nobody; and Flux's own actions.
+"""Who owns a release: a helmdeck package, a Flux HelmRelease, or nobody; and the one decision of what the
+operator's keys do on a release Flux owns.
 
 Flux's helm-controller labels every object it renders with
 ``helm.toolkit.fluxcd.io/name`` and ``helm.toolkit.fluxcd.io/namespace``
 (its post-renderer, so the labels are in the manifest Helm stores; the
 observer notes them as ``Observation.flux_owner`` when it decodes a record). A
-release whose manifest carries them is owned by that HelmRelease: an
-upgrade, rollback, uninstall or maintenance done here is undone by Flux's
-next reconcile, so the app warns and offers Flux's own actions instead:
-request a reconcile (the ``reconcile.fluxcd.io/requestedAt`` annotation,
-as ``flux reconcile helmrelease``) and suspend/resume (``spec.suspend``, as
-``flux suspend|resume helmrelease``), when the HelmRelease CRD is served.
+release whose manifest carries them, whose HelmRelease the app sees in the cluster
+(:mod:`engine.runtime.cockpit.flux`), or whose HelmRelease document is in the folder and in the cluster, is
+owned by that HelmRelease. An upgrade, rollback, uninstall or maintenance done here would be undone by Flux's
+next reconcile, so on such a release the operator's keys are Flux's own requests (:data:`FLUX_REQUESTS`, as
+the flux CLI makes them: :meth:`FluxClient.request`) or refused saying what Flux offers instead
+(:func:`flux_refusal`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -22,7 +24,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from engine.base.wire import FLUX_RECONCILE_REQUEST, PACKAGE_SET
+from engine.base.wire import FLUX_FORCE_REQUEST, FLUX_RECONCILE_REQUEST, FLUX_RESET_REQUEST, PACKAGE_SET
 from engine.kube import rest
 from engine.runtime.state import ReleaseView
 
@@ -30,6 +32,53 @@ FLUX_GROUP = "helm.toolkit.fluxcd.io"
 FLUX_VERSION = "v2"
 FLUX_PLURAL = "helmreleases"
 FLUX_OWNED = "FluxOwned"  # a pass's state when a HelmRelease document's release is Flux's: helmdeck does not act
+
+# The operator's actions on a release Flux owns that are Flux's own requests, by the app's action name:
+# upgrade (u) as ``flux reconcile helmrelease --force``, unlock (l) as ``--reset`` (Flux's failure counters
+# reset), suspend (s) as ``flux suspend|resume helmrelease``. The one place this is decided: the gate asks it,
+# the engine's doors make the request (FluxClient.request).
+FLUX_REQUESTS = {"upgrade": "force", "unlock": "reset", "suspend": "suspend"}
+_ANNOTATION = {"force": FLUX_FORCE_REQUEST, "reset": FLUX_RESET_REQUEST}
+
+
+def flux_refusal(action: str, ref: str) -> str | None:
+    """Why the operator's ``action`` is not done on a release HelmRelease ``ref`` (``namespace/name``) owns, as
+    what Flux offers instead; None when it is done (a Flux request, :data:`FLUX_REQUESTS`, or what Flux does
+    not undo: test (helm-controller's release digest leaves test hooks out: internal/release/observation.go
+    ``IgnoreHookTestEvents``), helmdeck's own monitor and cancel, diff, render, versions, the queue's own pass)."""
+    if action == "rollback":
+        return (f"Flux rolls back only as upgrade remediation (HelmRelease {ref}: spec.upgrade.remediation, "
+                "strategy rollback); a hand rollback would be upgraded back on its next reconcile. To go back, "
+                "change the chart version or values in Git; u requests a forced upgrade, l a reset of its "
+                "failure counters")
+    if action == "uninstall":
+        return (f"Flux installs it again on its next reconcile: delete HelmRelease {ref} to uninstall (from Git, "
+                "or flux delete helmrelease); s suspends it")
+    if action == "maintenance":
+        return (f"maintenance is helmdeck's; Flux's HelmRelease {ref} would undo it: suspend it (s) to have Flux "
+                "leave the release alone")
+    return None
+
+
+def flux_suspended_reason(ref: str) -> str:
+    """Why a reconcile is not requested of the suspended HelmRelease ``ref`` (``namespace/name``): the flux CLI
+    refuses it too (fluxcd/flux2 cmd/flux/reconcile.go ``reconcileCommand.run``: "resource is suspended")."""
+    return f"HelmRelease {ref} is suspended: Flux's reconcile refuses it (as flux reconcile does); resume it (s)"
+
+
+def flux_token(now_ns: int | None = None) -> str:
+    """A request's token as the flux CLI writes it: ``time.Now().Format(time.RFC3339Nano)`` (fluxcd/flux2
+    cmd/flux/reconcile.go ``requestReconciliation``), in UTC: nanoseconds, trailing zeros dropped (no
+    fraction when it is zero), ``Z``. ``now_ns``: Unix nanoseconds (default now)."""
+    ns = time.time_ns() if now_ns is None else now_ns
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    digits = f"{fraction:09d}".rstrip("0")
+    return f"{text}.{digits}Z" if digits else f"{text}Z"
+
+
+class FluxRefused(Exception):
+    """A Flux request the flux CLI would refuse too (a suspended HelmRelease asked to reconcile)."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +116,14 @@ NONE = Owner("none")
 
 def owner_of(view: ReleaseView) -> Owner:
     """``view``'s owner: a live controller's when its package is a Package object that controller reconciles, the
-    Flux HelmRelease of its document when the cluster holds it (``flux_owned``), else its helmdeck package, else
-    the Flux HelmRelease its latest manifest names (``Observation.flux_owner``), else the helmdeck package set
-    its storage label names (another folder's, or the packages were not given), else :data:`NONE`."""
+    HelmRelease the app sees owning it in the cluster (``view.flux``), the Flux HelmRelease of its document when
+    the cluster holds it (``flux_owned``), else its helmdeck package, else the Flux HelmRelease its latest
+    manifest names (``Observation.flux_owner``), else the helmdeck package set its storage label names (another
+    folder's, or the packages were not given), else :data:`NONE`."""
     if view.attached is not None:
         return Owner("controller", *view.attached.ref, view.attached.replica, view.attached.shard)
+    if view.flux is not None:
+        return Owner("flux", *view.flux.ref)
     if view.package is not None and view.flux_owned:
         return Owner("flux", view.package.namespace, view.package.name)
     if view.package is not None:
@@ -131,33 +183,35 @@ class FluxClient:
             return True
         return await asyncio.to_thread(read)
 
-    async def act(self, owner: Owner, action: str) -> str:
-        """Flux's own ``action`` on ``owner``'s HelmRelease: "reconcile" (request one), "suspend" or
-        "resume"; returns what was done in one sentence. Raises LookupError when the cluster does not
-        serve the HelmRelease API, ValueError for another action, ApiException for API errors."""
-        if action not in ("reconcile", "suspend", "resume"):
-            raise ValueError(f"unknown Flux action {action!r}")
-        if not await self.present():
-            raise LookupError(f"the cluster does not serve Flux's HelmRelease API ({FLUX_GROUP}/{FLUX_VERSION})")
-        if action == "reconcile":
-            return f"reconcile of {owner.text} requested at {await self.request_reconcile(owner.namespace, owner.name)}"
-        await self.set_suspended(owner.namespace, owner.name, action == "suspend")
-        return f"{owner.text} {action}d"
+    async def request(self, namespace: str, name: str, request: str, *, suspend: bool = True) -> str:
+        """Flux's own ``request`` on HelmRelease ``namespace/name``, written as the flux CLI writes it; returns
+        what was written in one sentence.
 
-    async def request_reconcile(self, namespace: str, name: str, now: datetime | None = None) -> str:
-        """Annotate the HelmRelease so Flux reconciles it now; returns the annotation's value (RFC 3339)."""
-        value = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        await self._patch(namespace, name, {"metadata": {"annotations": {FLUX_RECONCILE_REQUEST: value}}})
-        return value
+        - ``force`` / ``reset``: ``reconcile.fluxcd.io/requestedAt`` and ``forceAt`` (``resetAt``) with one
+          token, as ``flux reconcile helmrelease --force`` (``--reset``): helm-controller acts on them only
+          when equal to ``requestedAt`` (api/v2 annotations.go ``ShouldHandleForceRequest``,
+          ``ShouldHandleResetRequest``: fluxcd/pkg/apis/meta ``HandleAnnotationRequest``); fluxcd/flux2
+          cmd/flux/reconcile.go
+          ``requestReconciliation`` (the token :func:`flux_token`), which refuses a suspended object first
+          (``reconcileCommand.run``: "resource is suspended");
+        - ``suspend``: ``spec.suspend: true`` (``suspend`` True), or resumed (the field removed, as the CLI's
+          merge patch of ``Suspend = false`` with ``omitempty``), as ``flux suspend|resume helmrelease``.
 
-    async def set_suspended(self, namespace: str, name: str, suspended: bool) -> None:
-        """Suspend (``spec.suspend: true``) or resume the HelmRelease, as ``flux suspend|resume``."""
-        await self._patch(namespace, name, {"spec": {"suspend": suspended}})
-
-    async def suspended(self, namespace: str, name: str) -> bool:
-        """The HelmRelease's ``spec.suspend``."""
+        Raises :class:`FluxRefused` (a suspended object asked to reconcile), ValueError for another request,
+        ApiException (404: no such HelmRelease or the API not served; 403: the caller needs ``get`` and
+        ``patch`` on ``helmreleases.helm.toolkit.fluxcd.io``)."""
+        if request == "suspend":
+            await self._patch(namespace, name, {"spec": {"suspend": True if suspend else None}})
+            return f"spec.suspend: {'true' if suspend else 'false'}"
+        if request not in _ANNOTATION:
+            raise ValueError(f"unknown Flux request {request!r}")
         obj = await asyncio.to_thread(rest.get_json, self._api, self._path(namespace, name))
-        return bool((obj.get("spec") or {}).get("suspend"))
+        if (obj.get("spec") or {}).get("suspend") is True:
+            raise FluxRefused(flux_suspended_reason(f"{namespace}/{name}"))
+        token = flux_token()
+        notes = {FLUX_RECONCILE_REQUEST: token, _ANNOTATION[request]: token}
+        await self._patch(namespace, name, {"metadata": {"annotations": notes}})
+        return ", ".join(f"{k}={v}" for k, v in notes.items())
 
     async def _patch(self, namespace: str, name: str, body: dict[str, Any]) -> None:
         await asyncio.to_thread(rest.send, self._api, "PATCH", self._path(namespace, name), body,

@@ -27,7 +27,10 @@ from engine.package.load import read_document
 from engine.package.model import PackageSpec
 from engine.package.substitute import DISABLE_KEY, SubstitutionError, disabled, substitute, variables
 from engine.package.values_from import ValuesReference
+from engine.reconcile.request import Request
+from engine.reconcile.status import EngineStatus
 from engine.resolve.values import ObjectData, ValuesError, ValuesLayer, compose, compose_values
+from engine.sources.chart import Chart
 from engine.sources.repository import ChartTemplate
 from engine.sources.semver import SemverError, newest_match, parse_candidate
 from tests.flux_oracle import Oracle
@@ -325,6 +328,8 @@ def test_substitution_is_flux_post_build(flux_oracle_process: Oracle, case: tupl
 # -- HelmRelease defaults: helm-controller/api/v2 getters --------------------------------------------------
 
 _DURATIONS = st.sampled_from(["30s", "1m", "2m30s", "1h"])
+_ON_FAILURE = st.one_of(st.sampled_from([{"name": "RemediateOnFailure"}, {"name": "RetryOnFailure"}]),
+                        st.builds(lambda d: {"name": "RetryOnFailure", "retryInterval": d}, _DURATIONS))
 
 
 @st.composite
@@ -368,6 +373,8 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
                 if action == "upgrade":
                     maybe("strategy", st.sampled_from(["rollback", "uninstall"]), remediation)
                 section["remediation"] = remediation
+            if action in ("install", "upgrade"):
+                maybe("strategy", _ON_FAILURE, section)
             spec[action] = section
     if draw(st.booleans()):
         test: dict[str, Any] = {}
@@ -379,12 +386,22 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
         spec["test"] = test
     maybe("driftDetection", st.sampled_from([{"mode": "enabled"}, {"mode": "warn"}, {"mode": "disabled"}, {}]))
     return {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-            "metadata": {"name": "web", "namespace": "apps"}, "spec": spec}
+            "metadata": {"name": "web", "namespace": "apps"}, "spec": spec,
+            "status": {"lastAttemptedReleaseAction": draw(st.sampled_from(["", "install", "upgrade"]))}}
 
 
-def helmdeck_getters(spec: PackageSpec) -> dict[str, Any]:
-    """The oracle's getters (tests/oracle/main.go helmRelease) as helmdeck reads them from ``spec``."""
+def _retry(interval: float | None) -> dict[str, float] | None:
+    return None if interval is None else {"retryInterval": interval}
+
+
+def helmdeck_getters(spec: PackageSpec, last_action: str = "") -> dict[str, Any]:
+    """The oracle's getters (tests/oracle/main.go helmRelease) as helmdeck reads them from ``spec``, with
+    ``last_action`` the status's lastAttemptedReleaseAction."""
+    attempted = Request(spec, Chart(Path("chart"), "web", "1.0.0", "", ""), {}, "",
+                        EngineStatus(last_attempted_release_action=last_action))
     return {
+        "install.retry": _retry(spec.install.retry), "upgrade.retry": _retry(spec.upgrade.retry),
+        "activeRetry": _retry(attempted.active_retry()),
         "releaseName": spec.release_name, "releaseNamespace": spec.release_namespace,
         "storageNamespace": spec.storage_ns, "timeout": spec.timeout, "maxHistory": spec.max_history,
         "interval": spec.interval, "dependsOn": len(spec.depends_on),
@@ -429,8 +446,6 @@ _NOT_YET = {
     # the getters give the field as written; the policy when unset is internal/action/crds.go crdPolicyOrDefault's
     # (Create for both), which helmdeck follows (tests/engine/reconcile/test_flux_rules.py, behaviour 10)
     "install.crds": "10: the getter is the raw field", "upgrade.crds": "10: the getter is the raw field",
-    "install.retry": "3: install.strategy (RetryOnFailure) is refused",
-    "upgrade.retry": "3: upgrade.strategy is refused",
     "postRenderStrategy": "3: refused",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",
@@ -457,11 +472,13 @@ def _flux_getters(answer: dict[str, Any]) -> dict[str, Any]:
 def test_helm_release_defaults_and_getters_are_the_apis(flux_oracle_process: Oracle, release: dict[str, Any]) -> None:
     """helm-controller api/v2 helmrelease_types.go: GetReleaseName, GetReleaseNamespace, GetTimeout (300s),
     GetMaxHistory (5), Install/UpgradeRemediation GetRetries, GetStrategy, MustRemediateLastFailure,
+    Install/Upgrade GetRetry and GetActiveRetry (RetryOnFailure's interval, 5m unset; behaviour 3),
     Test.GetTimeout (the release's), Get{Install,Upgrade,Test,Rollback,Uninstall} of an unset section."""
     answer = flux_oracle_process.ask({"op": "helmRelease", "object": release})
+    status = release.pop("status")
     spec, _ = read_document(Path("release.yaml"), Parsed(release, None))
     assert spec is not None
-    flux, mine = _flux_getters(answer), helmdeck_getters(spec)
+    flux, mine = _flux_getters(answer), helmdeck_getters(spec, status["lastAttemptedReleaseAction"])
     assert set(flux) == set(mine) | set(_NOT_YET), "every getter compared, or named as not yet"
     differing = {k: (mine[k], flux[k]) for k in mine if canonical(mine[k]) != canonical(flux[k])}
     assert not differing, f"(helmdeck, Flux) by getter: {differing}"

@@ -10,7 +10,7 @@ import pytest
 
 from engine.runtime import Engine
 from engine.runtime.engine import ActionRefused, NotAvailable
-from engine.runtime.ledger.gate import ACTIONS, ActionGate, Suspended
+from engine.runtime.ledger.gate import ACTIONS, READ_ONLY, ActionGate, Suspended
 from engine.runtime.ledger.placed import AllHere
 from engine.runtime.state import ReleaseKey
 from testkit.fixtures import LEGACY, SETTINGS, WEB, fixed_engine
@@ -99,21 +99,33 @@ def test_cancel_needs_a_running_action_and_stops_its_holder() -> None:
     asyncio.run(scenario())
 
 
-def test_flux_needs_a_release_a_flux_helmrelease_owns() -> None:
-    """Help, the palette and the footer ask the gate: Flux's actions were offered on every release and
-    refused only once pressed."""
+def test_on_a_release_flux_owns_u_l_s_are_fluxs_requests_and_the_rest_flux_would_undo_is_refused() -> None:
+    """One decision (engine.runtime.ledger.owners.FLUX_REQUESTS, flux_refusal) for a release a Flux HelmRelease
+    owns, here by Flux's labels in its manifest: upgrade, unlock and suspend are Flux's requests (the app's own
+    lease does not matter: Flux acts; unlock needs no pending revision, a reset needs none), rollback, uninstall
+    and maintenance are refused saying what Flux offers, test stays (Flux's release digest leaves test hooks
+    out: helm-controller internal/release/observation.go IgnoreHookTestEvents)."""
     engine = fixed_engine()
-    gate = online_gate(engine)
-    assert gate.why_not("flux", WEB) == "helmdeck-demo/web is not owned by a Flux HelmRelease"  # a package's
-    assert gate.why_not("flux", LEGACY) == "legacy/legacy-api is not owned by a Flux HelmRelease"  # nobody's
+    gate = online_gate(engine, leader=False)  # another instance holds the app's lease
+    assert gate.flux_owner(LEGACY) is None and gate.why_not("rollback", LEGACY) is not None  # the lease's rule
     view = engine.book.view(LEGACY)
     assert view is not None and view.observation is not None
     # As the observer decodes a manifest carrying Flux's labels.
     engine.book._views[LEGACY] = dataclasses.replace(
         view, observation=dataclasses.replace(view.observation, flux_owner="flux-system/legacy"))
-    assert gate.why_not("flux", LEGACY) is None
-    with pytest.raises(ActionRefused, match="not owned by a Flux HelmRelease"):
-        gate.check("flux", WEB)
+    assert [gate.why_not(a, LEGACY) for a in ("upgrade", "unlock", "suspend")] == [None] * 3
+    rollback = gate.why_not("rollback", LEGACY)
+    assert rollback is not None and rollback.startswith("Flux rolls back only as upgrade remediation")
+    assert "change the chart version or values in Git" in rollback
+    uninstall = gate.why_not("uninstall", LEGACY)
+    assert uninstall is not None and "delete HelmRelease flux-system/legacy to uninstall" in uninstall
+    assert "suspend it (s)" in (gate.why_not("maintenance", LEGACY) or "")
+    with pytest.raises(ActionRefused, match="Flux rolls back only"):
+        gate.check("rollback", LEGACY)
+    assert gate.why_not("test", LEGACY) == "read-only: another instance holds the engine lease"  # helmdeck's own
+    assert online_gate(engine, readonly=True).why_not("upgrade", LEGACY) == READ_ONLY
+    offline = online_gate(engine, online=False)
+    assert offline.why_not("suspend", LEGACY) == "not connected to a cluster"  # a request needs the cluster
 
 
 def test_a_suspended_package_is_not_reconciled_but_the_operator_may_upgrade_it() -> None:
