@@ -1,11 +1,13 @@
 """Values composition, the one place it happens (DESIGN, "Resolution"), in this order:
 
-1. a remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart archive, Flux's HelmChart
-   field: :func:`chart_values`);
-2. ``spec.valuesFiles`` in order (parsed by the bounded loader, values limits);
-3. the ``valuesFrom`` layers (ConfigMaps and Secrets, read beforehand by the runtime: :class:`ValuesLayer`);
-4. inline ``spec.values``;
-5. last, every ``targetPath`` value, as Flux's "target path precedence over all".
+1. ``spec.valuesFiles`` in order (parsed by the bounded loader, values limits);
+2. the ``valuesFrom`` layers (ConfigMaps and Secrets, read beforehand by the runtime: :class:`ValuesLayer`);
+3. inline ``spec.values``;
+4. last, every ``targetPath`` value, as Flux's "target path precedence over all".
+
+A remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart archive, Flux's HelmChart field) are
+not user values: merged in order (:func:`chart_defaults`), they become the chart's default values, as
+source-controller packages them (engine.resolve.release ``chart_with_defaults``).
 
 Maps merge recursively, anything else replaces (:func:`deep_merge`, as helm's ``-f``).
 :func:`compose_values` applies the order; the runtime builds the ``valuesFrom`` layers with
@@ -149,12 +151,9 @@ ValuesFrom = Callable[[PackageSpec], Sequence[ValuesLayer]]
 def compose_values(spec: PackageSpec, files: Sequence[Parsed],
                    layers: Sequence[ValuesLayer]) -> tuple[dict[str, Any], list[ValuesPath]]:
     """``spec``'s values in the module docstring's order from its parsed ``valuesFiles`` (``files``, in
-    order) and its ``valuesFrom`` ``layers``; with the paths of values that came from Secrets. Blocking
-    (a remote chart's own values files are read from its archive). Raises PackageError (a file not
-    holding a mapping, a chart values file missing or malformed) and ValuesError (a targetPath)."""
+    order) and its ``valuesFrom`` ``layers``; with the paths of values that came from Secrets. Raises
+    PackageError (a file not holding a mapping) and ValuesError (a targetPath)."""
     merged: dict[str, Any] = {}
-    for data in chart_values(spec):
-        merged = deep_merge(merged, data)
     for i, parsed in enumerate(files):
         data = parsed.data if parsed.data is not None else {}
         if not isinstance(data, dict):
@@ -169,6 +168,20 @@ def compose_values(spec: PackageSpec, files: Sequence[Parsed],
     for layer in layers:
         merged = apply_targets(spec, merged, layer.targets)
     return merged, secret
+
+
+def chart_defaults(spec: PackageSpec) -> dict[str, Any] | None:
+    """The chart's default values ``spec.chart.spec.valuesFiles`` make: those files merged in order (maps
+    merge, as source-controller's internal/helm/chart/builder_remote.go ``mergeChartValues``: the chart's own
+    ``values.yaml`` only where listed, a missing file skipped under ``ignoreMissingValuesFiles``); None when the
+    chart form has none (its ``values.yaml`` stays). Blocking; raises as :func:`chart_values`."""
+    form = spec.chart_source
+    if not isinstance(form, ChartTemplate) or not form.values_files:
+        return None
+    merged: dict[str, Any] = {}
+    for data in chart_values(spec):
+        merged = deep_merge(merged, data)
+    return merged
 
 
 def chart_values(spec: PackageSpec) -> list[dict[str, Any]]:
