@@ -4,7 +4,6 @@ reconciling the Packages placed on it, the claim cleared after each action, a ki
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from testkit.controller import (
     package,
     released,
     releases,
+    sees_live,
 )
 from tests.cluster.test_lease import wait_until
 from tests.controller_fixtures import Apis, ControllerEnv
@@ -357,11 +357,6 @@ def _acted(ctl: Controller, namespace: str, name: str, action: str) -> bool:
     return f"{namespace}/{name}: {action} succeeded" in ctl.text()
 
 
-def _sees(ctl: Controller, n: int) -> bool:
-    lines = re.findall(r"live members: (.*)", ctl.text())
-    return bool(lines) and len(lines[-1].split(", ")) == n
-
-
 def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_ones_share(
     controller_env: ControllerEnv,
 ) -> None:
@@ -374,7 +369,7 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         return "\n".join(c.text()[-6000:] for c in ctls)
 
     try:
-        eventually(lambda: all(_sees(c, 3) for c in ctls), 60, "every replica sees three members", logs=logs)
+        eventually(lambda: all(sees_live(c, 3) for c in ctls), 60, "every replica sees three members", logs=logs)
         identities = _identities(env)
         ids = {c.pid: _identity(c, identities) for c in ctls}
         names = [f"p{i}" for i in range(6)]
@@ -450,7 +445,7 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
         eventually(lambda: all((2, "pending-upgrade") in releases(env.core, namespace, n) for n in names), 120,
                    "every upgrade running", logs=churn.tails)
         b = churn.start("b")
-        eventually(lambda: _sees(a.ctl, 2) and _sees(b.ctl, 2), 60, "the replicas see each other",
+        eventually(lambda: sees_live(a.ctl, 2) and sees_live(b.ctl, 2), 60, "the replicas see each other",
                    logs=churn.tails)
         ids = _identities(env)
         ida, idb = _identity(a.ctl, ids), _identity(b.ctl, ids)
