@@ -21,7 +21,7 @@ from engine.runtime.cluster.shards import Shards
 from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.engine import Engine
 from engine.runtime.ledger.book import ReleaseBook
-from engine.runtime.ledger.claims import ClaimRefused
+from engine.runtime.ledger.claims import ClaimRefused, LeaseLapsed
 from engine.runtime.ledger.placement import assign, package_name
 from engine.runtime.package_set import cluster_package_set
 from engine.storage.observer import Observer
@@ -340,6 +340,30 @@ async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_m
         for r in (p, q):
             if r is not None:
                 await r.elector.stop()
+
+
+async def test_a_replica_frozen_after_its_claim_starts_no_helm_though_its_lease_was_renewed_since(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    # A replica starved of CPU (the takeover bench at load 12) froze between its claim and the helm spawn; when it
+    # woke, the Lease's own thread renewed first, so "not written for half the duration" was false again by the
+    # spawn, while another member had taken the claim over meanwhile: both ran helm upgrade on one release.
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    create(apis[0], package(namespace, "web"))
+    p = await _replica(kube_target, namespace, "p", 2.0)  # nothing renews its Lease but confirm()
+    key = (namespace, "web")
+    try:
+        await p.fence(key, "upgrade", 60)
+        p.recheck(key)  # claimed just now: helm may start
+        await asyncio.sleep(1.2)  # the freeze: longer than half the Lease without a write
+        assert await p.elector.confirm()  # woken, the Lease renewed before helm is spawned
+        assert not p.elector.lapsed(1.0)
+        with pytest.raises(LeaseLapsed, match="since the claim"):
+            p.recheck(key)
+        await p.fence(key, "upgrade", 60)  # the next pass claims again (its Lease and the members re-checked)
+        p.recheck(key)
+    finally:
+        await p.elector.stop()
 
 
 def _identities(env: ControllerEnv) -> dict[str, str]:
