@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from engine.base.wire import SHARD
 from engine.kube.client import KubeTarget, api_client
@@ -452,7 +453,7 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
     controller_env: ControllerEnv,
 ) -> None:
     # Issue 32: a running action is not moved. Eight Packages upgraded by one replica (each upgrade waits 30 s of
-    # minReadySeconds), a second joins while they run: the four placed on it now are left to finish where they
+    # minReadySeconds, until the test lifts it), a second joins while they run: the four placed on it now are left to finish where they
     # run (not cancelled at --stop-deadline), and the joining replica, which waits for the claim, finds them
     # done and upgrades none again. Decided on storage and the Packages' statuses.
     env = controller_env
@@ -479,6 +480,14 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
         # They moved while their upgrades ran (else this proves nothing).
         assert all(releases(env.core, namespace, n)[-1] == (2, "pending-upgrade") for n in moved), \
             {n: releases(env.core, namespace, n) for n in moved}
+        # a left each to finish (up to its timeout), and cancelled none at --stop-deadline (a static shard's rule);
+        # then the upgrades end now instead of waiting out their 30 s (no minReadySeconds on the rolled pods).
+        eventually(lambda: all(f"{namespace}/{n}: handover info" in a.ctl.text() for n in moved), 30,
+                   "a handed the moved ones over", logs=churn.tails)
+        time.sleep(2 * 2)  # twice --stop-deadline: a cancel at it would have come
+        apps = client.AppsV1Api(env.core.api_client)
+        for name in names:
+            apps.patch_namespaced_deployment(name, namespace, {"spec": {"minReadySeconds": 0}})
 
         def converged() -> bool:
             found = {n: get_package(env.objects, namespace, n) or {} for n in names}
