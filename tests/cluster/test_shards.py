@@ -453,9 +453,9 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
     controller_env: ControllerEnv,
 ) -> None:
     # Issue 32: a running action is not moved. Eight Packages upgraded by one replica (each upgrade waits 30 s of
-    # minReadySeconds, until the test lifts it), a second joins while they run: the four placed on it now are left to finish where they
-    # run (not cancelled at --stop-deadline), and the joining replica, which waits for the claim, finds them
-    # done and upgrades none again. Decided on storage and the Packages' statuses.
+    # minReadySeconds, until the test lifts it), a second joins while they run: the four placed on it now are
+    # left to finish where they run (not cancelled at --stop-deadline), and the joining replica, which waits for
+    # the claim, finds them done and upgrades none again. Decided on storage and the Packages' statuses.
     env = controller_env
     namespace = env.namespace
     churn = Churn(env.objects.api_client, env.kubeconfig, namespace, env.helm, env.work, env.registry,
