@@ -1,11 +1,13 @@
 """A headless command that needs no release record, over a namespace holding many: from process start.
 
-``helmdeck reconcile --once`` and ``helmdeck plan`` of an EMPTY packages folder, ``-n NS``, NS holding
-``--releases`` (10,000) releases of other tools (Secrets in helm's storage, one revision each, as
-``bench/storage_common.release_record`` makes them). Such a command reconciles or plans the folder's packages
-and nothing else: ``reconcile --once`` needs the stored records of the releases its packages name (none
-here), so it lists none; ``plan`` also needs its package set's other releases (it lists those it would
-prune), so it makes one list, narrowed on the server to records labelled with its package set (none here).
+``helmdeck reconcile --once``, ``helmdeck plan`` and ``helmdeck status`` of an EMPTY packages folder, ``-n NS``,
+NS holding ``--releases`` (10,000) releases of other tools (Secrets in helm's storage, one revision each,
+``bench.storage_common.seed_namespace``, in ``bench-releases-N``: made once, kept for the next run and for
+``bench/tui_launch.py``). Such a command reconciles, plans or shows the folder's packages and nothing else:
+``reconcile --once`` and ``status`` need the stored records of the releases its packages name (none here), so
+they list none (``status --all`` prints every release, as ``helm list``: not timed here); ``plan`` also needs
+its package set's other releases (it lists those it would prune), so it makes one list, narrowed on the server
+to records labelled with its package set (none here).
 Issue 36, goal 2: ≤ 0.5 s. What each command lists is counted from the outside: the process's log at
 debug level (``--log-file``) names each storage list it makes (``storage list``); the bench prints the count.
 Also timed in the same run: ``helm list -n NS --max 0 -o json`` (every release of the namespace, decoded:
@@ -28,34 +30,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.storage_common import (
-    add_cluster_args,
-    bench_cluster,
-    core_api,
-    ensure_namespace,
-    release_record,
-    secret_body,
-)
-from engine.kube.client import KubeTarget
+from bench.storage_common import add_cluster_args, bench_cluster, releases_namespace, seed_namespace
 from localcluster import build
 
-NAMESPACE = "bench-empty-folder"
 ROOT = Path(__file__).resolve().parent.parent  # this checkout
-
-
-def seed(target: KubeTarget, count: int) -> None:
-    """``rel-0`` .. ``rel-<count-1>`` in :data:`NAMESPACE`, one revision each; only the missing ones are made."""
-    core = core_api(target)
-    ensure_namespace(core, NAMESPACE)
-    have = {((s.metadata.labels or {}).get("name")) for s in
-            core.list_namespaced_secret(NAMESPACE, label_selector="owner=helm").items if s.metadata}
-    missing = [f"rel-{i}" for i in range(count) if f"rel-{i}" not in have]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda n: core.create_namespaced_secret(
-            NAMESPACE, secret_body(release_record(n, NAMESPACE, 1, 1))), missing))
 
 
 def timed(argv: list[str], env: dict[str, str], runs: int, ok: Sequence[int] = (0,),
@@ -80,23 +60,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_cluster_args(parser)
     args = parser.parse_args(argv)
     with bench_cluster(args) as target, tempfile.TemporaryDirectory(prefix="helmdeck-empty-") as work:
-        seed(target, args.releases)
+        namespace = releases_namespace(args.releases)
+        seed_namespace(target, namespace, args.releases)
         folder = Path(work) / "packages"
         folder.mkdir()
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env |= {"XDG_CONFIG_HOME": f"{work}/config", "XDG_STATE_HOME": f"{work}/state"}
         helm = str(build.binary("helm4"))
-        common = ["--kubeconfig", str(target.kubeconfig), "-n", NAMESPACE, "--helm", helm, "--packages", str(folder)]
+        common = ["--kubeconfig", str(target.kubeconfig), "-n", namespace, "--helm", helm, "--packages", str(folder)]
         helmdeck = [sys.executable, "-m", "helmdeck"]
         sources = {"": ROOT, **({" (baseline)": args.baseline.resolve()} if args.baseline else {})}
         commands = {
             f"helmdeck {what} (empty folder){label}": ([*helmdeck, *words, *common], source)
             for label, source in sources.items()
-            for what, words in (("reconcile --once", ["reconcile", "--once"]), ("plan", ["plan"]))
+            for what, words in (("reconcile --once", ["reconcile", "--once"]), ("plan", ["plan"]),
+                                ("status", ["status"]))
         }
         for source in sources.values():  # not timed: bytecode written, files in the page cache
             timed([*helmdeck, "--version"], env, 1, cwd=source)
-        print(f"== {args.releases} releases in {NAMESPACE}, an empty packages folder; median of {args.runs} "
+        print(f"== {args.releases} releases in {namespace}, an empty packages folder; median of {args.runs} "
               "fresh processes")
         results: dict[str, float] = {}
         for name, (cmd, source) in commands.items():
@@ -107,13 +89,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             counted = f"storage lists made: {lists}" if source == ROOT else "its lists are not logged"
             print(f"  {name}: {results[name] * 1000:.0f} ms (goal ≤ 500 ms); {counted} "
                   f"(load average {os.getloadavg()[0]:.1f})", flush=True)
-        helm_list, _ = timed([helm, "list", "-n", NAMESPACE, "--max", "0", "-o", "json", *target.helm_args()],
+        helm_list, _ = timed([helm, "list", "-n", namespace, "--max", "0", "-o", "json", *target.helm_args()],
                              env, args.runs)
         version, _ = timed([*helmdeck, "--helm", helm, "--version"], env, args.runs)
         interpreter, _ = timed([sys.executable, "-c", "pass"], env, args.runs)
         for name, took in results.items():
-            print(f"  {name}: {took / helm_list:.2f}x helm list -n {NAMESPACE} --max 0")
-        print(f"  helm list -n {NAMESPACE} --max 0 -o json: {helm_list * 1000:.0f} ms")
+            print(f"  {name}: {took / helm_list:.2f}x helm list -n {namespace} --max 0")
+        print(f"  helm list -n {namespace} --max 0 -o json: {helm_list * 1000:.0f} ms")
         print(f"  helmdeck --version: {version * 1000:.0f} ms; python -c pass: {interpreter * 1000:.0f} ms")
         print(f"  load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} (runnable processes, 1/5/15 min)")
 

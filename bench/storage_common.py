@@ -8,6 +8,7 @@ import contextlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,30 @@ def secret_body(rel: dict[str, Any]) -> client.V1Secret:
 def ensure_namespace(core: client.CoreV1Api, name: str) -> None:
     with contextlib.suppress(client.ApiException):
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+
+def releases_namespace(count: int) -> str:
+    """The namespace that holds ``count`` releases for the benches timing commands over one namespace
+    (bench/tui_launch.py, bench/empty_folder.py): one per count, so a 10,000-release namespace made once serves
+    both."""
+    return f"bench-releases-{count}"
+
+
+def seed_namespace(target: KubeTarget, namespace: str, count: int) -> None:
+    """``rel-0`` .. ``rel-<count-1>`` in ``namespace``, one revision each (:func:`release_record`); only the
+    missing ones are made. Raises RuntimeError when the namespace is being deleted (its releases would go)."""
+    core = core_api(target)
+    ensure_namespace(core, namespace)
+    status = core.read_namespace(namespace).status
+    phase = status.phase if status else None
+    if phase != "Active":
+        raise RuntimeError(f"namespace {namespace} is {phase}: wait for its deletion to finish")
+    have = {((s.metadata.labels or {}).get("name")) for s in
+            core.list_namespaced_secret(namespace, label_selector="owner=helm").items if s.metadata}
+    missing = [f"rel-{i}" for i in range(count) if f"rel-{i}" not in have]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: core.create_namespaced_secret(
+            namespace, secret_body(release_record(n, namespace, 1, 1))), missing))
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -159,8 +159,7 @@ class Probe:
         upsert = table.upsert
         decoded: set[Rid] = set()
 
-        def seen(view: ReleaseView) -> None:
-            self.mark("first view reached the table")
+        def count(view: ReleaseView) -> None:
             obs = view.observation
             if obs is not None:
                 self.seen.setdefault((f"{view.namespace}/{view.name}", obs.version), time.monotonic())
@@ -168,12 +167,19 @@ class Probe:
                     decoded.add(f"{view.namespace}/{view.name}")
                     if len(decoded) == expected:
                         self.mark("every row's record decoded (chart and engine columns)")
+
+        def seen(view: ReleaseView) -> None:
+            self.mark("first view reached the table")
+            count(view)
             upsert(view)
 
         upsert_many = table.upsert_many
 
-        def listed(views: Iterable[ReleaseView]) -> None:  # storage's labels, before the records are decoded
+        def listed(views: Iterable[ReleaseView]) -> None:  # storage's labels; the records of the rows on screen
             self.mark("first view reached the table")
+            views = list(views)
+            for view in views:
+                count(view)
             upsert_many(views)
 
         table.upsert = seen  # type: ignore[method-assign]

@@ -37,11 +37,14 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 def open_app(args: argparse.Namespace) -> int:
     """Open the app on the engine the flags describe; its exit code (non-zero when it ended on an error)."""
     from engine.kube.client import KubeTarget, current_context
-    from tui.app import HelmdeckApp
-    from tui.settings import Settings, config_dir
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
     engine = builder.engine(args)
+    # Storage's labels are listed while the app's screens import (Textual: ~0.3 s of CPU), not after.
+    engine.list_early()
+    from tui.app import HelmdeckApp
+    from tui.settings import Settings, config_dir
+
     # The context's name, for the app's header: read here, not by every command (the kubeconfig is parsed again).
     context = current_context(KubeTarget(args.kubeconfig, args.context))
     app = HelmdeckApp(engine, context=context, settings=Settings(config_dir()),

@@ -110,10 +110,14 @@ class HelmdeckParser(argparse.ArgumentParser):
     subcommand's default. :meth:`share_defaults` therefore takes the default of every flag the top level
     has out of all the parsers, and :meth:`parse_known_args` fills the ones not given in afterwards, the
     subcommand's own default over the top level's.
+
+    The top level takes no abbreviated flag: argparse looks at every word, the subcommand's too, for one, so
+    ``status --all`` was refused as ambiguous (``--all-namespaces``, ``--allow-unsupported``). A subcommand's
+    parser still takes abbreviations of its own flags.
     """
 
     def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
+        super().__init__(allow_abbrev=False, **kw)
         self._shared_options: dict[str, str] = {}  # dest -> its option strings, of the top level's flags
         # command (None: the app) -> dest -> default
         self._shared_defaults: dict[str | None, dict[str, Any]] = {None: {}}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,9 +81,10 @@ class EngineClient:
     async def stop(self) -> None:
         await self.engine.stop()
 
-    def preview_shown(self) -> None:
-        """The table drew the releases listed from storage's labels: the engine decodes the records now."""
-        self.engine.preview_shown()
+    def preview_shown(self, in_view: Sequence[ReleaseKey] = ()) -> None:
+        """The table drew the releases listed from storage's labels, ``in_view`` on screen: the engine decodes the
+        records now, theirs first."""
+        self.engine.preview_shown(in_view)
 
     def subscribe(self, callback: Callable[[EngineSignal], None]) -> Callable[[], None]:
         """Call ``callback`` with every engine event (of this engine and of any it is switched to);

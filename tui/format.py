@@ -39,6 +39,7 @@ STATE_SYMBOLS: dict[str, tuple[str, Tone]] = {
     "Unmanaged": ("◇", "warn"),
     "Absent": ("∅", "plain"),
     "Stalled": ("‼", "bad"),
+    "TargetChanged": ("⇄", "warn"),
 }
 
 

@@ -279,7 +279,7 @@ def quick_set(view: ReleaseView) -> frozenset[QuickFilter]:
         kept.append("failed")
     if status in PENDING_STATUSES or state == "Locked" or running is not None:
         kept.append("pending")
-    if state in ("Drifted", "OutOfSync") or (view.monitor.resources and view.monitor.absent):
+    if state in ("Drifted", "OutOfSync", "TargetChanged") or (view.monitor.resources and view.monitor.absent):
         kept.append("drifted")
     if view.maintenance:
         kept.append("maintenance")

@@ -62,6 +62,7 @@ from engine.package.model import (
 from engine.package.order import check_dependencies
 from engine.package.postrender import parse_rendering
 from engine.package.schema import (
+    CHART_NAME_CHANGE_STRATEGIES,
     ON_FAILURE,
     PACKAGE_SPEC,
     PROPAGATIONS,
@@ -362,11 +363,14 @@ def _upgrade(doc: _Doc, raw: Any) -> UpgradeSpec:
                               allowed(PACKAGE_SPEC, "upgrade.remediation"))
     strategy = doc.choice(remediation.get("strategy"), "spec.upgrade.remediation.strategy", STRATEGIES, "rollback")
     on_failure, retry_interval = _on_failure(doc, section, "upgrade")
+    renamed = doc.choice(section.get("chartNameChangeStrategy"), "spec.upgrade.chartNameChangeStrategy",
+                         CHART_NAME_CHANGE_STRATEGIES, "Reinstall")
     return UpgradeSpec(**doc.flags(section, "spec.upgrade", _UPGRADE_FLAGS), strategy=strategy,
                        on_failure=on_failure, retry_interval=retry_interval,
                        timeout=doc.duration(section.get("timeout"), "spec.upgrade.timeout"),
                        server_side_apply=doc.choice(section.get("serverSideApply"), "spec.upgrade.serverSideApply",
                                                     SSA_MODES, "auto"),
+                       chart_name_change=renamed,
                        **_retries(doc, remediation, "spec.upgrade.remediation"))
 
 

@@ -147,7 +147,9 @@ class InstallSpec(JobsSpec, Remediation, OnFailure):
 
 @dataclass(frozen=True)
 class UpgradeSpec(JobsSpec, Remediation, OnFailure):
-    """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall."""
+    """Flux's ``spec.upgrade``; remediation strategy rollback or uninstall; ``chart_name_change`` is
+    ``chartNameChangeStrategy``: ``Reinstall`` (Flux's default, api/v2 ``Upgrade.GetChartNameChangeStrategy``) or
+    ``InPlaceUpdate``."""
 
     force: bool = False
     cleanup_on_fail: bool = False
@@ -155,6 +157,7 @@ class UpgradeSpec(JobsSpec, Remediation, OnFailure):
     disable_take_ownership: bool = False
     strategy: str = "rollback"
     server_side_apply: str = "auto"  # enabled, disabled, auto (engine.reconcile.options.server_side)
+    chart_name_change: str = "Reinstall"
 
 
 @dataclass(frozen=True)

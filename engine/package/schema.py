@@ -22,6 +22,8 @@ ON_FAILURE = (REMEDIATE_ON_FAILURE, RETRY_ON_FAILURE)
 WAIT_STRATEGIES = ("poller", "legacy")  # Flux's spec.waitStrategy.name
 # helm uninstall --cascade's values: Flux's spec.uninstall.deletionPropagation (default background).
 PROPAGATIONS = ("background", "foreground", "orphan")
+# Flux's spec.upgrade.chartNameChangeStrategy (api/v2 ChartNameChangeStrategy; default Reinstall).
+CHART_NAME_CHANGE_STRATEGIES = ("Reinstall", "InPlaceUpdate")
 DRIFT_MODES = ("disabled", "warn", "enabled")
 # Flux's spec.postRenderStrategy: which of helm 4's rendered manifests reach the post-renderers ("": helm's default)
 POST_RENDER_STRATEGIES = ("combined", "separate", "nohooks")
@@ -88,6 +90,8 @@ PACKAGE_SPEC: tuple[Field, ...] = (
         _STRATEGY,
         Field("remediation", "object", "after a failed upgrade", fields=(
             _RETRIES, Field("strategy", "string", "rollback or uninstall", enum=STRATEGIES), _LAST)),
+        Field("chartNameChangeStrategy", "string", "a chart of another name: Reinstall (uninstall, then install; "
+              "the default) or InPlaceUpdate (upgrade)", enum=CHART_NAME_CHANGE_STRATEGIES),
     )),
     Field("test", "object", "helm test after install and upgrade", fields=(
         Field("enable", "boolean"), Field("ignoreFailures", "boolean"),
@@ -139,8 +143,8 @@ SNAPSHOT = (  # one entry of status.history: a release revision (engine.storage.
     Field("status", "string", "helm's status of the revision (deployed, failed, superseded, ...)"),
     Field("chart", "string", "chart@version, as the app's CHART column"),
     Field("chartName", "string"), Field("chartVersion", "string"), Field("appVersion", "string"),
-    Field("configDigest", "string", "digest of the values"),
-    Field("digest", "string", "digest of the release (manifest)"),
+    Field("configDigest", "string", "digest of the values, as Flux's (chartutil DigestValues)"),
+    Field("digest", "string", "helmdeck's digest of the release (docs/storage.md)"),
     Field("firstDeployed", "string", "RFC 3339"), Field("lastDeployed", "string", "RFC 3339"),
     Field("deleted", "string", "RFC 3339"),
 )

@@ -45,6 +45,7 @@ from engine.reconcile.request import Request
 from engine.reconcile.rollback_remediation import RollbackRemediation
 from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.reconcile.test import Test
+from engine.reconcile.uninstall import Uninstall
 from engine.reconcile.uninstall_remediation import UninstallRemediation
 from engine.reconcile.unlock import Unlock
 from engine.reconcile.upgrade import Upgrade
@@ -76,7 +77,7 @@ class PassResult:
 # The reconciler of each action next_action names (correct-drift needs the drift detector too).
 _RECONCILERS: dict[str, Callable[[ActionContext], ActionReconciler]] = {
     na.INSTALL: Install, na.UPGRADE: Upgrade, na.TEST: Test, na.ROLLBACK: RollbackRemediation,
-    na.UNINSTALL_REMEDIATION: UninstallRemediation, na.UNLOCK: Unlock,
+    na.UNINSTALL_REMEDIATION: UninstallRemediation, na.UNLOCK: Unlock, na.UNINSTALL: Uninstall,
 }
 
 
@@ -312,6 +313,14 @@ class AtomicRelease:
                 set_conditions(req, (cond.STALLED, True, cond.MISSING_ROLLBACK_TARGET, str(exc)))
                 return self._finish(req, PassResult(st.STALLED, "stop", str(exc), tuple(outcomes)))
             req.force = False  # a forced upgrade is done once
+            if action == na.UNINSTALL:
+                # The release target changed: its history (cleared by the uninstall) and failure counters go,
+                # and the install is the next pass's, as Flux's helm-controller requeues after it
+                # (internal/controller/helmrelease_controller.go reconcileRelease, ReleaseTargetChanged).
+                if outcomes[-1].ok:
+                    req.status = dataclasses.replace(req.status, failures=FailureCounts())
+                return self._finish(req, PassResult(state.status, "now" if outcomes[-1].ok else "error",
+                                                    outcomes[-1].message, tuple(outcomes)))
             if reconciler.type == "release" and outcomes[-1].ok:
                 req.absent = ()  # the manifest was just applied: what was absent is back
             if reconciler.type == "remediate":

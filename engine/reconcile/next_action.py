@@ -4,7 +4,8 @@ Pure: decides nothing about the release's content (that is
 :func:`engine.reconcile.state.determine_state`'s), only what a state asks for.
 Returns an action name or None, or raises a named error that ends the
 pass. Action names: ``install``, ``upgrade``, ``test``, ``rollback``
-(remediation), ``uninstall-remediation``, ``unlock``, ``correct-drift``.
+(remediation), ``uninstall-remediation``, ``unlock``, ``correct-drift``, ``uninstall`` (the release target
+changed: the install follows on the next pass).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ ROLLBACK = "rollback"
 UNINSTALL_REMEDIATION = "uninstall-remediation"
 UNLOCK = "unlock"
 CORRECT_DRIFT = "correct-drift"
+UNINSTALL = "uninstall"
 # Slack on top of the package timeout before a pending release counts as stale.
 STALE_GRACE = 5.0
 
@@ -60,6 +62,8 @@ def next_action(
             raise ReleaseLocked(f"{state.reason} for {age:.0f}s; unlocked only after {limit:.0f}s (its timeout)",
                                 retry_after=limit - age + 0.5)
         return UNLOCK
+    if status == st.TARGET_CHANGED:
+        return UNINSTALL
     if status == st.ABSENT:
         return _unless_exhausted(req, INSTALL)
     if status == st.UNMANAGED:

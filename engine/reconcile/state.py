@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from engine.base import wire
 from engine.reconcile.request import Request
+from engine.sources.repository import ChartTemplate
 from engine.storage.helmtime import helm_time as helm_time  # re-exported: next_action asks it here
 from engine.storage.observation import PENDING_STATUSES, Observation
 from engine.storage.snapshot import Snapshot
@@ -40,6 +41,9 @@ DRIFTED = "Drifted"
 IN_SYNC = "InSync"
 UNKNOWN = "Unknown"
 STALLED = "Stalled"
+# The release target changed (a chart of another name under upgrade.chartNameChangeStrategy Reinstall): the
+# release is uninstalled, then installed (its next pass).
+TARGET_CHANGED = "TargetChanged"
 # Not a state of the release: a pass that did not run, the package being suspended (the runtime's gate).
 SUSPENDED = "Suspended"
 
@@ -151,6 +155,33 @@ def made_from_request(req: Request, latest: Observation, ours: Snapshot | None) 
         latest.chart_version, latest.config_digest)
 
 
+def release_target_changed(previous: tuple[str, str] | None, key: tuple[str, str]) -> str | None:
+    """Why the release ``key`` (``(namespace, name)``) is not the one its package drove before (``previous``, from
+    the status that package left: the book's ``previous_target``), None when it is: the release namespace changed
+    (``targetNamespace``), else its name (``releaseName``), as Flux's helm-controller compares them in that order
+    (internal/action/verify.go ``ReleaseTargetChanged``). Then the previous release is uninstalled before this one
+    is installed (internal/controller/helmrelease_controller.go ``reconcileRelease``). Pure."""
+    if previous is None or previous == key:
+        return None
+    what = "release namespace" if previous[0] != key[0] else "release name"
+    return (f"{what} changed from {previous[0]}/{previous[1]} to {key[0]}/{key[1]}: uninstall "
+            f"{previous[0]}/{previous[1]}, then install")
+
+
+def target_changed(req: Request) -> str | None:
+    """Why ``req``'s release must be uninstalled before it is installed again, None when it need not: the newest
+    snapshot of the history was made from a chart of another name, and ``upgrade.chartNameChangeStrategy`` is
+    ``Reinstall`` (the default), as Flux's helm-controller decides (internal/action/verify.go
+    ``ReleaseTargetChanged``, acted on by internal/controller/helmrelease_controller.go ``reconcileRelease``: an
+    uninstall of the history's latest release, the history and failure counters cleared, then the install).
+    Under ``InPlaceUpdate`` the new chart is an upgrade (:func:`content_state`). Pure."""
+    ours = req.status.history.latest()
+    if ours is None or ours.chart_name == req.chart.name or req.spec.upgrade.chart_name_change != "Reinstall":
+        return None
+    return (f"chart name changed from {ours.chart_name} to {req.chart.name} (upgrade.chartNameChangeStrategy "
+            "Reinstall): uninstall, then install")
+
+
 def determine_state(
     req: Request,
     latest: Observation | None,
@@ -158,8 +189,9 @@ def determine_state(
 ) -> ReleaseState:
     """Decide the release state, in this order (DESIGN, "Reconcile" and "Deciding without rendering"):
 
-    no release → Absent; pending-* → Locked; held in maintenance → InSync;
-    a latest revision helmdeck made from this spec that the history lacks
+    no release → Absent; held in maintenance → InSync; the chart's name changed
+    (:func:`target_changed`) → TargetChanged; pending-* → Locked; a latest
+    revision helmdeck made from this spec that the history lacks
     (:func:`made_from_request`) → decided as if recorded, with ``record``;
     no history of ours → Absent if uninstalled, else Unmanaged; latest stored
     release differs from our latest snapshot (digest) → Unmanaged; failed →
@@ -171,12 +203,14 @@ def determine_state(
     """
     if latest is None:
         return ReleaseState(ABSENT, "no release in storage")
-    if latest.status in PENDING_STATUSES:
-        return ReleaseState(LOCKED, f"release revision {latest.version} is {latest.status}")
     release_labels = latest.label_map
     if in_maintenance(req.spec.maintenance, latest.status, release_labels):
         return content_state(release_labels=release_labels, maintenance=req.spec.maintenance,
                              spec_digest=req.spec_digest)
+    if (changed := target_changed(req)) is not None:
+        return ReleaseState(TARGET_CHANGED, changed)
+    if latest.status in PENDING_STATUSES:
+        return ReleaseState(LOCKED, f"release revision {latest.version} is {latest.status}")
     ours = req.status.history.latest()
     if (ours is None or Snapshot.from_observation(latest).digest != ours.digest) and \
             made_from_request(req, latest, ours):
@@ -230,7 +264,9 @@ def _held_state(req: Request, latest: Observation, ours: Snapshot,
 def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
     """Where a release Flux owns stands against its HelmRelease document, as Flux's helm-controller's state
     detection reads it, without a render: no release (or uninstalled) -> Absent; ``pending-*`` -> Locked;
-    failed -> Failed; the chart's name or version, or the values helm stored (``config``) differing from the
+    failed -> Failed; the chart's name changed under ``upgrade.chartNameChangeStrategy`` Reinstall -> TargetChanged
+    (:func:`target_changed`'s rule, read against storage: Flux's history holds what it stored); the chart's name or
+    version, or the values helm stored (``config``) differing from the
     document's -> OutOfSync (Flux's next reconcile upgrades it), its reason naming each difference in plan's
     words (``chart 1.0.0 → 1.1.0; values changed``); else InSync. Pure, no I/O."""
     if latest is None or latest.status == "uninstalled":
@@ -239,7 +275,10 @@ def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
         return ReleaseState(LOCKED, f"release revision {latest.version} is {latest.status}")
     if latest.status == "failed":
         return ReleaseState(FAILED, f"release revision {latest.version} failed")
-    stored, wanted = (latest.chart_name, latest.chart_version), (req.chart.name, req.chart.version)
+    stored, wanted = (latest.chart_name, _flux_version(req, latest.chart_version)), (req.chart.name, req.chart.version)
+    if stored[0] != wanted[0] and req.spec.upgrade.chart_name_change == "Reinstall":
+        return ReleaseState(TARGET_CHANGED, f"chart {stored[0]} → {wanted[0]} (upgrade.chartNameChangeStrategy "
+                                            "Reinstall): Flux uninstalls it, then installs")
     differs = []
     if stored[0] != wanted[0]:
         differs.append(f"chart {stored[0]} → {wanted[0]}")
@@ -250,3 +289,14 @@ def flux_state(req: Request, latest: Observation | None) -> ReleaseState:
     if differs:
         return ReleaseState(OUT_OF_SYNC, "; ".join(differs))
     return ReleaseState(IN_SYNC, "release is in sync with the document")
+
+
+def _flux_version(req: Request, stored: str) -> str:
+    """The chart version Flux stored, as compared with the document's chart: without its build metadata when the
+    chart has ``spec.chart.spec.valuesFiles``, which source-controller sets to the HelmChart object's generation
+    (internal/controller/helmchart_controller.go ``buildFromHelmRepository``: ``VersionMetadata``), a counter a
+    document does not hold."""
+    form = req.spec.chart_source
+    if isinstance(form, ChartTemplate) and form.values_files:
+        return stored.split("+", 1)[0]
+    return stored

@@ -16,6 +16,7 @@ without any I/O, for callers on the event loop.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -26,12 +27,16 @@ from engine.base import wire
 from engine.base.fields import PackageError
 from engine.base.helm_values import read_values
 from engine.base.loader import YamlLimitError, load_yaml, values_limits
+from engine.base.paths import cache_root
 from engine.base.strvals import Path as ValuesPath
 from engine.package.flux import HELM_RELEASE
 from engine.package.model import PackageSpec
 from engine.package.postrender import Rendering
-from engine.resolve.values import ValuesError, ValuesFrom, compose_values
+from engine.resolve.values import ValuesError, ValuesFrom, chart_defaults, compose_values
+from engine.sources.cache import ChartCache, set_chart_values
 from engine.sources.chart import Chart, ChartError, load_chart
+from engine.sources.errors import SourceError
+from engine.sources.repository import ChartTemplate
 from engine.storage.observation import canonical_json
 
 
@@ -151,7 +156,7 @@ class ResolveCache:
                 self._by_input.move_to_end(key)
                 self._last[spec] = hit
                 return hit
-        merged, secret = compose_values(spec, files, layers)  # chart values: the chart digest in ``key``
+        merged, secret = compose_values(spec, files, layers)
         try:
             vdigest = values_digest(merged)
         except (TypeError, ValueError) as exc:
@@ -171,9 +176,55 @@ class ResolveCache:
         return resolved
 
 
+_DEFAULTS_LOCK = threading.Lock()
+# (chart digest, valuesFiles, ignoreMissingValuesFiles) -> the chart with those defaults: its archive says them all
+_WITH_DEFAULTS: OrderedDict[tuple[str, tuple[str, ...], bool], Chart] = OrderedDict()
+
+
+def chart_with_defaults(spec: PackageSpec, chart: Chart) -> Chart:
+    """``chart``, or with ``spec.chart.spec.valuesFiles`` the same chart whose ``values.yaml`` holds those files
+    merged (:func:`engine.resolve.values.chart_defaults`): source-controller packages a HelmChart with
+    ``valuesFiles`` so (internal/helm/chart/builder_remote.go ``mergeChartValues``, then
+    internal/helm/chart/metadata.go ``OverwriteChartDefaultValues``), so they are the chart's defaults, not user
+    values (``helm get values`` leaves them out, ``--all`` shows them). The archive is written once into the
+    content-addressed chart store (its bytes depend on the chart and the values only). Blocking; raises
+    PackageError naming ``spec.chart.spec.valuesFiles`` (a file missing, malformed, or the archive unwritable)."""
+    form = spec.chart_source
+    if not isinstance(form, ChartTemplate) or not form.values_files:
+        return chart
+    memo = (chart.digest, form.values_files, form.ignore_missing_values_files)
+    with _DEFAULTS_LOCK:
+        hit = _WITH_DEFAULTS.get(memo)
+    if hit is not None and hit.path.is_file():
+        return hit
+    defaults = chart_defaults(spec) or {}
+    try:
+        text = (json.dumps(defaults, sort_keys=True, indent=2) + "\n").encode() if defaults else b""
+    except (TypeError, ValueError) as exc:
+        raise PackageError(spec.file, "spec.chart.spec.valuesFiles", f"values cannot be represented as JSON ({exc})",
+                           "use plain YAML values (no dates or binary)") from None
+    store = ChartCache(cache_root() / "charts")
+    key = f"{chart.digest}\0values\0{hashlib.sha256(text).hexdigest()}"
+    hex_digest = store.ref(key)
+    if not hex_digest:
+        try:
+            staged = store.staging()
+            set_chart_values(chart.path, text, staged, f"chart {chart.name!r}")
+            hex_digest = store.put(staged)
+        except (SourceError, OSError) as exc:
+            raise PackageError(spec.file, "spec.chart.spec.valuesFiles", str(exc)) from None
+        store.remember(key, hex_digest)
+    made = Chart(store.path(hex_digest), chart.name, chart.version, chart.app_version, f"sha256:{hex_digest}")
+    with _DEFAULTS_LOCK:
+        _WITH_DEFAULTS[memo] = made
+        while len(_WITH_DEFAULTS) > 256:
+            _WITH_DEFAULTS.popitem(last=False)
+    return made
+
+
 def _chart(spec: PackageSpec) -> Chart:
     try:
-        return load_chart(spec.chart_path)
+        return chart_with_defaults(spec, load_chart(spec.chart_path))
     except ChartError as exc:
         raise PackageError(spec.file, "spec.chart", f"{exc.file}: {exc.problem}", exc.fix) from None
     except OSError as exc:
@@ -186,8 +237,8 @@ CACHE = ResolveCache()
 
 def resolve(spec: PackageSpec, *, values_from: ValuesFrom | None = None,
             cache: ResolveCache | None = None) -> ResolvedRelease:
-    """Resolve ``spec``: locate the chart (directory or ``.tgz``) and compose its values —
-    a remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart), then ``valuesFiles``
+    """Resolve ``spec``: locate the chart (directory or ``.tgz``; a remote chart's ``spec.chart.spec.valuesFiles``
+    made its default values, :func:`chart_with_defaults`) and compose its values — ``valuesFiles``
     in order, then the ``valuesFrom`` layers ``values_from`` gives (read beforehand: no I/O here),
     then inline ``values`` (as Flux's HelmRelease) — and digest them. Blocking (file I/O): call it
     off the event loop.

@@ -1,19 +1,22 @@
 """Values composition, the one place it happens (DESIGN, "Resolution"), in this order:
 
-1. a remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart archive, Flux's HelmChart
-   field: :func:`chart_values`);
-2. ``spec.valuesFiles`` in order (parsed by the bounded loader, values limits);
-3. the ``valuesFrom`` entries in order (ConfigMaps and Secrets, read beforehand by the runtime:
+1. ``spec.valuesFiles`` in order (parsed by the bounded loader, values limits);
+2. the ``valuesFrom`` entries in order (ConfigMaps and Secrets, read beforehand by the runtime:
    :class:`ValuesLayer`), each merged over what came before, or set at its ``targetPath``;
-4. inline ``spec.values``, merged last.
+3. inline ``spec.values``, merged last.
+
+A remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart archive, Flux's HelmChart field) are
+not user values: merged in order (:func:`chart_defaults`), they become the chart's default values, as
+source-controller packages them (engine.resolve.release ``chart_with_defaults``).
 
 That is Flux's ``ChartValuesFromReferences`` as helm-controller v1.6.3 runs it (fluxcd/pkg/chartutil
 v1.27.1, values.go), the files before it: an entry with ``targetPath`` first merges the inline values over
 what came before, then sets its value, and the inline values are merged once more at the end. So an inline
-value wins over a ``targetPath`` value set at its own top-level key, while one set inside a map that the inline
-values hold stays: Go's merge (``MergeMaps``) shares that map with the inline values, and helm's ``--set``
-parser changes it in place, so the last merge brings the ``targetPath`` value back (:func:`compose_values`
-keeps the same sharing; chartutil v1.36.0 applies every ``targetPath`` last instead).
+value wins over a ``targetPath`` value set at its own top-level key, while one set inside a map or list of the
+inline values' own may stay: Go's merge (``MergeMaps``) hands the result the inline values' maps where it has
+none yet (and their lists always), helm's ``--set`` parser changes them in place, and the last merge then brings
+the ``targetPath`` value back (:func:`compose_values` keeps the same sharing; chartutil v1.36.0 applies every
+``targetPath`` last instead).
 
 Maps merge recursively, anything else replaces (:func:`deep_merge`, as helm's ``-f`` and chartutil's
 ``MergeMaps``). :func:`compose_values` applies the order; the runtime builds the ``valuesFrom`` layers with
@@ -176,12 +179,9 @@ ValuesFrom = Callable[[PackageSpec], Sequence[ValuesLayer]]
 def compose_values(spec: PackageSpec, files: Sequence[Parsed],
                    layers: Sequence[ValuesLayer]) -> tuple[dict[str, Any], list[ValuesPath]]:
     """``spec``'s values in the module docstring's order from its parsed ``valuesFiles`` (``files``, in
-    order) and its ``valuesFrom`` ``layers``; with the paths of values that came from Secrets. Blocking
-    (a remote chart's own values files are read from its archive). Raises PackageError (a file not
-    holding a mapping, a chart values file missing or malformed) and ValuesError (a targetPath)."""
+    order) and its ``valuesFrom`` ``layers``; with the paths of values that came from Secrets. Raises
+    PackageError (a file not holding a mapping) and ValuesError (a targetPath)."""
     merged: dict[str, Any] = {}
-    for data in chart_values(spec):
-        merged = deep_merge(merged, data)
     for i, parsed in enumerate(files):
         data = parsed.data if parsed.data is not None else {}
         if not isinstance(data, dict):
@@ -237,6 +237,20 @@ def _fresh(value: Any) -> Any:
     if isinstance(value, list):
         return [_fresh(item) for item in value]
     return value
+
+
+def chart_defaults(spec: PackageSpec) -> dict[str, Any] | None:
+    """The chart's default values ``spec.chart.spec.valuesFiles`` make: those files merged in order (maps
+    merge, as source-controller's internal/helm/chart/builder_remote.go ``mergeChartValues``: the chart's own
+    ``values.yaml`` only where listed, a missing file skipped under ``ignoreMissingValuesFiles``); None when the
+    chart form has none (its ``values.yaml`` stays). Blocking; raises as :func:`chart_values`."""
+    form = spec.chart_source
+    if not isinstance(form, ChartTemplate) or not form.values_files:
+        return None
+    merged: dict[str, Any] = {}
+    for data in chart_values(spec):
+        merged = deep_merge(merged, data)
+    return merged
 
 
 def chart_values(spec: PackageSpec) -> list[dict[str, Any]]:

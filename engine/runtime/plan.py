@@ -92,9 +92,10 @@ class Engine(Protocol):
     async def diff_against(self, key: ReleaseKey, desired: str, *, reveal: bool = False) -> str: ...
 
 
-UNINSTALL = "uninstall"  # a release of this package set whose package is gone (prune, cleanup)
+UNINSTALL = na.UNINSTALL  # a release of this package set whose package is gone (prune, cleanup)
 # What Flux's next reconcile does to a release it owns, by its state against the document (st.flux_state).
-_FLUX_ACTIONS = {st.ABSENT: na.INSTALL, st.OUT_OF_SYNC: na.UPGRADE, st.FAILED: na.UPGRADE, st.LOCKED: "wait"}
+_FLUX_ACTIONS = {st.ABSENT: na.INSTALL, st.OUT_OF_SYNC: na.UPGRADE, st.FAILED: na.UPGRADE, st.LOCKED: "wait",
+                 st.TARGET_CHANGED: na.UNINSTALL}
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ class PackagePlan:
     its path in the repository). ``state``: the release state, or ``Suspended`` (the package is suspended:
     nothing is decided, no change counted). ``action``: the next action
     (``install``, ``upgrade``, ``test``, ``rollback``, ``uninstall-remediation``,
-    ``unlock``, ``correct-drift``; ``uninstall`` for a release whose package is gone), ``wait``
+    ``unlock``, ``correct-drift``; ``uninstall`` for a release whose package is gone, or whose release target
+    changed: then ``added`` is what the install after it adds), ``wait``
     (dependencies not Ready, or a lock not stale yet), ``stalled``, or None (nothing to do, or suspended).
     ``added``/``changed``/``removed``: object references (``Kind/namespace/name``)
     an install or upgrade would touch; ``drifted``: objects found drifted;
@@ -260,6 +262,10 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
     owned, message = await controller.flux.owns(spec)
+    previous = engine.book.previous_target(spec.key, spec) if not owned else None
+    moved = st.release_target_changed(previous, spec.key)
+    gone = (previous, engine.observer.latest(*previous)) if previous is not None and moved is not None \
+        else (spec.key, latest)  # the release an uninstall removes
     try:
         desired = None
         drifted: tuple[str, ...] = ()
@@ -267,6 +273,8 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
         if owned:  # Flux acts, as its state detection reads the release (the app's STATE says the same)
             state = st.flux_state(req, latest)
             action, reasons = _FLUX_ACTIONS.get(state.status), [state.reason]
+        elif moved is not None:  # as the pass: the release the package drove before goes first
+            state, action, reasons = st.ReleaseState(st.TARGET_CHANGED, moved), na.UNINSTALL, [moved]
         else:
             state = st.determine_state(req, latest)
             if state.render:  # the spec changed: render once, as the decision does
@@ -295,6 +303,11 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             objects = comparison.changes(before, desired)
             manifest_text = await engine.diff_against(spec.key, desired)  # masked
             values_text = _values_diff(engine, deployed_values, resolved.values, resolved.secret_paths, latest)
+        elif action == na.UNINSTALL:  # the release target changed: every object goes, then the new ones come
+            desired = await engine.service.render(spec.release_namespace, spec)
+            old_key, old = gone
+            before = await engine.recorded_manifest(old_key, old.version) if old else ""
+            objects = (comparison.changes("", desired)[0], (), comparison.changes(before, "")[2])
     except (PackageError, PackageNotHelm, HelmError) as exc:
         return _replace(base, error=said_of(exc, spec))
     if owned is not False:  # Flux applies the change, not helmdeck: said first
@@ -320,8 +333,9 @@ async def plan_removed(engine: Engine) -> list[PackagePlan]:
         listed = await engine.cleanup(dry_run=True)
     except BadPackageFiles:  # nothing is removed while a file is bad: the plan lists the files' errors
         return []
+    moved = {engine.book.previous_target(s.key, s) for s in engine.book.packages.values()}  # planned by their package
     for item in listed:
-        if item.result != "would-remove":
+        if item.result != "would-remove" or (item.namespace, item.name) in moved:
             continue
         key = (item.namespace, item.name)
         latest = engine.observer.latest(*key)

@@ -23,9 +23,11 @@ from engine.storage.records import ListedRevision
 ReleaseKey = tuple[str, str]  # (namespace, release name)
 
 # The engine's release states, after Flux helm-controller's state detection,
-# plus Stalled (retries exhausted or no rollback target: the engine stopped).
+# plus Stalled (retries exhausted or no rollback target: the engine stopped) and TargetChanged (a chart of another
+# name: uninstalled, then installed).
 RELEASE_STATES = (
     "InSync", "OutOfSync", "Drifted", "Locked", "Untested", "Failed", "Unmanaged", "Absent", "Stalled",
+    "TargetChanged",
 )
 CONDITION_TYPES = ("Ready", "Released", "TestSuccess", "Remediated", "Reconciling", "Stalled")
 

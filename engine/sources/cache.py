@@ -18,6 +18,7 @@ import re
 import tarfile
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,34 +85,62 @@ def set_chart_version(archive: Path, version: str, dest: Path, what: str = "") -
     every other member as it was (same order, names, modes). The output depends only on the input (gzip
     without a time stamp): the same archive and version give the same bytes. Raises PullFailed (no Chart.yaml,
     or no block-style ``version:`` line in it)."""
+    def versioned(data: bytes | None) -> bytes | None:
+        if data is None or len(data) > _MAX_CHART_YAML:
+            return None
+        new, count = _VERSION_LINE.subn(f"version: {version}", data.decode("utf-8"), count=1)
+        return new.encode() if count == 1 else None
+
+    if not _rewrite(archive, dest, "Chart.yaml", versioned, what, "set the chart version in"):
+        raise PullFailed(f"{what}: {archive.name} has no Chart.yaml with a version line", repository=what)
+
+
+def set_chart_values(archive: Path, values: bytes, dest: Path, what: str = "") -> None:
+    """Write ``archive`` to ``dest`` with ``<chart>/values.yaml`` holding ``values`` (added when the chart has
+    none), every other member as it was; as :func:`set_chart_version`, the bytes depend on the input only.
+    What source-controller does to a HelmChart's archive with ``valuesFiles`` (internal/helm/chart/metadata.go
+    ``OverwriteChartDefaultValues``). Raises PullFailed (an unreadable archive)."""
+    _rewrite(archive, dest, "values.yaml", lambda _old: values, what, "set the default values of", add=True)
+
+
+def _rewrite(archive: Path, dest: Path, name: str, change: Callable[[bytes | None], bytes | None], what: str,
+             doing: str, *, add: bool = False) -> bool:
+    """Copy ``archive`` to ``dest`` (gzip with no name or time: the bytes depend on the content only) with its
+    top-level ``<chart>/<name>`` given ``change(content)``'s bytes; with ``add``, appended as ``change(None)``
+    when there is no such member. False (``dest`` removed) when ``change`` refuses (None) or, without ``add``,
+    no such member exists. Raises PullFailed for an unreadable archive."""
     found = False
+    top = ""
     try:
-        # no file name or time in the gzip header: the bytes depend on the content only
         with tarfile.open(archive, "r:gz") as src, dest.open("wb") as raw, \
                 gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out:
             for member in src:
                 fh = src.extractfile(member) if member.isfile() else None
                 parts = member.name.split("/")
-                if fh is not None and len(parts) == 2 and parts[1] == "Chart.yaml" and not found:
-                    if member.size > _MAX_CHART_YAML:
+                top = top or parts[0]
+                if fh is not None and len(parts) == 2 and parts[1] == name and not found:
+                    data = change(fh.read())
+                    if data is None:
                         break
-                    text = fh.read().decode("utf-8")
-                    new, count = _VERSION_LINE.subn(f"version: {version}", text, count=1)
-                    if count != 1:
-                        break
-                    data = new.encode()
                     member.size = len(data)
                     out.addfile(member, io.BytesIO(data))
                     found = True
                     continue
                 out.addfile(member, fh)
+            if add and not found and top:
+                data = change(None)
+                if data is not None:
+                    info = tarfile.TarInfo(f"{top}/{name}")
+                    info.size, info.mode = len(data), 0o644
+                    out.addfile(info, io.BytesIO(data))
+                    found = True
     except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
         dest.unlink(missing_ok=True)
-        raise PullFailed(f"{what}: cannot set the chart version in {archive.name} ({exc})", repository=what) from None
+        raise PullFailed(f"{what}: cannot {doing} {archive.name} ({exc})", repository=what) from None
     if not found:
         dest.unlink(missing_ok=True)
-        raise PullFailed(f"{what}: {archive.name} has no Chart.yaml with a version line", repository=what)
+    return found
 
 
 def _scalar(value: object) -> str:

@@ -26,6 +26,7 @@ from engine.storage.codec import (
     UnknownStatusError,
     validate_release_name,
 )
+from engine.storage.values_digest import digest_values
 
 __all__ = [
     "PENDING_STATUSES",
@@ -166,10 +167,11 @@ class Observation:
         """The ``helm test`` hooks, in stored order."""
         return tuple(h for h in self.hooks if h.is_test)
 
-    @property
+    @cached_property
     def config_digest(self) -> str:
-        """``sha256:<hex>`` of the user values in canonical JSON (RFC 8785)."""
-        return "sha256:" + sha256_hex(self.config_json.encode())
+        """``sha256:<hex>`` of the user values as Flux's helm-controller records a snapshot's ``configDigest``
+        (fluxcd/pkg/chartutil ``DigestValues``: :func:`engine.storage.values_digest.digest_values`)."""
+        return digest_values(json.loads(self.config_json))
 
     def digest_doc(self) -> dict[str, Any]:
         """The document whose canonical JSON :attr:`digest` hashes (docs/storage.md)."""

@@ -10,7 +10,8 @@
 //	    chartutil.ChartValuesFromReferences over controller-runtime's fake client holding the objects
 //	    -> {"values": {...}, "digest": "sha256:..."} or {"error": "...", "reason": "ResourceNotFound"}
 //	{"op": "readValues", "text": "a: y"}             helm's common.ReadValues -> {"values": {...}} or {"error"}
-//	{"op": "digest", "values": {...}}               chartutil.DigestValues(sha256) -> {"digest": "sha256:..."}
+//	{"op": "digest", "values": {...}}               chartutil.DigestValues(sha256) -> {"digest": "sha256:...",
+//	    "text": what it hashes, chartutil.Encode with SortMapSlice}
 //	{"op": "parseVersion", "versions": ["1.2"]}     version.ParseVersion -> {"versions": [{"ok", "version"}]}
 //	{"op": "choose", "versions": [...], "range": "", "tags": false} the version source-controller picks from a
 //	    Helm repository index or an OCI repository's tags ("tags": an OCIRepository's ref.semver)
@@ -120,7 +121,14 @@ func handle(req request) (answer map[string]any) {
 		}
 		return map[string]any{"values": vals}
 	case "digest":
-		return map[string]any{"digest": chartutil.DigestValues(digest.Canonical, req.Values).String()}
+		var text strings.Builder
+		if len(req.Values) > 0 {
+			if err := chartutil.Encode(&text, req.Values, chartutil.SortMapSlice); err != nil {
+				return map[string]any{"error": err.Error()}
+			}
+		}
+		return map[string]any{"digest": chartutil.DigestValues(digest.Canonical, req.Values).String(),
+			"text": text.String()}
 	case "parseVersion":
 		return parseVersions(req.Versions)
 	case "choose":

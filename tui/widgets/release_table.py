@@ -64,7 +64,8 @@ class ReleaseTable(LineTable):
 
     Keeps every view it was given (shown or not) so a filter change needs no
     engine call; rows are keyed ``namespace/name``. ``drawn`` is called after the first frame that draws the
-    views of :meth:`upsert_many` or :meth:`sync` (those of the engine's start).
+    views of :meth:`upsert_many` or :meth:`sync` (those of the engine's start), with the keys of the rows on
+    screen (:meth:`keys_in_view`).
     """
 
     row_filter: reactive[RowFilter] = reactive(RowFilter, init=False)
@@ -74,7 +75,7 @@ class ReleaseTable(LineTable):
         """The shown rows or their order changed: the header recounts and names the order."""
 
     def __init__(self, clock: Callable[[], float], views: Iterable[ReleaseView], *,
-                 drawn: Callable[[], None] = lambda: None, id: str | None = None):
+                 drawn: Callable[[list[ReleaseKey]], None] = lambda _keys: None, id: str | None = None):
         # No cell padding: each column's fixed width holds one trailing space (tui.model.COLUMNS).
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=0)
         self._cursor_moved = False
@@ -96,8 +97,9 @@ class ReleaseTable(LineTable):
         self._counts: Counter[str] = Counter()  # for the header: releases per state, kept per change
         self._counted: dict[str, str] = {}
         self._running_rids: set[str] = set()
+        now, order = clock(), self.order
         for view in views:
-            self._take(row_id(view.key), view, clock())
+            self._take(row_id(view.key), view, now, order)
         self._styles: dict[Tone, Style] = {}
         self._resort_timer: Timer | None = None
         self._flush_timer: Timer | None = None
@@ -207,15 +209,16 @@ class ReleaseTable(LineTable):
             if view.running is not None:
                 self._running_rids.add(rid)
 
-    def _take(self, rid: str, view: ReleaseView, now: float) -> bool:
-        """Remember ``view``'s cells, search text and sort key (once per change, not per keystroke);
+    def _take(self, rid: str, view: ReleaseView, now: float, order: SortOrder) -> bool:
+        """Remember ``view``'s cells, search text and sort key in ``order`` (the table's, read once by the caller:
+        a reactive's read costs more than the rest of a row at 10,000 rows); once per change, not per keystroke.
         True when its sort key changed (or it is new)."""
         self._views[rid] = view
         self._count(rid, view)
         row = self._cells[rid] = row_cells(view, now)
         self._search[rid] = search_text(row)
         self._quick[rid] = quick_set(view)
-        key = self.order.key(view, now)
+        key = order.key(view, now)
         before = self._sort_keys.get(rid)
         if before == key:
             return False
@@ -235,14 +238,14 @@ class ReleaseTable(LineTable):
         """Take every pending change's cells, search text and sort key; returns the rows taken and
         whether a shown row's sort key changed."""
         dirty, self._dirty = self._dirty, set()
-        now = self._clock()
+        now, order = self._clock(), self.order
         moved = False
         shown = self._positions
         for rid in dirty:
             view = self._views.get(rid)
             if view is None:
                 self._forget(rid)
-            elif self._take(rid, view, now) and rid in shown:
+            elif self._take(rid, view, now, order) and rid in shown:
                 moved = True
         return dirty, moved
 
@@ -330,10 +333,15 @@ class ReleaseTable(LineTable):
         lines = super().render_lines(crop)
         if self._undrawn and not self._dirty:
             self._undrawn = False
-            self._drawn_port()
+            self._drawn_port(self.keys_in_view())
         return lines
 
     # -- reading -----------------------------------------------------------------
+    def keys_in_view(self) -> list[ReleaseKey]:
+        """``(namespace, name)`` of the rows on screen, top to bottom."""
+        top = round(self.scroll_offset.y)
+        return [key_of(rid) for rid in self.row_keys[top:top + max(self.size.height, 0)]]
+
     def selected_key(self) -> ReleaseKey | None:
         """``(namespace, name)`` of the row under the cursor, or None when no row is shown."""
         keys = self.row_keys

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from engine.base.fields import PackageError
-from engine.helm import Helm, HelmError
+from engine.helm import Helm, HelmError, ReleaseNotFound
 from engine.kube.client import impersonating
 from engine.package.flux import HELM_RELEASE
 from engine.package.load import said_of
@@ -43,8 +43,8 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
 from engine.reconcile.options import kube_user, uninstall_options
 from engine.reconcile.request import Request
-from engine.reconcile.state import SUSPENDED
-from engine.reconcile.status import EngineStatus
+from engine.reconcile.state import SUSPENDED, TARGET_CHANGED, release_target_changed
+from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.resolve.release import resolve
 from engine.runtime.drive.adoption import Adoption, Relabel
 from engine.runtime.drive.charts import ChartLocator
@@ -175,6 +175,13 @@ class PackageController:
         (pruned in reverse dependency order)."""
         book = self.book
         before_specs = {k: book.packages[k] for k in update.removed if k in book.packages}
+        # A package still declared under another release target: its next pass uninstalls the old release first
+        # (_uninstall_previous), neither orphaned nor pruned here.
+        declared = {(s.namespace, s.name) for s in update.specs.values()}
+        retargeted = {k for k, s in before_specs.items() if (s.namespace, s.name) in declared}
+        for key in retargeted:
+            book.log(key, "orphan", "info", "its package now drives another release: its next pass uninstalls this one")
+        before_specs = {k: s for k, s in before_specs.items() if k not in retargeted}
         for key in update.changed:  # only these differ from the book's packages: the rest is left alone
             before, spec = book.packages.get(key), update.specs[key]
             status = book.status(key)
@@ -392,6 +399,11 @@ class PackageController:
             held = await self.flux.held(key, spec) if spec.kind == HELM_RELEASE else None
             if held is not None:
                 return held
+            previous = book.previous_target(key, spec)
+            if (changed := release_target_changed(previous, key)) is not None and previous is not None:
+                result = await self._uninstall_previous(key, spec, previous, changed)
+                book.refresh(key)
+                return result
             try:
                 req = await self._request(key, force)
             except (PackageError, PackageNotHelm, SourceError) as exc:
@@ -416,6 +428,31 @@ class PackageController:
         await book.persist(key)
         book.refresh(key)
         return result
+
+    async def _uninstall_previous(self, key: ReleaseKey, spec: PackageSpec, previous: ReleaseKey,
+                                  why: str) -> PassResult:
+        """Uninstall ``previous``, the release ``spec``'s package drove before its release target changed to
+        ``key`` (``why``: :func:`engine.reconcile.state.release_target_changed`), with the package's
+        ``spec.uninstall`` options, and forget its status; the install is the next pass's, as Flux's
+        helm-controller requeues after it (internal/controller/helmrelease_controller.go ``reconcileRelease``).
+        A release already gone counts as uninstalled. Raises ActionRefused (``previous`` busy)."""
+        ns, release = previous
+        async with self.book.running(previous, "uninstall", spec.timeout):
+            if self.ctx.fence is not None:  # --shards auto: the actor claim on the release acted on
+                await self.ctx.fence(previous, "uninstall", spec.timeout, None)
+            try:
+                await self.helm.uninstall(release, ns, uninstall_options(spec))
+            except ReleaseNotFound:
+                pass
+            except HelmError as exc:
+                self.book.log(key, "uninstall", "failed", f"{why}: {exc.message}", exc.tail)
+                return PassResult(TARGET_CHANGED, "error", exc.message)
+            await self.book.drop_status(previous, ns)
+        message = f"{why}: release {ns}/{release} uninstalled"
+        self.book.log(key, "uninstall", "succeeded", message)
+        self.book.refresh(previous)
+        return PassResult(TARGET_CHANGED, "now", message,
+                          (ActionOutcome("uninstall", True, message, None, (), time.time()),))
 
     @contextlib.asynccontextmanager
     async def kept_if_cancelled(self, req: Request) -> AsyncIterator[None]:

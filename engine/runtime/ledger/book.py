@@ -225,6 +225,22 @@ class ReleaseBook:
         mode = self.maintenance(key)
         return spec if spec.maintenance == mode else dataclasses.replace(spec, maintenance=mode)
 
+    def previous_target(self, key: ReleaseKey, spec: PackageSpec) -> ReleaseKey | None:
+        """The release ``spec``'s package drove before its release target changed (``releaseName``,
+        ``targetNamespace``): another release whose persisted status names the package (``namespace/name``) and
+        holds a history, and which no package declares now; None when ``key``'s own status has a history (the
+        target is known) or there is none. What Flux's helm-controller reads from the HelmRelease's
+        ``status.history`` (internal/action/verify.go ``ReleaseTargetChanged``)."""
+        own = self._statuses.get(key)
+        if own is not None and own.history.latest() is not None:
+            return None
+        ident = f"{spec.namespace}/{spec.name}"
+        for other, status in self._statuses.items():
+            if other != key and other not in self.packages and status.package == ident \
+                    and status.history.latest() is not None:
+                return other
+        return None
+
     def ours(self, key: ReleaseKey, obs: Observation) -> bool:
         """True when ``obs`` is a revision the engine's own history holds as it is (our write)."""
         status = self._statuses.get(key)
@@ -500,6 +516,22 @@ class ReleaseBook:
         if known:  # one event for the page: 10,000 releases would otherwise cost 10,000 dispatches
             self.emit(ReleasesListed(tuple(known)))
         return bool(known)
+
+    def preview_records(self, keys: Iterable[ReleaseKey]) -> bool:
+        """While :attr:`reading`: the labels' views of ``keys`` (the rows on screen) remade with their newest
+        decoded records, announced as one :class:`ReleasesListed` (the app draws them as it drew the labels);
+        the start's :meth:`refresh_all` remakes each one. True when views were announced."""
+        if not self.reading:
+            return False
+        made = []
+        for key in keys:
+            cur, obs = self._views.get(key), self.observer.latest(*key)
+            if cur is not None and cur.listed is not None and cur.observation is None and obs is not None:
+                view = self._views[key] = dataclasses.replace(cur, observation=obs, listed=None)
+                made.append(view)
+        if made:
+            self.emit(ReleasesListed(tuple(made)))
+        return bool(made)
 
     def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
         """Refresh ``keys``, every stored, declared and unreadable release, and every view."""

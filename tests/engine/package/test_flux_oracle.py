@@ -367,6 +367,8 @@ def helm_releases(draw: st.DrawFn) -> dict[str, Any]:
             maybe("timeout", _DURATIONS, section)
             for flag in flags:
                 maybe(flag, st.booleans(), section)
+            if action == "upgrade":
+                maybe("chartNameChangeStrategy", st.sampled_from(["Reinstall", "InPlaceUpdate"]), section)
             if action == "uninstall":
                 maybe("deletionPropagation", st.sampled_from(["background", "foreground", "orphan"]), section)
             if action in ("install", "upgrade") and draw(st.booleans()):
@@ -429,6 +431,7 @@ def helmdeck_getters(spec: PackageSpec, last_action: str = "") -> dict[str, Any]
             ("disableHooks", "disable_hooks"))},
         "upgrade.remediation.retries": spec.upgrade.retries, "upgrade.remediation.strategy": spec.upgrade.strategy,
         "upgrade.remediateLastFailure": spec.upgrade.remediate_last,
+        "upgrade.chartNameChangeStrategy": spec.upgrade.chart_name_change,
         **{f"rollback.{f}": getattr(spec.rollback, a) for f, a in (
             ("force", "force"), ("recreate", "recreate"), ("cleanupOnFail", "cleanup_on_fail"),
             ("disableWait", "disable_wait"), ("disableWaitForJobs", "disable_wait_for_jobs"),
@@ -447,7 +450,6 @@ _NOT_YET = {
     # the getters give the field as written; the policy when unset is internal/action/crds.go crdPolicyOrDefault's
     # (Create for both), which helmdeck follows (tests/engine/reconcile/test_flux_rules.py, behaviour 10)
     "install.crds": "10: the getter is the raw field", "upgrade.crds": "10: the getter is the raw field",
-    "upgrade.chartNameChangeStrategy": "3 and 8: refused; a chart name change is an upgrade",
     "persistentClient": "no effect on what helm does: accepted and ignored",
     "helmChartTemplateReference": "the HelmChart object Flux makes from spec.chart; helmdeck makes none",
     # chartTemplate.interval: Flux polls a template's chart at the HelmRelease's interval (GetTemplateInterval);

@@ -19,6 +19,7 @@ from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, R
 from engine.reconcile.request import Request
 from engine.reconcile.status import EngineStatus, FailureCounts
 from engine.sources.chart import Chart
+from engine.sources.repository import ChartTemplate, SourceRef
 from engine.storage.observation import Observation, observation_from_release
 from engine.storage.snapshot import History, Snapshot
 
@@ -381,3 +382,45 @@ async def test_a_pass_records_a_revision_made_from_this_spec_under_the_fence_and
     assert req.status.last is not None and (req.status.last.action, req.status.last.ok) == ("upgrade", True)
     ready = next(c for c in req.status.conditions if c.type == "Ready")
     assert ready.status == "True", ready
+
+
+@pytest.mark.parametrize(("strategy", "state", "action"), [
+    ("Reinstall", st.TARGET_CHANGED, na.UNINSTALL), ("InPlaceUpdate", st.OUT_OF_SYNC, na.UPGRADE)])
+def test_a_packages_chart_of_another_name_follows_the_chart_name_change_strategy(
+        strategy: str, state: str, action: str) -> None:
+    """The Package kind decides a chart name change by the HelmRelease's rule (issue 34, behaviour 8; Flux's
+    internal/action/verify.go ``ReleaseTargetChanged`` against the history's latest snapshot): under the default
+    Reinstall the release is uninstalled first, under InPlaceUpdate upgraded; a pending release is uninstalled
+    too, as Flux checks the target before anything else."""
+    renamed = dataclasses.replace(CHART, name="other")
+    spec = with_spec(upgrade=UpgradeSpec(chart_name_change=strategy))
+    req = dataclasses.replace(request(obs(), spec=spec), chart=renamed)
+    decided = st.determine_state(req, obs())
+    assert decided.status == state
+    assert na.next_action(req, decided, obs()) == action
+    if strategy == "Reinstall":
+        assert st.determine_state(req, obs(2, "pending-upgrade")).status == st.TARGET_CHANGED
+
+
+def test_a_flux_release_with_chart_values_files_compares_its_version_without_the_generation() -> None:
+    """source-controller versions a HelmChart with ``valuesFiles`` ``<version>+<its generation>``
+    (internal/controller/helmchart_controller.go ``buildFromHelmRepository``, ``VersionMetadata``): a release Flux
+    made so is in sync with the document's chart; another version, or a chart without valuesFiles, is not."""
+    template = ChartTemplate("app", SourceRef("HelmRepository", "charts", "ns"), values_files=("values-prod.yaml",))
+    req = request(spec=with_spec(chart_source=template))
+    assert st.flux_state(req, obs(chart_version="1.0.0+3")).status == st.IN_SYNC
+    assert st.flux_state(req, obs(chart_version="0.9.0+3")).status == st.OUT_OF_SYNC
+    plain = request(spec=with_spec(chart_source=dataclasses.replace(template, values_files=())))
+    assert st.flux_state(plain, obs(chart_version="1.0.0+3")).status == st.OUT_OF_SYNC
+
+
+@pytest.mark.parametrize(("previous", "why"), [
+    (None, None), (("ns", "app"), None),
+    (("old", "app"), "release namespace changed from old/app to ns/app: uninstall old/app, then install"),
+    (("ns", "web"), "release name changed from ns/web to ns/app: uninstall ns/web, then install"),
+])
+def test_a_changed_release_target_is_named_as_flux_compares_it(previous: tuple[str, str] | None,
+                                                               why: str | None) -> None:
+    """internal/action/verify.go ``ReleaseTargetChanged``: the release namespace first, then the name; the same
+    rule for a Package (its targetNamespace) and a HelmRelease."""
+    assert st.release_target_changed(previous, ("ns", "app")) == why

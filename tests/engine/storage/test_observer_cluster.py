@@ -127,3 +127,27 @@ def test_labels_first_then_the_records_page_by_page(
     finally:
         paged.stop()
         whole.stop()
+
+
+def test_labels_listed_early_are_handed_on_at_start_without_listing_again(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
+) -> None:
+    # The app lists storage's labels while its screens import (Observer.list_labels_early); start() hands those
+    # pages on. A release stored after that early list is not in them (no second labels list), but the
+    # records list that follows holds it.
+    for name in ("a", "b"):
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, name=name, namespace=namespace)))
+    observer = Observer(api_client(kube_target), [namespace], driver="secret")
+    observer.list_labels_early()
+    wait_for(lambda: not any(t.name.startswith("helm-storage-labels-") for t in threading.enumerate()) or None,
+             what="the early labels list done")
+    core_api.create_namespaced_secret(namespace, new_secret(release(1, name="later", namespace=namespace)))
+    listed: list[str] = []
+    observer.on_listed(lambda found: listed.extend(r.name for r in found))
+    observer.start()
+    try:
+        assert observer.wait_synced(20)
+        assert sorted(listed) == ["a", "b"]
+        assert sorted(name for _, name in observer.releases()) == ["a", "b", "later"]
+    finally:
+        observer.stop()

@@ -43,7 +43,7 @@ VECTOR_CANONICAL = (
 ).encode()
 # ... and the digests.
 VECTOR_DIGEST = "sha256:b953507736535c9dccaa7ebe337d83b568318689f9662d2e4afcf85986501243"
-VECTOR_CONFIG_DIGEST = "sha256:1aeed6b2700add90d396f226f00ff4b22930fe8bde09155118e69e4800fa5e55"
+VECTOR_CONFIG_DIGEST = "sha256:ff0a491deab5b57a9eeede3adf482202720479698ed7acf29584f66262899316"  # Flux's oracle's
 
 
 def test_observation_digest_vector() -> None:

@@ -1,6 +1,7 @@
 """A command reads the release records it needs and no other (issue 36, goal 2): the observer narrowed to named
 releases (and a package set's), an empty folder's ``reconcile --once`` that lists no release storage at all, and
-``plan`` that still finds the releases it would prune."""
+``plan`` that still finds the releases it would prune, and ``status`` of a folder that prints (and reads) its
+packages' releases alone, every release with ``--all``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from engine.runtime.assemble import build_engine
 from engine.runtime.package_set import package_set_for
 from engine.storage.observer import Observer
 from helmdeck.cli import main
+from testkit.packages import write_package
+from tests.reconcile_harness import EXAMPLES
 from tests.storage_cluster import wait_for
 from tests.storage_records import new_secret, release, secret
 
@@ -122,6 +125,34 @@ def test_reconcile_once_of_an_empty_folder_lists_no_storage_and_plan_lists_its_s
     assert plan["packages"][0]["removed"]  # its objects, from its record (held: labelled with the set)
     assert [line.rsplit(": ", 1)[-1].rstrip("'") for line in storage_lists(logs["plan"])] == [
         f"owner=helm,{PACKAGE_SET}={identity}"]
-    # status prints every release: it lists them all (the log's line is there when a list is made)
-    assert main(["status", *common, "--log-file", str(logs["status"])]) == 0
-    assert [line.rsplit(": ", 1)[-1].rstrip("'") for line in storage_lists(logs["status"])] == ["owner=helm"]
+    # status prints the folder's packages' releases (none here) and lists no storage; with --all every
+    # release, as helm list (the log's line is there when a list is made)
+    capsys.readouterr()
+    assert main(["status", *common, "--log-file", str(logs["status"]), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert storage_lists(logs["status"]) == []
+    every = tmp_path / "status-all.log"
+    assert main(["status", "--all", *common, "--log-file", str(every), "-o", "json"]) == 0
+    assert sorted(row["name"] for row in json.loads(capsys.readouterr().out)) == ["gone", "other"]
+    assert [line.rsplit(": ", 1)[-1].rstrip("'") for line in storage_lists(every)] == ["owner=helm"]
+
+
+def test_status_of_a_folder_prints_its_packages_releases_only(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str, tmp_path: Path,
+    helm: Helm, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # As flux get helmreleases lists the HelmReleases Flux manages, not every release (helm list's job: --all).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    folder = tmp_path / "packages"
+    write_package(folder, "web", namespace, chart=str(EXAMPLES / "charts" / "web"))
+    for name in ("web", "other"):
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, name=name, namespace=namespace)))
+    log = tmp_path / "status.log"
+    common = ["--kubeconfig", str(kube_target.kubeconfig), "-n", namespace, "--packages", str(folder),
+              "--helm", helm.binary, "--log-level", "debug", "--log-file", str(log), "-o", "json"]
+    assert main(["status", *common]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["name"], row["package"], row["revision"]) for row in rows] == [("web", "web", 1)]
+    assert [line.rsplit(": ", 1)[-1].rstrip("'") for line in storage_lists(log)] == ["owner=helm,name in (web)"]
+    assert main(["status", "--all", *common]) == 0
+    assert sorted(row["name"] for row in json.loads(capsys.readouterr().out)) == ["other", "web"]
