@@ -23,7 +23,7 @@ from localcluster.build import Component
 
 SOURCE = Path(__file__).resolve().parent / "oracle"
 TOOLCHAIN = "go1.27.3"  # fluxcd/pkg/chartutil v1.36.0 and helm-controller/api v1.7.1 say go 1.27.0
-_FILES = ("main.go", "go.mod", "go.sum")
+_FILES = ("main.go", "observation.go", "go.mod", "go.sum")
 
 
 def _digest() -> str:
