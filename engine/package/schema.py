@@ -148,6 +148,7 @@ SNAPSHOT = (  # one entry of status.history: a release revision (engine.storage.
     Field("digest", "string", "digest of the release in storage, as Flux's (helm-controller's Observation)"),
     Field("firstDeployed", "string", "RFC 3339"), Field("lastDeployed", "string", "RFC 3339"),
     Field("deleted", "string", "RFC 3339"),
+    Field("testHooks", "free", "once tests ran: each test hook's lastStarted, lastCompleted, phase, as Flux's"),
 )
 PACKAGE_STATUS: tuple[Field, ...] = (
     Field("observedGeneration", "integer", "the generation last handled"),
