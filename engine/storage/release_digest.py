@@ -18,10 +18,10 @@ by this same digest, internal/action/verify.go ``VerifyReleaseObject``).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 from engine.storage.canonical import format_number
@@ -39,8 +39,7 @@ _DEPENDENCY_ALWAYS = frozenset({"name", "repository"})
 _HOOK = ("name", "kind", "path", "manifest", "events", "last_run", "weight", "delete_policies", "output_log_policies")
 _TIME = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2})")
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time: IsZero, so Info's and HookExecution's MarshalJSON omit it
-_HTML = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_HTML_RE = re.compile("[<>&\u2028\u2029]")
+_HTML = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -51,7 +50,9 @@ def release_digest(release: Mapping[str, Any]) -> str:
 
     Raises ValueError for a value Go could not have decoded (a non-finite number)."""
     text = "".join(_observation(release)) + "\n"
-    text = _HTML_RE.sub(lambda m: _HTML[m.group()], text)
+    for char, escaped in _HTML:  # str.replace, not a regular expression: a manifest is long and rarely has them
+        if char in text:
+            text = text.replace(char, escaped)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate escape: Go's decoder made it U+FFFD
@@ -202,8 +203,9 @@ def _float(f: float) -> str:
 
 
 def _str(value: Any) -> str:
-    # json.dumps escapes what Go escapes but HTML's characters and U+2028/9: release_digest replaces those after
-    return json.dumps(value if isinstance(value, str) else "", ensure_ascii=False)
+    # json's encoder (ensure_ascii off) escapes what Go escapes but HTML's characters and U+2028/9: release_digest
+    # replaces those after
+    return encode_basestring(value) if isinstance(value, str) else '""'
 
 
 def _int(value: Any) -> str:
