@@ -5,6 +5,7 @@ controller tests (their pytest fixtures: tests/controller_fixtures.py) and the c
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -67,6 +68,13 @@ def start_controller(kubeconfig: Path | None, namespace: str, helm: Helm, work: 
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, **helm.env, **(env or {})})
     return Controller(proc, log, args)
+
+
+def sees_live(ctl: Controller, n: int) -> bool:
+    """Has ``ctl`` last logged ``n`` live controllers, itself among them (its Membership logs the live set each
+    time it changes)?"""
+    lines = re.findall(r"live members: (.*)", ctl.text())
+    return bool(lines) and len(lines[-1].split(", ")) == n
 
 
 def eventually(probe: Callable[[], T | None], timeout: float, what: str, *, every: float = 0.3,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.helm import HelmError
+from engine.helm import BEFORE_SPAWN, HelmError
 from engine.package.model import PackageSpec
 from engine.reconcile.action import ActionContext
 from engine.reconcile.request import Request
@@ -30,6 +30,13 @@ NS, NAME = "demo", "web"
 KEY = (NS, NAME)
 CHART = Chart(Path("charts/web"), "web", "0.2.0", "1.27", "sha256:" + "0" * 64)
 
+
+
+def _spawn() -> None:
+    """Where the real helm spawns its process: the caller's BEFORE_SPAWN check is asked (engine.helm.cli)."""
+    check = BEFORE_SPAWN.get()
+    if check is not None:
+        check()
 
 @dataclass
 class FakeHelm:
@@ -71,21 +78,25 @@ class FakeHelm:
             raise self.fail
 
     async def install(self, release_: str, namespace: str, chart: Path, values: dict[str, Any], opts: Any) -> None:
+        _spawn()
         self.calls.append(("install", opts))
         self._new_revision(self.write, config=values)
         self._done()
 
     async def upgrade(self, release_: str, namespace: str, chart: Path, values: dict[str, Any], opts: Any) -> None:
+        _spawn()
         self.calls.append(("upgrade", opts))
         self._new_revision(self.write, config=values)
         self._done()
 
     async def rollback(self, release_: str, namespace: str, revision: int, opts: Any) -> None:
+        _spawn()
         self.calls.append(("rollback", revision))
         self._new_revision(self.write)
         self._done()
 
     async def uninstall(self, release_: str, namespace: str, opts: Any = None) -> None:
+        _spawn()
         self.calls.append(("uninstall", opts))
         latest = self._latest()
         if latest is not None:
@@ -94,6 +105,7 @@ class FakeHelm:
 
     async def test(self, release_: str, namespace: str, *, timeout: float = 300.0, filters: Any = (),
                    kube_as_user: str = "") -> str:
+        _spawn()
         self.calls.append(("test", filters))
         latest = self._latest()
         if latest is not None:

@@ -3,8 +3,9 @@ asked from the tests, so helmdeck's functions are compared with Flux's on genera
 
 :data:`COMPONENT` builds it as the other Go binaries are built (:mod:`localcluster.build`), cached in
 ``<cache>/bin/oracle-<digest>/`` where the digest covers its source, go.mod and go.sum and the Go toolchain
-(a change rebuilds it). Flux's modules need Go 1.27 (:data:`TOOLCHAIN`, fetched by the go command from the
-Go module proxy when the machine's Go is older). A test that asks it carries ``pytest.mark.binaries("oracle")``;
+(a change rebuilds it). It imports the module versions helm-controller v1.6.3 runs (tests/oracle/go.mod says
+which, and why one differs), built with :data:`TOOLCHAIN` (the go command fetches it from the Go module proxy
+when the machine's Go is another). A test that asks it carries ``pytest.mark.binaries("oracle")``;
 the session builds it before the first test (tests/conftest.py) and starts one process for all of them
 (the ``flux_oracle`` fixture): line-delimited JSON, one answer per request, in order.
 """
@@ -22,7 +23,7 @@ from typing import Any
 from localcluster.build import Component
 
 SOURCE = Path(__file__).resolve().parent / "oracle"
-TOOLCHAIN = "go1.27.3"  # fluxcd/pkg/chartutil v1.36.0 and helm-controller/api v1.7.1 say go 1.27.0
+TOOLCHAIN = "go1.26.8"  # the machine's Go; helm-controller v1.6.3 and the modules it pins say go 1.26.0
 _FILES = ("main.go", "observation.go", "go.mod", "go.sum")
 
 

@@ -24,7 +24,7 @@ A ``targetPath`` value is set as Flux's ``ReplacePathValue`` (fluxcd/pkg
 - with ``literal`` (Flux's ``ReplacePathLiteralValue``) the value is one
   string, verbatim: no split, list, escape, quote trimming or typing.
 
-:func:`apply` sets the assignments as helm's parser does: missing maps and
+:func:`set_in_place` sets the assignments as helm's parser does: missing maps and
 lists are created, a list is padded with nulls up to the index, a list item
 that is not a map becomes an empty map when a key is set inside it, and going
 through any other value (a null included: Go's type assertion fails) is an
@@ -39,8 +39,7 @@ Bounds beyond helm's: at most :data:`MAX_DEPTH` nested list indices and
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 MAX_INDEX = 65536  # helm's strvals.MaxIndex
@@ -270,58 +269,37 @@ def _index(digits: str) -> int:
     return index
 
 
-def apply(values: Mapping[str, Any], assignments: list[Assignment]) -> dict[str, Any]:
-    """A copy of ``values`` with ``assignments`` set in order, as helm's ``--set`` parser sets them (the maps
-    and lists along each path are copied, the rest shared). Raises PathError naming the path."""
-    root: dict[str, Any] = dict(values)
-    padded = 0
+def set_in_place(values: dict[str, Any], assignments: Sequence[Assignment]) -> None:
+    """Set ``assignments`` in ``values`` in order, in place, as helm's ``--set`` parser sets them (helm.sh/helm/v4
+    pkg/strvals parser.go ``parser.key``, ``parser.listItem``, ``setIndex``): the maps and list items along a
+    path are changed where they are and a list grown is a new, longer one, so a value sharing those maps or lists
+    sees the change as with Go's maps and slices (Flux's ``ChartValuesFromReferences`` depends on it:
+    :mod:`engine.resolve.values`). Raises PathError naming the path; ``values`` may then be partly set, as helm's.
+    """
+    setter = _HelmSet()
     for path, value in assignments:
-        if "" in path or (value is EMPTY_AT_END and any(isinstance(s, int) for s in path[:-1])
-                          and not isinstance(path[-1], int)):
-            if path[0] in root:
-                root[path[0]] = copy.deepcopy(root[path[0]])  # changed in place below
-            _HelmSet(path, "" if value is EMPTY_AT_END else value, value is EMPTY_AT_END).key(root, path)
-            continue
-        if value is EMPTY_AT_END:
-            value = ""  # a plain str in the values (YAML dumpers refuse a subclass)
-        parent: Any = root
-        for depth, seg in enumerate(path):
-            if isinstance(seg, int) and seg >= len(parent):
-                padded += seg + 1 - len(parent)
-                if padded > MAX_PADDING:
-                    raise PathError(f"lists padded with more than {MAX_PADDING} nulls")
-                parent.extend([None] * (seg + 1 - len(parent)))
-            if depth == len(path) - 1:
-                parent[seg] = value
-                break
-            current = parent[seg] if isinstance(seg, int) else parent.get(seg)
-            present = isinstance(seg, int) or seg in parent
-            want_list = isinstance(path[depth + 1], int)
-            child: Any
-            if want_list and isinstance(current, list):
-                child = list(current)
-            elif not want_list and isinstance(current, Mapping):
-                child = dict(current)
-            elif not present or (isinstance(seg, int) and (not want_list or current is None)):
-                child = [] if want_list else {}  # helm: a list item that is no map is replaced by one
-            else:
-                where = format_path(path[:depth + 1])
-                raise PathError(f"{where} holds {_kind(current)}, not a {'list' if want_list else 'map'}")
-            parent[seg] = child
-            parent = child
-    return root
+        setter.set(values, path, value)
 
 
 class _HelmSet:
-    """One assignment set step by step as helm's parser sets it (helm.sh/helm/v4 pkg/strvals parser.go
-    ``parser.key`` and ``parser.listItem``), for the paths the quick walk of :func:`apply` does not model:
-    an empty key (ignored by helm's ``set``, but a map left empty by it is an error: ``key map "a" has no
-    value``; a list item made for it stays, ``a[0].=`` gives ``a: [{}]``) and an empty value at the end of the
-    text below a list item (:data:`EMPTY_AT_END`: helm returns ``io.EOF`` before putting new items in their
-    lists; existing ones are changed in place). Works in place on values of its caller's own."""
+    """Assignments set step by step as helm's parser sets them (helm.sh/helm/v4 pkg/strvals parser.go
+    ``parser.key`` and ``parser.listItem``), the quirks included: an empty key is ignored by helm's ``set``, but a
+    map left empty by it is an error (``key map "a" has no value``) and a list item made for it stays (``a[0].=``
+    gives ``a: [{}]``); an empty value at the end of the text below a list item (:data:`EMPTY_AT_END`: helm returns
+    ``io.EOF`` before putting new items in their lists) changes existing items in place and drops new ones. Lists
+    padded beyond :data:`MAX_PADDING` null cells in all are refused."""
 
-    def __init__(self, whole: Path, value: Any, at_end: bool):
-        self.whole, self.value, self.at_end = whole, value, at_end
+    def __init__(self) -> None:
+        self.whole: Path = ()
+        self.value: Any = None
+        self.at_end = False
+        self.padded = 0
+
+    def set(self, data: dict[str, Any], path: Path, value: Any) -> None:
+        """Set one assignment below ``data``."""
+        self.whole, self.at_end = path, value is EMPTY_AT_END
+        self.value = "" if self.at_end else value  # a plain str in the values (YAML dumpers refuse a subclass)
+        self.key(data, path)
 
     def key(self, data: dict[str, Any], path: Path) -> bool:
         """Set ``path`` (a key first) below ``data``; True when helm's parser would return ``io.EOF``."""
@@ -349,11 +327,11 @@ class _HelmSet:
         index, rest = path[0], path[1:]
         assert isinstance(index, int)
         if not rest:
-            return _set_index(items, index, self.value), False
+            return self._set_index(items, index, self.value), False
         if isinstance(rest[0], int):
             current = items[index] if index < len(items) else None
             inner, eof = self.item(self._as(current, list, path) if current is not None else [], rest)
-            return (items, True) if eof else (_set_index(items, index, inner), False)
+            return (items, True) if eof else (self._set_index(items, index, inner), False)
         if index < len(items):
             if not isinstance(items[index], dict):
                 items[index] = {}  # helm: an item that is no map is replaced by one
@@ -362,23 +340,23 @@ class _HelmSet:
             current = {}
         if self.key(current, rest):
             return items, True  # a new item is dropped; an existing one was changed in place
-        return _set_index(items, index, current), False
+        return self._set_index(items, index, current), False
+
+    def _set_index(self, items: list[Any], index: int, value: Any) -> list[Any]:
+        """helm's setIndex: ``items`` changed in place, or a longer copy when ``index`` is past its end."""
+        if index < len(items):
+            items[index] = value
+            return items
+        self.padded += index - len(items)
+        if self.padded > MAX_PADDING:
+            raise PathError(f"lists padded with more than {MAX_PADDING} nulls")
+        return [*items, *([None] * (index - len(items))), value]
 
     def _as(self, value: Any, kind: type, at: Path) -> Any:
         if not isinstance(value, kind):
             where = format_path(self.whole[:len(self.whole) - len(at) + 1])
             raise PathError(f"{where} holds {_kind(value)}, not a {'list' if kind is list else 'map'}")
         return value
-
-
-def _set_index(items: list[Any], index: int, value: Any) -> list[Any]:
-    """helm's setIndex: ``items`` changed in place, or a longer copy when ``index`` is past its end."""
-    if index < len(items):
-        items[index] = value
-        return items
-    if index + 1 - len(items) > MAX_PADDING:
-        raise PathError(f"lists padded with more than {MAX_PADDING} nulls")
-    return [*items, *([None] * (index - len(items))), value]
 
 
 def _kind(value: Any) -> str:

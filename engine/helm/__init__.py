@@ -1,6 +1,7 @@
 """Helm actions through the helm CLI (3.13+ and 4), with typed errors."""
 
 from engine.helm.cli import (
+    BEFORE_SPAWN,
     Helm,
     HelmVersion,
     InstallOptions,
@@ -22,6 +23,7 @@ from engine.helm.errors import (
 )
 
 __all__ = [
+    "BEFORE_SPAWN",
     "ClusterUnreachable",
     "Forbidden",
     "Helm",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 import os
@@ -32,6 +33,11 @@ from engine.helm.postrender_client import ERRORS_ENV
 from engine.kube.client import KubeTarget
 
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+# Called with no arguments right before each helm process of the current task is spawned (no await between the
+# call and the fork); whatever it raises propagates and nothing is spawned. A caller that must not start helm once
+# some condition lapsed (a claim: engine.reconcile.action.observed_run) sets it around its call.
+BEFORE_SPAWN: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "helmdeck_before_spawn", default=None)
 # Slack on top of helm's own --timeout before we stop waiting for the process.
 _PROCESS_GRACE = 60.0
 # Seconds a stopped helm gets after SIGTERM to record its outcome before it is killed.
@@ -267,6 +273,9 @@ class Helm:
         """Run helm with ``args``; return stdout. Raises a typed HelmError on failure."""
         binary = self._resolve()
         env = {**os.environ, **self.env, **(env or {})}
+        check = BEFORE_SPAWN.get()
+        if check is not None:
+            check()
         try:
             proc = await asyncio.create_subprocess_exec(
                 binary, *args,

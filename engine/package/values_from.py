@@ -13,10 +13,9 @@
 
 Without ``targetPath`` the key's content is YAML merged over the values
 before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
-reads its argument and set after all other values (Flux's semantics), or with
-``literal`` set verbatim as one string (as ``--set-literal``). Entries
-apply in order, after ``valuesFiles`` and before inline ``values``
-(:mod:`engine.resolve.values` composes them). Load-time checks here:
+reads its argument, or with ``literal`` set verbatim as one string (as
+``--set-literal``). Entries apply in order, after ``valuesFiles``, with inline
+``values`` as Flux's chartutil composes them (:mod:`engine.resolve.values`). Load-time checks here:
 shape, kind, names and the path's syntax, each error naming file, line,
 field and fix.
 """

@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from engine.base import wire
-from engine.helm import HelmError, ReleaseNotFound
+from engine.helm import BEFORE_SPAWN, HelmError, ReleaseNotFound
 from engine.kube import rest
 from engine.monitor import comparison
 from engine.package.model import InstallSpec, PackageSpec, UpgradeSpec
@@ -248,18 +248,27 @@ async def observed_run(
     wrote on the status. Raises what the context's :attr:`~ActionContext.recheck` raises, before helm runs, with
     ``action``'s ``cancelled`` event (its start's end, for an audit of who acted when)."""
     ns, release = req.key
-    if ctx.recheck is not None:
-        try:
-            ctx.recheck(req.key)
-        except Exception as exc:
-            ctx.events(action, "cancelled", f"Helm {action} not run: {exc}", ())
-            raise
+    recheck = ctx.recheck
+
+    def before_spawn() -> None:
+        if recheck is not None:
+            try:
+                recheck(req.key)
+            except Exception as exc:
+                ctx.events(action, "cancelled", f"Helm {action} not run: {exc}", ())
+                raise
+
+    before_spawn()
     seen = ObservedReleases(ctx, req)
+    # Asked again right before helm's process is spawned: the awaits between here and there (the observer, the
+    # values file, the post-renderer) are where a starved process froze for seconds in the takeover bench.
+    spawning = BEFORE_SPAWN.set(before_spawn)
     try:
         async with seen:
             with guard(ns, release):
                 error = await run_helm(call)
     finally:  # also when the action is cancelled: what the stopped helm wrote is the engine's own
+        BEFORE_SPAWN.reset(spawning)
         record(req, seen.observed)
     return seen, error
 

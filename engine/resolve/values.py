@@ -1,21 +1,30 @@
 """Values composition, the one place it happens (DESIGN, "Resolution"), in this order:
 
 1. ``spec.valuesFiles`` in order (parsed by the bounded loader, values limits);
-2. the ``valuesFrom`` layers (ConfigMaps and Secrets, read beforehand by the runtime: :class:`ValuesLayer`);
-3. inline ``spec.values``;
-4. last, every ``targetPath`` value, as Flux's "target path precedence over all".
+2. the ``valuesFrom`` entries in order (ConfigMaps and Secrets, read beforehand by the runtime:
+   :class:`ValuesLayer`), each merged over what came before, or set at its ``targetPath``;
+3. inline ``spec.values``, merged last.
 
 A remote chart's ``spec.chart.spec.valuesFiles`` (files inside the chart archive, Flux's HelmChart field) are
 not user values: merged in order (:func:`chart_defaults`), they become the chart's default values, as
 source-controller packages them (engine.resolve.release ``chart_with_defaults``).
 
-Maps merge recursively, anything else replaces (:func:`deep_merge`, as helm's ``-f``).
-:func:`compose_values` applies the order; the runtime builds the ``valuesFrom`` layers with
+That is Flux's ``ChartValuesFromReferences`` as helm-controller v1.6.3 runs it (fluxcd/pkg/chartutil
+v1.27.1, values.go), the files before it: an entry with ``targetPath`` first merges the inline values over
+what came before, then sets its value, and the inline values are merged once more at the end. So an inline
+value wins over a ``targetPath`` value set at its own top-level key, while one set inside a map or list of the
+inline values' own may stay: Go's merge (``MergeMaps``) hands the result the inline values' maps where it has
+none yet (and their lists always), helm's ``--set`` parser changes them in place, and the last merge then brings
+the ``targetPath`` value back (:func:`compose_values` keeps the same sharing; chartutil v1.36.0 applies every
+``targetPath`` last instead).
+
+Maps merge recursively, anything else replaces (:func:`deep_merge`, as helm's ``-f`` and chartutil's
+``MergeMaps``). :func:`compose_values` applies the order; the runtime builds the ``valuesFrom`` layers with
 :func:`compose`.
 
 ``spec.valuesFrom`` (as Flux's ``ChartValuesFromReferences``): the runtime reads the ConfigMaps and
 Secrets (:mod:`engine.runtime.drive.values_objects`) and hands them over as :class:`ObjectData`;
-:func:`compose` makes the one layer merged after ``valuesFiles`` and before inline ``values``.
+:func:`compose` makes the one layer of entries composed after ``valuesFiles``.
 Flux's semantics:
 
 - every object is in the package's namespace;
@@ -23,8 +32,8 @@ Flux's semantics:
   before it; with it, ``<targetPath>=<content>`` is read as helm's ``--set``
   reads its argument (:mod:`engine.base.strvals`, as Flux's
   ``ReplacePathValue``: commas split, ``{a,b}`` lists, typing, quotes) and set
-  after everything else (:class:`TargetValue`, :func:`apply_targets`); with
-  ``literal``, the content is set verbatim as one string (Flux's ``ReplacePathLiteralValue``);
+  as above (:class:`TargetValue`); with ``literal``, the content is set verbatim as one string (Flux's
+  ``ReplacePathLiteralValue``);
 - a missing object, or a missing key in an object that exists, is an error
   (:class:`ValuesError`, Flux's Ready reason ``ValuesError``) unless the
   entry is ``optional``; ``optional`` never hides another read error
@@ -51,7 +60,7 @@ from typing import Any
 from engine.base.fields import PackageError, type_name
 from engine.base.helm_values import read_values
 from engine.base.loader import Parsed, YamlLimitError, values_limits
-from engine.base.strvals import Assignment, PathError, apply, target_assignments
+from engine.base.strvals import Assignment, PathError, set_in_place, target_assignments
 from engine.base.strvals import Path as ValuesPath
 from engine.base.wire import VALUES_ERROR
 from engine.package.model import PackageSpec
@@ -95,7 +104,7 @@ class ObjectData:
 
 @dataclass(frozen=True)
 class TargetValue:
-    """The value of one ``targetPath`` entry: helm ``--set`` assignments set after all other values.
+    """The value of one ``targetPath`` entry: helm ``--set`` assignments (set as the module docstring says).
     ``field``/``line`` name the entry, ``what`` the object and key (never the content)."""
 
     field: str
@@ -105,16 +114,34 @@ class TargetValue:
     secret: bool = False
 
 
+Entry = Mapping[str, Any] | TargetValue
+"""One ``valuesFrom`` entry as composed: the values of an entry without ``targetPath`` (shared: never change
+them), or the :class:`TargetValue` of one with it."""
+
+
 @dataclass(frozen=True)
 class Composed:
-    """What ``valuesFrom`` gives: ``values`` (the entries without targetPath, to merge after valuesFiles),
-    ``targets`` (to set last, in order: :func:`apply_targets`), the ``secret_paths`` of values that came
-    from Secrets, and ``digest`` over every input (equal digests, equal values)."""
+    """What ``valuesFrom`` gives: its ``entries`` in order (those read; an optional one absent is left out),
+    the ``secret_paths`` of values that came from Secrets, and ``digest`` over every input (equal digests,
+    equal values)."""
 
-    values: Mapping[str, Any] = dataclass_field(repr=False)
+    entries: tuple[Entry, ...] = dataclass_field(repr=False)
     secret_paths: tuple[ValuesPath, ...]
     digest: str
-    targets: tuple[TargetValue, ...] = ()
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The entries without ``targetPath`` merged in order (what ``secret_paths`` of theirs point into)."""
+        merged: dict[str, Any] = {}
+        for entry in self.entries:
+            if not isinstance(entry, TargetValue):
+                merged = deep_merge(merged, entry)
+        return merged
+
+    @property
+    def targets(self) -> tuple[TargetValue, ...]:
+        """The entries with ``targetPath``, in order."""
+        return tuple(entry for entry in self.entries if isinstance(entry, TargetValue))
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,21 +154,22 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
         else:
             out[key] = value
     return out
+
+
 @dataclass(frozen=True)
 class ValuesLayer:
-    """Values from a source other than files and inline values (``valuesFrom``: ConfigMaps and Secrets).
+    """Values from a source other than files and inline values (``valuesFrom``: ConfigMaps and Secrets): its
+    ``entries`` in order (:data:`Entry`, composed as the module docstring says).
 
     ``origin`` names it for errors; ``secret`` marks all its leaves for masking, ``secret_paths`` some
-    of them. ``digest`` (when given) stands for its content: resolutions are cached by it. ``targets``
-    (targetPath values) are set after every other value, inline ``values`` included, as Flux.
+    of them. ``digest`` (when given) stands for its content: resolutions are cached by it.
     """
 
-    values: Mapping[str, Any]
+    entries: tuple[Entry, ...]
     origin: str
     secret: bool = False
     secret_paths: tuple[ValuesPath, ...] = ()
     digest: str = ""
-    targets: tuple[TargetValue, ...] = ()
 
 
 # valuesFrom plugs in here: given the spec, the layers merged after valuesFiles and before inline values.
@@ -162,12 +190,53 @@ def compose_values(spec: PackageSpec, files: Sequence[Parsed],
         merged = deep_merge(merged, data)
     secret: list[ValuesPath] = []
     for layer in layers:
-        merged = deep_merge(merged, layer.values)
-        secret += leaf_paths(layer.values) if layer.secret else layer.secret_paths
-    merged = deep_merge(merged, spec.values)
-    for layer in layers:
-        merged = apply_targets(spec, merged, layer.targets)
-    return merged, secret
+        if layer.secret:
+            for entry in layer.entries:
+                secret += leaf_paths(entry) if not isinstance(entry, TargetValue) else \
+                    [path for path, _ in entry.assignments]
+        else:
+            secret += layer.secret_paths
+    entries = [entry for layer in layers for entry in layer.entries]
+    plain = [entry for entry in entries if not isinstance(entry, TargetValue)]
+    if len(plain) < len(entries):
+        return _with_targets(spec, merged, entries), secret
+    for entry_values in plain:  # nothing is set in place: the merges may share what they merge
+        merged = deep_merge(merged, entry_values)
+    return deep_merge(merged, spec.values), secret
+
+
+def _with_targets(spec: PackageSpec, base: Mapping[str, Any], entries: Sequence[Entry]) -> dict[str, Any]:
+    """``base`` (the values files) with ``entries`` and ``spec.values`` composed as fluxcd/pkg/chartutil v1.27.1
+    values.go ``ChartValuesFromReferences`` composes them (the version helm-controller v1.6.3 runs): an entry
+    without targetPath merged over the result; one with it merges the inline values over the result, then sets
+    its value there in place; the inline values merged over all at the end. The maps and lists each merge shares
+    are shared here too, and set in place as helm's parser sets them (:func:`engine.base.strvals.set_in_place`),
+    so a value set inside a map the inline values hold changes them, as in Go. Everything is a fresh copy first,
+    as Go's values are (each entry read anew, ``spec.values`` decoded anew as api/v2 ``GetValues`` does), so
+    nothing cached is changed. Raises ValuesError naming the entry when a path goes through another type."""
+    inline = spec.values  # decoded anew on each access
+    result: dict[str, Any] = _fresh(base)
+    for entry in entries:
+        if not isinstance(entry, TargetValue):
+            result = deep_merge(result, _fresh(entry))
+            continue
+        result = deep_merge(result, inline)
+        try:
+            set_in_place(result, entry.assignments)
+        except PathError as exc:
+            raise ValuesError(spec.file, entry.field, f"cannot set {entry.what}: {exc}",
+                              "fix targetPath, or the values it goes through", entry.line or None) from None
+    return deep_merge(result, inline)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of ``value`` sharing nothing, not even between its own parts (a YAML alias is copied twice): as Go
+    decodes values."""
+    if isinstance(value, Mapping):
+        return {key: _fresh(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fresh(item) for item in value]
+    return value
 
 
 def chart_defaults(spec: PackageSpec) -> dict[str, Any] | None:
@@ -225,9 +294,8 @@ def object_keys(spec: PackageSpec) -> list[ObjectKey]:
 
 def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Composed:
     """Compose ``spec.valuesFrom`` from ``objects`` (see the module docstring). Raises ValuesError."""
-    result: dict[str, Any] = {}
+    entries: list[Entry] = []
     secret: list[ValuesPath] = []
-    targets: list[TargetValue] = []
     digest = hashlib.sha256()
     limit = values_limits()
     for ref in spec.values_from:
@@ -270,29 +338,16 @@ def compose(spec: PackageSpec, objects: Mapping[ObjectKey, ObjectData]) -> Compo
                              f"at {ref.target_path}, as Flux reads it ({detail})",
                              "escape each ',' in the value as '\\,' (a ',' starts another key=value), or set "
                              "literal: true to set the content verbatim") from None
-            targets.append(TargetValue(ref.field, ref.line, f"{what} key {ref.values_key!r}", assignments,
+            entries.append(TargetValue(ref.field, ref.line, f"{what} key {ref.values_key!r}", assignments,
                                        ref.kind == "Secret"))
             if ref.kind == "Secret":
                 secret += [path for path, _ in assignments]
             continue
         data = _parse(text, spec, ref)
-        result = deep_merge(result, data)
+        entries.append(data)
         if ref.kind == "Secret":
             secret += leaf_paths(data)
-    return Composed(result, tuple(dict.fromkeys(secret)), digest.hexdigest(), tuple(targets))
-
-
-def apply_targets(spec: PackageSpec, values: Mapping[str, Any], targets: tuple[TargetValue, ...]) -> dict[str, Any]:
-    """``values`` (everything else composed, inline values included) with each targetPath value set, in order.
-    Raises ValuesError naming the entry when a path goes through a value of another type."""
-    out = dict(values)
-    for target in targets:
-        try:
-            out = apply(out, list(target.assignments))
-        except PathError as exc:
-            raise ValuesError(spec.file, target.field, f"cannot set {target.what}: {exc}",
-                              "fix targetPath, or the values it goes through", target.line or None) from None
-    return out
+    return Composed(tuple(entries), tuple(dict.fromkeys(secret)), digest.hexdigest())
 
 
 def leaf_paths(values: Mapping[str, Any], prefix: ValuesPath = ()) -> list[ValuesPath]:

@@ -173,13 +173,24 @@ def test_a_claimed_action_whose_lease_lapsed_since_the_claim_spawns_no_helm() ->
     shards = Shards(api, None, book, membership, elector, lambda _ns, _name: None,  # type: ignore[arg-type]
                     lambda _coro: None)
     key = ("demo", "web")
-    elector._renewed = (time.monotonic() - 6, time.time() - 6)  # a freeze longer than half the Lease (10 s)
+    mono, wall = time.monotonic(), time.time()
+
+    def lease_written(*agos: float, wall_agos: tuple[float, ...] = ()) -> None:  # writes ``ago`` s before now
+        elector._writes.clear()
+        elector._writes.extend((mono - a, wall - w) for a, w in zip(agos, wall_agos or agos, strict=True))
+
     shards.recheck(key)  # nothing claimed here: nothing to refuse
     shards._held.add(key)
+    shards._fenced[key] = (mono - 7, wall - 7)  # claimed 7 s ago (half the Lease: 5 s)
+    lease_written(8)  # none since: silent now
     with pytest.raises(LeaseLapsed, match="demo/web"):
         shards.recheck(key)
-    elector._renewed = (time.monotonic() - 4, time.time() - 4)
-    shards.recheck(key)  # renewed within half the Lease: helm may run
-    elector._renewed = (time.monotonic(), time.time() - 6)  # the machine suspended: the wall clock moved on
+    lease_written(8, 4)  # never 5 s without a write since the claim: helm may run
+    shards.recheck(key)
+    lease_written(8, 1)  # a freeze after the claim, renewed on waking: still refused
+    with pytest.raises(LeaseLapsed):
+        shards.recheck(key)
+    lease_written(4, wall_agos=(10,))  # the machine suspended: the monotonic clock stood still, the wall one did not
+    shards._fenced[key] = (mono - 3, wall - 9)
     with pytest.raises(LeaseLapsed):
         shards.recheck(key)

@@ -148,6 +148,6 @@ def test_the_controllers_lease_is_made_from_its_options() -> None:
     assert static.annotations == ((WATCH_NAMESPACES, ""), (SELECTOR, shard.selector))
     auto = controller_lease(ps, "ops", auto=True)
     assert auto.identity is not None and auto.name == member_lease_name(auto.identity)
-    assert (auto.duration, auto.retry, auto.labels) == (8.0, 1.6, ((ROLE, CONTROLLER), (SHARD, "auto")))
+    assert (auto.duration, auto.retry, auto.labels) == (5.0, 1.0, ((ROLE, CONTROLLER), (SHARD, "auto")))
     assert auto.annotations == ((WATCH_NAMESPACES, ""),)
 

@@ -4,13 +4,13 @@ reconciling the Packages placed on it, the claim cleared after each action, a ki
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from engine.base.wire import SHARD
 from engine.kube.client import KubeTarget, api_client
@@ -22,7 +22,7 @@ from engine.runtime.cluster.shards import Shards
 from engine.runtime.drive.lease import LeaseElector
 from engine.runtime.engine import Engine
 from engine.runtime.ledger.book import ReleaseBook
-from engine.runtime.ledger.claims import ClaimRefused
+from engine.runtime.ledger.claims import ClaimRefused, LeaseLapsed
 from engine.runtime.ledger.placement import assign, package_name
 from engine.runtime.package_set import cluster_package_set
 from engine.storage.observer import Observer
@@ -38,6 +38,7 @@ from testkit.controller import (
     package,
     released,
     releases,
+    sees_live,
 )
 from tests.cluster.test_lease import wait_until
 from tests.controller_fixtures import Apis, ControllerEnv
@@ -342,6 +343,30 @@ async def test_a_replica_waking_from_a_pause_rechecks_its_lease_and_drops_what_m
                 await r.elector.stop()
 
 
+async def test_a_replica_frozen_after_its_claim_starts_no_helm_though_its_lease_was_renewed_since(
+    apis: Apis, kube_target: KubeTarget, namespace: str,
+) -> None:
+    # A replica starved of CPU (the takeover bench at load 12) froze between its claim and the helm spawn; when it
+    # woke, the Lease's own thread renewed first, so "not written for half the duration" was false again by the
+    # spawn, while another member had taken the claim over meanwhile: both ran helm upgrade on one release.
+    create(apis[0], oci_repository(namespace, "127.0.0.1:1/unused"))
+    create(apis[0], package(namespace, "web"))
+    p = await _replica(kube_target, namespace, "p", 2.0)  # nothing renews its Lease but confirm()
+    key = (namespace, "web")
+    try:
+        await p.fence(key, "upgrade", 60)
+        p.recheck(key)  # claimed just now: helm may start
+        await asyncio.sleep(1.2)  # the freeze: longer than half the Lease without a write
+        assert await p.elector.confirm()  # woken, the Lease renewed before helm is spawned
+        assert not p.elector.lapsed(1.0)
+        with pytest.raises(LeaseLapsed, match="since the claim"):
+            p.recheck(key)
+        await p.fence(key, "upgrade", 60)  # the next pass claims again (its Lease and the members re-checked)
+        p.recheck(key)
+    finally:
+        await p.elector.stop()
+
+
 def _identities(env: ControllerEnv) -> dict[str, str]:
     """Replica identity -> membership Lease name, of the live membership Leases of the test's namespace."""
     items: Any = env.coordination.list_namespaced_lease(env.namespace, label_selector=f"{SHARD}={AUTO}").items
@@ -357,11 +382,6 @@ def _acted(ctl: Controller, namespace: str, name: str, action: str) -> bool:
     return f"{namespace}/{name}: {action} succeeded" in ctl.text()
 
 
-def _sees(ctl: Controller, n: int) -> bool:
-    lines = re.findall(r"live members: (.*)", ctl.text())
-    return bool(lines) and len(lines[-1].split(", ")) == n
-
-
 def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_ones_share(
     controller_env: ControllerEnv,
 ) -> None:
@@ -374,7 +394,7 @@ def test_replicas_reconcile_what_placement_gives_them_and_take_over_a_killed_one
         return "\n".join(c.text()[-6000:] for c in ctls)
 
     try:
-        eventually(lambda: all(_sees(c, 3) for c in ctls), 60, "every replica sees three members", logs=logs)
+        eventually(lambda: all(sees_live(c, 3) for c in ctls), 60, "every replica sees three members", logs=logs)
         identities = _identities(env)
         ids = {c.pid: _identity(c, identities) for c in ctls}
         names = [f"p{i}" for i in range(6)]
@@ -433,9 +453,9 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
     controller_env: ControllerEnv,
 ) -> None:
     # Issue 32: a running action is not moved. Eight Packages upgraded by one replica (each upgrade waits 30 s of
-    # minReadySeconds), a second joins while they run: the four placed on it now are left to finish where they
-    # run (not cancelled at --stop-deadline), and the joining replica, which waits for the claim, finds them
-    # done and upgrades none again. Decided on storage and the Packages' statuses.
+    # minReadySeconds, until the test lifts it), a second joins while they run: the four placed on it now are
+    # left to finish where they run (not cancelled at --stop-deadline), and the joining replica, which waits for
+    # the claim, finds them done and upgrades none again. Decided on storage and the Packages' statuses.
     env = controller_env
     namespace = env.namespace
     churn = Churn(env.objects.api_client, env.kubeconfig, namespace, env.helm, env.work, env.registry,
@@ -450,7 +470,7 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
         eventually(lambda: all((2, "pending-upgrade") in releases(env.core, namespace, n) for n in names), 120,
                    "every upgrade running", logs=churn.tails)
         b = churn.start("b")
-        eventually(lambda: _sees(a.ctl, 2) and _sees(b.ctl, 2), 60, "the replicas see each other",
+        eventually(lambda: sees_live(a.ctl, 2) and sees_live(b.ctl, 2), 60, "the replicas see each other",
                    logs=churn.tails)
         ids = _identities(env)
         ida, idb = _identity(a.ctl, ids), _identity(b.ctl, ids)
@@ -460,6 +480,14 @@ def test_a_package_moving_to_a_joining_replica_while_its_upgrade_runs_is_upgrade
         # They moved while their upgrades ran (else this proves nothing).
         assert all(releases(env.core, namespace, n)[-1] == (2, "pending-upgrade") for n in moved), \
             {n: releases(env.core, namespace, n) for n in moved}
+        # a left each to finish (up to its timeout), and cancelled none at --stop-deadline (a static shard's rule);
+        # then the upgrades end now instead of waiting out their 30 s (no minReadySeconds on the rolled pods).
+        eventually(lambda: all(f"{namespace}/{n}: handover info" in a.ctl.text() for n in moved), 30,
+                   "a handed the moved ones over", logs=churn.tails)
+        time.sleep(2 * 2)  # twice --stop-deadline: a cancel at it would have come
+        apps = client.AppsV1Api(env.core.api_client)
+        for name in names:
+            apps.patch_namespaced_deployment(name, namespace, {"spec": {"minReadySeconds": 0}})
 
         def converged() -> bool:
             found = {n: get_package(env.objects, namespace, n) or {} for n in names}

@@ -14,7 +14,7 @@ from engine.base.wire import SELECTOR, SHARD, SHARD_KEY, WATCH_NAMESPACES
 from engine.base.wire import SHARD_OVERLAP as OVERLAP
 from engine.runtime.cluster.shard_selector import Peer, overlap_message, overlapping, peer_of, shard_for
 from testkit.churn import Churn
-from testkit.controller import GROUP, VERSION, create, eventually, get_package, package, releases
+from testkit.controller import GROUP, VERSION, create, eventually, get_package, package, releases, sees_live
 from testkit.release_audit import IN_PROGRESS, read_processes
 from tests.controller_fixtures import ControllerEnv
 
@@ -97,7 +97,9 @@ def test_two_shards_whose_selectors_overlap_leave_the_shared_package_alone_and_s
         # Both hold their Leases before any Package exists: neither can act on the shared one unseen.
         eventually(lambda: len(env.coordination.list_namespaced_lease(
             ns, label_selector=f"{SHARD}").items) == 2 or None, 60, "both shards' Leases", logs=logs)
-        time.sleep(5)  # a list interval (2 s) for each to see the other live
+        # Each has listed the other live (Membership logs the live set when it changes).
+        eventually(lambda: all(sees_live(ctl, 2) for ctl in (wide, narrow)), 60, "each shard sees the other live",
+                   logs=logs)
         one = package(ns, "one", values={"replicas": 1})
         one["metadata"]["labels"] = {SHARD_KEY: "s1"}
         both = package(ns, "both", values={"replicas": 1})
@@ -148,9 +150,10 @@ def test_two_shards_whose_selectors_overlap_leave_the_shared_package_alone_and_s
 
 
 def _relabel(churn: Churn, name: str, shard: str, value: str) -> float:
-    """Move Package ``name`` to ``shard`` and change its value in one write; returns when (epoch seconds)."""
+    """Move Package ``name`` to ``shard`` and change its value in one write (its upgrade quick again: 1 s of
+    minReadySeconds); returns when (epoch seconds)."""
     churn.objects.patch_namespaced_custom_object(GROUP, VERSION, churn.namespace, "packages", name, {
-        "metadata": {"labels": {SHARD_KEY: shard}}, "spec": {"values": {"value": value}}})
+        "metadata": {"labels": {SHARD_KEY: shard}}, "spec": {"values": {"value": value, "delay": 1}}})
     return time.time()
 
 
@@ -167,13 +170,15 @@ def test_a_package_relabelled_mid_upgrade_is_acted_on_by_its_new_shard_only_afte
     churn = Churn(env.objects.api_client, env.kubeconfig, env.namespace, env.helm, env.work, env.registry,
                   lease=10.0, extra=("--watch-label-selector", f"!{SHARD_KEY}", "--stop-deadline", str(deadline)))
     try:
-        (name,) = churn.packages(1, delay=delay, timeout="2m")
+        # Only a's upgrade takes `delay` seconds: the install before it and b's upgrade after the move wait 1 s.
+        (name,) = churn.packages(1, delay=1, timeout="2m")
         a = churn.start("a")
         churn.extra = ("--watch-label-selector", f"{SHARD_KEY}=b", "--stop-deadline", str(deadline))
         b = churn.start("b")
-        eventually(lambda: releases(env.core, env.namespace, name) == [(1, "deployed")] or None, 60 + 2 * delay,
+        eventually(lambda: releases(env.core, env.namespace, name) == [(1, "deployed")] or None, 60,
                    "installed by a", logs=churn.tails)
-        churn.edit(name)  # an upgrade by a, taking `delay` seconds
+        churn.objects.patch_namespaced_custom_object(GROUP, VERSION, env.namespace, "packages", name,
+                                                     {"spec": {"values": {"delay": delay, "value": "e1"}}})
         assert churn.acting("upgrade", timeout=60) is a, churn.tails()
         moved = _relabel(churn, name, "b", "after-move")
 

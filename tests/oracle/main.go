@@ -1,5 +1,6 @@
 // Command oracle answers questions from Flux's own library code, so that helmdeck's tests can compare
-// helmdeck's functions with Flux's on generated inputs (tests/oracle.py starts it once per test session).
+// helmdeck's functions with Flux's on generated inputs (tests/flux_oracle.py starts it once per test
+// session). It imports the Flux modules helm-controller v1.6.3 runs (go.mod says which).
 //
 // One JSON request per line on stdin, one JSON answer per line on stdout, in order:
 //
@@ -345,29 +346,50 @@ func helmRelease(raw json.RawMessage) map[string]any {
 		"suspend":                         hr.Spec.Suspend,
 		"dependsOn":                       len(hr.GetDependsOn()),
 		"chartTemplate.reconcileStrategy": reconcileStrategy(&hr),
-		"chartTemplate.interval":          hr.GetTemplateInterval().Seconds(),
+		"chartTemplate.interval":          templateInterval(&hr),
 		"helmChartTemplateReference":      chartTemplateRef(&hr),
 	}}
 }
 
+// crdDefault is the value the API server gives an unset field from the CRD's default (a kubebuilder
+// default marker of api/v2 at v1.6.3, which has no getter for it): what helm-controller reads.
+func crdDefault(value, def string) string {
+	if value == "" {
+		return def
+	}
+	return value
+}
+
+// chartVersion is spec.chart.spec.version (api/v2 HelmChartTemplateSpec.Version, CRD default "*").
 func chartVersion(hr *helmv2.HelmRelease) any {
 	if hr.Spec.Chart == nil {
 		return nil
 	}
-	return hr.Spec.Chart.Spec.GetVersion()
+	return crdDefault(hr.Spec.Chart.Spec.Version, "*")
 }
 
+// reconcileStrategy is spec.chart.spec.reconcileStrategy (CRD default ChartVersion).
 func reconcileStrategy(hr *helmv2.HelmRelease) any {
 	if hr.Spec.Chart == nil {
 		return nil
 	}
-	return hr.Spec.Chart.Spec.GetReconcileStrategy()
+	return crdDefault(hr.Spec.Chart.Spec.ReconcileStrategy, "ChartVersion")
 }
 
+// templateInterval is the HelmChart's interval as internal/reconcile/helmchart_template.go
+// buildHelmChartFromTemplate sets it: HelmChartTemplate.GetInterval(spec.interval).
+func templateInterval(hr *helmv2.HelmRelease) any {
+	if hr.Spec.Chart == nil {
+		return hr.Spec.Interval.Seconds()
+	}
+	return hr.Spec.Chart.GetInterval(hr.Spec.Interval).Seconds()
+}
+
+// chartTemplateRef is the HelmChart helm-controller makes from spec.chart (helmchart_template.go Reconcile:
+// GetHelmChartName in HelmChartTemplate.GetNamespace).
 func chartTemplateRef(hr *helmv2.HelmRelease) any {
-	ref := hr.GetHelmChartTemplateReference()
-	if ref == nil {
+	if hr.Spec.Chart == nil {
 		return nil
 	}
-	return strings.Join([]string{ref.Kind, ref.Namespace, ref.Name}, "/")
+	return strings.Join([]string{"HelmChart", hr.Spec.Chart.GetNamespace(hr.Namespace), hr.GetHelmChartName()}, "/")
 }

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
@@ -22,7 +23,9 @@ from tui.app import HelmdeckApp
 
 pytestmark = pytest.mark.cluster
 
-TEST_DEADLINE = 40  # seconds the chart's failing test Job lives: the test action runs that long
+# Seconds the chart's failing test Job would live: longer than the package's helm timeout, so the test action
+# runs until this test ends it (the Job's activeDeadlineSeconds cut to 1: :func:`_end_test`), whatever the load.
+TEST_DEADLINE = 600
 
 
 def _slow_failing_test_chart(work: Path) -> Path:
@@ -35,6 +38,13 @@ def _slow_failing_test_chart(work: Path) -> Path:
     assert "activeDeadlineSeconds: 2\n" in text
     hook.write_text(text.replace("activeDeadlineSeconds: 2\n", f"activeDeadlineSeconds: {TEST_DEADLINE}\n"))
     return chart
+
+
+def _end_test(env: ControllerEnv, release: str) -> None:
+    """Fail the release's running test Job now: its deadline cut to 1 s (a Job's activeDeadlineSeconds may be
+    changed while it runs), so the Job controller fails it and `helm test` ends."""
+    client.BatchV1Api(env.core.api_client).patch_namespaced_job(
+        f"{release}-test", env.namespace, {"spec": {"activeDeadlineSeconds": 1}})
 
 
 async def test_the_row_and_the_overview_show_the_controllers_started_test_as_running(
@@ -70,7 +80,8 @@ async def test_the_row_and_the_overview_show_the_controllers_started_test_as_run
             await pilot.press("enter")
             await wait_for(lambda: "⟳ test" in overview(), 30, seen=overview)
             # Its end Event (the Job failed at its deadline): nothing runs any more, in the Overview too.
-            await wait_for(lambda: "⟳ test" not in overview() and "Running" not in overview(), TEST_DEADLINE + 60,
+            _end_test(env, "flaky")
+            await wait_for(lambda: "⟳ test" not in overview() and "Running" not in overview(), 60,
                            seen=lambda: (overview(), ctl.text()[-2000:]))
             view = app.client.release(key)
             assert view is not None and view.running is None

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class Shards:
     # ``(key, by)``, ``by`` who asked. None: the book's cancel alone.
     cancel: Callable[[ReleaseKey, str], Awaitable[object]] | None = None
     _held: set[ReleaseKey] = field(default_factory=set)  # releases whose claim this replica holds
+    _fenced: dict[ReleaseKey, tuple[float, float]] = field(default_factory=dict)  # (monotonic, wall) of last fence
     placement: Placement = field(default_factory=Placement)  # as of the last placing
     _placed: bool = False  # placed at least once (the members were listed)
 
@@ -173,6 +175,7 @@ class Shards:
         if ref is None:
             return  # not a Package object's release: nothing to claim it on
         self._placed_here(ref)
+        self._fenced[key] = (time.monotonic(), time.time())  # before the write: a freeze during it counts
         first = key not in self._held
         if first:
             verdict, claimed = await self._write_claim(key, ref, action, timeout)
@@ -183,6 +186,7 @@ class Shards:
             claimed = self.objects.get(_origin(ref)) or {}
             if not await self._swap_own(ref, Claim(self.me, action, time.time(), timeout).to_status()):
                 self._held.discard(key)
+                self._fenced.pop(key, None)
                 raise ClaimRefused(f"the claim on Package {ref[0]}/{ref[1]} is no longer this replica's", 5.0)
         if first and await self.book.reload_status(key, before_acting=True):
             raise ClaimRefused("another replica acted on the release since this one read its status: the pass "
@@ -205,11 +209,13 @@ class Shards:
 
     def recheck(self, key: ReleaseKey) -> None:
         """Right before a helm process is spawned on ``key`` (after :meth:`fence`): raises LeaseLapsed when this
-        replica's membership Lease was not written for half its duration since (as the fence's pause check, a
-        local one): it froze after claiming, and a member that saw it silent may have taken the claim over. The
-        next pass's fence re-checks the Lease and the claim."""
+        replica's membership Lease went unwritten for half its duration at any moment since the fence (as the
+        fence's pause check, a local one): it froze after claiming, and a member that saw it silent may have taken
+        the claim over. A renewal made after the freeze does not clear it (the Lease's thread can renew before the
+        event loop spawns helm: the takeover bench at load 12 caught two replicas' helm upgrades overlapping on
+        one release that way). The next pass's fence re-checks the Lease and the claim."""
         limit = self.membership.duration / 2
-        if key in self._held and self.elector.lapsed(limit):
+        if key in self._held and self.elector.lapsed(limit, since=self._fenced.get(key, (-math.inf, -math.inf))):
             ref = self.ref(key)
             what = f"Package {ref[0]}/{ref[1]}" if ref is not None else f"{key[0]}/{key[1]}"
             raise LeaseLapsed(f"no membership Lease write for over {limit:.0f}s since the claim on {what} (a "
@@ -295,6 +301,7 @@ class Shards:
         if key not in self._held:
             return
         self._held.discard(key)
+        self._fenced.pop(key, None)
         ref = self.ref(key)
         if ref is not None and not await self._still_mine(ref):
             log.warning("%s/%s: the claim was taken over by another replica while this one acted (its membership "

@@ -19,7 +19,8 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from engine.kube import rest
 log = logging.getLogger(__name__)
 
 OnChange = Callable[[str, bool], None]  # (holder identity, this instance leads)
+WRITES_KEPT = 256  # the Lease writes remembered for lapsed(since=...): minutes of them at any renew interval
 
 
 
@@ -79,6 +81,20 @@ def age(when: dt.datetime | str | None) -> float:
     return (_now() - when).total_seconds()
 
 
+def silent_longer(writes: Sequence[float], since: float, now: float, limit: float) -> bool:
+    """Was there a stretch longer than ``limit`` seconds without a write between ``since`` and ``now``? ``writes``:
+    the times of the writes kept, oldest first (one clock, the caller's). Counted from the last write at or
+    before ``since``; True when none is kept from then (nothing proves the Lease was held)."""
+    last = next((w for w in reversed(writes) if w <= since), None)
+    if last is None:
+        return True
+    for when in (*(w for w in writes if w > since), now):
+        if when - last > limit:
+            return True
+        last = max(last, when)
+    return False
+
+
 class LeaseElector:
     """Competes for the Lease ``namespace/name``; reports holder changes through ``on_change``."""
 
@@ -110,6 +126,7 @@ class LeaseElector:
         self._seen: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._seen_at = 0.0
         self._renewed = (0.0, 0.0)  # (monotonic, wall) time of this instance's last write of the Lease
+        self._writes: deque[tuple[float, float]] = deque(maxlen=WRITES_KEPT)  # its recent writes, oldest first
         self._round = asyncio.Lock()  # one election round at a time (the loop's, confirm's)
         # Its own thread: a renewal never waits behind the engine's other blocking calls in the shared pool.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"lease-{name}")
@@ -157,12 +174,18 @@ class LeaseElector:
                 if self.leader and time.monotonic() - self._seen_at > self.duration:
                     self._set(self.holder, False)  # could not renew in time: stop acting
 
-    def lapsed(self, limit: float) -> bool:
+    def lapsed(self, limit: float, since: tuple[float, float] | None = None) -> bool:
         """More than ``limit`` seconds since this instance last wrote the Lease, by the monotonic clock or the
-        wall clock, whichever says more: the process was stopped (SIGSTOP), paused (a long GC) or cut off (a
-        partition), or its machine suspended (the monotonic clock stands still then, the wall clock does not)."""
-        mono, wall = self._renewed
-        return max(time.monotonic() - mono, time.time() - wall) > limit
+        wall clock, whichever says more: the process was stopped (SIGSTOP), paused (a long GC, a machine so loaded
+        it is not scheduled) or cut off (a partition), or its machine suspended (the monotonic clock stands still
+        then, the wall clock does not). With ``since`` (a ``(time.monotonic(), time.time())`` pair): more than
+        ``limit`` seconds without a write at any moment from then to now, so a renewal made after the silence
+        (the Lease's own thread may run first when the process wakes) does not hide it."""
+        now = (time.monotonic(), time.time())
+        if since is None:
+            return max(now[0] - self._renewed[0], now[1] - self._renewed[1]) > limit
+        writes = list(self._writes)  # a copy: the Lease's thread appends meanwhile
+        return any(silent_longer([w[clock] for w in writes], since[clock], now[clock], limit) for clock in (0, 1))
 
     async def confirm(self) -> bool:
         """Run one election round now (renew, or learn the Lease is lost); True when this instance holds it."""
@@ -215,7 +238,7 @@ class LeaseElector:
                     return None  # someone else created it first; next round reads it
                 raise
             self._seen, self._seen_at = (self.identity, ""), time.monotonic()
-            self._renewed = (self._seen_at, time.time())
+            self._wrote(self._seen_at)
             return (self.identity, True)
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
@@ -238,8 +261,12 @@ class LeaseElector:
                 return None
             raise
         self._seen_at = time.monotonic()
-        self._renewed = (self._seen_at, time.time())
+        self._wrote(self._seen_at)
         return (self.identity, True)
+
+    def _wrote(self, mono: float) -> None:
+        self._renewed = (mono, time.time())
+        self._writes.append(self._renewed)
 
     def _release(self) -> None:
         lease = self._read()

@@ -137,8 +137,8 @@ class ValuesObjects:
             if target.secret:
                 texts += _texts({"v": [value for _, value in target.assignments]}, [("v",)])
         self._masker.remember(texts)
-        return (ValuesLayer(composed.values, "spec.valuesFrom", secret_paths=composed.secret_paths,
-                            digest=composed.digest, targets=composed.targets),)
+        return (ValuesLayer(composed.entries, "spec.valuesFrom", secret_paths=composed.secret_paths,
+                            digest=composed.digest),)
 
     def secret_paths(self, key: ReleaseKey) -> tuple[ValuesPath, ...]:
         """The paths of ``key``'s values that came from Secrets (its last resolution; none when unknown)."""

@@ -11,10 +11,10 @@ from engine.base.strvals import (
     MAX_INDEX,
     MAX_PADDING,
     PathError,
-    apply,
     format_path,
     parse_assignments,
     parse_path,
+    set_in_place,
     target_assignments,
 )
 
@@ -52,6 +52,12 @@ def test_parse_path(path: str, segments: tuple[object, ...]) -> None:
 def test_parse_path_refuses(path: str, problem: str) -> None:
     with pytest.raises(PathError, match=problem if problem != "expected '.' or '['" else "expected"):
         parse_path(path)
+
+
+def apply(values: dict[str, Any], assignments: list[Any]) -> dict[str, Any]:
+    """``values`` with ``assignments`` set (in place: the same dict)."""
+    set_in_place(values, assignments)
+    return values
 
 
 def target(path: str, value: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -110,10 +116,15 @@ def test_target_values_helm_refuses(value: str, problem: str) -> None:
 
 
 def test_setting_goes_as_helms_parser() -> None:
-    values = {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}, "s"]}
-    out = apply(values, parse_assignments("a.b.c=v,l[2].name=n,l[1].k=2"))
-    assert out == {"a": {"keep": 1, "b": {"old": True, "c": "v"}}, "l": [{"x": 1}, {"k": 2}, {"name": "n"}]}
-    assert values == {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}, "s"]}  # copied along the path
+    values: dict[str, Any] = {"a": {"keep": 1, "b": {"old": True}}, "l": [{"x": 1}, "s"], "m": [0, 1]}
+    shared_b, shared_l, shared_m = values["a"]["b"], values["l"], values["m"]
+    out = apply(values, parse_assignments("a.b.c=v,l[2].name=n,l[1].k=2,m[0]=9"))
+    assert out == {"a": {"keep": 1, "b": {"old": True, "c": "v"}}, "l": [{"x": 1}, {"k": 2}, {"name": "n"}],
+                   "m": [9, 1]}
+    # In place, as Go's maps and slices: a map along the path and a list set within its length are changed where
+    # they are (whoever shares them sees it); a list grown past its end is a new one (helm's setIndex copies).
+    assert shared_b == {"old": True, "c": "v"} and shared_m == [9, 1] and out["m"] is shared_m
+    assert shared_l == [{"x": 1}, "s"] and out["l"] is not shared_l
     assert apply({"a": {"b": {"deep": 1}}}, parse_assignments("a.b=flat")) == {"a": {"b": "flat"}}
     assert apply({"l": [None]}, parse_assignments("l[0][1]=x")) == {"l": [[None, "x"]]}
 

@@ -227,8 +227,9 @@ def test_a_helm_releases_values_compose_in_fluxs_order(tmp_path: Path) -> None:
     write(tmp_path, REPO, text)
     [web] = load_folder(tmp_path).specs
     assert [(r.kind, r.name) for r in web.values_from] == [("ConfigMap", "base"), ("Secret", "prod")]
-    layers = [ValuesLayer({"replicas": 1, "image": {"repo": "nginx", "tag": "base"}, "port": 80}, "ConfigMap/base"),
-              ValuesLayer({"image": {"tag": "prod"}, "port": 8080, "token": "s3cret"}, "Secret/prod", secret=True)]
+    layers = [ValuesLayer(({"replicas": 1, "image": {"repo": "nginx", "tag": "base"}, "port": 80},), "ConfigMap/base"),
+              ValuesLayer(({"image": {"tag": "prod"}, "port": 8080, "token": "s3cret"},), "Secret/prod",
+                          secret=True)]
     values, secret_paths = compose_values(web, [], layers)
     assert values == {"replicas": 2, "image": {"repo": "nginx", "tag": "inline"}, "port": 8080, "token": "s3cret"}
     assert ("token",) in secret_paths

@@ -1,6 +1,7 @@
 """Differential tests: helmdeck's functions against Flux's own code, on inputs hypothesis generates.
 
-The oracle (tests/oracle/main.go, :mod:`tests.flux_oracle`) runs Flux's modules: fluxcd/pkg/chartutil
+The oracle (tests/oracle/main.go, :mod:`tests.flux_oracle`) runs Flux's modules at the versions helm-controller
+v1.6.3 runs (tests/oracle/go.mod): fluxcd/pkg/chartutil
 ``ChartValuesFromReferences`` over controller-runtime's fake client, fluxcd/pkg/version ``ParseVersion`` with
 source-controller's choice of a version, fluxcd/pkg/kustomize ``SubstituteVariables``, and the getters of
 helm-controller/api/v2. Each test feeds the same generated input to helmdeck's function and to the oracle and
@@ -116,7 +117,7 @@ def helmdeck_values(refs: list[ValuesReference], objects: dict[tuple[str, str], 
                                              None if d is None else {k: v.encode() for k, v in d.items()})
             for (kind, name), d in objects.items()}
     got = compose(spec, data)
-    merged, _ = compose_values(spec, [], [ValuesLayer(got.values, "spec.valuesFrom", targets=got.targets)])
+    merged, _ = compose_values(spec, [], [ValuesLayer(got.entries, "spec.valuesFrom")])
     return merged
 
 
@@ -148,9 +149,10 @@ BATCH = 4  # inputs per example, asked in one write: the oracle's round trips an
 @_settings(2000 // BATCH)
 @given(st.lists(compositions(), min_size=BATCH, max_size=BATCH))
 def test_values_compose_as_chart_values_from_references(flux_oracle_process: Oracle, cases: list[Any]) -> None:
-    """fluxcd/pkg/chartutil values.go ChartValuesFromReferences: references in order, each merged over the
-    ones before (MergeMaps), then spec.values, then every targetPath value (ReplacePathValue, or with literal
-    ReplacePathLiteralValue) in order."""
+    """fluxcd/pkg/chartutil v1.27.1 values.go ChartValuesFromReferences (helm-controller v1.6.3's): references in
+    order, each merged over the ones before (MergeMaps), one with targetPath after merging spec.values over the
+    result and setting its value there in place (ReplacePathValue, or with literal ReplacePathLiteralValue), then
+    spec.values once more; the maps and lists shared by the merges, as Go's are."""
     for case, answer in zip(cases, flux_oracle_process.ask_many([_values_request(*c) for c in cases]), strict=True):
         _compare_values(case, answer)
 

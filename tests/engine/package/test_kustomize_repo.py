@@ -27,6 +27,7 @@ from testkit.chart_sources import ChartRepoServer, package_chart, publish_http, 
 from tests.cli.test_cli import helmdeck
 from tests.conftest import run_helm
 from tests.engine.runtime.test_folder import Watching
+from tests.flux_oracle import Oracle
 from tests.tui.test_app_pilot_actions import install_crd
 
 pytestmark = pytest.mark.cluster
@@ -245,33 +246,16 @@ spec:
             "read (Not Found, 404) (create it, or mark the entry optional: true)") in failed.stdout + failed.stderr
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
-    return out
-
-
-def flux_values(release: dict[str, Any], config_maps: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """The values Flux's helm-controller gives a HelmRelease, written from its docs ("Values references"):
-    the valuesFrom entries merged in the order given (``valuesKey`` default ``values.yaml``; an entry with
-    ``targetPath`` sets its value at that path, as helm's ``--set``; a missing optional one skipped), then
-    ``spec.values`` over them. (The chart's own values are helm's to merge under these.)"""
-    result: dict[str, Any] = {}
-    for ref in release["spec"].get("valuesFrom", []):
-        data, key = config_maps.get(ref["name"]), ref.get("valuesKey", "values.yaml")
-        if data is None or key not in data:
-            assert ref.get("optional")
-            continue
-        if ref.get("targetPath"):
-            *parents, leaf = ref["targetPath"].split(".")
-            node = result
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = yaml.safe_load(data[key])  # a plain number or word, typed as --set types it
-        else:
-            result = _merge(result, yaml.safe_load(data[key]))
-    return _merge(result, release["spec"].get("values") or {})
+def flux_values(oracle: Oracle, release: dict[str, Any], config_maps: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The values Flux's helm-controller v1.6.3 gives a HelmRelease: its fluxcd/pkg/chartutil values.go
+    ChartValuesFromReferences run by the oracle over ``config_maps`` (name -> data). (The chart's own values are
+    helm's to merge under these.)"""
+    answer = oracle.ask({"op": "values", "namespace": release["metadata"]["namespace"],
+                         "values": release["spec"].get("values") or {}, "refs": release["spec"].get("valuesFrom", []),
+                         "objects": [{"kind": "ConfigMap", "name": n, "data": d} for n, d in config_maps.items()]})
+    assert "error" not in answer, answer
+    values: dict[str, Any] = answer["values"]
+    return values
 
 
 def flux_build(path: Path, variables: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -289,9 +273,10 @@ def objects_by_ref(manifest: str) -> dict[tuple[str, str], Any]:
     return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(manifest) if d}
 
 
+@pytest.mark.binaries("oracle")
 def test_helmdeck_composes_and_renders_as_flux_would(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path, flux_repo: tuple[Path, list[str]],
-    core_api: client.CoreV1Api,
+    core_api: client.CoreV1Api, flux_oracle_process: Oracle,
 ) -> None:
     """For each overlay: helmdeck's values (as deployed) equal the values Flux would compose, and its manifest
     equals ``helm template`` of the same chart with those values plus Flux's origin labels on every object."""
@@ -313,7 +298,7 @@ def test_helmdeck_composes_and_renders_as_flux_would(
             done = helmdeck("reconcile", "--once", "--no-lease", *args)
             assert done.returncode == 0, done.stdout + done.stderr
             for name, release in flux_build(path, variables).items():
-                values = flux_values(release, config_maps)
+                values = flux_values(flux_oracle_process, release, config_maps)
                 deployed = json.loads(run_helm(helm, "get", "values", name, "-n", ns, "-o", "json"))
                 assert deployed == values, (cluster, name)
                 if name == "web":

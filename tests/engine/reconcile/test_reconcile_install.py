@@ -73,6 +73,24 @@ async def test_a_cancelled_install_counts_a_failure_unless_cancelled_by_handover
         assert next_action(req, flux_state(req, latest), latest) == "upgrade"
 
 
+async def test_an_install_whose_claim_lapses_on_the_way_to_helm_is_refused_at_the_spawn() -> None:
+    # The takeover bench at load 12: the recheck passed, then the process froze on its way to spawning helm.
+    ctx, helm, events = offline_context()
+    asked: list[tuple[str, str]] = []
+
+    def lapses_after_the_first_ask(key: tuple[str, str]) -> None:
+        asked.append(key)
+        if len(asked) > 1:
+            raise RuntimeError("the membership Lease lapsed since the claim")
+
+    ctx.recheck = lapses_after_the_first_ask
+    req = request()
+    with pytest.raises(RuntimeError, match="lapsed"):
+        await Install(ctx).reconcile(req)
+    assert helm.calls == [] and len(asked) == 2
+    assert [e[1] for e in events] == ["started", "cancelled"]
+
+
 async def test_an_install_refused_right_before_helm_runs_ends_its_start_and_runs_nothing() -> None:
     ctx, helm, events = offline_context()
 

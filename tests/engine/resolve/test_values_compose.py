@@ -79,19 +79,19 @@ def test_composes_in_order_with_target_paths_and_remembers_secret_paths(tmp_path
     assert got.values == {"a": {"x": 1, "z": 2}, "replicas": 1, "db": {"user": "u", "password": "hunter22"}}
     assert [t.assignments for t in got.targets] == [((("api", "tokens", 1), "tok-123"),), ((("replicas",), 3),)]
     assert got.secret_paths == (("a", "z"), ("db", "user"), ("db", "password"), ("api", "tokens", 1))
-    # Through resolve: after valuesFiles, before inline values (which win), except targetPath values: set
-    # last, over inline values too (Flux's "target path precedence over all").
-    layer = ValuesLayer(got.values, "spec.valuesFrom", secret_paths=got.secret_paths, digest=got.digest,
-                        targets=got.targets)
+    # Through resolve: after valuesFiles, before inline values, which win over a targetPath value at their own
+    # top-level key too (fluxcd/pkg/chartutil v1.27.1 values.go ChartValuesFromReferences, as helm-controller
+    # v1.6.3 runs it: spec.values merged again at each targetPath entry and at the end; the oracle agrees).
+    layer = ValuesLayer(got.entries, "spec.valuesFrom", secret_paths=got.secret_paths, digest=got.digest)
     resolved = ResolveCache().resolve(spec, lambda s: [layer])
-    assert resolved.values["replicas"] == 3 and resolved.values["db"]["password"] == "hunter22"
+    assert resolved.values["replicas"] == 9 and resolved.values["db"]["password"] == "hunter22"
     assert resolved.values["api"] == {"tokens": [None, "tok-123"]}
     assert resolved.secret_paths == got.secret_paths
     again = compose(spec, objects(spec, base={"values.yaml": b"a: {x: 1, z: 1}\nreplicas: 1\n"},
                                   creds={"values.yaml": b"a: {z: 2}\ndb: {user: u, password: other}\n"},
                                   token={"t": b"tok-123"}, replicas={"n": b"3"}, gone=None))
     assert again.digest != got.digest
-    changed = ResolveCache().resolve(spec, lambda s: [ValuesLayer(again.values, "v", digest=again.digest)])
+    changed = ResolveCache().resolve(spec, lambda s: [ValuesLayer(again.entries, "v", digest=again.digest)])
     assert changed.spec_digest != resolved.spec_digest
 
 
@@ -208,8 +208,10 @@ def test_every_remembered_secret_stays_masked_and_scrubbing_stays_fast() -> None
     assert elapsed < 5.0, f"scrub must not try every secret at each position ({elapsed:.1f} s)"
 
 
-def test_target_path_values_win_over_inline_values_and_are_parsed_as_flux(tmp_path: Path) -> None:
-    # Flux's "target path precedence over all": the list item set by targetPath survives the inline list.
+def test_target_path_values_inside_inline_values_stay_and_are_parsed_as_flux(tmp_path: Path) -> None:
+    # Flux's own case "target path precedence over all" (fluxcd/pkg chartutil v1.27.1 values_test.go): the list
+    # item set by targetPath survives the inline list, since helm's --set parser sets it in the very list the
+    # inline values hold (ChartValuesFromReferences merges them first, sharing it; the oracle agrees).
     spec = load_package(write(tmp_path, "    - {kind: Secret, name: key, valuesKey: k,"
                                         " targetPath: 'nested.configuration[0]'}\n"
                                         "    - {kind: ConfigMap, name: values}\n"
@@ -217,8 +219,7 @@ def test_target_path_values_win_over_inline_values_and_are_parsed_as_flux(tmp_pa
                               values="{nested: {configuration: [list, item, option]}}"))
     got = compose(spec, objects(spec, key={"k": b"value"}, flags={"f": b"{a\\,b,on}"},
                                 values={"values.yaml": b"flat: value\nnested: {configuration: [one, two, three]}\n"}))
-    resolved = ResolveCache().resolve(spec, lambda s: [ValuesLayer(got.values, "v", digest=got.digest,
-                                                                    targets=got.targets)])
+    resolved = ResolveCache().resolve(spec, lambda s: [ValuesLayer(got.entries, "v", digest=got.digest)])
     assert resolved.values["nested"] == {"configuration": ["value", "item", "option"]}
     assert resolved.values["flat"] == "value" and resolved.values["flags"] == ["a,b", "on"]
     with pytest.raises(ValuesError, match="Secret demo/key key 'k' is not a value") as err:
@@ -229,8 +230,7 @@ def test_target_path_values_win_over_inline_values_and_are_parsed_as_flux(tmp_pa
     through = compose(spec, objects(spec, key={"k": b"1"}, flags={"f": b"1,flat.x=2"},
                                     values={"values.yaml": b"flat: value\n"}))
     with pytest.raises(ValuesError, match="flat holds a str, not a map") as err:
-        ResolveCache().resolve(spec, lambda s: [ValuesLayer(through.values, "v", digest=through.digest,
-                                                            targets=through.targets)])
+        ResolveCache().resolve(spec, lambda s: [ValuesLayer(through.entries, "v", digest=through.digest)])
     assert err.value.field == "spec.valuesFrom[2]"
 
 

@@ -262,7 +262,7 @@ async def test_optional_ignores_not_found_only_a_refused_read_still_fails(
         sources = ValuesObjects(api_client(target), ReleaseBook(Observer(None)), Masker())
         await sources.fetch(spec)
         if problem is None:
-            assert sources.layers(spec)[0].values == {}  # NotFound, optional: skipped
+            assert sources.layers(spec)[0].entries == ()  # NotFound, optional: skipped
         else:
             with pytest.raises(ValuesError, match=problem.replace("(", r"\(").replace(")", r"\)")):
                 sources.layers(spec)
