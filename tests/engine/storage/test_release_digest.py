@@ -98,17 +98,19 @@ def test_a_test_hook_is_left_out_and_an_empty_list_is_null(flux_oracle_process: 
 def test_digest_of_records_helm_wrote_is_helm_controllers(
     any_helm: Helm, namespace: str, core_api: client.CoreV1Api, tmp_path: Path, flux_oracle_process: Oracle,
 ) -> None:
-    """Records helm 4 and helm 3 wrote (helm 3 stores unset times as ``""``): an install and an upgrade of a chart
-    with a weighted hook, a test hook, notes, chart annotations and maintainers, unicode and ``<>&`` in values; each
-    revision's digest, as helmdeck reads the record (:func:`observation_from_release`, the snapshot made of it), is
-    the oracle's."""
+    """Records helm 4 and helm 3 wrote (helm 3 stores unset times as ``""``; helm 4.3 a rollback's
+    ``info.rollback_revision``, which helm 4.2's Info, the one helm-controller v1.6.3 decodes with, drops): an
+    install, an upgrade and a rollback of a chart with a weighted hook, a test hook, notes, chart annotations and
+    maintainers, unicode and ``<>&`` in values; each revision's digest, as helmdeck reads the record
+    (:func:`observation_from_release`, the snapshot made of it), is the oracle's."""
     chart = shutil.copytree(CHART, tmp_path / "digest")
     run_helm(any_helm, "install", "rel", str(chart), "-n", namespace, "--set", "message=first <one> & é",
              "--set-json", 'extra={"n":1.5,"big":1e21,"list":[true,null,"🚀"]}')
     run_helm(any_helm, "upgrade", "rel", str(chart), "-n", namespace, "--set", "message=second\u2028line")
+    run_helm(any_helm, "rollback", "rel", "1", "-n", namespace)
     secrets = core_api.list_namespaced_secret(namespace, label_selector="owner=helm,name=rel").items
     releases = [decode_payload(base64.b64decode((s.data or {})["release"])) for s in secrets]
-    assert sorted(r["version"] for r in releases) == [1, 2]
+    assert sorted(r["version"] for r in releases) == [1, 2, 3]
     _compare(flux_oracle_process, releases)
     for rel in releases:
         obs = observation_from_release(rel)
