@@ -24,7 +24,7 @@ from localcluster.build import Component
 
 SOURCE = Path(__file__).resolve().parent / "oracle"
 TOOLCHAIN = "go1.26.8"  # the machine's Go; helm-controller v1.6.3 and the modules it pins say go 1.26.0
-_FILES = ("main.go", "go.mod", "go.sum")
+_FILES = ("main.go", "observation.go", "go.mod", "go.sum")
 
 
 def _digest() -> str:

@@ -137,6 +137,7 @@ PACKAGE_SPEC: tuple[Field, ...] = (
 
 # A Package's status, in Flux's HelmRelease shape (helm.toolkit.fluxcd.io/v2), written by `helmdeck controller`.
 SNAPSHOT = (  # one entry of status.history: a release revision (engine.storage.snapshot)
+    Field("apiVersion", "string", "v2 when digest is Flux's (a snapshot helmdeck made before has none)"),
     Field("name", "string", "the release's name"),
     Field("namespace", "string", "the release's namespace"),
     Field("version", "integer", "the release revision"),
@@ -144,9 +145,10 @@ SNAPSHOT = (  # one entry of status.history: a release revision (engine.storage.
     Field("chart", "string", "chart@version, as the app's CHART column"),
     Field("chartName", "string"), Field("chartVersion", "string"), Field("appVersion", "string"),
     Field("configDigest", "string", "digest of the values, as Flux's (chartutil DigestValues)"),
-    Field("digest", "string", "helmdeck's digest of the release (docs/storage.md)"),
+    Field("digest", "string", "digest of the release in storage, as Flux's (helm-controller's Observation)"),
     Field("firstDeployed", "string", "RFC 3339"), Field("lastDeployed", "string", "RFC 3339"),
     Field("deleted", "string", "RFC 3339"),
+    Field("testHooks", "free", "once tests ran: each test hook's lastStarted, lastCompleted, phase, as Flux's"),
 )
 PACKAGE_STATUS: tuple[Field, ...] = (
     Field("observedGeneration", "integer", "the generation last handled"),

@@ -212,7 +212,7 @@ def determine_state(
     if latest.status in PENDING_STATUSES:
         return ReleaseState(LOCKED, f"release revision {latest.version} is {latest.status}")
     ours = req.status.history.latest()
-    if (ours is None or Snapshot.from_observation(latest).digest != ours.digest) and \
+    if (ours is None or not ours.verifies(latest)) and \
             made_from_request(req, latest, ours):
         held = _held_state(req, latest, Snapshot.from_observation(latest), drift)
         return dataclasses.replace(held, record=True, reason=f"{held.reason} (revision {latest.version}, made from "
@@ -221,7 +221,7 @@ def determine_state(
         if latest.status == "uninstalled":
             return ReleaseState(ABSENT, "found an uninstalled release in storage")
         return ReleaseState(UNMANAGED, "found a release in storage that helmdeck did not make")
-    if Snapshot.from_observation(latest).digest != ours.digest:
+    if not ours.verifies(latest):
         return ReleaseState(UNMANAGED, f"release revision {latest.version} changed outside helmdeck "
                                        "(it does not match the last snapshot)")
     return _held_state(req, latest, ours, drift)

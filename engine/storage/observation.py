@@ -7,7 +7,7 @@ manifest body and the chart's files and default values are not kept (only a
 digest of the manifest); :meth:`engine.storage.observer.Observer.load_release`
 reads them on demand.
 
-The digest of an observation is defined byte-for-byte in docs/storage.md.
+Its digest is Flux's (helm-controller's ``Digest(ObserveRelease(rls))``, docs/storage.md).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from engine.storage.codec import (
     UnknownStatusError,
     validate_release_name,
 )
+from engine.storage.release_digest import release_digest
 from engine.storage.values_digest import digest_values
 
 __all__ = [
@@ -77,16 +78,6 @@ class Hook:
         """True for ``helm test`` hooks (event ``test``, or Helm 2's ``test-success``)."""
         return bool(_TEST_EVENTS.intersection(self.events))
 
-    def digest_doc(self) -> dict[str, Any]:
-        """This hook in the observation digest document (docs/storage.md); test hooks without their run."""
-        doc: dict[str, Any] = {
-            "name": self.name, "kind": self.kind, "path": self.path, "events": list(self.events),
-            "weight": self.weight, "delete_policies": list(self.delete_policies),
-        }
-        if not self.is_test:
-            doc["last_run"] = {"phase": self.phase, "started_at": self.started_at, "completed_at": self.completed_at}
-        return doc
-
 
 @dataclass(frozen=True)
 class Observation:
@@ -125,11 +116,14 @@ class Observation:
     resource_version: str = field(default="", compare=False)
     # "namespace/name" of the Flux HelmRelease whose labels the manifest's objects carry ("" if none).
     # Compared, though derived from the manifest: a view differing only in its owner is a change the
-    # app shows (OWNER, Overview). Not in digest_doc: the manifest digest there covers it.
+    # app shows (OWNER, Overview).
     flux_owner: str = ""
     # How helm applied the revision's objects: "ssa" (server-side apply, helm 4's default), "csa", or "" (helm 3:
     # client-side). helm 4's and Flux's upgrade with server-side "auto" take the last revision's.
     apply_method: str = ""
+    # Flux's digest of the stored release (engine.storage.release_digest), made when the record is read: it
+    # covers what this copy does not keep (the manifest, hooks' manifests, all chart metadata).
+    digest: str = ""
 
     @property
     def release_key(self) -> tuple[str, str]:
@@ -172,42 +166,6 @@ class Observation:
         """``sha256:<hex>`` of the user values as Flux's helm-controller records a snapshot's ``configDigest``
         (fluxcd/pkg/chartutil ``DigestValues``: :func:`engine.storage.values_digest.digest_values`)."""
         return digest_values(json.loads(self.config_json))
-
-    def digest_doc(self) -> dict[str, Any]:
-        """The document whose canonical JSON :attr:`digest` hashes (docs/storage.md)."""
-        return {
-            "name": self.name,
-            "namespace": self.namespace,
-            "version": self.version,
-            "info": {
-                "status": self.status,
-                "first_deployed": self.first_deployed,
-                "last_deployed": self.last_deployed,
-                "deleted": self.deleted,
-                "description": self.description,
-                "notes": self.notes,
-            },
-            "chart": {
-                "name": self.chart_name,
-                "version": self.chart_version,
-                "app_version": self.app_version,
-                "description": self.chart_description,
-                "kube_version": self.kube_version,
-            },
-            "config": json.loads(self.config_json),
-            "manifest_digest": self.manifest_digest,
-            "hooks": [h.digest_doc() for h in self.hooks],
-            "labels": dict(self.labels),
-        }
-
-    @cached_property
-    def digest(self) -> str:
-        """``sha256:<hex>`` over the canonical JSON of :meth:`digest_doc`.
-
-        Test hooks are included without their last run, so running
-        ``helm test`` does not change the digest.
-        """
-        return "sha256:" + sha256_hex(canonical_json(self.digest_doc()))
 
 
 class _Fields:
@@ -352,6 +310,7 @@ def observation_from_release(
         flux_owner=flux_owner_of(manifest),
         apply_method=read.string(release.get("apply_method"), "apply_method"),
         hooks=_hooks(read, release.get("hooks")),
+        digest=release_digest(release),
         labels=tuple(sorted((labels or {}).items())),
         storage_key=storage_key,
         resource_version=resource_version,

@@ -17,6 +17,8 @@ from typing import Any, overload
 from engine.storage.observation import ROLLBACK_TARGETS, Observation
 
 HISTORY_FORMAT = 1
+# Flux's v2.CurrentSnapshotAPIVersion (api/v2 snapshot_types.go): a snapshot whose digest is Flux's.
+SNAPSHOT_API_VERSION = "v2"
 
 
 class HistoryFormatError(ValueError):
@@ -39,9 +41,10 @@ class TestHookRun:
 class Snapshot:
     """One observed release revision, as the engine's history keeps it.
 
-    ``digest`` is :attr:`Observation.digest` (it ignores test-hook runs);
+    ``digest`` is :attr:`Observation.digest` (Flux's: it ignores test hooks);
     ``config_digest`` is :attr:`Observation.config_digest`. Times are RFC
-    3339 strings or ``""``.
+    3339 strings or ``""``. ``api_version`` is :data:`SNAPSHOT_API_VERSION` for a snapshot made now, ``""``
+    for one persisted before helmdeck's digest was Flux's (its digest is not compared: :meth:`verifies`).
     """
 
     digest: str
@@ -57,12 +60,14 @@ class Snapshot:
     last_deployed: str = ""
     deleted: str = ""
     test_hooks: tuple[TestHookRun, ...] = ()
+    api_version: str = ""
 
     @classmethod
     def from_observation(cls, obs: Observation) -> Snapshot:
         """The snapshot of ``obs``, test hooks with their last run."""
         return cls(
-            digest=obs.digest, name=obs.name, namespace=obs.namespace, version=obs.version,
+            api_version=SNAPSHOT_API_VERSION, digest=obs.digest, name=obs.name, namespace=obs.namespace,
+            version=obs.version,
             status=obs.status, chart_name=obs.chart_name, chart_version=obs.chart_version,
             app_version=obs.app_version, config_digest=obs.config_digest,
             first_deployed=obs.first_deployed, last_deployed=obs.last_deployed, deleted=obs.deleted,
@@ -70,6 +75,14 @@ class Snapshot:
                 TestHookRun(h.name, h.phase, h.started_at, h.completed_at) for h in obs.test_hooks
             ),
         )
+
+    def verifies(self, obs: Observation) -> bool:
+        """Is ``obs`` the stored revision this snapshot recorded, unchanged: the same name, namespace and version
+        and the same digest, as Flux's internal/action/verify.go ``VerifySnapshot``/``VerifyReleaseObject``
+        decide. A snapshot of an older ``api_version`` is not compared by digest (Flux's migration rule): the
+        revision's name, namespace and version decide alone, until an action records it again."""
+        return (obs.name, obs.namespace, obs.version) == (self.name, self.namespace, self.version) and (
+            self.api_version != SNAPSHOT_API_VERSION or obs.digest == self.digest)
 
     def has_been_tested(self) -> bool:
         """True when any test hook has run on this revision."""
@@ -123,8 +136,8 @@ class Snapshot:
 # What Snapshot.from_dict reads, with each field's type and its value when absent (once: a start reads one
 # status per release).
 _SNAPSHOT_FIELDS: tuple[tuple[str, type, str | None], ...] = tuple(
-    (f.name, int if f.name == "version" else str, "" if f.name in ("first_deployed", "last_deployed", "deleted")
-     else None)
+    (f.name, int if f.name == "version" else str,
+     "" if f.name in ("first_deployed", "last_deployed", "deleted", "api_version") else None)
     for f in fields(Snapshot) if f.name != "test_hooks")
 
 

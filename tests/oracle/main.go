@@ -137,6 +137,8 @@ func handle(req request) (answer map[string]any) {
 		return substitute(req)
 	case "helmRelease":
 		return helmRelease(req.Object)
+	case "observe":
+		return observe(req.Object) // observation.go
 	}
 	return map[string]any{"error": fmt.Sprintf("unknown op %q", req.Op)}
 }

@@ -44,6 +44,8 @@ from engine.runtime.state import (
     ReleaseKey,
     ReleaseUpdated,
 )
+from engine.storage.helmtime import helm_time
+from engine.storage.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,17 @@ _OTHER_REASONS = {("correct-drift", "succeeded"): cond.DRIFT_CORRECTED, ("unlock
 def rfc3339(seconds: float) -> str:
     """``2026-12-01T10:00:00Z`` (Kubernetes' time format, seconds precision)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def flux_test_hooks(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
+    """A snapshot's ``testHooks`` as helm-controller writes them once tests ran (internal/release/observation.go
+    ``TestHooksFromRelease``; api/v2 ``TestHookStatus``): by hook name, ``lastStarted``/``lastCompleted`` as
+    ``metav1.Time`` (seconds, UTC; ``null`` when unset), ``phase`` when set."""
+    def when(value: str) -> str | None:
+        seconds = helm_time(value)
+        return rfc3339(seconds) if seconds is not None else None
+    return {h.name: {"lastStarted": when(h.started_at), "lastCompleted": when(h.completed_at),
+                     **({"phase": h.phase} if h.phase else {})} for h in snapshot.test_hooks}
 
 
 def event_reason(entry: LogEntry) -> str | None:
@@ -117,11 +130,13 @@ def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
         "lastAttemptedRevision": status.last_attempted_chart_version,
         "lastAppliedRevision": applied,
         "lastAttemptedReleaseAction": status.last_attempted_release_action,
-        "history": [{"name": s.name, "namespace": s.namespace, "version": s.version, "status": s.status,
+        "history": [{**({"apiVersion": s.api_version} if s.api_version else {}),  # omitempty, as Flux's
+                     "name": s.name, "namespace": s.namespace, "version": s.version, "status": s.status,
                      "chart": f"{s.chart_name}@{s.chart_version}", "chartName": s.chart_name,
                      "chartVersion": s.chart_version, "appVersion": s.app_version,
                      "configDigest": s.config_digest, "digest": s.digest, "firstDeployed": s.first_deployed,
-                     "lastDeployed": s.last_deployed, "deleted": s.deleted} for s in history],
+                     "lastDeployed": s.last_deployed, "deleted": s.deleted,
+                     **({"testHooks": flux_test_hooks(s)} if s.has_been_tested() else {})} for s in history],
         "failures": status.failures.total,
         "installFailures": status.failures.install,
         "upgradeFailures": status.failures.upgrade,

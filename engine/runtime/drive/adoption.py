@@ -72,9 +72,8 @@ class Adoption:
         except (StorageWriteError, ApiException) as exc:  # retried on the next pass
             self._book.log(req.key, "reconcile", "failed", f"relabelling the release for its package set: {exc}")
             return
-        ours = {snap.version: snap.digest for snap in req.status.history}
         after = {new.version: seen.observed.get(new.version, new) for old, new in changed
-                 if ours.get(old.version) == old.digest}
+                 if any(snap.verifies(old) for snap in req.status.history)}
         record(req, after)
         self._book.log(req.key, "reconcile", "info",
                        f"adopted: {len(changed)} storage record(s) relabelled from package set {label!r} "

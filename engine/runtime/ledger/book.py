@@ -52,7 +52,6 @@ from engine.storage.helmtime import helm_time
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer
 from engine.storage.records import ListedRevision
-from engine.storage.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -246,8 +245,7 @@ class ReleaseBook:
         status = self._statuses.get(key)
         if status is None:
             return False
-        digest = Snapshot.from_observation(obs).digest
-        return any(s.digest == digest for s in status.history.snapshots)
+        return any(s.verifies(obs) for s in status.history.snapshots)
 
     # -- writing -------------------------------------------------------------------
     def set_packages(self, specs: Mapping[ReleaseKey, PackageSpec]) -> None:
@@ -654,7 +652,7 @@ class ReleaseBook:
         if latest is None or key[0] in blind or None in blind:
             return None
         stored = self.observer.history(*key)
-        if any(obs.version == latest.version and obs.digest == latest.digest for obs in stored):
+        if any(latest.verifies(obs) for obs in stored):
             return None
         last = status.last
         if not stored:
@@ -700,8 +698,7 @@ class ReleaseBook:
             latest = self.observer.latest(*key) or latest
         if self.ours(key, latest):
             return False
-        digest = Snapshot.from_observation(latest).digest
-        if stored is None or not any(s.digest == digest for s in stored.history.snapshots):
+        if stored is None or not any(s.verifies(latest) for s in stored.history.snapshots):
             return False
         self.set_status(key, stored, state=None)
         return True

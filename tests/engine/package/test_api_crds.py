@@ -156,9 +156,15 @@ def test_the_api_server_serves_packages_with_printer_columns(
         "conditions": [{"type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
                         "message": "Helm upgrade succeeded for release x/web.v2 with chart web@0.2.1",
                         "lastTransitionTime": "2026-12-01T10:00:00Z", "observedGeneration": 1}],
-        "history": [{"name": "web", "namespace": namespace, "version": 2, "status": "deployed",
-                     "chart": "web@0.2.1", "chartName": "web", "chartVersion": "0.2.1"}]}}
-    objects.patch_namespaced_custom_object_status("helmdeck.dev", "v1alpha1", namespace, "packages", "web", status)
+        "history": [{"apiVersion": "v2", "digest": "sha256:" + "1" * 64, "name": "web", "namespace": namespace,
+                     "version": 2, "status": "deployed", "chart": "web@0.2.1", "chartName": "web",
+                     "chartVersion": "0.2.1", "testHooks": {"web-test": {"lastStarted": "2026-12-01T10:00:00Z",
+                                                                         "lastCompleted": None,
+                                                                         "phase": "Running"}}}]}}
+    patched: Any = objects.patch_namespaced_custom_object_status("helmdeck.dev", "v1alpha1", namespace, "packages",
+                                                                 "web", status)
+    kept = patched["status"]["history"][0]  # Flux's snapshot fields are in the schema, not pruned
+    assert (kept["apiVersion"], kept["testHooks"]["web-test"]["phase"]) == ("v2", "Running")
     table = get_json(api, f"/apis/helmdeck.dev/v1alpha1/namespaces/{namespace}/packages", accept=TABLE)
     assert table["kind"] == "Table"
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age", "Ready", "Status", "Revision", "Chart"]

@@ -31,6 +31,23 @@ def test_snapshot_from_observation_keeps_digests_and_test_runs() -> None:
     assert s.has_been_tested() and s.has_test_in_phase("Succeeded") and not s.has_test_in_phase("Failed")
 
 
+def test_snapshot_verifies_its_revision_by_fluxs_digest() -> None:
+    """Flux's internal/action/verify.go ``VerifyReleaseObject``: a snapshot of ``apiVersion`` v2 verifies the stored
+    revision whose digest it recorded; the same revision changed (another status) does not verify, nor does another
+    revision. A snapshot persisted before (no ``apiVersion``, helmdeck's older digest) is not compared by digest:
+    name, namespace and version decide, as Flux's migration from older snapshots."""
+    obs = observation_from_release(release(version=4))
+    s = Snapshot.from_observation(obs)
+    assert s.api_version == "v2" and s.verifies(obs)
+    changed = observation_from_release(release(version=4, status="superseded"))
+    assert not s.verifies(changed)
+    assert not s.verifies(observation_from_release(release(version=5)))
+    legacy = Snapshot.from_dict({k: v for k, v in s.to_dict().items() if k != "api_version"} | {"digest": "sha256:x"})
+    assert legacy.api_version == "" and legacy.verifies(obs) and legacy.verifies(changed)
+    assert not legacy.verifies(observation_from_release(release(version=5)))
+    assert Snapshot.from_dict(s.to_dict()) == s
+
+
 def test_untested_snapshot() -> None:
     rel = release()
     rel["hooks"][0]["last_run"] = {"phase": "", "started_at": "", "completed_at": ""}

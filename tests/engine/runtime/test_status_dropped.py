@@ -94,3 +94,15 @@ async def test_a_status_whose_revision_is_stored_as_it_was_is_taken() -> None:
     status = stalled("install")
     book = await load(status, record(1, "failed", {"a": "1"}))
     assert book.status(KEY) == status and book.dropped(KEY) is None
+
+
+async def test_a_status_persisted_before_fluxs_digest_is_taken_by_revision() -> None:
+    """A status written before snapshots carried Flux's digest (no ``apiVersion``, helmdeck's older digest) is its
+    release's while storage holds its revision (Flux's migration rule, internal/action/verify.go
+    ``VerifyReleaseObject``: an older snapshot's digest is not compared), so an upgraded helmdeck does not take every
+    release for one changed outside it."""
+    old = Snapshot.from_dict({**snapshot(1, "failed", {"a": "1"}).to_dict(), "digest": "sha256:" + "0" * 64}
+                             | {"api_version": ""})
+    status = EngineStatus(history=History((old,)), last=ActionOutcome("install", True, "install succeeded"))
+    book = await load(status, record(1, "failed", {"a": "2"}))
+    assert book.status(KEY) == status and book.dropped(KEY) is None

@@ -148,14 +148,18 @@ def test_digest_ignores_test_hook_runs_but_not_other_hooks() -> None:
     assert observation_from_release(rel).digest != base.digest
 
 
-def test_digest_changes_with_status_values_notes_and_labels() -> None:
+def test_digest_changes_with_status_values_notes_and_manifest_not_labels() -> None:
+    # Flux's Observation has no labels (helm keeps them in the storage object's metadata, not the release JSON).
     base = observation_from_release(release()).digest
     assert observation_from_release(release(status="superseded")).digest != base
     assert observation_from_release(release(config={"replicas": 3})).digest != base
     rel = release()
     rel["info"]["notes"] = "other"
     assert observation_from_release(rel).digest != base
-    assert observation_from_release(release(), labels={"a": "b"}).digest != base
+    rel = release()
+    rel["manifest"] += "# changed\n"
+    assert observation_from_release(rel).digest != base
+    assert observation_from_release(release(), labels={"a": "b"}).digest == base
 
 
 def test_release_labels_drop_helm_system_labels() -> None:

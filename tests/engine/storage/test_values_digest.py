@@ -5,6 +5,7 @@ multi-line strings, numbers as helm's float64 holds them. A difference fails and
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kubernetes import client
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.runtime.assemble import build_engine
 from engine.runtime.cluster.object_status import flux_status
+from engine.storage.codec import decode_payload
 from engine.storage.values_digest import digest_values, encode
 from testkit.chart_sources import ChartRepoServer, package_chart, publish_http, write
 from testkit.packages import write_package
@@ -76,12 +79,13 @@ def test_empty_values_digest_nothing(flux_oracle_process: Oracle) -> None:
 @pytest.mark.cluster
 async def test_a_packages_and_a_helmreleases_history_record_fluxs_config_digest(
     kube_target: KubeTarget, helm: Helm, namespace: str, tmp_path: Path, repo: ChartRepoServer,
-    flux_oracle_process: Oracle,
+    flux_oracle_process: Oracle, core_api: client.CoreV1Api,
 ) -> None:
     """The status of a Package and of a HelmRelease installing the same chart with the same values reads alike:
     ``status.history[0].configDigest`` is what helm-controller writes for the release (internal/release
     observation.go ``ObservedToSnapshot``: chartutil ``DigestValues`` of the release's config), the oracle's
-    digest of ``helm get values``."""
+    digest of ``helm get values``; ``digest`` and ``apiVersion`` are its ``Digest`` of the stored record (the
+    oracle's "observe") and ``v2``."""
     publish_http(helm.binary, package_chart(helm.binary, tmp_path, "1.0.0"), repo)
     folder = tmp_path / "folder"
     values = {"replicas": 2, "image": {"tag": "y"}, "note": "two\nlines", "ratio": 0.5, "on": "off"}
@@ -102,6 +106,10 @@ async def test_a_packages_and_a_helmreleases_history_record_fluxs_config_digest(
             flux = flux_oracle_process.ask({"op": "digest", "values": stored})["digest"]
             history = flux_status(engine.status(key), engine.book.spec(key), 1)["history"]
             assert history[0]["configDigest"] == flux, release
+            secret = core_api.read_namespaced_secret(f"sh.helm.release.v1.{release}.v1", namespace)
+            record = decode_payload(base64.b64decode((secret.data or {})["release"]))
+            observed = flux_oracle_process.ask({"op": "observe", "object": record})["digest"]
+            assert (history[0]["apiVersion"], history[0]["digest"]) == ("v2", observed), release
             digests.append(flux)
     finally:
         await engine.stop()
