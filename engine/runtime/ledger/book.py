@@ -93,6 +93,16 @@ STARTED_GRACE = 5.0  # seconds past its timeout a controller's started action is
 CATCH_UP = 10.0  # seconds a claim waits for this replica's storage watch to show a revision another replica made
 
 
+@dataclasses.dataclass(frozen=True)
+class TargetChange:
+    """A release a package drove before its release target changed (:meth:`ReleaseBook.target_change`):
+    ``previous`` (``(namespace, name)``), the namespace it is stored in (``stored_in``), and why it goes."""
+
+    previous: ReleaseKey
+    stored_in: str
+    why: str
+
+
 def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
     """The one wording for "an action already runs on this release"."""
     action = running.action if running is not None else "an action"
@@ -239,6 +249,21 @@ class ReleaseBook:
                     and status.history.latest() is not None:
                 return other
         return None
+
+    def target_change(self, key: ReleaseKey, spec: PackageSpec) -> TargetChange | None:
+        """The release ``spec``'s package (driving ``key``) must uninstall before it installs ``key``, None when
+        there is none: the release its status's history ends with (its own status's, else :meth:`previous_target`'s)
+        when its storage namespace, release namespace or name changed (the one rule:
+        :func:`engine.reconcile.state.release_target_changed`, after Flux's internal/action/verify.go
+        ``ReleaseTargetChanged``). The pass acts on it, ``plan`` and the first screen (:meth:`quick_state`) say it.
+        A chart of another name is decided with the chart, in the pass (engine.reconcile.state.target_changed)."""
+        own = self._statuses.get(key)
+        previous = key if own is not None and own.history.latest() is not None else self.previous_target(key, spec)
+        if previous is None:
+            return None
+        stored_in = self._statuses[previous].storage_namespace
+        why = st.release_target_changed(previous, key, stored_in=stored_in, storage_ns=spec.storage_ns)
+        return TargetChange(previous, stored_in or previous[0], why) if why is not None else None
 
     def ours(self, key: ReleaseKey, obs: Observation) -> bool:
         """True when ``obs`` is a revision the engine's own history holds as it is (our write)."""
@@ -392,11 +417,14 @@ class ReleaseBook:
         self.emit(EntryLogged(event))
 
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
-        """The release state before the first pass: the decision on the last resolution (no I/O,
+        """The release state before the first pass: TargetChanged when the package's release target changed
+        (:meth:`target_change`, the pass's rule), else the decision on the last resolution (no I/O,
         no render, no drift; a changed spec shows OutOfSync until a pass renders). None without a
         package or before its first resolution."""
         if key not in self.packages:
             return None
+        if key not in self._flux_owned and self.target_change(key, self.packages[key]) is not None:
+            return st.TARGET_CHANGED
         resolved = RESOLVED.last(self.packages[key])
         if resolved is None:
             return None
