@@ -147,6 +147,9 @@ class ReleaseBook:
         self._writable = writable
         self.packages: dict[ReleaseKey, PackageSpec] = {}
         self._statuses: dict[ReleaseKey, EngineStatus] = {}
+        # package (``namespace/name``) -> the keys whose status names it and holds a history, made when first asked
+        # after a status changed (None): previous_target asks it per package, plan and the first screen for each.
+        self._drove: dict[str, tuple[ReleaseKey, ...]] | None = None
         self._states: dict[ReleaseKey, str] = {}
         self._monitors: dict[ReleaseKey, MonitorStatus] = {}
         self._warnings: dict[ReleaseKey, int] = {}
@@ -243,12 +246,14 @@ class ReleaseBook:
         own = self._statuses.get(key)
         if own is not None and own.history.latest() is not None:
             return None
-        ident = f"{spec.namespace}/{spec.name}"
-        for other, status in self._statuses.items():
-            if other != key and other not in self.packages and status.package == ident \
-                    and status.history.latest() is not None:
-                return other
-        return None
+        if self._drove is None:
+            drove: dict[str, list[ReleaseKey]] = {}
+            for other, status in self._statuses.items():
+                if status.package and status.history.latest() is not None:
+                    drove.setdefault(status.package, []).append(other)
+            self._drove = {package: tuple(keys) for package, keys in drove.items()}
+        return next((other for other in self._drove.get(f"{spec.namespace}/{spec.name}", ())
+                     if other != key and other not in self.packages), None)
 
     def target_change(self, key: ReleaseKey, spec: PackageSpec) -> TargetChange | None:
         """The release ``spec``'s package (driving ``key``) must uninstall before it installs ``key``, None when
@@ -339,6 +344,7 @@ class ReleaseBook:
             status = dataclasses.replace(status, conditions=tuple(
                 dataclasses.replace(c, message=self.scrub(c.message)) for c in status.conditions))
         self._statuses[key] = status
+        self._drove = None
         self._dropped.pop(key, None)  # the book's own now: a status dropped on load is overwritten when persisted
         if state is not KEEP:
             self._set_state(key, state if isinstance(state, str) else None)
@@ -655,6 +661,7 @@ class ReleaseBook:
                     continue
             if self._statuses.get(key) != item.status:
                 self._statuses[key] = item.status
+                self._drove = None
                 self._dropped.pop(key, None)
                 changed.add(key)
         return changed
@@ -736,6 +743,7 @@ class ReleaseBook:
         release's namespace) (its release was uninstalled: prune, ``cleanup``); failures are logged only (a
         leftover is ignored on load, see :meth:`load_statuses`)."""
         self._statuses.pop(key, None)
+        self._drove = None
         self._states.pop(key, None)
         if self.store is None or not self._writable():
             return
@@ -754,6 +762,7 @@ class ReleaseBook:
         if spec is not None:  # who it is and what it depends on outlive its file (cleanup's order)
             status = self._statuses[key] = dataclasses.replace(
                 status, package=f"{spec.namespace}/{spec.name}", depends_on=tuple(str(d) for d in spec.depends_on))
+            self._drove = None
         try:
             await asyncio.to_thread(self.store.save, ns, key[1], spec.name if spec else "", status,
                                     as_user=kube_user(spec))
