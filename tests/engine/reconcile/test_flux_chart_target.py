@@ -111,8 +111,9 @@ async def test_a_release_name_change_uninstalls_the_old_release_then_installs(pa
 
 
 def _status_objects(core_api: client.CoreV1Api, namespace: str) -> list[str]:
-    return [c.metadata.name for c in core_api.list_namespaced_config_map(namespace).items
-            if c.metadata.name.startswith("helmdeck.status.")]
+    """The names of helmdeck's status ConfigMaps in ``namespace``."""
+    names = [str(c.metadata.name) for c in core_api.list_namespaced_config_map(namespace).items if c.metadata]
+    return [n for n in names if n.startswith("helmdeck.status.")]
 
 
 async def test_a_storage_namespace_change_uninstalls_the_release_from_its_old_storage(
