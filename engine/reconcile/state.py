@@ -41,8 +41,9 @@ DRIFTED = "Drifted"
 IN_SYNC = "InSync"
 UNKNOWN = "Unknown"
 STALLED = "Stalled"
-# The release target changed (a chart of another name under upgrade.chartNameChangeStrategy Reinstall): the
-# release is uninstalled, then installed (its next pass).
+# The release target changed (its storage namespace, release namespace or name: release_target_changed; a chart of
+# another name under upgrade.chartNameChangeStrategy Reinstall: target_changed): the release is uninstalled, then
+# installed (its next pass).
 TARGET_CHANGED = "TargetChanged"
 # Not a state of the release: a pass that did not run, the package being suspended (the runtime's gate).
 SUSPENDED = "Suspended"
@@ -155,17 +156,26 @@ def made_from_request(req: Request, latest: Observation, ours: Snapshot | None) 
         latest.chart_version, latest.config_digest)
 
 
-def release_target_changed(previous: tuple[str, str] | None, key: tuple[str, str]) -> str | None:
-    """Why the release ``key`` (``(namespace, name)``) is not the one its package drove before (``previous``, from
-    the status that package left: the book's ``previous_target``), None when it is: the release namespace changed
-    (``targetNamespace``), else its name (``releaseName``), as Flux's helm-controller compares them in that order
-    (internal/action/verify.go ``ReleaseTargetChanged``). Then the previous release is uninstalled before this one
-    is installed (internal/controller/helmrelease_controller.go ``reconcileRelease``). Pure."""
-    if previous is None or previous == key:
+def release_target_changed(previous: tuple[str, str] | None, key: tuple[str, str], *, stored_in: str = "",
+                           storage_ns: str = "") -> str | None:
+    """Why the release ``key`` (``(namespace, name)``, stored in ``storage_ns``) is not the one its package drove
+    before, None when it is. ``previous`` is that release (the newest snapshot of the status the package left: the
+    book's :meth:`~engine.runtime.ledger.book.ReleaseBook.target_change`), ``stored_in`` the storage namespace
+    that status recorded (``""``: unknown, not compared). Compared as Flux's helm-controller compares them, in
+    this order (internal/action/verify.go ``ReleaseTargetChanged``): the storage namespace
+    (``storageNamespace``), the release namespace (``targetNamespace``), the release name (``releaseName``).
+    Then the previous release is uninstalled from its storage before this one is installed
+    (internal/controller/helmrelease_controller.go ``reconcileRelease``). Pure."""
+    if previous is None:
+        return None
+    old = f"{previous[0]}/{previous[1]}"
+    if stored_in and stored_in != storage_ns:
+        return (f"storage namespace changed from {stored_in} to {storage_ns}: uninstall {old} (stored in "
+                f"{stored_in}), then install")
+    if previous == key:
         return None
     what = "release namespace" if previous[0] != key[0] else "release name"
-    return (f"{what} changed from {previous[0]}/{previous[1]} to {key[0]}/{key[1]}: uninstall "
-            f"{previous[0]}/{previous[1]}, then install")
+    return f"{what} changed from {old} to {key[0]}/{key[1]}: uninstall {old}, then install"
 
 
 def target_changed(req: Request) -> str | None:

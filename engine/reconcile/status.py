@@ -63,6 +63,9 @@ class EngineStatus:
     manifest (Deckhouse's smart upgrade) is recorded here instead of making a revision.
     ``package`` (``namespace/name``) and ``depends_on`` (its ``dependsOn``, the same form) are the
     package's as last persisted: they order a cleanup after its file is gone (engine.package.order).
+    ``storage_namespace`` is where the release of the history was stored when a pass last ran (Flux's
+    ``status.storageNamespace``, set by internal/controller/helmrelease_controller.go ``reconcileRelease``;
+    ``""`` unknown): a change of it is a release target change (engine.reconcile.state.release_target_changed).
     """
 
     history: History = field(default_factory=History)
@@ -79,6 +82,7 @@ class EngineStatus:
     adopted_revision: int = 0
     package: str = ""
     depends_on: tuple[str, ...] = ()
+    storage_namespace: str = ""
 
     def to_json(self) -> str:
         """Serialise (stable key order) for the persisted status object."""
@@ -98,6 +102,7 @@ class EngineStatus:
             "adoptedRevision": self.adopted_revision,
             "package": self.package,
             "dependsOn": list(self.depends_on),
+            "storageNamespace": self.storage_namespace,
         }
         return json.dumps(doc, sort_keys=True, indent=1)
 
@@ -127,6 +132,7 @@ class EngineStatus:
                 adopted_revision=int(doc.get("adoptedRevision", 0)),
                 package=str(doc.get("package", "")),
                 depends_on=tuple(str(d) for d in doc.get("dependsOn") or ()),
+                storage_namespace=str(doc.get("storageNamespace", "")),
             )
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed engine status: {exc}") from exc

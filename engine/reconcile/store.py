@@ -23,6 +23,7 @@ claim a history the next install does not have.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -80,10 +81,12 @@ class StatusStore:
         package = str(((obj.get("metadata") or {}).get("labels") or {}).get(wire.PACKAGE, ""))
         self._known[(namespace, release)] = (package, text)
         try:
-            return EngineStatus.from_json(text)
+            status = EngineStatus.from_json(text)
         except ValueError as exc:
             log.warning("ignoring unreadable engine status %s/%s: %s", namespace, object_name(release), exc)
             return None
+        # One persisted before statuses recorded their storage namespace was written beside its release's storage.
+        return status if status.storage_namespace else dataclasses.replace(status, storage_namespace=namespace)
 
     def save(self, namespace: str, release: str, package: str, status: EngineStatus, *, as_user: str = "") -> None:
         """Create or replace the status object (skipped when it holds this status already), as ``as_user``

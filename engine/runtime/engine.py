@@ -166,19 +166,23 @@ class Later(Generic[T]):
 
 
 def observed_namespaces(namespaces: list[str] | None, packages: dict[ReleaseKey, PackageSpec]) -> list[str] | None:
-    """The namespaces whose Helm storage is watched: ``namespaces`` and the packages' storage namespaces (None:
-    all)."""
+    """The namespaces whose Helm storage (and helmdeck's statuses) are watched: ``namespaces``, the packages'
+    storage namespaces and their release namespaces (None: all). A release stored apart from its namespace
+    (a HelmRelease's) was stored in its namespace before a ``storageNamespace`` change: its status there names
+    the release the change uninstalls (ReleaseBook.target_change)."""
     if not namespaces:
         return None
-    return sorted(set(namespaces) | {s.storage_ns for s in packages.values()})
+    return sorted(set(namespaces) | {ns for s in packages.values() for ns in (s.storage_ns, s.release_namespace)})
 
 
 def package_releases(specs: Iterable[PackageSpec]) -> dict[str, set[str]]:
     """The releases ``specs`` name, as helm's storage holds them: storage namespace → release names (the
-    ``releases`` of an observer that reads those alone)."""
+    ``releases`` of an observer that reads those alone), in the release namespace too (as
+    :func:`observed_namespaces`)."""
     names: dict[str, set[str]] = {}
     for spec in specs:
-        names.setdefault(spec.storage_ns, set()).add(spec.release_name)
+        for ns in {spec.storage_ns, spec.release_namespace}:
+            names.setdefault(ns, set()).add(spec.release_name)
     return names
 
 

@@ -35,6 +35,7 @@ from engine.base.fields import PackageError
 from engine.base.masking import Masker
 from engine.helm import HelmError
 from engine.monitor import comparison
+from engine.package.identity import storage_apart_reason
 from engine.package.load import said_of
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order
@@ -262,9 +263,8 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     AtomicRelease.reset_on_spec_change(req)  # as a pass: a changed spec starts afresh (no longer stalled)
     latest = engine.observer.latest(*spec.key)
     owned, message = await controller.flux.owns(spec)
-    previous = engine.book.previous_target(spec.key, spec) if not owned else None
-    moved = st.release_target_changed(previous, spec.key)
-    gone = (previous, engine.observer.latest(*previous)) if previous is not None and moved is not None \
+    moved = engine.book.target_change(spec.key, spec) if not owned else None
+    gone = (moved.previous, engine.observer.latest(*moved.previous)) if moved is not None \
         else (spec.key, latest)  # the release an uninstall removes
     try:
         desired = None
@@ -274,7 +274,10 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
             state = st.flux_state(req, latest)
             action, reasons = _FLUX_ACTIONS.get(state.status), [state.reason]
         elif moved is not None:  # as the pass: the release the package drove before goes first
-            state, action, reasons = st.ReleaseState(st.TARGET_CHANGED, moved), na.UNINSTALL, [moved]
+            state, action = st.ReleaseState(st.TARGET_CHANGED, moved.why), na.UNINSTALL
+            refused = storage_apart_reason(na.UNINSTALL, moved.previous, moved.stored_in) \
+                or spec.helm_refusal(na.INSTALL)  # the uninstall, else the install after it
+            reasons = [moved.why, *([refused] if refused else [])]
         else:
             state = st.determine_state(req, latest)
             if state.render:  # the spec changed: render once, as the decision does

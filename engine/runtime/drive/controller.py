@@ -33,6 +33,7 @@ from engine.base.fields import PackageError
 from engine.helm import Helm, HelmError, ReleaseNotFound
 from engine.kube.client import impersonating
 from engine.package.flux import HELM_RELEASE
+from engine.package.identity import storage_apart_reason
 from engine.package.load import said_of
 from engine.package.model import PackageSpec
 from engine.package.order import dependency_order
@@ -43,7 +44,7 @@ from engine.reconcile.drift import DriftDetector
 from engine.reconcile.maintenance import Maintenance
 from engine.reconcile.options import kube_user, uninstall_options
 from engine.reconcile.request import Request
-from engine.reconcile.state import SUSPENDED, TARGET_CHANGED, release_target_changed
+from engine.reconcile.state import STALLED, SUSPENDED, TARGET_CHANGED
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.resolve.release import resolve
 from engine.runtime.drive.adoption import Adoption, Relabel
@@ -53,7 +54,7 @@ from engine.runtime.drive.holds import DEPENDENCY_RETRY, DependencyHolds
 from engine.runtime.drive.ports import InputUpdate, PackageInput, Triggers
 from engine.runtime.drive.queue import RunResult, WorkQueue
 from engine.runtime.drive.values_objects import ValuesObjects
-from engine.runtime.ledger.book import ActionRefused, ReleaseBook
+from engine.runtime.ledger.book import ActionRefused, ReleaseBook, TargetChange
 from engine.runtime.ledger.claims import ClaimRefused
 from engine.runtime.ledger.gate import ActionGate, Suspended, no_package_reason
 from engine.runtime.ledger.tasks import Background
@@ -340,11 +341,14 @@ class PackageController:
     # -- requests --------------------------------------------------------------------
     async def _request(self, key: ReleaseKey, force: bool) -> Request:
         """Everything a pass needs, from the resolution stage (nothing rendered here: the decision
-        renders only when the spec changed). Raises PackageError for an unreadable chart or values."""
+        renders only when the spec changed), its status recording where the release is stored (the release
+        target did not change: as Flux's internal/controller/helmrelease_controller.go ``reconcileRelease`` sets
+        ``status.storageNamespace``). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
         await self.locator.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
-        req = Request.from_resolved(resolved, self.book.status(key) or EngineStatus(), force=force,
+        status = dataclasses.replace(self.book.status(key) or EngineStatus(), storage_namespace=spec.storage_ns)
+        req = Request.from_resolved(resolved, status, force=force,
                                     package_set=self.package_set.identity if self.package_set else None)
         req.post_renderer = await self.service.post_renderer_for(spec)
         self.service.take_absent_report(*key)
@@ -399,9 +403,8 @@ class PackageController:
             held = await self.flux.held(key, spec) if spec.kind == HELM_RELEASE else None
             if held is not None:
                 return held
-            previous = book.previous_target(key, spec)
-            if (changed := release_target_changed(previous, key)) is not None and previous is not None:
-                result = await self._uninstall_previous(key, spec, previous, changed)
+            if (change := book.target_change(key, spec)) is not None:
+                result = await self._uninstall_previous(key, spec, change)
                 book.refresh(key)
                 return result
             try:
@@ -429,15 +432,28 @@ class PackageController:
         book.refresh(key)
         return result
 
-    async def _uninstall_previous(self, key: ReleaseKey, spec: PackageSpec, previous: ReleaseKey,
-                                  why: str) -> PassResult:
-        """Uninstall ``previous``, the release ``spec``'s package drove before its release target changed to
-        ``key`` (``why``: :func:`engine.reconcile.state.release_target_changed`), with the package's
-        ``spec.uninstall`` options, and forget its status; the install is the next pass's, as Flux's
-        helm-controller requeues after it (internal/controller/helmrelease_controller.go ``reconcileRelease``).
-        A release already gone counts as uninstalled. Raises ActionRefused (``previous`` busy)."""
+    async def _uninstall_previous(self, key: ReleaseKey, spec: PackageSpec, change: TargetChange) -> PassResult:
+        """Uninstall ``change.previous``, the release ``spec``'s package drove before its release target changed
+        to ``key`` (its storage namespace, release namespace or name: :meth:`ReleaseBook.target_change`), from the
+        storage it is in, with the package's ``spec.uninstall`` options, and forget its status (stored beside it);
+        the install is the next pass's, as Flux's helm-controller requeues after it
+        (internal/controller/helmrelease_controller.go ``reconcileRelease``, ``reconcileUninstall`` with the
+        recorded ``status.storageNamespace``). A release already gone counts as uninstalled. One stored apart from
+        its namespace is refused by name, as every helm action on it (helm's CLI cannot uninstall it from there):
+        Stalled, nothing acts. Raises ActionRefused (``previous`` busy)."""
+        previous, why = change.previous, change.why
         ns, release = previous
-        async with self.book.running(previous, "uninstall", spec.timeout):
+        refused = storage_apart_reason("uninstall", previous, change.stored_in)
+        if refused is not None:
+            message = f"{why}: {refused}"
+            status = self.book.status(key) or EngineStatus()
+            self.book.set_status(key, dataclasses.replace(status, conditions=cond.set_condition(
+                status.conditions, cond.STALLED, True, cond.STORAGE_APART, message)))
+            self.book.log(key, "uninstall", "failed", message)
+            return PassResult(STALLED, "stop", message)
+        # The pass holds its own key already (a storage namespace change keeps it).
+        held = self.book.running(previous, "uninstall", spec.timeout) if previous != key else contextlib.nullcontext()
+        async with held:
             if self.ctx.fence is not None:  # --shards auto: the actor claim on the release acted on
                 await self.ctx.fence(previous, "uninstall", spec.timeout, None)
             try:
@@ -447,7 +463,7 @@ class PackageController:
             except HelmError as exc:
                 self.book.log(key, "uninstall", "failed", f"{why}: {exc.message}", exc.tail)
                 return PassResult(TARGET_CHANGED, "error", exc.message)
-            await self.book.drop_status(previous, ns)
+            await self.book.drop_status(previous, change.stored_in)
         message = f"{why}: release {ns}/{release} uninstalled"
         self.book.log(key, "uninstall", "succeeded", message)
         self.book.refresh(previous)

@@ -93,6 +93,16 @@ STARTED_GRACE = 5.0  # seconds past its timeout a controller's started action is
 CATCH_UP = 10.0  # seconds a claim waits for this replica's storage watch to show a revision another replica made
 
 
+@dataclasses.dataclass(frozen=True)
+class TargetChange:
+    """A release a package drove before its release target changed (:meth:`ReleaseBook.target_change`):
+    ``previous`` (``(namespace, name)``), the namespace it is stored in (``stored_in``), and why it goes."""
+
+    previous: ReleaseKey
+    stored_in: str
+    why: str
+
+
 def busy_reason(key: ReleaseKey, running: RunningAction | None) -> str:
     """The one wording for "an action already runs on this release"."""
     action = running.action if running is not None else "an action"
@@ -137,6 +147,9 @@ class ReleaseBook:
         self._writable = writable
         self.packages: dict[ReleaseKey, PackageSpec] = {}
         self._statuses: dict[ReleaseKey, EngineStatus] = {}
+        # package (``namespace/name``) -> the keys whose status names it and holds a history, made when first asked
+        # after a status changed (None): previous_target asks it per package, plan and the first screen for each.
+        self._drove: dict[str, tuple[ReleaseKey, ...]] | None = None
         self._states: dict[ReleaseKey, str] = {}
         self._monitors: dict[ReleaseKey, MonitorStatus] = {}
         self._warnings: dict[ReleaseKey, int] = {}
@@ -233,12 +246,29 @@ class ReleaseBook:
         own = self._statuses.get(key)
         if own is not None and own.history.latest() is not None:
             return None
-        ident = f"{spec.namespace}/{spec.name}"
-        for other, status in self._statuses.items():
-            if other != key and other not in self.packages and status.package == ident \
-                    and status.history.latest() is not None:
-                return other
-        return None
+        if self._drove is None:
+            drove: dict[str, list[ReleaseKey]] = {}
+            for other, status in self._statuses.items():
+                if status.package and status.history.latest() is not None:
+                    drove.setdefault(status.package, []).append(other)
+            self._drove = {package: tuple(keys) for package, keys in drove.items()}
+        return next((other for other in self._drove.get(f"{spec.namespace}/{spec.name}", ())
+                     if other != key and other not in self.packages), None)
+
+    def target_change(self, key: ReleaseKey, spec: PackageSpec) -> TargetChange | None:
+        """The release ``spec``'s package (driving ``key``) must uninstall before it installs ``key``, None when
+        there is none: the release its status's history ends with (its own status's, else :meth:`previous_target`'s)
+        when its storage namespace, release namespace or name changed (the one rule:
+        :func:`engine.reconcile.state.release_target_changed`, after Flux's internal/action/verify.go
+        ``ReleaseTargetChanged``). The pass acts on it, ``plan`` and the first screen (:meth:`quick_state`) say it.
+        A chart of another name is decided with the chart, in the pass (engine.reconcile.state.target_changed)."""
+        own = self._statuses.get(key)
+        previous = key if own is not None and own.history.latest() is not None else self.previous_target(key, spec)
+        if previous is None:
+            return None
+        stored_in = self._statuses[previous].storage_namespace
+        why = st.release_target_changed(previous, key, stored_in=stored_in, storage_ns=spec.storage_ns)
+        return TargetChange(previous, stored_in or previous[0], why) if why is not None else None
 
     def ours(self, key: ReleaseKey, obs: Observation) -> bool:
         """True when ``obs`` is a revision the engine's own history holds as it is (our write)."""
@@ -314,6 +344,7 @@ class ReleaseBook:
             status = dataclasses.replace(status, conditions=tuple(
                 dataclasses.replace(c, message=self.scrub(c.message)) for c in status.conditions))
         self._statuses[key] = status
+        self._drove = None
         self._dropped.pop(key, None)  # the book's own now: a status dropped on load is overwritten when persisted
         if state is not KEEP:
             self._set_state(key, state if isinstance(state, str) else None)
@@ -392,11 +423,14 @@ class ReleaseBook:
         self.emit(EntryLogged(event))
 
     def quick_state(self, key: ReleaseKey, obs: Observation | None) -> str | None:
-        """The release state before the first pass: the decision on the last resolution (no I/O,
+        """The release state before the first pass: TargetChanged when the package's release target changed
+        (:meth:`target_change`, the pass's rule), else the decision on the last resolution (no I/O,
         no render, no drift; a changed spec shows OutOfSync until a pass renders). None without a
         package or before its first resolution."""
         if key not in self.packages:
             return None
+        if key not in self._flux_owned and self.target_change(key, self.packages[key]) is not None:
+            return st.TARGET_CHANGED
         resolved = RESOLVED.last(self.packages[key])
         if resolved is None:
             return None
@@ -627,6 +661,7 @@ class ReleaseBook:
                     continue
             if self._statuses.get(key) != item.status:
                 self._statuses[key] = item.status
+                self._drove = None
                 self._dropped.pop(key, None)
                 changed.add(key)
         return changed
@@ -708,6 +743,7 @@ class ReleaseBook:
         release's namespace) (its release was uninstalled: prune, ``cleanup``); failures are logged only (a
         leftover is ignored on load, see :meth:`load_statuses`)."""
         self._statuses.pop(key, None)
+        self._drove = None
         self._states.pop(key, None)
         if self.store is None or not self._writable():
             return
@@ -726,6 +762,7 @@ class ReleaseBook:
         if spec is not None:  # who it is and what it depends on outlive its file (cleanup's order)
             status = self._statuses[key] = dataclasses.replace(
                 status, package=f"{spec.namespace}/{spec.name}", depends_on=tuple(str(d) for d in spec.depends_on))
+            self._drove = None
         try:
             await asyncio.to_thread(self.store.save, ns, key[1], spec.name if spec else "", status,
                                     as_user=kube_user(spec))

@@ -424,3 +424,22 @@ def test_a_changed_release_target_is_named_as_flux_compares_it(previous: tuple[s
     """internal/action/verify.go ``ReleaseTargetChanged``: the release namespace first, then the name; the same
     rule for a Package (its targetNamespace) and a HelmRelease."""
     assert st.release_target_changed(previous, ("ns", "app")) == why
+
+
+@pytest.mark.parametrize(("previous", "stored_in", "why"), [
+    (("ns", "app"), "ns", None),
+    (("ns", "app"), "", None),  # unknown: not compared
+    (("ns", "app"), "flux",
+     "storage namespace changed from flux to ns: uninstall ns/app (stored in flux), then install"),
+    # a Package's targetNamespace moves its storage too: Flux names the storage namespace first
+    (("old", "app"), "old",
+     "storage namespace changed from old to ns: uninstall old/app (stored in old), then install"),
+    (("old", "app"), "", "release namespace changed from old/app to ns/app: uninstall old/app, then install"),
+    (("ns", "web"), "ns", "release name changed from ns/web to ns/app: uninstall ns/web, then install"),
+])
+def test_a_changed_storage_namespace_is_a_release_target_change_named_first(
+    previous: tuple[str, str], stored_in: str, why: str | None,
+) -> None:
+    """internal/action/verify.go ``ReleaseTargetChanged`` compares ``GetStorageNamespace`` with the recorded
+    ``status.storageNamespace`` before the release namespace and name (and skips it while none is recorded)."""
+    assert st.release_target_changed(previous, ("ns", "app"), stored_in=stored_in, storage_ns="ns") == why
