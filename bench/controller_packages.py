@@ -11,11 +11,14 @@ cluster's OCI registry; no ``--wait`` is needed):
 - the helm CLI beside it: ``helm install`` of the same chart from the same registry, sequentially, K times
   (``--helm-sample``, all N by default up to 100), extrapolated to N when K < N; time and CPU, each as a
   ratio (helmdeck's CPU: the controller's and its helm processes');
+- the CPU per Package of helm, the controller, the API server and etcd, and the time N installs need at least
+  when every CPU is busy with them (their CPU over the CPUs): the bound on a CPU-bound machine;
 - Flux's published figure: 8m12s for 1,000 HelmReleases (fluxcd/flux-benchmark, helm-controller at 2 CPU,
   concurrency 10), a different machine: a scale, not a ratio.
 
 Run: ``python -m bench.controller_packages [--packages 1000] [--concurrency 4] [--helm-sample 100]
-[--controller-log FILE] [--cluster-dir DIR]``. The load average is printed with the figures: the machine may be shared.
+[--controller-log FILE] [--controller-profile FILE] [--cluster-dir DIR]``. The load average is printed with the
+figures: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -226,9 +229,11 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     url = _publish(helm, work, cluster.registry, env)
     wrapper, calls = _helm_wrapper(work, helm)
     log = work / "controller.log"
+    # cProfile sees the event loop's thread only (the watches' threads are not in it); it slows that thread too
+    profile = ["-m", "cProfile", "-o", str(args.controller_profile)] if args.controller_profile else []
     with log.open("wb") as out:
         ctl = subprocess.Popen(
-            [sys.executable, "-m", "helmdeck", "controller", "--kubeconfig", str(cluster.kubeconfig),
+            [sys.executable, *profile, "-m", "helmdeck", "controller", "--kubeconfig", str(cluster.kubeconfig),
              "--watch-namespace", namespace, "--lease-namespace", namespace, "--helm", str(wrapper),
              "--concurrency", str(args.concurrency), "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
              "--log-level", "info"],
@@ -277,6 +282,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
         if args.controller_log is not None:
             shutil.copyfile(log, args.controller_log)
     sample = min(args.packages, args.helm_sample)
+    cpus = os.cpu_count() or 1
     cli, cli_cpu = _helm_cli(helm, target, url, cli_ns, sample, env)
     cli_n = cli * args.packages / sample
 
@@ -308,6 +314,12 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     print(f"helm CLI, sequential helm install of the same chart ({how}): {_clock(cli_n)} "
           f"({cli / sample:.2f}s and {cli_cpu / sample:.2f} CPU s each); helmdeck/helm CLI: {elapsed / cli_n:.2f} "
           f"in time, {(helm_cpu + ctl_cpu) / (cli_cpu * args.packages / sample):.2f} in CPU (helm and helmdeck)")
+    # The CPU bound: on a machine whose CPUs are all busy, N installs take at least their CPU over the CPUs.
+    per = {"helm": helm_cpu, "controller": ctl_cpu, **server_cpu}
+    total = sum(per.values()) / args.packages
+    print("CPU per Package:   " + ", ".join(f"{k} {v / args.packages * 1000:.0f} ms" for k, v in per.items())
+          + f"; all {total * 1000:.0f} ms: {args.packages} installs need {_clock(total * args.packages / cpus)} "
+          f"of {cpus} CPUs at full use; sequential helm install's own {cli_cpu / sample * 1000:.0f} ms")
     flux_n = FLUX[1] * args.packages / FLUX[0]
     print(f"Flux helm-controller (published, fluxcd/flux-benchmark, 2 CPU, concurrency 10): {_clock(FLUX[1])} for "
           f"{FLUX[0]}" + (f" ({_clock(flux_n)} for {args.packages} at that rate)" if args.packages != FLUX[0] else ""))
@@ -322,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for all Ready (default 3600)")
     parser.add_argument("--poll", type=float, default=2.0, help="seconds between counts of Ready (default 2)")
     parser.add_argument("--controller-log", type=Path, help="keep the controller's log in this file")
+    parser.add_argument("--controller-profile", type=Path,
+                        help="run the controller under cProfile and write its stats to this file (pstats)")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args(argv)
     with private_cluster(args.cluster_dir) as (cluster, work):
