@@ -29,7 +29,9 @@ from localcluster import build, image
 from localcluster.cluster import LocalCluster
 from testkit.chart_sources import ChartRepoServer
 from tests import flux_oracle
-from tests.shared_session import attach_cluster, is_worker, keep_cluster, shared_dir, shared_lock
+
+pytest.register_assert_rewrite("tests.shared_session")  # a plugin (below) imported here first
+from tests.shared_session import attach_cluster, is_worker, keep_cluster, shared_dir, shared_lock  # noqa: E402
 
 # the controller tests' fixtures; what xdist's workers share (the cluster, the serial mark)
 pytest_plugins = ("tests.controller_fixtures", "tests.shared_session")
