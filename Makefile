@@ -36,10 +36,13 @@ lint: $(STAMP)
 
 # pytest includes tests/cli/test_wheel.py: the wheel, built offline, runs `helmdeck --version` and
 # `helmdeck demo --help` from a fresh venv outside the source tree (themes and examples shipped).
+# TEST_WORKERS pytest-xdist workers run the tests side by side on one local cluster (tests/shared_session.py:
+# the cluster started once, tests marked serial alone); TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 2
 test: build lint
 	$(BIN)/python -m localcluster.build cosign
 	$(BIN)/python -m localcluster.image
-	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # helmdeck's CRDs, generated from the loaders' field tables (a test checks the committed files are current).
 crds: $(STAMP)

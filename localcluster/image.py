@@ -24,6 +24,7 @@ Run as ``python -m localcluster.image``.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shlex
@@ -300,6 +301,23 @@ def build_image(version: str | None = None, *, progress: Callable[[str], None] =
     if built_inputs(p.tag) == p.inputs:
         progress(f"{p.tag} is current (inputs {p.inputs})")
         return p
+    # Two builds at once (the xdist workers of one test session, make image beside make test) would tag and
+    # remove each other's images: the second waits, then finds the first one's image current.
+    locks = cache_root() / "build"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / "image.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another build of {p.tag} to end ...")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if built_inputs(p.tag) == p.inputs:
+            progress(f"{p.tag} is current (inputs {p.inputs})")
+            return p
+        return _build_image_locked(p, progress)
+
+
+def _build_image_locked(p: Plan, progress: Callable[[str], None]) -> Plan:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="helmdeck-image-") as tmp:
         work = Path(tmp)

@@ -160,6 +160,19 @@ def endpoint(text: str, what: str) -> str:
     return ""
 
 
+def passes_ended(ctl: Controller) -> float | None:
+    """The passes ``ctl`` ended (``helmdeck_reconciles_total`` over its results) while none is due
+    (``helmdeck_queue_depth`` 0); None while one is due or before its metrics serve."""
+    where = endpoint(ctl.text(), "metrics")
+    if not where:
+        return None
+    with urllib.request.urlopen(where + "/metrics", timeout=5) as resp:
+        samples = [s for f in text_string_to_metric_families(resp.read().decode()) for s in f.samples]
+    if any(s.name == "helmdeck_queue_depth" and s.value for s in samples):
+        return None
+    return sum(s.value for s in samples if s.name == "helmdeck_reconciles_total")
+
+
 def released(ctl: Controller) -> float:
     """The sum of ``helmdeck_releases{state}`` on ``ctl``'s metrics endpoint: the packages it counts as its own."""
     with urllib.request.urlopen(endpoint(ctl.text(), "metrics") + "/metrics", timeout=5) as resp:

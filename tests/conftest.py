@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,11 @@ from localcluster.cluster import LocalCluster
 from testkit.chart_sources import ChartRepoServer
 from tests import flux_oracle
 
-pytest_plugins = ("tests.controller_fixtures",)  # the controller tests' fixtures
+pytest.register_assert_rewrite("tests.shared_session")  # a plugin (below) imported here first
+from tests.shared_session import attach_cluster, is_worker, keep_cluster, shared_dir, shared_lock  # noqa: E402
+
+# the controller tests' fixtures; what xdist's workers share (the cluster, the serial mark)
+pytest_plugins = ("tests.controller_fixtures", "tests.shared_session")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -41,7 +46,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the Go binaries the selected tests need before the first test starts: the default components when
     one needs the local cluster (``cluster`` mark or fixture), and those a ``binaries`` mark names (the tests' Flux
     oracle, ``oracle``, among them: :mod:`tests.flux_oracle`); and the controller image when one has the
-    ``image`` mark. A cold build
+    ``image`` mark (in each xdist worker: the first builds, the others wait and find it built). A cold build
     takes minutes, more than pytest-timeout allows one test's setup (``make test`` builds first; a test file run
     alone on a fresh machine did not). A failed build ends the session before any test, with exit code
     :data:`BUILD_FAILED`."""
@@ -70,14 +75,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def session_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[Path]:
     """``$HELMDECK_CACHE`` for the session (the engine, helmdeck run as a command): a fresh directory whose
-    ``bin/`` and ``build/`` are links to the user's cache (the Go binaries are not built again)."""
+    ``bin/`` and ``build/`` are links to the user's cache (the Go binaries are not built again); one for all
+    xdist workers, as the local cluster they share runs its binaries by this path (``LocalCluster.up`` takes
+    another path for another version and restarts it)."""
     binaries = cache_root()  # before the change: the user's
-    cache = tmp_path_factory.mktemp("helmdeck-cache")
-    for sub in ("bin", "build"):
-        (binaries / sub).mkdir(parents=True, exist_ok=True)
-        (cache / sub).symlink_to(binaries / sub, target_is_directory=True)
+    where = shared_dir(tmp_path_factory, pytestconfig)
+    cache = where / "helmdeck-cache"
+    with shared_lock(where / "helmdeck-cache.lock"):
+        if not cache.exists():
+            made = Path(tempfile.mkdtemp(dir=where))
+            for sub in ("bin", "build"):
+                (binaries / sub).mkdir(parents=True, exist_ok=True)
+                (made / sub).symlink_to(binaries / sub, target_is_directory=True)
+            made.rename(cache)
     before = os.environ.get("HELMDECK_CACHE")
     os.environ["HELMDECK_CACHE"] = str(cache)
     yield cache
@@ -97,13 +109,12 @@ def flux_oracle_process() -> Iterator[flux_oracle.Oracle]:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    explicit = os.environ.get("HELMDECK_TEST_CLUSTER_DIR")
-    state = Path(explicit) if explicit else tmp_path_factory.mktemp("cluster")
-    cluster = LocalCluster(state)
-    cluster.up()
+def local_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[LocalCluster]:
+    """The session's local cluster, one for all xdist workers (stopped by the controller after the last one:
+    :mod:`tests.shared_session`)."""
+    cluster = attach_cluster(tmp_path_factory, pytestconfig)
     yield cluster
-    if os.environ.get("HELMDECK_TEST_KEEP_CLUSTER") != "1":
+    if not is_worker(pytestconfig) and not keep_cluster():
         cluster.down()
 
 
@@ -176,12 +187,14 @@ def repo(tmp_path: Path) -> Iterator[ChartRepoServer]:
 
 
 @pytest.fixture(scope="session")
-def helmdeck_crds(kube_target: KubeTarget) -> list[str]:
+def helmdeck_crds(kube_target: KubeTarget, local_cluster: LocalCluster) -> list[str]:
     """helmdeck's CRDs (Package, HelmRepository, OCIRepository) applied server-side and Established, from the
-    committed files of deploy/chart/crds/ (what `helm install` of the chart would create)."""
+    committed files of deploy/chart/crds/ (what `helm install` of the chart would create); one xdist worker at
+    a time (two replaces of one CRD at once conflict)."""
     import yaml
 
     from engine.helm.crds import CREATE_REPLACE, apply_crds
 
     crds = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "deploy" / "chart" / "crds").glob("*.yaml"))]
-    return apply_crds(api_client(kube_target), crds, CREATE_REPLACE, 60)
+    with shared_lock(local_cluster.state_dir.parent / "crds.lock"):
+        return apply_crds(api_client(kube_target), crds, CREATE_REPLACE, 60)

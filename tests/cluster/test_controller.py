@@ -37,6 +37,7 @@ from testkit.controller import (
     get_package,
     lease_holder,
     package,
+    passes_ended,
     released,
     releases,
     start_controller,
@@ -269,8 +270,8 @@ def test_an_install_stalled_after_its_uninstall_remediations_stays_stalled_acros
     assert _reasons(core, namespace, "bad").count("InstallStarted") == 2
     ctl = env.start(name="again")
     try:
-        eventually(lambda: "controller started" in ctl.text(), 30, "restarted", logs=ctl.text)
-        time.sleep(6)  # its first pass: no install (the retries are spent)
+        # Its first pass ended, no other due: no install (the retries are spent).
+        eventually(lambda: (passes_ended(ctl) or 0) >= 1, 60, "the restarted controller's first pass", logs=ctl.text)
         status = stalled()
         assert status is not None, get_package(objects, namespace, "bad")
         assert (status["installFailures"], status["lastAttemptedReleaseAction"]) == (2, "install"), status
@@ -373,8 +374,8 @@ def test_each_request_annotation_is_handled_once_and_acknowledged(
     # A restarted controller does not handle them again: the acknowledgements are in status.
     ctl = env.start(name="again")
     try:
-        eventually(lambda: "controller started" in ctl.text(), 30, "restarted", logs=ctl.text)
-        time.sleep(8)
+        eventually(lambda: (passes_ended(ctl) or 0) >= 2, 60, "the restarted controller's first passes",
+                   logs=ctl.text)
         assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
         assert releases(core, namespace, "broken") == after
     finally:

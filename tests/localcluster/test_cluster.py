@@ -45,6 +45,7 @@ def test_pods_log_is_served_by_kwok_through_the_api_server(core_api: client.Core
     assert text.splitlines() == list(CONTAINER_LOG_LINES)
 
 
+@pytest.mark.serial  # were the cluster slow to answer up's readiness check, up would restart it under other tests
 def test_up_again_is_a_no_op(local_cluster: LocalCluster) -> None:
     before = local_cluster._load()[1]
     local_cluster.up()
