@@ -63,6 +63,8 @@ class EngineStatus:
     manifest (Deckhouse's smart upgrade) is recorded here instead of making a revision.
     ``package`` (``namespace/name``) and ``depends_on`` (its ``dependsOn``, the same form) are the
     package's as last persisted: they order a cleanup after its file is gone (engine.package.order).
+    ``last_attempted_revision_digest``: the OCI digest of the chart of the last pass (Flux's
+    ``status.lastAttemptedRevisionDigest``, ``""`` but for a chart from an OCIRepository).
     """
 
     history: History = field(default_factory=History)
@@ -71,6 +73,7 @@ class EngineStatus:
     last_attempted_spec_digest: str = ""
     last_attempted_chart_version: str = ""
     last_attempted_generation: str = ""
+    last_attempted_revision_digest: str = ""
     conditions: tuple[Condition, ...] = ()
     last: ActionOutcome | None = None
     suspended: bool = False
@@ -90,6 +93,7 @@ class EngineStatus:
             "lastAttemptedSpecDigest": self.last_attempted_spec_digest,
             "lastAttemptedChartVersion": self.last_attempted_chart_version,
             "lastAttemptedGeneration": self.last_attempted_generation,
+            "lastAttemptedRevisionDigest": self.last_attempted_revision_digest,
             "conditions": [dataclasses.asdict(c) for c in self.conditions],
             "last": dataclasses.asdict(self.last) if self.last else None,
             "suspended": self.suspended,
@@ -119,6 +123,7 @@ class EngineStatus:
                 last_attempted_spec_digest=str(doc.get("lastAttemptedSpecDigest", "")),
                 last_attempted_chart_version=str(doc.get("lastAttemptedChartVersion", "")),
                 last_attempted_generation=str(doc.get("lastAttemptedGeneration", "")),
+                last_attempted_revision_digest=str(doc.get("lastAttemptedRevisionDigest", "")),
                 conditions=tuple(Condition(**c) for c in doc.get("conditions") or []),
                 last=ActionOutcome(**{**last, "tail": tuple(last.get("tail", ()))}) if last else None,
                 suspended=bool(doc.get("suspended", False)),
