@@ -17,8 +17,8 @@ def snap(version: int, status: str = "superseded", test_phase: str | None = None
     return Snapshot(
         digest=f"sha256:{version:064x}", name="web", namespace="demo", version=version, status=status,
         chart_name="web", chart_version="0.2.0", app_version="1.27", config_digest="sha256:" + "0" * 64,
-        test_hooks=tuple(TestHookRun(f"web-test-{i}" if i else "web-test", p) for i, p in enumerate((test_phase, *phases)))
-        if test_phase is not None else (),
+        test_hooks=tuple(TestHookRun(f"web-test-{i}" if i else "web-test", p)
+                         for i, p in enumerate((test_phase, *phases))) if test_phase is not None else (),
     )
 
 
@@ -188,3 +188,62 @@ def test_engine_status_json_round_trip_and_what_it_refuses() -> None:
     for text in ("{", "[]", '{"schema": "other"}', "NaN"):
         with pytest.raises(ValueError):
             EngineStatus.from_json(text)
+
+
+OCI = "sha256:" + "a" * 64
+OCI_NEW = "sha256:" + "b" * 64
+
+
+def _obs(version: int, status: str, test_phase: str = "Succeeded") -> Any:
+    rel = release(version=version, status=status)
+    rel["hooks"][0]["last_run"]["phase"] = test_phase
+    return observation_from_release(rel)
+
+
+def _actions(h: History) -> list[tuple[int, str, str, str]]:
+    return [(s.version, s.status, s.action, s.oci_digest) for s in h]
+
+
+def test_record_an_install_and_an_upgrade_as_flux() -> None:
+    """internal/reconcile/release.go ``recordOnObject`` with ``mutateOCIDigest`` and ``mutateAction``: the new
+    revision records the action and the pass's OCI digest, hashed into its digest; the revision it superseded is
+    recorded anew from its Observation, which carries no action, its OCI digest kept."""
+    installed = History().record({1: _obs(1, "deployed")}, "install", OCI)
+    assert _actions(installed) == [(1, "deployed", "install", OCI)]
+    assert installed[0].digest == _obs(1, "deployed").digest_with(OCI) != _obs(1, "deployed").digest
+    upgraded = installed.record({1: _obs(1, "superseded"), 2: _obs(2, "deployed")}, "upgrade", OCI_NEW)
+    assert _actions(upgraded) == [(2, "deployed", "upgrade", OCI_NEW), (1, "superseded", "", OCI)]
+    assert upgraded[1].digest == _obs(1, "superseded").digest_with(OCI) and upgraded[1].verifies(_obs(1, "superseded"))
+    # A revision storage holds unchanged keeps its snapshot (the consistent read returns every revision).
+    assert upgraded.record({1: _obs(1, "superseded"), 2: _obs(2, "deployed")}, "upgrade", OCI_NEW) == upgraded
+
+
+def test_record_a_rollback_an_uninstall_an_unlock_and_a_test_as_flux() -> None:
+    """rollback_remediation.go ``observeRollback``: the new revision is recorded without an OCI digest, then with
+    the action ``rollback`` by the rollback's last write; the revision rolled back from records ``rollback``, its
+    OCI digest kept. uninstall.go ``observeUninstall``: ``uninstall`` or ``uninstall-remediation``. unlock.go
+    ``observeUnlock`` and test.go: the snapshot's own action and OCI digest."""
+    h = History().record({1: _obs(1, "deployed")}, "install", OCI)
+    h = h.record({1: _obs(1, "superseded"), 2: _obs(2, "failed")}, "upgrade", OCI_NEW)
+    rolled = h.record({1: _obs(1, "superseded"), 2: _obs(2, "superseded"), 3: _obs(3, "deployed")}, "rollback",
+                      OCI_NEW)
+    assert _actions(rolled) == [(3, "deployed", "rollback", ""), (2, "superseded", "rollback", OCI_NEW),
+                                (1, "superseded", "", OCI)]
+    gone = rolled.record({3: _obs(3, "uninstalled")}, "uninstall-remediation", OCI_NEW)
+    assert _actions(gone)[0] == (3, "uninstalled", "uninstall-remediation", "")
+    pending = History().record({1: _obs(1, "pending-install")}, "install", OCI)
+    assert _actions(pending.record({1: _obs(1, "failed")}, "unlock")) == [(1, "failed", "install", OCI)]
+    untested = History().record({1: _obs(1, "deployed", test_phase="")}, "upgrade", OCI)
+    tested = untested.record({1: _obs(1, "deployed")}, "test")
+    assert _actions(tested) == _actions(untested) and tested[0].digest == untested[0].digest
+    assert not untested[0].has_been_tested() and tested[0].has_been_tested()
+
+
+def test_old_snapshot_times_read_as_metav1() -> None:
+    """A snapshot persisted with helm's times (nanoseconds, an offset) reads back with Flux's."""
+    item = snap(1).to_dict() | {"first_deployed": "2026-11-30T10:00:00.123456789+01:00", "deleted": ""}
+    item["test_hooks"] = [{"name": "t", "phase": "Failed", "started_at": "2026-11-30T10:00:00.5Z",
+                           "completed_at": ""}]
+    read = Snapshot.from_dict(item)
+    assert (read.first_deployed, read.deleted) == ("2026-11-30T09:00:00Z", "")
+    assert read.test_hooks == (TestHookRun("t", "Failed", "2026-11-30T10:00:00Z", ""),)
