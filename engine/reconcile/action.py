@@ -33,7 +33,6 @@ from engine.reconcile.status import ActionOutcome, FailureCounts
 from engine.storage.codec import OWNER_SELECTOR, StorageDecodeError
 from engine.storage.observation import Observation
 from engine.storage.observer import Observer, StorageChange, decode_object
-from engine.storage.snapshot import History, Snapshot
 from engine.storage.writer import StorageWriteError, label_revision
 
 ReconcilerType = Literal["release", "remediate", "test", "unlock", "drift correction"]
@@ -158,23 +157,13 @@ class ObservedReleases:
         return self.observed[max(self.observed)] if self.observed else None
 
 
-def record(req: Request, observed: dict[int, Observation]) -> None:
-    """Record observed revisions on the status history (Flux's recordOnObject).
-
-    A revision already in the history is updated in place (status changes,
-    test hook runs); a higher one becomes the newest snapshot. History is then
-    truncated to the package's maxHistory (at least the newest and the
-    rollback target are kept).
-    """
-    history = req.status.history
-    for version in sorted(observed):
-        newest = history.latest()
-        if newest is None or version > newest.version:
-            history = History((Snapshot.from_observation(observed[version]), *history))
-        else:
-            history = history.updated(observed[version])
-    keep = max(2, req.spec.max_history) if req.spec.max_history else len(history)
-    req.status = dataclasses.replace(req.status, history=history.truncate(keep))
+def record(req: Request, observed: dict[int, Observation], action: str) -> None:
+    """Record the revisions ``observed`` after ``action`` (an action reconciler's name) on the status history, as
+    Flux's action reconcilers do (:meth:`engine.storage.snapshot.History.record`): an install's or upgrade's new
+    revision with the OCI digest of the pass (``last_attempted_revision_digest``). The history is trimmed where
+    Flux trims it, before an action (:func:`engine.reconcile.next_action.trimmed_history`), not here."""
+    req.status = dataclasses.replace(req.status, history=req.status.history.record(
+        observed, action, req.status.last_attempted_revision_digest))
 
 
 def set_conditions(req: Request, *changes: tuple[str, bool | None, str, str]) -> None:
@@ -269,7 +258,7 @@ async def observed_run(
                 error = await run_helm(call)
     finally:  # also when the action is cancelled: what the stopped helm wrote is the engine's own
         BEFORE_SPAWN.reset(spawning)
-        record(req, seen.observed)
+        record(req, seen.observed, action)
     return seen, error
 
 

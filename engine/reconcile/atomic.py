@@ -204,7 +204,7 @@ class AtomicRelease:
         writes the status as an action's end does. Raises what the fence raises."""
         action = "install" if latest.description.startswith("Install") else "upgrade"
         await fenced(self.ctx, req, "record")
-        record(req, {latest.version: latest})
+        record(req, {latest.version: latest}, action)
         message = (f"Helm {action} of release {release_ref(req, latest)} with chart {req.chart.name}@"
                    f"{req.chart.version} was made from this spec before it was kept (helm's storage holds it): "
                    f"recorded, not run again")
@@ -235,6 +235,9 @@ class AtomicRelease:
 
     async def _pass(self, req: Request) -> PassResult:
         self.reset_on_spec_change(req)
+        # Set at each pass, as helm-controller's reconcileRelease sets its last attempt values: what an install or
+        # upgrade records as its snapshot's ociDigest (History.record).
+        req.status = dataclasses.replace(req.status, last_attempted_revision_digest=req.oci_digest)
         if req.force:  # runs past exhausted retries (next_action), its counters kept: Stalled is decided anew
             req.status = dataclasses.replace(
                 req.status, conditions=cond.delete_condition(req.status.conditions, cond.STALLED))
@@ -267,6 +270,7 @@ class AtomicRelease:
                 continue
             if state.status == st.UNMANAGED:
                 req.status = dataclasses.replace(req.status, history=req.status.history.clear())
+            req.status = dataclasses.replace(req.status, history=na.trimmed_history(req, state))
             try:
                 stored = {o.version: o for o in self.ctx.observer.history(*req.key)} \
                     if state.status == st.FAILED else None  # a rollback target is verified there

@@ -76,7 +76,7 @@ class Maintenance(Reconciler):
                 message = f"entering maintenance failed: {exc}"
                 self.ctx.events(self.name, "failed", message, getattr(exc, "tail", ()))
                 return PassResult(st.FAILED, "error", message)
-        record(req, seen.observed)
+        record(req, seen.observed, result.action)
         if result.action in ("install", "upgrade"):
             message = (f"entered maintenance: revision {result.revision} stamps the maintenance label; "
                        "resources are no longer reconciled")

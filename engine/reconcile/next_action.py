@@ -13,11 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from engine.package.model import InstallSpec
+from engine.package.model import InstallSpec, UpgradeSpec
 from engine.reconcile import state as st
 from engine.reconcile.errors import ExceededMaxRetries, MissingRollbackTarget, ReleaseLocked
 from engine.reconcile.request import Request
 from engine.storage.observation import Observation
+from engine.storage.snapshot import History
 
 INSTALL = "install"
 UPGRADE = "upgrade"
@@ -97,21 +98,50 @@ def _for_failed(req: Request, stored: Mapping[int, Observation] | None) -> str:
         # remediation, no retry budget (helm-controller internal/reconcile/atomic_release.go, actionForState,
         # ReleaseStatusFailed); the atomic loop spaces the attempts by the retry interval.
         return UPGRADE
-    remediation = req.active_remediation()
-    if remediation is None or req.failure_count(remediation) <= 0:
-        # No remediation in play, or the failure predates a spec change: try an upgrade.
+    remediation = _remediation(req)
+    if remediation is None:
         return UPGRADE
-    if req.force:  # a forced upgrade of a failed release, no further checks (Flux's actionForState)
-        return UPGRADE
-    if req.retries_exhausted(remediation) and not remediation.remediate_last:
-        raise ExceededMaxRetries("retries exhausted: ignoring the last failure")
     if isinstance(remediation, InstallSpec) or remediation.strategy == "uninstall":
         return UNINSTALL_REMEDIATION
     target = req.status.history.previous(req.spec.test.ignore_failures)
     if target is None:
         raise MissingRollbackTarget("no earlier deployed or superseded revision to roll back to")
-    if stored is not None and ((found := stored.get(target.version)) is None or found.digest != target.digest):
+    if stored is not None and ((found := stored.get(target.version)) is None or not target.verifies(found)):
         # Gone from storage or changed there: upgrade again instead, as Flux's helm-controller does
         # (internal/reconcile/atomic_release.go, actionForState, after internal/action/verify.go VerifySnapshot).
         return UPGRADE
     return ROLLBACK
+
+
+def _remediation(req: Request) -> InstallSpec | UpgradeSpec | None:
+    """The remediation a failed release (no RetryOnFailure, not in maintenance) gets now, None when it is upgraded
+    instead: no remediation in play, or the failure predates a spec change, or a forced upgrade (no further checks,
+    as Flux's ``actionForState``). Raises ExceededMaxRetries when its retries are used up and the last failure is
+    not remediated."""
+    remediation = req.active_remediation()
+    if remediation is None or req.failure_count(remediation) <= 0 or req.force:
+        return None
+    if req.retries_exhausted(remediation) and not remediation.remediate_last:
+        raise ExceededMaxRetries("retries exhausted: ignoring the last failure")
+    return remediation
+
+
+def trimmed_history(req: Request, state: st.ReleaseState) -> History:
+    """The status history as helm-controller v1.6.3 trims it when it decides the next action for ``state``
+    (internal/reconcile/atomic_release.go ``actionForState``; api/v2 snapshot_types.go): in sync, and for a failed
+    release about to be remediated, down to the rollback target (``Snapshots.Truncate``, test failures ignored as
+    ``test.ignoreFailures`` says); under RetryOnFailure, in sync or failed, to the 5 newest
+    (``TruncateIgnoringPreviousSnapshots``). Else, and in maintenance, as it is. ``spec.maxHistory`` plays no
+    part: it bounds helm's stored revisions. Pure."""
+    history = req.status.history
+    if state.maintenance or req.spec.maintenance or state.status not in (st.IN_SYNC, st.FAILED):
+        return history
+    if req.active_retry() is not None:
+        return history.truncate_ignoring_previous()
+    if state.status == st.FAILED:
+        try:
+            if _remediation(req) is None:
+                return history
+        except ExceededMaxRetries:
+            return history
+    return history.truncate(req.spec.test.ignore_failures)

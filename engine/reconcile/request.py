@@ -26,7 +26,8 @@ class Request:
     rendered (the decision renders only when the spec changed; an install or upgrade labels its
     revision from what helm wrote, :meth:`engine.reconcile.action.ReleaseReconciler.label_checksum`).
     ``absent`` lists the release's resources its monitor finds missing
-    (``Kind/namespace/name``).
+    (``Kind/namespace/name``). ``oci_digest``: the OCI artifact's digest (``sha256:<hex>``) of a chart from an
+    OCIRepository, ``""`` for any other (Flux's ``status.lastAttemptedRevisionDigest``, set at each pass).
     """
 
     spec: PackageSpec
@@ -39,6 +40,7 @@ class Request:
     post_renderer: PostRenderer | None = None
     absent: tuple[str, ...] = ()
     manifest_checksum: str | None = None
+    oci_digest: str = ""
 
     @classmethod
     def from_resolved(cls, resolved: ResolvedRelease, status: EngineStatus, **kwargs: Any) -> Request:

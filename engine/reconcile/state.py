@@ -256,14 +256,12 @@ def _held_state(req: Request, latest: Observation, ours: Snapshot,
     if content.status != IN_SYNC:
         return content
     test = req.spec.test
-    # A chart without test hooks has nothing to run: it counts as tested.
     # Only the hooks the filters select count (those never run otherwise), as Flux's helm-controller records
     # only the tests it ran (internal/reconcile/state.go DetermineReleaseState: Snapshot.HasBeenTested).
-    hooks = tuple(h for h in ours.test_hooks if test.selects(h.name))
-    if test.enable and hooks and not any(h.phase for h in hooks):
+    if test.enable and not ours.has_been_tested(test.selects):
         return ReleaseState(UNTESTED, "release has not been tested", adopt=content.adopt)
     if (test.enable and req.active_remediation() is not None and not test.ignore_failures
-            and any(h.phase == "Failed" for h in hooks)):
+            and ours.has_test_in_phase("Failed", test.selects)):
         return ReleaseState(FAILED, "release has failed tests", adopt=content.adopt)
     if req.spec.drift_detection != "disabled" and drift is not None and drift():
         return ReleaseState(DRIFTED, "cluster state differs from the release manifest", adopt=content.adopt)

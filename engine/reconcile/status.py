@@ -66,6 +66,8 @@ class EngineStatus:
     ``storage_namespace`` is where the release of the history was stored when a pass last ran (Flux's
     ``status.storageNamespace``, set by internal/controller/helmrelease_controller.go ``reconcileRelease``;
     ``""`` unknown): a change of it is a release target change (engine.reconcile.state.release_target_changed).
+    ``last_attempted_revision_digest``: the OCI digest of the chart of the last pass (Flux's
+    ``status.lastAttemptedRevisionDigest``, ``""`` but for a chart from an OCIRepository).
     """
 
     history: History = field(default_factory=History)
@@ -74,6 +76,7 @@ class EngineStatus:
     last_attempted_spec_digest: str = ""
     last_attempted_chart_version: str = ""
     last_attempted_generation: str = ""
+    last_attempted_revision_digest: str = ""
     conditions: tuple[Condition, ...] = ()
     last: ActionOutcome | None = None
     suspended: bool = False
@@ -94,6 +97,7 @@ class EngineStatus:
             "lastAttemptedSpecDigest": self.last_attempted_spec_digest,
             "lastAttemptedChartVersion": self.last_attempted_chart_version,
             "lastAttemptedGeneration": self.last_attempted_generation,
+            "lastAttemptedRevisionDigest": self.last_attempted_revision_digest,
             "conditions": [dataclasses.asdict(c) for c in self.conditions],
             "last": dataclasses.asdict(self.last) if self.last else None,
             "suspended": self.suspended,
@@ -124,6 +128,7 @@ class EngineStatus:
                 last_attempted_spec_digest=str(doc.get("lastAttemptedSpecDigest", "")),
                 last_attempted_chart_version=str(doc.get("lastAttemptedChartVersion", "")),
                 last_attempted_generation=str(doc.get("lastAttemptedGeneration", "")),
+                last_attempted_revision_digest=str(doc.get("lastAttemptedRevisionDigest", "")),
                 conditions=tuple(Condition(**c) for c in doc.get("conditions") or []),
                 last=ActionOutcome(**{**last, "tail": tuple(last.get("tail", ()))}) if last else None,
                 suspended=bool(doc.get("suspended", False)),

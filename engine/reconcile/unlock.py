@@ -37,7 +37,7 @@ class Unlock(Reconciler):
                 except (StorageWriteError, StorageDecodeError) as exc:
                     raise ActionFailed(self.failed(
                         req, f"unlock of {release_ref(req, latest.version)} failed: {exc}")) from exc
-        record(req, seen.observed)
+        record(req, seen.observed, self.name)
         written = seen.observed.get(latest.version)
         if written is None or written.status != "failed":
             raise ActionFailed(self.failed(req, f"unlock of {release_ref(req, latest.version)} was not stored"))

@@ -64,7 +64,11 @@ class ChartArtifact:
     (version, or ``version+digest12`` for OCI), ``source`` a one-line description of where it came from.
     ``version`` is the version the repository published; for OCI the archive at ``path`` says ``revision``
     in its Chart.yaml (as Flux's helm-controller installs it). ``verification``: how the request's
-    ``verify`` judged it (``NotVerified`` when it asks none); a pull never returns a failed one."""
+    ``verify`` judged it (``NotVerified`` when it asks none); a pull never returns a failed one. ``oci_digest``:
+    for a chart from an OCIRepository, its manifest's digest (``sha256:<hex>``, the digest of source-controller's
+    artifact revision ``<tag>@<digest>``), which Flux records as ``status.lastAttemptedRevisionDigest`` and a
+    snapshot's ``ociDigest`` (helm-controller v1.6.3 internal/controller/helmrelease_controller.go
+    ``mutateChartWithSourceRevision``); ``""`` for any other chart."""
 
     path: Path
     digest: str
@@ -74,6 +78,7 @@ class ChartArtifact:
     revision: str
     source: str
     verification: Verification = NOT_ASKED
+    oci_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -394,7 +399,8 @@ class ChartSource:
             hex_digest = self._with_version(hex_digest, revision, what)
             path = self.cache.path(hex_digest)
         source = f"{location.url}@{choice.manifest_digest}" if location else f"{meta.name} {version} from {what}"
-        artifact = ChartArtifact(path, f"sha256:{hex_digest}", meta.name, version, meta.app_version, revision, source)
+        artifact = ChartArtifact(path, f"sha256:{hex_digest}", meta.name, version, meta.app_version, revision, source,
+                                 oci_digest=choice.manifest_digest if revision_digest else "")
         self._artifacts[memo] = artifact
         return artifact
 

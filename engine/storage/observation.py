@@ -26,7 +26,7 @@ from engine.storage.codec import (
     UnknownStatusError,
     validate_release_name,
 )
-from engine.storage.release_digest import release_digest
+from engine.storage.release_digest import ReleaseDigest
 from engine.storage.values_digest import digest_values
 
 __all__ = [
@@ -124,6 +124,17 @@ class Observation:
     # Flux's digest of the stored release (engine.storage.release_digest), made when the record is read: it
     # covers what this copy does not keep (the manifest, hooks' manifests, all chart metadata).
     digest: str = ""
+    # What makes that digest with an ``ociDigest`` (:meth:`digest_with`); None for an observation not read from a
+    # record.
+    digests: ReleaseDigest | None = field(default=None, compare=False, repr=False)
+
+    def digest_with(self, oci_digest: str) -> str:
+        """Flux's digest of this revision with ``oci_digest`` (``sha256:<hex>``, the OCI artifact the chart came
+        from) as its Observation's ``ociDigest``; :attr:`digest` for ``""`` or an observation not read from a
+        record (:class:`engine.storage.release_digest.ReleaseDigest`)."""
+        if not oci_digest or self.digests is None:
+            return self.digest
+        return self.digests.digest(oci_digest)
 
     @property
     def release_key(self) -> tuple[str, str]:
@@ -290,6 +301,7 @@ def observation_from_release(
     namespace = read.string(release.get("namespace"), "namespace")
     if not namespace and storage_key is not None:
         namespace = storage_key.namespace
+    digests = ReleaseDigest(release)
     return Observation(
         name=name,
         namespace=namespace,
@@ -310,7 +322,8 @@ def observation_from_release(
         flux_owner=flux_owner_of(manifest),
         apply_method=read.string(release.get("apply_method"), "apply_method"),
         hooks=_hooks(read, release.get("hooks")),
-        digest=release_digest(release),
+        digest=digests.digest(),
+        digests=digests,
         labels=tuple(sorted((labels or {}).items())),
         storage_key=storage_key,
         resource_version=resource_version,

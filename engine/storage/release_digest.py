@@ -3,10 +3,10 @@ snapshots (internal/release/digest.go ``Digest`` over internal/release/observati
 
 Flux hashes ``json.NewEncoder(sha256).Encode(observation)``: Go's encoding/json of an ``Observation`` (its fields in
 struct order: ``name``, ``version``, ``info``, ``chartMetadata``, ``config``, ``manifest``, ``hooks``, ``namespace``,
-``ociDigest`` when set) followed by the encoder's newline. The nested values are helm's own structs at the version
-helm-controller v1.6.3 pins (helm v4.2: pkg/release/v1 ``Info`` and ``Hook``, pkg/chart/v2 ``Metadata``), each as
-its JSON tags and ``MarshalJSON`` write it: unset times and empty fields left out, times in RFC 3339 with
-nanoseconds (trailing zeros dropped, an offset of zero written ``Z``), a ``test`` hook left out entirely
+``ociDigest`` when set: :class:`ReleaseDigest`) followed by the encoder's newline. The nested values are helm's own
+structs at the version helm-controller v1.6.3 pins (helm v4.2: pkg/release/v1 ``Info`` and ``Hook``, pkg/chart/v2
+``Metadata``), each as its JSON tags and ``MarshalJSON`` write it: unset times and empty fields left out, times in
+RFC 3339 with nanoseconds (trailing zeros dropped, an offset of zero written ``Z``), a ``test`` hook left out entirely
 (``IgnoreHookTestEvents``, so running tests does not change the digest), empty values and no hooks as ``null``.
 Maps' keys are sorted by bytes; ``<``, ``>``, ``&``, U+2028 and U+2029 are escaped as ``\\u00XX``; numbers are
 Go's float64 (helm decodes values into ``map[string]any``).
@@ -26,7 +26,7 @@ from typing import Any
 
 from engine.storage.canonical import format_number
 
-__all__ = ["release_digest"]
+__all__ = ["ReleaseDigest", "release_digest"]
 
 # pkg/chart/v2 Metadata's JSON fields in struct order, every one omitempty; Maintainer's and Dependency's too
 # (Dependency's name and repository are always written).
@@ -43,21 +43,53 @@ _HTML = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u20
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def release_digest(release: Mapping[str, Any]) -> str:
+def release_digest(release: Mapping[str, Any], oci_digest: str = "") -> str:
     """``sha256:<hex>`` of the decoded release JSON ``release`` as helm-controller's ``Digest(digest.Canonical,
-    ObserveRelease(rls))`` makes it (see the module docstring), with no OCI digest (``ociDigest`` is Flux's
-    ``status.lastAttemptedRevisionDigest``, which a release's storage does not hold).
+    ObserveRelease(rls))`` makes it (see the module docstring), with ``oci_digest`` as the Observation's
+    ``ociDigest`` (``""``: left out, as its ``omitempty`` tag does).
 
     Raises ValueError for a value Go could not have decoded (a non-finite number)."""
-    text = "".join(_observation(release)) + "\n"
+    return ReleaseDigest(release).digest(oci_digest)
+
+
+class ReleaseDigest:
+    """The digest of one stored release, for any ``ociDigest``: the Observation's JSON up to its last field is
+    hashed once (the manifest is long), and each :meth:`digest` hashes only the rest on a copy. Flux records
+    ``ociDigest`` (``status.lastAttemptedRevisionDigest``, what the release's storage does not hold) on the
+    snapshot of a release whose chart came from an OCIRepository, and hashes it into the digest
+    (internal/reconcile/release.go ``mutateOCIDigest``; internal/action/verify.go ``VerifySnapshot`` sets the
+    snapshot's before comparing). Immutable once made: copies share it.
+
+    Raises ValueError (from the constructor) for a value Go could not have decoded (a non-finite number)."""
+
+    __slots__ = ("_head",)
+
+    def __init__(self, release: Mapping[str, Any]):
+        self._head = hashlib.sha256(_go_bytes("".join(_observation(release))))
+
+    def digest(self, oci_digest: str = "") -> str:
+        """``sha256:<hex>`` of the Observation with ``oci_digest`` as its ``ociDigest`` (``""``: none)."""
+        h = self._head.copy()
+        h.update(_go_bytes(f',"ociDigest":{_str(oci_digest)}}}\n' if oci_digest else "}\n"))
+        return "sha256:" + h.hexdigest()
+
+    def __copy__(self) -> ReleaseDigest:
+        return self
+
+    def __deepcopy__(self, _memo: object) -> ReleaseDigest:
+        return self
+
+
+def _go_bytes(text: str) -> bytes:
+    """``text`` as Go's encoder writes it: HTML's characters and U+2028/9 escaped, UTF-8 (a lone surrogate, which
+    Go's decoder made U+FFFD, as U+FFFD). Per character, so a text's parts may be converted apart."""
     for char, escaped in _HTML:  # str.replace, not a regular expression: a manifest is long and rarely has them
         if char in text:
             text = text.replace(char, escaped)
     try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate escape: Go's decoder made it U+FFFD
-        data = _SURROGATE.sub("\ufffd", text).encode("utf-8")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 def _observation(release: Mapping[str, Any]) -> list[str]:
@@ -80,7 +112,7 @@ def _observation(release: Mapping[str, Any]) -> list[str]:
         out.append("]")
     else:
         out.append("null")
-    out += [',"namespace":', _str(release.get("namespace")), "}"]
+    out += [',"namespace":', _str(release.get("namespace"))]  # the rest (ociDigest, "}") is ReleaseDigest.digest's
     return out
 
 

@@ -9,16 +9,23 @@ persists the history in the cluster), see docs/storage.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
+from engine.storage.helmtime import metav1_time
 from engine.storage.observation import ROLLBACK_TARGETS, Observation
 
 HISTORY_FORMAT = 1
 # Flux's v2.CurrentSnapshotAPIVersion (api/v2 snapshot_types.go): a snapshot whose digest is Flux's.
 SNAPSHOT_API_VERSION = "v2"
+# Flux's api/v2 ReleaseAction values (helmrelease_types.go), what a snapshot's ``action`` may say.
+RELEASE_ACTIONS = frozenset({"install", "upgrade", "rollback", "uninstall", "uninstall-remediation"})
+# Flux's defaultMaxHistory (api/v2 helmrelease_types.go): the snapshots Truncate keeps when none is a rollback
+# target, and TruncateIgnoringPreviousSnapshots always.
+DEFAULT_MAX_HISTORY = 5
 
 
 class HistoryFormatError(ValueError):
@@ -27,7 +34,8 @@ class HistoryFormatError(ValueError):
 
 @dataclass(frozen=True)
 class TestHookRun:
-    """The last run of one ``helm test`` hook: phase ``""`` when it never ran."""
+    """The last run of one ``helm test`` hook: phase ``""`` when it never ran; times as ``metav1.Time`` writes them
+    (:func:`engine.storage.helmtime.metav1_time`), ``""`` unset."""
 
     __test__ = False  # not a pytest test class despite the name
 
@@ -39,12 +47,16 @@ class TestHookRun:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One observed release revision, as the engine's history keeps it.
+    """One observed release revision, as the engine's history keeps it: helm-controller v1.6.3's api/v2 ``Snapshot``.
 
-    ``digest`` is :attr:`Observation.digest` (Flux's: it ignores test hooks);
-    ``config_digest`` is :attr:`Observation.config_digest`. Times are RFC
-    3339 strings or ``""``. ``api_version`` is :data:`SNAPSHOT_API_VERSION` for a snapshot made now, ``""``
-    for one persisted before helmdeck's digest was Flux's (its digest is not compared: :meth:`verifies`).
+    ``digest`` is Flux's digest of the revision with ``oci_digest`` as its Observation's ``ociDigest``
+    (:meth:`Observation.digest_with`; it ignores test hooks); ``config_digest`` is :attr:`Observation.config_digest`.
+    Times are as ``metav1.Time`` writes them (RFC 3339, UTC, whole seconds, ``Z``) or ``""``, as Flux's
+    ``ObservedToSnapshot`` makes them. ``action``: the Flux ``ReleaseAction`` that recorded it
+    (:data:`RELEASE_ACTIONS`), ``""`` for none (:meth:`History.record` says when). ``oci_digest``: the digest of
+    the OCI artifact its chart came from (an OCIRepository's), ``""`` for any other chart. ``api_version`` is
+    :data:`SNAPSHOT_API_VERSION` for a snapshot made now, ``""`` for one persisted before helmdeck's digest was
+    Flux's (its digest is not compared: :meth:`verifies`).
     """
 
     digest: str
@@ -61,36 +73,43 @@ class Snapshot:
     deleted: str = ""
     test_hooks: tuple[TestHookRun, ...] = ()
     api_version: str = ""
+    action: str = ""
+    oci_digest: str = ""
 
     @classmethod
-    def from_observation(cls, obs: Observation) -> Snapshot:
-        """The snapshot of ``obs``, test hooks with their last run."""
+    def from_observation(cls, obs: Observation, action: str = "", oci_digest: str = "") -> Snapshot:
+        """The snapshot of ``obs`` recorded by ``action`` from a chart of OCI digest ``oci_digest``, test hooks with
+        their last run (helm-controller's internal/release/observation.go ``ObservedToSnapshot``)."""
         return cls(
-            api_version=SNAPSHOT_API_VERSION, digest=obs.digest, name=obs.name, namespace=obs.namespace,
-            version=obs.version,
+            api_version=SNAPSHOT_API_VERSION, digest=obs.digest_with(oci_digest), name=obs.name,
+            namespace=obs.namespace, version=obs.version,
             status=obs.status, chart_name=obs.chart_name, chart_version=obs.chart_version,
             app_version=obs.app_version, config_digest=obs.config_digest,
-            first_deployed=obs.first_deployed, last_deployed=obs.last_deployed, deleted=obs.deleted,
-            test_hooks=tuple(
-                TestHookRun(h.name, h.phase, h.started_at, h.completed_at) for h in obs.test_hooks
-            ),
+            first_deployed=metav1_time(obs.first_deployed), last_deployed=metav1_time(obs.last_deployed),
+            deleted=metav1_time(obs.deleted), action=action, oci_digest=oci_digest,
+            test_hooks=tuple(TestHookRun(h.name, h.phase, metav1_time(h.started_at), metav1_time(h.completed_at))
+                             for h in obs.test_hooks),
         )
 
     def verifies(self, obs: Observation) -> bool:
         """Is ``obs`` the stored revision this snapshot recorded, unchanged: the same name, namespace and version
-        and the same digest, as Flux's internal/action/verify.go ``VerifySnapshot``/``VerifyReleaseObject``
-        decide. A snapshot of an older ``api_version`` is not compared by digest (Flux's migration rule): the
-        revision's name, namespace and version decide alone, until an action records it again."""
+        and the same digest (with this snapshot's ``oci_digest``), as Flux's internal/action/verify.go
+        ``VerifySnapshot``/``VerifyReleaseObject`` decide. A snapshot of an older ``api_version`` is not compared by
+        digest (Flux's migration rule): the revision's name, namespace and version decide alone, until an action
+        records it again."""
         return (obs.name, obs.namespace, obs.version) == (self.name, self.namespace, self.version) and (
-            self.api_version != SNAPSHOT_API_VERSION or obs.digest == self.digest)
+            self.api_version != SNAPSHOT_API_VERSION or obs.digest_with(self.oci_digest) == self.digest)
 
-    def has_been_tested(self) -> bool:
-        """True when any test hook has run on this revision."""
-        return any(h.phase for h in self.test_hooks)
+    def has_been_tested(self, selects: Callable[[str], bool] = lambda _name: True) -> bool:
+        """Have the tests of this revision run, as api/v2 ``Snapshot.HasBeenTested`` decides: one of the test
+        hooks ``selects`` keeps failed, or every one succeeded. A revision with no such hook counts as tested
+        (nothing to run; Flux records an empty result after running ``helm test`` on it)."""
+        hooks = [h for h in self.test_hooks if selects(h.name)]
+        return any(h.phase == "Failed" for h in hooks) or all(h.phase == "Succeeded" for h in hooks)
 
-    def has_test_in_phase(self, phase: str) -> bool:
-        """True when a test hook's last run ended in ``phase`` (e.g. ``Failed``)."""
-        return any(h.phase == phase for h in self.test_hooks)
+    def has_test_in_phase(self, phase: str, selects: Callable[[str], bool] = lambda _name: True) -> bool:
+        """True when a test hook ``selects`` keeps last ended in ``phase`` (e.g. ``Failed``)."""
+        return any(h.phase == phase for h in self.test_hooks if selects(h.name))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (field names as attributes; test hooks as objects)."""
@@ -116,6 +135,8 @@ class Snapshot:
             if not isinstance(value, expected) or isinstance(value, bool):
                 raise HistoryFormatError(f"snapshot field {name!r} is {value!r}, not {expected.__name__}")
             values[name] = value
+        for name in ("first_deployed", "last_deployed", "deleted"):  # one persisted with helm's times: Flux's form
+            values[name] = metav1_time(values[name])
         hooks = data.get("test_hooks")
         hooks = [] if hooks is None else hooks
         if not isinstance(hooks, list):
@@ -128,7 +149,7 @@ class Snapshot:
                 raise HistoryFormatError(f"snapshot test hook {hook!r} is not an object of strings")
             runs.append(TestHookRun(
                 str(hook.get("name", "")), str(hook.get("phase", "")),
-                str(hook.get("started_at", "")), str(hook.get("completed_at", "")),
+                metav1_time(str(hook.get("started_at", ""))), metav1_time(str(hook.get("completed_at", ""))),
             ))
         return cls(**values, test_hooks=tuple(runs))
 
@@ -137,7 +158,7 @@ class Snapshot:
 # status per release).
 _SNAPSHOT_FIELDS: tuple[tuple[str, type, str | None], ...] = tuple(
     (f.name, int if f.name == "version" else str,
-     "" if f.name in ("first_deployed", "last_deployed", "deleted", "api_version") else None)
+     "" if f.name in ("first_deployed", "last_deployed", "deleted", "api_version", "action", "oci_digest") else None)
     for f in fields(Snapshot) if f.name != "test_hooks")
 
 
@@ -187,18 +208,70 @@ class History(Sequence[Snapshot]):
         return None
 
     def updated(self, obs: Observation) -> History:
-        """The history with the snapshot of ``obs``'s revision replaced by ``obs``'s (a revision it holds changed
-        status, e.g. unlocked); unchanged when it holds no snapshot of that revision."""
+        """The history with the snapshot of ``obs``'s revision made anew from ``obs`` (a revision it holds changed
+        status, e.g. unlocked), its action and OCI digest kept (as helm-controller's internal/reconcile/unlock.go
+        ``observeUnlock``); unchanged when it holds no snapshot of that revision."""
         if all(s.version != obs.version for s in self.snapshots):
             return self
-        return History(tuple(Snapshot.from_observation(obs) if s.version == obs.version else s
-                             for s in self.snapshots))
+        return History(tuple(Snapshot.from_observation(obs, s.action, s.oci_digest) if s.version == obs.version
+                             else s for s in self.snapshots))
 
-    def truncate(self, n: int) -> History:
-        """The ``n`` newest snapshots (all when there are fewer); ``n`` < 0 raises ValueError."""
-        if n < 0:
-            raise ValueError(f"cannot keep {n} snapshots")
-        return History(self.snapshots[:n])
+    def record(self, observed: Mapping[int, Observation], action: str = "", oci_digest: str = "") -> History:
+        """The history once the action ``action`` (an engine action's name) left ``observed`` (the release's
+        revisions read after it, by version), as helm-controller v1.6.3's action reconcilers record what they
+        observe (internal/reconcile):
+
+        - a revision newer than the newest snapshot becomes a snapshot; the newest of them records an install's or
+          upgrade's name and ``oci_digest`` (release.go ``recordOnObject`` with ``mutateOCIDigest`` and
+          ``mutateAction``), a rollback's records ``rollback`` and no OCI digest (rollback_remediation.go
+          ``observeRollback``: made without either, then recorded again by the rollback's later write);
+          any other none;
+        - a snapshot whose revision changed (its digest with its own OCI digest differs) is made anew with its
+          OCI digest and the action ``rollback``, ``uninstall`` or ``uninstall-remediation`` that changed it
+          (``observeRollback``, uninstall.go ``observeUninstall``), none after an install or upgrade
+          (``recordOnObject`` records the older revision's Observation, which carries no action), else its own
+          (unlock.go ``observeUnlock``, test.go);
+        - any other snapshot keeps its action and OCI digest, its test hooks' last runs read anew.
+        """
+        history = self
+        release = action in ("install", "upgrade")
+        for version in sorted(observed):
+            obs = observed[version]
+            newest = history.latest()
+            if newest is None or version > newest.version:
+                last = version == max(observed)
+                history = History((Snapshot.from_observation(
+                    obs, action if action in RELEASE_ACTIONS and (last or not release) else "",
+                    oci_digest if release and last else ""), *history))
+                continue
+            old = next((s for s in history.snapshots if s.version == version), None)
+            if old is None:
+                continue
+            made = Snapshot.from_observation(obs, old.action, old.oci_digest)
+            if made.digest != old.digest and (release or action in RELEASE_ACTIONS):
+                made = dataclasses.replace(made, action="" if release else action)
+            if made != old:
+                history = History(tuple(made if s.version == version else s for s in history.snapshots))
+        return history
+
+    def truncate(self, ignore_tests: bool = False) -> History:
+        """The snapshots down to the first older one that is deployed or superseded and whose tests did not fail
+        (unless ``ignore_tests``), the rollback target (:meth:`previous`); without one, the
+        :data:`DEFAULT_MAX_HISTORY` newest. As Flux's api/v2 snapshot_types.go ``Snapshots.Truncate``, which
+        helm-controller runs on a release in sync and before remediating a failed one
+        (internal/reconcile/atomic_release.go ``actionForState``)."""
+        if len(self.snapshots) < 2:
+            return self
+        target = self.previous(ignore_tests)
+        if target is not None:
+            return History(self.snapshots[:self.snapshots.index(target) + 1])
+        return History(self.snapshots[:DEFAULT_MAX_HISTORY])
+
+    def truncate_ignoring_previous(self) -> History:
+        """The :data:`DEFAULT_MAX_HISTORY` newest snapshots, rollback target or not: Flux's api/v2
+        ``Snapshots.TruncateIgnoringPreviousSnapshots``, run instead of :meth:`truncate` under the RetryOnFailure
+        strategy (nothing is rolled back to)."""
+        return History(self.snapshots[:DEFAULT_MAX_HISTORY])
 
     def clear(self) -> History:
         """An empty history (Flux clears it when the release is no longer ours)."""

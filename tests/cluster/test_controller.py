@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -101,6 +102,13 @@ def test_a_package_object_is_installed_and_an_edit_upgrades_once(
         assert status["lastAttemptedRevision"] == status["lastAppliedRevision"] == first["chartVersion"]
         assert first["chartVersion"].startswith("0.1.0")
         assert status["lastAttemptedReleaseAction"] == "install" and status["failures"] == 0
+        # Flux's snapshot fields, kept by the CRD: the action, the OCI artifact's digest (also the status's
+        # lastAttemptedRevisionDigest), metav1 times; no deleted time (a zero metav1.Time is dropped).
+        assert first["action"] == "install" and first["ociDigest"].startswith("sha256:"), first
+        assert status["lastAttemptedRevisionDigest"] == first["ociDigest"], status
+        metav1 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+        assert all(re.fullmatch(metav1, first[k]) for k in ("firstDeployed", "lastDeployed")), first
+        assert "deleted" not in first, first
         row = get_json(api_client(kube_target), f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/packages",
                        accept=TABLE)["rows"][0]["cells"]
         assert row[0] == "web" and row[2:] == ["True", ready["message"], 1, first["chart"]]
@@ -113,7 +121,8 @@ def test_a_package_object_is_installed_and_an_edit_upgrades_once(
         status = eventually(lambda: _ready_status(objects, namespace, "web", 2), 30, "Ready for generation 2",
                             logs=ctl.text)
         assert _condition(status, "Ready")["reason"] == "UpgradeSucceeded"
-        assert [(h["version"], h["status"]) for h in status["history"]] == [(2, "deployed"), (1, "superseded")]
+        assert [(h["version"], h["status"], h.get("action")) for h in status["history"]] == [
+            (2, "deployed", "upgrade"), (1, "superseded", None)]
         time.sleep(5)  # more passes would make more revisions: the edit upgrades once
         assert releases(core, namespace, "web") == [(1, "superseded"), (2, "deployed")]
         assert _reasons(core, namespace, "web").count("UpgradeSucceeded") == 1

@@ -74,6 +74,7 @@ type request struct {
 	Vars      map[string]string      `json:"vars"`
 	Strict    bool                   `json:"strict"`
 	Tags      bool                   `json:"tags"`
+	OCIDigest string                 `json:"ociDigest"`
 }
 
 var scheme = runtime.NewScheme()
@@ -138,7 +139,7 @@ func handle(req request) (answer map[string]any) {
 	case "helmRelease":
 		return helmRelease(req.Object)
 	case "observe":
-		return observe(req.Object) // observation.go
+		return observe(req.Object, req.OCIDigest) // observation.go
 	}
 	return map[string]any{"error": fmt.Sprintf("unknown op %q", req.Op)}
 }

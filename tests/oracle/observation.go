@@ -7,7 +7,11 @@ package main
 // writing into the hash). The release is read by helm's own types (pkg/release/v1 Release, as
 // pkg/storage/driver decodeRelease unmarshals it), so Info, Hook and Metadata encode as helm's code does.
 //
-//	{"op": "observe", "object": {release JSON}} -> {"digest": "sha256:...", "text": what it hashes}
+//	{"op": "observe", "object": {release JSON}, "ociDigest": "sha256:..." (optional)}
+//	  -> {"digest": "sha256:...", "text": what it hashes}
+//
+// ociDigest is what internal/reconcile/release.go mutateOCIDigest sets on the Observation of a release whose chart
+// came from an OCIRepository (the HelmRelease's status.lastAttemptedRevisionDigest).
 
 import (
 	"bytes"
@@ -32,12 +36,13 @@ type observation struct {
 	OCIDigest     string             `json:"ociDigest,omitempty"`
 }
 
-func observe(raw json.RawMessage) map[string]any {
+func observe(raw json.RawMessage, ociDigest string) map[string]any {
 	var rel helmrelease.Release
 	if err := json.Unmarshal(raw, &rel); err != nil {
 		return map[string]any{"error": err.Error()}
 	}
-	obs := observation{Name: rel.Name, Version: rel.Version, Manifest: rel.Manifest, Namespace: rel.Namespace}
+	obs := observation{Name: rel.Name, Version: rel.Version, Manifest: rel.Manifest, Namespace: rel.Namespace,
+		OCIDigest: ociDigest}
 	if rel.Info != nil {
 		obs.Info = *rel.Info
 	}

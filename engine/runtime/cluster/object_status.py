@@ -44,13 +44,11 @@ from engine.runtime.state import (
     ReleaseKey,
     ReleaseUpdated,
 )
-from engine.storage.helmtime import helm_time
 from engine.storage.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
 GROUP, VERSION = API_VERSION.split("/")
-HISTORY = 5  # snapshots kept in status.history, as Flux
 COMPONENT = "helmdeck-controller"
 MAX_MESSAGE = 1024  # an Event's message, as client-go's recorder truncates it
 MAX_FIELD = 128  # an Event's reportingInstance and action (the API server's validation)
@@ -70,12 +68,28 @@ def rfc3339(seconds: float) -> str:
 def flux_test_hooks(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
     """A snapshot's ``testHooks`` as helm-controller writes them once tests ran (internal/release/observation.go
     ``TestHooksFromRelease``; api/v2 ``TestHookStatus``): by hook name, ``lastStarted``/``lastCompleted`` as
-    ``metav1.Time`` (seconds, UTC; ``null`` when unset), ``phase`` when set."""
-    def when(value: str) -> str | None:
-        seconds = helm_time(value)
-        return rfc3339(seconds) if seconds is not None else None
-    return {h.name: {"lastStarted": when(h.started_at), "lastCompleted": when(h.completed_at),
+    ``metav1.Time`` (seconds, UTC, as the snapshot holds them; ``null`` when unset), ``phase`` when set."""
+    return {h.name: {"lastStarted": h.started_at or None, "lastCompleted": h.completed_at or None,
                      **({"phase": h.phase} if h.phase else {})} for h in snapshot.test_hooks}
+
+
+def flux_snapshot(s: Snapshot) -> dict[str, Any]:
+    """One ``status.history`` entry as helm-controller v1.6.3 writes its api/v2 ``Snapshot``: ``omitempty``
+    fields (``apiVersion``, ``action``, ``appVersion``, ``ociDigest``) left out when empty, a zero ``metav1.Time``
+    (``null``, which the API server drops) left out, ``testHooks`` once tests ran (:func:`flux_test_hooks`); and
+    helmdeck's ``chart`` (``name@version``, the app's CHART column)."""
+    out: dict[str, Any] = {
+        "apiVersion": s.api_version, "digest": s.digest, "name": s.name, "namespace": s.namespace,
+        "version": s.version, "status": s.status, "action": s.action, "chart": f"{s.chart_name}@{s.chart_version}",
+        "chartName": s.chart_name, "chartVersion": s.chart_version, "appVersion": s.app_version,
+        "configDigest": s.config_digest, "firstDeployed": s.first_deployed, "lastDeployed": s.last_deployed,
+        "deleted": s.deleted, "ociDigest": s.oci_digest}
+    for key in ("apiVersion", "action", "appVersion", "firstDeployed", "lastDeployed", "deleted", "ociDigest"):
+        if not out[key]:
+            del out[key]
+    if any(h.phase for h in s.test_hooks):  # Flux records them when its Test action ran
+        out["testHooks"] = flux_test_hooks(s)
+    return out
 
 
 def event_reason(entry: LogEntry) -> str | None:
@@ -120,7 +134,6 @@ def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
     conditions = status.conditions
     if invalid is not None:
         conditions = cond.set_condition(conditions, cond.READY, False, cond.INVALID_PACKAGE, problem_text(invalid))
-    history = list(status.history)[:HISTORY]
     applied = next((s.chart_version for s in status.history if s.status in ("deployed", "superseded")), "")
     out: dict[str, Any] = {
         "observedGeneration": generation,
@@ -128,15 +141,11 @@ def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
                         "message": c.message[:32768], "observedGeneration": generation,
                         "lastTransitionTime": rfc3339(c.last_transition or time.time())} for c in conditions],
         "lastAttemptedRevision": status.last_attempted_chart_version,
+        **({"lastAttemptedRevisionDigest": status.last_attempted_revision_digest}
+           if status.last_attempted_revision_digest else {}),
         "lastAppliedRevision": applied,
         "lastAttemptedReleaseAction": status.last_attempted_release_action,
-        "history": [{**({"apiVersion": s.api_version} if s.api_version else {}),  # omitempty, as Flux's
-                     "name": s.name, "namespace": s.namespace, "version": s.version, "status": s.status,
-                     "chart": f"{s.chart_name}@{s.chart_version}", "chartName": s.chart_name,
-                     "chartVersion": s.chart_version, "appVersion": s.app_version,
-                     "configDigest": s.config_digest, "digest": s.digest, "firstDeployed": s.first_deployed,
-                     "lastDeployed": s.last_deployed, "deleted": s.deleted,
-                     **({"testHooks": flux_test_hooks(s)} if s.has_been_tested() else {})} for s in history],
+        "history": [flux_snapshot(s) for s in status.history],
         "failures": status.failures.total,
         "installFailures": status.failures.install,
         "upgradeFailures": status.failures.upgrade,

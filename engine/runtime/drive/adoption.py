@@ -74,7 +74,7 @@ class Adoption:
             return
         after = {new.version: seen.observed.get(new.version, new) for old, new in changed
                  if any(snap.verifies(old) for snap in req.status.history)}
-        record(req, after)
+        record(req, after, "adopt")  # labels only: each snapshot keeps its action and OCI digest
         self._book.log(req.key, "reconcile", "info",
                        f"adopted: {len(changed)} storage record(s) relabelled from package set {label!r} "
                        f"(an older helmdeck's name for this folder) to {pset.identity!r}")

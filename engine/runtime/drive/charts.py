@@ -45,22 +45,26 @@ class ChartLocator:
         return ChartSource(self._helm, cache_root(), secrets=kube_secret_reader(api) if api is not None else None,
                            keys=kube_key_reader(api) if api is not None else None)
 
-    async def locate(self, spec: PackageSpec) -> None:
+    async def locate(self, spec: PackageSpec) -> str:
         """Point a remote chart's ``chart_path`` at the archive its source selects now (pulled only when
-        new; no request within the repository's interval), and read its valuesFrom objects. Raises SourceError."""
+        new; no request within the repository's interval), and read its valuesFrom objects. Returns the
+        archive's OCI digest (:attr:`~engine.sources.source.ChartArtifact.oci_digest`: ``""`` but for a chart from
+        an OCIRepository). Raises SourceError."""
         await self._values.fetch(spec)
-        if spec.chart_request is not None:
-            try:
-                artifact = await self.source.pull(spec.chart_request)
-            except VerifyError as exc:  # the artifact is not used: the chart path keeps the last verified one
-                self._note_verified(spec, exc.verification or Verification(
-                    spec.chart_request.verify.provider if spec.chart_request.verify else "", FAILED,
-                    message=exc.message.removeprefix(f"{exc.repository}: ")))
-                raise
-            self._note_verified(spec, artifact.verification)
-            self._book.set_offered(spec.key, self.source.available(spec.chart_request))  # the row's marker
-            if point(spec.chart_path, artifact.path) and spec.key in self._book.packages:
-                self._book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
+        if spec.chart_request is None:
+            return ""
+        try:
+            artifact = await self.source.pull(spec.chart_request)
+        except VerifyError as exc:  # the artifact is not used: the chart path keeps the last verified one
+            self._note_verified(spec, exc.verification or Verification(
+                spec.chart_request.verify.provider if spec.chart_request.verify else "", FAILED,
+                message=exc.message.removeprefix(f"{exc.repository}: ")))
+            raise
+        self._note_verified(spec, artifact.verification)
+        self._book.set_offered(spec.key, self.source.available(spec.chart_request))  # the row's marker
+        if point(spec.chart_path, artifact.path) and spec.key in self._book.packages:
+            self._book.log(spec.key, "source", "info", f"chart {artifact.source} (revision {artifact.revision})")
+        return artifact.oci_digest
 
     def _note_verified(self, spec: PackageSpec, verification: Verification) -> None:
         """Keep ``SourceVerified`` (Flux's condition and reasons) on the package's status: True with who signed,

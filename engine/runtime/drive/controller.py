@@ -345,11 +345,12 @@ class PackageController:
         target did not change: as Flux's internal/controller/helmrelease_controller.go ``reconcileRelease`` sets
         ``status.storageNamespace``). Raises PackageError for an unreadable chart or values."""
         spec = self.book.spec(key)
-        await self.locator.locate(spec)
+        oci_digest = await self.locator.locate(spec)
         resolved = await asyncio.to_thread(functools.partial(resolve, spec, values_from=self.service.values_from))
         status = dataclasses.replace(self.book.status(key) or EngineStatus(), storage_namespace=spec.storage_ns)
         req = Request.from_resolved(resolved, status, force=force,
-                                    package_set=self.package_set.identity if self.package_set else None)
+                                    package_set=self.package_set.identity if self.package_set else None,
+                                    oci_digest=oci_digest)
         req.post_renderer = await self.service.post_renderer_for(spec)
         self.service.take_absent_report(*key)
         req.absent = tuple(r.ref for r in self.service.absent(*key)) if spec.restores_absent else ()

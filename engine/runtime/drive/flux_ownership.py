@@ -41,7 +41,7 @@ class FluxOwnership:
     against the document on a fresh resolution), ``values_from`` composes them."""
 
     def __init__(self, book: ReleaseBook, api: client.ApiClient | None,
-                 locate: Callable[[PackageSpec], Awaitable[None]], values_from: ValuesFrom | None):
+                 locate: Callable[[PackageSpec], Awaitable[object]], values_from: ValuesFrom | None):
         self._book = book
         self._api = api
         self._locate = locate

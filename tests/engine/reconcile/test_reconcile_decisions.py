@@ -443,3 +443,38 @@ def test_a_changed_storage_namespace_is_a_release_target_change_named_first(
     """internal/action/verify.go ``ReleaseTargetChanged`` compares ``GetStorageNamespace`` with the recorded
     ``status.storageNamespace`` before the release namespace and name (and skips it while none is recorded)."""
     assert st.release_target_changed(previous, ("ns", "app"), stored_in=stored_in, storage_ns="ns") == why
+
+
+def test_untested_until_every_test_succeeded_or_one_failed() -> None:
+    """internal/reconcile/state.go ``DetermineReleaseState`` asks api/v2 ``Snapshot.HasBeenTested``: a test hook
+    still running (or never run beside one that succeeded) leaves the release untested."""
+    for tests in ({"t": "Succeeded", "u": "Running"}, {"t": "Succeeded", "u": ""}):
+        assert st.determine_state(request(obs(tests=tests), spec=TESTED), obs(tests=tests)).status == st.UNTESTED
+    done = {"t": "Succeeded", "u": "Failed"}
+    assert st.determine_state(request(obs(tests=done), spec=TESTED), obs(tests=done)).status == st.IN_SYNC
+
+
+_EIGHT = (obs(8), *(obs(v, "failed") for v in range(7, 2, -1)), obs(2, "superseded"), obs(1, "superseded"))
+_RETRY = UpgradeSpec(on_failure="RetryOnFailure")
+
+
+@pytest.mark.parametrize(("state", "spec", "failures", "last", "kept"), [
+    (st.IN_SYNC, None, None, "upgrade", 7),  # Truncate: down to the rollback target, 2
+    (st.IN_SYNC, with_spec(upgrade=_RETRY), None, "upgrade", 5),  # TruncateIgnoringPreviousSnapshots
+    (st.FAILED, with_spec(upgrade=UpgradeSpec(retries=3)), FailureCounts(upgrade=1, total=1), "upgrade", 7),
+    (st.FAILED, None, FailureCounts(), "upgrade", 8),  # the failure predates a spec change: upgraded, not trimmed
+    (st.FAILED, with_spec(upgrade=_RETRY), FailureCounts(upgrade=1, total=1), "upgrade", 5),
+    (st.FAILED, None, FailureCounts(upgrade=1, total=1), "upgrade", 8),  # retries exhausted: stalls untrimmed
+    (st.OUT_OF_SYNC, None, None, "upgrade", 8),
+    (st.UNTESTED, None, None, "upgrade", 8),
+])
+def test_history_is_trimmed_where_flux_trims_it(state: str, spec: PackageSpec | None,
+                                                failures: FailureCounts | None, last: str, kept: int) -> None:
+    """internal/reconcile/atomic_release.go ``actionForState``: in sync, Truncate (or, under RetryOnFailure,
+    TruncateIgnoringPreviousSnapshots); failed, the same before a remediation (or a RetryOnFailure upgrade), not
+    before an upgrade for a changed spec nor once retries are exhausted; no other state trims. ``maxHistory``
+    plays no part (it bounds helm's storage)."""
+    req = request(*_EIGHT, spec=spec, failures=failures, last=last)
+    req.spec = dataclasses.replace(req.spec, max_history=1)
+    trimmed = na.trimmed_history(req, st.ReleaseState(state, ""))
+    assert [s.version for s in trimmed] == list(range(8, 8 - kept, -1))

@@ -13,11 +13,12 @@ from engine.storage import History, HistoryFormatError, Snapshot, TestHookRun, o
 from tests.storage_records import release
 
 
-def snap(version: int, status: str = "superseded", test_phase: str = "") -> Snapshot:
+def snap(version: int, status: str = "superseded", test_phase: str | None = None, *phases: str) -> Snapshot:
     return Snapshot(
         digest=f"sha256:{version:064x}", name="web", namespace="demo", version=version, status=status,
         chart_name="web", chart_version="0.2.0", app_version="1.27", config_digest="sha256:" + "0" * 64,
-        test_hooks=(TestHookRun("web-test", test_phase),) if test_phase else (),
+        test_hooks=tuple(TestHookRun(f"web-test-{i}" if i else "web-test", p)
+                         for i, p in enumerate((test_phase, *phases))) if test_phase is not None else (),
     )
 
 
@@ -26,7 +27,10 @@ def test_snapshot_from_observation_keeps_digests_and_test_runs() -> None:
     s = Snapshot.from_observation(obs)
     assert (s.digest, s.config_digest, s.version, s.status) == (obs.digest, obs.config_digest, 4, "deployed")
     assert (s.chart_name, s.chart_version, s.app_version) == ("web", "0.2.0", "1.27")
-    assert (s.first_deployed, s.last_deployed, s.deleted) == (obs.first_deployed, obs.last_deployed, "")
+    # As metav1.Time writes them (helm-controller's ObservedToSnapshot: metav1.NewTime): UTC, whole seconds.
+    assert (obs.first_deployed, obs.last_deployed) == ("2026-11-30T10:00:00.123456789Z", "2026-11-30T10:05:00.5+01:00")
+    assert (s.first_deployed, s.last_deployed, s.deleted) == ("2026-11-30T10:00:00Z", "2026-11-30T09:05:00Z", "")
+    assert (s.action, s.oci_digest) == ("", "")
     assert s.test_hooks == (TestHookRun("web-test", "Succeeded", "2026-11-30T10:06:00Z", "2026-11-30T10:06:05Z"),)
     assert s.has_been_tested() and s.has_test_in_phase("Succeeded") and not s.has_test_in_phase("Failed")
 
@@ -53,6 +57,18 @@ def test_untested_snapshot() -> None:
     rel["hooks"][0]["last_run"] = {"phase": "", "started_at": "", "completed_at": ""}
     s = Snapshot.from_observation(observation_from_release(rel))
     assert len(s.test_hooks) == 1 and not s.has_been_tested()
+
+
+@pytest.mark.parametrize(("phases", "tested"), [
+    ((), True), (("",), False), (("Succeeded",), True), (("Failed",), True), (("Succeeded", "Failed"), True),
+    (("Failed", ""), True), (("Succeeded", ""), False), (("Running",), False), (("Unknown",), False)])
+def test_has_been_tested_is_fluxs(phases: tuple[str, ...], tested: bool) -> None:
+    """api/v2 snapshot_types.go ``Snapshot.HasBeenTested``, on the cases of its own test
+    (snapshot_types_test.go ``TestSnapshots_HasBeenTested``): one failed hook, or every hook succeeded. No test hook
+    at all counts as tested (Flux's empty result: helmdeck runs no ``helm test`` for a chart without any)."""
+    assert snap(2, "deployed", *phases).has_been_tested() is tested
+    # Only the hooks the filters select count: a failed one filtered out is not a result.
+    assert snap(2, "deployed", "Failed", "").has_been_tested(lambda name: name != "web-test") is False
 
 
 def test_history_is_newest_first_whatever_the_input_order() -> None:
@@ -89,13 +105,36 @@ def test_updated_replaces_the_snapshot_of_the_same_revision_only() -> None:
     assert h.updated(other) is h  # not one of its revisions
 
 
-def test_truncate_and_clear_return_new_histories() -> None:
-    h = History(tuple(snap(v) for v in range(1, 6)))
-    assert [s.version for s in h.truncate(2)] == [5, 4]
-    assert len(h.truncate(10)) == 5 and len(h) == 5
-    assert len(h.clear()) == 0
-    with pytest.raises(ValueError):
-        h.truncate(-1)
+def _versions(h: History) -> list[tuple[int, str]]:
+    return [(s.version, s.status) for s in h]
+
+
+def test_truncate_is_fluxs() -> None:
+    """api/v2 snapshot_types.go ``Snapshots.Truncate`` on the inputs of its own test (snapshot_types_test.go
+    ``TestSnapshots_Truncate``): down to the rollback target (Previous: deployed or superseded, its tests not
+    failed unless ignored); without one, the 5 newest. The history itself is not changed."""
+    h = History((snap(1), snap(3, "failed"), snap(2), snap(4, "deployed")))
+    assert _versions(h.truncate()) == [(4, "deployed"), (3, "failed"), (2, "superseded")] and len(h) == 4
+    tested = History((snap(4, "deployed"), snap(3, "superseded", "Failed", ""),
+                      snap(2, "superseded", "Succeeded", "Succeeded", "Succeeded"), snap(1)))
+    assert [s.version for s in tested.truncate()] == [4, 3, 2]
+    assert [s.version for s in tested.truncate(ignore_tests=True)] == [4, 3]
+    failed = History((snap(6, "deployed"), *(snap(v, "failed") for v in range(1, 6))))
+    assert [s.version for s in failed.truncate()] == [6, 5, 4, 3, 2]
+    assert [s.version for s in History((snap(1, "deployed"),)).truncate()] == [1]
+    # Not bounded by 5 when the rollback target is older: Flux keeps it.
+    far = History((snap(9, "failed"), *(snap(v, "failed") for v in range(2, 9)), snap(1)))
+    assert [s.version for s in far.truncate()] == list(range(9, 0, -1))
+
+
+def test_truncate_ignoring_previous_is_fluxs() -> None:
+    """api/v2 ``Snapshots.TruncateIgnoringPreviousSnapshots`` (its test's inputs): the 5 newest, whatever they
+    are (RetryOnFailure rolls nothing back)."""
+    h = History((snap(1), snap(3, "failed"), snap(2), snap(4, "deployed")))
+    assert _versions(h.truncate_ignoring_previous()) == _versions(h)
+    h = History((snap(7, "deployed"), snap(6, "failed"), *(snap(v) for v in range(1, 6))))
+    assert [s.version for s in h.truncate_ignoring_previous()] == [7, 6, 5, 4, 3]
+    assert len(h.clear()) == 0 and len(h) == 7
 
 
 def test_history_json_round_trip() -> None:
@@ -149,3 +188,62 @@ def test_engine_status_json_round_trip_and_what_it_refuses() -> None:
     for text in ("{", "[]", '{"schema": "other"}', "NaN"):
         with pytest.raises(ValueError):
             EngineStatus.from_json(text)
+
+
+OCI = "sha256:" + "a" * 64
+OCI_NEW = "sha256:" + "b" * 64
+
+
+def _obs(version: int, status: str, test_phase: str = "Succeeded") -> Any:
+    rel = release(version=version, status=status)
+    rel["hooks"][0]["last_run"]["phase"] = test_phase
+    return observation_from_release(rel)
+
+
+def _actions(h: History) -> list[tuple[int, str, str, str]]:
+    return [(s.version, s.status, s.action, s.oci_digest) for s in h]
+
+
+def test_record_an_install_and_an_upgrade_as_flux() -> None:
+    """internal/reconcile/release.go ``recordOnObject`` with ``mutateOCIDigest`` and ``mutateAction``: the new
+    revision records the action and the pass's OCI digest, hashed into its digest; the revision it superseded is
+    recorded anew from its Observation, which carries no action, its OCI digest kept."""
+    installed = History().record({1: _obs(1, "deployed")}, "install", OCI)
+    assert _actions(installed) == [(1, "deployed", "install", OCI)]
+    assert installed[0].digest == _obs(1, "deployed").digest_with(OCI) != _obs(1, "deployed").digest
+    upgraded = installed.record({1: _obs(1, "superseded"), 2: _obs(2, "deployed")}, "upgrade", OCI_NEW)
+    assert _actions(upgraded) == [(2, "deployed", "upgrade", OCI_NEW), (1, "superseded", "", OCI)]
+    assert upgraded[1].digest == _obs(1, "superseded").digest_with(OCI) and upgraded[1].verifies(_obs(1, "superseded"))
+    # A revision storage holds unchanged keeps its snapshot (the consistent read returns every revision).
+    assert upgraded.record({1: _obs(1, "superseded"), 2: _obs(2, "deployed")}, "upgrade", OCI_NEW) == upgraded
+
+
+def test_record_a_rollback_an_uninstall_an_unlock_and_a_test_as_flux() -> None:
+    """rollback_remediation.go ``observeRollback``: the new revision is recorded without an OCI digest, then with
+    the action ``rollback`` by the rollback's last write; the revision rolled back from records ``rollback``, its
+    OCI digest kept. uninstall.go ``observeUninstall``: ``uninstall`` or ``uninstall-remediation``. unlock.go
+    ``observeUnlock`` and test.go: the snapshot's own action and OCI digest."""
+    h = History().record({1: _obs(1, "deployed")}, "install", OCI)
+    h = h.record({1: _obs(1, "superseded"), 2: _obs(2, "failed")}, "upgrade", OCI_NEW)
+    rolled = h.record({1: _obs(1, "superseded"), 2: _obs(2, "superseded"), 3: _obs(3, "deployed")}, "rollback",
+                      OCI_NEW)
+    assert _actions(rolled) == [(3, "deployed", "rollback", ""), (2, "superseded", "rollback", OCI_NEW),
+                                (1, "superseded", "", OCI)]
+    gone = rolled.record({3: _obs(3, "uninstalled")}, "uninstall-remediation", OCI_NEW)
+    assert _actions(gone)[0] == (3, "uninstalled", "uninstall-remediation", "")
+    pending = History().record({1: _obs(1, "pending-install")}, "install", OCI)
+    assert _actions(pending.record({1: _obs(1, "failed")}, "unlock")) == [(1, "failed", "install", OCI)]
+    untested = History().record({1: _obs(1, "deployed", test_phase="")}, "upgrade", OCI)
+    tested = untested.record({1: _obs(1, "deployed")}, "test")
+    assert _actions(tested) == _actions(untested) and tested[0].digest == untested[0].digest
+    assert not untested[0].has_been_tested() and tested[0].has_been_tested()
+
+
+def test_old_snapshot_times_read_as_metav1() -> None:
+    """A snapshot persisted with helm's times (nanoseconds, an offset) reads back with Flux's."""
+    item = snap(1).to_dict() | {"first_deployed": "2026-11-30T10:00:00.123456789+01:00", "deleted": ""}
+    item["test_hooks"] = [{"name": "t", "phase": "Failed", "started_at": "2026-11-30T10:00:00.5Z",
+                           "completed_at": ""}]
+    read = Snapshot.from_dict(item)
+    assert (read.first_deployed, read.deleted) == ("2026-11-30T09:00:00Z", "")
+    assert read.test_hooks == (TestHookRun("t", "Failed", "2026-11-30T10:00:00Z", ""),)
