@@ -39,8 +39,8 @@ from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.settings import Settings
-from tui.widgets.header_bar import HeaderBar
 from tui.widgets import release_table
+from tui.widgets.header_bar import HeaderBar
 from tui.widgets.release_table import ReleaseTable
 from tui.widgets.text_view import TextView
 
