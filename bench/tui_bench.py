@@ -6,7 +6,7 @@ writing to a terminal). Prints p50/p99 of:
 
 * first full table: from building the engine to the first frame of the whole sorted table, at 300
   and 1,000 releases, with where the time goes (storage listed and decoded, views made, rows in the
-  table, sorted and drawn); against ``helm list -A`` on the same releases in the same run;
+  table, sorted and drawn); against ``helm list -n NS`` on the same releases in the same run;
 * storage write → row drawn: a writer process creates new revisions (100/s, half of them of rows on
   screen); from the write's start to the first frame whose row, as drawn, shows that revision (or a later one);
   write → table: the same to the engine's view reaching the table, for every row;
@@ -59,7 +59,9 @@ from localcluster import build
 from tui.app import HelmdeckApp
 from tui.widgets.release_table import ReleaseTable
 
-NAMESPACES = 10
+# Every bench release is in this one namespace, the only one the engine watches (``-n``): releases elsewhere
+# in the cluster (other benches', other tests') are not the bench's rows.
+NAMESPACE = "bench-tui"
 SIZE = (160, 50)
 ON_SCREEN = 30  # rows at the top of the table that half of the writes go to
 WRITER_WARMUP = 8.0  # seconds for the writer process to start and encode its Secrets before the first write
@@ -68,8 +70,8 @@ Rid = str  # "namespace/name", the table's row key
 
 
 def names(count: int) -> list[tuple[str, str]]:
-    """The bench's releases: ``rel-<i>`` spread over :data:`NAMESPACES` namespaces."""
-    return [(f"bench-tui-{i % NAMESPACES:02d}", f"rel-{i}") for i in range(count)]
+    """The bench's releases: ``rel-<i>`` in :data:`NAMESPACE`."""
+    return [(NAMESPACE, f"rel-{i}") for i in range(count)]
 
 
 def seed(target: KubeTarget, count: int) -> dict[Rid, int]:
@@ -77,13 +79,11 @@ def seed(target: KubeTarget, count: int) -> dict[Rid, int]:
     release's latest stored revision by row key."""
     core = core_api(target)
     latest: dict[Rid, int] = {}
-    for i in range(NAMESPACES):
-        ns = f"bench-tui-{i:02d}"
-        ensure_namespace(core, ns)
-        for s in core.list_namespaced_secret(ns, label_selector="owner=helm").items:
-            labels = (s.metadata.labels if s.metadata else None) or {}
-            rid = f"{ns}/{labels.get('name')}"
-            latest[rid] = max(latest.get(rid, 0), int(labels.get("version", "0")))
+    ensure_namespace(core, NAMESPACE)
+    for s in core.list_namespaced_secret(NAMESPACE, label_selector="owner=helm").items:
+        labels = (s.metadata.labels if s.metadata else None) or {}
+        rid = f"{NAMESPACE}/{labels.get('name')}"
+        latest[rid] = max(latest.get(rid, 0), int(labels.get("version", "0")))
     missing = [(ns, name) for ns, name in names(count) if f"{ns}/{name}" not in latest]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda k: core.create_namespaced_secret(k[0], secret_body(release_record(k[1], k[0], 1, 1))),
@@ -102,9 +102,9 @@ def seed_history(target: KubeTarget, latest: dict[Rid, int], count: int, revisio
 
 
 def helm_list_seconds(target: KubeTarget, runs: int = 3, every: bool = True) -> float:
-    """Median wall time of ``helm list -A --max 0`` (every release, helm 4), or of ``helm list -A`` (its
+    """Median wall time of ``helm list -n NS --max 0`` (every release, helm 4), or of ``helm list -n NS`` (its
     default first 256 releases) when not ``every``."""
-    cmd = [str(build.binary("helm4")), "list", "-A", *(["--max", "0"] if every else []), "-o", "json",
+    cmd = [str(build.binary("helm4")), "list", "-n", NAMESPACE, *(["--max", "0"] if every else []), "-o", "json",
            *target.helm_args()]
     took = []
     for _ in range(runs):
@@ -244,7 +244,7 @@ async def launch(target: KubeTarget, expected: int, timeout: float = 120,
     from the start) and the running test context (exit it to stop)."""
     marks: dict[str, float] = {}
     t0 = time.monotonic()
-    engine = build_engine(target, Helm(str(build.binary("helm4")), target), None)
+    engine = build_engine(target, Helm(str(build.binary("helm4")), target), None, namespaces=[NAMESPACE])
 
     def mark(name: str) -> Callable[[float, float], None]:
         def sink(_start: float, _took: float) -> None:
@@ -298,8 +298,8 @@ def _print_marks(count: int, marks: dict[str, float], target: KubeTarget) -> Non
     full = marks["full sorted table drawn"]
     every, first = helm_list_seconds(target), helm_list_seconds(target, every=False)
     print(f"== first full table at {count} releases: {full * 1000:.0f} ms "
-          f"(helm list -A --max 0: {every * 1000:.0f} ms, ratio {full / every:.2f}; "
-          f"helm list -A: {first * 1000:.0f} ms, ratio {full / first:.2f})")
+          f"(helm list -n {NAMESPACE} --max 0: {every * 1000:.0f} ms, ratio {full / every:.2f}; "
+          f"helm list -n {NAMESPACE}: {first * 1000:.0f} ms, ratio {full / first:.2f})")
     for name, at in sorted(marks.items(), key=lambda kv: kv[1]):
         print(f"  {at * 1000:7.0f} ms  {name}")
 

@@ -32,13 +32,14 @@ from testkit.fixtures import (
 )
 from tui.app import HelmdeckApp
 from tui.messages import EngineMessage
-from tui.model import COLUMN_INDEX, RowFilter, TextFilter
+from tui.model import COLUMN_INDEX, RowFilter, TextFilter, row_id
 from tui.operations import BY_NAME
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.detail import ReleaseDetailScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.settings import Settings
+from tui.widgets import release_table
 from tui.widgets.header_bar import HeaderBar
 from tui.widgets.release_table import ReleaseTable
 from tui.widgets.text_view import TextView
@@ -332,6 +333,47 @@ async def test_releases_listed_from_storage_labels_reach_the_table_as_one_event_
         assert len(keys) == 510 and keys == sorted(keys, key=table._sort_keys.__getitem__)
         assert keys.index("listed-0/rel-3") < keys.index("listed-0/rel-12")  # natural order, as k9s
         assert table.plain_cell(("listed-1", "rel-1"), "chart") == "…"  # the record is not decoded yet
+
+
+async def test_a_rows_cells_are_made_when_drawn_and_its_search_text_when_a_filter_reads_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # 10,000 releases listed at start-up: their cells and search texts were made before the first frame (~0.1 s
+    # of CPU at 10,000, bench/tui_launch.py); only the rows on screen need cells for it.
+    monkeypatch.setattr(release_table, "SEARCH_FILL_DELAY", 3600.0)  # no texts made ahead here
+    app = HelmdeckApp(bulk_engine(1000), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await filled_table(app, pilot)
+        await pilot.pause()
+        assert table.row_count == 1000
+        assert 0 < len(table._cells) <= SIZE[1] and not dict(table._search)  # the rows drawn, no search text
+        table.row_filter = RowFilter(TextFilter("svc-099"))  # rows never drawn: their texts are made now
+        await pilot.pause()
+        assert sorted(k.split("/")[1] for k in table.row_keys) == [f"svc-{i:04d}" for i in range(990, 1000)]
+        assert len(table._search) == 1000 and not table._search.unmade
+        assert table.plain_cell(("team-09", "svc-0999"), "name") == "svc-0999"
+
+
+async def test_search_texts_no_filter_asked_for_are_made_once_the_table_is_calm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(release_table, "SEARCH_FILL_DELAY", 0.05)
+    monkeypatch.setattr(release_table, "SEARCH_FILL_CHUNK", 300)  # four steps
+    app = HelmdeckApp(bulk_engine(1000), context="test", start_engine=False, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await filled_table(app, pilot)
+        for _ in range(100):
+            if not table._search.unmade:
+                break
+            await pilot.pause(0.05)
+        assert len(table._search) == 1000 and not table._search.unmade
+        view = table.views[0]
+        assert "⚠" not in table._search[row_id(view.key)]
+        table.upsert(replace(view, warnings=3))  # a change: its text is made again
+        await filled_table(app, pilot)
+        for _ in range(100):
+            if not table._search.unmade:
+                break
+            await pilot.pause(0.05)
+        assert "⚠ 3" in table._search[row_id(view.key)]
 
 
 async def test_a_filtered_row_reappears_when_an_event_makes_it_match() -> None:
@@ -679,8 +721,9 @@ async def test_the_tables_kept_cells_leave_the_garbage_collectors_walk() -> None
     app = HelmdeckApp(bulk_engine(50), context="test", start_engine=False, clock=fixed_clock)
     async with app.run_test(size=SIZE):
         table = app.query_one(ReleaseTable)
+        rows = [table.row_signature(key) for key in table.row_keys]  # made when drawn: made here for the rest
         gc.collect()  # its cells untracked at their first pass, a row's tuple at a pass after that
-        rows = [table._cells[key] for key in table.row_keys]
+        gc.collect()
         assert len(rows) == 50 and not any(gc.is_tracked(row) for row in rows)
 
 
@@ -698,7 +741,7 @@ async def test_cells_made_directly_draw_as_datatable_renders_them() -> None:
         await pilot.pause()
         compared = 0
         for row_index in range(min(table.row_count, 12)):
-            cells = table._cells[table.row_keys[row_index]]
+            cells = table.row_signature(table.row_keys[row_index])
             for column_index, column in enumerate(table.ordered_columns):
                 at = COLUMN_INDEX.get(str(column.key.value))
                 if at is None:

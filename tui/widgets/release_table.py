@@ -2,7 +2,9 @@
 
 The rows are one ordered list of row keys (:class:`~tui.widgets.line_table.LineTable`): a filter
 keystroke, a new sort order or 10,000 releases arriving at start-up cost one pass over compact per-row
-keys (search text, sort key) and the lines on screen, never widget work per row.
+keys (search text, sort key) and the lines on screen, never widget work per row. A row's cells are made
+when it is drawn and its search text when a filter first reads it (or, row by row, once the table is calm):
+10,000 releases listed at start-up cost their sort keys before the first frame, not their cells.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ RESORT_DELAY = 0.3
 FLUSH_INTERVAL = 0.025
 ON_SCREEN_MARGIN = 5  # rows above and below the visible ones that are repainted on a change too
 CELL_CACHE_SIZE = 20_000  # rendered cells kept (a screen shows a few hundred)
+# The search texts a filter has not asked for yet are made this long after the change that left them out, this
+# many at a time (~10 ms at 10,000 releases' pace), so that the first filter keystroke after the start finds
+# them made, and neither the first frame nor the records' decoding waits for them.
+SEARCH_FILL_DELAY = 0.5
+SEARCH_FILL_STEP = 0.05
+SEARCH_FILL_CHUNK = 1_000
 TIMED = ("age", "action")  # the columns whose text changes with time alone (tick)
 
 
@@ -83,10 +91,12 @@ class ReleaseTable(LineTable):
         self._drawn_port = drawn
         self._undrawn = False  # views of upsert_many or sync wait for a frame (drawn)
         self._views: dict[str, ReleaseView] = {}
-        # Per release, made when its view changes: its cells (tuples of strings: untracked by the cyclic garbage
-        # collector, tui.model.Cell), what the filter searches, its sort key.
+        # Per release: its cells (tuples of strings: untracked by the cyclic garbage collector, tui.model.Cell),
+        # made when the row is first drawn after its view changed (:meth:`_row`); what the filter searches,
+        # made when a filter first reads it (:class:`_SearchTexts`); its sort key, made when its view changes.
         self._cells: dict[str, tuple[KeptCell, ...]] = {}
-        self._search: dict[str, str] = {}
+        self._search = _SearchTexts(self._row)
+        self._search_timer: Timer | None = None
         self._quick: dict[str, frozenset[QuickFilter]] = {}  # the quick filters it belongs to
         self._sort_keys: dict[str, tuple[object, ...]] = {}
         # Every release's row key in sort order (sorted when asked after a change: mostly sorted already,
@@ -215,8 +225,8 @@ class ReleaseTable(LineTable):
         True when its sort key changed (or it is new)."""
         self._views[rid] = view
         self._count(rid, view)
-        row = self._cells[rid] = row_cells(view, now)
-        self._search[rid] = search_text(row)
+        self._cells.pop(rid, None)  # made again when drawn (_row)
+        self._search.changed(rid)
         self._quick[rid] = quick_set(view)
         key = order.key(view, now)
         before = self._sort_keys.get(rid)
@@ -229,8 +239,9 @@ class ReleaseTable(LineTable):
         return True
 
     def _forget(self, rid: str) -> None:
-        for table in (self._cells, self._search, self._quick, self._sort_keys):
+        for table in (self._cells, self._quick, self._sort_keys):
             table.pop(rid, None)
+        self._search.drop(rid)
         self._count(rid, None)
         self._ranked_stale = True  # dropped from the ranking at its next sort
 
@@ -287,6 +298,29 @@ class ReleaseTable(LineTable):
                 self._schedule_resort()
             self._repaint(repaint)
         self.post_message(self.Changed())
+        self._schedule_search_fill()
+
+    def _schedule_search_fill(self) -> None:
+        if self._search.unmade and self._search_timer is None:
+            self._search_timer = self.set_timer(SEARCH_FILL_DELAY, self._fill_search)
+
+    def _fill_search(self) -> None:
+        """Make a chunk of the search texts no filter asked for yet; again shortly while some are left."""
+        self._search_timer = None
+        self._search.fill(SEARCH_FILL_CHUNK)
+        if self._search.unmade:
+            self._search_timer = self.set_timer(SEARCH_FILL_STEP, self._fill_search)
+
+    def _row(self, rid: str) -> tuple[KeptCell, ...]:
+        """Row ``rid``'s kept cells (:func:`~tui.model.row_cells`), made now if its view changed since they were;
+        blank for a release removed whose row goes at the next flush."""
+        row = self._cells.get(rid)
+        if row is None:
+            view = self._views.get(rid)
+            if view is None:
+                return _GONE
+            row = self._cells[rid] = row_cells(view, self._clock())
+        return row
 
     def _repaint(self, rows: Iterable[int]) -> None:
         """Repaint the rows at these indexes that are on screen (their cells are read when drawn)."""
@@ -360,13 +394,13 @@ class ReleaseTable(LineTable):
     def plain_cell(self, key: ReleaseKey, column: str) -> str | None:
         """The text of one shown cell (None when the row is not shown)."""
         rid = row_id(key)
-        return self._cells[rid][COLUMN_INDEX[column]][0] if rid in self._positions else None
+        return self._row(rid)[COLUMN_INDEX[column]][0] if rid in self._positions else None
 
     def row_signature(self, key: str) -> tuple[KeptCell, ...]:
-        return self._cells[key]
+        return self._row(key)
 
     def row_texts(self, key: str) -> dict[ColumnKey, Text]:
-        row = self._cells[key]
+        row = self._row(key)
         texts = {ColumnKey(col): self._text(row[COLUMN_INDEX[col]], width) for col, width in self._widths.items()}
         if self.columns_fit.hidden:
             texts[ColumnKey(MARKER)] = Text()
@@ -424,7 +458,7 @@ class ReleaseTable(LineTable):
         if row_index < 0 or column_index < 0:  # header and labels: DataTable's own cache
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         keys = self.row_keys
-        row = self._cells.get(keys[row_index]) if row_index < len(keys) else None
+        row = self._row(keys[row_index]) if row_index < len(keys) else None
         column_key = self._column_locations.get_key(column_index)
         at = COLUMN_INDEX.get(str(column_key.value)) if row is not None and column_key is not None else None
         cell = row[at] if row is not None and at is not None else None
@@ -493,6 +527,7 @@ class ReleaseTable(LineTable):
         self._show(self._matching(), selected or self.selected_key(), top=True)
         self.applied = self.row_filter
         self.post_message(self.Changed())
+        self._schedule_search_fill()
 
     def _schedule_resort(self) -> None:
         if self._resort_timer is None:
@@ -506,3 +541,44 @@ class ReleaseTable(LineTable):
         # The operator's row stays under the cursor; until the operator moves, the cursor stays on the first row.
         self._show([rid for rid in self._rank() if rid in shown], self.selected_key() if self._cursor_moved else None,
                    top=True)
+
+
+_GONE: tuple[KeptCell, ...] = (("", "plain"),) * len(COLUMN_INDEX)  # a removed release's row until the next flush
+
+
+class _SearchTexts(dict[str, str]):
+    """Each row's search text (:func:`~tui.model.search_text` of its cells), made when first read: a filter
+    reads them through ``__getitem__`` (:meth:`RowFilter.select <tui.model.RowFilter.select>`), so a row's
+    text is made at the first filter after its change, or earlier by :meth:`fill`. ``unmade``: the rows
+    whose text is not made."""
+
+    def __init__(self, row: Callable[[str], tuple[KeptCell, ...]]):
+        super().__init__()
+        self._row = row
+        self.unmade: set[str] = set()
+
+    def __missing__(self, rid: str) -> str:
+        self.unmade.discard(rid)
+        return self._make(rid)
+
+    def _make(self, rid: str) -> str:
+        row = self._row(rid)
+        text = search_text(row)
+        if row is not _GONE:  # a release removed: its row goes at the next flush
+            self[rid] = text
+        return text
+
+    def changed(self, rid: str) -> None:
+        """Row ``rid``'s view changed: its text is made again when read."""
+        self.pop(rid, None)
+        self.unmade.add(rid)
+
+    def drop(self, rid: str) -> None:
+        """Row ``rid`` went."""
+        self.pop(rid, None)
+        self.unmade.discard(rid)
+
+    def fill(self, count: int) -> None:
+        """Make up to ``count`` of the texts not made yet."""
+        for _ in range(min(count, len(self.unmade))):
+            self._make(self.unmade.pop())
