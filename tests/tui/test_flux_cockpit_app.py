@@ -17,13 +17,15 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from textual.widgets._footer import FooterKey
 
 from engine.helm import Helm
 from engine.kube.client import KubeTarget
 from engine.runtime.assemble import build_engine
 from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION
 from tests.conftest import EXAMPLES, run_helm
-from tests.tui.test_app_pilot import SIZE, cell, row, select, stored, wait_for
+from tests.engine.runtime.test_engine_flow import write_package
+from tests.tui.test_app_pilot import SIZE, cell, row, select, settled, stored, wait_for
 from tests.tui.test_app_pilot_actions import install_flux_crd
 from tui.app import HelmdeckApp
 from tui.screens.confirm import ConfirmScreen
@@ -162,3 +164,45 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
         objects.delete_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "settings")
         await wait_for(lambda: app.client.release(renamed) is None, seen=lambda: app.client.release(renamed))
     assert stored(core_api, namespace, "settings") == [(1, "deployed")]  # helmdeck ran no helm action
+
+
+def footer_keys(app: HelmdeckApp) -> set[str]:
+    """The keys the footer of the screen on top offers (shown, enabled or not)."""
+    return {k.key for k in app.screen.query(FooterKey) if k.key}
+
+
+async def test_the_footer_shows_the_keys_of_the_selected_row(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path,
+) -> None:
+    """A Flux row's footer lacks r, m and D (what Flux would undo: engine.runtime.ledger.owners.has_key, as k9s's
+    footer shows the view's keys); a helmdeck package's row has them; the footer follows the cursor, and the
+    selected row's owner when a HelmRelease comes to own it; r on a Flux row still says why."""
+    objects = install_flux_crd(core_api.api_client)
+    run_helm(helm, "install", "settings", str(EXAMPLES / "charts" / "settings"), "-n", namespace)  # as Flux did
+    write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      a: b\n")
+    app = HelmdeckApp(build_engine(kube_target, helm, tmp_path, namespaces=[namespace], attach=True),
+                      context="test")
+    flux, ours = (namespace, "settings"), (namespace, "cfg")
+    refused = {"r", "m", "D"}
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, ours, "install", 1)
+        await select(app, flux)  # nobody's yet: every key
+        await wait_for(lambda: refused <= footer_keys(app), seen=lambda: footer_keys(app))
+        # the HelmRelease comes: the selected row is Flux's, its footer loses r, m, D with no key pressed
+        objects.create_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, {
+            "apiVersion": f"{FLUX_GROUP}/{FLUX_VERSION}", "kind": "HelmRelease", "metadata": {"name": "settings"},
+            "spec": {"interval": "5m"}})
+        await wait_for(lambda: cell(app, flux, "owner") == "flux" and not refused & footer_keys(app), 60,
+                       seen=lambda: (cell(app, flux, "owner"), footer_keys(app)))
+        assert {"u", "s", "t"} <= footer_keys(app)  # Flux's requests, and helmdeck's own test
+        await select(app, ours)
+        await wait_for(lambda: refused <= footer_keys(app), seen=lambda: footer_keys(app))
+        await select(app, flux)
+        await wait_for(lambda: not refused & footer_keys(app), seen=lambda: footer_keys(app))
+        await pilot.press("r")  # not in the footer, still said why
+        await wait_for(lambda: "Rollback: Flux rolls back only" in (row(app, flux)["notifications"] or ""),
+                       seen=lambda: row(app, flux))
+        await pilot.press("enter")  # the detail of a Flux row: the same keys
+        await wait_for(lambda: app.screen is not app.screen_stack[0] and "u" in footer_keys(app))
+        assert not refused & footer_keys(app)
+    assert stored(core_api, namespace, "settings") == [(1, "deployed")]

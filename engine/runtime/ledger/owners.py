@@ -114,6 +114,14 @@ class Owner:
 NONE = Owner("none")
 
 
+def has_key(owner: Owner, action: str) -> bool:
+    """Does the row of a release ``owner`` owns have the operator's ``action`` key (the app's footer shows it, as
+    k9s's footer shows the keys of the view at hand): a Flux row lacks what Flux would undo (:func:`flux_refusal`:
+    rollback, uninstall, maintenance); every other key stays, refused or not for reasons of the moment
+    (pending, busy, no package: the gate's), which help and the palette word."""
+    return owner.kind != "flux" or flux_refusal(action, f"{owner.namespace}/{owner.name}") is None
+
+
 def owner_of(view: ReleaseView) -> Owner:
     """``view``'s owner: a live controller's when its package is a Package object that controller reconciles, the
     HelmRelease the app sees owning it in the cluster (``view.flux``), the Flux HelmRelease of its document when
