@@ -229,10 +229,14 @@ async def press_flux_keys(pilot: Any, app: HelmdeckApp, key: tuple[str, str]) ->
     said: list[str] = []
     for press, title in (("u", "Request a forced reconcile?"), ("l", "Request a reset?"),
                          ("s", "Suspend the HelmRelease?")):
-        before = len(app._notifications)
+        before = {n.identity for n in app._notifications}  # others come and go (Textual's toasts expire)
         await press_and_confirm(pilot, app, press, title)
-        await wait_for(lambda: len(app._notifications) > before, seen=lambda: row(app, key))  # noqa: B023
-        said.append(f"{list(app._notifications)[-1].title}: {list(app._notifications)[-1].message}")
+
+        def new() -> list[str]:
+            return [f"{n.title}: {n.message}" for n in app._notifications
+                    if n.identity not in before and n.title.startswith(("Force", "Reset", "Suspend"))]  # noqa: B023
+        await wait_for(lambda: bool(new()), seen=lambda: row(app, key))
+        said += new()
     return said
 
 
