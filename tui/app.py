@@ -30,6 +30,7 @@ from textual.theme import Theme
 from engine.base.masking import Masker
 from engine.runtime import Engine, EngineSignal, PackageProblems
 from engine.runtime.engine import ActionRefused, NotAvailable
+from engine.runtime.ledger.owners import has_key
 from engine.runtime.state import (
     AccessProblems,
     ActionOutcome,
@@ -318,24 +319,30 @@ class HelmdeckApp(App[None]):
 
     # -- availability (the engine's answer, worded once) -----------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Operations: hidden in read-only mode, shown disabled while the engine cannot do them."""
+        """Operations: hidden in read-only mode and where the selected row has no such key (a Flux row's
+        rollback, maintenance and uninstall: engine.runtime.ledger.owners.has_key), shown disabled while the
+        engine cannot do them. A hidden key still says why, through its fallback (operation_bindings)."""
         if action == "pulses":
             return not parameters[0] or bool(self.client.controllers() or self.client.pulse_sources())
         if action != "operation":
             return True
         if self.client.readonly:
             return False
-        if BY_NAME[str(parameters[0])].per_release and isinstance(self.screen, EngineScreen) \
-                and not isinstance(self.screen, SelectsRelease):
-            return False  # a screen of no release (the controller view): the key could only say so
-        return True if self.client.why_not(str(parameters[0])) is None else None
+        name = str(parameters[0])
+        if BY_NAME[name].per_release and isinstance(self.screen, EngineScreen):
+            if not isinstance(self.screen, SelectsRelease):
+                return False  # a screen of no release (the controller view): the key could only say so
+            key = self._selected(self.screen)
+            if key is not None and not has_key(self.client.owner(key), name):
+                return False
+        return True if self.client.why_not(name) is None else None
 
     def refusal(self, name: str) -> str:
-        """Why operation ``name`` cannot run now."""
-        return self.client.why_not(name) or "available"
+        """Why operation ``name`` cannot run now on the selected release (if it acts on one)."""
+        return self._reason(BY_NAME[name], self.screen) or "available"
 
     def action_refuse(self, name: str) -> None:
-        """A disabled operation's key: say why nothing happens."""
+        """A disabled or hidden operation's key: say why nothing happens."""
         self.notify(f"{BY_NAME[name].label}: {self.refusal(name)}", title="Not available", severity="warning")
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

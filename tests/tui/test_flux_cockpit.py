@@ -94,7 +94,8 @@ def test_the_row_is_the_helmreleases() -> None:
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_the_row_of_a_release_flux_owns(snap_compare: Any, theme: str) -> None:
-    """OWNER flux, STATE and READY from its conditions; the footer has u, l (for its reset), s, not r, m, D."""
+    """OWNER flux, STATE and READY from its conditions; the footer has u, t, s, not r, m, D (l, its reset, is
+    left out for room as on every row: help and the palette list it)."""
     assert snap_compare(_app(theme), terminal_size=MAIN, run_before=_open())
 
 

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
+from textual.widgets._footer import FooterKey
 
 from engine.helm import Helm
-from engine.kube.client import KubeTarget
+from engine.kube.client import KubeTarget, api_client
 from engine.runtime.assemble import build_engine
 from engine.runtime.ledger.owners import FLUX_GROUP, FLUX_PLURAL, FLUX_VERSION
+from localcluster.cluster import LocalCluster
 from tests.conftest import EXAMPLES, run_helm
-from tests.tui.test_app_pilot import SIZE, cell, row, select, stored, wait_for
+from tests.engine.runtime.test_engine_flow import write_package
+from tests.tui.test_app_pilot import SIZE, cell, row, select, settled, stored, wait_for
 from tests.tui.test_app_pilot_actions import install_flux_crd
 from tui.app import HelmdeckApp
 from tui.screens.confirm import ConfirmScreen
@@ -162,3 +166,128 @@ async def test_the_row_follows_the_helmrelease_and_its_keys_are_fluxs_requests(
         objects.delete_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, "settings")
         await wait_for(lambda: app.client.release(renamed) is None, seen=lambda: app.client.release(renamed))
     assert stored(core_api, namespace, "settings") == [(1, "deployed")]  # helmdeck ran no helm action
+
+
+def footer_keys(app: HelmdeckApp) -> set[str]:
+    """The keys the footer of the screen on top offers (shown, enabled or not)."""
+    return {k.key for k in app.screen.query(FooterKey) if k.key}
+
+
+async def test_the_footer_shows_the_keys_of_the_selected_row(
+    helm: Helm, namespace: str, kube_target: KubeTarget, core_api: client.CoreV1Api, tmp_path: Path,
+) -> None:
+    """A Flux row's footer lacks r, m and D (what Flux would undo: engine.runtime.ledger.owners.has_key, as k9s's
+    footer shows the view's keys); a helmdeck package's row has them; the footer follows the cursor, and the
+    selected row's owner when a HelmRelease comes to own it; r on a Flux row still says why."""
+    objects = install_flux_crd(core_api.api_client)
+    run_helm(helm, "install", "settings", str(EXAMPLES / "charts" / "settings"), "-n", namespace)  # as Flux did
+    write_package(tmp_path, namespace, "cfg", "settings", "    settings:\n      a: b\n")
+    app = HelmdeckApp(build_engine(kube_target, helm, tmp_path, namespaces=[namespace], attach=True),
+                      context="test")
+    flux, ours = (namespace, "settings"), (namespace, "cfg")
+    refused = {"r", "m", "D"}
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, ours, "install", 1)
+        await select(app, flux)  # nobody's yet: every key
+        await wait_for(lambda: refused <= footer_keys(app), seen=lambda: footer_keys(app))
+        # the HelmRelease comes: the selected row is Flux's, its footer loses r, m, D with no key pressed
+        objects.create_namespaced_custom_object(FLUX_GROUP, FLUX_VERSION, namespace, FLUX_PLURAL, {
+            "apiVersion": f"{FLUX_GROUP}/{FLUX_VERSION}", "kind": "HelmRelease", "metadata": {"name": "settings"},
+            "spec": {"interval": "5m"}})
+        await wait_for(lambda: cell(app, flux, "owner") == "flux" and not refused & footer_keys(app), 60,
+                       seen=lambda: (cell(app, flux, "owner"), footer_keys(app)))
+        assert {"u", "s", "t"} <= footer_keys(app)  # Flux's requests, and helmdeck's own test
+        await select(app, ours)
+        await wait_for(lambda: refused <= footer_keys(app), seen=lambda: footer_keys(app))
+        await select(app, flux)
+        await wait_for(lambda: not refused & footer_keys(app), seen=lambda: footer_keys(app))
+        await pilot.press("r")  # not in the footer, still said why
+        await wait_for(lambda: "Rollback: Flux rolls back only" in (row(app, flux)["notifications"] or ""),
+                       seen=lambda: row(app, flux))
+        await pilot.press("enter")  # the detail of a Flux row: the same keys
+        await wait_for(lambda: app.screen is not app.screen_stack[0] and "u" in footer_keys(app))
+        assert not refused & footer_keys(app)
+    assert stored(core_api, namespace, "settings") == [(1, "deployed")]
+
+
+def flux_labelled_chart(into: Path, namespace: str) -> Path:
+    """A chart whose ConfigMap carries helm-controller's origin labels for HelmRelease ``namespace``/web, as its
+    post-renderer stamps every object (internal/postrender/origin_labels.go ``OriginLabels``): a release Flux
+    deployed, read by its labels alone."""
+    chart = into / "flux-web"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: web\nversion: 1.0.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  labels:\n"
+        f"    helm.toolkit.fluxcd.io/name: web\n    helm.toolkit.fluxcd.io/namespace: {namespace}\n"
+        "data: {a: b}\n")
+    return chart
+
+
+async def press_flux_keys(pilot: Any, app: HelmdeckApp, key: tuple[str, str]) -> list[str]:
+    """u, l and s on ``key``'s row, each confirmed; the notification each ended with ("title: message")."""
+    said: list[str] = []
+    for press, title in (("u", "Request a forced reconcile?"), ("l", "Request a reset?"),
+                         ("s", "Suspend the HelmRelease?")):
+        before = {n.identity for n in app._notifications}  # others come and go (Textual's toasts expire)
+        await press_and_confirm(pilot, app, press, title)
+
+        def new() -> list[str]:
+            return [f"{n.title}: {n.message}" for n in app._notifications
+                    if n.identity not in before and n.title.startswith(("Force", "Reset", "Suspend"))]  # noqa: B023
+        await wait_for(lambda: bool(new()), seen=lambda: row(app, key))
+        said += new()
+    return said
+
+
+@pytest.fixture(scope="module")
+def fluxless_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A local cluster of its own that never served Flux's HelmRelease API (the session's serves it from the
+    first test that installs Flux's CRD on)."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("fluxless") / "cluster")
+    cluster.up(timeout=300)  # beside the session's
+    yield cluster
+    cluster.down()
+
+
+async def test_fluxs_requests_on_a_cluster_without_fluxs_api_are_refused_saying_so(
+    helm: Helm, fluxless_cluster: LocalCluster, tmp_path: Path,
+) -> None:
+    """A release with helm-controller's labels (a Flux elsewhere deployed it, or Flux was removed) on a cluster
+    that does not serve helm.toolkit.fluxcd.io/v2: u, l and s are refused naming the API and what to do, not
+    failed with the API's 404; nothing is written."""
+    target = KubeTarget(fluxless_cluster.kubeconfig)
+    there = Helm(helm.binary, target, helm.env)
+    namespace = "apps"
+    run_helm(there, "install", "web", str(flux_labelled_chart(tmp_path, namespace)), "-n", namespace,
+             "--create-namespace")
+    app = HelmdeckApp(build_engine(target, there, None, namespaces=[namespace], attach=True), context="fluxless")
+    key = (namespace, "web")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "owner") == "flux", seen=lambda: row(app, key))
+        await select(app, key)
+        said = await press_flux_keys(pilot, app, key)
+    assert len(said) == 3
+    for note, what in zip(said, ("Force a reconcile of", "Reset", "Suspend"), strict=True):
+        assert note.startswith(f"{what} {namespace}/web: refused: this cluster does not serve the HelmRelease API "
+                               "(helm.toolkit.fluxcd.io/v2), so Flux's requests on HelmRelease apps/web cannot be "
+                               "written"), note
+        assert "Install Flux (flux install), or act on the release with helm itself" in note and "404" not in note
+    assert stored(client.CoreV1Api(api_client(target)), namespace, "web") == [(1, "deployed")]
+
+
+async def test_fluxs_requests_on_a_helmrelease_gone_are_refused_saying_so(
+    helm: Helm, namespace: str, core_api: client.CoreV1Api, kube_target: KubeTarget, tmp_path: Path,
+) -> None:
+    """The API served, the HelmRelease its labels name not there: refused, saying the object is missing."""
+    install_flux_crd(core_api.api_client)
+    run_helm(helm, "install", "web", str(flux_labelled_chart(tmp_path, namespace)), "-n", namespace)
+    app = HelmdeckApp(build_engine(kube_target, helm, None, namespaces=[namespace], attach=True), context="test")
+    key = (namespace, "web")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: cell(app, key, "owner") == "flux", seen=lambda: row(app, key))
+        await select(app, key)
+        said = await press_flux_keys(pilot, app, key)
+    for note in said:
+        assert f"refused: HelmRelease {namespace}/web is not in the cluster (deleted?)" in note, note
+    assert stored(core_api, namespace, "web") == [(1, "deployed")]

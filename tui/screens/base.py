@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from textual.screen import Screen
 
+from engine.runtime.ledger.owners import Owner
+from engine.runtime.state import ReleaseKey
 from tui.engine_client import EngineClient
 from tui.messages import EngineSignals
 
@@ -18,3 +20,12 @@ class EngineScreen(Screen[None]):
         self._client = client
         self._signals = signals
         self._clock = clock
+        self._keys_for: tuple[ReleaseKey | None, Owner | None] | None = None  # the release the footer's keys are for
+
+    def keys_follow(self, key: ReleaseKey | None) -> None:
+        """The footer shows the keys of release ``key`` (the one the actions act on; None: none): its bindings are
+        asked again (the app's ``check_action``) when that release or its owner changed."""
+        owner = self._client.owner(key) if key is not None else None
+        if (key, owner) != self._keys_for:
+            self._keys_for = (key, owner)
+            self.refresh_bindings()

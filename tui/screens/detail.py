@@ -153,6 +153,7 @@ class ReleaseDetailScreen(EngineScreen):
     def _release_updated(self, event: ReleaseUpdated) -> None:
         if event.view.key == self.key:
             self.release_updated(event.view)
+            self.keys_follow(self.key)  # the footer follows its owner
 
     def _release_removed(self, event: ReleaseRemoved) -> None:
         if event.key == self.key:

@@ -150,6 +150,7 @@ class MainScreen(EngineScreen):
     # -- header ------------------------------------------------------------------
     @on(ReleaseTable.Changed)
     def _table_changed(self) -> None:
+        self.keys_follow(self.selected_release())  # another row under the cursor, or its owner changed
         self._header_dirty = True
         # Releases that came or went and the columns the width leaves out are said at once (the first rows at
         # launch came under "0 releases" for up to HEADER_REFRESH); other changes (states, revisions, filter
@@ -184,6 +185,10 @@ class MainScreen(EngineScreen):
         key = self.selected_release()
         if key is not None:
             self.post_message(OpenDetail(key))
+
+    @on(DataTable.RowHighlighted, "#releases")
+    def _row_highlighted(self) -> None:
+        self.keys_follow(self.selected_release())
 
     @on(DataTable.RowSelected, "#releases")
     def _row_selected(self, event: DataTable.RowSelected) -> None:

@@ -60,6 +60,22 @@ def flux_refusal(action: str, ref: str) -> str | None:
     return None
 
 
+def flux_unserved_reason(ref: str) -> str:
+    """Why Flux's request on HelmRelease ``ref`` (``namespace/name``) cannot be written: the cluster does not
+    serve the HelmRelease API (no Flux CRDs), though the release carries helm-controller's labels."""
+    return (f"this cluster does not serve the HelmRelease API ({FLUX_GROUP}/{FLUX_VERSION}), so Flux's requests "
+            f"on HelmRelease {ref} cannot be written: the release carries helm-controller's labels, but Flux is not "
+            "installed here (flux check tells; is this the cluster Flux runs in?). Install Flux (flux install), "
+            "or act on the release with helm itself")
+
+
+def flux_missing_reason(ref: str) -> str:
+    """Why Flux's request on HelmRelease ``ref`` cannot be written: the API is served, the object is not there."""
+    return (f"HelmRelease {ref} is not in the cluster (deleted?), so Flux's requests on it cannot be written: the "
+            "release carries helm-controller's labels from when Flux managed it. Apply the HelmRelease again "
+            "(from Git, flux reconcile kustomization), or act on the release with helm itself")
+
+
 def flux_suspended_reason(ref: str) -> str:
     """Why a reconcile is not requested of the suspended HelmRelease ``ref`` (``namespace/name``): the flux CLI
     refuses it too (fluxcd/flux2 cmd/flux/reconcile.go ``reconcileCommand.run``: "resource is suspended")."""
@@ -78,7 +94,8 @@ def flux_token(now_ns: int | None = None) -> str:
 
 
 class FluxRefused(Exception):
-    """A Flux request the flux CLI would refuse too (a suspended HelmRelease asked to reconcile)."""
+    """A Flux request the flux CLI would refuse too (a suspended HelmRelease asked to reconcile), or one that
+    cannot be written (the HelmRelease API not served, the object not there)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,14 @@ class Owner:
 
 
 NONE = Owner("none")
+
+
+def has_key(owner: Owner, action: str) -> bool:
+    """Does the row of a release ``owner`` owns have the operator's ``action`` key (the app's footer shows it, as
+    k9s's footer shows the keys of the view at hand): a Flux row lacks what Flux would undo (:func:`flux_refusal`:
+    rollback, uninstall, maintenance); every other key stays, refused or not for reasons of the moment
+    (pending, busy, no package: the gate's), which help and the palette word."""
+    return owner.kind != "flux" or flux_refusal(action, f"{owner.namespace}/{owner.name}") is None
 
 
 def owner_of(view: ReleaseView) -> Owner:
@@ -197,14 +222,26 @@ class FluxClient:
         - ``suspend``: ``spec.suspend: true`` (``suspend`` True), or resumed (the field removed, as the CLI's
           merge patch of ``Suspend = false`` with ``omitempty``), as ``flux suspend|resume helmrelease``.
 
-        Raises :class:`FluxRefused` (a suspended object asked to reconcile), ValueError for another request,
-        ApiException (404: no such HelmRelease or the API not served; 403: the caller needs ``get`` and
-        ``patch`` on ``helmreleases.helm.toolkit.fluxcd.io``)."""
+        Raises :class:`FluxRefused` (a suspended object asked to reconcile; the API's 404 worded: the cluster
+        does not serve the HelmRelease API, :func:`flux_unserved_reason`, or no such HelmRelease,
+        :func:`flux_missing_reason`), ValueError for another request, ApiException (403: the caller needs
+        ``get`` and ``patch`` on ``helmreleases.helm.toolkit.fluxcd.io``)."""
+        if request not in _ANNOTATION and request != "suspend":
+            raise ValueError(f"unknown Flux request {request!r}")
+        try:
+            return await self._request(namespace, name, request, suspend)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            ref = f"{namespace}/{name}"
+            # The same 404 for both: discovery tells an API not served from an object not there
+            raise FluxRefused(flux_missing_reason(ref) if await self.present() else flux_unserved_reason(ref)) \
+                from None
+
+    async def _request(self, namespace: str, name: str, request: str, suspend: bool) -> str:
         if request == "suspend":
             await self._patch(namespace, name, {"spec": {"suspend": True if suspend else None}})
             return f"spec.suspend: {'true' if suspend else 'false'}"
-        if request not in _ANNOTATION:
-            raise ValueError(f"unknown Flux request {request!r}")
         obj = await asyncio.to_thread(rest.get_json, self._api, self._path(namespace, name))
         if (obj.get("spec") or {}).get("suspend") is True:
             raise FluxRefused(flux_suspended_reason(f"{namespace}/{name}"))

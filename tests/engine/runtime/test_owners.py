@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.runtime.ledger.owners import NONE, Owner, owner_of
+from engine.runtime.ledger.owners import FLUX_REQUESTS, NONE, Owner, flux_refusal, has_key, owner_of
 from engine.runtime.state import ReleaseView
 from engine.storage.observation import Observation, flux_owner_of
 from testkit.fixtures import LEGACY, WEB, fixed_engine
@@ -44,3 +44,15 @@ def test_a_release_of_a_package_set_not_loaded_here_is_owned_by_that_set() -> No
     owner = owner_of(ReleaseView(namespace="apps", name="web", observation=obs))
     assert owner == Owner("helmdeck", package_set="apps-b7ec6b4e8f13")
     assert owner.text == "helmdeck package set apps-b7ec6b4e8f13 (its packages are not loaded here)"
+
+
+def test_a_flux_row_has_no_key_for_what_flux_would_undo() -> None:
+    """The footer's one rule: a Flux row lacks the keys flux_refusal refuses (rollback, uninstall, maintenance);
+    Flux's requests and helmdeck's own keys stay; every key stays on any other row."""
+    flux, ours = Owner("flux", "apps", "web"), Owner("helmdeck", "apps", "web")
+    actions = ("upgrade", "rollback", "test", "monitor", "maintenance", "suspend", "unlock", "cleanup", "uninstall",
+               "cancel", "versions")
+    assert {a for a in actions if not has_key(flux, a)} == {"rollback", "uninstall", "maintenance"}
+    assert all(has_key(flux, a) for a in FLUX_REQUESTS)
+    assert all(has_key(owner, a) for a in actions for owner in (ours, NONE, Owner("controller", "apps", "web")))
+    assert all(has_key(flux, a) == (flux_refusal(a, "apps/web") is None) for a in actions)
