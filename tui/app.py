@@ -77,6 +77,14 @@ class PicksRollback(Protocol):
     def rollback_target(self) -> int | None: ...
 
 
+NO_RELEASE_HERE = "this screen shows no release: escape goes back to the release list"
+
+
+def _no_release_on(screen: Screen[Any], op: Operation) -> bool:
+    """Whether ``op`` acts on one release and ``screen`` (an engine screen such as the controller view) shows none."""
+    return op.per_release and isinstance(screen, EngineScreen) and not isinstance(screen, SelectsRelease)
+
+
 class HelmdeckApp(App[None]):
     """The whole app over one :class:`Engine`.
 
@@ -329,16 +337,16 @@ class HelmdeckApp(App[None]):
         if self.client.readonly:
             return False
         name = str(parameters[0])
-        if BY_NAME[name].per_release and isinstance(self.screen, EngineScreen):
-            if not isinstance(self.screen, SelectsRelease):
-                return False  # a screen of no release (the controller view): the key could only say so
+        if _no_release_on(self.screen, BY_NAME[name]):
+            return False  # the key falls through to its refusal, which says so
+        if BY_NAME[name].per_release and isinstance(self.screen, SelectsRelease):
             key = self._selected(self.screen)
             if key is not None and not has_key(self.client.owner(key), name):
                 return False
         return True if self.client.why_not(name) is None else None
 
     def refusal(self, name: str) -> str:
-        """Why operation ``name`` cannot run now on the selected release (if it acts on one)."""
+        """Why operation ``name`` cannot run now on the screen shown (on its selected release, if it acts on one)."""
         return self._reason(BY_NAME[name], self.screen) or "available"
 
     def action_refuse(self, name: str) -> None:
@@ -383,6 +391,8 @@ class HelmdeckApp(App[None]):
     def _reason(self, op: Operation, screen: Screen[Any]) -> str | None:
         """Why ``op`` may not run now on the release selected on ``screen`` (the gate, then the operation's
         precheck, as the runner asks them), for help and the palette; None: it may."""
+        if _no_release_on(screen, op):
+            return NO_RELEASE_HERE
         key = self._selected(screen) if op.per_release else None
         if key is None:
             return self.client.why_not(op.name)

@@ -298,9 +298,14 @@ def _line(event: yaml.Event) -> int | None:
 
 
 def syntax_error(file: Path, exc: yaml.YAMLError) -> YamlLimitError:
-    """A YAML syntax error as YamlLimitError naming its line and a fix."""
+    """A YAML syntax error as YamlLimitError naming its line and a fix; when the construct it is in (libyaml's
+    context: a quoted string, a flow sequence) starts on another line, that line too: an unclosed quote is
+    found only where the file ends."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
+    context, opened = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and opened is not None and (mark is None or opened.line != mark.line):
+        problem = f"{problem}, {context} that starts at line {opened.line + 1}"
     fix = "fix the YAML syntax"
     if "nesting depth" in problem:  # libyaml's own bound (1,000 levels) met before ours is checked
         fix = "flatten the structure"

@@ -121,6 +121,19 @@ _MANIFEST_CACHE = 32  # masked manifests kept (a release's revisions, both sides
 _WIDTH = 1 << 20  # dumped lines are not folded: masked documents keep one line per scalar
 
 
+_Ident = tuple[str, str, str] | None  # an object's kind, namespace and name in a manifest
+
+
+def _ident(obj: Any) -> _Ident:
+    """``obj``'s kind, namespace and name, or None when it is not a Kubernetes object."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+    return obj["kind"], str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
 def _trie(texts: Iterable[str]) -> str:
     """A regex matching any of ``texts``, longest match first, as a prefix trie (``abc|abd`` becomes
     ``ab(?:c|d)``): Python's ``re`` tries an alternation's branches one by one at each position, a trie
@@ -279,37 +292,68 @@ class Masker:
             if cached is not None:
                 self._manifests.move_to_end(key)
                 return cached
-        out: list[str] = []
-        pos = 0
-        for sep in [*_DOC_SPLIT.finditer(manifest), None]:
-            end = sep.start() if sep else len(manifest)
-            out.append(self._mask_document(manifest[pos:end], leaves))
-            if sep:
-                out.append(sep.group(0))
-                pos = sep.end()
-        masked = "".join(out)
+        masked = "".join(text for text, _ in self._masked_parts(manifest, leaves))
         with self._lock:
             self._manifests[key] = masked
             while len(self._manifests) > _MANIFEST_CACHE:
                 self._manifests.popitem(last=False)
         return masked
 
-    def _mask_document(self, doc: str, leaves: frozenset[str]) -> str:
+    def mask_pair(self, before: str, after: str, values: Any = None) -> tuple[str, str]:
+        """``before`` and ``after`` (two manifests about to be diffed) masked as :meth:`mask_manifest` masks
+        each, except that an object masked on one side is dumped again on the other side too (objects matched
+        by kind, namespace and name): a secret added to a ConfigMap showed its whole unchanged layout as
+        changed, Helm's text on one side against the dump on the other."""
+        leaves = self.secret_texts(values)
+        sides = [self._masked_parts(before, leaves), self._masked_parts(after, leaves)]
+        dumped = {ident for side in sides for _, (ident, was_dumped) in side if ident is not None and was_dumped}
+        out: list[str] = []
+        for manifest, side in zip((before, after), sides, strict=True):
+            raws = self._parts(manifest)
+            out.append("".join(self._mask_document(raw, leaves, dump=True)[0]
+                               if ident in dumped and not was_dumped else text
+                               for raw, (text, (ident, was_dumped)) in zip(raws, side, strict=True)))
+        return out[0], out[1]
+
+    @staticmethod
+    def _parts(manifest: str) -> list[str]:
+        """``manifest`` cut into its documents and the ``---`` lines between them, in order (joined: itself)."""
+        parts: list[str] = []
+        pos = 0
+        for sep in [*_DOC_SPLIT.finditer(manifest), None]:
+            parts.append(manifest[pos:sep.start() if sep else len(manifest)])
+            if sep:
+                parts.append(sep.group(0))
+                pos = sep.end()
+        return parts
+
+    def _masked_parts(self, manifest: str, leaves: frozenset[str]) -> list[tuple[str, tuple[_Ident, bool]]]:
+        """Each part of :meth:`_parts` masked, with its object's identity and whether it was dumped again
+        (separators: themselves, no identity)."""
+        return [self._mask_document(part, leaves) if i % 2 == 0 else (part, (None, False))
+                for i, part in enumerate(self._parts(manifest))]
+
+    def _mask_document(self, doc: str, leaves: frozenset[str], *, dump: bool = False
+                       ) -> tuple[str, tuple[_Ident, bool]]:
+        """``doc`` masked, with its object's identity (kind, namespace, name; None when it is no object) and
+        whether it was dumped again: something in it was masked, or ``dump``."""
         if not doc.strip():
-            return doc
+            return doc, (None, False)
         try:
             parsed = parse_text(doc, Path("manifest"), manifest_limits()).data
         except (YamlLimitError, yaml.YAMLError):
-            return self._mask_string(doc, leaves)  # not YAML: Helm would refuse it; mask what text rules can
+            # Not YAML: Helm would refuse it; mask what text rules can.
+            return self._mask_string(doc, leaves), (None, False)
+        ident = _ident(parsed)
         masked = self.mask_object(parsed, leaves)
-        if masked == parsed:
-            return doc
+        if masked == parsed and not dump:
+            return doc, (ident, False)
         head = list(itertools.takewhile(lambda ln: not ln.strip() or ln.lstrip().startswith("#"),
                                         doc.split("\n")))
         body = yaml.dump(masked, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
                          width=_WIDTH)
         tail = "\n" if doc.endswith("\n") else ""
-        return "\n".join([*head, body.rstrip("\n")]) + tail
+        return "\n".join([*head, body.rstrip("\n")]) + tail, (ident, True)
 
     def mask_object(self, obj: Any, leaves: Collection[str] = ()) -> Any:
         """A copy of one Kubernetes object (or ``*List``) with its secrets masked, as :meth:`mask_manifest`

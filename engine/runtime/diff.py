@@ -4,7 +4,8 @@ The one place diffs are made, and where their secrets are masked: what
 changed is decided on the manifests as they are (the one comparison,
 :mod:`engine.monitor.comparison`); with a :class:`~engine.base.masking.Masker`
 only what is shown is masked (engine.base.masking's rule), so a changed secret
-still shows as a changed object but its value never does.
+still shows as a changed object but its value never does; both sides are masked
+together (``Masker.mask_pair``), so an object's layout never shows as changed.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def manifest_diff(
     old, new = comparison.normalised(deployed), comparison.normalised(desired)
     shown_old, shown_new = old, new
     if masker is not None:
-        shown_old = comparison.normalised(masker.mask_manifest(deployed, list(values)))
-        shown_new = comparison.normalised(masker.mask_manifest(desired, list(values)))
+        masked = masker.mask_pair(deployed, desired, list(values))
+        shown_old, shown_new = comparison.normalised(masked[0]), comparison.normalised(masked[1])
     chunks: list[str] = []
     for ref in sorted(set(old) | set(new)):
         if old.get(ref, "") == new.get(ref, ""):
@@ -67,8 +68,7 @@ def revision_diff(
     "" when both are equal. Secrets masked unless ``reveal`` (``secret_paths``: values from Secrets)."""
     (a, a_manifest, a_values), (b, b_manifest, b_values) = before, after
     if not reveal:
-        a_manifest, b_manifest = (masker.mask_manifest(a_manifest, [a_values, b_values]),
-                                  masker.mask_manifest(b_manifest, [a_values, b_values]))
+        a_manifest, b_manifest = masker.mask_pair(a_manifest, b_manifest, [a_values, b_values])
     return (unified(a_manifest, b_manifest, f"manifest (revision {a})", f"manifest (revision {b})")
             + unified(masker.values_yaml(a_values, reveal=reveal, secret_paths=secret_paths),
                       masker.values_yaml(b_values, reveal=reveal, secret_paths=secret_paths),

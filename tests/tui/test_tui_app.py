@@ -30,7 +30,7 @@ from testkit.fixtures import (
     log_event,
     set_engine_status,
 )
-from tui.app import HelmdeckApp
+from tui.app import NO_RELEASE_HERE, HelmdeckApp
 from tui.messages import EngineMessage
 from tui.model import COLUMN_INDEX, RowFilter, TextFilter, row_id
 from tui.operations import BY_NAME
@@ -499,6 +499,23 @@ async def test_release_refusals_are_the_gates() -> None:
         assert notes.calls[-1][0] == f"Unlock: {app.engine.why_not('unlock', WEB)}"
         assert "not pending" in notes.calls[-1][0]
         assert len(app.screen_stack) == 1
+
+
+async def test_a_release_key_on_the_controller_view_says_no_release_is_shown() -> None:
+    """On the controller view (P) u and l were refused as "Not available: Upgrade: available": the screen has no
+    release, and that is what the refusal, the palette and help say."""
+    from tui.screens.pulses import PulsesScreen
+
+    app, notes = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("P")
+        await pilot.pause()
+        assert isinstance(app.screen, PulsesScreen)
+        await pilot.press("u", "l")
+        assert [m for m, _, _ in notes.calls] == [f"Upgrade: {NO_RELEASE_HERE}", f"Unlock: {NO_RELEASE_HERE}"]
+        commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert commands["Upgrade (u)"] == f"Unavailable: {NO_RELEASE_HERE}"
+        assert commands["Cleanup (c)"] == BY_NAME["cleanup"].summary  # not per release: still available
 
 
 async def test_an_engine_failure_becomes_a_notification_naming_the_log(tmp_path: Path) -> None:

@@ -123,7 +123,8 @@ class Owner:
                            if value)
             return f"helmdeck controller, Package {self.namespace}/{self.name}{said}"
         if self.kind == "helmdeck" and not self.name:
-            return f"helmdeck package set {self.package_set} (its packages are not loaded here)"
+            # True for another folder's set and for this folder's release whose package file was removed alike.
+            return f"helmdeck package set {self.package_set} (no package loaded here declares it)"
         what = "helmdeck package" if self.kind == "helmdeck" else "Flux HelmRelease"
         return f"{what} {self.namespace}/{self.name}"
 

@@ -71,6 +71,16 @@ def test_yaml_syntax_error_has_line(tmp_path: Path) -> None:
     assert err.value.line is not None and "YAML error" in str(err.value)
 
 
+def test_an_unclosed_quote_names_the_line_it_opens_on(tmp_path: Path) -> None:
+    """A missing closing quote was reported only at the end of the file ("found unexpected end of stream"),
+    lines below the mistake: the error also names the line the quoted string starts on."""
+    path = write(tmp_path, "a.yaml", pkg(spec='  values:\n    message: "unterminated\n  timeout: 1m\n'))
+    with pytest.raises(PackageError) as err:
+        load_package(path)
+    assert err.value.line == 11  # where libyaml met the end of the file
+    assert "while scanning a quoted scalar that starts at line 9" in str(err.value)
+
+
 def test_bad_maintenance_mode(tmp_path: Path) -> None:
     path = write(tmp_path, "a.yaml", pkg(spec="  maintenance: Sometimes\n"))
     with pytest.raises(PackageError, match="NoResourceReconciliation"):

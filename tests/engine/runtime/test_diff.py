@@ -76,6 +76,36 @@ def test_revision_diff_masks_manifests_and_values_unless_revealed() -> None:
     assert revision_diff(before, before, Masker(b"fixed")) == ""
 
 
+# A ConfigMap as the demo's settings chart renders it (quoted by the template), before and after a secret
+# value was added to the package's values.
+CONFIG = """---
+# Source: settings/templates/configmap.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  labels:
+    "helmdeck.dev/package-name": "settings"
+data:
+{extra}  logLevel: "debug"
+"""
+
+
+def test_a_secret_added_to_an_object_shows_only_its_own_lines_changed() -> None:
+    """Revision 1 had no secret in the ConfigMap and was shown as Helm stored it; revision 2's was dumped
+    again to mask its token, so the diff showed every line of the object as changed (the quotes gone)."""
+    before = (1, CONFIG.format(extra=""), {"settings": {"logLevel": "debug"}})
+    after_values = {"settings": {"logLevel": "debug", "apiToken": "tok-123456"}}
+    after = (2, CONFIG.format(extra='  apiToken: "tok-123456"\n'), after_values)
+    shown = revision_diff(before, after, Masker(b"fixed")).split("--- values")[0]
+    changed = [ln for ln in shown.splitlines()[2:] if ln[:1] in "+-"]
+    assert len(changed) == 1 and changed[0].startswith("+  apiToken: '•••••• #"), shown
+    desired = manifest_diff(before[1], after[1], masker=Masker(b"fixed"), values=[after_values])
+    changed = [ln for ln in desired.splitlines()[2:] if ln[:1] in "+-"]
+    assert len(changed) == 1 and changed[0].startswith("+  apiToken: '•••••• #"), desired
+    assert "tok-123456" not in shown + desired
+
+
 def test_documents_split_on_helm_separators_only() -> None:
     text = "---\n# Source: a\nkind: A\n---   \nkind: B\ndata: '---'\n---\n\n"
     assert [load_document(d)["kind"] for d in split_manifest(text) if load_document(d)] == ["A", "B"]

@@ -43,7 +43,9 @@ def test_a_release_of_a_package_set_not_loaded_here_is_owned_by_that_set() -> No
     obs = Observation("web", "apps", 1, "deployed", labels=(("helmdeck.dev/package-set", "apps-b7ec6b4e8f13"),))
     owner = owner_of(ReleaseView(namespace="apps", name="web", observation=obs))
     assert owner == Owner("helmdeck", package_set="apps-b7ec6b4e8f13")
-    assert owner.text == "helmdeck package set apps-b7ec6b4e8f13 (its packages are not loaded here)"
+    # The folder's own release whose package file was removed is said the same way: "its packages are not
+    # loaded here" was untrue for it (the demo's folder, its flaky.yaml moved away).
+    assert owner.text == "helmdeck package set apps-b7ec6b4e8f13 (no package loaded here declares it)"
 
 
 def test_a_flux_row_has_no_key_for_what_flux_would_undo() -> None:
