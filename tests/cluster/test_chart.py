@@ -366,9 +366,10 @@ CAPABILITIES = [
     # engine/runtime/drive/lease.py: read, create, renew and give up the Lease.
     *(Capability(f"{verb} the Lease", verb, "coordination.k8s.io", "leases", "own", name="helmdeck-cluster")
       for verb in ("get", "create", "update")),
-    # engine/runtime/cluster/members.py (--shards auto): the membership Leases listed on each renew, and a member's
-    # Lease unrenewed for FORGET_AFTER durations deleted.
+    # engine/runtime/cluster/members.py (--shards auto): the membership Leases listed on each renew and watched for
+    # renewals, and a member's Lease unrenewed for FORGET_AFTER durations deleted.
     Capability("list the membership Leases", "list", "coordination.k8s.io", "leases", "own"),
+    Capability("watch the membership Leases", "watch", "coordination.k8s.io", "leases", "own"),
     Capability("delete a long-gone member's Lease", "delete", "coordination.k8s.io", "leases", "own",
                name="helmdeck-member-0123456789ab"),
 ]

@@ -153,6 +153,25 @@ def test_the_members_are_listed_again_the_moment_a_silent_ones_lease_expires() -
     assert seen.members().live() == {ME} and seen.next_list() == 2.0
 
 
+def test_a_renewal_the_watch_brings_counts_from_its_arrival() -> None:
+    clock = [100.0]
+    seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0, clock=lambda: clock[0])
+    seen._observe([_lease(ME, "t0"), _lease("a", "2026-12-03T10:00:00.000000Z")])
+    seen.renewed("a", "2026-12-03T10:00:01.000000Z", 101.0)  # a new renewal: from its arrival
+    seen.renewed("a", "2026-12-03T09:59:59.000000Z", 101.5)  # an older one, late (the watch lags): ignored
+    seen.renewed("z", "2026-12-03T10:00:01.000000Z", 101.0)  # not listed yet: who joins is the lists' to say
+    seen.renewed(ME, "t1", 101.0)  # its own: judged on lists (its return after a pause)
+    assert seen._seen["a"] == ("2026-12-03T10:00:01.000000Z", 101.0) and "z" not in seen._seen
+    assert seen._seen[ME] == ("t0", 100.0)
+    clock[0] = 102.0
+    seen._observe([_lease(ME, "t2"), _lease("a", "2026-12-03T10:00:02.000000Z")])  # the list saw it first...
+    seen.renewed("a", "2026-12-03T10:00:02.000000Z", 101.8)  # ...the watch's copy had arrived before it
+    assert seen._seen["a"] == ("2026-12-03T10:00:02.000000Z", 101.8)
+    clock[0] = 111.9  # listed 10.1 s after that arrival, 9.9 s after the list that saw it: gone
+    seen._observe([_lease(ME, "t11"), _lease("a", "2026-12-03T10:00:02.000000Z")])
+    assert not seen.members().is_live("a")
+
+
 def test_a_replica_whose_own_lease_it_saw_unrenewed_for_a_duration_returns() -> None:
     clock = [100.0]
     seen = Membership(client.ApiClient(), "ns", ME, duration=10.0, retry=2.0, clock=lambda: clock[0])

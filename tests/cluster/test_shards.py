@@ -85,6 +85,31 @@ async def test_members_see_each_other_and_a_silent_one_is_gone_after_the_lease_d
             await e.stop()
 
 
+async def test_a_members_renewal_counts_from_the_watch_not_from_the_next_list(
+    kube_target: KubeTarget, namespace: str,
+) -> None:
+    """A renewal is seen as the API server sends it (the Leases' watch), not up to a renew interval later at the
+    next list: b's silence at the first list after its renewal is the time since the watch brought it, not 0. The
+    lists are 30 s apart here, so only the watch can show the renewal at all meanwhile."""
+    eb, _ = _member(kube_target, namespace, "b")
+    assert await eb.confirm()
+    api = api_client(kube_target)
+    ma = Membership(api, namespace, "a", duration=30.0, retry=30.0)
+    task = asyncio.create_task(ma.run())
+    try:
+        await wait_until(lambda: "b" in ma._seen, 10)  # the first list
+        listed = ma._seen["b"][0]
+        await asyncio.sleep(0.5)  # the watch opened (from the list's resourceVersion in its thread)
+        assert await eb.confirm()  # b renews: nothing lists for 30 s now
+        await wait_until(lambda: ma._seen["b"][0] != listed, 10)
+        renewed = ma._seen["b"][0]
+        await ma.refresh()  # a list: the same renewTime, its first sight kept
+        assert ma._seen["b"][0] == renewed and ma.members().silence("b") > 0
+    finally:
+        task.cancel()
+        await eb.stop()
+
+
 async def _replica(kube_target: KubeTarget, namespace: str, identity: str, duration: float) -> Shards:
     """One replica's claim side over the real API server: its view of the Package objects as listed now (no
     watch: it goes stale, as a replica's view does for a moment), its membership Lease renewed once."""

@@ -4,9 +4,11 @@ Every replica holds its own Lease, ``helmdeck-member-<hash of its identity>`` in
 labelled ``wire.ROLE: controller`` (the app finds it) and ``wire.SHARD: auto`` (:mod:`engine.base.wire`), its
 ``holderIdentity`` the replica's identity; the engine's :class:`~engine.runtime.drive.lease.LeaseElector` renews
 it (nobody competes for it). :class:`Membership` lists those Leases every renew interval (one bounded list) and
-keeps, for each member, when this replica last saw its ``renewTime`` change, on its own monotonic clock, as
+keeps, for each member, when this replica first saw its ``renewTime`` change, on its own monotonic clock, as
 client-go's leader election does: a member not seen renewing for the Lease duration is gone, whatever the
-clocks of the machines say. A Lease given up (no holder: a clean stop) is gone at once; one left behind by a
+clocks of the machines say. A watch of the same Leases (:class:`RenewalWatch`) sees a renewal as the API server
+stores it, not up to a list later, so a member is gone that much sooner after its last renewal; the lists still
+decide who is gone. A Lease given up (no holder: a clean stop) is gone at once; one left behind by a
 replica long dead (unrenewed for :data:`FORGET_AFTER` Lease durations, by its ``renewTime``) is deleted.
 """
 
@@ -28,6 +30,7 @@ from urllib3.exceptions import HTTPError
 
 from engine.base.wire import CONTROLLER, ROLE, SHARD
 from engine.kube import rest
+from engine.kube.stream import WatchThread, list_all, open_watch
 from engine.runtime.drive.lease import LeaseConfig, age
 from engine.runtime.ledger.claims import Members
 
@@ -64,6 +67,42 @@ def member_lease(identity: str, namespace: str, duration: float,
                        labels=((ROLE, CONTROLLER), (SHARD, AUTO)), annotations=annotations)
 
 
+class RenewalWatch(WatchThread):
+    """The renewals of the Leases ``selector`` picks in ``namespace`` as the API server sends them: for each Lease
+    added or modified, ``seen(holder, renewTime, at)`` from the watch's thread, ``at`` the ``clock`` (monotonic
+    seconds) when it arrived. The arrival is after the write, so a silence measured from it is never longer than
+    the member's own."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, selector: str,
+                 seen: Callable[[str, str, float], object], clock: Callable[[], float]):
+        super().__init__("members-watch", f"watch of the membership Leases in {namespace}")
+        self._api = api
+        self._path = rest.path("coordination.k8s.io/v1", "leases", namespace)
+        self._selector = selector
+        self._seen = seen
+        self._clock = clock
+
+    def _relist(self) -> str:
+        return list_all(self._api, self._path, lambda _lease: None, label_selector=self._selector)  # lists judge
+
+    def _watch(self, rv: str) -> str:
+        resp = open_watch(self._api, self._path, rv, label_selector=self._selector)
+        return self._stream(resp, rv, self._apply)
+
+    def _retry(self, exc: Exception) -> bool:
+        if isinstance(exc, ApiException) and exc.status in (401, 403):  # a role without watch: the lists alone
+            log.warning("%s refused (%s): member renewals are seen by the lists alone, up to a list late",
+                        self._what, exc.status)
+            return False
+        return super()._retry(exc)
+
+    def _apply(self, etype: str, lease: dict[str, Any]) -> None:
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        if etype != "DELETED" and holder:
+            self._seen(holder, str(spec.get("renewTime") or ""), self._clock())
+
+
 class Membership:
     """The live members as replica ``me`` sees them, from the membership Leases of ``namespace``;
     ``on_change(live)`` is called (on the event loop) when the live set changes, ``on_return()`` when this
@@ -96,6 +135,7 @@ class Membership:
         self._live: frozenset[str] = frozenset({me})
         self.last_error: str | None = None
         self.listed = asyncio.Event()  # set after the first list
+        self.watched = 0  # renewals the watch saw before the lists did
 
     def members(self) -> Members:
         """What this replica knows as of its last list (the claim's rule reads it). Silences are measured to
@@ -110,17 +150,42 @@ class Membership:
         return self._live
 
     async def run(self) -> None:
-        """List every renew interval, and again the moment a member's Lease expires, until cancelled."""
-        while True:
-            await self.refresh()
-            await asyncio.sleep(self.next_list())
+        """List every renew interval, and again the moment a member's Lease expires, until cancelled; meanwhile
+        watch the Leases for renewals (:meth:`renewed`)."""
+        loop = asyncio.get_running_loop()
+        watch = RenewalWatch(self._api, self.namespace, self.selector,
+                             lambda *seen: loop.call_soon_threadsafe(self.renewed, *seen), self._clock)
+        watch.start()
+        try:
+            while True:
+                await self.refresh()
+                await asyncio.sleep(self.next_list())
+        finally:
+            watch.stop()
+
+    def renewed(self, holder: str, renew: str, at: float) -> None:
+        """The watch saw ``holder``'s Lease with ``renewTime`` ``renew`` at ``at`` (this replica's monotonic
+        seconds): a known member's new renewal counts from then, not from the next list (up to a renew interval
+        later), so its silence, and its departure, is measured from its last write give or take the watch's
+        delay. Who joins and who gave its Lease up stays the lists' to say; this replica's own Lease too (its
+        return after a pause is judged on lists)."""
+        seen = self._seen.get(holder)
+        if holder == self.me or seen is None:
+            return
+        # A renewal newer than the one seen (renewTimes as the member writes them, RFC 3339 to the microsecond in
+        # UTC: they sort as text), or the one seen, arrived before the list that saw it. An event older than the
+        # list's view (the watch lags) changes nothing, nor one whose member's wall clock stepped back: the lists
+        # see those.
+        if (renew > seen[0] and at > seen[1]) or (renew == seen[0] and at < seen[1]):
+            self._seen[holder] = (renew, at)
+            self.watched += 1
 
     def next_list(self) -> float:
         """Seconds until the next list: the renew interval, or less when a member last seen renewing expires
-        sooner (seen renewing + the Lease duration, by this replica's clock). A departure is then seen as the
-        Lease expires, not up to an interval later: the packages it held are gained that much sooner (the
-        takeover after a SIGKILL). The list at that moment measures the silence past the duration; after a
-        failed list, the interval."""
+        sooner (seen renewing, by the watch or else a list, + the Lease duration, by this replica's clock). A
+        departure is then seen as the Lease expires, not up to an interval later: the packages it held are gained
+        that much sooner (the takeover after a SIGKILL). The list at that moment measures the silence past the
+        duration; after a failed list, the interval."""
         if self.last_error is not None:
             return self.retry  # the list failed: try again at the interval, never in a tight loop
         expiries = [at + self.duration for member, (_, at) in self._seen.items()
