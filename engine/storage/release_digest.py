@@ -96,7 +96,7 @@ def _observation(release: Mapping[str, Any]) -> list[str]:
     info = _map(release.get("info"))
     chart = _map(release.get("chart"))
     config = _map(release.get("config"))
-    hooks = [h for h in (release.get("hooks") or ()) if "test" not in (_map(h).get("events") or ())]
+    hooks = [h for h in _items(release.get("hooks")) if "test" not in _items(_map(h).get("events"))]
     out = ['{"name":', _str(release.get("name")), ',"version":', _int(release.get("version")), ',"info":']
     out += _info(info)
     out.append(',"chartMetadata":')
@@ -246,3 +246,8 @@ def _int(value: Any) -> str:
 
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    """A stored list, or none for anything else (a hostile record's ``"hooks": true``)."""
+    return value if isinstance(value, list) else []
