@@ -221,11 +221,13 @@ class History(Sequence[Snapshot]):
         revisions read after it, by version), as helm-controller v1.6.3's action reconcilers record what they
         observe (internal/reconcile):
 
-        - a revision newer than the newest snapshot becomes a snapshot; the newest of them records an install's or
-          upgrade's name and ``oci_digest`` (release.go ``recordOnObject`` with ``mutateOCIDigest`` and
-          ``mutateAction``), a rollback's records ``rollback`` and no OCI digest (rollback_remediation.go
-          ``observeRollback``: made without either, then recorded again by the rollback's later write);
-          any other none;
+        - after an install or upgrade, the newest revision becomes a snapshot with the action's name and
+          ``oci_digest`` (release.go ``recordOnObject`` with ``mutateOCIDigest`` and ``mutateAction``); a revision
+          between it and the newest snapshot (made by someone else's helm, Unmanaged) is left out, as Flux
+          records only the newest it observed;
+        - after any other action, a revision newer than the newest snapshot becomes a snapshot; a rollback's
+          records ``rollback`` and no OCI digest (rollback_remediation.go ``observeRollback``: made without
+          either, then recorded again by the rollback's later write); any other none;
         - a snapshot whose revision changed (its digest with its own OCI digest differs) is made anew with its
           OCI digest and the action ``rollback``, ``uninstall`` or ``uninstall-remediation`` that changed it
           (``observeRollback``, uninstall.go ``observeUninstall``), none after an install or upgrade
@@ -240,9 +242,10 @@ class History(Sequence[Snapshot]):
             newest = history.latest()
             if newest is None or version > newest.version:
                 last = version == max(observed)
+                if release and not last:
+                    continue  # recordOnObject prepends only the newest: a revision made beside us is not ours
                 history = History((Snapshot.from_observation(
-                    obs, action if action in RELEASE_ACTIONS and (last or not release) else "",
-                    oci_digest if release and last else ""), *history))
+                    obs, action if action in RELEASE_ACTIONS else "", oci_digest if release else ""), *history))
                 continue
             old = next((s for s in history.snapshots if s.version == version), None)
             if old is None:

@@ -218,6 +218,17 @@ def test_record_an_install_and_an_upgrade_as_flux() -> None:
     assert upgraded.record({1: _obs(1, "superseded"), 2: _obs(2, "deployed")}, "upgrade", OCI_NEW) == upgraded
 
 
+def test_an_upgrade_after_revisions_made_beside_it_records_only_its_own() -> None:
+    """internal/reconcile/release.go ``recordOnObject``: of the revisions an upgrade observed, only the newest is
+    prepended; an older one is recorded only where a snapshot of it exists. Revisions someone else's helm made
+    (Unmanaged: 2 and 3 here) are not recorded by the upgrade that follows them, nor is an existing release's
+    past when the history is empty."""
+    installed = History().record({1: _obs(1, "deployed")}, "install", OCI)
+    beside = {1: _obs(1, "superseded"), 2: _obs(2, "superseded"), 3: _obs(3, "superseded"), 4: _obs(4, "deployed")}
+    assert [s.version for s in installed.record(beside, "upgrade", OCI_NEW)] == [4, 1]
+    assert _actions(History().record(beside, "upgrade", OCI_NEW)) == [(4, "deployed", "upgrade", OCI_NEW)]
+
+
 def test_record_a_rollback_an_uninstall_an_unlock_and_a_test_as_flux() -> None:
     """rollback_remediation.go ``observeRollback``: the new revision is recorded without an OCI digest, then with
     the action ``rollback`` by the rollback's last write; the revision rolled back from records ``rollback``, its
