@@ -226,9 +226,10 @@ class TestRegistry:
 
 
 class CmdlineWatch:
-    """Samples every process's /proc/<pid>/cmdline while active; remembers helm runs (their subcommands in
-    ``helm_runs``, whole argument lists in ``helm_commands``), cosign runs (``cosign_commands``) and leaks of
-    ``needle``."""
+    """Samples every process's /proc/<pid>/cmdline while active; remembers the helm runs this process started,
+    directly or through its children (their subcommands in ``helm_runs``, whole argument lists in
+    ``helm_commands``), its cosign runs (``cosign_commands``), and leaks of ``needle`` by any process. Only
+    descendants count as runs: tests run side by side (pytest-xdist), and another test's helm is not this one's."""
 
     def __init__(self, needle: str):
         self.needle = needle.encode()
@@ -251,9 +252,11 @@ class CmdlineWatch:
                 if self.needle in cmd:
                     self.leaks.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
                 parts = cmd.split(b"\0")
-                if parts and parts[0].endswith(b"/cosign") and len(parts) > 1:
+                if len(parts) < 2 or not parts[0].endswith((b"/cosign", b"/helm")) or not _descends(entry.name):
+                    continue
+                if parts[0].endswith(b"/cosign"):
                     self.cosign_commands.add(tuple(p.decode(errors="replace") for p in parts[1:] if p))
-                if parts and parts[0].endswith(b"/helm") and len(parts) > 1:
+                else:
                     self.helm_runs.add(parts[1].decode())
                     self.helm_commands.add(tuple(p.decode(errors="replace") for p in parts[1:] if p))
 
@@ -264,6 +267,23 @@ class CmdlineWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _descends(pid: str, ancestor: int | None = None) -> bool:
+    """Whether process ``pid`` is a descendant of ``ancestor`` (this process), by /proc's parent links."""
+    ancestor = os.getpid() if ancestor is None else ancestor
+    for _ in range(64):  # a chain deeper than any test's
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # the name may hold spaces and parentheses
+        if ppid == ancestor:
+            return True
+        if ppid <= 1:
+            return False
+        pid = str(ppid)
+    return False
 
 
 def write(folder: Path, name: str, text: str) -> None:
