@@ -158,11 +158,16 @@ def replica_of(instance: str) -> str:
     return f"pid {found.group(1)}" if found else instance
 
 
+_NOT_RUN = " not run: "  # the end Event of an action whose helm was never spawned ("Helm upgrade not run: ...")
+
+
 def intervals(events: Iterable[ActionEvent], processes: Iterable[HelmProcess] = (),
               deaths: Mapping[str, float] | None = None, until: float = float("inf")) -> list[Interval]:
     """Each start Event paired with the next end Event of the same release, replica and action; cut at the end of
     the helm process of that replica and release that began within it (the process log), if earlier; one never
-    ended lasts until its replica's death (``deaths``) if after its start, else ``until``."""
+    ended lasts until its replica's death (``deaths``) if after its start, else ``until``. A start whose end
+    says its helm was not run (the recheck before the spawn refused it: engine.reconcile.action) and within which
+    that replica began no helm process is no action: it is left out."""
     deaths = deaths or {}
     ran: dict[tuple[Release, str], list[HelmProcess]] = defaultdict(list)
     for proc in processes:
@@ -170,9 +175,11 @@ def intervals(events: Iterable[ActionEvent], processes: Iterable[HelmProcess] = 
     open_: dict[tuple[Release, str, str], ActionEvent] = {}
     out: list[Interval] = []
 
-    def close(begun: ActionEvent, end: float) -> None:
-        helm = [p.end for p in ran.get((begun.release, begun.replica), ())
-                if begun.at - SLACK <= p.start <= end and p.end is not None]
+    def close(begun: ActionEvent, end: float, ended: ActionEvent | None = None) -> None:
+        began = [p for p in ran.get((begun.release, begun.replica), ()) if begun.at - SLACK <= p.start <= end]
+        if ended is not None and _NOT_RUN in ended.message and not began:
+            return
+        helm = [p.end for p in began if p.end is not None]
         if helm:
             end = min(end, max(helm))
         out.append(Interval(begun.release, begun.replica, begun.at, max(end, begun.at), begun.reason))
@@ -184,7 +191,7 @@ def intervals(events: Iterable[ActionEvent], processes: Iterable[HelmProcess] = 
                 close(open_[key], ev.at)
             open_[key] = ev
         elif key in open_:
-            close(open_.pop(key), ev.at)
+            close(open_.pop(key), ev.at, ev)
     for begun in open_.values():
         death = deaths.get(begun.replica)
         close(begun, death if death is not None and death >= begun.at else until)

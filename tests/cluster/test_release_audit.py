@@ -89,6 +89,21 @@ def test_a_killed_replicas_action_lasts_until_its_death_and_its_orphaned_helm_un
     assert found.kind == "overlap" and "helm upgrade by a" in found.text
 
 
+def test_a_start_whose_helm_was_not_run_is_no_action() -> None:
+    # a froze between its claim and the spawn (SIGSTOP); b took the claim over and upgraded; woken, a's recheck
+    # refused its helm (engine/reconcile/action.py: "Helm upgrade not run: ...") and closed its Event late.
+    refused = [ActionEvent(WEB, "a", "upgrade", "UpgradeStarted", 10.0),
+               ActionEvent(WEB, "a", "upgrade", "UpgradeCancelled", 30.0,
+                           "Helm upgrade not run: no membership Lease write for over 2s since the claim")]
+    events = refused + _action("b", 20.0, 25.0)
+    helm = [HelmProcess(WEB, "b", "upgrade", 20.1, 24.9)]
+    assert audit(AuditInput(events, processes=helm, until=100.0)) == []
+    assert audit(AuditInput(events, until=100.0)) == []
+    # A helm process of a's within it says it ran after all: the overlap stands.
+    ran = [HelmProcess(WEB, "a", "upgrade", 19.0, 22.0), *helm]
+    assert "overlap" in _kinds(AuditInput(events, processes=ran, until=100.0))
+
+
 def test_a_start_without_an_end_ends_at_the_next_start() -> None:
     spans = intervals(_action("a", 10.0, None) + _action("a", 30.0, 31.0))
     assert [(s.start, s.end) for s in spans] == [(10.0, 30.0), (30.0, 31.0)]
