@@ -191,6 +191,7 @@ class StatusWriter:
     handled: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # request annotations acked
     _written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _pending: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # set: write now, not after delay
+    _writing: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)  # one write per object at a time
     _invalid: dict[tuple[str, str], PackageError] = field(default_factory=dict)
     _warned: dict[tuple[str, str], str] = field(default_factory=dict)
     _observed: dict[tuple[str, str], int] = field(default_factory=dict)  # generation of the last finished pass
@@ -323,6 +324,12 @@ class StatusWriter:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), self.delay)
         self._pending.pop(ref, None)
+        # One write per object at a time, its body made once the one before has landed: two writes in flight
+        # could land out of order and leave the older status (an earlier observedGeneration) on the object.
+        async with self._writing.setdefault(ref, asyncio.Lock()):
+            await self._write(ref)
+
+    async def _write(self, ref: tuple[str, str]) -> None:
         namespace, name = ref
         meta = self.objects.meta(_origin(ref))
         if meta is None:
