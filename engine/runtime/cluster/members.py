@@ -135,7 +135,6 @@ class Membership:
         self._live: frozenset[str] = frozenset({me})
         self.last_error: str | None = None
         self.listed = asyncio.Event()  # set after the first list
-        self.watched = 0  # renewals the watch saw before the lists did
 
     def members(self) -> Members:
         """What this replica knows as of its last list (the claim's rule reads it). Silences are measured to
@@ -178,7 +177,6 @@ class Membership:
         # see those.
         if (renew > seen[0] and at > seen[1]) or (renew == seen[0] and at < seen[1]):
             self._seen[holder] = (renew, at)
-            self.watched += 1
 
     def next_list(self) -> float:
         """Seconds until the next list: the renew interval, or less when a member last seen renewing expires
