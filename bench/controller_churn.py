@@ -51,6 +51,8 @@ from engine.helm import Helm
 from engine.kube import rest
 from engine.kube.client import KubeTarget, api_client, watch_lines
 from engine.kube.stream import list_all, open_watch
+from engine.runtime.cluster.members import AUTO_LEASE_DURATION
+from engine.runtime.drive.lease import LeaseConfig
 from engine.runtime.ledger.placement import assign, package_name
 from localcluster import build
 from localcluster.cluster import LocalCluster
@@ -372,7 +374,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of the takeover (default 20; 0: none)")
     parser.add_argument("--takeover-packages", type=int, default=60, help="Packages of the takeover (default 60)")
     parser.add_argument("--sample", type=int, default=5, help="Packages edited at each kill (default 5)")
-    parser.add_argument("--lease", type=float, default=15.0, help="the replicas' --lease-duration (default 15)")
+    parser.add_argument("--lease", type=float, default=None,
+                        help=f"the replicas' --lease-duration (default: the controller's, {AUTO_LEASE_DURATION:g} with "
+                             f"--mode auto, {LeaseConfig.duration:g} with one-lease)")
     parser.add_argument("--concurrency", type=int, default=4, help="each replica's --concurrency (default 4)")
     parser.add_argument("--mode", choices=["auto", "one-lease"], default="auto",
                         help="auto: --shards auto (default); one-lease: one acting instance, the others standing by")
@@ -388,6 +392,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, help="keep the replicas' logs and the helm process log in this directory")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args(argv)
+    if args.lease is None:
+        args.lease = AUTO_LEASE_DURATION if args.mode == "auto" else LeaseConfig.duration
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the replicas are stopped on the way out
     with private_cluster(args.cluster_dir) as (cluster, work):
         assert cluster.kubeconfig is not None

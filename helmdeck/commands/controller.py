@@ -63,7 +63,8 @@ def add(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                      help="namespace of the Lease (default: the pod's namespace, else default)")
     ctl.add_argument("--lease-duration", type=float, default=None,
                      help="seconds without renewal after which another instance takes over (default: 15, with "
-                          "--shards auto 8: a member's packages are taken over that long after its last renewal)")
+                          "--shards auto 5: a member's packages are taken over that long after "
+                          "its last renewal)")
     ctl.add_argument("--shards", choices=["auto"], default=None,
                      help="auto: every replica acts, each on the Packages placed on it (bounded-load hashing over the "
                           "live replicas, each holding its own membership Lease), one replica per release at a time "

@@ -125,3 +125,14 @@ def test_kubeconfig_before_the_subcommand_is_used(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert str(missing) in proc.stderr
+
+
+def test_the_lease_duration_help_gives_the_defaults_the_controller_takes() -> None:
+    """The help's two defaults are the ones the shard selector and the one Lease take (the parser does not import
+    them: their modules would cost every command's start ~0.3 s)."""
+    from engine.runtime.cluster.members import AUTO_LEASE_DURATION
+    from engine.runtime.drive.lease import LeaseConfig
+
+    controller = subcommands(build_parser())["controller"]
+    text = " ".join(controller.format_help().split())
+    assert f"(default: {LeaseConfig.duration:g}, with --shards auto {AUTO_LEASE_DURATION:g}:" in text
