@@ -13,6 +13,10 @@ temporary directory's parent, and whatever one worker starts there under a file 
 - ``pytest.mark.serial``: a test that must not run beside any other test (it changes what every test sees,
   or its timing cannot take a second worker's load) takes the workers' turn lock exclusively; every other
   test holds it shared (:func:`_turn`).
+- A worker's ``pytest.exit`` (a failed build: ``BUILD_FAILED``) ends the whole run, red, with its reason and its
+  return code (:class:`WorkerExit`). pytest-xdist alone drops it: the worker leaves the run, its reason unsaid,
+  and the run ends green when the other workers take its tests, or on an INTERNALERROR (exit code 3) when it held
+  some.
 
 Without xdist (``pytest tests/x.py``) nothing changes: the session is the only worker and no lock is contended.
 """
@@ -31,6 +35,7 @@ import pytest
 from localcluster.cluster import LocalCluster
 
 CLUSTERS = "helmdeck_clusters"  # workeroutput key: the cluster directories a worker attached to
+EXITED = "helmdeck_exited"  # workeroutput key: a worker's pytest.exit, [return code or None, reason]
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -89,21 +94,63 @@ def keep_cluster() -> bool:
 
 
 _reported: set[str] = set()  # in the controller: the clusters its workers attached to
+_exited: list[tuple[int | None, str]] = []  # in the controller: the workers' pytest.exit, as WorkerExit says it
+
+
+class WorkerExit:
+    """In a pytest-xdist worker: a ``pytest.exit`` there stops the whole run. The worker's session is told to stop
+    with the reason (``shouldstop``: xdist's controller then stops scheduling and ends the run Interrupted, saying
+    it) and the reason and return code go to the controller (``workeroutput``), which ends with that code
+    (:func:`pytest_sessionfinish`). Without it xdist ignores a worker's exit status unless the worker held a test,
+    and then fails on an assertion of its own (INTERNALERROR, exit code 3) without the reason."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.session: pytest.Session | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """pytest calls it for a ``pytest.exit`` too, before ``pytest_sessionfinish`` (where xdist's worker sends
+        its ``workeroutput`` and ``shouldstop``)."""
+        if not isinstance(excinfo.value, pytest.exit.Exception):
+            return
+        worker = self.config.workerinput["workerid"]  # type: ignore[attr-defined]
+        reason = f"{worker} called pytest.exit: {excinfo.value.msg}"
+        self.config.workeroutput[EXITED] = [excinfo.value.returncode, reason]  # type: ignore[attr-defined]
+        if self.session is not None:
+            self.session.shouldstop = reason
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     """xdist's controller: a worker ended; note the clusters it attached to (its ``workeroutput``)."""
-    _reported.update(getattr(node, "workeroutput", {}).get(CLUSTERS, ()))
+    output = getattr(node, "workeroutput", {})
+    _reported.update(output.get(CLUSTERS, ()))
+    if output.get(EXITED):
+        code, reason = output[EXITED]
+        _exited.append((code, reason))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """xdist's controller: say which worker ended the run, and why."""
+    for code, reason in _exited:
+        terminalreporter.write_line(f"{reason}{f' (exit code {code})' if code else ''}", red=True, bold=True)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """xdist's controller, after every worker ended: stop the shared cluster once (unless kept). Besides the
     workers' reports, the marker the first one wrote in the shared directory (the controller's base temporary
     directory: xdist gives worker N ``<basetemp>/popen-gwN``) names it: a run interrupted, or a worker that
-    crashed, reports nothing."""
-    if not session.config.pluginmanager.has_plugin("dsession") or keep_cluster():
+    crashed, reports nothing. A worker's ``pytest.exit`` (:class:`WorkerExit`) ends the run with its return code
+    (Interrupted when it gave none or 0: tests were left unrun)."""
+    if not session.config.pluginmanager.has_plugin("dsession"):
         return  # a worker, or no xdist: the local_cluster fixture stops its own
+    if _exited:
+        session.exitstatus = next((code for code, _ in _exited if code), pytest.ExitCode.INTERRUPTED)
+    if keep_cluster():
+        return
     factory: pytest.TempPathFactory | None = getattr(session.config, "_tmp_path_factory", None)
     started = factory.getbasetemp() / "cluster.started" if factory is not None else None
     if started is not None and started.exists():
@@ -115,6 +162,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "serial: runs with no other test beside it in another xdist worker")
+    if is_worker(config):
+        config.pluginmanager.register(WorkerExit(config), "helmdeck-worker-exit")
+    else:
+        _exited.clear()  # a run of its own (pytester runs several in one process)
 
 
 @pytest.fixture(autouse=True)

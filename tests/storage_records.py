@@ -82,6 +82,14 @@ def secret(rel: dict[str, Any], labels: dict[str, str] | None = None, rv: str = 
 
 
 
+def stored_in(storage: str, version: int, status: str, name: str = "web", namespace: str = "apps") -> dict[str, Any]:
+    """The Secret of release ``namespace/name`` at ``version`` stored in the namespace ``storage`` (Flux's
+    ``storageNamespace``), as the API returns it."""
+    stored = secret(release(version, status, name=name, namespace=namespace), rv=f"{storage}-{version}")
+    stored["metadata"]["namespace"] = storage
+    return stored
+
+
 def write_chart(directory: Path) -> Path:
     """A small chart for storage tests: a ConfigMap, NOTES, a ``helm test`` Job (completes on kwok)
     and, with ``stuck=true``, a PersistentVolumeClaim that never binds (so ``--wait`` hangs)."""

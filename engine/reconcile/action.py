@@ -112,7 +112,8 @@ class ObservedReleases:
 
     def _on_change(self, change: StorageChange) -> None:
         obs = change.observation
-        if obs is not None and obs.release_key == (self._namespace, self._release):
+        if obs is not None and obs.release_key == (self._namespace, self._release) \
+                and obs.storage_namespace == self._storage_ns:  # another storage's records are another history
             self.observed[obs.version] = obs
 
     async def __aenter__(self) -> ObservedReleases:

@@ -191,7 +191,8 @@ def build_engine(
 
         flux = FluxCockpit(api, book, namespaces, lambda ns, callback: kube_events.watch(ns, callback, replay=True))
     gate = ActionGate(book, observer.latest, readonly=readonly, online=online, leader=lease is None,
-                      attached=attachment.attached if attachment is not None else None, placed=placed)
+                      attached=attachment.attached if attachment is not None else None, placed=placed,
+                      flux_served=flux.served if flux is not None else None)
     values_objects = ValuesObjects(own_api, book, masker)  # spec.valuesFrom's objects
     service = ReleaseService(helm, api, on_status=lambda ns, n, s: book.set_monitor((ns, n), s),
                              namespaces=namespaces, values_from=values_objects.layers,

@@ -264,7 +264,7 @@ async def plan_package(engine: Engine, spec: PackageSpec) -> PackagePlan:
     latest = engine.observer.latest(*spec.key)
     owned, message = await controller.flux.owns(spec)
     moved = engine.book.target_change(spec.key, spec) if not owned else None
-    gone = (moved.previous, engine.observer.latest(*moved.previous)) if moved is not None \
+    gone = (moved.previous, engine.observer.latest(*moved.previous, storage=moved.stored_in)) if moved is not None \
         else (spec.key, latest)  # the release an uninstall removes
     try:
         desired = None

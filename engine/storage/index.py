@@ -7,6 +7,7 @@ Getters return new containers (observations are immutable), so callers cannot al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.storage.codec import StorageKey
@@ -24,12 +25,22 @@ class Entry:
     unreadable: UnreadableRecord | None
 
 
+# One release as Helm's storage holds it: ``(storage namespace, release namespace, name)``. Helm's storage driver
+# is namespaced (a record is ``<storage namespace>/sh.helm.release.v1.<name>.v<n>``), so records of one release in
+# two storage namespaces (Flux's ``storageNamespace`` changed) are two histories, never one.
+Stored = tuple[str, str, str]
+
+
 class StorageIndex:
-    """Entries by storage key, indexed per release (``(release namespace, name)`` -> revision -> keys)."""
+    """Entries by storage key, indexed per stored release (:data:`Stored` -> revision -> key) and per release
+    (``(release namespace, name)`` -> the storage namespaces holding a readable revision of it).
+
+    The readers ask by release and ``storage``: the storage namespace to read (None: :meth:`storage`'s pick)."""
 
     def __init__(self) -> None:
         self._entries: dict[StorageKey, Entry] = {}
-        self._by_release: dict[tuple[str, str], dict[int, set[StorageKey]]] = {}
+        self._by_release: dict[Stored, dict[int, StorageKey]] = {}
+        self._stores: dict[tuple[str, str], set[str]] = {}  # release -> storage namespaces holding it
         self._unreadable: dict[StorageKey, UnreadableRecord] = {}
 
     def get(self, key: StorageKey) -> Entry | None:
@@ -42,19 +53,24 @@ class StorageIndex:
         """Replace the entry of ``key`` (None removes it) and keep the indexes in step."""
         old = self._entries.pop(key, None)
         if old is not None and old.observation is not None:
-            revs = self._by_release.get(old.observation.release_key, {})
-            keys = revs.get(old.observation.version, set())
-            keys.discard(key)
-            if not keys:
-                revs.pop(old.observation.version, None)
-                if not revs:
-                    self._by_release.pop(old.observation.release_key, None)
+            obs = old.observation
+            stored = (key.namespace, obs.namespace, obs.name)
+            revs = self._by_release.get(stored, {})
+            if revs.get(obs.version) == key:
+                del revs[obs.version]
+            if not revs:
+                self._by_release.pop(stored, None)
+                stores = self._stores.get(obs.release_key, set())
+                stores.discard(key.namespace)
+                if not stores:
+                    self._stores.pop(obs.release_key, None)
         self._unreadable.pop(key, None)
         if entry is None:
             return
         if entry.observation is not None:
             obs = entry.observation
-            self._by_release.setdefault(obs.release_key, {}).setdefault(obs.version, set()).add(key)
+            self._by_release.setdefault((key.namespace, obs.namespace, obs.name), {})[obs.version] = key
+            self._stores.setdefault(obs.release_key, set()).add(key.namespace)
         if entry.unreadable is not None:
             self._unreadable[key] = entry.unreadable
         self._entries[key] = entry
@@ -75,8 +91,8 @@ class StorageIndex:
         out: dict[tuple[str, str], UnreadableRecord] = {}
         for rec in self._unreadable.values():
             key = (rec.key.namespace, rec.release)
-            revs = self._by_release.get(key, {})
-            newest_ok = max(revs) if revs else 0
+            newest_ok = max((max(revs) for (storage, _ns, name), revs in self._by_release.items()
+                             if (storage, name) == key), default=0)
             if rec.revision is not None and rec.revision < newest_ok:
                 continue
             cur = out.get(key)
@@ -84,35 +100,41 @@ class StorageIndex:
                 out[key] = rec
         return out
 
-    def revisions(self, namespace: str, name: str) -> list[int]:
-        return sorted(self._by_release.get((namespace, name), {}), reverse=True)
+    def storage(self, namespace: str, name: str) -> str | None:
+        """The storage namespace a reader of release ``(namespace, name)`` reads when its package declares none:
+        the release namespace when it holds the release (Helm's CLI stores a release there), else the first by
+        name that does; None when none does."""
+        stores = self._stores.get((namespace, name))
+        if not stores:
+            return None
+        return namespace if namespace in stores else min(stores)
 
-    def history(self, namespace: str, name: str) -> list[Observation]:
-        revs = self._by_release.get((namespace, name), {})
-        found = [self._observation(namespace, keys) for _, keys in sorted(revs.items(), reverse=True)]
+    def _revisions(self, namespace: str, name: str, storage: str | None) -> dict[int, StorageKey]:
+        where = storage or self.storage(namespace, name)
+        return self._by_release.get((where, namespace, name), {}) if where is not None else {}
+
+    def revisions(self, namespace: str, name: str, storage: str | None = None) -> list[int]:
+        return sorted(self._revisions(namespace, name, storage), reverse=True)
+
+    def history(self, namespace: str, name: str, storage: str | None = None) -> list[Observation]:
+        revs = self._revisions(namespace, name, storage)
+        found = [self._entries[key].observation for _, key in sorted(revs.items(), reverse=True)]
         return [o for o in found if o is not None]
 
-    def latest(self, namespace: str, name: str) -> Observation | None:
-        revs = self._by_release.get((namespace, name))
-        return self._observation(namespace, revs[max(revs)]) if revs else None
+    def latest(self, namespace: str, name: str, storage: str | None = None) -> Observation | None:
+        revs = self._revisions(namespace, name, storage)
+        return self._entries[revs[max(revs)]].observation if revs else None
 
-    def releases(self) -> dict[tuple[str, str], Observation]:
+    def releases(self, storage_of: Callable[[str, str], str | None]) -> dict[tuple[str, str], Observation]:
+        """The latest observation of every release, each from the storage namespace ``storage_of`` gives (None:
+        :meth:`storage`'s pick); a release whose given storage holds none of it is left out."""
         out = {}
-        for (ns, name), revs in self._by_release.items():
-            obs = self._observation(ns, revs[max(revs)])
+        for namespace, name in self._stores:
+            obs = self.latest(namespace, name, storage_of(namespace, name))
             if obs is not None:
-                out[(ns, name)] = obs
+                out[(namespace, name)] = obs
         return out
 
-    def key_of(self, namespace: str, name: str, revision: int) -> StorageKey | None:
-        """The storage object holding one readable revision (see :meth:`_pick`), or None."""
-        keys = self._by_release.get((namespace, name), {}).get(revision)
-        return self._pick(namespace, keys) if keys else None
-
-    def _pick(self, namespace: str, keys: set[StorageKey]) -> StorageKey:
-        # Two storage namespaces may hold the same release revision: prefer the
-        # one in the release namespace (Helm's default), else the first by name.
-        return min(keys, key=lambda k: (k.namespace != namespace, k))
-
-    def _observation(self, namespace: str, keys: set[StorageKey]) -> Observation | None:
-        return self._entries[self._pick(namespace, keys)].observation
+    def key_of(self, namespace: str, name: str, revision: int, storage: str | None = None) -> StorageKey | None:
+        """The storage object holding one readable revision, or None."""
+        return self._revisions(namespace, name, storage).get(revision)

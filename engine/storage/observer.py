@@ -1,7 +1,8 @@
 """Observer of Helm release storage: a watch on the objects labelled ``owner=helm``.
 
-Keeps the latest :class:`Observation` per storage key, indexed per release
-(revision list), and calls the registered callbacks after every create,
+Keeps the latest :class:`Observation` per storage key, indexed per release as
+its storage holds it (revision list per storage namespace: :meth:`Observer.set_storage_of`
+says which one a reader sees), and calls the registered callbacks after every create,
 update and delete with the change (observations are immutable, so callers
 cannot alter the observer's map). Manifests and chart files are not held:
 :meth:`Observer.load_release` reads a whole record on demand.
@@ -154,6 +155,7 @@ class Observer:
         self._relists = 0
         # Offline only (no API to read back from): the objects fed in, for load_release.
         self._offline_objects: dict[StorageKey, Mapping[str, Any]] = {}
+        self._storage_of: Callable[[str, str], str | None] = lambda _namespace, _name: None
         self.last_error: str | None = None
 
     # -- configuration ---------------------------------------------------------
@@ -293,25 +295,38 @@ class Observer:
         with self._lock:
             return self._index.unreadable_releases()
 
+    def set_storage_of(self, storage_of: Callable[[str, str], str | None]) -> None:
+        """Which storage namespace holds release ``(namespace, name)`` for the readers that ask by release
+        (:meth:`latest`, :meth:`history`, :meth:`revisions`, :meth:`releases`, :meth:`load_release`):
+        ``storage_of(namespace, name)`` gives the one its package declares (as Flux's ``storageNamespace``; the
+        release book's packages), None for a release no package declares: then the release namespace's
+        storage, else the first by name holding it. Helm's storage is per namespace, so records of one release
+        in two storage namespaces are two histories; a reader sees one whole. Called under the observer's lock:
+        ``storage_of`` must not block."""
+        self._storage_of = storage_of
+
     def revisions(self, namespace: str, name: str) -> list[int]:
-        """The readable stored revisions of one release, newest first."""
+        """The readable stored revisions of one release, newest first (its storage: :meth:`set_storage_of`)."""
         with self._lock:
-            return self._index.revisions(namespace, name)
+            return self._index.revisions(namespace, name, self._storage_of(namespace, name))
 
-    def history(self, namespace: str, name: str) -> list[Observation]:
-        """All readable stored revisions of one release, newest first."""
+    def history(self, namespace: str, name: str, storage: str | None = None) -> list[Observation]:
+        """All readable stored revisions of one release, newest first, in the storage namespace ``storage``
+        (None: the release's, :meth:`set_storage_of`)."""
         with self._lock:
-            return self._index.history(namespace, name)
+            return self._index.history(namespace, name, storage or self._storage_of(namespace, name))
 
-    def latest(self, namespace: str, name: str) -> Observation | None:
-        """The highest readable stored revision of one release, or None."""
+    def latest(self, namespace: str, name: str, storage: str | None = None) -> Observation | None:
+        """The highest readable stored revision of one release, or None, in the storage namespace ``storage``
+        (None: the release's, :meth:`set_storage_of`)."""
         with self._lock:
-            return self._index.latest(namespace, name)
+            return self._index.latest(namespace, name, storage or self._storage_of(namespace, name))
 
     def releases(self) -> dict[tuple[str, str], Observation]:
-        """The latest observation of every release, by ``(namespace, name)``."""
+        """The latest observation of every release, by ``(namespace, name)`` (each from its storage:
+        :meth:`set_storage_of`)."""
         with self._lock:
-            return self._index.releases()
+            return self._index.releases(self._storage_of)
 
     def load_release(self, namespace: str, name: str, revision: int) -> dict[str, Any]:
         """The whole decoded release of one stored revision, read from storage now.
@@ -322,7 +337,7 @@ class Observer:
         StorageDecodeError when it cannot be decoded, ApiException on API errors.
         """
         with self._lock:
-            key = self._index.key_of(namespace, name, revision)
+            key = self._index.key_of(namespace, name, revision, self._storage_of(namespace, name))
         if key is None:
             raise KeyError(f"{namespace}/{name} has no stored revision {revision}")
         obj: Mapping[str, Any]

@@ -255,23 +255,38 @@ async def test_fluxs_requests_on_a_cluster_without_fluxs_api_are_refused_saying_
 ) -> None:
     """A release with helm-controller's labels (a Flux elsewhere deployed it, or Flux was removed) on a cluster
     that does not serve helm.toolkit.fluxcd.io/v2: u, l and s are refused naming the API and what to do, not
-    failed with the API's 404; nothing is written."""
+    failed with the API's 404; nothing is written. The app's discovery (asked every 30 s until the API is served)
+    knows it already: each key is refused at once, before any confirmation is asked."""
     target = KubeTarget(fluxless_cluster.kubeconfig)
     there = Helm(helm.binary, target, helm.env)
     namespace = "apps"
     run_helm(there, "install", "web", str(flux_labelled_chart(tmp_path, namespace)), "-n", namespace,
              "--create-namespace")
-    app = HelmdeckApp(build_engine(target, there, None, namespaces=[namespace], attach=True), context="fluxless")
+    engine = build_engine(target, there, None, namespaces=[namespace], attach=True)
+    app = HelmdeckApp(engine, context="fluxless")
     key = (namespace, "web")
+    said: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: cell(app, key, "owner") == "flux", seen=lambda: row(app, key))
+        served = engine.gate.flux_served
+        assert served is not None
+        await wait_for(lambda: served() is False)  # the discovery answered
         await select(app, key)
-        said = await press_flux_keys(pilot, app, key)
-    assert len(said) == 3
-    for note, what in zip(said, ("Force a reconcile of", "Reset", "Suspend"), strict=True):
-        assert note.startswith(f"{what} {namespace}/web: refused: this cluster does not serve the HelmRelease API "
-                               "(helm.toolkit.fluxcd.io/v2), so Flux's requests on HelmRelease apps/web cannot be "
-                               "written"), note
+        for press, label in (("u", "Upgrade"), ("l", "Unlock"), ("s", "Suspend")):
+            before = {n.identity for n in app._notifications}  # others come and go (Textual's toasts expire)
+
+            def new() -> list[str]:
+                return [f"{n.title}: {n.message}" for n in app._notifications
+                        if n.identity not in before and n.title == "Not available"]  # noqa: B023
+            await pilot.press(press)
+            await wait_for(lambda: bool(new()), seen=lambda: row(app, key))
+            assert not isinstance(app.screen, ConfirmScreen) and app.screen is app.screen_stack[0], app.screen
+            [note] = new()
+            assert note.startswith(f"Not available: {label}: this cluster does not serve the HelmRelease API "
+                                   "(helm.toolkit.fluxcd.io/v2), so Flux's requests on HelmRelease apps/web cannot "
+                                   "be written"), note
+            said.append(note)
+    for note in said:
         assert "Install Flux (flux install), or act on the release with helm itself" in note and "404" not in note
     assert stored(client.CoreV1Api(api_client(target)), namespace, "web") == [(1, "deployed")]
 

@@ -150,6 +150,12 @@ class FluxCockpit:
         # ref -> (resourceVersion, its release, its fields): an event projects only the object it changed
         self._projected: dict[tuple[str, str], tuple[str, ReleaseKey, dict[str, Any]]] = {}
         self.problem = ""
+        self._served: bool | None = None
+
+    def served(self) -> bool | None:
+        """Does the cluster serve the HelmRelease API, as the last discovery (every :attr:`every` seconds until it
+        does) said; None before the first answer or after a failed ask. The gate asks it (rule 5)."""
+        return self._served
 
     async def run(self) -> None:
         """Wait until the HelmRelease API is served, then follow its objects until cancelled."""
@@ -158,9 +164,11 @@ class FluxCockpit:
         try:
             while True:
                 try:
-                    if await flux.present():
+                    self._served = await flux.present()
+                    if self._served:
                         break
                 except (ApiException, OSError, HTTPError) as exc:
+                    self._served = None
                     self.problem = f"Flux's HelmRelease API unreadable: {getattr(exc, 'reason', exc)}"
                 await asyncio.sleep(self.every)
             group = f"{FLUX_GROUP}/{FLUX_VERSION}"

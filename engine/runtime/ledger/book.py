@@ -143,6 +143,9 @@ class ReleaseBook:
         let_go: Callable[[ReleaseKey], Awaitable[None]] | None = None,
     ):
         self.observer = observer
+        # A declared package's release is read from the storage namespace it declares (Flux's storageNamespace),
+        # not another storage's records of a release of that name (one left by a storage namespace change).
+        observer.set_storage_of(self._storage_of)
         self.store = store
         self._writable = writable
         self.packages: dict[ReleaseKey, PackageSpec] = {}
@@ -236,6 +239,12 @@ class ReleaseBook:
         spec = self.packages[key]
         mode = self.maintenance(key)
         return spec if spec.maintenance == mode else dataclasses.replace(spec, maintenance=mode)
+
+    def _storage_of(self, namespace: str, name: str) -> str | None:
+        """The storage namespace the package of release ``(namespace, name)`` declares, None without a package
+        (the observer's readers ask it: :meth:`engine.storage.observer.Observer.set_storage_of`)."""
+        spec = self.packages.get((namespace, name))
+        return spec.storage_ns if spec is not None else None
 
     def previous_target(self, key: ReleaseKey, spec: PackageSpec) -> ReleaseKey | None:
         """The release ``spec``'s package drove before its release target changed (``releaseName``,
@@ -686,7 +695,7 @@ class ReleaseBook:
         latest = status.history.latest()
         if latest is None or key[0] in blind or None in blind:
             return None
-        stored = self.observer.history(*key)
+        stored = self.observer.history(*key, storage=status.storage_namespace or None)  # where it was stored
         if any(latest.verifies(obs) for obs in stored):
             return None
         last = status.last

@@ -15,7 +15,9 @@ same everywhere. Rules, in the order they are checked:
    the keys :data:`~engine.runtime.ledger.owners.FLUX_REQUESTS` names are Flux's own requests on the object
    (upgrade, unlock, suspend; this app's lease does not matter, Flux acts; a reconcile asked of a suspended
    HelmRelease is refused, as the flux CLI refuses it), the rest Flux would undo are refused saying what Flux
-   offers instead (:func:`~engine.runtime.ledger.owners.flux_refusal`). The work queue's pass
+   offers instead (:func:`~engine.runtime.ledger.owners.flux_refusal`); on a cluster its last discovery found not
+   serving the HelmRelease API, Flux's requests are refused saying so
+   (:func:`~engine.runtime.ledger.owners.flux_unserved_reason`) before anything is asked. The work queue's pass
    (``reconcile``) still runs: it looks at the cluster again and acts only once Flux no longer owns the release;
    Stored apart: a release stored in another namespace than its own (a HelmRelease's, as Flux stores it:
    api/v2 ``GetStorageNamespace``) cannot be acted on with helm's CLI: the operator's helm actions on it
@@ -53,7 +55,14 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from engine.package.identity import storage_apart_reason
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, busy_reason
-from engine.runtime.ledger.owners import FLUX_REQUESTS, Owner, flux_refusal, flux_suspended_reason, owner_of
+from engine.runtime.ledger.owners import (
+    FLUX_REQUESTS,
+    Owner,
+    flux_refusal,
+    flux_suspended_reason,
+    flux_unserved_reason,
+    owner_of,
+)
 from engine.runtime.ledger.placed import ALL_HERE, Placed
 from engine.runtime.state import Attached, ReleaseKey
 from engine.storage.observation import Observation
@@ -141,6 +150,10 @@ class ActionGate:
     # Shards (rule 10): why this replica may not act on a release now, and the member the release's package is
     # placed on when another (engine.runtime.cluster.shards); ALL_HERE: no shards.
     placed: Placed = ALL_HERE
+    # Does the cluster serve Flux's HelmRelease API, as the Flux cockpit's last discovery said
+    # (engine.runtime.cockpit.flux FluxCockpit.served; None: not known yet). None (no cockpit), or not known: the
+    # request finds out (FluxClient.request).
+    flux_served: Callable[[], bool | None] | None = None
 
     @property
     def acting(self) -> bool:
@@ -241,6 +254,8 @@ class ActionGate:
         ref = f"{owner.namespace}/{owner.name}"
         if action not in FLUX_REQUESTS:
             return flux_refusal(action, ref)
+        if self.flux_served is not None and self.flux_served() is False:  # known: refused before the confirmation
+            return flux_unserved_reason(ref)
         view = self._book.view(key)
         flux = view.flux if view is not None else None
         if FLUX_REQUESTS[action] != "suspend" and flux is not None and flux.suspended:

@@ -8,7 +8,7 @@ from engine.storage import UnsupportedDriverError, encode_payload
 from engine.storage.codec import record_name
 from engine.storage.observer import Observer, StorageChange
 from engine.storage.records import ListedRevision, listed_revision
-from tests.storage_records import release, secret
+from tests.storage_records import release, secret, stored_in
 
 
 def recorder(observer: Observer) -> list[StorageChange]:
@@ -102,6 +102,29 @@ def test_storage_namespace_may_differ_from_the_release_namespace() -> None:
     obs = observer.latest("apps", "web")
     assert obs is not None and (obs.status, obs.storage_namespace) == ("failed", "apps")
     assert observer.load_release("apps", "web", 1)["info"]["status"] == "failed"
+
+
+def test_records_of_one_release_in_two_storage_namespaces_are_two_histories() -> None:
+    """A storage namespace change, as Flux's helm-controller makes it (internal/action/verify.go
+    ``ReleaseTargetChanged``: uninstall from the recorded storage, keeping its history with
+    ``uninstall.keepHistory``; install into the new one): helm's storage is per namespace (its driver's
+    namespace), so each holds a history of its own. A reader asking by release sees one of them whole, the
+    release namespace's unless its package declares another (``storage_of``), never revisions of both."""
+    observer = Observer(None, driver="secret")
+    for version, status in ((1, "superseded"), (2, "superseded"), (3, "uninstalled")):
+        observer.apply_object(stored_in("flux-system", version, status))
+    observer.apply_object(stored_in("apps", 1, "deployed"))
+    latest = observer.latest("apps", "web")
+    assert latest is not None and (latest.version, latest.status, latest.storage_namespace) == (1, "deployed", "apps")
+    assert [(o.version, o.storage_namespace) for o in observer.history("apps", "web")] == [(1, "apps")]
+    assert observer.revisions("apps", "web") == [1] and observer.releases() == {("apps", "web"): latest}
+    assert observer.load_release("apps", "web", 1)["info"]["status"] == "deployed"
+    declared = {("apps", "web"): "flux-system"}
+    observer.set_storage_of(lambda namespace, name: declared.get((namespace, name)))
+    assert [(o.version, o.status) for o in observer.history("apps", "web")] == \
+        [(3, "uninstalled"), (2, "superseded"), (1, "superseded")]
+    assert observer.load_release("apps", "web", 1)["info"]["status"] == "superseded"
+
 
 
 def test_helm_driver_env_selects_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
