@@ -153,6 +153,20 @@ def test_failed_quick_filter_counts_a_failed_last_action() -> None:
     assert not quick_match(dataclasses.replace(view, running=RunningAction("test", 0, 1)), "failed")
 
 
+def test_a_stalled_release_being_upgraded_shows_the_upgrade_not_stalled() -> None:
+    # The operator's u on a Stalled package runs an upgrade: STATE said "‼ Stalled" all along, as if the engine had
+    # given up on it, while LAST ACTION said the upgrade ran. It says the action, in the table, the Overview and
+    # the detail's title, and the row is no failed one meanwhile (it is pending); once it ends, the pass's state.
+    stalled = dataclasses.replace(views()[WEB], state="Stalled", running=None, last=None)  # helm: deployed
+    assert cells(stalled, FIXED_NOW)["state"].text == "‼ Stalled" and quick_match(stalled, "failed")
+    upgrading = dataclasses.replace(stalled, running=RunningAction("upgrade", FIXED_NOW - 3, 300.0))
+    assert cells(upgrading, FIXED_NOW)["state"] == ("⟳ upgrade", "busy")
+    assert fmt.state_text(upgrading) == ("⟳ upgrade", "busy")
+    assert not quick_match(upgrading, "failed") and quick_match(upgrading, "pending")
+    running = dataclasses.replace(upgrading, state="OutOfSync")  # a row not stalled keeps its state, as before
+    assert cells(running, FIXED_NOW)["state"].text == "↻ OutOfSync"
+
+
 def test_a_package_that_cannot_be_resolved_shows_failed_and_a_failed_resolve() -> None:
     """A missing valuesFrom Secret or a source error stops the pass before any action. The book's view says
     so (STATE Failed, LAST ACTION ✖ resolve, the reason in its message): it showed ``-`` twice and counted
