@@ -181,7 +181,7 @@ PACKAGE_STATUS: tuple[Field, ...] = (
     Field("lastHandledCancelAt", "string", "the last cancel request handled"),
     Field("lastHandledPauseAt", "string", "the last monitor pause request handled"),
     Field("lastHandledResumeAt", "string", "the last monitor resume request handled"),
-    Field("storageNamespace", "string", "where helm stores the release"),
+    Field("storageNamespace", "string", "where helm stores the release, as recorded when a pass last ran"),
     Field("controller", "object", "who reconciles it now: the controller replica and its shard", fields=(
         Field("replica", "string", "the replica's identity (its Lease holderIdentity: the pod's name)"),
         Field("shard", "string", "its shard (--watch-label-selector), \"\" when not sharded"),
