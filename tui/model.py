@@ -168,7 +168,7 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
     return {
         "namespace": Cell(view.namespace),
         "name": Cell(view.name),
-        "chart": Cell(*chart_cell(view, _BY_KEY["chart"].width - 1)),
+        "chart": Cell(*chart_cell(view)),
         "app_version": Cell((obs.app_version or "-") if obs else "-"),
         "revision": Cell(str(obs.version) if obs else "-"),
         "status": Cell(*fmt.helm_status_text(view)),

@@ -498,6 +498,26 @@ def test_pin_confirmation_promises_no_upgrade_the_engine_does_not_make() -> None
         assert dialog.confirm_label == "Pin"
 
 
+def test_the_chart_column_has_one_form_before_and_after_a_pin() -> None:
+    # A chart from a repository read "web@0.2.0 ⇡0.3.0" (the repo/ dropped to fit the marker) and, once pinned to
+    # 0.3.0, "charts/web@0.3.0": the form changed with the pin. It is chart@version throughout, as in the Overview,
+    # History and the dialogs; the repository is the Overview's to name.
+    from engine.sources.updates import ChartUpdate
+    from testkit.chart_sources import SHOP_API, SHOP_WEB, sources_engine
+
+    engine = sources_engine()
+    for key in (SHOP_WEB, SHOP_API):
+        view = engine.release(key)
+        assert view is not None and view.observation is not None and view.package is not None
+        assert view.package.chart_request is not None  # a chart from a repository
+        chart = f"{view.observation.chart_name}@{view.observation.chart_version}"
+        before = dataclasses.replace(view, chart_update=ChartUpdate("0.3.0", False))
+        assert cells(before, FIXED_NOW)["chart"].text == f"{chart} ⇡0.3.0"
+        pinned = dataclasses.replace(view, chart_update=None, observation=dataclasses.replace(
+            view.observation, chart_version="0.3.0"))
+        assert cells(pinned, FIXED_NOW)["chart"].text == f"{view.observation.chart_name}@0.3.0"
+
+
 def test_a_release_listed_from_storage_labels_shows_what_helm_list_shows_first_and_waits_for_the_rest() -> None:
     view = ReleaseView("demo", "web", listed=ListedRevision("demo", "web", 7, "pending-upgrade", int(FIXED_NOW) - 120))
     row = cells(view, FIXED_NOW)
