@@ -86,12 +86,11 @@ def engine(
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig.
     ``records_of``: the release records the command needs, when not every release's
     (:func:`engine.runtime.assemble.build_engine`)."""
+    from engine.base.wire import ROLE
     from engine.helm import Helm
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
     from engine.runtime.assemble import build_engine
-    from engine.base.wire import ROLE
-    from engine.runtime.drive.lease import APP, RECONCILE
-    from engine.runtime.engine import LeaseConfig
+    from engine.runtime.engine import APP, RECONCILE, LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
     from helmdeck.access import scope_fallback
 

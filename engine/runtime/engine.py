@@ -30,7 +30,6 @@ Actions raise :class:`ActionRefused` (cannot start now) or :class:`NotAvailable`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -49,6 +48,8 @@ from engine.package.model import PackageSpec
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.runtime.drive.controller import PackageController
+from engine.runtime.drive.lease import APP as APP  # the roles a LeaseConfig is labelled with, for the builder
+from engine.runtime.drive.lease import RECONCILE as RECONCILE
 from engine.runtime.drive.lease import LeaseConfig, LeaseElector, held_fix, holder_said
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber

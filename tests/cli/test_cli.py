@@ -197,6 +197,7 @@ def test_reconcile_once_says_at_once_that_it_waits_for_a_held_lease(
             assert holder.poll() is None and time.monotonic() < deadline, "the long-running reconcile took no lease"
             time.sleep(0.2)
         [lease] = leases.list_namespaced_lease(namespace).items
+        assert lease.spec is not None
         said = f"helmdeck reconcile ({lease.spec.holder_identity})"
         start = time.monotonic()
         proc = helmdeck("reconcile", "--once", *args, timeout=90)
