@@ -211,6 +211,12 @@ def test_every_unknown_field_of_a_helm_release_is_named(tmp_path: Path) -> None:
     assert [e.fix.split("?")[0] for e in errors if e.problem == "unknown field"] == [
         "did you mean version", "did you mean values", "did you mean retries"]
     assert "does not implement" in errors[2].problem
+    # Its HelmRepository alike: every typo of the document, the nested one too.
+    path = write(tmp_path, REPO.replace("  interval:", "  intervall:") + "  secretRef: {nmae: creds}\n", WEB)
+    assert [(e.line, e.field, e.fix.split("?")[0]) for e in load_folder(tmp_path).errors
+            if e.problem == "unknown field"] == [
+        (line_of(path, "  intervall: 5m"), "spec.intervall", "did you mean interval"),
+        (line_of(path, "  secretRef: {nmae: creds}"), "spec.secretRef.nmae", "did you mean name")]
 
 
 def test_a_helm_release_is_stamped_with_fluxs_origin_labels(tmp_path: Path) -> None:
