@@ -86,10 +86,11 @@ def engine(
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig.
     ``records_of``: the release records the command needs, when not every release's
     (:func:`engine.runtime.assemble.build_engine`)."""
+    from engine.base.wire import ROLE
     from engine.helm import Helm
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
     from engine.runtime.assemble import build_engine
-    from engine.runtime.engine import LeaseConfig
+    from engine.runtime.engine import APP, RECONCILE, LeaseConfig
     from engine.runtime.package_set import PackageSetNameError, package_set_for
     from helmdeck.access import scope_fallback
 
@@ -113,7 +114,10 @@ def engine(
         raise SystemExit(EXIT_USAGE) from None
     # A read-only instance never competes for the lease: it would block the one that acts.
     if package_set is not None and not getattr(args, "no_lease", True) and not readonly:
-        lease = LeaseConfig(package_set.lease_name, getattr(args, "lease_namespace", "default"))
+        # labelled with what holds it, so another instance kept waiting can say so (engine.runtime.drive.lease)
+        role = RECONCILE if args.command == "reconcile" else APP
+        lease = LeaseConfig(package_set.lease_name, getattr(args, "lease_namespace", "default"),
+                            labels=((ROLE, role),))
     engine = build_engine(
         target, Helm(_helm(args), target), args.packages,
         namespaces=namespaces,

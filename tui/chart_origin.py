@@ -64,23 +64,20 @@ def update_mark(update: ChartUpdate) -> str:
     return f"{'↑' if update.in_range else '⇡'}{update.version}"
 
 
-def chart_cell(view: ReleaseView, room: int = 20) -> tuple[str, Tone]:
-    """The CHART column: ``web@0.2.0``, from a repository ``charts/web@0.2.0`` (helm's repo/chart), then the
-    newer-version marker (:func:`update_mark`); the ``repo/`` goes first when the text would not fit in
-    ``room`` cells. A version inside the range is a warning (an upgrade is due)."""
+def chart_cell(view: ReleaseView) -> tuple[str, Tone]:
+    """The CHART column: ``web@0.2.0``, the one form of a chart everywhere in the app (the Overview, History, the
+    dialogs) whatever its source, then the newer-version marker (:func:`update_mark`). A repository's name is the
+    Overview's to say (:func:`origin_line`): in the cell it came and went with the marker (``charts/web@1.0.0``
+    after a pin, ``web@0.2.0 ⇡1.0.0`` before), as the 21-cell column fitted both or not. A version inside the range
+    is a warning (an upgrade is due)."""
     obs = view.observation
     if obs is None:
         return "-", "plain"
-    request = view.package.chart_request if view.package is not None else None
     chart = f"{obs.chart_name}@{obs.chart_version}"
-    text = f"{request.source.name}/{chart}" if request is not None else chart
     update = view.chart_update
     if update is None:
-        return text, "plain"
-    mark = update_mark(update)
-    if len(text) + 1 + len(mark) > room:
-        text = chart
-    return f"{text} {mark}", "warn" if update.in_range else "plain"
+        return chart, "plain"
+    return f"{chart} {update_mark(update)}", "warn" if update.in_range else "plain"
 
 
 def newer_line(update: ChartUpdate) -> str:

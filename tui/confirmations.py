@@ -39,7 +39,8 @@ class Confirmation:
     body: str
     confirm_label: str
     details: Details | None = None
-    alternative_label: str = ""  # a second way to confirm (key ``b``), e.g. cancel and roll back
+    alternative_label: str = ""  # a second way to confirm (key ``b``), e.g. stop and roll back
+    dismiss_label: str = "Cancel"  # the button (key ``n``) that closes the dialog and does nothing
 
 
 def _bullets(*items: str) -> str:
@@ -100,7 +101,10 @@ def upgrade(view: ReleaseView, diff: str | None, no_diff_reason: str | None) -> 
 
 def pin(view: ReleaseView, version: str, in_range: bool | None, planned: Pin, diff: str | None,
         no_diff_reason: str | None) -> Confirmation:
-    """Pin the chart to ``version`` in the package file, then reconcile (the version picker)."""
+    """Pin the chart to ``version`` in the package file, then reconcile (the version picker). What follows is what
+    the engine's next pass does with the edited package: an upgrade when ``version`` is not the deployed one (a
+    changed chart version is OutOfSync, engine.reconcile.state.content_state), none while the package is suspended
+    or in maintenance (the pass leaves the release as it is), none by helmdeck on a release Flux owns."""
     deployed = view.observation.chart_version if view.observation is not None else ""
     where = {True: "inside", False: "outside", None: "not comparable with"}[in_range]
     edit, then = ("the object's spec patched; the controller reconciles it", "the controller reconciles it") \
@@ -108,14 +112,23 @@ def pin(view: ReleaseView, version: str, in_range: bool | None, planned: Pin, di
                                            "the package is reconciled")
     items = [f"{planned.file.name}: {planned.kind} {planned.field}: {planned.before} → {planned.after} ({edit});",
              f"deployed now: {deployed or 'nothing'}; {version} is "
-             f"{where} the range {planned.before};",
-             f"then {then}: {version} is deployed already, so the pin only holds it there "
-             "(no upgrade)." if version == deployed else
-             f"then {then}: the release is upgraded to {version}."]
+             f"{where} the range {planned.before};"]
+    now = deployed or "nothing"
+    if view.flux_owned:
+        items.append(f"Flux owns the release: only the file changes here, and helmdeck does not upgrade it; Flux "
+                     f"deploys {version} once its HelmRelease in the cluster says so (commit and push the file).")
+    elif version == deployed:
+        items.append(f"then {then}: {version} is deployed already, so the pin only holds it there (no upgrade).")
+    elif view.suspended:
+        items.append(f"the package is suspended: nothing is upgraded now; the release stays at {now} until it is "
+                     f"resumed (s), which upgrades it to {version}.")
+    elif view.maintenance:
+        items.append(f"the package is in maintenance: nothing is upgraded now; the release stays at {now} until "
+                     f"you leave maintenance (m), which upgrades it to {version}.")
+    else:
+        items.append(f"then {then}: the release is upgraded to {version}.")
     if planned.shared:
         items.append(f"the {planned.kind} is shared: the pin moves {', '.join(planned.shared)} too.")
-    if view.suspended:
-        items.append("the package is suspended: the pin applies when it is resumed (s).")
     lines = [f"Pin the chart of {_name(view)} to {version}.\n", _bullets(*items)]
     if diff is None:
         lines.append(f"\nWhat the upgrade changes cannot be shown: {no_diff_reason}.")
@@ -123,7 +136,8 @@ def pin(view: ReleaseView, version: str, in_range: bool | None, planned: Pin, di
         lines.append(f"\nThe manifests {version} renders equal the deployed ones.")
     shown = Details(f"What upgrading to {version} would change (deployed → {version})", diff, diff=True) \
         if diff else None
-    return Confirmation(f"Pin {version}?", "\n".join(lines), "Pin and reconcile", shown)
+    upgrades = version != deployed and not (view.flux_owned or view.suspended or view.maintenance)
+    return Confirmation(f"Pin {version}?", "\n".join(lines), "Pin and reconcile" if upgrades else "Pin", shown)
 
 
 def maintenance(view: ReleaseView, entering: bool) -> Confirmation:
@@ -158,39 +172,62 @@ def unlock(view: ReleaseView, now: float) -> Confirmation:
     return Confirmation("Unlock?", body, "Unlock")
 
 
+def _after_failure(view: ReleaseView, action: str) -> str:
+    """What the engine does after a failed ``action`` (install or upgrade) of ``view``'s package, in the words of
+    its settings: RetryOnFailure's wait, else the remediation (Flux's: the strategy, the retries counted since
+    the last success, remediateLastFailure for the last one; engine.reconcile.next_action)."""
+    assert view.package is not None
+    section = view.package.install if action == "install" else view.package.upgrade
+    if section.retry is not None:
+        return (f"then, as after any failed {action}, it is tried again after {duration(section.retry)}, nothing "
+                f"undone meanwhile ({action}.strategy RetryOnFailure).")
+    strategy = "uninstall" if action == "install" else view.package.upgrade.strategy
+    undo = "rolled back to the revision before" if strategy == "rollback" else "uninstalled"
+    setting = f"{action}.remediation: retries {section.retries}, strategy {strategy}"
+    if section.retries < 0:
+        return f"then, as after any failed {action}, the release is {undo} and the {action} tried again, without " \
+            f"limit ({setting})."
+    if section.retries > 0:
+        return (f"then, as after any failed {action}, the release is {undo} and the {action} tried again, "
+                f"{section.retries} times at most since the last success ({setting}).")
+    if section.remediate_last:
+        return (f"then, as after any failed {action}, the release is {undo} and the package stalls: no retry "
+                f"({setting}, remediateLastFailure).")
+    return (f"then, as after any failed {action}, nothing more: no retry and nothing undone; the release stays "
+            f"failed and the package Stalled until you upgrade it again (u) ({action}.remediation.retries 0).")
+
+
 def cancel(view: ReleaseView, now: float, target: Observation | None) -> Confirmation:
-    """Stop the action running on a release; ``target``: the last deployed revision, offered as a rollback."""
+    """Stop the action running on a release; ``target``: the last deployed revision, offered as a rollback.
+    The buttons say stop and let run, not cancel: "Cancel" beside "Cancel upgrade" read both ways."""
     running = view.running
     obs = view.observation
     pending = obs is not None and obs.status.startswith("pending-")
     # A pass holds the release as "reconcile": what helm does is in the pending revision's status.
     action = obs.status.removeprefix("pending-") if obs is not None and pending else \
-        running.action if running is not None else "the action"
-    since = f" for {duration(now - running.started)}" if running is not None else ""
+        running.action if running is not None else "action"
+    since = f" has been running for {duration(now - running.started)}" if running is not None else " is running"
     revision = f"revision {obs.version}" if obs is not None and pending else "the revision it writes"
-    items = [f"the objects keep what {revision} applied before helm stopped: helm does not undo them;"
-             if pending else "what the action changed so far stays: helm does not undo it;"]
+    items = [f"the objects keep what {revision} applied before helm stopped: nothing is undone;" if pending
+             else "the objects keep what helm applied before it stopped: nothing is undone;"]
     if action not in ("install", "upgrade"):
-        items.append(f"the {action} is recorded cancelled, what it wrote kept as the engine's own (a pending "
-                     "revision is unlocked at once).")
+        items.append(f"the {action} is recorded as stopped; what it wrote stays the engine's own (a pending "
+                     "revision is marked failed at once, so helm can act again).")
     else:
-        items.append(f"{revision} is recorded failed, as the engine's own failed {action} with the cancel as its "
-                     "reason (a pending revision is unlocked at once);")
-    if view.package is not None and action in ("install", "upgrade"):
-        section = "install" if action == "install" else "upgrade"
-        remediation = view.package.install if section == "install" else view.package.upgrade
-        strategy = "uninstall" if section == "install" else view.package.upgrade.strategy
-        items.append(f"remediation then follows the package's settings, as after any failed {action} "
-                     f"({section}.remediation: retries {remediation.retries}, strategy {strategy}).")
-    body = (f"Cancel {action} on release {_name(view)} (running{since}).\n\n"
-            "helmdeck stops helm (terminate, then kill after a grace period). Then:\n" + _bullets(*items))
+        items.append(f"{revision}{'' if pending else ', if any,'} is marked failed at once (so helm can act "
+                     f"again) and counts as a failed {action}, the stop its reason;")
+        if view.package is not None:
+            items.append(_after_failure(view, action))
+    body = (f"The {action} of release {_name(view)}{since}. helmdeck stops helm now (terminate, then kill after "
+            "a grace period). Then:\n\n" + _bullets(*items))
     alternative = ""
     if target is not None:
-        body += (f"\n\nCancel and roll back (b) also rolls back to {_revision(target)}, the last deployed: "
-                 "its objects come back" + (" and the package is suspended so helmdeck does not undo the "
-                                            "rollback." if view.package is not None else "."))
-        alternative = f"Cancel and roll back to {target.version}"
-    return Confirmation(f"Cancel {action}?", body, f"Cancel {action}", alternative_label=alternative)
+        body += (f"\n\nStop and roll back (b): then roll back to {_revision(target)}, the last deployed, so its "
+                 "objects come back" + (", and suspend the package so helmdeck does not upgrade it again "
+                                        "(resume with s)." if view.package is not None else "."))
+        alternative = f"Stop and roll back to {target.version}"
+    return Confirmation(f"Stop the {action}?", body, f"Stop {action}", alternative_label=alternative,
+                        dismiss_label="Let it run")
 
 
 def flux_request(view: ReleaseView, owner_text: str, action: str, suspend: bool = True) -> Confirmation:
@@ -254,8 +291,24 @@ def uninstall(view: ReleaseView, objects: list[ManifestObject] | None, problem: 
 
 
 def resume(view: ReleaseView) -> Confirmation:
-    """Resume reconciliation of a suspended package."""
-    body = (f"Resume reconciliation of package {_name(view)}.\n\n"
-            "The engine then drives the release to the package again: if the release was rolled back or "
-            "uninstalled by hand, it is upgraded or installed back.")
+    """Resume reconciliation of a suspended package: the engine's next pass (queued at once) compares the release
+    with the package as every pass does, and acts only on a difference (engine.reconcile.state); in maintenance it
+    leaves the release as it is, and a Stalled package's retries stay exhausted (a forced upgrade resets them)."""
+    pkg = view.package
+    if pkg is not None and pkg.suspend:
+        body = (f"Package {_name(view)} is suspended by its file: spec.suspend: true in {pkg.declared_in}.\n\n"
+                + _bullets("resuming here lifts only the app's suspension (a hand rollback's or an uninstall's); "
+                           "the file's keeps it suspended, and nothing is reconciled;",
+                           "to resume it, set spec.suspend: false in the file."))
+        return Confirmation("Resume?", body, "Resume")
+    items = ["helmdeck reconciles the package now, then on its interval: the release is compared with the package;"]
+    if view.maintenance:
+        items.append("the package is in maintenance: the release is left as it is until you leave maintenance (m).")
+    elif view.state == "Stalled":
+        items.append("its retries are exhausted (Stalled): it is not upgraded again until you force an upgrade (u), "
+                     "which resets them.")
+    else:
+        items.append("only if they differ is the release upgraded (a hand rollback undone) or installed again "
+                     "(after an uninstall); a release that matches the package is left as it is.")
+    body = f"Resume reconciliation of package {_name(view)}.\n\n" + _bullets(*items)
     return Confirmation("Resume?", body, "Resume")

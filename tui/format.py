@@ -91,6 +91,25 @@ def engine_state_cell(state: str | None, *, flux_owned: bool = False) -> tuple[s
     return f"{FLUX_MARK} {state}", STATE_SYMBOLS.get(state, ("?", "warn"))[1]
 
 
+def acting_on_stalled(view: ReleaseView) -> bool:
+    """Whether an action runs on a release its last pass left Stalled (the operator's upgrade or reset, a
+    controller's pass after a spec change): the Stalled verdict no longer holds while it runs, as Flux's
+    helm-controller lifts Stalled when a new reconciliation starts (its Reconciling condition shows instead)."""
+    return view.running is not None and view.state == "Stalled"
+
+
+def state_text(view: ReleaseView, *, cell: bool = False) -> tuple[str, Tone]:
+    """What a release's STATE says, the one decision for the table's cell (``cell``: :func:`engine_state_cell`),
+    the Overview and the detail's title (:func:`engine_state_text`): the engine's state, but the running
+    action (``⟳ upgrade``, as the LAST ACTION column says it) on a release left Stalled (:func:`acting_on_stalled`):
+    ``‼ Stalled`` beside an upgrade under way read as if the engine had given up on it."""
+    if view.running is not None and acting_on_stalled(view):
+        return f"⟳ {view.running.action}", "busy"
+    if cell:
+        return engine_state_cell(view.state, flux_owned=view.flux_owned)
+    return engine_state_text(view.state, flux_owned=view.flux_owned)
+
+
 def ready_text(ready: bool | None) -> tuple[str, Tone]:
     """``✔ yes``, ``✖ no`` or ``-`` (unknown)."""
     if ready is None:

@@ -64,14 +64,13 @@ UPDATE_MARKS = ("↑", "⇡")
 
 def fit_text(text: str, room: int) -> str:
     """A cell's text for ``room`` cells: as it is, unless it ends in a newer-version marker (``web@0.2.0
-    ↑0.3.0``) and does not fit: then the marker stays and the chart before it is cut short, its ``repo/``
-    first (``web@0… ↑0.3.0``). Other texts are cut by the table, ending in "…"."""
+    ↑0.3.0``) and does not fit: then the marker stays and the chart before it is cut short (``web@0… ↑0.3.0``).
+    Other texts are cut by the table, ending in "…"."""
     if len(text) <= room:
         return text
     head, _, mark = text.rpartition(" ")
     if not head or not mark.startswith(UPDATE_MARKS):
         return text
-    head = head.rpartition("/")[2]
     keep = room - len(mark) - 1
     return f"{head if len(head) <= keep else head[:max(keep - 1, 0)] + '…'} {mark}"
 

@@ -168,11 +168,11 @@ def cells(view: ReleaseView, now: float) -> dict[str, Cell]:
     return {
         "namespace": Cell(view.namespace),
         "name": Cell(view.name),
-        "chart": Cell(*chart_cell(view, _BY_KEY["chart"].width - 1)),
+        "chart": Cell(*chart_cell(view)),
         "app_version": Cell((obs.app_version or "-") if obs else "-"),
         "revision": Cell(str(obs.version) if obs else "-"),
         "status": Cell(*fmt.helm_status_text(view)),
-        "state": Cell(*fmt.engine_state_cell(view.state, flux_owned=view.flux_owned)),
+        "state": Cell(*fmt.state_text(view, cell=True)),
         "ready": Cell(*fmt.ready_text(view.ready)),
         "monitor": Cell(*fmt.monitor_text(view.monitor)),
         "warnings": Cell(f"⚠ {view.warnings}", "bad") if view.warnings else Cell("-"),
@@ -275,7 +275,8 @@ def quick_set(view: ReleaseView) -> frozenset[QuickFilter]:
     state, running, last = view.state, view.running, view.last
     kept: list[QuickFilter] = []
     # A package that cannot be resolved is Failed with a failed "resolve" last action (engine.runtime.ledger.book).
-    if status == "failed" or state in ("Failed", "Stalled") or (running is None and last is not None and not last.ok):
+    if status == "failed" or state == "Failed" or (state == "Stalled" and not fmt.acting_on_stalled(view)) or (
+            running is None and last is not None and not last.ok):
         kept.append("failed")
     if status in PENDING_STATUSES or state == "Locked" or running is not None:
         kept.append("pending")

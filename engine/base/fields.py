@@ -8,12 +8,15 @@ What the package loader (:mod:`engine.package.model`) and the chart-source loade
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from engine.base.schema import Field, undeclared
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -41,6 +44,35 @@ class PackageError(ValueError):
         where += f" ({obj})" if obj else ""
         text = f"{where}: {field}: {problem}" if field else f"{where}: {problem}"
         super().__init__(f"{text} ({fix})" if fix else text)
+
+    @property
+    def each(self) -> tuple[PackageError, ...]:
+        """The problems this error stands for, one per field: itself (:class:`FieldErrors` holds several)."""
+        return (self,)
+
+
+class FieldErrors(PackageError):
+    """Several fields of one document refused at once (every unknown field, say), each its own
+    :class:`PackageError` (``each``, in the document's order); it reads as the first, and ``str()`` gives one
+    line per field."""
+
+    def __init__(self, errors: Iterable[PackageError]):
+        self.errors = tuple(errors)
+        first = self.errors[0]
+        super().__init__(first.file, first.field, first.problem, first.fix, first.line, first.obj)
+        self.args = ("\n".join(str(e) for e in self.errors),)
+
+    @property
+    def each(self) -> tuple[PackageError, ...]:
+        return self.errors
+
+
+def raise_all(errors: list[PackageError]) -> None:
+    """Raise ``errors``: nothing when empty, the one error, or :class:`FieldErrors` over several."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise FieldErrors(errors)
 
 
 def parse_duration(text: str) -> float:
@@ -113,11 +145,25 @@ class Fields:
         if not isinstance(value, dict):
             raise self.error(path, f"must be a mapping, not {type_name(value)}", fix)
         allowed = tuple(allowed)
-        for key in value:
-            if key not in allowed:
-                raise self.error(f"{path}.{key}" if path else str(key), "unknown field",
-                                 f"allowed here: {', '.join(allowed)}")
+        raise_all([self.unknown(f"{path}.{key}" if path else str(key), allowed)
+                   for key in value if key not in allowed])
         return value
+
+    def unknown(self, path: str, allowed: tuple[str, ...]) -> PackageError:
+        """The error of the field at ``path`` (its last part the key) that is none of ``allowed``: the closest
+        allowed name suggested (stdlib ``difflib.get_close_matches``, as a shell or git suggests a command),
+        then every allowed one."""
+        key = path.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return self.error(path, "unknown field", f"{hint}allowed here: {', '.join(allowed)}")
+
+    def known(self, data: Any, table: tuple[Field, ...]) -> None:
+        """Check that every field of the document ``data`` is declared in its field ``table`` (its whole
+        nesting, :func:`engine.base.schema.undeclared`), so one run of the loader shows every typo. Raises
+        PackageError naming the one unknown field, its line and the closest known name; :class:`FieldErrors`
+        for several."""
+        raise_all([self.unknown(path, names) for path, names in undeclared(table, data)])
 
     def sequence(self, value: Any, path: str, fix: str = "") -> list[Any]:
         """A list (``[]`` when absent). Raises PackageError "must be a list, not <type>" with ``fix``."""

@@ -74,6 +74,26 @@ def paths(table: tuple[Field, ...], prefix: str = "") -> Iterator[str]:
         yield from paths(f.fields, path)
 
 
+def undeclared(table: tuple[Field, ...], data: Any, path: str = "") -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each field of the document ``data`` that ``table`` does not declare, in the document's order: its dotted
+    path (``spec.install.remediaton``, a list's item ``spec.dependsOn[0].nmae``) and the names declared there.
+    Descends into declared objects and lists of objects; a value of another type than declared is the loader's
+    to refuse, not looked into."""
+    if not isinstance(data, dict):
+        return
+    by_name = {f.name: f for f in table}
+    for key, value in data.items():
+        sub = f"{path}.{key}" if path else str(key)
+        field = by_name.get(key)
+        if field is None:
+            yield sub, tuple(by_name)
+        elif field.type == "object" and field.fields:
+            yield from undeclared(field.fields, value, sub)
+        elif field.type == "list" and field.items == "object" and field.fields and isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from undeclared(field.fields, item, f"{sub}[{i}]")
+
+
 def _scalar(kind: str) -> dict[str, Any]:
     if kind == "duration":
         return {"type": "string", "pattern": DURATION_PATTERN}

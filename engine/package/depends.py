@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.base.fields import PackageError
+from engine.base.fields import Fields, PackageError
 from engine.base.schema import allowed
 from engine.package.schema import PACKAGE_SPEC
 
@@ -46,10 +46,7 @@ def parse_depends_on(raw: Any, *, file: Path, lines: Mapping[str, int], namespac
         path = f"spec.dependsOn[{i}]"
         if not isinstance(item, dict):
             raise error(path, "must be a mapping", "write {name: other-package, namespace: its-namespace}")
-        names = allowed(PACKAGE_SPEC, "dependsOn")
-        unknown = [k for k in item if k not in names]
-        if unknown:
-            raise error(f"{path}.{unknown[0]}", "unknown field", f"allowed here: {', '.join(names)}")
+        Fields(file, lines).mapping(item, path, allowed(PACKAGE_SPEC, "dependsOn"))
         dep_name, dep_ns = item.get("name"), item.get("namespace", namespace)
         if not isinstance(dep_name, str) or not dep_name:
             raise error(f"{path}.name", "is required (a string)", "name the package (its metadata.name)")

@@ -120,14 +120,14 @@ def read_file(file: Path, *, allow_unsupported: bool = False) -> FileDocuments:
                     sources.append(source)
                     left_out += dropped
             except PackageError as exc:
-                errors.append(exc)
+                errors += exc.each
         elif kind == HELM_CHART:
             try:
                 chart, dropped = _helm_chart(file, doc, allow_unsupported)
                 charts.append(chart)
                 left_out += dropped
             except PackageError as exc:
-                errors.append(exc)
+                errors += exc.each
         else:
             skipped.append(kind)
     return FileDocuments(tuple(packages), tuple(sources), tuple(skipped), tuple(errors), tuple(left_out),

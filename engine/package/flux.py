@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.base.fields import UNSUPPORTED_VALUE, PackageError
+from engine.base.fields import UNSUPPORTED_VALUE, PackageError, raise_all
 from engine.base.wire import API_VERSION
 
 HELM_RELEASE = "HelmRelease"
@@ -131,25 +131,33 @@ def tolerant(parse: Callable[[Any], T], data: Any, *, file: Path, lines: Mapping
     line and field) or, with ``allow_unsupported``, left out with a warning; :data:`IGNORED` fields dropped.
 
     ``data`` is never changed (a copy is pruned). Raises PackageError: the parser's own errors, an
-    unsupported field without ``allow_unsupported``."""
+    unsupported field without ``allow_unsupported``; :class:`~engine.base.fields.FieldErrors` when the parser
+    named several fields at once and more than one stays a problem (each unknown or unsupported one)."""
     work = copy.deepcopy(data)
     warnings: list[LeftOut] = []
     for _ in range(len(UNSUPPORTED) + len(IGNORED) + 64):  # each turn drops a field or ends
         try:
             return parse(work), warnings
         except PackageError as exc:
-            general = _INDEX.sub("", exc.field)
-            known = general in UNSUPPORTED or general in IGNORED
-            if exc.problem not in ("unknown field", UNSUPPORTED_VALUE) or not known:
-                raise
-            if general in UNSUPPORTED:
-                why = UNSUPPORTED[general]
-                if not allow_unsupported or never_left_out(general):
-                    raise unsupported_error(file, exc.field, why, lines.get(exc.field, exc.line)) from None
-                warnings.append(LeftOut(file, exc.field, f"left out: a Flux field helmdeck does not implement "
-                                         f"({why})", lines.get(exc.field, exc.line)))
-            if not _drop(work, exc.field):
-                raise
+            problems: list[PackageError] = []  # every field of this turn that stays a problem
+            for each in exc.each:
+                general = _INDEX.sub("", each.field)
+                if each.problem not in ("unknown field", UNSUPPORTED_VALUE) or not (
+                        general in UNSUPPORTED or general in IGNORED):
+                    problems.append(each)
+                    continue
+                line = lines.get(each.field, each.line)
+                if general in UNSUPPORTED:
+                    why = UNSUPPORTED[general]
+                    if not allow_unsupported or never_left_out(general):
+                        problems.append(unsupported_error(file, each.field, why, line))
+                        continue
+                    warnings.append(LeftOut(file, each.field, f"left out: a Flux field helmdeck does not implement "
+                                             f"({why})", line))
+                if not _drop(work, each.field):
+                    problems.append(each)
+            if problems:
+                raise_all(problems)
     raise PackageError(file, "", "too many fields helmdeck does not implement")
 
 

@@ -64,6 +64,7 @@ from engine.package.postrender import parse_rendering
 from engine.package.schema import (
     CHART_NAME_CHANGE_STRATEGIES,
     ON_FAILURE,
+    PACKAGE_DOCUMENT,
     PACKAGE_SPEC,
     PROPAGATIONS,
     REMEDIATE_ON_FAILURE,
@@ -213,14 +214,15 @@ def package_object(obj: Mapping[str, Any], default_service_account: str = "") ->
 
 def _package(doc: _Doc, data: Any, index: int = 0, kind: str = KIND) -> PackageSpec:
     file = doc.file
-    top = doc.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
+    doc.known(data, PACKAGE_DOCUMENT)  # every unknown field named at once, before any other problem
+    top = doc.mapping(data, "", allowed(PACKAGE_DOCUMENT))
     if not top:
         raise doc.error("", "file is empty", f"write a {KIND} (apiVersion {API_VERSION})")
     if top.get("apiVersion") != API_VERSION:
         raise doc.error("apiVersion", f"must be {API_VERSION}, not {top.get('apiVersion')!r}")
     if top.get("kind") != KIND:
         raise doc.error("kind", f"must be {KIND}, not {top.get('kind')!r}")
-    meta = doc.mapping(top.get("metadata"), "metadata", ("name", "namespace"))
+    meta = doc.mapping(top.get("metadata"), "metadata", allowed(PACKAGE_DOCUMENT, "metadata"))
     name = doc.string(meta.get("name"), "metadata.name", required=True, fix="name the package")
     if not _DNS_LABEL.fullmatch(name) or len(name) > 63:
         raise doc.error("metadata.name", f"{name!r} is not a valid Kubernetes name",
@@ -463,7 +465,7 @@ def load_file(file: Path, *, allow_unsupported: bool = False, origin: Origin | N
         try:
             spec, dropped = read_document(file, parsed, index, allow_unsupported=allow_unsupported, origin=origin)
         except PackageError as exc:
-            errors.append(exc)
+            errors += exc.each
             continue
         left_out += dropped
         if spec is not None:
@@ -548,12 +550,12 @@ def load_objects(packages: Iterable[Mapping[str, Any]], sources: Iterable[Mappin
         try:
             found.append(parse_source(data, file=origin, lines={}))
         except PackageError as exc:
-            errors.append(exc)
+            errors += exc.each
     for obj in packages:
         try:
             specs.append(package_object(obj, default_service_account))
         except PackageError as exc:
-            errors.append(exc)
+            errors += exc.each
     specs, set_errors = package_set(specs, found, functools.partial(link, files=False))
     return specs, errors + set_errors
 

@@ -135,6 +135,14 @@ PACKAGE_SPEC: tuple[Field, ...] = (
     )),
 )
 
+# A whole Package document (a HelmRelease read as one): what the loader checks every field of at once
+# (engine.base.fields.Fields.known), so one run names every unknown field.
+PACKAGE_DOCUMENT: tuple[Field, ...] = (
+    Field("apiVersion", "string"), Field("kind", "string"),
+    Field("metadata", "object", fields=(Field("name", "string"), Field("namespace", "string"))),
+    Field("spec", "object", fields=PACKAGE_SPEC),
+)
+
 # A Package's status, in Flux's HelmRelease shape (helm.toolkit.fluxcd.io/v2), written by `helmdeck controller`.
 SNAPSHOT = (  # one entry of status.history: a release revision (engine.storage.snapshot)
     Field("apiVersion", "string", "v2 when digest is Flux's (a snapshot helmdeck made before has none)"),
@@ -173,7 +181,7 @@ PACKAGE_STATUS: tuple[Field, ...] = (
     Field("lastHandledCancelAt", "string", "the last cancel request handled"),
     Field("lastHandledPauseAt", "string", "the last monitor pause request handled"),
     Field("lastHandledResumeAt", "string", "the last monitor resume request handled"),
-    Field("storageNamespace", "string", "where helm stores the release"),
+    Field("storageNamespace", "string", "where helm stores the release, as recorded when a pass last ran"),
     Field("controller", "object", "who reconciles it now: the controller replica and its shard", fields=(
         Field("replica", "string", "the replica's identity (its Lease holderIdentity: the pod's name)"),
         Field("shard", "string", "its shard (--watch-label-selector), \"\" when not sharded"),

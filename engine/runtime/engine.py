@@ -30,7 +30,6 @@ Actions raise :class:`ActionRefused` (cannot start now) or :class:`NotAvailable`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -49,7 +48,9 @@ from engine.package.model import PackageSpec
 from engine.reconcile.atomic import PassResult
 from engine.reconcile.status import ActionOutcome, EngineStatus
 from engine.runtime.drive.controller import PackageController
-from engine.runtime.drive.lease import LeaseConfig, LeaseElector
+from engine.runtime.drive.lease import APP as APP  # the roles a LeaseConfig is labelled with, for the builder
+from engine.runtime.drive.lease import RECONCILE as RECONCILE
+from engine.runtime.drive.lease import LeaseConfig, LeaseElector, held_fix, holder_said
 from engine.runtime.drive.values_objects import ValuesObjects
 from engine.runtime.ledger.book import ActionRefused, NotAvailable, ReleaseBook, Subscriber
 from engine.runtime.ledger.gate import ACTIONS, OFFLINE, ActionGate
@@ -293,13 +294,20 @@ class Engine:
         await self._monitors_ready()
 
     async def wait_for_lease(self) -> bool:
-        """Wait until this instance leads, or the holder proves alive for a lease duration; True if leading
-        (a lease left by a killed instance expires after its duration: a new instance takes over then)."""
+        """Wait until this instance leads, the holder is seen renewing the lease (alive: it will not go by
+        itself, :attr:`LeaseElector.holder_renews`, a round or two of its renew interval), or a lease duration
+        passes; True if leading (a lease left by a killed instance expires after its duration: a new instance
+        takes over then)."""
         if self.elector is None or self.lease_config is None:
             return self.acting
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.controller.leading.wait(),
-                                   self.lease_config.duration + 2 * self.lease_config.retry)
+        waits = [asyncio.ensure_future(self.controller.leading.wait()),
+                 asyncio.ensure_future(self.elector.holder_renews.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.lease_config.duration + 2 * self.lease_config.retry,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
         return self.acting
 
     def _live(self) -> Inspector:
@@ -404,6 +412,16 @@ class Engine:
     def lease_holder(self) -> str:
         """The identity of the other instance holding the engine lease ("" when none known, or this one)."""
         return self.gate.holder
+
+    @property
+    def lease_held(self) -> tuple[str, str] | None:
+        """When another instance holds the engine lease: what holds it in words (``helmdeck's app
+        (host-4242-ab12)``, :func:`~engine.runtime.drive.lease.holder_said`) and what to do
+        (:func:`~engine.runtime.drive.lease.held_fix`); None when this one leads or none is configured."""
+        if self.elector is None or self.acting:
+            return None
+        role = self.elector.holder_role
+        return holder_said(self.lease_holder, role), held_fix(role)
 
     def why_not(self, action: str, key: ReleaseKey | None = None) -> str | None:
         """None when ``action`` (one of :data:`ACTIONS`) may run now on ``key`` (or at all, without a key),

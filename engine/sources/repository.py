@@ -48,8 +48,10 @@ from engine.sources.schema import (
     CHART_LAYER,
     CHART_REF,
     CHART_TEMPLATE,
+    HELM_CHART_DOCUMENT,
     HELM_CHART_SPEC,
     LAYER_OPERATIONS,
+    SOURCE_DOCUMENTS,
     SOURCE_SPECS,
     VERIFY_PROVIDERS,
 )
@@ -283,14 +285,16 @@ def _url(fields: Fields, value: Any, path: str, schemes: tuple[str, ...], *, rep
 def parse_source(data: Mapping[str, Any], *, file: Path, lines: Mapping[str, int]) -> SourceSpec:
     """Validate one ``HelmRepository`` or ``OCIRepository`` document. Raises PackageError."""
     fields = Fields(file, lines)
-    top = fields.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
+    if data.get("kind") in SOURCE_DOCUMENTS:  # every unknown field named at once; a bad kind is said below
+        fields.known(data, SOURCE_DOCUMENTS[str(data.get("kind"))])
+    top = fields.mapping(data, "", allowed(SOURCE_DOCUMENTS[HELM_REPOSITORY]))
     if top.get("apiVersion") not in SOURCE_API_VERSIONS:
         raise fields.error("apiVersion", f"must be one of {', '.join(SOURCE_API_VERSIONS)}, "
                            f"not {top.get('apiVersion')!r}")
     kind = top.get("kind")
     if kind not in SOURCE_KINDS:
         raise fields.error("kind", f"{kind!r} is not a chart source", f"use one of: {', '.join(SOURCE_KINDS)}")
-    meta = fields.mapping(top.get("metadata"), "metadata", ("name", "namespace", "labels", "annotations"),
+    meta = fields.mapping(top.get("metadata"), "metadata", allowed(SOURCE_DOCUMENTS[HELM_REPOSITORY], "metadata"),
                           required=True, fix="give metadata.name")
     name = fields.name(meta.get("name"), "metadata.name", what=str(kind))
     namespace = fields.namespace(meta.get("namespace"), "metadata.namespace", "default")
@@ -503,11 +507,12 @@ def parse_helm_chart(data: Mapping[str, Any], *, file: Path, lines: Mapping[str,
     GitRepository or Bucket source) reads the source's kind as HelmRepository and keeps the reason.
     Raises PackageError."""
     fields = Fields(file, lines)
-    top = fields.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
+    fields.known(data, HELM_CHART_DOCUMENT)  # every unknown field named at once
+    top = fields.mapping(data, "", allowed(HELM_CHART_DOCUMENT))
     if top.get("apiVersion") not in SOURCE_API_VERSIONS[1:]:
         raise fields.error("apiVersion", f"must be one of {', '.join(SOURCE_API_VERSIONS[1:])}, "
                            f"not {top.get('apiVersion')!r}", f"a {HELM_CHART} is Flux's source-controller object")
-    meta = fields.mapping(top.get("metadata"), "metadata", ("name", "namespace", "labels", "annotations"),
+    meta = fields.mapping(top.get("metadata"), "metadata", allowed(HELM_CHART_DOCUMENT, "metadata"),
                           required=True, fix="give metadata.name")
     name = fields.name(meta.get("name"), "metadata.name", what=HELM_CHART)
     namespace = fields.namespace(meta.get("namespace"), "metadata.namespace", "default")

@@ -99,3 +99,17 @@ CHART_REF = _REF
 # Flux's HelmChart (source.toolkit.fluxcd.io/v1): the same fields; its sourceRef is in its own namespace.
 # (its spec.verify is Flux's cosign/notation for OCI HelmRepository charts: not implemented)
 HELM_CHART_SPEC = _chart_spec(_REF[:2], verify=False)
+
+
+def document(spec: tuple[Field, ...]) -> tuple[Field, ...]:
+    """A whole source document (HelmRepository, OCIRepository, HelmChart) whose ``spec`` has the fields ``spec``:
+    what its loader checks every field of at once (:meth:`engine.base.fields.Fields.known`), so one run names every
+    unknown field, as for a Package."""
+    return (Field("apiVersion", "string"), Field("kind", "string"),
+            Field("metadata", "object", fields=(Field("name", "string"), Field("namespace", "string"),
+                                                Field("labels", "map"), Field("annotations", "map"))),
+            Field("spec", "object", fields=spec))
+
+
+SOURCE_DOCUMENTS = {kind: document(spec) for kind, spec in SOURCE_SPECS.items()}
+HELM_CHART_DOCUMENT = document(HELM_CHART_SPEC)

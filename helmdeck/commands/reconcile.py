@@ -101,13 +101,17 @@ async def _reconcile(engine: Engine, args: argparse.Namespace, stop: asyncio.Eve
         clean = await engine.stop(args.stop_deadline)
         return 0 if clean else EXIT_FAILED
     duration = engine.lease_duration
-    if not engine.acting and engine.lease_holder and duration is not None:
-        # The wait proves the holder alive (a killed one's lease runs out): say why nothing happens meanwhile.
-        print(f"note: {engine.lease_holder} holds the engine lease; waiting up to {duration:.0f} s for it to go",
-              file=sys.stderr, flush=True)
+    held = engine.lease_held
+    if held is not None and engine.lease_holder and duration is not None:
+        # The wait proves the holder alive (it renews the lease; a killed one's runs out): say why nothing
+        # happens meanwhile.
+        print(f"note: {held[0]} holds the engine lease; waiting up to {duration:.0f} s for it to go "
+              "(less once it is seen renewing it)", file=sys.stderr, flush=True)
     if not await engine.wait_for_lease():
-        print(f"error: {engine.lease_holder or 'another instance'} holds the engine lease; "
-              "nothing was reconciled", file=sys.stderr)
+        held = engine.lease_held
+        holder, fix = held if held is not None else ("another instance", "")
+        print(f"error: {holder} holds the engine lease; nothing was reconciled"
+              + (f" ({fix})" if fix else ""), file=sys.stderr)
         await engine.stop()
         return EXIT_FAILED
     keys = sorted(engine.packages)

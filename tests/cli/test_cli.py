@@ -148,11 +148,39 @@ def test_a_context_switch_reconciles_the_packages_on_the_started_context_only(tm
     assert dev.controller.package_input is not None and switch.note("dev") == ""
 
 
+def test_the_engine_lease_says_what_holds_it(tmp_path: Path) -> None:
+    # The app's and a reconcile's Leases are labelled with what they are, so a reconcile kept waiting names "the
+    # app" rather than a bare host-pid identity, and says what to do about each holder.
+    from engine.base.wire import ROLE
+    from engine.runtime.drive.lease import held_fix, holder_said
+    from helmdeck import builder
+    from helmdeck.cli import build_parser
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dev\nclusters: [{name: c, cluster: {server: "
+        "'https://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: dev, context: {cluster: c, user: u}}]\n")
+    pkgs = flaky(tmp_path / "p", "ns", "{}")
+    for command, role in (([], "app"), (["reconcile"], "reconcile")):
+        args = build_parser().parse_args([*command, "--kubeconfig", str(kubeconfig), "-n", "ns", "--packages",
+                                          str(pkgs), "--helm", sys.executable])
+        lease = builder.engine(args).lease_config
+        assert lease is not None and (ROLE, role) in lease.labels, (command, lease)
+    assert holder_said("ws-4242-ab12", "app") == "helmdeck's app (ws-4242-ab12)"
+    assert holder_said("web-7d9f", "controller") == "a helmdeck controller (web-7d9f)"
+    assert holder_said("ws-1-ab12", "") == "another helmdeck instance (ws-1-ab12)"  # an older helmdeck's Lease
+    assert held_fix("app").startswith("quit the app (q)") and "--no-lease" in held_fix("app")
+    assert "stop it (scale it to 0)" in held_fix("controller") and "--no-lease" in held_fix("")
+
+
 @pytest.mark.cluster
 def test_reconcile_once_says_at_once_that_it_waits_for_a_held_lease(
     helm: Helm, kube_target: KubeTarget, namespace: str, tmp_path: Path,
 ) -> None:
-    # The wait for a held lease (a lease duration, proving the holder alive) was 20 s of silence.
+    # The wait for a held lease (a lease duration, proving the holder alive) was 20 s of silence; then it named
+    # the holder's identity alone. It says what holds it (the Lease's role label) and what to do, and stops
+    # waiting once the holder is seen renewing it (alive: it would not go within the lease's 15 s).
     (tmp_path / "p").mkdir()
     args = [*cluster_args(helm, kube_target, namespace, tmp_path / "p", tmp_path / "log"),
             "--lease-namespace", namespace]
@@ -168,11 +196,18 @@ def test_reconcile_once_says_at_once_that_it_waits_for_a_held_lease(
         while not held():
             assert holder.poll() is None and time.monotonic() < deadline, "the long-running reconcile took no lease"
             time.sleep(0.2)
+        [lease] = leases.list_namespaced_lease(namespace).items
+        assert lease.spec is not None
+        said = f"helmdeck reconcile ({lease.spec.holder_identity})"
+        start = time.monotonic()
         proc = helmdeck("reconcile", "--once", *args, timeout=90)
+        took = time.monotonic() - start
         assert proc.returncode == EXIT_FAILED, proc.stderr
         lines = proc.stderr.splitlines()
-        assert lines[0].startswith("note: ") and "holds the engine lease; waiting up to 15 s" in lines[0], lines
-        assert "holds the engine lease; nothing was reconciled" in proc.stderr
+        assert lines[0].startswith(f"note: {said} holds the engine lease; waiting up to 15 s"), lines
+        assert f"error: {said} holds the engine lease; nothing was reconciled (stop that reconcile" in proc.stderr
+        assert "or pass --no-lease to act beside it" in proc.stderr
+        assert took < 15, f"waited {took:.1f} s for a holder seen renewing"  # not the lease duration: 2 s renewals
     finally:
         holder.terminate()
         holder.wait(60)

@@ -46,9 +46,9 @@ async def _cancelled(helm: Helm, namespace: str, kube_target: KubeTarget, tmp_pa
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen)
         dialog = app.screen.confirmation
-        assert dialog.title == "Cancel upgrade?", dialog
+        assert dialog.title == "Stop the upgrade?", dialog
         assert "the objects keep what revision 2 applied" in dialog.body and "revision 1 (deployed" in dialog.body
-        assert dialog.alternative_label == "Cancel and roll back to 1"
+        assert dialog.alternative_label == "Stop and roll back to 1"
         started = time.monotonic()
         await pilot.press(choice)
         yield app, started

@@ -197,8 +197,8 @@ def test_cancel_confirmation_says_what_stays_and_offers_a_rollback(snap_compare:
                                   observation=dataclasses.replace(deployed, version=deployed.version + 1,
                                                                   status="pending-upgrade"))
     dialog = confirmations.cancel(hanging, fixed_clock(), deployed)
-    assert dialog.title == "Cancel upgrade?"
-    assert dialog.alternative_label == f"Cancel and roll back to {deployed.version}"
+    assert dialog.title == "Stop the upgrade?"
+    assert dialog.alternative_label == f"Stop and roll back to {deployed.version}"
     assert f"the objects keep what revision {deployed.version + 1} applied" in dialog.body
     assert "stays at its last deployed revision" not in dialog.body
     assert snap_compare(app(), terminal_size=TALL, run_before=_push(dialog))

@@ -119,9 +119,8 @@ def test_columns_narrow_first_then_the_least_needed_are_left_out() -> None:
         assert {"namespace", "name", "state"} <= {k for k, _ in layout.widths}
     assert header_label("HELM STATUS", "▲", 11) == "HELM STA… ▲"
     assert header_label("NAME", "", 12) == "NAME"
-    assert fit_text("charts/web@0.2.0 ↑0.3.0", 23) == "charts/web@0.2.0 ↑0.3.0"
-    assert fit_text("charts/web@0.2.0 ↑0.3.0", 16) == "web@0.2.0 ↑0.3.0"  # the repo/ goes first
-    assert fit_text("charts/web@0.2.0 ⇡1.0.0", 13) == "web@0… ⇡1.0.0"
+    assert fit_text("web@0.2.0 ↑0.3.0", 16) == "web@0.2.0 ↑0.3.0"
+    assert fit_text("web@0.2.0 ⇡1.0.0", 13) == "web@0… ⇡1.0.0"  # the marker stays
     assert fit_text("a long release name", 5) == "a long release name"  # no marker: the table cuts it
 
 

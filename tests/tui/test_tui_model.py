@@ -153,6 +153,20 @@ def test_failed_quick_filter_counts_a_failed_last_action() -> None:
     assert not quick_match(dataclasses.replace(view, running=RunningAction("test", 0, 1)), "failed")
 
 
+def test_a_stalled_release_being_upgraded_shows_the_upgrade_not_stalled() -> None:
+    # The operator's u on a Stalled package runs an upgrade: STATE said "‼ Stalled" all along, as if the engine had
+    # given up on it, while LAST ACTION said the upgrade ran. It says the action, in the table, the Overview and
+    # the detail's title, and the row is no failed one meanwhile (it is pending); once it ends, the pass's state.
+    stalled = dataclasses.replace(views()[WEB], state="Stalled", running=None, last=None)  # helm: deployed
+    assert cells(stalled, FIXED_NOW)["state"].text == "‼ Stalled" and quick_match(stalled, "failed")
+    upgrading = dataclasses.replace(stalled, running=RunningAction("upgrade", FIXED_NOW - 3, 300.0))
+    assert cells(upgrading, FIXED_NOW)["state"] == ("⟳ upgrade", "busy")
+    assert fmt.state_text(upgrading) == ("⟳ upgrade", "busy")
+    assert not quick_match(upgrading, "failed") and quick_match(upgrading, "pending")
+    running = dataclasses.replace(upgrading, state="OutOfSync")  # a row not stalled keeps its state, as before
+    assert cells(running, FIXED_NOW)["state"].text == "↻ OutOfSync"
+
+
 def test_a_package_that_cannot_be_resolved_shows_failed_and_a_failed_resolve() -> None:
     """A missing valuesFrom Secret or a source error stops the pass before any action. The book's view says
     so (STATE Failed, LAST ACTION ✖ resolve, the reason in its message): it showed ``-`` twice and counted
@@ -331,21 +345,61 @@ def test_cancel_dialog_words_an_install_and_a_release_no_package_declares() -> N
     view = dataclasses.replace(views()[WEB], running=RunningAction("reconcile", FIXED_NOW - 65, 120),
                                observation=obs(1, "pending-install"))
     install = confirmations.cancel(view, FIXED_NOW, None)
-    assert install.title == "Cancel install?" and "running for 1m5s" in install.body
-    assert "revision 1 is recorded failed, as the engine's own failed install" in install.body
-    assert "(install.remediation: retries 0, strategy uninstall)" in install.body
+    text = " ".join(install.body.split())  # unwrapped
+    assert install.title == "Stop the install?" and "has been running for 1m5s" in text
+    assert "revision 1 is marked failed at once (so helm can act again) and counts as a failed install" in text
+    # What follows, in the package's settings' terms: install retries 0 keep the failed release (no remediation)
+    assert ("no retry and nothing undone; the release stays failed and the package Stalled until you upgrade it "
+            "again (u) (install.remediation.retries 0)") in text
     assert install.alternative_label == "" and "roll back" not in install.body  # nothing deployed to go back to
     bare = dataclasses.replace(views()[LEGACY], running=RunningAction("rollback", FIXED_NOW - 5, 60))
-    text = confirmations.cancel(bare, FIXED_NOW, obs(6, "deployed"))
-    assert "remediation" not in text.body and "package is suspended" not in text.body  # no package: no settings
-    assert text.alternative_label == "Cancel and roll back to 6" and "its objects come back." in text.body
+    text = " ".join(confirmations.cancel(bare, FIXED_NOW, obs(6, "deployed")).body.split())
+    assert "remediation" not in text and "suspend the package" not in text  # no package: no settings
+    assert confirmations.cancel(bare, FIXED_NOW, obs(6, "deployed")).alternative_label == "Stop and roll back to 6"
+    assert "so its objects come back." in text
     testing = dataclasses.replace(views()[WEB], running=RunningAction("test", FIXED_NOW - 5, 60))
-    text = confirmations.cancel(testing, FIXED_NOW, None)
-    assert text.title == "Cancel test?" and "what the action changed so far stays" in text.body
-    assert "the test is recorded cancelled" in text.body and "remediation" not in text.body
+    dialog = confirmations.cancel(testing, FIXED_NOW, None)
+    assert dialog.title == "Stop the test?" and "nothing is undone" in dialog.body
+    assert "the test is recorded as stopped" in dialog.body and "remediation" not in dialog.body
 
 
-# -- themes and settings ---------------------------------------------------------------
+def test_the_cancel_dialogs_buttons_say_stop_and_let_run() -> None:
+    # Its buttons read "Cancel upgrade (y)" beside "Cancel (n)": both cancel something. They say what each does,
+    # and what follows the stop is said in the package's settings (rollback and retry, or a stall).
+    view = dataclasses.replace(views()[FLAKY], running=RunningAction("upgrade", FIXED_NOW - 5, 60))
+    dialog = confirmations.cancel(view, FIXED_NOW, obs(2, "deployed"))
+    assert (dialog.confirm_label, dialog.alternative_label, dialog.dismiss_label) == (
+        "Stop upgrade", "Stop and roll back to 2", "Let it run")
+    assert confirmations.rollback(views()[WEB], obs(3, "deployed"), obs(2, "superseded")).dismiss_label == "Cancel"
+    package = view.package
+    assert package is not None
+    retried = dataclasses.replace(view, package=dataclasses.replace(package, upgrade=dataclasses.replace(
+        package.upgrade, retries=3)))
+    text = " ".join(confirmations.cancel(retried, FIXED_NOW, None).body.split())
+    assert ("as after any failed upgrade, the release is rolled back to the revision before and the upgrade tried "
+            "again, 3 times at most since the last success") in text
+    retry = dataclasses.replace(view, package=dataclasses.replace(package, upgrade=dataclasses.replace(
+        package.upgrade, on_failure="RetryOnFailure", retry_interval=120.0)))
+    assert "it is tried again after 2m, nothing undone meanwhile" in " ".join(
+        confirmations.cancel(retry, FIXED_NOW, None).body.split())
+
+
+def test_the_resume_dialog_says_what_the_next_pass_does() -> None:
+    # It promised an upgrade back in every case; the pass acts only on a difference, not in maintenance, not on a
+    # Stalled package, and not at all while the file's spec.suspend holds it.
+    web = views()[WEB]
+    said = " ".join(confirmations.resume(web).body.split())
+    assert "only if they differ is the release upgraded (a hand rollback undone) or installed again" in said
+    assert "a release that matches the package is left as it is" in said
+    held = " ".join(confirmations.resume(dataclasses.replace(web, maintenance="NoResourceReconciliation")).body
+                    .split())
+    assert "the release is left as it is until you leave maintenance (m)" in held and "upgraded" not in held
+    stalled = " ".join(confirmations.resume(dataclasses.replace(web, state="Stalled")).body.split())
+    assert "not upgraded again until you force an upgrade (u)" in stalled
+    assert web.package is not None
+    by_file = dataclasses.replace(web, package=dataclasses.replace(web.package, suspend=True))
+    text = " ".join(confirmations.resume(by_file).body.split())
+    assert f"spec.suspend: true in {web.package.declared_in}" in text and "nothing is reconciled" in text
 
 
 def test_shipped_themes_load() -> None:
@@ -412,15 +466,56 @@ def test_help_names_the_log_and_settings_files() -> None:
 
 
 def test_pin_confirmation_says_an_upgrade_only_when_the_version_is_not_deployed() -> None:
-    view = views()[WEB]
+    view = dataclasses.replace(views()[WEB], suspended=False)
     assert view.observation is not None
     deployed = view.observation.chart_version
     planned = Pin(Path("web.yaml"), "OCIRepository", "spec.ref.semver", "~0.2", deployed, (), "")
     same = " ".join(confirmations.pin(view, deployed, True, planned, "", None).body.split())  # unwrapped
     assert f"{deployed} is deployed already, so the pin only holds it there (no upgrade)" in same
     assert "upgraded" not in same
-    other = " ".join(confirmations.pin(view, "9.9.9", False, planned, "", None).body.split())
-    assert "the release is upgraded to 9.9.9." in other
+    dialog = confirmations.pin(view, "9.9.9", False, planned, "", None)
+    assert "the release is upgraded to 9.9.9." in " ".join(dialog.body.split())
+    assert dialog.confirm_label == "Pin and reconcile"
+
+
+def test_pin_confirmation_promises_no_upgrade_the_engine_does_not_make() -> None:
+    # Suspended, it said "the release is upgraded to 9.9.9" beside "the pin applies when it is resumed"; in
+    # maintenance and on a release Flux owns it promised an upgrade the pass never makes.
+    view = views()[WEB]  # suspended (a hand rollback)
+    assert view.observation is not None and view.suspended
+    deployed = view.observation.chart_version
+    planned = Pin(Path("web.yaml"), "OCIRepository", "spec.ref.semver", "~0.2", "9.9.9", (), "")
+    for held, words in ((view, f"the package is suspended: nothing is upgraded now; the release stays at {deployed} "
+                               "until it is resumed (s), which upgrades it to 9.9.9."),
+                        (dataclasses.replace(view, suspended=False, maintenance="NoResourceReconciliation"),
+                         f"the package is in maintenance: nothing is upgraded now; the release stays at {deployed} "
+                         "until you leave maintenance (m), which upgrades it to 9.9.9."),
+                        (dataclasses.replace(view, suspended=False, flux_owned=True),
+                         "Flux owns the release: only the file changes here, and helmdeck does not upgrade it")):
+        dialog = confirmations.pin(held, "9.9.9", False, planned, "", None)
+        text = " ".join(dialog.body.split())
+        assert words in text and "the release is upgraded to" not in text, text
+        assert dialog.confirm_label == "Pin"
+
+
+def test_the_chart_column_has_one_form_before_and_after_a_pin() -> None:
+    # A chart from a repository read "web@0.2.0 ⇡0.3.0" (the repo/ dropped to fit the marker) and, once pinned to
+    # 0.3.0, "charts/web@0.3.0": the form changed with the pin. It is chart@version throughout, as in the Overview,
+    # History and the dialogs; the repository is the Overview's to name.
+    from engine.sources.updates import ChartUpdate
+    from testkit.chart_sources import SHOP_API, SHOP_WEB, sources_engine
+
+    engine = sources_engine()
+    for key in (SHOP_WEB, SHOP_API):
+        view = engine.release(key)
+        assert view is not None and view.observation is not None and view.package is not None
+        assert view.package.chart_request is not None  # a chart from a repository
+        chart = f"{view.observation.chart_name}@{view.observation.chart_version}"
+        before = dataclasses.replace(view, chart_update=ChartUpdate("0.3.0", False))
+        assert cells(before, FIXED_NOW)["chart"].text == f"{chart} ⇡0.3.0"
+        pinned = dataclasses.replace(view, chart_update=None, observation=dataclasses.replace(
+            view.observation, chart_version="0.3.0"))
+        assert cells(pinned, FIXED_NOW)["chart"].text == f"{view.observation.chart_name}@0.3.0"
 
 
 def test_a_release_listed_from_storage_labels_shows_what_helm_list_shows_first_and_waits_for_the_rest() -> None:

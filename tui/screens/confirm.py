@@ -45,7 +45,7 @@ class ConfirmScreen(ModalScreen[str]):
                 yield Button(f"{c.confirm_label} (y)", variant="warning", id="confirm")
                 if c.alternative_label:
                     yield Button(f"{c.alternative_label} (b)", variant="warning", id="alternative")
-                yield Button("Cancel (n)", id="cancel")
+                yield Button(f"{c.dismiss_label} (n)", id="cancel")
 
     def on_mount(self) -> None:
         details = self.confirmation.details

@@ -47,7 +47,7 @@ def detail_title(view: ReleaseView | None, key: ReleaseKey, now: float) -> Conte
     obs = view.observation
     status, tone = fmt.helm_status_text(view)
     parts += [f"   rev {obs.version if obs else '-'} ", (status, TONE_STYLE[tone])]
-    for label, (text, t) in (("state", fmt.engine_state_text(view.state, flux_owned=view.flux_owned)),
+    for label, (text, t) in (("state", fmt.state_text(view)),
                              ("ready", fmt.ready_text(view.ready)), ("monitor", fmt.monitor_text(view.monitor))):
         parts += [f"   {label} ", (text, TONE_STYLE[t])]
     if view.maintenance:

@@ -117,7 +117,7 @@ def overview_content(view: ReleaseView, history: list[Observation], now: float,
             parts += _row("Description", obs.description)
     else:
         parts += _row("Revision", _toned(fmt.helm_status_text(view)))
-    parts += _row("State", _toned(fmt.engine_state_text(view.state, flux_owned=view.flux_owned)), "   ready ",
+    parts += _row("State", _toned(fmt.state_text(view)), "   ready ",
                   _toned(fmt.ready_text(view.ready)))
     if view.flux_owned:  # the cluster holds its HelmRelease: helmdeck shows and diffs it, Flux acts
         parts += _row("Flux", "Flux acts on this release: see what differs in the Diff tab (5); "

@@ -124,10 +124,10 @@ def micro_time(seconds: float) -> str:
     return f"{rfc3339(whole)[:-1]}.{int((seconds - whole) * 1e6):06d}Z"
 
 
-def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
+def flux_status(status: EngineStatus | None, generation: int,
                 invalid: PackageError | None = None, handled: dict[str, str] | None = None,
                 controller: dict[str, str] | None = None) -> dict[str, Any]:
-    """The Package's ``status`` (Flux's HelmRelease fields) for the engine's ``status`` of ``spec``, the object
+    """The Package's ``status`` (Flux's HelmRelease fields) for the engine's ``status`` of its package, the object
     at ``generation``; ``invalid``: the loader's refusal of the current object (Ready=False, ``InvalidPackage``,
     its words); ``handled``: the request annotations acknowledged (``lastHandledReconcileAt``, ...);
     ``controller``: ``{replica, shard}``, who reconciles it (helmdeck's own field)."""
@@ -150,8 +150,12 @@ def flux_status(status: EngineStatus | None, spec: PackageSpec, generation: int,
         "failures": status.failures.total,
         "installFailures": status.failures.install,
         "upgradeFailures": status.failures.upgrade,
-        "storageNamespace": spec.storage_ns,
     }
+    # Where the release of the history is stored, as recorded when a pass last ran; none until then, and after a
+    # release target change uninstalled it: helm-controller v1.6.3 sets it in internal/controller/
+    # helmrelease_controller.go reconcileRelease (after the target check, before any action) and clears it there
+    # and in reconcileReleaseDeletion; api/v2 HelmReleaseStatus omits it empty. null: the merge patch removes it.
+    out["storageNamespace"] = status.storage_namespace or None
     out.update(handled or {})
     if controller:
         out["controller"] = dict(controller)
@@ -338,11 +342,11 @@ class StatusWriter:
         invalid = self._invalid.get(ref)
         generation = int(meta.get("generation") or 0)  # a refusal is about the object as it is now
         if found is not None:
-            key, spec = found
+            key = found[0]
             if invalid is None and self.after_pass_only and ref not in self._observed:
                 return  # the previous owner's status stands until this replica's first pass ends
             observed = generation if invalid is not None else self._observed.get(ref, 0)
-            body = flux_status(self.book.status(key), spec, observed, invalid, self.handled.get(ref), self.controller)
+            body = flux_status(self.book.status(key), observed, invalid, self.handled.get(ref), self.controller)
         elif invalid is not None:  # never valid: no spec, only the loader's refusal
             body = {"observedGeneration": generation, "conditions": [{
                 "type": cond.READY, "status": "False", "reason": cond.INVALID_PACKAGE,

@@ -6,6 +6,9 @@ record unchanged for longer than ``duration`` seconds (measured on its own
 monotonic clock, so clock skew between machines does not matter). Writes use
 the read resourceVersion, so two candidates never both win. On a clean stop
 the holder gives the lease up at once.
+
+Every holder labels the Lease with what it is (``wire.ROLE``: ``app``, ``reconcile``, ``controller``), so one
+kept waiting can say who holds it and what to do (:func:`holder_said`, :func:`held_fix`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,27 @@ class LeaseConfig:
     identity: str | None = None
     labels: tuple[tuple[str, str], ...] = ()  # besides the managed-by label (a controller's: wire.ROLE)
     annotations: tuple[tuple[str, str], ...] = ()
+
+
+# What each helmdeck process that takes the engine lease labels it with (wire.ROLE), and how it is named.
+APP, RECONCILE = "app", "reconcile"
+_ROLE_WORDS = {APP: "helmdeck's app", RECONCILE: "helmdeck reconcile", wire.CONTROLLER: "a helmdeck controller"}
+
+
+def holder_said(identity: str, role: str) -> str:
+    """The holder of the engine lease in words: what it is, from its Lease's ``wire.ROLE`` label (an older
+    helmdeck wrote none: "another helmdeck instance"), and its identity (``<host>-<pid>-<hex>``, a pod's name)."""
+    what = _ROLE_WORDS.get(role, "another helmdeck instance")
+    return f"{what} ({identity})" if identity else what
+
+
+def held_fix(role: str) -> str:
+    """What to do when the engine lease is held by a ``role`` that renews it: stop the holder, or act beside it
+    with ``--no-lease`` (then both may act on the same releases)."""
+    stop = {APP: "quit the app (q), or let it reconcile", RECONCILE: "stop that reconcile (ctrl+c)",
+            wire.CONTROLLER: "the controller reconciles these packages: stop it (scale it to 0)"}.get(
+                role, "stop it")
+    return f"{stop}, or pass --no-lease to act beside it (both may then act on the same releases)"
 
 
 def default_identity() -> str:
@@ -122,7 +146,12 @@ class LeaseElector:
         self.labels = {wire.OWNED_BY: wire.MANAGER, **(labels or {})}
         self.annotations = dict(annotations or {})  # written with the next renewal
         self.holder = ""
+        self.holder_role = ""  # the holder's wire.ROLE label ("" when it wrote none)
         self.leader = False
+        # Set once another holder is seen renewing the Lease (its renewTime moved): it is alive, and will not let
+        # the Lease run out by itself (engine.runtime.engine.Engine.wait_for_lease stops waiting then).
+        self.holder_renews = asyncio.Event()
+        self._renewing = ""  # the other holder last seen renewing (written in the Lease's thread)
         self._seen: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._seen_at = 0.0
         self._renewed = (0.0, 0.0)  # (monotonic, wall) time of this instance's last write of the Lease
@@ -166,6 +195,8 @@ class LeaseElector:
                 outcome = await asyncio.get_running_loop().run_in_executor(self._thread, self._try_once)
                 if outcome is not None:
                     self._set(*outcome)  # on the loop: callbacks may touch loop-bound state
+                if not self.leader and self.holder and self._renewing == self.holder:
+                    self.holder_renews.set()
                 self.last_error = None
             except (ApiException, OSError, HTTPError) as exc:  # HTTPError: urllib3's, the API server unreachable
                 what = f"API error {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
@@ -243,7 +274,11 @@ class LeaseElector:
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         renew = str(spec.get("renewTime") or "")
+        labels = (lease.get("metadata") or {}).get("labels") or {}
+        self.holder_role = str(labels.get(wire.ROLE) or "")
         if (holder, renew) != self._seen:
+            if self._seen is not None and holder and holder == self._seen[0] and holder != self.identity:
+                self._renewing = holder  # the same holder wrote it again since the last round: alive
             self._seen, self._seen_at = (holder, renew), time.monotonic()
         expired = (not holder or time.monotonic() - self._seen_at > self.duration
                    # Renewed long ago by our own clock too (far beyond any clock skew): a dead holder,

@@ -131,7 +131,8 @@ def test_unsupported_fields_of_actions_and_sources(tmp_path: Path) -> None:
     oci = OCI.replace("  ref:", "  provider: aws\n  ref:")
     path = write(tmp_path, REPO, text, oci)
     fields = sorted(e.field for e in load_folder(tmp_path).errors)
-    assert fields == ["spec.install.skipCRDs", "spec.provider"]  # the first of the HelmRelease's, the source's
+    # every one of the HelmRelease's (its field table is checked whole), the source's
+    assert fields == ["spec.install.disableOpenAPIValidation", "spec.install.skipCRDs", "spec.provider"]
     loaded = load_folder(tmp_path, allow_unsupported=True)
     assert loaded.errors == [] and [s.name for s in loaded.specs] == ["web"]
     assert sorted((w.field, w.line) for w in loaded.left_out) == sorted([
@@ -193,6 +194,29 @@ def test_flux_versions_and_shapes_helmdeck_refuses(tmp_path: Path) -> None:
     write(tmp_path, REPO, WEB.replace("  values:", "  valuse:"))  # a typo is no Flux field: unknown
     [err] = load_folder(tmp_path, allow_unsupported=True).errors
     assert err.field == "spec.valuse" and err.problem == "unknown field"
+
+
+def test_every_unknown_field_of_a_helm_release_is_named(tmp_path: Path) -> None:
+    # As for a Package (one field table decides): every typo of the document named with its line and the closest
+    # Flux field; a Flux field helmdeck does not implement said so beside them, an ignored one (metadata's
+    # annotations) not at all.
+    path = write(tmp_path, WEB.replace("      version:", "      versoin:").replace("  values:", "  valuse:")
+                 + "  kubeConfig: {secretRef: {name: remote}}\n  upgrade: {remediation: {retrys: 1}}\n")
+    errors = load_folder(tmp_path).errors
+    assert [(e.line, e.field) for e in errors] == [
+        (line_of(path, '      versoin: "1.x"'), "spec.chart.spec.versoin"),
+        (line_of(path, "  valuse: {replicas: 2}"), "spec.valuse"),
+        (line_of(path, "  kubeConfig: {secretRef: {name: remote}}"), "spec.kubeConfig"),
+        (line_of(path, "  upgrade: {remediation: {retrys: 1}}"), "spec.upgrade.remediation.retrys")]
+    assert [e.fix.split("?")[0] for e in errors if e.problem == "unknown field"] == [
+        "did you mean version", "did you mean values", "did you mean retries"]
+    assert "does not implement" in errors[2].problem
+    # Its HelmRepository alike: every typo of the document, the nested one too.
+    path = write(tmp_path, REPO.replace("  interval:", "  intervall:") + "  secretRef: {nmae: creds}\n", WEB)
+    assert [(e.line, e.field, e.fix.split("?")[0]) for e in load_folder(tmp_path).errors
+            if e.problem == "unknown field"] == [
+        (line_of(path, "  intervall: 5m"), "spec.intervall", "did you mean interval"),
+        (line_of(path, "  secretRef: {nmae: creds}"), "spec.secretRef.nmae", "did you mean name")]
 
 
 def test_a_helm_release_is_stamped_with_fluxs_origin_labels(tmp_path: Path) -> None:

@@ -62,8 +62,10 @@ def test_a_chartref_to_a_helmchart_means_spec_chart_spec_with_its_fields(tmp_pat
 def test_unsupported_helmchart_fields_are_named_by_file_line_and_field(tmp_path: Path) -> None:
     chart = HELM_CHART.replace("  interval: 5m\n", "  interval: 5m\n  verify: {provider: cosign}\n  suspend: true\n")
     path = write(tmp_path, REPO, chart, BY_REF)
-    err, then = load_folder(tmp_path).errors  # the HelmChart's own, then its HelmRelease's (as for a source)
+    # the HelmChart's own (each of them), then its HelmRelease's (as for a source)
+    err, suspend, then = load_folder(tmp_path).errors
     assert (err.file, err.field, err.line) == (path, "spec.verify", line_of(path, "  verify: {provider: cosign}"))
+    assert (suspend.field, suspend.line) == ("spec.suspend", line_of(path, "  suspend: true"))
     assert then.field == "spec.chartRef" and "does not exist" in then.problem
     assert "does not implement" in err.problem and "--allow-unsupported" in str(err)
     # Allowed, the suspend is left out; the verification is not: the chart would install unverified.

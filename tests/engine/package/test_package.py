@@ -46,6 +46,25 @@ def test_unknown_field_names_file_field_and_line(tmp_path: Path) -> None:
     assert "unknown field" in str(e) and "values" in e.fix
 
 
+def test_every_unknown_field_is_named_with_the_closest_known_one(tmp_path: Path) -> None:
+    # As kubectl's strict field validation names each unknown field (not the first only), and a shell or git
+    # suggests the closest command: one run shows every typo, each with its line and a suggestion.
+    body = ("  valuesFile: [a.yaml]\n  install:\n    remediaton: {retries: 2}\n"
+            "  upgrade: {remediation: {retrys: 2}}\n  dependsOn:\n    - {nmae: x}\n  zzz: 1\n")
+    path = write(tmp_path, "a.yaml", pkg(spec=body))
+    errors = load_packages(tmp_path)[1]
+    assert [(e.file, e.line, e.field, e.problem) for e in errors] == [
+        (path, 8, "spec.valuesFile", "unknown field"), (path, 10, "spec.install.remediaton", "unknown field"),
+        (path, 11, "spec.upgrade.remediation.retrys", "unknown field"),
+        (path, 13, "spec.dependsOn[0].nmae", "unknown field"), (path, 14, "spec.zzz", "unknown field")]
+    assert [e.fix.split("?")[0] for e in errors[:4]] == [
+        "did you mean valuesFiles", "did you mean remediation", "did you mean retries", "did you mean name"]
+    assert errors[4].fix.startswith("allowed here: chart, ")  # nothing close: no guess
+    with pytest.raises(PackageError) as caught:  # one package named: every field, one line each
+        load_package(path)
+    assert str(caught.value).splitlines() == [str(e) for e in errors]
+
+
 def test_wrong_type(tmp_path: Path) -> None:
     path = write(tmp_path, "a.yaml", pkg(spec="  values: [1, 2]\n"))
     with pytest.raises(PackageError, match=r"spec\.values: must be a mapping, not a list"):

@@ -3,7 +3,8 @@ snapshot_types.go; internal/release/observation.go ``ObservedToSnapshot`` and ``
 
 from __future__ import annotations
 
-from engine.runtime.cluster.object_status import flux_snapshot, flux_test_hooks
+from engine.reconcile.status import EngineStatus
+from engine.runtime.cluster.object_status import flux_snapshot, flux_status, flux_test_hooks
 from engine.storage import Snapshot, observation_from_release
 from tests.storage_records import release
 
@@ -41,3 +42,15 @@ def test_an_entry_has_fluxs_fields_and_times() -> None:
     bare = flux_snapshot(Snapshot.from_observation(observation_from_release(release(
         chart={"metadata": {"name": "web", "version": "1.0.0"}}, hooks=[]))))
     assert not {"action", "appVersion", "deleted", "ociDigest", "testHooks"} & set(bare)
+
+
+def test_storage_namespace_is_where_the_release_was_recorded() -> None:
+    """``status.storageNamespace`` is what the last pass recorded (``EngineStatus.storage_namespace``), not the
+    spec's: helm-controller v1.6.3 internal/controller/helmrelease_controller.go ``reconcileRelease`` sets it
+    after its release-target check and before any action, and clears it after uninstalling a changed target (and
+    in ``reconcileReleaseDeletion``); api/v2 ``HelmReleaseStatus.StorageNamespace`` is omitted empty. A Package
+    whose spec now names another target showed the new namespace while its release was still in the old one."""
+    assert flux_status(EngineStatus(storage_namespace="apps"), 3)["storageNamespace"] == "apps"
+    # None recorded (no pass yet, or the old target uninstalled): null, which the status merge patch removes.
+    assert flux_status(EngineStatus(), 3)["storageNamespace"] is None
+    assert flux_status(None, 3)["storageNamespace"] is None

@@ -104,7 +104,7 @@ async def test_a_packages_and_a_helmreleases_history_record_fluxs_config_digest(
             assert [(o.action, o.ok) for o in result.outcomes] == [("install", True)], result
             stored = json.loads(run_helm(helm, "get", "values", release, "-n", namespace, "-o", "json"))
             flux = flux_oracle_process.ask({"op": "digest", "values": stored})["digest"]
-            history = flux_status(engine.status(key), engine.book.spec(key), 1)["history"]
+            history = flux_status(engine.status(key), 1)["history"]
             assert history[0]["configDigest"] == flux, release
             secret = core_api.read_namespaced_secret(f"sh.helm.release.v1.{release}.v1", namespace)
             record = decode_payload(base64.b64decode((secret.data or {})["release"]))
