@@ -81,20 +81,16 @@ def kustomize_variables(args: argparse.Namespace) -> Variables:
 
 def engine(
     args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True, monitors: bool = True,
-    records_of: Literal["packages", "package set"] | None = None,
+    records_of: Literal["packages", "package set"] | None = None, labels_ahead: bool = False,
 ) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig.
     ``records_of``: the release records the command needs, when not every release's
-    (:func:`engine.runtime.assemble.build_engine`)."""
-    from engine.base.wire import ROLE
-    from engine.helm import Helm
+    (:func:`engine.runtime.assemble.build_engine`). ``labels_ahead`` (the app): storage's labels are listed
+    from the moment the kubeconfig is read (:class:`engine.storage.observer.LabelsAhead`), while the engine's
+    modules import (and, after, the app's)."""
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
-    from engine.runtime.assemble import build_engine
-    from engine.runtime.engine import APP, RECONCILE, LeaseConfig
-    from engine.runtime.package_set import PackageSetNameError, package_set_for
     from helmdeck.access import scope_fallback
 
-    startup.imported()
     target = KubeTarget(args.kubeconfig, args.context)
     namespaces, note = None if args.all_namespaces else args.namespaces, ""
     try:
@@ -104,6 +100,18 @@ def engine(
     except KubeConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+    ahead = None
+    if labels_ahead:
+        from engine.storage.observer import LabelsAhead
+
+        ahead = LabelsAhead(api, namespaces)
+    from engine.base.wire import ROLE
+    from engine.helm import Helm
+    from engine.runtime.assemble import build_engine
+    from engine.runtime.engine import APP, RECONCILE, LeaseConfig
+    from engine.runtime.package_set import PackageSetNameError, package_set_for
+
+    startup.imported()
     lease = None
     readonly = args.readonly if readonly is None else readonly
     name = getattr(args, "package_set", None)
@@ -132,6 +140,7 @@ def engine(
         # the app attaches to the cluster's helmdeck controllers when one runs; status names their packages' owners
         attach=args.command in (None, "demo", "status"),
         controller_metrics=tuple(getattr(args, "controller_metrics", ())), api=api, records_of=records_of,
+        labels_ahead=ahead,
     )
     engine.scope_note = note
     startup.started()

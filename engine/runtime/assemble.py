@@ -53,7 +53,7 @@ from engine.runtime.package_set import cluster_package_set, package_set_for
 from engine.runtime.release_events import ReleaseEvents
 from engine.service import ReleaseService
 from engine.service.records import ReleaseRecord
-from engine.storage.observer import Observer
+from engine.storage.observer import LabelsAhead, Observer
 
 if TYPE_CHECKING:  # the parts of a controller, the app, --kustomize and actions are imported when built
     from engine.package.substitute import Variables
@@ -102,6 +102,7 @@ def build_engine(
     stop_deadline: float = 30.0,
     api: client.ApiClient | None = None,
     records_of: Literal["packages", "package set"] | None = None,
+    labels_ahead: LabelsAhead | None = None,
 ) -> Engine:
     """An engine driving the packages in ``packages_dir`` and reporting every release in storage.
 
@@ -134,7 +135,8 @@ def build_engine(
     releases and no other (``"packages"``: the folder read once by a command that acts on its packages alone,
     ``reconcile --once``), or those and the records of the package set's other releases (``"package set"``:
     ``plan``, which lists those it would prune); None: every release. An empty folder's ``reconcile --once``
-    reads no release record.
+    reads no release record. ``labels_ahead``: storage's labels listed already (the app), handed to the
+    observer.
     """
     given = Given(namespaces=namespaces, lease=lease, watch_packages=watch_packages, monitors=monitors,
                   online=online, readonly=readonly, controller_metrics=controller_metrics)
@@ -168,7 +170,7 @@ def build_engine(
     observer = observer or Observer(
         own_api, observed_namespaces(namespaces, specs),
         releases=package_releases(specs.values()) if records_of else None,
-        labelled={PACKAGE_SET: pset.identity} if records_of == "package set" and pset else None)
+        labelled={PACKAGE_SET: pset.identity} if records_of == "package set" and pset else None, ahead=labels_ahead)
     sharded = objects is not None and lease is not None and online and (auto_shards or shard is not None)
     placed: Placed = PlacedLater() if sharded else ALL_HERE
     gate: ActionGate | None = None  # the book asks the gate, built next (the writable rule)

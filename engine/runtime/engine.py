@@ -359,12 +359,6 @@ class Engine:
             done.wait(PREVIEW_WAIT)
             self._preview_shown.wait(PREVIEW_WAIT)
 
-    def list_early(self) -> None:
-        """Start listing storage's labels now, before :meth:`start` with ``preview`` (which then shows those
-        pages instead of listing again): the app calls it before importing its screens, so that the API server
-        answers during those imports (:meth:`Observer.list_labels_early`)."""
-        self.observer.list_labels_early()
-
     def preview_shown(self, in_view: Sequence[ReleaseKey] = ()) -> None:
         """The app drew every view the storage labels made so far (:meth:`start` with ``preview``): the
         records are listed and decoded now, those of ``in_view`` (the releases whose rows are on screen)

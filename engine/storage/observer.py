@@ -70,6 +70,7 @@ from engine.storage.records import (
 
 __all__ = [
     "Driver",
+    "LabelsAhead",
     "ListedRevision",
     "MissingPermission",
     "Observer",
@@ -95,6 +96,61 @@ _LABELS_SELECTOR = f"{OWNER_SELECTOR},status!=superseded"
 
 
 Callback = Callable[[StorageChange], None]
+_Pages = queue.SimpleQueue[list[ListedRevision] | None]  # a labels list's pages as they come; None after the last
+
+
+def _labels_pages(api: client.ApiClient | None, driver: Driver, namespace: str | None, selectors: Sequence[str],
+                  keep: Callable[[Mapping[str, Any]], bool], stop: threading.Event | None = None,
+                  ) -> Iterator[list[ListedRevision]]:
+    """The labels list's pages (see :meth:`Observer.on_listed`) of the records ``keep`` accepts, one list a
+    selector, as they come; a failure is logged and ends them (the full list that follows retries and reports)."""
+    try:
+        for selector in selectors:
+            log.debug("storage list of %s (labels only): %s", namespace or "all namespaces", selector)
+            token: str | None = None
+            while stop is None or not stop.is_set():
+                query = [("labelSelector", selector), ("limit", _LABELS_PAGE)]
+                if token:
+                    query.append(("continue", token))
+                assert api is not None
+                body = rest.get_json(api, rest.path("v1", RESOURCE[driver], namespace), query,
+                                     accept=rest.METADATA_LIST)
+                found = [listed_revision(obj) for obj in body.get("items") or []
+                         if str((obj.get("metadata") or {}).get("name", "")).startswith(RECORD_PREFIX) and keep(obj)]
+                yield [revision for revision in found if revision is not None]
+                token = (body.get("metadata") or {}).get("continue")
+                if not token:
+                    break
+    except Exception as exc:
+        log.info("storage labels list of %s failed: %s", namespace or "all namespaces", describe(exc))
+
+
+class LabelsAhead:
+    """Storage's labels listed ahead of the :class:`Observer` that hands them on (:meth:`Observer.on_listed`), a
+    thread a namespace (``namespaces`` None: all), started now. The app starts it as soon as its kubeconfig is
+    read, before the engine's modules and Textual import (~0.4 s of CPU), so that the API server builds the
+    list meanwhile (at 10,000 releases most of ``helm list``'s time). The observer built with it (``ahead``)
+    takes the pages of each namespace it lists with the same selector and driver (every release's); the
+    others are dropped. ``driver`` None: ``HELM_DRIVER``, as the observer's."""
+
+    def __init__(self, api: client.ApiClient, namespaces: Sequence[str] | None, driver: Driver | None = None):
+        self.driver: Driver = driver or driver_from_env()
+        self._pages: dict[str | None, _Pages] = {}
+        for ns in dict.fromkeys(namespaces) if namespaces else (None,):
+            pages: _Pages = queue.SimpleQueue()
+
+            def collect(ns: str | None = ns, pages: _Pages = pages) -> None:
+                try:
+                    for page in _labels_pages(api, self.driver, ns, [_LABELS_SELECTOR], lambda _obj: True):
+                        pages.put(page)
+                finally:
+                    pages.put(None)  # the end
+            self._pages[ns] = pages
+            threading.Thread(target=collect, name=f"helm-storage-labels-{ns or 'all'}", daemon=True).start()
+
+    def take(self, namespace: str | None) -> _Pages | None:
+        """The pages of ``namespace``'s list (None: not listed here, or taken already)."""
+        return self._pages.pop(namespace, None)
 
 
 class _Gone(Exception):
@@ -114,6 +170,8 @@ class Observer:
     ``labelled`` (labels) also those of the releases whose records carry those labels (``plan``: its package
     set's, which it would prune). A namespace needing none is never listed, so an empty folder's ``reconcile
     --once`` lists nothing. None (the default): every release.
+    ``ahead``: storage's labels listed before this observer was built (:class:`LabelsAhead`), handed on at start
+    instead of listing them again.
     ``start()`` launches the watch threads; ``wait_synced()`` blocks until
     the first list is in. Getters return copies of the internal maps.
     """
@@ -127,6 +185,7 @@ class Observer:
         page_size: int = 500,
         releases: Mapping[str, Collection[str]] | None = None,
         labelled: Mapping[str, str] | None = None,
+        ahead: LabelsAhead | None = None,
     ):
         self._api = api
         self._namespaces: tuple[str | None, ...] = tuple(dict.fromkeys(namespaces)) if namespaces else (None,)
@@ -149,14 +208,19 @@ class Observer:
         self._listed: Listeners[[list[ListedRevision]]] = Listeners("storage labels callback")
         self._labels_done: Listeners[[]] = Listeners("storage labels end callback")
         self._threads: list[threading.Thread] = []
-        # The labels' pages listed before start (list_labels_early), by namespace; None after the last.
-        self._early: dict[str | None, queue.SimpleQueue[list[ListedRevision] | None]] = {}
+        # The labels' pages listed before start (``ahead``), by namespace; None after the last.
+        self._early: dict[str | None, _Pages] = {}
         self._responses: dict[str | None, Any] = {}
         self._relists = 0
         # Offline only (no API to read back from): the objects fed in, for load_release.
         self._offline_objects: dict[StorageKey, Mapping[str, Any]] = {}
         self._storage_of: Callable[[str, str], str | None] = lambda _namespace, _name: None
         self.last_error: str | None = None
+        if ahead is not None and ahead.driver == self._driver:  # its pages where this observer lists the same
+            for ns in self._namespaces:
+                pages = ahead.take(ns)
+                if pages is not None and self._selectors(ns, _LABELS_SELECTOR) == [_LABELS_SELECTOR]:
+                    self._early[ns] = pages
 
     # -- configuration ---------------------------------------------------------
     @property
@@ -209,27 +273,6 @@ class Observer:
             t = threading.Thread(target=self._run, args=(ns,), name=f"helm-storage-{ns or 'all'}", daemon=True)
             t.start()
             self._threads.append(t)
-
-    def list_labels_early(self) -> None:
-        """Start the labels list (see :meth:`on_listed`) now, a thread a namespace, before any callback is
-        subscribed: its pages are kept and :meth:`start` hands them to the callbacks then, instead of listing
-        again. For the app, which calls it before importing its screens (~0.3 s of CPU), so that the API server
-        answers meanwhile. Pages nobody subscribed to by :meth:`start` are dropped. Offline: nothing."""
-        if self._api is None:
-            return
-        for ns in self._namespaces:
-            if ns in self._early or not self._selectors(ns, _LABELS_SELECTOR):
-                continue
-            pages: queue.SimpleQueue[list[ListedRevision] | None] = queue.SimpleQueue()
-
-            def collect(ns: str | None = ns, pages: queue.SimpleQueue[list[ListedRevision] | None] = pages) -> None:
-                try:
-                    for page in self._labels_pages(ns):
-                        pages.put(page)
-                finally:
-                    pages.put(None)  # the end
-            self._early[ns] = pages
-            threading.Thread(target=collect, name=f"helm-storage-labels-{ns or 'all'}", daemon=True).start()
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Block until every namespace has been listed once; True if so.
@@ -455,31 +498,12 @@ class Observer:
         return rest.get_json(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query)
 
     def _labels_pages(self, namespace: str | None) -> Iterator[list[ListedRevision]]:
-        """The labels list's pages (see :meth:`on_listed`) as they come; a failure is logged and ends them."""
-        try:
-            for selector in self._selectors(namespace, _LABELS_SELECTOR):
-                log.debug("storage list of %s (labels only): %s", namespace or "all namespaces", selector)
-                token: str | None = None
-                while not self._stop.is_set():
-                    query = [("labelSelector", selector), ("limit", _LABELS_PAGE)]
-                    if token:
-                        query.append(("continue", token))
-                    assert self._api is not None
-                    body = rest.get_json(self._api, rest.path("v1", RESOURCE[self._driver], namespace), query,
-                                         accept=rest.METADATA_LIST)
-                    found = [listed_revision(obj) for obj in body.get("items") or []
-                             if str((obj.get("metadata") or {}).get("name", "")).startswith(RECORD_PREFIX)
-                             and self._named(obj)]
-                    yield [revision for revision in found if revision is not None]
-                    token = (body.get("metadata") or {}).get("continue")
-                    if not token:
-                        break
-        except Exception as exc:  # the full list that follows retries and reports
-            log.info("storage labels list of %s failed: %s", namespace or "all namespaces", describe(exc))
+        return _labels_pages(self._api, self._driver, namespace, self._selectors(namespace, _LABELS_SELECTOR),
+                             self._named, self._stop)
 
     def _list_labels(self, namespace: str | None) -> None:
-        """Hand the labels' pages to the :meth:`on_listed` callbacks: those listed early (:meth:`list_labels_early`)
-        as they arrived, else listed now."""
+        """Hand the labels' pages to the :meth:`on_listed` callbacks: those listed ahead (:class:`LabelsAhead`) as
+        they arrived, else listed now."""
         early = self._early.pop(namespace, None)
         if early is None:
             for page in self._labels_pages(namespace):

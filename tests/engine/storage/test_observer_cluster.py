@@ -14,7 +14,7 @@ from kubernetes import client
 from engine.kube.client import KubeTarget, api_client
 from engine.storage import encode_payload
 from engine.storage.codec import MAX_PAYLOAD_BYTES
-from engine.storage.observer import Observer, StorageChange
+from engine.storage.observer import LabelsAhead, Observer, StorageChange
 from tests.storage_cluster import wait_for
 from tests.storage_records import new_secret, release, sized_release
 
@@ -129,19 +129,19 @@ def test_labels_first_then_the_records_page_by_page(
         whole.stop()
 
 
-def test_labels_listed_early_are_handed_on_at_start_without_listing_again(
+def test_labels_listed_ahead_are_handed_on_at_start_without_listing_again(
     kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
 ) -> None:
-    # The app lists storage's labels while its screens import (Observer.list_labels_early); start() hands those
-    # pages on. A release stored after that early list is not in them (no second labels list), but the
-    # records list that follows holds it.
+    # The app lists storage's labels as soon as its kubeconfig is read, before the engine (and its observer) is
+    # built (LabelsAhead); start() hands those pages on. A release stored after that list is not in them (no
+    # second labels list), but the records list that follows holds it.
     for name in ("a", "b"):
         core_api.create_namespaced_secret(namespace, new_secret(release(1, name=name, namespace=namespace)))
-    observer = Observer(api_client(kube_target), [namespace], driver="secret")
-    observer.list_labels_early()
+    ahead = LabelsAhead(api_client(kube_target), [namespace], driver="secret")
     wait_for(lambda: not any(t.name.startswith("helm-storage-labels-") for t in threading.enumerate()) or None,
-             what="the early labels list done")
+             what="the labels list ahead done")
     core_api.create_namespaced_secret(namespace, new_secret(release(1, name="later", namespace=namespace)))
+    observer = Observer(api_client(kube_target), [namespace], driver="secret", ahead=ahead)
     listed: list[str] = []
     observer.on_listed(lambda found: listed.extend(r.name for r in found))
     observer.start()
@@ -149,5 +149,26 @@ def test_labels_listed_early_are_handed_on_at_start_without_listing_again(
         assert observer.wait_synced(20)
         assert sorted(listed) == ["a", "b"]
         assert sorted(name for _, name in observer.releases()) == ["a", "b", "later"]
+    finally:
+        observer.stop()
+
+
+def test_labels_listed_ahead_for_other_records_are_listed_again(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
+) -> None:
+    # An observer that holds some releases only (a command's: reconcile --once, plan) lists its own labels: the
+    # pages listed ahead are every release's.
+    for name in ("a", "b"):
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, name=name, namespace=namespace)))
+    ahead = LabelsAhead(api_client(kube_target), [namespace], driver="secret")
+    observer = Observer(api_client(kube_target), [namespace], driver="secret", releases={namespace: ["b"]},
+                        ahead=ahead)
+    listed: list[str] = []
+    observer.on_listed(lambda found: listed.extend(r.name for r in found))
+    observer.start()
+    try:
+        assert observer.wait_synced(20)
+        assert listed == ["b"]
+        assert [name for _, name in observer.releases()] == ["b"]
     finally:
         observer.stop()
