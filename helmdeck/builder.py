@@ -82,12 +82,14 @@ def kustomize_variables(args: argparse.Namespace) -> Variables:
 def engine(
     args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True, monitors: bool = True,
     records_of: Literal["packages", "package set"] | None = None, labels_ahead: bool = False,
+    started: bool = True,
 ) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig.
     ``records_of``: the release records the command needs, when not every release's
     (:func:`engine.runtime.assemble.build_engine`). ``labels_ahead`` (the app): storage's labels are listed
     from the moment the kubeconfig is read (:class:`engine.storage.observer.LabelsAhead`), while the engine's
-    modules import (and, after, the app's)."""
+    modules import (and, after, the app's). ``started`` False: start-up goes on after the build, the caller
+    calls :func:`helmdeck.startup.started` (the app, once its modules are imported)."""
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
     from helmdeck.access import scope_fallback
 
@@ -143,7 +145,8 @@ def engine(
         labels_ahead=ahead,
     )
     engine.scope_note = note
-    startup.started()
+    if started:
+        startup.started()
     return engine
 
 
