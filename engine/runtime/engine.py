@@ -225,7 +225,7 @@ class Engine:
         self._preview_made: threading.Event | None = None  # the last page of storage labels made into views
         self._preview_shown = threading.Event()  # the app drew the views the labels made (preview_shown)
         self._preview_shown.set()  # nothing to draw yet
-        self._in_view: tuple[ReleaseKey, ...] = ()  # the releases whose rows the app drew first (preview_shown)
+        self._in_view: tuple[ReleaseKey, ...] = ()  # the rows the app drew last (preview_shown)
         self._first_read = threading.Lock()  # one watch thread reads them (see _previewed)
         # Set by whoever narrowed ``namespaces`` (e.g. the command line's fall-back): see AccessProblems.
         self.scope_note = ""
@@ -337,19 +337,22 @@ class Engine:
         once the loop has made every page's views and the app has drawn them (:meth:`preview_shown`; each
         wait bounded: :data:`PREVIEW_WAIT`), so that decoding does not compete for the interpreter with the
         first table (at 10,000 releases its last 0.1-1.6 s under load, bench/tui_bench.py). The records of the
-        rows on screen come first (:meth:`preview_shown`), and are drawn before the others are decoded."""
+        rows on screen come first (:meth:`preview_shown`), and are drawn before the others are decoded; rows
+        drawn meanwhile whose records were not read (the app drew an earlier page's rows first, then the table
+        with every page: the rows on screen changed) are read next, until every row drawn was read."""
         made = self._preview_made
         if made is not None:
             made.wait(PREVIEW_WAIT)  # the pages' views are made in order: the last one's is the last
             self._preview_shown.wait(PREVIEW_WAIT)
         if not self._first_read.acquire(blocking=False):
             return  # another namespace's thread read them
-        first, self._in_view = self._in_view, ()
-        if first:
+        read: set[ReleaseKey] = set()
+        while first := tuple(key for key in self._in_view if key not in read):
+            read.update(first)
             self.observer.read_first(first)
             done = threading.Event()
 
-            def show() -> None:
+            def show(first: tuple[ReleaseKey, ...] = first) -> None:
                 try:
                     if self.book.preview_records(first):
                         self._preview_shown.clear()
@@ -362,8 +365,8 @@ class Engine:
     def preview_shown(self, in_view: Sequence[ReleaseKey] = ()) -> None:
         """The app drew every view the storage labels made so far (:meth:`start` with ``preview``): the
         records are listed and decoded now, those of ``in_view`` (the releases whose rows are on screen)
-        first."""
-        if in_view and not self._first_read.locked():  # the last drawing before they are read
+        first; the last drawing's rows are those read next (:meth:`_previewed`)."""
+        if in_view:
             self._in_view = tuple(in_view)
         self._preview_shown.set()
 

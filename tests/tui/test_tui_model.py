@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from engine.runtime.state import (
     ActionOutcome,
     CleanupItem,
     EngineSignal,
+    ReleaseKey,
     ReleaseRemoved,
     ReleasesListed,
     ReleaseView,
@@ -574,6 +576,27 @@ def test_the_records_are_decoded_once_the_app_drew_the_labels_views() -> None:
     lister.join()
     engine._preview([])  # a page that announces nothing waits for no drawing
     assert engine._preview_shown.is_set()
+
+
+def test_rows_drawn_while_the_first_records_are_read_are_read_next() -> None:
+    # The app drew the first page's rows (5,000 labels of 10,000), then the table with every page: the rows on
+    # screen changed. Those first rows were read; the rows now on screen must be read too before every other
+    # record (they waited for the whole list, seconds at 10,000 releases: bench/tui_launch.py).
+    engine = fixed_engine()
+    engine.book.reading = True
+    early, late = ("demo", "rel-1"), ("demo", "rel-2")
+    engine._preview([ListedRevision(*early, 1, "deployed")])  # no loop running: made at once
+    reads: list[tuple[ReleaseKey, ...]] = []
+
+    def read_first(releases: Sequence[ReleaseKey]) -> None:
+        reads.append(tuple(releases))
+        if len(reads) == 1:
+            engine.preview_shown([early, late])  # the next page's rows drawn while the first are read
+
+    engine.observer.read_first = read_first  # type: ignore[method-assign]
+    engine.preview_shown([early])
+    engine._previewed()
+    assert reads == [(early,), (late,)]
 
 
 def test_packages_loaded_after_the_labels_keep_the_labels_view_until_the_start_refreshes() -> None:
