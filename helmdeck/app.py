@@ -4,6 +4,7 @@ the switch to another kubeconfig context."""
 from __future__ import annotations
 
 import argparse
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from helmdeck import builder, startup
@@ -11,6 +12,7 @@ from helmdeck.logs import setup_logging
 
 if TYPE_CHECKING:
     from engine.runtime.engine import Engine
+    from engine.runtime.state import ReleaseKey
     from tui.engine_client import ContextSwitch
 
 
@@ -39,9 +41,10 @@ def open_app(args: argparse.Namespace) -> int:
     from engine.kube.client import KubeTarget, current_context
 
     log_file = setup_logging(args.log_level, getattr(args, "log_file", None))
-    # Storage's labels are listed while the engine's modules and the app's screens import (~0.4 s of CPU), and
-    # decoded with the cycle collector still paused (a page of 5,000 labels: 17 ms, 45 ms with it running).
-    engine = builder.engine(args, labels_ahead=True, started=False)
+    # Storage's labels are listed while the engine's modules and the app's screens import (~0.4 s of CPU), then
+    # the records of the rows the first screen shows; decoded with the cycle collector still paused (a page of
+    # 5,000 labels: 17 ms, 45 ms with it running).
+    engine = builder.engine(args, labels_ahead=_first_rows, started=False)
     from tui.app import HelmdeckApp
     from tui.settings import Settings, config_dir
 
@@ -52,6 +55,14 @@ def open_app(args: argparse.Namespace) -> int:
     startup.started()  # the app pauses the collector again while its engine starts (tui.collector)
     app.run()
     return app.return_code or 0
+
+
+def _first_rows(keys: list[ReleaseKey]) -> list[ReleaseKey]:
+    """Of the releases ``keys``, those the app's first screen shows (at most the terminal's height), in its order
+    (:func:`tui.model.first_rows`). Called in the labels list's thread, while the app imports."""
+    from tui.model import first_rows
+
+    return first_rows(keys, shutil.get_terminal_size().lines)
 
 
 # ``helmdeck`` without a command: the app on the cluster the flags name.

@@ -22,6 +22,7 @@ from helmdeck.parser import EXIT_FAILED, EXIT_USAGE
 if TYPE_CHECKING:
     from engine.package.substitute import Variables
     from engine.runtime.engine import Engine
+    from engine.storage.observer import FirstRows
 
 log = logging.getLogger("helmdeck")
 
@@ -81,14 +82,15 @@ def kustomize_variables(args: argparse.Namespace) -> Variables:
 
 def engine(
     args: argparse.Namespace, *, readonly: bool | None = None, watch: bool = True, monitors: bool = True,
-    records_of: Literal["packages", "package set"] | None = None, labels_ahead: bool = False,
+    records_of: Literal["packages", "package set"] | None = None, labels_ahead: FirstRows | None = None,
     started: bool = True,
 ) -> Engine:
     """Build the engine the flags describe (not started). Exits with a message on a bad kubeconfig.
     ``records_of``: the release records the command needs, when not every release's
-    (:func:`engine.runtime.assemble.build_engine`). ``labels_ahead`` (the app): storage's labels are listed
-    from the moment the kubeconfig is read (:class:`engine.storage.observer.LabelsAhead`), while the engine's
-    modules import (and, after, the app's). ``started`` False: start-up goes on after the build, the caller
+    (:func:`engine.runtime.assemble.build_engine`). ``labels_ahead`` (the app: which of the releases listed its
+    first screen shows): storage's labels are listed from the moment the kubeconfig is read, then those
+    releases' records (:class:`engine.storage.observer.LabelsAhead`), while the engine's modules import (and,
+    after, the app's). ``started`` False: start-up goes on after the build, the caller
     calls :func:`helmdeck.startup.started` (the app, once its modules are imported)."""
     from engine.kube.client import KubeConfigError, KubeTarget, api_client
     from helmdeck.access import scope_fallback
@@ -103,10 +105,10 @@ def engine(
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     ahead = None
-    if labels_ahead:
+    if labels_ahead is not None:
         from engine.storage.observer import LabelsAhead
 
-        ahead = LabelsAhead(api, namespaces)
+        ahead = LabelsAhead(api, namespaces, first=labels_ahead)
     from engine.base.wire import ROLE
     from engine.helm import Helm
     from engine.runtime.assemble import build_engine

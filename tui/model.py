@@ -7,6 +7,7 @@ widgets only draw what this module computes, so it is tested without a screen.
 from __future__ import annotations
 
 import functools
+import heapq
 import operator
 import re
 from collections import Counter
@@ -63,7 +64,18 @@ def natural_key(text: str) -> tuple[object, ...]:
 
 
 def _names(view: ReleaseView) -> tuple[object, ...]:
-    return (natural_key(view.namespace), natural_key(view.name))
+    return names_key(view.namespace, view.name)
+
+
+def names_key(namespace: str, name: str) -> tuple[object, ...]:
+    """The table's first order (:class:`SortOrder`'s default): namespace, then name, digit runs as numbers."""
+    return (natural_key(namespace), natural_key(name))
+
+
+def first_rows(keys: Iterable[ReleaseKey], count: int) -> list[ReleaseKey]:
+    """The first ``count`` of ``keys`` in the table's first order (:func:`names_key`): the rows the first
+    screen shows of those releases (``count`` at least its height)."""
+    return heapq.nsmallest(count, keys, key=lambda key: names_key(*key))
 
 
 def _text_of(column: str) -> Callable[[ReleaseView, float], tuple[object, ...]]:

@@ -352,7 +352,7 @@ class Engine:
             self.observer.read_first(first)
             done = threading.Event()
 
-            def show(first: tuple[ReleaseKey, ...] = first) -> None:
+            def show(first: tuple[ReleaseKey, ...] = first, done: threading.Event = done) -> None:
                 try:
                     if self.book.preview_records(first):
                         self._preview_shown.clear()

@@ -126,32 +126,75 @@ def _labels_pages(api: client.ApiClient | None, driver: Driver, namespace: str |
         log.info("storage labels list of %s failed: %s", namespace or "all namespaces", describe(exc))
 
 
+def _named_lists(api: client.ApiClient, driver: Driver, namespace: str, names: Collection[str],
+                 ) -> Iterator[dict[str, Any]]:
+    """The storage lists holding every record of the releases ``names`` in ``namespace``: one list per
+    :data:`_NAMED_MAX` names, narrowed on the server to them (helm's ``name`` label), decoded. Raises
+    ApiException."""
+    ordered = sorted(names)
+    for at in range(0, len(ordered), _NAMED_MAX):
+        selector = f"{OWNER_SELECTOR},name in ({','.join(ordered[at:at + _NAMED_MAX])})"
+        log.debug("storage list of %s (records first): %s", namespace, selector)
+        yield rest.get_json(api, rest.path("v1", RESOURCE[driver], namespace), [("labelSelector", selector)])
+
+
+ReleaseKey = tuple[str, str]  # (namespace, release name)
+FirstRows = Callable[[list[ReleaseKey]], Sequence[ReleaseKey]]
+
+
+class _Listed:
+    """One namespace's list ahead: the labels' pages as they come (None after the last), then the records of
+    the first rows (:class:`LabelsAhead`'s ``first``), ``read`` once they are in (or failed: none)."""
+
+    def __init__(self) -> None:
+        self.pages: _Pages = queue.SimpleQueue()
+        self.records: list[dict[str, Any]] = []
+        self.read = threading.Event()
+
+
 class LabelsAhead:
     """Storage's labels listed ahead of the :class:`Observer` that hands them on (:meth:`Observer.on_listed`), a
     thread a namespace (``namespaces`` None: all), started now. The app starts it as soon as its kubeconfig is
     read, before the engine's modules and Textual import (~0.4 s of CPU), so that the API server builds the
-    list meanwhile (at 10,000 releases most of ``helm list``'s time). The observer built with it (``ahead``)
-    takes the pages of each namespace it lists with the same selector and driver (every release's); the
-    others are dropped. ``driver`` None: ``HELM_DRIVER``, as the observer's."""
+    list meanwhile (at 10,000 releases most of ``helm list``'s time). ``first`` (the app's: the releases its
+    first screen shows, of those listed) names the releases whose records are listed next, so that the first
+    screen shows them (the observer decodes them before it hands the labels on). The observer built with it
+    (``ahead``) takes each namespace it lists with the same selector and driver (every release's); the others
+    are dropped. ``driver`` None: ``HELM_DRIVER``, as the observer's."""
 
-    def __init__(self, api: client.ApiClient, namespaces: Sequence[str] | None, driver: Driver | None = None):
+    def __init__(self, api: client.ApiClient, namespaces: Sequence[str] | None, driver: Driver | None = None,
+                 first: FirstRows | None = None):
         self.driver: Driver = driver or driver_from_env()
-        self._pages: dict[str | None, _Pages] = {}
+        self._listed: dict[str | None, _Listed] = {}
         for ns in dict.fromkeys(namespaces) if namespaces else (None,):
-            pages: _Pages = queue.SimpleQueue()
+            listed = self._listed[ns] = _Listed()
+            threading.Thread(target=self._list, args=(api, ns, listed, first),
+                             name=f"helm-storage-labels-{ns or 'all'}", daemon=True).start()
 
-            def collect(ns: str | None = ns, pages: _Pages = pages) -> None:
-                try:
-                    for page in _labels_pages(api, self.driver, ns, [_LABELS_SELECTOR], lambda _obj: True):
-                        pages.put(page)
-                finally:
-                    pages.put(None)  # the end
-            self._pages[ns] = pages
-            threading.Thread(target=collect, name=f"helm-storage-labels-{ns or 'all'}", daemon=True).start()
+    def _list(self, api: client.ApiClient, namespace: str | None, listed: _Listed, first: FirstRows | None) -> None:
+        keys: dict[ReleaseKey, None] = {}  # each release once (a pending revision beside the deployed one)
+        try:
+            for page in _labels_pages(api, self.driver, namespace, [_LABELS_SELECTOR], lambda _obj: True):
+                listed.pages.put(page)
+                keys.update(dict.fromkeys((r.namespace, r.name) for r in page))
+        finally:
+            listed.pages.put(None)  # the end
+        try:
+            wanted: dict[str, set[str]] = {}
+            for ns, name in first(list(keys)) if first is not None and keys else ():
+                wanted.setdefault(ns, set()).add(name)
+            for ns, names in wanted.items():
+                for body in _named_lists(api, self.driver, ns, names):
+                    listed.records.extend(body.get("items") or [])
+        except Exception as exc:  # the observer reads them after the labels are drawn (Observer.read_first)
+            log.info("storage list of the first records failed: %s", describe(exc))
+            listed.records.clear()
+        finally:
+            listed.read.set()
 
-    def take(self, namespace: str | None) -> _Pages | None:
-        """The pages of ``namespace``'s list (None: not listed here, or taken already)."""
-        return self._pages.pop(namespace, None)
+    def take(self, namespace: str | None) -> _Listed | None:
+        """What was listed of ``namespace`` (None: not listed here, or taken already)."""
+        return self._listed.pop(namespace, None)
 
 
 class _Gone(Exception):
@@ -209,8 +252,9 @@ class Observer:
         self._listed: Listeners[[list[ListedRevision]]] = Listeners("storage labels callback")
         self._labels_done: Listeners[[]] = Listeners("storage labels end callback")
         self._threads: list[threading.Thread] = []
-        # The labels' pages listed before start (``ahead``), by namespace; None after the last.
-        self._early: dict[str | None, _Pages] = {}
+        # What was listed before start (``ahead``), by namespace: the labels' pages, the first rows' records.
+        self._early: dict[str | None, _Listed] = {}
+        self._read_ahead: set[ReleaseKey] = set()  # releases whose every record came from ``ahead``
         self._responses: dict[str | None, Any] = {}
         self._relists = 0
         # Offline only (no API to read back from): the objects fed in, for load_release.
@@ -219,9 +263,9 @@ class Observer:
         self.last_error: str | None = None
         if ahead is not None and ahead.driver == self._driver:  # its pages where this observer lists the same
             for ns in self._namespaces:
-                pages = ahead.take(ns)
-                if pages is not None and self._selectors(ns, _LABELS_SELECTOR) == [_LABELS_SELECTOR]:
-                    self._early[ns] = pages
+                listed = ahead.take(ns)
+                if listed is not None and self._selectors(ns, _LABELS_SELECTOR) == [_LABELS_SELECTOR]:
+                    self._early[ns] = listed
 
     # -- configuration ---------------------------------------------------------
     @property
@@ -413,20 +457,18 @@ class Observer:
         label; every revision of each). A failure is logged and skipped: the full list reads them all after."""
         wanted: dict[str, set[str]] = {}
         for namespace, name in releases:
-            wanted.setdefault(namespace, set()).add(name)
+            if (namespace, name) not in self._read_ahead:
+                wanted.setdefault(namespace, set()).add(name)
+        assert self._api is not None
         for namespace, names in wanted.items():
-            ordered = sorted(names)
-            for at in range(0, len(ordered), _NAMED_MAX):
-                selector = f"{OWNER_SELECTOR},name in ({','.join(ordered[at:at + _NAMED_MAX])})"
-                log.debug("storage list of %s (records first): %s", namespace, selector)
-                try:
-                    body = self._list(namespace, [("labelSelector", selector)])
-                except Exception as exc:  # the full list that follows retries and reports
-                    log.info("storage list of the first records failed: %s", describe(exc))
-                    return
-                for obj in body.get("items") or []:
-                    if self._held(obj):
-                        self._apply(obj)
+            try:
+                for body in _named_lists(self._api, self._driver, namespace, names):
+                    for obj in body.get("items") or []:
+                        if self._held(obj):
+                            self._apply(obj)
+            except Exception as exc:  # the full list that follows retries and reports
+                log.info("storage list of the first records failed: %s", describe(exc))
+                return
 
     def apply_object(self, obj: Mapping[str, Any]) -> None:
         """Take one storage object (as the API returns it) as if the watch saw it.
@@ -503,15 +545,25 @@ class Observer:
                              self._named, self._stop)
 
     def _list_labels(self, namespace: str | None) -> None:
-        """Hand the labels' pages to the :meth:`on_listed` callbacks: those listed ahead (:class:`LabelsAhead`) as
-        they arrived, else listed now."""
+        """Hand the labels' pages to the :meth:`on_listed` callbacks: those listed ahead (:class:`LabelsAhead`),
+        once the records of its first rows are decoded (so the views made from the labels may show them), else
+        listed now."""
         early = self._early.pop(namespace, None)
         if early is None:
             for page in self._labels_pages(namespace):
                 self._listed.emit(page)
             return
-        while (kept := early.get()) is not None:
-            self._listed.emit(kept)
+        pages = []
+        while (kept := early.pages.get()) is not None:
+            pages.append(kept)
+        if early.read.wait(_MIN_WATCH_SECONDS):  # a list of 100 names: tens of ms (else read after, read_first)
+            for obj in early.records:
+                if self._held(obj):
+                    self._apply(obj)
+                    meta = obj.get("metadata") or {}
+                    self._read_ahead.add((str(meta.get("namespace", "")), str((meta.get("labels") or {}).get("name"))))
+        for page in pages:
+            self._listed.emit(page)
 
     def _run(self, namespace: str | None) -> None:
         rv: str | None = None

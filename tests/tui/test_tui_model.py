@@ -45,6 +45,7 @@ from tui.model import (
     SortOrder,
     TextFilter,
     cells,
+    first_rows,
     namespaces,
     natural_key,
     quick_match,
@@ -597,6 +598,28 @@ def test_rows_drawn_while_the_first_records_are_read_are_read_next() -> None:
     engine.preview_shown([early])
     engine._previewed()
     assert reads == [(early,), (late,)]
+
+
+def test_the_first_rows_are_those_the_table_shows_first() -> None:
+    # What the app asks the labels list ahead to read first (helmdeck.app): the table's first rows, in its order.
+    keys = [("demo", f"rel-{i}") for i in (10, 2, 1, 30, 3)] + [("a", "z")]
+    in_order = sorted((ReleaseView(*key) for key in keys), key=lambda view: SortOrder().key(view, FIXED_NOW))
+    assert first_rows(keys, 4) == [view.key for view in in_order[:4]] == [
+        ("a", "z"), ("demo", "rel-1"), ("demo", "rel-2"), ("demo", "rel-3")]
+
+
+def test_a_labels_view_shows_the_record_read_first() -> None:
+    # The records of the first screen's rows are decoded before the labels are handed on (LabelsAhead): the views
+    # made from the labels carry them, so that screen shows their charts at once.
+    observer = Observer(None, driver="secret")
+    observer.apply_object(storage_secret(release(2, "deployed", name=WEB[1], namespace=WEB[0]), rv="2"))
+    book = ReleaseBook(observer)
+    book.reading = True
+    web, other = ListedRevision(*WEB, 2, "deployed"), ListedRevision("demo", "other", 1, "deployed")
+    book.preview([web, other])
+    shown = book.view(WEB)
+    assert shown is not None and shown.listed is None and shown.observation == observer.latest(*WEB)
+    assert book.view(("demo", "other")) == ReleaseView.from_listed(other)
 
 
 def test_packages_loaded_after_the_labels_keep_the_labels_view_until_the_start_refreshes() -> None:

@@ -539,7 +539,9 @@ class ReleaseBook:
         :meth:`refresh_all` remakes (or removes) each one. A view made before storage was read (a
         package's, when the folder loaded) said "not installed" without knowing: the labels' view replaces
         it; packages loaded after the labels (the engine lists storage first) make no view while reading
-        (:meth:`refresh`), so the labels' one stays. True when views were announced."""
+        (:meth:`refresh`), so the labels' one stays. A release whose newest record the observer holds already
+        (read first: the rows on screen) gets it in its view, as :meth:`preview_records` makes it. True when
+        views were announced."""
         if not self.reading:
             return False
         newest: dict[ReleaseKey, ListedRevision] = {}
@@ -547,12 +549,15 @@ class ReleaseBook:
             key = (revision.namespace, revision.name)
             if key not in newest or revision.version > newest[key].version:
                 newest[key] = revision
-        views, known = self._views, []
+        views, known, latest = self._views, [], self.observer.latest
         for key, revision in newest.items():
             cur = views.get(key)
             if (cur is None or (cur.listed is None and cur.observation is None)
                     or (cur.listed is not None and revision.version > cur.listed.version)):
                 view = views[key] = ReleaseView.from_listed(revision)
+                obs = latest(*key)
+                if obs is not None and obs.version >= revision.version:  # its records read first: shown at once
+                    view = views[key] = dataclasses.replace(view, observation=obs, listed=None)
                 known.append(view)
         if known:  # one event for the page: 10,000 releases would otherwise cost 10,000 dispatches
             self.emit(ReleasesListed(tuple(known)))

@@ -14,7 +14,7 @@ from kubernetes import client
 from engine.kube.client import KubeTarget, api_client
 from engine.storage import encode_payload
 from engine.storage.codec import MAX_PAYLOAD_BYTES
-from engine.storage.observer import LabelsAhead, Observer, StorageChange
+from engine.storage.observer import LabelsAhead, ListedRevision, Observer, StorageChange
 from tests.storage_cluster import wait_for
 from tests.storage_records import new_secret, release, sized_release
 
@@ -149,6 +149,38 @@ def test_labels_listed_ahead_are_handed_on_at_start_without_listing_again(
         assert observer.wait_synced(20)
         assert sorted(listed) == ["a", "b"]
         assert sorted(name for _, name in observer.releases()) == ["a", "b", "later"]
+    finally:
+        observer.stop()
+
+
+def test_the_first_rows_records_listed_ahead_are_decoded_before_the_labels_are_handed_on(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
+) -> None:
+    # Issue 36, goal 1: the app names the releases its first screen shows of those listed (LabelsAhead's first);
+    # their records are listed next and decoded before the labels are handed on, so the views made from the
+    # labels show them (the first screen needs no second round). The others wait for the full list.
+    for name in ("a", "b", "c"):
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, name=name, namespace=namespace)))
+    core_api.create_namespaced_secret(namespace, new_secret(release(2, name="b", namespace=namespace)))
+    asked: list[list[tuple[str, str]]] = []
+
+    def first(keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        asked.append(sorted(keys))
+        return sorted(keys)[:2]
+
+    ahead = LabelsAhead(api_client(kube_target), [namespace], driver="secret", first=first)
+    observer = Observer(api_client(kube_target), [namespace], driver="secret", ahead=ahead)
+    held: list[dict[str, int | None]] = []
+
+    def on_listed(found: list[ListedRevision]) -> None:
+        held.append({r.name: (lambda o: o.version if o else None)(observer.latest(namespace, r.name)) for r in found})
+    observer.on_listed(on_listed)
+    observer.start()
+    try:
+        assert observer.wait_synced(20)
+        assert asked == [[(namespace, "a"), (namespace, "b"), (namespace, "c")]]  # each release once, newest
+        assert held == [{"a": 1, "b": 2, "c": None}]
+        assert sorted(name for _, name in observer.releases()) == ["a", "b", "c"]
     finally:
         observer.stop()
 
