@@ -89,6 +89,9 @@ _MIN_WATCH_SECONDS = 0.5
 # wait_synced: helm gives up on an unreachable cluster at once; the watch goes on retrying all the same.
 _UNLISTED_TRIES = 3
 _NAMED_MAX = 100  # release names put in a list's label selector (``name in (...)``); more are filtered on arrival
+# Seconds the labels listed ahead wait, at most, for the first rows' records (a list of up to 100 names: tens of
+# ms), before they are handed on without them.
+_FIRST_RECORDS_WAIT = 0.5
 _LABELS_PAGE = "10000"  # objects per page of the labels-only list (~0.7 KB each with their managedFields): at
 # 10,000 releases one page came in 130 ms, two of 5,000 in 165 ms (kube-apiserver 1.34, bench/tui_launch.py)
 # The labels list skips superseded revisions: each release's newest is never one, so a release with ten
@@ -556,7 +559,7 @@ class Observer:
         pages = []
         while (kept := early.pages.get()) is not None:
             pages.append(kept)
-        if early.read.wait(_MIN_WATCH_SECONDS):  # a list of 100 names: tens of ms (else read after, read_first)
+        if early.read.wait(_FIRST_RECORDS_WAIT):  # else they are read once drawn (read_first)
             for obj in early.records:
                 if self._held(obj):
                     self._apply(obj)
