@@ -25,6 +25,13 @@ rows shows the chart (``name-version``), the app version, the revision and the s
 gives for it (cells read at the column header's offsets, a cell cut with ``…`` matching its start); storage
 labels alone give only the revision and status, so a row listed from them says ``…`` for its chart.
 
+What the app lists to show that screen (engine/storage/observer.py ``LabelsAhead``): one metadata-only list of
+storage's labels (``PartialObjectMetadataList``, ``owner=helm,status!=superseded``, pages of 10,000: names, helm's
+name/status/version labels, no payload), sent as soon as the kubeconfig is read, before the engine's modules and
+Textual import; then one list of the records of the rows its first screen shows (``name in (...)``, every
+revision of each); every other record is listed and decoded after that screen is drawn. ``helm list`` lists and
+decodes every record of the namespace (``owner=helm``).
+
 Also printed: the first frame (the first screen with the app's header), the first full table (labels
 only), the app process's CPU time (user + system, every thread, from /proc; steadier than wall time on a
 loaded machine) when each table was seen; against, in the same run, ``helm list -n NS --max 0 -o json`` (the
@@ -317,6 +324,8 @@ def measure(target: KubeTarget, args: argparse.Namespace, namespace: str, work: 
     print(f"== launch → first full table with its records, {len(expected)} releases in {namespace}, through tmux "
           f"{SIZE[0]}x{SIZE[1]}, median of {args.runs} (load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    print("  the app lists first: storage's labels (metadata only, one list), then the records of the rows on its "
+          "first screen (one list by their names); every other record after that screen")
     yardstick = measured[helm_every]
     for v in variants:
         full, decoded = _median([r.full for r in v.runs]), _median([r.decoded for r in v.runs])
