@@ -185,6 +185,28 @@ def test_the_first_rows_records_listed_ahead_are_decoded_before_the_labels_are_h
         observer.stop()
 
 
+def test_a_labels_list_ahead_that_fails_leaves_the_rows_to_the_full_list(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
+) -> None:
+    # The list ahead failed (here: nothing answers where it asked; a server refusing the metadata-only list
+    # alike): no labels are handed on, the first rows' records are not read ahead, and the full list that
+    # follows reads every record, as without the list ahead.
+    core_api.create_namespaced_secret(namespace, new_secret(release(1, name="a", namespace=namespace)))
+    nowhere = client.ApiClient(client.Configuration(host="https://127.0.0.1:9"))
+    asked: list[list[tuple[str, str]]] = []
+    ahead = LabelsAhead(nowhere, [namespace], driver="secret", first=lambda keys: asked.append(keys) or keys)
+    observer = Observer(api_client(kube_target), [namespace], driver="secret", ahead=ahead)
+    listed: list[str] = []
+    observer.on_listed(lambda found: listed.extend(r.name for r in found))
+    observer.start()
+    try:
+        assert observer.wait_synced(20)
+        assert listed == [] and asked == []
+        assert [name for _, name in observer.releases()] == ["a"]
+    finally:
+        observer.stop()
+
+
 def test_labels_listed_ahead_for_other_records_are_listed_again(
     kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
 ) -> None:
