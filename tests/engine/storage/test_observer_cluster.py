@@ -194,7 +194,12 @@ def test_a_labels_list_ahead_that_fails_leaves_the_rows_to_the_full_list(
     core_api.create_namespaced_secret(namespace, new_secret(release(1, name="a", namespace=namespace)))
     nowhere = client.ApiClient(client.Configuration(host="https://127.0.0.1:9"))
     asked: list[list[tuple[str, str]]] = []
-    ahead = LabelsAhead(nowhere, [namespace], driver="secret", first=lambda keys: asked.append(keys) or keys)
+
+    def first(keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        asked.append(keys)
+        return keys
+
+    ahead = LabelsAhead(nowhere, [namespace], driver="secret", first=first)
     observer = Observer(api_client(kube_target), [namespace], driver="secret", ahead=ahead)
     listed: list[str] = []
     observer.on_listed(lambda found: listed.extend(r.name for r in found))
