@@ -89,8 +89,8 @@ _MIN_WATCH_SECONDS = 0.5
 # wait_synced: helm gives up on an unreachable cluster at once; the watch goes on retrying all the same.
 _UNLISTED_TRIES = 3
 _NAMED_MAX = 100  # release names put in a list's label selector (``name in (...)``); more are filtered on arrival
-# Seconds the labels listed ahead wait, at most, for the first rows' records (a list of up to 100 names: tens of
-# ms), before they are handed on without them.
+# Seconds the watch waits, at most, for the first rows' records listed ahead once it handed their labels on (a
+# list of up to 100 names: tens of ms), before it reads them itself.
 _FIRST_RECORDS_WAIT = 0.5
 _LABELS_PAGE = "10000"  # objects per page of the labels-only list (~0.7 KB each with their managedFields): at
 # 10,000 releases one page came in 130 ms, two of 5,000 in 165 ms (kube-apiserver 1.34, bench/tui_launch.py)
@@ -549,7 +549,7 @@ class Observer:
 
     def _list_labels(self, namespace: str | None) -> None:
         """Hand the labels' pages to the :meth:`on_listed` callbacks: those listed ahead (:class:`LabelsAhead`),
-        once the records of its first rows are decoded (so the views made from the labels may show them), else
+        after the records of its first rows when these are in (the views made from the labels show them), else
         listed now."""
         early = self._early.pop(namespace, None)
         if early is None:
@@ -559,14 +559,25 @@ class Observer:
         pages = []
         while (kept := early.pages.get()) is not None:
             pages.append(kept)
-        if early.read.wait(_FIRST_RECORDS_WAIT):  # else they are read once drawn (read_first)
-            for obj in early.records:
-                if self._held(obj):
-                    self._apply(obj)
-                    meta = obj.get("metadata") or {}
-                    self._read_ahead.add((str(meta.get("namespace", "")), str((meta.get("labels") or {}).get("name"))))
+        if early.read.is_set():  # the first rows' records are in: the views made from the labels show them
+            self._apply_ahead(early)
+            for page in pages:
+                self._listed.emit(page)
+            return
+        # Not yet (at 10,000 releases the labels came late): the rows are not held back for them; they are drawn
+        # with their records once these are in, before the rows drawn are read (read_first skips them).
         for page in pages:
             self._listed.emit(page)
+        if early.read.wait(_FIRST_RECORDS_WAIT):
+            self._apply_ahead(early)
+
+    def _apply_ahead(self, early: _Listed) -> None:
+        """Take the records of the first rows listed ahead (:class:`LabelsAhead`)."""
+        for obj in early.records:
+            if self._held(obj):
+                self._apply(obj)
+                meta = obj.get("metadata") or {}
+                self._read_ahead.add((str(meta.get("namespace", "")), str((meta.get("labels") or {}).get("name"))))
 
     def _run(self, namespace: str | None) -> None:
         rv: str | None = None

@@ -169,6 +169,8 @@ def test_the_first_rows_records_listed_ahead_are_decoded_before_the_labels_are_h
         return sorted(keys)[:2]
 
     ahead = LabelsAhead(api_client(kube_target), [namespace], driver="secret", first=first)
+    wait_for(lambda: not any(t.name.startswith("helm-storage-labels-") for t in threading.enumerate()) or None,
+             what="the labels list ahead done")  # as the app's imports take longer than it
     observer = Observer(api_client(kube_target), [namespace], driver="secret", ahead=ahead)
     held: list[dict[str, int | None]] = []
 
