@@ -187,6 +187,36 @@ def test_the_first_rows_records_listed_ahead_are_decoded_before_the_labels_are_h
         observer.stop()
 
 
+def test_labels_listed_ahead_go_on_without_waiting_for_the_first_rows_records(
+    kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
+) -> None:
+    # At 10,000 releases the labels come late: waiting for the first rows' records too put that list on the first
+    # frame's path. The labels go on at once; the records, read ahead, are taken before the labels' end (the rows
+    # drawn are read after it), not left to the full list.
+    for name in ("a", "b"):
+        core_api.create_namespaced_secret(namespace, new_secret(release(1, name=name, namespace=namespace)))
+    handed_on = threading.Event()
+    seen: list[bool] = []
+
+    def first(keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        seen.append(handed_on.wait(10))  # the records list waits until the labels were handed on
+        return [(namespace, "a")]
+
+    ahead = LabelsAhead(api_client(kube_target), [namespace], driver="secret", first=first)
+    observer = Observer(api_client(kube_target), [namespace], driver="secret", ahead=ahead)
+    observer.on_listed(lambda _found: handed_on.set())
+    at_labels_end: list[int | None] = []
+    observer.on_labels_done(lambda: at_labels_end.extend(
+        (o.version if o else None) for o in (observer.latest(namespace, n) for n in ("a", "b"))))
+    observer.start()
+    try:
+        assert observer.wait_synced(20)
+        assert seen == [True]
+        assert at_labels_end == [1, None]  # a's record read ahead; b's with the full list, after
+    finally:
+        observer.stop()
+
+
 def test_a_labels_list_ahead_that_fails_leaves_the_rows_to_the_full_list(
     kube_target: KubeTarget, core_api: client.CoreV1Api, namespace: str,
 ) -> None:
