@@ -299,8 +299,10 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     for name, cpu in sorted(server_cpu.items()):
         print(f"  {name + ':':18} {cpu:.1f} CPU s")
     writes = {k: v for k, v in requests.items() if k.split()[0] in ("POST", "PUT", "PATCH", "DELETE", "APPLY")}
+    reads = {k: v for k, v in requests.items() if k not in writes}
     print(f"  API requests:      {sum(requests.values())} ({sum(writes.values())} writes: "
-          + ", ".join(f"{k} {v}" for k, v in Counter(writes).most_common(8)) + ")")
+          + ", ".join(f"{k} {v}" for k, v in Counter(writes).most_common(10)) + "; reads: "
+          + ", ".join(f"{k} {v}" for k, v in Counter(reads).most_common(10)) + ")")
     actions = {k: v for k, v in samples.items() if k.startswith("helmdeck_helm_action_duration_seconds_sum")}
     for key, total in sorted(actions.items()):
         labels = dict(re.findall(r"\('(\w+)', '([^']*)'\)", key))

@@ -41,6 +41,10 @@ _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 # some condition lapsed (a claim: engine.reconcile.action.observed_run) sets it around its call.
 BEFORE_SPAWN: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "helmdeck_before_spawn", default=None)
+# Go's collector for helm's runs unless the environment sets its own: a helm run is short, and at Go's default
+# (100) collecting is ~15% of a small install's CPU (72 -> 62 ms per one-ConfigMap install on a quiet machine);
+# its peak memory grew 5-10% (58 -> 62 MiB; a 300-object chart 89 -> 98 MiB).
+HELM_GOGC = "400"
 # Slack on top of helm's own --timeout before we stop waiting for the process.
 _PROCESS_GRACE = 60.0
 # Seconds a stopped helm gets after SIGTERM to record its outcome before it is killed.
@@ -279,7 +283,7 @@ class Helm:
     ) -> str:
         """Run helm with ``args``; return stdout. Raises a typed HelmError on failure."""
         binary = self._resolve()
-        env = {**os.environ, **self.env, **(env or {})}
+        env = {"GOGC": HELM_GOGC, **os.environ, **self.env, **(env or {})}
         check = BEFORE_SPAWN.get()
         if check is not None:
             check()
