@@ -10,11 +10,16 @@ cluster's OCI registry; no ``--wait`` is needed):
   children) and of the API server and etcd; helm processes spawned, by subcommand (a wrapper counts them);
 - the helm CLI beside it: ``helm install`` of the same chart from the same registry, sequentially, K times
   (``--helm-sample``, all N by default up to 100), extrapolated to N when K < N; time and CPU, each as a
-  ratio (helmdeck's CPU: the controller's and its helm processes');
+  ratio (helmdeck's CPU: the controller's and its helm processes'), and the API server's and etcd's CPU beside
+  it; then helm with the flags the controller passes (``--wait``, ...), in a namespace holding as many
+  ConfigMaps as the controller's did (helm 4's ``--wait`` watches every object of the chart's kinds there);
 - the CPU per Package of helm, the controller, the API server and etcd, and the time N installs need at least
   when every CPU is busy with them (their CPU over the CPUs): the bound on a CPU-bound machine;
 - Flux's published figure: 8m12s for 1,000 HelmReleases (fluxcd/flux-benchmark, helm-controller at 2 CPU,
   concurrency 10), a different machine: a scale, not a ratio.
+
+``HELMDECK_BENCH_BASELINE=DIR`` runs the controller of the checkout in DIR first, on the same cluster (before and
+after in the same run).
 
 Run: ``python -m bench.controller_packages [--packages 1000] [--concurrency 4] [--helm-sample 100]
 [--controller-log FILE] [--controller-profile FILE] [--cluster-dir DIR]``. The load average is printed with the
@@ -58,6 +63,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
 FLUX = (1000, 8 * 60 + 12)  # fluxcd/flux-benchmark: 1,000 HelmReleases Ready in 8m12s
 TICKS = os.sysconf("SC_CLK_TCK")
+# Another checkout whose controller runs first in the same run, on the same cluster (before and after)
+BASELINE = Path(os.environ["HELMDECK_BENCH_BASELINE"]) if os.environ.get("HELMDECK_BENCH_BASELINE") else None
 
 
 def _cpu(pid: int) -> tuple[float, float]:
@@ -195,13 +202,14 @@ def _wait_ready(health: str, timeout: float) -> None:
 
 
 def _helm_cli(helm: str, target: KubeTarget, url: str, namespace: str, sample: int,
-              env: dict[str, str]) -> tuple[float, float]:
-    """(seconds, CPU seconds) of ``sample`` sequential ``helm install``s of the chart, as a user would run them."""
+              env: dict[str, str], flags: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(seconds, CPU seconds) of ``sample`` sequential ``helm install``s of the chart, as a user would run them
+    (with ``flags`` added)."""
     assert target.kubeconfig is not None
     started, cpu = time.perf_counter(), _children_cpu()
     for i in range(sample):
         helm_run(helm, "install", f"h{i:05d}", url, "--version", "0.1.0", "--plain-http", "-n", namespace,
-                 "--kubeconfig", str(target.kubeconfig), "--set", f"value=v{i}", env=env)
+                 "--kubeconfig", str(target.kubeconfig), "--set", f"value=v{i}", *flags, env=env)
     return time.perf_counter() - started, _children_cpu() - cpu
 
 
@@ -214,7 +222,8 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
 
 
-def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
+def run(cluster: LocalCluster, work: Path, args: argparse.Namespace, source: Path = ROOT) -> None:
+    """One controller of the helmdeck in ``source`` (a checkout) over fresh namespaces, then helm beside it."""
     assert cluster.kubeconfig is not None and cluster.registry is not None
     target = KubeTarget(cluster.kubeconfig)
     api = api_client(target)
@@ -237,7 +246,8 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
              "--watch-namespace", namespace, "--lease-namespace", namespace, "--helm", str(wrapper),
              "--concurrency", str(args.concurrency), "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
              "--log-level", "info"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
+            stdout=out, stderr=subprocess.STDOUT, cwd=source,
+            env={**os.environ, **env, "PYTHONPATH": str(source)})
     try:
         _wait_ready(_endpoint(log, "health probes", 60), 120)
         metrics = _endpoint(log, "metrics", 5)
@@ -283,10 +293,25 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
             shutil.copyfile(log, args.controller_log)
     sample = min(args.packages, args.helm_sample)
     cpus = os.cpu_count() or 1
+    cli_before = {name: _cpu(pid)[0] for name, pid in pids.items()}
+    cli_requests_before = _api_requests(api)
     cli, cli_cpu = _helm_cli(helm, target, url, cli_ns, sample, env)
+    cli_server = {name: _cpu(pid)[0] - cli_before[name] for name, pid in pids.items()}
+    cli_requests = _api_requests(api) - cli_requests_before
+    # helm with the flags the controller passes by default (Flux's: engine.reconcile.options), in a namespace of its
+    # own as full as the controller's was: helm 4's --wait watches every object of the chart's kinds there
+    wait_ns = f"bench-wait-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=wait_ns)))
+    for i in range((args.packages - sample) // 2):  # as many as the controller's installs saw, on average
+        core.create_namespaced_config_map(wait_ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=f"fill{i:05d}"), data={"value": f"v{i}"}))
+    wait_before = {name: _cpu(pid)[0] for name, pid in pids.items()}
+    flux_flags = ("--wait", "--take-ownership", "--server-side=true", "--force-conflicts", "--timeout", "2m")
+    waited, waited_cpu = _helm_cli(helm, target, url, wait_ns, sample, env, flux_flags)
+    wait_server = {name: _cpu(pid)[0] - wait_before[name] for name, pid in pids.items()}
     cli_n = cli * args.packages / sample
 
-    print(f"\nhelmdeck controller, {args.packages} Packages, --concurrency {args.concurrency} "
+    print(f"\nhelmdeck controller ({source}), {args.packages} Packages, --concurrency {args.concurrency} "
           f"(load average before {load_before[0]:.1f}, during max {max(loads or [0]):.1f}, "
           f"mean {sum(loads) / max(1, len(loads)):.1f}; {os.cpu_count()} CPUs)")
     print(f"  all Ready:         {_clock(elapsed)} ({ready} Ready, {failed} Ready=False"
@@ -321,7 +346,14 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     total = sum(per.values()) / args.packages
     print("CPU per Package:   " + ", ".join(f"{k} {v / args.packages * 1000:.0f} ms" for k, v in per.items())
           + f"; all {total * 1000:.0f} ms: {args.packages} installs need {_clock(total * args.packages / cpus)} "
-          f"of {cpus} CPUs at full use; sequential helm install's own {cli_cpu / sample * 1000:.0f} ms")
+          f"of {cpus} CPUs at full use")
+    print("sequential helm install's own: " + ", ".join(
+        f"{k} {v / sample * 1000:.0f} ms" for k, v in {"helm": cli_cpu, **cli_server}.items())
+        + f"; {sum(cli_requests.values()) / sample:.1f} API requests per install")
+    print(f"helm install {' '.join(flux_flags)} (the controller's flags), {(args.packages - sample) // 2} ConfigMaps "
+          f"beside them: {waited / sample:.2f}s each; helmdeck/that: {elapsed / (waited * args.packages / sample):.2f} "
+          "in time; its CPU: " + ", ".join(f"{k} {v / sample * 1000:.0f} ms" for k, v in
+                                           {"helm": waited_cpu, **wait_server}.items()))
     flux_n = FLUX[1] * args.packages / FLUX[0]
     print(f"Flux helm-controller (published, fluxcd/flux-benchmark, 2 CPU, concurrency 10): {_clock(FLUX[1])} for "
           f"{FLUX[0]}" + (f" ({_clock(flux_n)} for {args.packages} at that rate)" if args.packages != FLUX[0] else ""))
@@ -341,6 +373,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args(argv)
     with private_cluster(args.cluster_dir) as (cluster, work):
+        if BASELINE is not None:
+            run(cluster, work, args, BASELINE)
         run(cluster, work, args)
 
 
