@@ -29,6 +29,8 @@ figures: the machine may be shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import re
 import resource
@@ -36,6 +38,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -52,8 +55,8 @@ from bench.service_common import CHART
 from bench.storage_common import private_cluster
 from engine.helm.crds import CREATE_REPLACE, apply_crds
 from engine.kube import rest
-from engine.kube.client import KubeTarget, api_client
-from engine.kube.rest import get_json
+from engine.kube.client import KubeTarget, api_client, watch_lines
+from engine.kube.stream import list_all, open_watch
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from testkit.chart_sources import helm_run, push_oci
@@ -139,23 +142,41 @@ def _objects(namespace: str, url: str, count: int) -> Iterator[dict[str, Any]]:
                           values={"value": f"v{i}"}, timeout="2m", interval="1h")
 
 
-def _ready_count(api: client.ApiClient, namespace: str) -> tuple[int, int]:
-    """(Packages Ready=True, Packages Ready=False) now, read a page of 500 at a time."""
-    ready = failed = 0
-    token = ""
-    while True:
-        query = [("limit", "500")] + ([("continue", token)] if token else [])
-        body = get_json(api, f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/packages", query)
-        for obj in body.get("items") or ():
-            cond = next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"),
-                        None)
-            if cond is not None and cond.get("status") == "True":
-                ready += 1
-            elif cond is not None and cond.get("status") == "False":
-                failed += 1
-        token = str((body.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return ready, failed
+class _ReadyWatch:
+    """Each Package's Ready status in ``namespace`` as a watch brings it (listed again when the watch breaks): the
+    count costs the API server a watch, not a list of every Package every few seconds, and is seen on arrival."""
+
+    def __init__(self, api: client.ApiClient, namespace: str):
+        self._api, self._path = api, rest.path(f"{GROUP}/{VERSION}", "packages", namespace)
+        self._ready: dict[str, str] = {}  # name -> Ready's status ("True", "False", "Unknown")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._follow, name="ready-watch", daemon=True).start()
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # a broken watch: listed again
+                resp = open_watch(self._api, self._path, list_all(self._api, self._path, self._saw), timeout=60)
+                for line in watch_lines(resp):
+                    event = json.loads(line)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._saw(event["object"])
+                    if self._stop.is_set():
+                        return
+
+    def _saw(self, obj: dict[str, Any]) -> None:
+        cond = next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)
+        with self._lock:
+            self._ready[obj["metadata"]["name"]] = str(cond.get("status")) if cond else ""
+
+    def counts(self) -> tuple[int, int]:
+        """(Packages Ready=True, Packages Ready=False) seen so far."""
+        with self._lock:
+            values = list(self._ready.values())
+        return values.count("True"), values.count("False")
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def _metrics(text: str) -> dict[str, float]:
@@ -257,6 +278,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace, source: Pat
         spawned_before = len(calls.read_text().splitlines())
         requests_before = _api_requests(api)
         load_before = os.getloadavg()
+        watch = _ReadyWatch(api, namespace)
         started = time.perf_counter()
         for obj in _objects(namespace, url, args.packages):
             plural = "ocirepositories" if obj["kind"] == "OCIRepository" else "packages"
@@ -267,16 +289,20 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace, source: Pat
         first: float | None = None
         loads: list[float] = []
         deadline = started + args.timeout
+        shown = started
         while time.perf_counter() < deadline:
-            ready, failed = _ready_count(api, namespace)
-            loads.append(os.getloadavg()[0])
+            ready, failed = watch.counts()
             if ready and first is None:
                 first = time.perf_counter() - started
             if ready + failed >= args.packages:
                 break
-            print(f"  {time.perf_counter() - started:6.1f}s: {ready} Ready, {failed} failed", flush=True)
-            time.sleep(args.poll)
+            if time.perf_counter() - shown >= args.poll:
+                shown = time.perf_counter()
+                loads.append(os.getloadavg()[0])
+                print(f"  {shown - started:6.1f}s: {ready} Ready, {failed} failed", flush=True)
+            time.sleep(0.05)
         elapsed = time.perf_counter() - started
+        watch.stop()
         if ctl.poll() is not None:
             raise SystemExit(f"the controller exited ({ctl.returncode}); see {log}")
         ctl_cpu, helm_cpu = (a - b for a, b in zip(_cpu(ctl.pid), (ctl_before, helm_before), strict=True))
@@ -366,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--helm-sample", type=int, default=100,
                         help="sequential helm installs measured for the CLI figure (default 100)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for all Ready (default 3600)")
-    parser.add_argument("--poll", type=float, default=2.0, help="seconds between counts of Ready (default 2)")
+    parser.add_argument("--poll", type=float, default=2.0, help="seconds between progress lines (default 2)")
     parser.add_argument("--controller-log", type=Path, help="keep the controller's log in this file")
     parser.add_argument("--controller-profile", type=Path,
                         help="run the controller under cProfile and write its stats to this file (pstats)")
