@@ -56,6 +56,7 @@ from bench.storage_common import private_cluster
 from engine.helm.crds import CREATE_REPLACE, apply_crds
 from engine.kube import rest
 from engine.kube.client import KubeTarget, api_client, watch_lines
+from engine.kube.rest import get_json
 from engine.kube.stream import list_all, open_watch
 from localcluster import build
 from localcluster.cluster import LocalCluster
@@ -140,6 +141,25 @@ def _objects(namespace: str, url: str, count: int) -> Iterator[dict[str, Any]]:
     for i in range(count):
         yield package_doc(f"p{i:05d}", namespace, chartRef={"kind": "OCIRepository", "name": "bench"},
                           values={"value": f"v{i}"}, timeout="2m", interval="1h")
+
+
+def _ready_count(api: client.ApiClient, namespace: str) -> tuple[int, int]:
+    """(Packages Ready=True, Packages Ready=False) now, read a page of 500 at a time."""
+    ready = failed = 0
+    token = ""
+    while True:
+        query = [("limit", "500")] + ([("continue", token)] if token else [])
+        body = get_json(api, f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/packages", query)
+        for obj in body.get("items") or ():
+            cond = next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"),
+                        None)
+            if cond is not None and cond.get("status") == "True":
+                ready += 1
+            elif cond is not None and cond.get("status") == "False":
+                failed += 1
+        token = str((body.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return ready, failed
 
 
 class _ReadyWatch:
