@@ -10,11 +10,16 @@ cluster's OCI registry; no ``--wait`` is needed):
   children) and of the API server and etcd; helm processes spawned, by subcommand (a wrapper counts them);
 - the helm CLI beside it: ``helm install`` of the same chart from the same registry, sequentially, K times
   (``--helm-sample``, all N by default up to 100), extrapolated to N when K < N; time and CPU, each as a
-  ratio (helmdeck's CPU: the controller's and its helm processes');
+  ratio (helmdeck's CPU: the controller's and its helm processes'), and the API server's and etcd's CPU beside
+  it; then helm with the flags the controller passes (``--wait``, ...), in a namespace holding as many
+  ConfigMaps as the controller's did (helm 4's ``--wait`` watches every object of the chart's kinds there);
 - the CPU per Package of helm, the controller, the API server and etcd, and the time N installs need at least
   when every CPU is busy with them (their CPU over the CPUs): the bound on a CPU-bound machine;
 - Flux's published figure: 8m12s for 1,000 HelmReleases (fluxcd/flux-benchmark, helm-controller at 2 CPU,
   concurrency 10), a different machine: a scale, not a ratio.
+
+``HELMDECK_BENCH_BASELINE=DIR`` runs the controller of the checkout in DIR first, on the same cluster (before and
+after in the same run).
 
 Run: ``python -m bench.controller_packages [--packages 1000] [--concurrency 4] [--helm-sample 100]
 [--controller-log FILE] [--controller-profile FILE] [--cluster-dir DIR]``. The load average is printed with the
@@ -24,6 +29,8 @@ figures: the machine may be shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import re
 import resource
@@ -31,6 +38,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -47,8 +55,9 @@ from bench.service_common import CHART
 from bench.storage_common import private_cluster
 from engine.helm.crds import CREATE_REPLACE, apply_crds
 from engine.kube import rest
-from engine.kube.client import KubeTarget, api_client
+from engine.kube.client import KubeTarget, api_client, watch_lines
 from engine.kube.rest import get_json
+from engine.kube.stream import list_all, open_watch
 from localcluster import build
 from localcluster.cluster import LocalCluster
 from testkit.chart_sources import helm_run, push_oci
@@ -58,6 +67,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GROUP, VERSION = "helmdeck.dev", "v1alpha1"
 FLUX = (1000, 8 * 60 + 12)  # fluxcd/flux-benchmark: 1,000 HelmReleases Ready in 8m12s
 TICKS = os.sysconf("SC_CLK_TCK")
+# Another checkout whose controller runs first in the same run, on the same cluster (before and after)
+BASELINE = Path(os.environ["HELMDECK_BENCH_BASELINE"]) if os.environ.get("HELMDECK_BENCH_BASELINE") else None
 
 
 def _cpu(pid: int) -> tuple[float, float]:
@@ -151,6 +162,43 @@ def _ready_count(api: client.ApiClient, namespace: str) -> tuple[int, int]:
             return ready, failed
 
 
+class _ReadyWatch:
+    """Each Package's Ready status in ``namespace`` as a watch brings it (listed again when the watch breaks): the
+    count costs the API server a watch, not a list of every Package every few seconds, and is seen on arrival."""
+
+    def __init__(self, api: client.ApiClient, namespace: str):
+        self._api, self._path = api, rest.path(f"{GROUP}/{VERSION}", "packages", namespace)
+        self._ready: dict[str, str] = {}  # name -> Ready's status ("True", "False", "Unknown")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._follow, name="ready-watch", daemon=True).start()
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # a broken watch: listed again
+                resp = open_watch(self._api, self._path, list_all(self._api, self._path, self._saw), timeout=60)
+                for line in watch_lines(resp):
+                    event = json.loads(line)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._saw(event["object"])
+                    if self._stop.is_set():
+                        return
+
+    def _saw(self, obj: dict[str, Any]) -> None:
+        cond = next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)
+        with self._lock:
+            self._ready[obj["metadata"]["name"]] = str(cond.get("status")) if cond else ""
+
+    def counts(self) -> tuple[int, int]:
+        """(Packages Ready=True, Packages Ready=False) seen so far."""
+        with self._lock:
+            values = list(self._ready.values())
+        return values.count("True"), values.count("False")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 def _metrics(text: str) -> dict[str, float]:
     return {f"{s.name}{sorted(s.labels.items())}": s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
@@ -195,13 +243,14 @@ def _wait_ready(health: str, timeout: float) -> None:
 
 
 def _helm_cli(helm: str, target: KubeTarget, url: str, namespace: str, sample: int,
-              env: dict[str, str]) -> tuple[float, float]:
-    """(seconds, CPU seconds) of ``sample`` sequential ``helm install``s of the chart, as a user would run them."""
+              env: dict[str, str], flags: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(seconds, CPU seconds) of ``sample`` sequential ``helm install``s of the chart, as a user would run them
+    (with ``flags`` added)."""
     assert target.kubeconfig is not None
     started, cpu = time.perf_counter(), _children_cpu()
     for i in range(sample):
         helm_run(helm, "install", f"h{i:05d}", url, "--version", "0.1.0", "--plain-http", "-n", namespace,
-                 "--kubeconfig", str(target.kubeconfig), "--set", f"value=v{i}", env=env)
+                 "--kubeconfig", str(target.kubeconfig), "--set", f"value=v{i}", *flags, env=env)
     return time.perf_counter() - started, _children_cpu() - cpu
 
 
@@ -214,7 +263,8 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
 
 
-def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
+def run(cluster: LocalCluster, work: Path, args: argparse.Namespace, source: Path = ROOT) -> None:
+    """One controller of the helmdeck in ``source`` (a checkout) over fresh namespaces, then helm beside it."""
     assert cluster.kubeconfig is not None and cluster.registry is not None
     target = KubeTarget(cluster.kubeconfig)
     api = api_client(target)
@@ -237,7 +287,8 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
              "--watch-namespace", namespace, "--lease-namespace", namespace, "--helm", str(wrapper),
              "--concurrency", str(args.concurrency), "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
              "--log-level", "info"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
+            stdout=out, stderr=subprocess.STDOUT, cwd=source,
+            env={**os.environ, **env, "PYTHONPATH": str(source)})
     try:
         _wait_ready(_endpoint(log, "health probes", 60), 120)
         metrics = _endpoint(log, "metrics", 5)
@@ -247,6 +298,7 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
         spawned_before = len(calls.read_text().splitlines())
         requests_before = _api_requests(api)
         load_before = os.getloadavg()
+        watch = _ReadyWatch(api, namespace)
         started = time.perf_counter()
         for obj in _objects(namespace, url, args.packages):
             plural = "ocirepositories" if obj["kind"] == "OCIRepository" else "packages"
@@ -257,16 +309,20 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
         first: float | None = None
         loads: list[float] = []
         deadline = started + args.timeout
+        shown = started
         while time.perf_counter() < deadline:
-            ready, failed = _ready_count(api, namespace)
-            loads.append(os.getloadavg()[0])
+            ready, failed = watch.counts()
             if ready and first is None:
                 first = time.perf_counter() - started
             if ready + failed >= args.packages:
                 break
-            print(f"  {time.perf_counter() - started:6.1f}s: {ready} Ready, {failed} failed", flush=True)
-            time.sleep(args.poll)
+            if time.perf_counter() - shown >= args.poll:
+                shown = time.perf_counter()
+                loads.append(os.getloadavg()[0])
+                print(f"  {shown - started:6.1f}s: {ready} Ready, {failed} failed", flush=True)
+            time.sleep(0.05)
         elapsed = time.perf_counter() - started
+        watch.stop()
         if ctl.poll() is not None:
             raise SystemExit(f"the controller exited ({ctl.returncode}); see {log}")
         ctl_cpu, helm_cpu = (a - b for a, b in zip(_cpu(ctl.pid), (ctl_before, helm_before), strict=True))
@@ -283,10 +339,25 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
             shutil.copyfile(log, args.controller_log)
     sample = min(args.packages, args.helm_sample)
     cpus = os.cpu_count() or 1
+    cli_before = {name: _cpu(pid)[0] for name, pid in pids.items()}
+    cli_requests_before = _api_requests(api)
     cli, cli_cpu = _helm_cli(helm, target, url, cli_ns, sample, env)
+    cli_server = {name: _cpu(pid)[0] - cli_before[name] for name, pid in pids.items()}
+    cli_requests = _api_requests(api) - cli_requests_before
+    # helm with the flags the controller passes by default (Flux's: engine.reconcile.options), in a namespace of its
+    # own as full as the controller's was: helm 4's --wait watches every object of the chart's kinds there
+    wait_ns = f"bench-wait-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=wait_ns)))
+    for i in range((args.packages - sample) // 2):  # as many as the controller's installs saw, on average
+        core.create_namespaced_config_map(wait_ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=f"fill{i:05d}"), data={"value": f"v{i}"}))
+    wait_before = {name: _cpu(pid)[0] for name, pid in pids.items()}
+    flux_flags = ("--wait", "--take-ownership", "--server-side=true", "--force-conflicts", "--timeout", "2m")
+    waited, waited_cpu = _helm_cli(helm, target, url, wait_ns, sample, env, flux_flags)
+    wait_server = {name: _cpu(pid)[0] - wait_before[name] for name, pid in pids.items()}
     cli_n = cli * args.packages / sample
 
-    print(f"\nhelmdeck controller, {args.packages} Packages, --concurrency {args.concurrency} "
+    print(f"\nhelmdeck controller ({source}), {args.packages} Packages, --concurrency {args.concurrency} "
           f"(load average before {load_before[0]:.1f}, during max {max(loads or [0]):.1f}, "
           f"mean {sum(loads) / max(1, len(loads)):.1f}; {os.cpu_count()} CPUs)")
     print(f"  all Ready:         {_clock(elapsed)} ({ready} Ready, {failed} Ready=False"
@@ -299,8 +370,10 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     for name, cpu in sorted(server_cpu.items()):
         print(f"  {name + ':':18} {cpu:.1f} CPU s")
     writes = {k: v for k, v in requests.items() if k.split()[0] in ("POST", "PUT", "PATCH", "DELETE", "APPLY")}
+    reads = {k: v for k, v in requests.items() if k not in writes}
     print(f"  API requests:      {sum(requests.values())} ({sum(writes.values())} writes: "
-          + ", ".join(f"{k} {v}" for k, v in Counter(writes).most_common(8)) + ")")
+          + ", ".join(f"{k} {v}" for k, v in Counter(writes).most_common(10)) + "; reads: "
+          + ", ".join(f"{k} {v}" for k, v in Counter(reads).most_common(10)) + ")")
     actions = {k: v for k, v in samples.items() if k.startswith("helmdeck_helm_action_duration_seconds_sum")}
     for key, total in sorted(actions.items()):
         labels = dict(re.findall(r"\('(\w+)', '([^']*)'\)", key))
@@ -319,7 +392,14 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace) -> None:
     total = sum(per.values()) / args.packages
     print("CPU per Package:   " + ", ".join(f"{k} {v / args.packages * 1000:.0f} ms" for k, v in per.items())
           + f"; all {total * 1000:.0f} ms: {args.packages} installs need {_clock(total * args.packages / cpus)} "
-          f"of {cpus} CPUs at full use; sequential helm install's own {cli_cpu / sample * 1000:.0f} ms")
+          f"of {cpus} CPUs at full use")
+    print("sequential helm install's own: " + ", ".join(
+        f"{k} {v / sample * 1000:.0f} ms" for k, v in {"helm": cli_cpu, **cli_server}.items())
+        + f"; {sum(cli_requests.values()) / sample:.1f} API requests per install")
+    print(f"helm install {' '.join(flux_flags)} (the controller's flags), {(args.packages - sample) // 2} ConfigMaps "
+          f"beside them: {waited / sample:.2f}s each; helmdeck/that: {elapsed / (waited * args.packages / sample):.2f} "
+          "in time; its CPU: " + ", ".join(f"{k} {v / sample * 1000:.0f} ms" for k, v in
+                                           {"helm": waited_cpu, **wait_server}.items()))
     flux_n = FLUX[1] * args.packages / FLUX[0]
     print(f"Flux helm-controller (published, fluxcd/flux-benchmark, 2 CPU, concurrency 10): {_clock(FLUX[1])} for "
           f"{FLUX[0]}" + (f" ({_clock(flux_n)} for {args.packages} at that rate)" if args.packages != FLUX[0] else ""))
@@ -332,13 +412,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--helm-sample", type=int, default=100,
                         help="sequential helm installs measured for the CLI figure (default 100)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for all Ready (default 3600)")
-    parser.add_argument("--poll", type=float, default=2.0, help="seconds between counts of Ready (default 2)")
+    parser.add_argument("--poll", type=float, default=2.0, help="seconds between progress lines (default 2)")
     parser.add_argument("--controller-log", type=Path, help="keep the controller's log in this file")
     parser.add_argument("--controller-profile", type=Path,
                         help="run the controller under cProfile and write its stats to this file (pstats)")
     parser.add_argument("--cluster-dir", type=Path, help="reuse (and keep) the local cluster in this directory")
     args = parser.parse_args(argv)
     with private_cluster(args.cluster_dir) as (cluster, work):
+        if BASELINE is not None:
+            run(cluster, work, args, BASELINE)
         run(cluster, work, args)
 
 

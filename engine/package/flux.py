@@ -31,7 +31,10 @@ HELM_RELEASE = "HelmRelease"
 HELM_API_VERSIONS = ("helm.toolkit.fluxcd.io/v2", "helm.toolkit.fluxcd.io/v2beta2")
 ALLOW_FLAG = "--allow-unsupported"
 
-_VALIDATION = "helm's CLI validates against the OpenAPI schema on every action"
+# helm's client-side check is left out only where it checks nothing (engine.helm.cli Helm.server_validates)
+_OPENAPI = ("helm's OpenAPI check is left out where the API server validates fields itself (Kubernetes 1.27 and "
+            "newer) and kept where it is the only check")
+_SCHEMA = "a chart's values.schema.json is checked on every action"
 _VERIFY = "a HelmChart's verification (cosign, notation) is not implemented: verify on an OCIRepository"
 _CHART_VERIFY = "chart verification with cosign or notation is not implemented here (provider helm is)"
 # Flux fields helmdeck does not implement, by dotted path (list indices left out), and why.
@@ -40,8 +43,8 @@ UNSUPPORTED: Mapping[str, str] = {
     "spec.chart.spec.verify": _CHART_VERIFY,
     "spec.chart.spec.valuesFile": "the deprecated single values file: use spec.chart.spec.valuesFiles",
     "spec.valuesFile": "the deprecated single values file: use spec.valuesFiles",  # a HelmChart's
-    **{f"spec.{action}.{flag}": _VALIDATION for action in ("install", "upgrade")
-       for flag in ("disableOpenAPIValidation", "disableSchemaValidation")},
+    **{f"spec.{action}.{flag}": why for action in ("install", "upgrade")
+       for flag, why in (("disableOpenAPIValidation", _OPENAPI), ("disableSchemaValidation", _SCHEMA))},
     "spec.install.skipCRDs": "deprecated by Flux: use spec.install.crds: Skip",
     "spec.install.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
     "spec.upgrade.remediation.ignoreTestFailures": "use spec.test.ignoreFailures",
