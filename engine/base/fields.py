@@ -8,7 +8,6 @@ What the package loader (:mod:`engine.package.model`) and the chart-source loade
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -153,6 +152,8 @@ class Fields:
         """The error of the field at ``path`` (its last part the key) that is none of ``allowed``: the closest
         allowed name suggested (stdlib ``difflib.get_close_matches``, as a shell or git suggests a command),
         then every allowed one."""
+        import difflib  # only on an error: its import (with its own) would cost every command's start
+
         key = path.rsplit(".", 1)[-1]
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
