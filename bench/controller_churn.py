@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import math
 import os
 import random
@@ -44,13 +43,12 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.controller_packages import apply_package_crds
+from bench.controller_packages import apply_package_crds, follow_packages
 from bench.storage_common import private_cluster
 from engine.base.wire import SHARD
 from engine.helm import Helm
 from engine.kube import rest
-from engine.kube.client import KubeTarget, api_client, watch_lines
-from engine.kube.stream import list_all, open_watch
+from engine.kube.client import KubeTarget, api_client
 from engine.runtime.cluster.members import AUTO_LEASE_DURATION
 from engine.runtime.drive.lease import LeaseConfig
 from engine.runtime.ledger.placement import assign, package_name
@@ -174,15 +172,7 @@ class _ReadyTimes:
 
     def _follow(self) -> None:
         path = rest.path(f"{GROUP}/{VERSION}", "packages", self._run.namespace)
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a broken watch: listed again (a Ready seen late, never early)
-                resp = open_watch(self._run.api, path, list_all(self._run.api, path, self._saw), timeout=30)
-                for line in watch_lines(resp):
-                    event = json.loads(line)
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._saw(event["object"])
-                    if self._stop.is_set():
-                        return
+        follow_packages(self._run.api, path, self._saw, self._stop, timeout=30)
 
     def _saw(self, obj: dict[str, Any]) -> None:
         if ready_now(obj):

@@ -43,7 +43,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,22 @@ def _ready_count(api: client.ApiClient, namespace: str) -> tuple[int, int]:
             return ready, failed
 
 
+def follow_packages(api: client.ApiClient, path: str, saw: Callable[[dict[str, Any]], None], stop: threading.Event,
+                    *, timeout: int) -> None:
+    """Call ``saw`` with each Package at ``path`` as listed, then as a watch brings it (added or modified), listed
+    again when the watch breaks (a state seen late, never early), until ``stop`` is set; ``timeout``: the watch's
+    seconds before it is opened again."""
+    while not stop.is_set():
+        with contextlib.suppress(Exception):
+            resp = open_watch(api, path, list_all(api, path, saw), timeout=timeout)
+            for line in watch_lines(resp):
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    saw(event["object"])
+                if stop.is_set():
+                    return
+
+
 class _ReadyWatch:
     """Each Package's Ready status in ``namespace`` as a watch brings it (listed again when the watch breaks): the
     count costs the API server a watch, not a list of every Package every few seconds, and is seen on arrival."""
@@ -174,15 +190,7 @@ class _ReadyWatch:
         threading.Thread(target=self._follow, name="ready-watch", daemon=True).start()
 
     def _follow(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a broken watch: listed again
-                resp = open_watch(self._api, self._path, list_all(self._api, self._path, self._saw), timeout=60)
-                for line in watch_lines(resp):
-                    event = json.loads(line)
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._saw(event["object"])
-                    if self._stop.is_set():
-                        return
+        follow_packages(self._api, self._path, self._saw, self._stop, timeout=60)
 
     def _saw(self, obj: dict[str, Any]) -> None:
         cond = next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)
