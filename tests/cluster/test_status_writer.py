@@ -24,12 +24,9 @@ from tests.controller_fixtures import Apis
 pytestmark = pytest.mark.cluster
 
 
-async def test_a_pass_end_is_written_without_waiting_out_the_burst(
-    apis: Apis, namespace: str, kube_target: KubeTarget,
-) -> None:
-    """A pass's end (observedGeneration, Ready) reaches the Package at once: readers wait on it (the takeover after
-    a SIGKILL is timed to it). The burst delay is an hour here: only a write that skips it is seen."""
-    objects, _, _ = apis
+async def _one_package(objects: client.CustomObjectsApi, namespace: str, kube_target: KubeTarget) -> tuple[PackageObjects, ReleaseBook]:
+    """The Package ``web`` (of an OCIRepository) created in ``namespace``, loaded as the controller loads it, and a
+    book holding its spec."""
     create(objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OCIRepository",
                      "metadata": {"name": "web", "namespace": namespace},
                      "spec": {"url": "oci://registry.example.com/charts/web", "ref": {"tag": "1.0.0"}}})
@@ -38,6 +35,16 @@ async def test_a_pass_end_is_written_without_waiting_out_the_burst(
     await asyncio.to_thread(watched.load)
     book = ReleaseBook(Observer(None))
     book.set_packages(watched.specs())
+    return watched, book
+
+
+async def test_a_pass_end_is_written_without_waiting_out_the_burst(
+    apis: Apis, namespace: str, kube_target: KubeTarget,
+) -> None:
+    """A pass's end (observedGeneration, Ready) reaches the Package at once: readers wait on it (the takeover after
+    a SIGKILL is timed to it). The burst delay is an hour here: only a write that skips it is seen."""
+    objects, _, _ = apis
+    watched, book = await _one_package(objects, namespace, kube_target)
     spec = next(iter(book.packages.values()))
     writer = StatusWriter(api_client(kube_target), book, watched, acting=lambda: True, spawn=asyncio.ensure_future,
                           problems=list, delay=3600.0)
@@ -87,14 +94,7 @@ async def test_a_second_write_waits_for_the_first_to_land(
     observedGeneration 2. Two writes in flight at once landed in either order: the churn test saw generation 5
     observed 4."""
     objects, _, _ = apis
-    create(objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OCIRepository",
-                     "metadata": {"name": "web", "namespace": namespace},
-                     "spec": {"url": "oci://registry.example.com/charts/web", "ref": {"tag": "1.0.0"}}})
-    create(objects, package(namespace, "web"))
-    watched = PackageObjects(api_client(kube_target), [namespace])
-    await asyncio.to_thread(watched.load)
-    book = ReleaseBook(Observer(None))
-    book.set_packages(watched.specs())
+    watched, book = await _one_package(objects, namespace, kube_target)
     first = next(iter(book.packages.values()))
     held = HeldClient(api_client(kube_target).configuration)
     writer = StatusWriter(held, book, watched, acting=lambda: True, spawn=asyncio.ensure_future, problems=list,
