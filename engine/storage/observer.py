@@ -386,6 +386,15 @@ class Observer:
         with self._lock:
             return self._index.unreadable_releases()
 
+    def unreadable_release(self, namespace: str, name: str) -> UnreadableRecord | None:
+        """The newest unreadable record of release ``(namespace, name)`` when it is the release's newest, read in
+        the storage its package declares (:meth:`set_storage_of`), else the release namespace's; None otherwise.
+        An unreadable record names only the namespace it is stored in, so :meth:`unreadable_releases` keys it
+        by that: this asks by release."""
+        with self._lock:
+            storage = self._storage_of(namespace, name) or namespace
+            return self._index.unreadable_releases().get((storage, name))
+
     def set_storage_of(self, storage_of: Callable[[str, str], str | None]) -> None:
         """Which storage namespace holds release ``(namespace, name)`` for the readers that ask by release
         (:meth:`latest`, :meth:`history`, :meth:`revisions`, :meth:`releases`, :meth:`load_release`):

@@ -24,7 +24,9 @@ from tests.controller_fixtures import Apis
 pytestmark = pytest.mark.cluster
 
 
-async def _one_package(objects: client.CustomObjectsApi, namespace: str, kube_target: KubeTarget) -> tuple[PackageObjects, ReleaseBook]:
+async def _one_package(
+    objects: client.CustomObjectsApi, namespace: str, kube_target: KubeTarget,
+) -> tuple[PackageObjects, ReleaseBook]:
     """The Package ``web`` (of an OCIRepository) created in ``namespace``, loaded as the controller loads it, and a
     book holding its spec."""
     create(objects, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OCIRepository",

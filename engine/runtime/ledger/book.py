@@ -469,7 +469,7 @@ class ReleaseBook:
         pkg = self.packages.get(key)
         cur = self._views.get(key)
         status = self._statuses.get(key)
-        bad = self.observer.unreadable_releases().get(key)
+        bad = self.observer.unreadable_release(*key)
         attached = self._attached.get(key) if pkg is None else None
         # A HelmRelease's object gives a row without a package, or its document's (a Package keeps its own)
         flux = self._flux.get(key) if pkg is None or key in self._flux_owned else None
@@ -581,8 +581,10 @@ class ReleaseBook:
 
     def refresh_all(self, keys: Iterable[ReleaseKey] = ()) -> None:
         """Refresh ``keys``, every stored, declared and unreadable release, and every view."""
-        for key in dict.fromkeys([*keys, *self.observer.releases(), *self.packages,
-                                  *self.observer.unreadable_releases(), *self._views]):
+        # An unreadable record is keyed by its storage namespace: a declared package's row is the release's
+        declared = {(spec.storage_ns, key[1]): key for key, spec in self.packages.items()}
+        unreadable = [declared.get(stored, stored) for stored in self.observer.unreadable_releases()]
+        for key in dict.fromkeys([*keys, *self.observer.releases(), *self.packages, *unreadable, *self._views]):
             self.refresh(key)
 
     # -- the running-action guard ------------------------------------------------------
