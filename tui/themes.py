@@ -30,6 +30,7 @@ from rich.style import Style
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from engine.base.fields import closest
 from tui.format import Tone
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "themes"
@@ -71,8 +72,10 @@ def theme_from_dict(data: dict[str, Any], path: Path) -> Theme:
     """Validate a parsed theme file and build the Textual theme."""
     unknown = sorted(set(data) - set(COLOR_FIELDS) - set(OTHER_FIELDS))
     if unknown:
-        raise ThemeError(path, unknown[0], "unknown field",
-                         f"remove it; valid fields: {', '.join((*OTHER_FIELDS, *COLOR_FIELDS))}")
+        valid = (*OTHER_FIELDS, *COLOR_FIELDS)
+        hints = [f"{key}: did you mean {close}?" for key in unknown if (close := closest(key, valid))]
+        raise ThemeError(path, ", ".join(unknown), "unknown field" if len(unknown) == 1 else "unknown fields",
+                         f"{'; '.join([*hints, ''])}remove or rename; valid fields: {', '.join(valid)}")
     name = data.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ThemeError(path, "name", f"must be a lower-case name, got {name!r}",

@@ -9,7 +9,7 @@ What the package loader (:mod:`engine.package.model`) and the chart-source loade
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,15 @@ def lines_by_path(node: yaml.Node, path: str = "", out: dict[str, int] | None = 
     return out
 
 
+def closest(key: str, allowed: Sequence[str]) -> str | None:
+    """The one of ``allowed`` closest to the unknown name ``key`` (stdlib ``difflib.get_close_matches``, as a
+    shell or git suggests a command), None when none is close."""
+    import difflib  # only on an error: its import (with its own) would cost every command's start
+
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return close[0] if close else None
+
+
 class Fields:
     """Checks the fields of one document; ``lines`` maps dotted paths to their line (1-based)."""
 
@@ -152,11 +161,8 @@ class Fields:
         """The error of the field at ``path`` (its last part the key) that is none of ``allowed``: the closest
         allowed name suggested (stdlib ``difflib.get_close_matches``, as a shell or git suggests a command),
         then every allowed one."""
-        import difflib  # only on an error: its import (with its own) would cost every command's start
-
-        key = path.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = closest(path.rsplit(".", 1)[-1], allowed)
+        hint = f"did you mean {close}? " if close else ""
         return self.error(path, "unknown field", f"{hint}allowed here: {', '.join(allowed)}")
 
     def known(self, data: Any, table: tuple[Field, ...]) -> None:

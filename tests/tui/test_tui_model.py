@@ -413,7 +413,8 @@ def test_shipped_themes_load() -> None:
 
 
 @pytest.mark.parametrize(("text", "field", "fix"), [
-    ('name = "x"\nprimary = "#123456"\nbackgroud = "#000000"\n', "backgroud", "valid fields"),
+    ('name = "x"\nprimary = "#123456"\nbackgroud = "#000000"\n', "backgroud", "backgroud: did you mean background?"),
+    ('name = "x"\nprimary = "#123456"\nbackgroud = "#000000"\nzzz = 1\n', "backgroud, zzz", "valid fields"),
     ('name = "x"\nprimary = "blurple"\n', "primary", "#rrggbb"),
     ('name = "Bad Name"\nprimary = "#123456"\n', "name", "letters, digits and -"),
     ('name = "x"\n', "primary", "add a colour"),
