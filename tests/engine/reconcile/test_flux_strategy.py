@@ -146,6 +146,24 @@ async def test_an_action_that_stored_nothing_is_retried_after_the_interval_not_b
 # -- on the local cluster, with real helm ------------------------------------------------------------------
 
 
+def quota_refuses_deployments(api: client.ApiClient, namespace: str) -> bool:
+    """Whether the API server's quota admission already refuses a Deployment in ``namespace`` (a server dry run):
+    it reads quotas from its own cache, and a namespace it looked up before the quota was made stays without one
+    there for up to 30 s, so a quota just created can let a Deployment through under load."""
+    deployment = client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="quota-probe"),
+        spec=client.V1DeploymentSpec(
+            selector=client.V1LabelSelector(match_labels={"app": "quota-probe"}),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "quota-probe"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="probe")]))))
+    try:
+        client.AppsV1Api(api).create_namespaced_deployment(namespace, deployment, dry_run="All")
+    except client.ApiException as exc:
+        return bool(exc.status == 403)
+    return False
+
+
 @pytest.mark.cluster
 async def test_install_retry_on_failure_keeps_the_failed_release_and_upgrades_it(
     passes: Passes, core_api: client.CoreV1Api,
@@ -157,6 +175,7 @@ async def test_install_retry_on_failure_keeps_the_failed_release_and_upgrades_it
     core_api.create_namespaced_resource_quota(passes.namespace, client.V1ResourceQuota(
         metadata=client.V1ObjectMeta(name="no-deployments"),
         spec=client.V1ResourceQuotaSpec(hard={"count/deployments.apps": "0"})))
+    await until(lambda: quota_refuses_deployments(core_api.api_client, passes.namespace), 30)
     both = ("  install:\n    strategy: {name: RetryOnFailure, retryInterval: 1h}\n"
             "  upgrade:\n    strategy: {name: RetryOnFailure, retryInterval: 1h}\n")
     passes.write("{}", both, timeout="60s")
